@@ -1,0 +1,77 @@
+"""The `nb` command line: a thin typer layer over the core library.
+
+Each command lives in its own module and imports heavy libraries (torch, numpy) only inside its
+body, so `nb --help` and shell completion stay fast. An `NbError` from the core becomes one line on
+stderr and exit code 1; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from nbcli import __version__
+from nbcli.errors import NbError
+
+
+class NbGroup(TyperGroup):
+    """Maps expected failures to one line on stderr: NbError -> exit 1, Ctrl-C -> exit 130."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NbError as err:
+            click.echo(f"nb: error: {err}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("nb: interrupted; no output written", err=True)
+            ctx.exit(130)
+
+
+app = typer.Typer(
+    name="nb",
+    cls=NbGroup,
+    help="nb: study and exploit how Transformers handle word frequency.\n\n"
+    "Count unigrams, patch checkpoints (log-unigram output bias, rescaled W, standardised "
+    "embeddings, scaled final-LayerNorm bias), probe frequency directions, and train a reference "
+    "Transformer with the papers' initialisations and losses.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nb {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print nb's version and exit.")
+    ] = False,
+) -> None:
+    """nb: study and exploit how Transformers handle word frequency."""
+
+
+def _register() -> None:
+    from nbcli.cli import count_unigrams, merge_counts, quickstart
+
+    for module in (quickstart, count_unigrams, merge_counts):
+        module.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="nb")
+    sys.exit(0)

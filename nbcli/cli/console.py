@@ -1,0 +1,91 @@
+"""Output conventions: results on stdout, progress and status on stderr, progress only on a terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+    TimeRemainingColumn, TransferSpeedColumn,
+)
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+def print_json(payload: dict[str, Any]) -> None:
+    """Print one JSON object on stdout (NaN -> null, so the output is strict JSON)."""
+    import sys
+
+    sys.stdout.write(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def byte_progress(description: str) -> Iterator[Callable[[int, int | None], None]]:
+    """A progress bar by bytes on stderr when it is a terminal; a no-op callback otherwise.
+
+    The callback takes (advance_bytes, total_bytes_or_None).
+    """
+    console = stderr_console()
+    if not console.is_terminal:
+        yield lambda advance, total: None
+        return
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(), DownloadColumn(),
+        TransferSpeedColumn(), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+        transient=True,
+    )
+    task = progress.add_task(description, total=None)
+
+    def update(advance: int, total: int | None) -> None:
+        progress.update(task, advance=advance, total=total)
+
+    with progress:
+        yield update
+
+
+@contextlib.contextmanager
+def step_progress(description: str, total: int | None) -> Iterator[Callable[..., None]]:
+    """A progress bar by steps (tensors, training steps) on stderr when it is a terminal.
+
+    The callback takes (advance=1, **fields) where fields fill `{task.fields[...]}` columns.
+    """
+    console = stderr_console()
+    if not console.is_terminal:
+        yield lambda advance=1, **fields: None
+        return
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        console=console, transient=True,
+    )
+    task = progress.add_task(description, total=total, status="")
+
+    def update(advance: int = 1, status: str = "", **_: Any) -> None:
+        progress.update(task, advance=advance, status=status)
+
+    with progress:
+        yield update

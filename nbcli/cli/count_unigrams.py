@@ -1,0 +1,101 @@
+"""`nb count-unigrams`: stream a corpus through a tokenizer and write a unigram-counts file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption
+
+EPILOG = """\
+**Examples**
+
+    nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
+    nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl --field text -t tokenizer.json -o c.safetensors --tsv c.tsv
+    zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
+    nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
+"""
+
+
+def count_unigrams(
+    inputs: Annotated[list[str], typer.Argument(
+        metavar="INPUT...", show_default=False,
+        help="Files, directories (recursed), globs, or - for stdin. Plain text, .gz, .bz2, .xz or .zst.")],
+    tokenizer: TokenizerOption,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors",
+                                         help="Counts file to write (int64 `counts` tensor + provenance).")],
+    tsv: Annotated[Optional[Path], typer.Option(
+        "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
+    workers: WorkersOption = 0,
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="text|jsonl",
+        help="text: one document per line (line ending removed; empty lines are not documents). "
+        "jsonl: one JSON object per line, the document in --field.")] = "text",
+    field: Annotated[str, typer.Option("--field", help="JSONL field that holds the document text.")] = "text",
+    eos: Annotated[Optional[bool], typer.Option(
+        "--eos/--no-eos", show_default="on if the tokenizer has an EOS id",
+        help="Count one EOS per document. On by default: a language model trained on this corpus "
+        "predicts EOS at each document end, so EOS belongs in its unigram distribution.")] = None,
+    bos: Annotated[bool, typer.Option(
+        "--bos/--no-bos",
+        help="Count one BOS per document. Off by default: BOS is given as context and never predicted.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Invalid UTF-8 is an error naming file and line (default: replace with U+FFFD, "
+        "count and report the affected lines).")] = False,
+    skip_bad_lines: Annotated[bool, typer.Option(
+        "--skip-bad-lines", help="JSONL: skip and count lines that are not JSON objects with --field "
+        "(default: error naming file and line).")] = False,
+    smoothing: SmoothingOption = "add-k:1",
+    dask: Annotated[Optional[str], typer.Option(
+        "--dask", metavar="ADDRESS", help="Run the byte-range tasks on a Dask distributed scheduler "
+        "(e.g. tcp://host:8786); inputs must be readable at the same paths on the workers.")] = None,
+    exact_only: Annotated[bool, typer.Option(
+        "--no-chunk-cache", help="Encode every document in full instead of each distinct chunk once "
+        "(slower; same counts; for verification).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Count token unigrams in a corpus and write them as a safetensors counts file.
+
+    Documents are tokenised without template special tokens; EOS/BOS are added per document as
+    --eos/--bos say. Counting is exact and identical for any --workers: each distinct
+    whitespace-delimited chunk is encoded once where the tokenizer's settings make that provably
+    equal to encoding whole documents, and whole documents are encoded otherwise.
+    """
+    from nbcli.cli.console import byte_progress, print_json, stderr_console
+    from nbcli.cli.render import render_count_summary
+    from nbcli.atomic import check_output_dir
+    from nbcli.counting import (
+        CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs,
+    )
+    from nbcli.counts import parse_smoothing
+    from nbcli.tokenizers import load_tokenizer
+
+    k = parse_smoothing(smoothing)
+    check_output_dir(output)
+    if tsv is not None:
+        check_output_dir(tsv)
+    tok = load_tokenizer(tokenizer)
+    options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
+                           skip_bad_lines=skip_bad_lines, chunked=not exact_only)
+    with byte_progress("counting") as progress:
+        result = count_corpus(inputs, tok, options, workers=workers or None, dask_address=dask,
+                              progress=progress)
+    counts_file = build_counts_file(result, tok, smoothing_k=k)
+    write_count_outputs(counts_file, output, tsv, tok, k)
+    report = count_report(result, tok, output, tsv)
+    err = stderr_console()
+    if result.bad_utf8_lines:
+        err.print(f"[yellow]warning:[/] {result.bad_utf8_lines} line(s) had invalid UTF-8, "
+                  "counted with U+FFFD replacement (--strict to fail instead)")
+    if result.skipped_lines:
+        err.print(f"[yellow]warning:[/] skipped {result.skipped_lines} bad JSONL line(s)")
+    if as_json:
+        print_json(report)
+    else:
+        render_count_summary(report)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("count-unigrams", epilog=EPILOG)(count_unigrams)

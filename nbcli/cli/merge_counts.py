@@ -1,0 +1,44 @@
+"""`nb merge-counts`: sum counts files made with the same tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nbcli.cli.options import JsonOption
+
+EPILOG = """\
+**Examples**
+
+    nb merge-counts shard-0.safetensors shard-1.safetensors -o counts.safetensors
+    nb merge-counts shards/*.safetensors -o counts.safetensors --json
+"""
+
+
+def merge_counts(
+    inputs: Annotated[list[Path], typer.Argument(metavar="COUNTS...", help="Counts files to sum.")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors", help="Merged counts file.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts
+    made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""
+    from nbcli.atomic import check_output_dir
+    from nbcli.cli.console import print_json, stdout_console
+    from nbcli.counts import merge_counts as merge, read_counts, write_counts
+
+    check_output_dir(output)
+    merged = merge([read_counts(p) for p in inputs])
+    write_counts(output, merged)
+    report = {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,
+              "vocab_size": merged.vocab_size, "tokenizer_sha256": merged.tokenizer_sha256}
+    if as_json:
+        print_json(report)
+    else:
+        stdout_console().print(f"merged {len(inputs)} files: {merged.total:,} tokens, "
+                               f"vocab {merged.vocab_size:,} -> {output}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("merge-counts", epilog=EPILOG)(merge_counts)

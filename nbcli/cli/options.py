@@ -1,0 +1,35 @@
+"""Option declarations shared by several commands (one definition, one help text)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
+TokenizerOption = Annotated[
+    Path,
+    typer.Option(
+        "--tokenizer", "-t", metavar="TOK",
+        help="SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holding one).",
+    ),
+]
+WorkersOption = Annotated[
+    int,
+    typer.Option("--workers", "-j", min=0, help="Worker processes (0 = all cores available to nb)."),
+]
+SmoothingOption = Annotated[
+    str,
+    typer.Option(
+        "--smoothing", metavar="add-k:K",
+        help="Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): "
+        "no token gets -inf.",
+    ),
+]
+CountsOption = Annotated[
+    Path,
+    typer.Option("--counts", "-c", metavar="COUNTS.safetensors",
+                 help="Unigram counts file from `nb count-unigrams`."),
+]
+OutputOption = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Output file.")]

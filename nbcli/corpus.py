@@ -1,0 +1,243 @@
+"""Streaming corpus readers: inputs (files, directories, globs, stdin), compression, byte ranges.
+
+Plain files are split into newline-aligned byte ranges that worker processes read themselves; a
+line belongs to the range that holds its first byte, so ranges partition the lines exactly.
+Compressed files and stdin cannot be seeked: they are decompressed in one stream and cut into
+line-aligned blocks. Memory stays bounded by the block size either way.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import lzma
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from nbcli.errors import CorpusError, InputError
+
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
+STDIN = "-"
+BLOCK_BYTES = 1 << 22  # 4 MiB of lines per block
+MIN_RANGE_BYTES = 1 << 20
+MAX_RANGE_BYTES = 1 << 25
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """One input stream: a file path (or '-' for stdin), its size on disk and its compression."""
+
+    path: str
+    size: int
+    compression: str | None
+
+    @property
+    def splittable(self) -> bool:
+        return self.path != STDIN and self.compression is None
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Lines of a plain file whose first byte lies in [start, end)."""
+
+    path: str
+    start: int
+    end: int
+
+
+def compression_of(path: str) -> str | None:
+    return COMPRESSION_SUFFIXES.get(Path(path).suffix.lower())
+
+
+def _is_text_name(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1] in TEXT_SUFFIXES
+
+
+def _source(path: str) -> CorpusSource:
+    try:
+        size = os.stat(path).st_size
+    except OSError as err:
+        raise InputError(f"{path}: cannot read input: {err.strerror}") from None
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: cannot read input: permission denied")
+    return CorpusSource(path=path, size=size, compression=compression_of(path))
+
+
+def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
+    """Expand INPUT arguments into sources, in a stable order.
+
+    Files are taken as given; directories are recursed for text files (names ending in
+    .txt .text .jsonl .ndjson .json .raw .tok, optionally compressed); patterns with * ? [ are
+    globbed (`**` recurses); '-' is standard input.
+    """
+    if not inputs:
+        raise InputError("no input given")
+    sources: list[CorpusSource] = []
+    for item in inputs:
+        if item == STDIN:
+            sources.append(CorpusSource(path=STDIN, size=0, compression=None))
+        elif os.path.isdir(item):
+            found = sorted(
+                str(p) for p in Path(item).rglob("*")
+                if p.is_file() and _is_text_name(p) and not p.name.startswith(".")
+            )
+            if not found:
+                raise InputError(
+                    f"{item}: directory has no text files "
+                    f"(looked for {', '.join(sorted(TEXT_SUFFIXES))}, optionally compressed)"
+                )
+            sources.extend(_source(p) for p in found)
+        elif os.path.exists(item):
+            if not os.path.isfile(item):
+                raise InputError(f"{item}: not a regular file")
+            sources.append(_source(item))
+        elif any(ch in item for ch in "*?["):
+            matches = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise InputError(f"{item}: pattern matches no files")
+            sources.extend(_source(p) for p in matches)
+        else:
+            raise InputError(f"{item}: no such file or directory")
+    return sources
+
+
+def plan_ranges(source: CorpusSource, workers: int) -> list[ByteRange]:
+    """Cut a plain file into byte ranges: about 4 per worker, each 1-32 MiB."""
+    if source.size == 0:
+        return []
+    target = min(MAX_RANGE_BYTES, max(MIN_RANGE_BYTES, source.size // max(1, workers * 4)))
+    starts = range(0, source.size, target)
+    return [ByteRange(source.path, s, min(s + target, source.size)) for s in starts]
+
+
+def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield (offset, data) blocks holding exactly the lines whose first byte is in the range.
+
+    Each block ends at a newline (or at end of file); offset is the file offset of data[0].
+    """
+    with open(rng.path, "rb") as handle:
+        pos = rng.start
+        if pos > 0:
+            handle.seek(pos - 1)
+            if handle.read(1) != b"\n":
+                pos += len(handle.readline())  # that line began in the previous range
+        handle.seek(pos)
+        while pos < rng.end:
+            data = handle.read(min(block_bytes, rng.end - pos))
+            if not data:
+                return
+            offset = pos
+            pos += len(data)
+            if not data.endswith(b"\n"):
+                tail = handle.readline()  # the last line began before `end`: it is ours
+                pos += len(tail)
+                data += tail
+            yield offset, data
+
+
+class _ZstdReader:
+    """A minimal streaming Zstandard reader that detects truncated (unfinished) frames."""
+
+    def __init__(self, raw: BinaryIO, name: str) -> None:
+        import zstandard
+
+        self._raw, self._name = raw, name
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._pending = False
+        self._error = zstandard.ZstdError
+
+    def read(self, size: int) -> bytes:
+        while True:
+            compressed = self._raw.read(1 << 20)
+            if not compressed:
+                if self._pending:
+                    raise EOFError("Zstandard frame ended before its end marker")
+                return b""
+            out = []
+            while compressed:
+                try:
+                    out.append(self._dobj.decompress(compressed))
+                except self._error as err:
+                    raise OSError(f"invalid Zstandard data: {err}") from None
+                self._pending = not self._dobj.eof
+                compressed = self._dobj.unused_data if self._dobj.eof else b""
+                if self._dobj.eof:
+                    self._dobj = self._dctx.decompressobj()
+            data = b"".join(out)
+            if data:
+                return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def open_stream(source: CorpusSource) -> BinaryIO:
+    """Open a source for sequential binary reading, decompressing as needed."""
+    if source.path == STDIN:
+        return sys.stdin.buffer
+    try:
+        if source.compression == "gzip":
+            return gzip.open(source.path, "rb")  # type: ignore[return-value]
+        if source.compression == "bz2":
+            return bz2.open(source.path, "rb")  # type: ignore[return-value]
+        if source.compression == "xz":
+            return lzma.open(source.path, "rb")  # type: ignore[return-value]
+        if source.compression == "zstd":
+            return _ZstdReader(open(source.path, "rb"), source.path)  # type: ignore[return-value]
+        return open(source.path, "rb")
+    except OSError as err:
+        raise InputError(f"{source.path}: cannot read input: {err.strerror or err}") from None
+
+
+def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (first_line_number, decompressed_offset, data) line-aligned blocks of a whole stream."""
+    stream = open_stream(source)
+    carry = b""
+    offset = 0
+    line = 1
+    try:
+        while True:
+            try:
+                data = stream.read(block_bytes)
+            except (EOFError, OSError, lzma.LZMAError) as err:
+                raise CorpusError(f"{source.path}: corrupt or truncated {source.compression} stream ({err})") from None
+            if not data:
+                break
+            data = carry + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut:]
+            yield line, offset, block
+            line += block.count(b"\n")
+            offset += len(block)
+        if carry:
+            yield line, offset, carry
+    finally:
+        if source.path != STDIN:
+            stream.close()
+
+
+def line_number_at(path: str, offset: int) -> int:
+    """1-based line number of the byte at `offset` in a plain file (used only to report errors)."""
+    line = 1
+    with open(path, "rb") as handle:
+        remaining = offset
+        while remaining > 0:
+            data = handle.read(min(remaining, BLOCK_BYTES))
+            if not data:
+                break
+            line += data.count(b"\n")
+            remaining -= len(data)
+    return line

@@ -1,0 +1,502 @@
+"""Counting token unigrams in a corpus, in parallel, bit-exactly.
+
+The work is cut into tasks (byte ranges of plain files, line-aligned blocks of compressed files and
+stdin). Each task returns an int64 count vector; integer sums do not depend on order, so the result
+is identical for any number of workers, local or on a Dask cluster.
+
+Speed comes from the tokenizer's chunk rule (see `nbcli.tokenizers`): each distinct chunk of a
+Zipfian corpus is encoded once per worker and its ids multiplied by its frequency. Tokenizers for
+which that is not provably exact are counted by encoding whole documents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from nbcli.atomic import write_text_atomic
+
+from nbcli.corpus import (
+    ByteRange, CorpusSource, discover_inputs, line_number_at, plan_ranges, read_range_blocks,
+    read_stream_blocks,
+)
+from nbcli.counts import UnigramCounts, counts_tsv, summarize_counts, write_counts
+from nbcli.errors import ConfigError, CorpusError, Interrupted
+from nbcli.provenance import tool_version, utc_now
+from nbcli.tokenizers import PREFIX_SPACE_CHUNK, Tokenizer, tokenizer_from_bytes
+
+CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
+ENCODE_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """How documents are read and counted. `eos=None` means: add EOS iff the tokenizer has one."""
+
+    format: Literal["text", "jsonl"] = "text"
+    field: str = "text"
+    eos: bool | None = None
+    bos: bool = False
+    strict: bool = False
+    skip_bad_lines: bool = False
+    chunked: bool = True  # False forces whole-document encoding (a reference for exactness checks)
+
+    def __post_init__(self) -> None:
+        if self.format not in ("text", "jsonl"):
+            raise ConfigError(f"--format must be text or jsonl, got {self.format!r}")
+
+
+@dataclass
+class TaskResult:
+    """Counts and bookkeeping for one task (or a sum of tasks)."""
+
+    counts: np.ndarray
+    documents: int = 0
+    bytes_read: int = 0
+    bad_utf8_lines: int = 0
+    skipped_lines: int = 0
+
+    def add(self, other: TaskResult) -> TaskResult:
+        self.counts += other.counts
+        self.documents += other.documents
+        self.bytes_read += other.bytes_read
+        self.bad_utf8_lines += other.bad_utf8_lines
+        self.skipped_lines += other.skipped_lines
+        return self
+
+
+@dataclass
+class CountResult:
+    """The outcome of `count_corpus`."""
+
+    counts: np.ndarray
+    documents: int
+    bytes_read: int
+    bad_utf8_lines: int
+    skipped_lines: int
+    sources: list[CorpusSource]
+    seconds: float
+    method: str
+    eos: bool
+    bos: bool
+    workers: int
+    options: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.counts.sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Work inside one process
+
+
+@dataclass
+class _Task:
+    path: str
+    range: ByteRange | None = None  # read by the worker
+    data: bytes | None = None  # already read (compressed file or stdin block)
+    # A task with neither range nor data only reports progress.
+    first_line: int | None = None
+    offset: int = 0
+    progress_bytes: int = 0
+
+
+class _Counter:
+    """Per-process counting state: the tokenizer and the cache of encoded chunks."""
+
+    def __init__(self, tokenizer: Tokenizer, options: CountOptions) -> None:
+        self.tokenizer = tokenizer
+        self.options = options
+        self.rule = tokenizer.chunk_rule if options.chunked else None
+        self.cache: dict[str, list[int]] = {}
+        add_eos = tokenizer.eos_id is not None if options.eos is None else options.eos
+        self.eos_id = tokenizer.eos_id if add_eos else None
+        self.bos_id = tokenizer.bos_id if options.bos else None
+
+    # -- tasks -------------------------------------------------------------------------------
+    def run(self, task: _Task) -> TaskResult:
+        result = TaskResult(np.zeros(self.tokenizer.vocab_size, dtype=np.int64))
+        if task.range is not None:
+            for offset, data in read_range_blocks(task.range):
+                result.add(self.count_block(task.path, data, None, offset))
+        elif task.data is not None:
+            result.add(self.count_block(task.path, task.data, task.first_line, task.offset))
+        return result
+
+    def _line_no(self, path: str, first_line: int | None, offset: int, index: int) -> int:
+        if first_line is None:
+            first_line = line_number_at(path, offset)
+        return first_line + index
+
+    # -- one block of whole lines ------------------------------------------------------------
+    def count_block(self, path: str, data: bytes, first_line: int | None, offset: int) -> TaskResult:
+        counts = np.zeros(self.tokenizer.vocab_size, dtype=np.int64)
+        result = TaskResult(counts, bytes_read=len(data))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raw_lines = data.split(b"\n")
+            for index, raw in enumerate(raw_lines):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    if self.options.strict:
+                        line = self._line_no(path, first_line, offset, index)
+                        raise CorpusError(
+                            f"{path}:{line}: invalid UTF-8 at byte {err.start} of the line (--strict)"
+                        ) from None
+                    result.bad_utf8_lines += 1
+            text = data.decode("utf-8", errors="replace")
+        text = text.replace("\r\n", "\n")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the block ends with a newline
+        if self.options.format == "jsonl":
+            documents = self._jsonl_documents(path, lines, first_line, offset, result)
+        else:
+            documents = lines
+        documents = [d for d in documents if d]  # empty lines are not documents
+        result.documents = len(documents)
+        self._count_documents(documents, counts)
+        if self.eos_id is not None:
+            counts[self.eos_id] += len(documents)
+        if self.bos_id is not None:
+            counts[self.bos_id] += len(documents)
+        return result
+
+    def _jsonl_documents(
+        self, path: str, lines: list[str], first_line: int | None, offset: int, result: TaskResult
+    ) -> list[str]:
+        docs: list[str] = []
+        name = self.options.field
+        for index, line in enumerate(lines):
+            if not line.strip():
+                continue
+            problem: str | None = None
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                problem = f"not valid JSON ({err.msg})"
+            else:
+                if not isinstance(record, dict):
+                    problem = "not a JSON object"
+                elif name not in record:
+                    problem = f"no field {name!r}"
+                elif not isinstance(record[name], str):
+                    problem = f"field {name!r} is {type(record[name]).__name__}, not a string"
+                else:
+                    docs.append(record[name])
+            if problem is not None:
+                if not self.options.skip_bad_lines:
+                    line_no = self._line_no(path, first_line, offset, index)
+                    raise CorpusError(f"{path}:{line_no}: {problem} (--skip-bad-lines to skip such lines)")
+                result.skipped_lines += 1
+        return docs
+
+    def _count_documents(self, documents: list[str], counts: np.ndarray) -> None:
+        if self.rule is None:
+            for start in range(0, len(documents), ENCODE_BATCH):
+                encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
+                flat = np.fromiter((i for ids in encoded for i in ids), dtype=np.int64)
+                counts += np.bincount(flat, minlength=counts.shape[0])
+            return
+        if self.rule == "sp":
+            # Documents never contain '\n' in text format; in JSONL they may, and a newline is
+            # then kept inside its chunk (encoded whole), so only ASCII spaces cut.
+            chunks = Counter(" ".join(documents).split(" "))
+        else:
+            chunks = Counter()
+            for doc in documents:
+                chunks.update(PREFIX_SPACE_CHUNK.findall(doc))
+        chunks.pop("", None)
+        self._add_chunks(chunks, counts)
+
+    def _add_chunks(self, chunks: Counter[str], counts: np.ndarray) -> None:
+        cache = self.cache
+        misses = [c for c in chunks if c not in cache]
+        uncached: dict[str, list[int]] = {}
+        for start in range(0, len(misses), ENCODE_BATCH):
+            batch = misses[start:start + ENCODE_BATCH]
+            target = cache if len(cache) < CACHE_LIMIT else uncached
+            for chunk, ids in zip(batch, self.tokenizer.encode_batch(batch)):
+                target[chunk] = ids
+        ids_all: list[int] = []
+        weights: list[int] = []
+        for chunk, n in chunks.items():
+            ids = cache.get(chunk)
+            if ids is None:
+                ids = uncached[chunk]
+            ids_all.extend(ids)
+            weights.extend([n] * len(ids))
+        if ids_all:
+            np.add.at(counts, np.asarray(ids_all, dtype=np.int64), np.asarray(weights, dtype=np.int64))
+
+
+# Worker processes hold one _Counter each, built once by the pool initialiser (or, under Dask,
+# on first use), keyed by the tokenizer's hash and the options.
+_PROCESS_COUNTERS: dict[tuple[str, CountOptions], _Counter] = {}
+
+
+def _process_counter(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, options: CountOptions) -> _Counter:
+    key = (sha, options)
+    counter = _PROCESS_COUNTERS.get(key)
+    if counter is None:
+        counter = _Counter(tokenizer_from_bytes(tokenizer_bytes, tokenizer_name), options)
+        _PROCESS_COUNTERS[key] = counter
+    return counter
+
+
+def _init_worker(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, options: CountOptions) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _process_counter(tokenizer_bytes, tokenizer_name, sha, options)
+
+
+def _run_in_worker(task: _Task, sha: str, options: CountOptions) -> TaskResult:
+    return _PROCESS_COUNTERS[(sha, options)].run(task)
+
+
+def _run_on_dask(task: _Task, tokenizer_bytes: bytes, name: str, sha: str, options: CountOptions) -> TaskResult:
+    return _process_counter(tokenizer_bytes, name, sha, options).run(task)
+
+
+def _add_results(a: TaskResult, b: TaskResult) -> TaskResult:
+    """A new sum (inputs are left alone: Dask may hold them elsewhere)."""
+    return TaskResult(a.counts + b.counts, a.documents + b.documents, a.bytes_read + b.bytes_read,
+                      a.bad_utf8_lines + b.bad_utf8_lines, a.skipped_lines + b.skipped_lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning and scheduling
+
+
+def _tasks(sources: list[CorpusSource], workers: int) -> Iterator[_Task]:
+    for source in sources:
+        if source.splittable:
+            for rng in plan_ranges(source, workers):
+                yield _Task(path=source.path, range=rng, progress_bytes=rng.end - rng.start)
+        else:
+            for first_line, offset, data in read_stream_blocks(source):
+                # stdin progress counts bytes read; a compressed file's counts its size once done
+                shown = len(data) if source.path == "-" else 0
+                yield _Task(path=source.path, data=data, first_line=first_line, offset=offset,
+                            progress_bytes=shown)
+            if source.compression is not None:
+                # Progress of a compressed file is its size on disk, reported when it is done.
+                yield _Task(path=source.path, data=None, progress_bytes=source.size)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+ProgressCallback = Callable[[int, int | None], None]
+
+
+def count_corpus(
+    inputs: list[str],
+    tokenizer: Tokenizer,
+    options: CountOptions = CountOptions(),
+    *,
+    workers: int | None = None,
+    dask_address: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> CountResult:
+    """Count token unigrams in `inputs` (paths, directories, globs, '-').
+
+    `progress(advance_bytes, total_bytes)` is called as work completes (total is None when the
+    size is unknown, i.e. stdin). Raises CorpusError for an empty corpus.
+    """
+    sources = discover_inputs(inputs)
+    n_workers = default_workers() if not workers else workers
+    if n_workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {n_workers}")
+    total_bytes = None if any(s.path == "-" for s in sources) else sum(s.size for s in sources)
+    report = progress or (lambda advance, total: None)
+    report(0, total_bytes)
+    started = time.perf_counter()
+    total = TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64))
+
+    def on_done(task: _Task, result: TaskResult) -> None:
+        total.add(result)
+        report(task.progress_bytes, total_bytes)
+
+    tasks = _tasks(sources, n_workers)
+    if dask_address:
+        _schedule_dask(tasks, tokenizer, options, dask_address, on_done, total)
+    elif n_workers == 1:
+        counter = _Counter(tokenizer, options)
+        for task in tasks:
+            on_done(task, counter.run(task))
+    else:
+        _schedule_pool(tasks, tokenizer, options, n_workers, on_done)
+    seconds = time.perf_counter() - started
+    if total.documents == 0:
+        names = ", ".join(s.path for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
+        raise CorpusError(f"{names}: empty corpus (no non-empty documents); nothing written")
+    counter_probe = _Counter(tokenizer, options)
+    method = (f"chunked ({tokenizer.chunk_rule})" if counter_probe.rule else "whole documents")
+    return CountResult(
+        counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
+        bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, sources=sources,
+        seconds=seconds, method=method, eos=counter_probe.eos_id is not None,
+        bos=counter_probe.bos_id is not None, workers=n_workers,
+        options={**asdict(options), "workers": n_workers, "dask": dask_address},
+    )
+
+
+def _schedule_pool(
+    tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, n_workers: int,
+    on_done: Callable[[_Task, TaskResult], None],
+) -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")
+    init_args = (tokenizer.serialized(), str(tokenizer.path), tokenizer.sha256, options)
+    pool = ProcessPoolExecutor(n_workers, mp_context=context, initializer=_init_worker, initargs=init_args)
+    pending: dict[Future[TaskResult], _Task] = {}
+    try:
+        for task in tasks:
+            if task.range is None and task.data is None:
+                on_done(task, TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64)))
+                continue
+            while len(pending) >= 2 * n_workers:  # bounded memory: few blocks in flight
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    on_done(pending.pop(future), future.result())
+            pending[pool.submit(_run_in_worker, task, tokenizer.sha256, options)] = task
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                on_done(pending.pop(future), future.result())
+    except KeyboardInterrupt:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise Interrupted("interrupted; no output written") from None
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _schedule_dask(
+    tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, address: str,
+    on_done: Callable[[_Task, TaskResult], None], total: TaskResult,
+) -> None:
+    """Run the same tasks on a Dask cluster; partial sums are tree-reduced on the workers."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("--dask needs the 'distributed' package: pip install 'nbcli[dask]'") from None
+    try:
+        client = Client(address, timeout=30)
+    except OSError as err:
+        raise ConfigError(f"--dask {address}: cannot reach the scheduler ({err})") from None
+    try:
+        blob = client.scatter(tokenizer.serialized(), broadcast=True)
+        leaves = {}
+        for task in tasks:
+            if task.range is None and task.data is None:
+                on_done(task, TaskResult(np.zeros_like(total.counts)))
+                continue
+            future = client.submit(_run_on_dask, task, blob, str(tokenizer.path), tokenizer.sha256,
+                                   options, pure=False)
+            leaves[future] = task
+        level = list(leaves)
+        while len(level) > 1:  # tree reduction: log2(n) rounds of pairwise sums on the cluster
+            level = [client.submit(_add_results, level[i], level[i + 1]) if i + 1 < len(level)
+                     else level[i] for i in range(0, len(level), 2)]
+        for future in as_completed(list(leaves)):
+            future.result()  # raises a worker's CorpusError here
+            task = leaves[future]
+            on_done(task, TaskResult(np.zeros_like(total.counts)))
+        if level:
+            reduced: TaskResult = level[0].result()
+            total.add(reduced)
+    finally:
+        client.close()
+
+
+def throughput(result: CountResult) -> tuple[float, float]:
+    """(MB/s, tokens/s) of a count (MB = 10^6 bytes of decompressed text)."""
+    seconds = max(result.seconds, 1e-9)
+    return result.bytes_read / 1e6 / seconds, result.total_tokens / seconds
+
+
+
+# ---------------------------------------------------------------------------------------------
+# From a count to its file and its report
+
+
+def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: float) -> UnigramCounts:
+    """Attach provenance metadata (tokenizer hash, inputs, options, version, time) to the counts."""
+    metadata = {
+        "nb.version": tool_version(),
+        "nb.created": utc_now(),
+        "nb.tokenizer": tokenizer.name,
+        "nb.tokenizer_sha256": tokenizer.sha256,
+        "nb.vocab_size": str(tokenizer.vocab_size),
+        "nb.total_tokens": str(result.total_tokens),
+        "nb.documents": str(result.documents),
+        "nb.bytes_read": str(result.bytes_read),
+        "nb.inputs": json.dumps([{"file": s.path, "bytes": s.size} for s in result.sources]),
+        "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
+                                  "smoothing": f"add-k:{smoothing_k:g}"}),
+        "nb.method": result.method,
+        "nb.bad_utf8_lines": str(result.bad_utf8_lines),
+        "nb.skipped_lines": str(result.skipped_lines),
+    }
+    return UnigramCounts(counts=result.counts, metadata=metadata)
+
+
+def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, tokenizer: Tokenizer,
+                        smoothing_k: float) -> None:
+    """Write the counts file (and the TSV), each atomically."""
+    write_counts(output, counts)
+    if tsv is not None:
+        write_text_atomic(tsv, counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k))
+
+
+def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: Path | None) -> dict[str, Any]:
+    """The summary printed by `nb count-unigrams` (and its --json form)."""
+    summary = summarize_counts(result.counts)
+    mb_per_s, tokens_per_s = throughput(result)
+    return {
+        "output": str(output),
+        "tsv": str(tsv) if tsv else None,
+        "tokenizer": tokenizer.name,
+        "tokenizer_sha256": tokenizer.sha256,
+        "vocab_size": tokenizer.vocab_size,
+        "tokens": summary.total_tokens,
+        "documents": result.documents,
+        "bytes_read": result.bytes_read,
+        "inputs": len(result.sources),
+        "distinct_types": summary.distinct_types,
+        "vocab_coverage": summary.coverage,
+        "entropy_nats": summary.entropy_nats,
+        "entropy_bits": summary.entropy_bits,
+        "top": [{"id": i, "piece": tokenizer.piece(i), "count": c, "share": c / max(1, summary.total_tokens)}
+                for i, c in summary.top],
+        "eos": result.eos,
+        "bos": result.bos,
+        "method": result.method,
+        "workers": result.workers,
+        "seconds": result.seconds,
+        "mb_per_s": mb_per_s,
+        "tokens_per_s": tokens_per_s,
+        "bad_utf8_lines": result.bad_utf8_lines,
+        "skipped_lines": result.skipped_lines,
+    }

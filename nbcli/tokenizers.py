@@ -1,0 +1,286 @@
+"""The one tokenizer loader: a SentencePiece `.model` or a Hugging Face `tokenizer.json`.
+
+Every command that needs a tokenizer calls `load_tokenizer`, which returns a `Tokenizer` with a small
+common interface: ids, pieces, special ids, batched encoding, and (where it is provably exact) the
+*chunk rule* that lets `nbcli.counts` encode each distinct whitespace-delimited chunk only once.
+
+Chunk rules
+-----------
+Both libraries segment text into pre-tokens that never cross certain whitespace boundaries, and encode
+each pre-token independently. If a line is cut at such boundaries into chunks, then
+``encode(line) == concat(encode(chunk) for chunk in chunks)`` and a Zipfian corpus needs only one
+encode per *distinct* chunk. Which cuts are safe depends on the tokenizer:
+
+* ``"sp"`` (SentencePiece with ``split_by_whitespace``, ``add_dummy_prefix`` and
+  ``remove_extra_whitespaces``, the defaults): cut at ASCII spaces; each chunk is encoded as its own
+  sentence (the dummy prefix plays the role of the space that preceded it).
+* ``"prefix-space"`` (tokenizer.json with a ByteLevel/GPT-2, Whitespace or BERT pre-tokenizer and a
+  character-local normaliser): cut before each whitespace run that follows a non-whitespace character;
+  the first chunk of a document is encoded as is, every later chunk carries its leading whitespace.
+
+Any other configuration returns ``chunk_rule = None`` and counting encodes whole documents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from nbcli.errors import TokenizerError
+from nbcli.provenance import sha256_bytes
+
+ChunkRule = Literal["sp", "prefix-space"]
+
+# Unicode White_Space (what the `regex`/Oniguruma `\s` of tokenizers matches), without the
+# characters Python's str.isspace adds (U+001C..U+001F), so a cut is never placed where the
+# tokenizer sees no whitespace.
+_WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+PREFIX_SPACE_CHUNK = re.compile(f"[{_WS}]*[^{_WS}]+|[{_WS}]+")
+
+
+@dataclass
+class Tokenizer:
+    """A loaded tokenizer with the interface nb needs. Build it with `load_tokenizer`."""
+
+    path: Path
+    kind: Literal["sentencepiece", "tokenizer.json"]
+    sha256: str
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int | None
+    unk_id: int | None
+    special_ids: frozenset[int]
+    chunk_rule: ChunkRule | None
+    chunk_rule_reason: str
+    _impl: Any = field(repr=False)
+    _data: bytes = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def piece(self, token_id: int) -> str:
+        """The vocabulary string of `token_id`."""
+        if self.kind == "sentencepiece":
+            return self._impl.id_to_piece(token_id)
+        token = self._impl.id_to_token(token_id)
+        return "" if token is None else token
+
+    def pieces(self) -> list[str]:
+        return [self.piece(i) for i in range(self.vocab_size)]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without BOS/EOS or template special tokens."""
+        if self.kind == "sentencepiece":
+            return self._impl.encode(texts, num_threads=1)
+        return [enc.ids for enc in self._impl.encode_batch(texts, add_special_tokens=False)]
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
+
+    def serialized(self) -> bytes:
+        """The tokenizer file's bytes (to rebuild it in another process or on another machine)."""
+        return self._data
+
+
+def load_tokenizer(path: Path | str) -> Tokenizer:
+    """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json`; TokenizerError if neither."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TokenizerError(f"{path}: tokenizer file not found") from None
+    except IsADirectoryError:
+        candidate = path / "tokenizer.json"
+        if candidate.is_file():
+            return load_tokenizer(candidate)
+        raise TokenizerError(f"{path}: is a directory without tokenizer.json") from None
+    except OSError as err:
+        raise TokenizerError(f"{path}: cannot read tokenizer: {err.strerror}") from None
+    return tokenizer_from_bytes(data, path)
+
+
+def tokenizer_from_bytes(data: bytes, path: Path | str) -> Tokenizer:
+    """Build a Tokenizer from a tokenizer file's bytes; `path` names it in errors and metadata."""
+    path = Path(path)
+    if data.lstrip()[:1] == b"{":
+        return _load_hf(data, path)
+    return _load_sentencepiece(data, path)
+
+
+# --------------------------------------------------------------------------------------------
+# SentencePiece
+
+
+def _load_sentencepiece(data: bytes, path: Path) -> Tokenizer:
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_proto=data)
+    except RuntimeError:
+        raise TokenizerError(
+            f"{path}: not a tokenizer (neither a SentencePiece .model nor a tokenizer.json)"
+        ) from None
+    size = sp.get_piece_size()
+    if size == 0:
+        raise TokenizerError(f"{path}: SentencePiece model has an empty vocabulary")
+
+    def opt(value: int) -> int | None:
+        return value if value >= 0 else None
+
+    special = frozenset(i for i in range(size) if sp.is_control(i) or sp.is_unknown(i))
+    rule, reason = _sentencepiece_chunk_rule(data, sp)
+    return Tokenizer(
+        path=path, kind="sentencepiece", sha256=sha256_bytes(data), vocab_size=size,
+        bos_id=opt(sp.bos_id()), eos_id=opt(sp.eos_id()), pad_id=opt(sp.pad_id()),
+        unk_id=opt(sp.unk_id()), special_ids=special, chunk_rule=rule,
+        chunk_rule_reason=reason, _impl=sp, _data=data,
+    )
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _proto_fields(buf: bytes) -> dict[int, list[int | bytes]]:
+    """Decode one protobuf message level into {field number: [values]} (wire types 0, 1, 2, 5)."""
+    fields: dict[int, list[int | bytes]] = {}
+    pos = 0
+    while pos < len(buf):
+        key, pos = _read_varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, pos = _read_varint(buf, pos)
+        elif wire == 1:
+            value, pos = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+        elif wire == 2:
+            length, pos = _read_varint(buf, pos)
+            value, pos = buf[pos:pos + length], pos + length
+        elif wire == 5:
+            value, pos = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def _flag(fields: dict[int, list[int | bytes]], number: int, default: bool) -> bool:
+    values = fields.get(number)
+    return bool(values[-1]) if values else default
+
+
+def _sentencepiece_chunk_rule(data: bytes, sp: Any) -> tuple[ChunkRule | None, str]:
+    """Decide whether ASCII-space chunks can be encoded independently (see module docstring).
+
+    Reads the model's TrainerSpec (field 2) and NormalizerSpec (field 3) from the protobuf.
+    """
+    try:
+        model = _proto_fields(data)
+        trainer = _proto_fields(model.get(2, [b""])[-1])  # type: ignore[arg-type]
+        normalizer = _proto_fields(model.get(3, [b""])[-1])  # type: ignore[arg-type]
+    except (ValueError, IndexError, TypeError):
+        return None, "could not read the model's settings; encoding whole documents"
+    checks = {
+        "split_by_whitespace": _flag(trainer, 22, True),
+        "add_dummy_prefix": _flag(normalizer, 3, True),
+        "remove_extra_whitespaces": _flag(normalizer, 4, True),
+        "escape_whitespaces": _flag(normalizer, 5, True),
+        "not treat_whitespace_as_suffix": not _flag(trainer, 24, False),
+    }
+    failed = [name for name, ok in checks.items() if not ok]
+    if failed:
+        return None, f"SentencePiece setting(s) {', '.join(failed)} prevent chunked counting"
+    for i in range(sp.get_piece_size()):
+        piece = sp.id_to_piece(i)
+        if "\u2581" in piece[1:] or " " in piece:
+            return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
+    return "sp", "split_by_whitespace with dummy prefix: each space-delimited chunk encodes alone"
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face tokenizer.json
+
+_SAFE_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "BertNormalizer"}
+_SAFE_PRE_TOKENIZERS = {"Whitespace", "WhitespaceSplit", "BertPreTokenizer", "Punctuation", "Digits"}
+
+
+def _hf_chunk_rule(config: dict[str, Any]) -> tuple[ChunkRule | None, str]:
+    def components(node: Any, key: str) -> list[dict[str, Any]]:
+        if node is None:
+            return []
+        if node.get("type") == "Sequence":
+            return [c for child in node.get(key, []) for c in components(child, key)]
+        return [node]
+
+    for norm in components(config.get("normalizer"), "normalizers"):
+        if norm.get("type") not in _SAFE_NORMALIZERS:
+            return None, f"normaliser {norm.get('type')} is not character-local; encoding whole documents"
+    pre = components(config.get("pre_tokenizer"), "pretokenizers")
+    if not pre:
+        return None, "no pre-tokenizer splits on whitespace; encoding whole documents"
+    splits_on_ws = False
+    for node in pre:
+        kind = node.get("type")
+        if kind == "ByteLevel":
+            if not node.get("use_regex", True):
+                return None, "ByteLevel without its regex; encoding whole documents"
+            splits_on_ws = True
+        elif kind in _SAFE_PRE_TOKENIZERS:
+            splits_on_ws = splits_on_ws or kind in {"Whitespace", "WhitespaceSplit", "BertPreTokenizer"}
+        else:
+            return None, f"pre-tokenizer {kind} may join across whitespace; encoding whole documents"
+    if not splits_on_ws:
+        return None, "no pre-tokenizer splits on whitespace; encoding whole documents"
+    for added in config.get("added_tokens", []):
+        content = added.get("content", "")
+        if added.get("rstrip") or any(ch.isspace() for ch in content):
+            return None, f"added token {content!r} absorbs or contains whitespace; encoding whole documents"
+    return "prefix-space", "pre-tokens never cross a non-space/space boundary"
+
+
+def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        if name in vocab:
+            return vocab[name]
+    return None
+
+
+def _load_hf(data: bytes, path: Path) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        text = data.decode("utf-8")
+        config = json.loads(text)
+        if not isinstance(config, dict) or "model" not in config:
+            raise ValueError("no model")
+        tok = HFTokenizer.from_str(text)
+    except (UnicodeDecodeError, ValueError):
+        raise TokenizerError(f"{path}: not a tokenizer (JSON without a valid tokenizer model)") from None
+    except Exception as err:  # tokenizers raises a bare Exception for schema errors
+        if type(err) is not Exception:
+            raise
+        raise TokenizerError(f"{path}: not a valid tokenizer.json: {err}") from None
+    vocab = tok.get_vocab(with_added_tokens=True)
+    special = frozenset(a["id"] for a in config.get("added_tokens", []) if a.get("special"))
+    bos = _special_by_name(vocab, ("<s>", "<|begin_of_text|>", "<bos>", "[CLS]", "<|endoftext|>"))
+    eos = _special_by_name(vocab, ("</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|endoftext|>"))
+    rule, reason = _hf_chunk_rule(config)
+    return Tokenizer(
+        path=path, kind="tokenizer.json", sha256=sha256_bytes(data),
+        vocab_size=tok.get_vocab_size(with_added_tokens=True), bos_id=bos, eos_id=eos,
+        pad_id=_special_by_name(vocab, ("<pad>", "[PAD]", "<|pad|>")),
+        unk_id=_special_by_name(vocab, ("<unk>", "[UNK]")), special_ids=special,
+        chunk_rule=rule, chunk_rule_reason=reason, _impl=tok, _data=data,
+    )
