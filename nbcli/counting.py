@@ -31,7 +31,7 @@ from nbcli.corpus import (
 from nbcli.counts import UnigramCounts, counts_tsv, summarize_counts, write_counts
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.provenance import tool_version, utc_now
-from nbcli.tokenizers import PREFIX_SPACE_CHUNK, Tokenizer, tokenizer_from_bytes
+from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
 CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
 ENCODE_BATCH = 4096
@@ -215,8 +215,9 @@ class _Counter:
             chunks = Counter(" ".join(documents).split(" "))
         else:
             chunks = Counter()
+            findall = self.tokenizer.chunk_pattern.findall
             for doc in documents:
-                chunks.update(PREFIX_SPACE_CHUNK.findall(doc))
+                chunks.update(findall(doc))
         chunks.pop("", None)
         self._add_chunks(chunks, counts)
 

@@ -38,7 +38,17 @@ ChunkRule = Literal["sp", "prefix-space"]
 # characters Python's str.isspace adds (U+001C..U+001F), so a cut is never placed where the
 # tokenizer sees no whitespace.
 _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-PREFIX_SPACE_CHUNK = re.compile(f"[{_WS}]*[^{_WS}]+|[{_WS}]+")
+# BertNormalizer(clean_text) deletes control characters (category Cc other than \t \n \r), so
+# the text on both sides of them joins up: they must not cut.
+_WS_NOT_CONTROL = "\t\n\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _chunk_pattern(whitespace: str) -> re.Pattern[str]:
+    """Chunks = a whitespace run (possibly empty) followed by a non-whitespace run, or trailing space."""
+    return re.compile(f"[{whitespace}]*[^{whitespace}]+|[{whitespace}]+")
+
+
+PREFIX_SPACE_CHUNK = _chunk_pattern(_WS)
 
 
 @dataclass
@@ -58,6 +68,7 @@ class Tokenizer:
     chunk_rule_reason: str
     _impl: Any = field(repr=False)
     _data: bytes = field(repr=False)
+    chunk_pattern: re.Pattern[str] = PREFIX_SPACE_CHUNK  # how "prefix-space" cuts a document
 
     @property
     def name(self) -> str:
@@ -216,7 +227,7 @@ _SAFE_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", 
 _SAFE_PRE_TOKENIZERS = {"Whitespace", "WhitespaceSplit", "BertPreTokenizer", "Punctuation", "Digits"}
 
 
-def _hf_chunk_rule(config: dict[str, Any]) -> tuple[ChunkRule | None, str]:
+def _hf_chunk_rule(config: dict[str, Any]) -> tuple[ChunkRule | None, str, re.Pattern[str]]:
     def components(node: Any, key: str) -> list[dict[str, Any]]:
         if node is None:
             return []
@@ -224,30 +235,33 @@ def _hf_chunk_rule(config: dict[str, Any]) -> tuple[ChunkRule | None, str]:
             return [c for child in node.get(key, []) for c in components(child, key)]
         return [node]
 
+    pattern = PREFIX_SPACE_CHUNK
     for norm in components(config.get("normalizer"), "normalizers"):
         if norm.get("type") not in _SAFE_NORMALIZERS:
-            return None, f"normaliser {norm.get('type')} is not character-local; encoding whole documents"
+            return None, f"normaliser {norm.get('type')} is not character-local; encoding whole documents", pattern
+        if norm.get("type") == "BertNormalizer" and norm.get("clean_text", True):
+            pattern = _chunk_pattern(_WS_NOT_CONTROL)
     pre = components(config.get("pre_tokenizer"), "pretokenizers")
     if not pre:
-        return None, "no pre-tokenizer splits on whitespace; encoding whole documents"
+        return None, "no pre-tokenizer splits on whitespace; encoding whole documents", pattern
     splits_on_ws = False
     for node in pre:
         kind = node.get("type")
         if kind == "ByteLevel":
             if not node.get("use_regex", True):
-                return None, "ByteLevel without its regex; encoding whole documents"
+                return None, "ByteLevel without its regex; encoding whole documents", pattern
             splits_on_ws = True
         elif kind in _SAFE_PRE_TOKENIZERS:
             splits_on_ws = splits_on_ws or kind in {"Whitespace", "WhitespaceSplit", "BertPreTokenizer"}
         else:
-            return None, f"pre-tokenizer {kind} may join across whitespace; encoding whole documents"
+            return None, f"pre-tokenizer {kind} may join across whitespace; encoding whole documents", pattern
     if not splits_on_ws:
-        return None, "no pre-tokenizer splits on whitespace; encoding whole documents"
+        return None, "no pre-tokenizer splits on whitespace; encoding whole documents", pattern
     for added in config.get("added_tokens", []):
         content = added.get("content", "")
         if added.get("rstrip") or any(ch.isspace() for ch in content):
-            return None, f"added token {content!r} absorbs or contains whitespace; encoding whole documents"
-    return "prefix-space", "pre-tokens never cross a non-space/space boundary"
+            return None, f"added token {content!r} absorbs or contains whitespace; encoding whole documents", pattern
+    return "prefix-space", "pre-tokens never cross a non-space/space boundary", pattern
 
 
 def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | None:
@@ -276,11 +290,11 @@ def _load_hf(data: bytes, path: Path) -> Tokenizer:
     special = frozenset(a["id"] for a in config.get("added_tokens", []) if a.get("special"))
     bos = _special_by_name(vocab, ("<s>", "<|begin_of_text|>", "<bos>", "[CLS]", "<|endoftext|>"))
     eos = _special_by_name(vocab, ("</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|endoftext|>"))
-    rule, reason = _hf_chunk_rule(config)
+    rule, reason, pattern = _hf_chunk_rule(config)
     return Tokenizer(
         path=path, kind="tokenizer.json", sha256=sha256_bytes(data),
         vocab_size=tok.get_vocab_size(with_added_tokens=True), bos_id=bos, eos_id=eos,
         pad_id=_special_by_name(vocab, ("<pad>", "[PAD]", "<|pad|>")),
         unk_id=_special_by_name(vocab, ("<unk>", "[UNK]")), special_ids=special,
-        chunk_rule=rule, chunk_rule_reason=reason, _impl=tok, _data=data,
+        chunk_rule=rule, chunk_rule_reason=reason, _impl=tok, _data=data, chunk_pattern=pattern,
     )

@@ -1,0 +1,129 @@
+"""The tokenizer loader and the exactness of chunked encoding on adversarial text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from nbcli.counting import CountOptions, _Counter
+from nbcli.errors import TokenizerError
+from nbcli.samples import SAMPLE_TOKENIZER
+from nbcli.tokenizers import PREFIX_SPACE_CHUNK, load_tokenizer
+
+# Characters chosen to break naive whitespace splitting: ASCII and Unicode spaces, tabs, CR, control
+# separators Python calls whitespace but Unicode does not, spacing accents that NFKC turns into
+# space + combining mark, combining marks, full-width forms, ligatures, zero-width characters, and
+# characters outside the vocabulary (byte fallback).
+ADVERSARIAL = [
+    " ", " ", " ", "  ", "\t", "\r", "\u00a0", "\u3000", "\u2003", "\u2009", "\u202f", "\u205f",
+    "\x1c", "\x1f", "\x0b", "\x0c", "\x85", "\u200b", "\ufeff", "\u00a8", "\u00b4", "\u0301", "\u0308",
+    "e\u0301", "ｆｕｌｌ", "ﾊﾝｶｸ", "ﬁ", "㎏", "①", "Ⅻ", "🙂", "𝔘", "漢字", "ا", "ß", "İ", "Σ",
+    "the", "model", "bias", "frequency", "The", "unigram", "token", ".", ",", "'s", "'", "-", "--",
+    "123", "4.5", "$", "\\", "<s>", "</s>", "<|endoftext|>", "[CLS]",
+]
+adversarial_text = st.lists(st.sampled_from(ADVERSARIAL), min_size=0, max_size=25).map("".join)
+
+
+def test_loads_sentencepiece(sp_model: Path) -> None:
+    tok = load_tokenizer(sp_model)
+    assert tok.kind == "sentencepiece"
+    assert tok.vocab_size == 500
+    assert tok.eos_id is not None and tok.bos_id is not None
+    assert tok.chunk_rule == "sp"
+    assert tok.eos_id in tok.special_ids
+    assert tok.piece(tok.eos_id) == "</s>"
+    assert len(tok.sha256) == 64
+
+
+def test_loads_hf_bytelevel(hf_bytelevel_json: Path) -> None:
+    tok = load_tokenizer(hf_bytelevel_json)
+    assert tok.kind == "tokenizer.json"
+    assert tok.chunk_rule == "prefix-space"
+    assert tok.eos_id == tok.bos_id is not None  # <|endoftext|> serves as both, as in GPT-2
+    assert load_tokenizer(hf_bytelevel_json.parent).sha256 == tok.sha256  # a directory works too
+
+
+def test_not_a_tokenizer(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"\x00\x01 this is not a tokenizer" * 10)
+    with pytest.raises(TokenizerError, match="junk.model: not a tokenizer"):
+        load_tokenizer(junk)
+    fake_json = tmp_path / "tokenizer.json"
+    fake_json.write_text('{"hello": 1}')
+    with pytest.raises(TokenizerError, match="tokenizer.json"):
+        load_tokenizer(fake_json)
+    with pytest.raises(TokenizerError, match="not found"):
+        load_tokenizer(tmp_path / "missing.model")
+
+
+def test_sentencepiece_settings_disable_chunking(tmp_path: Path, sample_lines: list[str]) -> None:
+    from conftest import train_sentencepiece
+
+    no_split = train_sentencepiece(tmp_path, sample_lines, 500, split_by_whitespace=False)
+    tok = load_tokenizer(no_split)
+    assert tok.chunk_rule is None
+    assert "split_by_whitespace" in tok.chunk_rule_reason
+
+
+def test_hf_metaspace_prepend_falls_back(tmp_path: Path, sample_lines: list[str]) -> None:
+    from tokenizers import Tokenizer, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.train_from_iterator(sample_lines, trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    assert load_tokenizer(path).chunk_rule is None
+
+
+def _chunked_equals_full(path: Path, lines: list[str]) -> None:
+    tok = load_tokenizer(path)
+    assert tok.chunk_rule is not None
+    data = "\n".join(lines).encode("utf-8") + b"\n"
+    fast = _Counter(tok, CountOptions()).count_block("adv.txt", data, 1, 0)
+    slow = _Counter(tok, CountOptions(chunked=False)).count_block("adv.txt", data, 1, 0)
+    # Independent reference: the tokenizer library directly, one document at a time.
+    reference = np.zeros(tok.vocab_size, dtype=np.int64)
+    documents = ("\n".join(lines) + "\n").replace("\r\n", "\n").split("\n")  # CRLF or LF ends a line
+    for line in (doc for doc in documents if doc):
+        for i in tok.encode(line):
+            reference[i] += 1
+        if tok.eos_id is not None:
+            reference[tok.eos_id] += 1
+    np.testing.assert_array_equal(slow.counts, reference)
+    np.testing.assert_array_equal(fast.counts, reference)
+
+
+TOKENIZER_FIXTURES = ["sp_model", "sp_unigram_model", "hf_bytelevel_json", "hf_bert_json"]
+
+
+@pytest.mark.parametrize("fixture", TOKENIZER_FIXTURES)
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(adversarial_text, min_size=1, max_size=8))
+def test_chunked_counting_is_exact_on_adversarial_text(fixture: str, lines: list[str], request: pytest.FixtureRequest) -> None:
+    _chunked_equals_full(request.getfixturevalue(fixture), lines)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(adversarial_text, min_size=1, max_size=8))
+def test_chunked_counting_is_exact_for_bundled_model(lines: list[str]) -> None:
+    _chunked_equals_full(SAMPLE_TOKENIZER, lines)
+
+
+@pytest.mark.parametrize("fixture", TOKENIZER_FIXTURES)
+def test_chunked_counting_exact_on_fixed_hard_cases(fixture: str, request: pytest.FixtureRequest) -> None:
+    cases = [
+        "  leading and trailing  ", "runs   of    spaces", "a \t b\t\tc \t", "x\u00a0y \u3000 z\u2003w",
+        "\u00a8 \u00b4x y\u00a8", " \u0301start", "ｆｕｌｌ ｗｉｄｔｈ　ｓｐａｃｅ", "e\u0301 e\u0301\u0301",
+        "cr\rin the middle", "bytes 🙂 𝔘𝔫𝔦 漢字 ﬁne", "\x1c\x1d sep\x1f", "zero\u200bwidth \ufeffbom",
+        "it's they're 'quoted' \"double\"", "   ", "\t", "end with space ",
+    ]
+    _chunked_equals_full(request.getfixturevalue(fixture), cases)
+
+
+def test_prefix_space_chunks_cover_the_text() -> None:
+    text = "  a  b\t c\u3000d \x1ce  "
+    assert "".join(PREFIX_SPACE_CHUNK.findall(text)) == text
