@@ -1,0 +1,185 @@
+"""Counting equals an independent count; any worker count, compression or cluster gives the same."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import english_like_lines
+from nbcli.counting import CountOptions, count_corpus
+from nbcli.errors import CorpusError
+from nbcli.tokenizers import load_tokenizer
+
+
+def _corpus_bytes(seed: int = 3) -> bytes:
+    """Unicode, empty lines, CRLF endings, a 1 MB line, and no trailing newline."""
+    rng = random.Random(seed)
+    lines = english_like_lines(3000, seed=seed)
+    for i in rng.sample(range(len(lines)), 300):
+        lines[i] = ""
+    long_line = " ".join(english_like_lines(20000, seed=seed + 1))[:1_000_000]
+    lines.insert(1500, long_line)
+    parts = []
+    for line in lines:
+        parts.append(line.encode() + (b"\r\n" if rng.random() < 0.3 else b"\n"))
+    return b"".join(parts) + "last line without newline ünïcödé".encode()
+
+
+def _reference_counts(model: Path, data: bytes, eos: bool = True) -> np.ndarray:
+    """Independent count: sentencepiece directly, one document per line, collections.Counter."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    counter: Counter[int] = Counter()
+    for raw in data.split(b"\n"):
+        line = raw.decode("utf-8")
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line:
+            continue
+        counter.update(sp.encode(line))
+        if eos:
+            counter[sp.eos_id()] += 1
+    counts = np.zeros(sp.get_piece_size(), dtype=np.int64)
+    for token, n in counter.items():
+        counts[token] = n
+    return counts
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    data = _corpus_bytes()
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(data)
+    return path, data
+
+
+@pytest.fixture(scope="module")
+def reference(sp_model: Path, corpus: tuple[Path, bytes]) -> np.ndarray:
+    return _reference_counts(sp_model, corpus[1])
+
+
+def test_counts_equal_independent_count(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray) -> None:
+    tok = load_tokenizer(sp_model)
+    result = count_corpus([str(corpus[0])], tok, workers=1)
+    np.testing.assert_array_equal(result.counts, reference)
+    assert result.documents == int(reference[tok.eos_id])
+    assert result.bytes_read == len(corpus[1])
+
+
+@pytest.mark.parametrize("workers", [2, 7])
+def test_same_counts_for_any_worker_count(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
+                                          workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbcli.corpus
+
+    monkeypatch.setattr(nbcli.corpus, "MIN_RANGE_BYTES", 4096)  # many ranges, cutting lines everywhere
+    result = count_corpus([str(corpus[0])], load_tokenizer(sp_model), workers=workers)
+    assert result.counts.dtype == np.int64
+    np.testing.assert_array_equal(result.counts, reference)
+
+
+@pytest.mark.parametrize("suffix,compress", [
+    (".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress),
+    (".zst", lambda b: __import__("zstandard").ZstdCompressor().compress(b)),
+])
+def test_each_compression_format(tmp_path: Path, sp_model: Path, corpus: tuple[Path, bytes],
+                                 reference: np.ndarray, suffix: str, compress: object) -> None:
+    path = tmp_path / f"corpus.txt{suffix}"
+    path.write_bytes(compress(corpus[1]))  # type: ignore[operator]
+    result = count_corpus([str(path)], load_tokenizer(sp_model), workers=2)
+    np.testing.assert_array_equal(result.counts, reference)
+
+
+def test_whole_document_mode_agrees(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray) -> None:
+    result = count_corpus([str(corpus[0])], load_tokenizer(sp_model), CountOptions(chunked=False), workers=1)
+    np.testing.assert_array_equal(result.counts, reference)
+    assert result.method == "whole documents"
+
+
+def test_eos_bos_flags(tmp_path: Path, sp_model: Path) -> None:
+    tok = load_tokenizer(sp_model)
+    path = tmp_path / "c.txt"
+    path.write_text("one two\n\nthree\n")
+    plain = count_corpus([str(path)], tok, CountOptions(eos=False), workers=1)
+    both = count_corpus([str(path)], tok, CountOptions(eos=True, bos=True), workers=1)
+    assert plain.counts[tok.eos_id] == 0 and plain.counts[tok.bos_id] == 0
+    assert both.counts[tok.eos_id] == 2 and both.counts[tok.bos_id] == 2
+    np.testing.assert_array_equal(both.counts - plain.counts,
+                                  np.bincount([tok.eos_id, tok.bos_id] * 2, minlength=tok.vocab_size))
+
+
+def test_jsonl_field(tmp_path: Path, sp_model: Path) -> None:
+    tok = load_tokenizer(sp_model)
+    docs = ["first document\nwith a newline", "second  one", "ünïcödé"]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"body": d, "id": i}) + "\n" for i, d in enumerate(docs)))
+    result = count_corpus([str(path)], tok, CountOptions(format="jsonl", field="body"), workers=1)
+    expected = np.bincount([i for d in docs for i in tok.encode(d)] + [tok.eos_id] * 3, minlength=tok.vocab_size)
+    np.testing.assert_array_equal(result.counts, expected)
+
+
+def test_jsonl_bad_lines(tmp_path: Path, sp_model: Path) -> None:
+    tok = load_tokenizer(sp_model)
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "good"}\nnot json\n{"other": 1}\n[1, 2]\n{"text": 5}\n{"text": "fine"}\n')
+    with pytest.raises(CorpusError, match=r"bad.jsonl:2: not valid JSON"):
+        count_corpus([str(path)], tok, CountOptions(format="jsonl"), workers=1)
+    path.write_text('{"text": "good"}\n{"other": 1}\n')
+    with pytest.raises(CorpusError, match=r"bad.jsonl:2: no field 'text'"):
+        count_corpus([str(path)], tok, CountOptions(format="jsonl"), workers=2)
+    path.write_text('{"text": "good"}\nnot json\n{"other": 1}\n[1, 2]\n{"text": 5}\n{"text": "fine"}\n')
+    result = count_corpus([str(path)], tok, CountOptions(format="jsonl", skip_bad_lines=True), workers=1)
+    assert result.skipped_lines == 4 and result.documents == 2
+
+
+def test_invalid_utf8_is_replaced_and_reported(tmp_path: Path, sp_model: Path) -> None:
+    tok = load_tokenizer(sp_model)
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"good line\nbad \xff\xfe line\nalso good\nbad again \xc3\n")
+    result = count_corpus([str(path)], tok, workers=1)
+    assert result.bad_utf8_lines == 2 and result.documents == 4
+    expected = _reference_counts_text(tok, ["good line", "bad \ufffd\ufffd line", "also good", "bad again \ufffd"])
+    np.testing.assert_array_equal(result.counts, expected)
+    with pytest.raises(CorpusError, match=r"bad.txt:2: invalid UTF-8"):
+        count_corpus([str(path)], tok, CountOptions(strict=True), workers=2)
+
+
+def _reference_counts_text(tok: object, docs: list[str]) -> np.ndarray:
+    ids = [i for d in docs for i in tok.encode(d)] + [tok.eos_id] * len(docs)  # type: ignore[attr-defined]
+    return np.bincount(ids, minlength=tok.vocab_size)  # type: ignore[attr-defined]
+
+
+def test_empty_corpus_is_an_error(tmp_path: Path, sp_model: Path) -> None:
+    path = tmp_path / "empty.txt"
+    path.write_text("\n\n\r\n")
+    with pytest.raises(CorpusError, match="empty corpus"):
+        count_corpus([str(path)], load_tokenizer(sp_model), workers=1)
+
+
+def test_hf_tokenizer_counts(tmp_path: Path, hf_bytelevel_json: Path) -> None:
+    tok = load_tokenizer(hf_bytelevel_json)
+    lines = english_like_lines(500, seed=9) + ["  spaces   everywhere  ", "\ttabs\tand\u3000ideographic"]
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(lines) + "\n")
+    result = count_corpus([str(path)], tok, workers=2)
+    np.testing.assert_array_equal(result.counts, _reference_counts_text(tok, lines))
+
+
+def test_dask_local_cluster(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
+                            tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
+    gz = tmp_path / "more.txt.gz"
+    gz.write_bytes(gzip.compress(corpus[1]))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        result = count_corpus([str(corpus[0]), str(gz)], load_tokenizer(sp_model),
+                              dask_address=cluster.scheduler_address)
+    np.testing.assert_array_equal(result.counts, 2 * reference)
