@@ -6,6 +6,11 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Timing varies on shared CI machines; correctness, not speed, is what property tests check.
+settings.register_profile("nb", deadline=None)
+settings.load_profile("nb")
 
 WORDS = (
     "the of and to in a is that for it as was with be by on not he I this are or his from at which "

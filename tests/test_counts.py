@@ -1,0 +1,97 @@
+"""The counts file format, merging, and the one smoothing formula."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from nbcli.counts import (
+    UnigramCounts, counts_tsv, log_unigram, merge_counts, parse_smoothing, read_counts, unigram_entropy,
+    write_counts,
+)
+from nbcli.errors import ConfigError, CountsError
+
+counts_arrays = arrays(np.int64, st.integers(1, 60), elements=st.integers(0, 10**9))
+
+
+@settings(max_examples=200, deadline=None)
+@given(counts=counts_arrays, k=st.floats(min_value=1e-6, max_value=10))
+def test_log_unigram_matches_hand_computation(counts: np.ndarray, k: float) -> None:
+    expected = [math.log((int(c) + k) / (int(counts.sum()) + k * len(counts))) for c in counts]
+    got = log_unigram(counts, k)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(got))
+    assert math.isclose(float(np.exp(got).sum()), 1.0, rel_tol=1e-9)
+
+
+def test_log_unigram_k0_refuses_zeros() -> None:
+    np.testing.assert_allclose(log_unigram(np.array([1, 3]), 0.0), np.log([0.25, 0.75]))
+    with pytest.raises(ConfigError, match="-inf"):
+        log_unigram(np.array([0, 3]), 0.0)
+
+
+def test_parse_smoothing() -> None:
+    assert parse_smoothing("add-k:0.5") == 0.5
+    for bad in ("laplace", "add-k:x", "add-k:-1", "add-k:nan"):
+        with pytest.raises(ConfigError):
+            parse_smoothing(bad)
+
+
+@given(counts=counts_arrays)
+def test_entropy_matches_scipy(counts: np.ndarray) -> None:
+    from scipy.stats import entropy
+
+    expected = float(entropy(counts.astype(float))) if counts.sum() > 0 else 0.0
+    assert math.isclose(unigram_entropy(counts), expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _file(tmp_path: Path, name: str, counts: list[int], sha: str = "a" * 64) -> Path:
+    path = tmp_path / name
+    write_counts(path, UnigramCounts(np.array(counts, dtype=np.int64),
+                                     {"nb.tokenizer_sha256": sha, "nb.vocab_size": str(len(counts)),
+                                      "nb.documents": "1", "nb.bytes_read": "10"}))
+    return path
+
+
+def test_roundtrip_and_merge(tmp_path: Path) -> None:
+    a = read_counts(_file(tmp_path, "a.safetensors", [1, 0, 5]))
+    b = read_counts(_file(tmp_path, "b.safetensors", [2, 2, 0]))
+    assert a.is_nb_file and a.tokenizer_sha256 == "a" * 64
+    merged = merge_counts([a, b])
+    np.testing.assert_array_equal(merged.counts, [3, 2, 5])
+    assert merged.metadata["nb.documents"] == "2"
+    with pytest.raises(CountsError, match="vocab size 2 differs"):
+        merge_counts([a, read_counts(_file(tmp_path, "c.safetensors", [1, 1]))])
+    with pytest.raises(CountsError, match="tokenizer sha256"):
+        merge_counts([a, read_counts(_file(tmp_path, "d.safetensors", [1, 1, 1], sha="b" * 64))])
+
+
+def test_foreign_and_bad_files(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"counts": np.array([1, 2, 3], dtype=np.int32)}, str(foreign))
+    with pytest.raises(CountsError, match="expected 'unigram-counts/1'"):
+        read_counts(foreign)
+    assert read_counts(foreign, allow_foreign=True).counts.dtype == np.int64
+    other = tmp_path / "weights.safetensors"
+    save_file({"w": np.zeros(3, dtype=np.float32)}, str(other))
+    with pytest.raises(CountsError, match="no 'counts' tensor"):
+        read_counts(other, allow_foreign=True)
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"not a safetensors file at all")
+    with pytest.raises(CountsError, match="junk.safetensors: not a safetensors counts file"):
+        read_counts(junk)
+
+
+def test_tsv(tmp_path: Path) -> None:
+    text = counts_tsv(np.array([3, 0, 1]), ["a", "tab\there", "c"], 1.0)
+    rows = [line.split("\t") for line in text.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["0", "1", "2"]
+    assert rows[1][1] == "tab\\there"
+    assert math.isclose(float(rows[1][3]), math.log(1 / 7), rel_tol=1e-8)
