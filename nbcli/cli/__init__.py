@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from nbcli import __version__
-from nbcli.errors import NbError
+from nbcli.errors import Interrupted, NbError
 
 
 class NbGroup(TyperGroup):
@@ -24,12 +24,12 @@ class NbGroup(TyperGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (KeyboardInterrupt, Interrupted):
+            click.echo("nb: interrupted; no output written", err=True)
+            ctx.exit(130)
         except NbError as err:
             click.echo(f"nb: error: {err}", err=True)
             ctx.exit(1)
-        except KeyboardInterrupt:
-            click.echo("nb: interrupted; no output written", err=True)
-            ctx.exit(130)
 
 
 app = typer.Typer(

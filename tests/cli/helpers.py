@@ -1,0 +1,38 @@
+"""Helpers for CLI tests: run nb in-process (CliRunner) or as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from nbcli.cli import app
+
+
+def invoke(*args: str | Path, input: str | None = None):  # noqa: ANN201 - click Result
+    """Run `nb ARGS` in-process; stdout and stderr are kept apart."""
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def run_nb(*args: str | Path, input: bytes | None = None, timeout: float = 120,
+           cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the installed `nb` console script as a subprocess (stdout/stderr piped, so no progress)."""
+    env = {**os.environ, "COLUMNS": "120"}
+    return subprocess.run(["nb", *map(str, args)], input=input, capture_output=True, timeout=timeout,
+                          env=env, cwd=cwd)
+
+
+def assert_one_line_error(stderr: str, *fragments: str) -> None:
+    """An expected failure: exactly one non-empty line on stderr, no traceback, naming what's wrong."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("nb: error: "), stderr
+    assert "Traceback" not in stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, stderr)
+
+
+PYTHON = sys.executable

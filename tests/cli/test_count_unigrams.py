@@ -1,0 +1,170 @@
+"""`nb count-unigrams` and `nb merge-counts` through CliRunner and through a real `nb` process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import english_like_lines
+from nbcli.counts import read_counts
+from nbcli.tokenizers import load_tokenizer
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(english_like_lines(400, seed=5)) + "\n")
+    return path
+
+
+def test_count_writes_file_with_provenance(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    out = tmp_path / "counts.safetensors"
+    tsv = tmp_path / "counts.tsv"
+    result = invoke("count-unigrams", corpus, "-t", sp_model, "-o", out, "--tsv", tsv, "--json", "-j", "2")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    counts = read_counts(out)
+    assert report["tokens"] == counts.total == int(counts.metadata["nb.total_tokens"])
+    assert report["documents"] == 400 == int(counts.metadata["nb.documents"])
+    meta = counts.metadata
+    assert meta["nb.format"] == "unigram-counts/1"
+    assert meta["nb.tokenizer"] == sp_model.name
+    assert meta["nb.tokenizer_sha256"] == load_tokenizer(sp_model).sha256
+    assert int(meta["nb.vocab_size"]) == counts.vocab_size
+    assert json.loads(meta["nb.inputs"]) == [{"file": str(corpus), "bytes": corpus.stat().st_size}]
+    assert json.loads(meta["nb.options"])["eos"] is True
+    assert int(meta["nb.bytes_read"]) == corpus.stat().st_size
+    assert meta["nb.version"].startswith("nb ") and meta["nb.created"]
+    rows = tsv.read_text().splitlines()
+    assert rows[1] == "id\tpiece\tcount\tlogprob" and len(rows) == 2 + counts.vocab_size
+    assert all(np.isfinite(float(r.split("\t")[3])) for r in rows[2:])
+    assert abs(report["entropy_bits"] * np.log(2) - report["entropy_nats"]) < 1e-9
+    assert len(report["top"]) == 10
+    assert not list(tmp_path.glob("*.nbtmp"))
+
+
+def test_human_summary(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    result = invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "c.safetensors", "-j", "1")
+    assert result.exit_code == 0, result.output
+    for label in ("tokens", "documents", "distinct types", "vocabulary coverage", "nats", "bits",
+                  "top 10 pieces", "MB/s", "tokens/s"):
+        assert label in result.stdout
+
+
+def test_stdin_and_subprocess_are_quiet(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    out = tmp_path / "c.safetensors"
+    proc = run_nb("count-unigrams", "-", "-t", sp_model, "-o", out, "--json", input=corpus.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""  # no progress bar when stderr is not a terminal
+    direct = invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "d.safetensors", "-j", "1")
+    assert direct.exit_code == 0
+    np.testing.assert_array_equal(read_counts(out).counts, read_counts(tmp_path / "d.safetensors").counts)
+
+
+def test_merge_counts(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    lines = corpus.read_text().splitlines(keepends=True)
+    (tmp_path / "a.txt").write_text("".join(lines[:150]))
+    (tmp_path / "b.txt").write_text("".join(lines[150:]))
+    for name in ("a", "b"):
+        assert invoke("count-unigrams", tmp_path / f"{name}.txt", "-t", sp_model, "-o",
+                      tmp_path / f"{name}.safetensors", "-j", "1").exit_code == 0
+    assert invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "all.safetensors", "-j", "1").exit_code == 0
+    merged = invoke("merge-counts", tmp_path / "a.safetensors", tmp_path / "b.safetensors",
+                    "-o", tmp_path / "m.safetensors", "--json")
+    assert merged.exit_code == 0, merged.output
+    np.testing.assert_array_equal(read_counts(tmp_path / "m.safetensors").counts,
+                                  read_counts(tmp_path / "all.safetensors").counts)
+
+
+def test_merge_refuses_other_tokenizer(tmp_path: Path, sp_model: Path, hf_bytelevel_json: Path, corpus: Path) -> None:
+    assert invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "a.safetensors").exit_code == 0
+    assert invoke("count-unigrams", corpus, "-t", hf_bytelevel_json, "-o", tmp_path / "b.safetensors").exit_code == 0
+    result = invoke("merge-counts", tmp_path / "a.safetensors", tmp_path / "b.safetensors", "-o", tmp_path / "m.safetensors")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "b.safetensors")
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def _bad_cases(tmp_path: Path, sp_model: Path, corpus: Path) -> list[tuple[list[str | Path], tuple[str, ...]]]:
+    empty_dir = tmp_path / "nothing"
+    empty_dir.mkdir()
+    (tmp_path / "empty.txt").write_text("\n\n")
+    blob = gzip.compress(corpus.read_bytes() * 20)
+    (tmp_path / "trunc.txt.gz").write_bytes(blob[: len(blob) // 2])
+    (tmp_path / "bad.txt").write_bytes(b"ok\nbad \xff\n")
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops\n')
+    (tmp_path / "notatok.model").write_bytes(b"garbage" * 100)
+    return [
+        (["count-unigrams", tmp_path / "missing.txt", "-t", sp_model], ("missing.txt", "no such file")),
+        (["count-unigrams", empty_dir, "-t", sp_model], ("nothing", "no text files")),
+        (["count-unigrams", tmp_path / "empty.txt", "-t", sp_model], ("empty.txt", "empty corpus")),
+        (["count-unigrams", tmp_path / "trunc.txt.gz", "-t", sp_model], ("trunc.txt.gz", "truncated")),
+        (["count-unigrams", tmp_path / "bad.txt", "-t", sp_model, "--strict"], ("bad.txt:2", "UTF-8")),
+        (["count-unigrams", tmp_path / "bad.jsonl", "-t", sp_model, "--format", "jsonl"], ("bad.jsonl:2", "JSON")),
+        (["count-unigrams", corpus, "-t", tmp_path / "notatok.model"], ("notatok.model", "not a tokenizer")),
+        (["count-unigrams", corpus, "-t", sp_model, "--smoothing", "kneser-ney"], ("--smoothing",)),
+    ]
+
+
+def test_bad_inputs_one_line_error_no_output(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    for args, fragments in _bad_cases(tmp_path, sp_model, corpus):
+        out = tmp_path / "out.safetensors"
+        result = invoke(*args, "-o", out, "-j", "2")
+        assert result.exit_code == 1, (args, result.output)
+        assert_one_line_error(result.stderr, *fragments)
+        assert not out.exists(), args
+        assert not list(tmp_path.glob(".*.nbtmp")), args
+
+
+def test_output_in_missing_directory(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    proc = run_nb("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "no" / "such" / "c.safetensors")
+    assert proc.returncode == 1
+    assert_one_line_error(proc.stderr.decode(), "does not exist")
+
+
+def test_subprocess_bad_input_has_no_traceback(tmp_path: Path, sp_model: Path) -> None:
+    proc = run_nb("count-unigrams", tmp_path / "missing.txt", "-t", sp_model, "-o", tmp_path / "c.safetensors")
+    assert proc.returncode == 1
+    assert_one_line_error(proc.stderr.decode(), "missing.txt")
+
+
+def test_usage_error_exit_2(sp_model: Path) -> None:
+    assert run_nb("count-unigrams", "--no-such-option").returncode == 2
+
+
+def test_skip_bad_lines_and_utf8_warnings(tmp_path: Path, sp_model: Path) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"text": "a b"}\n{oops\n{"text": "c"}\n')
+    result = invoke("count-unigrams", tmp_path / "bad.jsonl", "-t", sp_model, "--format", "jsonl",
+                    "--skip-bad-lines", "-o", tmp_path / "c.safetensors", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["skipped_lines"] == 1
+    assert "skipped 1 bad JSONL line" in result.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_leaves_no_output(tmp_path: Path, sp_model: Path, workers: str) -> None:
+    """stdin stays open, so the count cannot finish before the interrupt arrives."""
+    out = tmp_path / "c.safetensors"
+    proc = subprocess.Popen(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out), "-j", workers],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(("\n".join(english_like_lines(2000, seed=2)) + "\n").encode())
+    proc.stdin.flush()
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert stderr.decode().strip() == "nb: interrupted; no output written"
+    assert not out.exists()
+    assert not list(tmp_path.glob(".*.nbtmp"))
