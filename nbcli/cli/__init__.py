@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -21,14 +20,14 @@ from nbcli.errors import Interrupted, NbError
 class NbGroup(TyperGroup):
     """Maps expected failures to one line on stderr: NbError -> exit 1, Ctrl-C -> exit 130."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, Interrupted):
-            click.echo("nb: interrupted; no output written", err=True)
+            typer.echo("nb: interrupted; no output written", err=True)
             ctx.exit(130)
         except NbError as err:
-            click.echo(f"nb: error: {err}", err=True)
+            typer.echo(f"nb: error: {err}", err=True)
             ctx.exit(1)
 
 
