@@ -168,3 +168,11 @@ def test_ctrl_c_leaves_no_output(tmp_path: Path, sp_model: Path, workers: str) -
     assert stderr.decode().strip() == "nb: interrupted; no output written"
     assert not out.exists()
     assert not list(tmp_path.glob(".*.nbtmp"))
+
+
+def test_quickstart_subprocess_json(tmp_path: Path) -> None:
+    out = tmp_path / "q.safetensors"
+    proc = run_nb("quickstart", "-o", out, "--json", "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["documents"] > 4000 and report["tokens"] == read_counts(out).total
