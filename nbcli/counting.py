@@ -110,6 +110,19 @@ class _Task:
     progress_bytes: int = 0
 
 
+def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int | None, int | None]:
+    """(EOS id, BOS id) added once per document, or None where not added.
+
+    EOS defaults to on when the tokenizer has one (a model predicts it); BOS to off (never predicted).
+    """
+    add_eos = tokenizer.eos_id is not None if options.eos is None else options.eos
+    if add_eos and tokenizer.eos_id is None:
+        raise ConfigError(f"--eos: tokenizer {tokenizer.name} has no EOS token")
+    if options.bos and tokenizer.bos_id is None:
+        raise ConfigError(f"--bos: tokenizer {tokenizer.name} has no BOS token")
+    return (tokenizer.eos_id if add_eos else None), (tokenizer.bos_id if options.bos else None)
+
+
 class _Counter:
     """Per-process counting state: the tokenizer and the cache of encoded chunks."""
 
@@ -118,9 +131,7 @@ class _Counter:
         self.options = options
         self.rule = tokenizer.chunk_rule if options.chunked else None
         self.cache: dict[str, list[int]] = {}
-        add_eos = tokenizer.eos_id is not None if options.eos is None else options.eos
-        self.eos_id = tokenizer.eos_id if add_eos else None
-        self.bos_id = tokenizer.bos_id if options.bos else None
+        self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
     # -- tasks -------------------------------------------------------------------------------
     def run(self, task: _Task) -> TaskResult:
@@ -319,6 +330,7 @@ def count_corpus(
     `progress(advance_bytes, total_bytes)` is called as work completes (total is None when the
     size is unknown, i.e. stdin). Raises CorpusError for an empty corpus.
     """
+    document_markers(tokenizer, options)  # fail before any work if --eos/--bos cannot be honoured
     sources = discover_inputs(inputs)
     n_workers = default_workers() if not workers else workers
     if n_workers < 1:
@@ -346,13 +358,14 @@ def count_corpus(
     if total.documents == 0:
         names = ", ".join(s.path for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
         raise CorpusError(f"{names}: empty corpus (no non-empty documents); nothing written")
-    counter_probe = _Counter(tokenizer, options)
-    method = (f"chunked ({tokenizer.chunk_rule})" if counter_probe.rule else "whole documents")
+    eos_id, bos_id = document_markers(tokenizer, options)
+    chunked = options.chunked and tokenizer.chunk_rule is not None
+    method = f"chunked ({tokenizer.chunk_rule})" if chunked else "whole documents"
     return CountResult(
         counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
         bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, sources=sources,
-        seconds=seconds, method=method, eos=counter_probe.eos_id is not None,
-        bos=counter_probe.bos_id is not None, workers=n_workers,
+        seconds=seconds, method=method, eos=eos_id is not None,
+        bos=bos_id is not None, workers=n_workers,
         options={**asdict(options), "workers": n_workers, "dask": dask_address},
     )
 
