@@ -13,7 +13,7 @@ complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tokenizer -s t
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l output -s o -r -F -d 'Counts file to write (int64 counts tensor + provenance).'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tsv -r -F -d 'Also write id, piece, count, smoothed log-probability per token.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l workers -s j -x -d 'Worker processes (0 = all cores available to nb).'
-complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l format -x -d 'text: one document per line (line ending removed; empty lines are not documents)'
+complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l format -x -a 'text jsonl' -d 'text: one document per line (line ending removed; empty lines are not documents)'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l field -x -d 'JSONL field that holds the document text.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l eos -l no-eos -d 'Count one EOS per document. On by default: a language model trained on this corp'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l bos -l no-bos -d 'Count one BOS per document. Off by default: BOS is given as context and never pr'

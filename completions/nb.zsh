@@ -30,7 +30,7 @@ _nb() {
                 '--tsv[Also write id, piece, count, smoothed log-probability per token.]:path:_files' \
                 '--workers[Worker processes (0 = all cores available to nb).]:value: ' \
                 '-j[Worker processes (0 = all cores available to nb).]:value: ' \
-                '--format[text: one document per line (line ending removed; empty lines are not documents)]:value: ' \
+                '--format[text: one document per line (line ending removed; empty lines are not documents)]:value:(text jsonl)' \
                 '--field[JSONL field that holds the document text.]:value: ' \
                 '--eos[Count one EOS per document. On by default: a language model trained on this corp]' \
                 '--no-eos[Count one EOS per document. On by default: a language model trained on this corp]' \

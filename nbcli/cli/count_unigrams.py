@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -12,10 +12,12 @@ from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, Work
 EPILOG = """\
 **Examples**
 
-    nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
-    nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl --field text -t tokenizer.json -o c.safetensors --tsv c.tsv
-    zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
-    nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
+```
+nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
+nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl --field text -t tokenizer.json -o c.safetensors --tsv c.tsv
+zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
+nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
+```
 """
 
 
@@ -29,8 +31,8 @@ def count_unigrams(
     tsv: Annotated[Optional[Path], typer.Option(
         "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
     workers: WorkersOption = 0,
-    fmt: Annotated[str, typer.Option(
-        "--format", metavar="text|jsonl",
+    fmt: Annotated[Literal["text", "jsonl"], typer.Option(
+        "--format",
         help="text: one document per line (line ending removed; empty lines are not documents). "
         "jsonl: one JSON object per line, the document in --field.")] = "text",
     field: Annotated[str, typer.Option("--field", help="JSONL field that holds the document text.")] = "text",

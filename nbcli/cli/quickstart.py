@@ -12,8 +12,10 @@ from nbcli.cli.options import JsonOption, WorkersOption
 EPILOG = """\
 **Examples**
 
-    nb quickstart
-    nb quickstart -o botchan-counts.safetensors --json
+```
+nb quickstart
+nb quickstart -o botchan-counts.safetensors --json
+```
 """
 
 
