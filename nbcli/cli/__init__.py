@@ -40,7 +40,7 @@ app = typer.Typer(
     "Transformer with the papers' initialisations and losses.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -10,14 +10,13 @@ import typer
 from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption
 
 EPILOG = """\
-**Examples**
+[bold]Examples[/bold]
 
-```
-nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
-nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl --field text -t tokenizer.json -o c.safetensors --tsv c.tsv
-zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
-nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
-```
+  nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
+  nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl -t tokenizer.json -o c.safetensors
+  nb count-unigrams corpus.txt -t spm.model -o c.safetensors --tsv c.tsv --smoothing add-k:0.5
+  zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
+  nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
 """
 
 

@@ -10,12 +10,10 @@ import typer
 from nbcli.cli.options import JsonOption
 
 EPILOG = """\
-**Examples**
+[bold]Examples[/bold]
 
-```
-nb merge-counts shard-0.safetensors shard-1.safetensors -o counts.safetensors
-nb merge-counts shards/*.safetensors -o counts.safetensors --json
-```
+  nb merge-counts shard-0.safetensors shard-1.safetensors -o counts.safetensors
+  nb merge-counts shards/*.safetensors -o counts.safetensors --json
 """
 
 

@@ -10,12 +10,10 @@ import typer
 from nbcli.cli.options import JsonOption, WorkersOption
 
 EPILOG = """\
-**Examples**
+[bold]Examples[/bold]
 
-```
-nb quickstart
-nb quickstart -o botchan-counts.safetensors --json
-```
+  nb quickstart
+  nb quickstart -o botchan-counts.safetensors --json
 """
 
 
