@@ -1,0 +1,356 @@
+"""Frequency-direction, isotropy and output-bias statistics: arrays in, numbers out.
+
+Paper 003 (Kobayashi et al., "Transformer Language Models Handle Word Frequency in Prediction
+Head") sec. 3.2 / table 3 / fig. 3: the inner product <b_LN, w_i> of the final LayerNorm bias with
+each output embedding row correlates with corpus frequency (Spearman rho), and removing the b_LN
+direction from W lowers the mean pairwise cosine. Paper 000 (Meister et al.) app. B.5 / figs.
+11-12: KL between softmax(b) of the output bias and the unigram distribution, and ||b||_2.
+Mu & Viswanath ("All-but-the-top", ICLR 2018): partition-function isotropy.
+
+Embedding matrices are passed as `rows`: anything with `.shape` ([V, d]) and row slicing
+(`rows[a:b]`) -- a numpy array, a torch tensor of any float dtype, or a lazy checkpoint tensor.
+Every pass reads row blocks, converts each block to float32 and never materialises a V x V (or,
+except for the partition function's d x d Gram matrix, any V x d) intermediate, so memory stays
+bounded by a few blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+#: Floats per row block (16 MiB of float32): big enough for BLAS, small next to any embedding.
+BLOCK_FLOATS = 1 << 22
+
+
+class Rows(Protocol):
+    """A [V, d] matrix readable by row slices (numpy array, torch tensor, lazy checkpoint tensor)."""
+
+    @property
+    def shape(self) -> Any: ...
+
+    def __getitem__(self, key: slice) -> Any: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Row blocks
+
+
+def _float32(block: Any) -> np.ndarray:
+    """A block as a C-contiguous float32 numpy array (torch tensors of any dtype included)."""
+    if hasattr(block, "detach"):  # torch.Tensor: bf16 has no numpy dtype, so convert in torch
+        block = block.detach().to(device="cpu").float().numpy()
+    return np.ascontiguousarray(block, dtype=np.float32)
+
+
+def block_rows_for(width: int) -> int:
+    """Rows per block so a float32 block holds about BLOCK_FLOATS values."""
+    return max(1, BLOCK_FLOATS // max(1, width))
+
+
+def iter_row_blocks(rows: Rows, block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (first_row, float32 block) over a [V, d] matrix, one block in memory at a time."""
+    n, d = (int(s) for s in rows.shape)
+    step = block_rows or block_rows_for(d)
+    for start in range(0, n, step):
+        yield start, _float32(rows[start:min(n, start + step)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Correlation
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given the average of the ranks they span (as scipy's rankdata)."""
+    x = np.asarray(values).ravel()
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    starts_group = np.empty(x.size, dtype=bool)
+    if x.size:
+        starts_group[0] = True
+        starts_group[1:] = sorted_x[1:] != sorted_x[:-1]
+    group = np.cumsum(starts_group) - 1
+    starts = np.flatnonzero(starts_group)
+    ends = np.append(starts[1:], x.size)  # exclusive
+    mean_rank = (starts + 1 + ends) / 2.0  # mean of the 1-based ranks start+1 .. end
+    ranks = np.empty(x.size, dtype=np.float64)
+    ranks[order] = mean_rank[group]
+    return ranks
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation; NaN when either input is constant or has fewer than 2 values."""
+    a = np.asarray(x, dtype=np.float64).ravel()
+    b = np.asarray(y, dtype=np.float64).ravel()
+    if a.size != b.size:
+        raise ValueError(f"pearson: lengths differ ({a.size} vs {b.size})")
+    if a.size < 2:
+        return math.nan
+    a = a - a.mean()
+    b = b - b.mean()
+    denom = math.sqrt(float(a @ a) * float(b @ b))
+    if denom == 0.0:
+        return math.nan
+    return float(np.clip((a @ b) / denom, -1.0, 1.0))
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho, tie-aware: the Pearson correlation of average ranks (paper 003, table 3)."""
+    return pearson(average_ranks(x), average_ranks(y))
+
+
+@dataclass(frozen=True)
+class FrequencyCorrelation:
+    """Correlation of per-token scores with corpus counts over the tokens seen in the corpus."""
+
+    spearman: float  # scores vs counts (ties averaged)
+    pearson_log: float  # scores vs log(count)
+    tokens: int  # tokens with count > 0 that entered both statistics
+
+
+def frequency_correlation(scores: np.ndarray, counts: np.ndarray) -> FrequencyCorrelation:
+    """Spearman rho of scores vs counts and Pearson r of scores vs log-frequency, over count > 0.
+
+    Paper 003 sec. 3.2 and table 3 (scores = <b_LN, w_i>; rho = 0.78 for GPT-2 small). Tokens that
+    never occur have no log-frequency and carry no rank information beyond a tie, so they are left
+    out of both statistics. Log base and normalisation by the total do not change Pearson r.
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    c = np.asarray(counts).ravel()
+    if s.size != c.size:
+        raise ValueError(f"frequency_correlation: {s.size} scores but {c.size} counts")
+    seen = c > 0
+    s, c = s[seen], c[seen]
+    return FrequencyCorrelation(spearman=spearman(s, c), pearson_log=pearson(s, np.log(c.astype(np.float64))),
+                                tokens=int(seen.sum()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Projections and isotropy
+
+
+def row_projections(rows: Rows, direction: np.ndarray, block_rows: int | None = None) -> np.ndarray:
+    """<direction, w_i> for every row w_i, float64 [V] (paper 003 sec. 3.2, fig. 3: <b_LN, w_i>)."""
+    v = np.asarray(direction, dtype=np.float32).ravel()
+    out = np.empty(int(rows.shape[0]), dtype=np.float64)
+    for start, block in iter_row_blocks(rows, block_rows):
+        out[start:start + block.shape[0]] = block @ v
+    return out
+
+
+def _unit_direction(direction: np.ndarray | None) -> np.ndarray | None:
+    if direction is None:
+        return None
+    v = np.asarray(direction, dtype=np.float64).ravel()
+    norm = float(np.linalg.norm(v))
+    if norm == 0.0 or not math.isfinite(norm):
+        raise ValueError("direction to remove has zero (or non-finite) norm")
+    return (v / norm).astype(np.float32)
+
+
+def remove_direction(block: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """w_i <- w_i - <w_i, u> u for each row, u a unit vector (paper 003 sec. 3.2)."""
+    return block - np.outer(block @ unit, unit)
+
+
+def _unit_rows(block: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; zero rows are dropped (their cosine is undefined)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+    keep = norms > 0
+    return block[keep] / norms[keep, None].astype(np.float32)
+
+
+def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_rows: int | None = None) -> float:
+    """(1/n^2) sum_i sum_j cos(w_i, w_j) over all ordered pairs, i = j included (paper 003 sec. 3.2).
+
+    Exact in O(V d): with u_i = w_i / ||w_i||, sum_ij cos(w_i, w_j) = sum_ij <u_i, u_j> =
+    ||sum_i u_i||^2. With `remove`, each row first loses its component along that direction
+    (w_i <- w_i - <w_i, b> b / ||b||^2), as the paper does with b_LN. Rows of zero length (before
+    or after the removal) have no cosine and are left out of n. NaN when no row is left.
+    """
+    unit = _unit_direction(remove)
+    total = None
+    n = 0
+    for _, block in iter_row_blocks(rows, block_rows):
+        if unit is not None:
+            block = remove_direction(block, unit)
+        units = _unit_rows(block)
+        n += units.shape[0]
+        part = units.sum(axis=0, dtype=np.float64)
+        total = part if total is None else total + part
+    if total is None or n == 0:
+        return math.nan
+    return float(total @ total) / (n * n)
+
+
+def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray | None = None,
+                            seed: int = 0) -> np.ndarray:
+    """Cosines of all distinct pairs among `sample` random rows (for histograms; not a statistic).
+
+    Returns the upper triangle (i < j) as float32, sample*(sample-1)/2 values at most.
+    """
+    n = int(rows.shape[0])
+    rng = np.random.default_rng(seed)
+    picked = np.sort(rng.choice(n, size=min(sample, n), replace=False))
+    block = np.concatenate([_float32(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
+        np.zeros((0, int(rows.shape[1])), dtype=np.float32)
+    unit = _unit_direction(remove)
+    if unit is not None:
+        block = remove_direction(block, unit)
+    units = _unit_rows(block)
+    cos = units @ units.T
+    return cos[np.triu_indices(units.shape[0], k=1)].astype(np.float32)
+
+
+def gram_matrix(rows: Rows, block_rows: int | None = None) -> np.ndarray:
+    """W^T W, float64 [d, d], accumulated over row blocks (each block product in float32)."""
+    d = int(rows.shape[1])
+    gram = np.zeros((d, d), dtype=np.float64)
+    for _, block in iter_row_blocks(rows, block_rows):
+        gram += block.T @ block  # numpy recognises a.T @ a and uses a symmetric rank-k update
+    return gram
+
+
+@dataclass(frozen=True)
+class PartitionIsotropy:
+    """Mu & Viswanath's I(W) = min_c Z(c) / max_c Z(c) and where the extremes lie."""
+
+    ratio: float  # in (0, 1]; 1 = perfectly isotropic
+    log_z_min: float
+    log_z_max: float
+    directions: int  # candidate unit vectors c (2 d: each eigenvector with both signs)
+
+
+def partition_isotropy(rows: Rows, block_rows: int | None = None) -> PartitionIsotropy:
+    """Partition-function isotropy (Mu & Viswanath 2018, sec. 2; used by paper 003's isotropy).
+
+    Z(c) = sum_i exp(<c, w_i>) over output embedding rows w_i, and I(W) = min_c Z(c) / max_c Z(c)
+    with c ranging over the unit eigenvectors of W^T W (d x d, never V x V). An eigenvector's sign
+    is arbitrary (LAPACK picks one), so both c and -c are candidates; this makes I(W) a property
+    of W alone. Z is accumulated as a running log-sum-exp in float64, so large <c, w_i> cannot
+    overflow. Cost: two passes over W and O(V d^2) arithmetic (W^T W, then W C).
+    """
+    _, eigenvectors = np.linalg.eigh(gram_matrix(rows, block_rows))
+    basis = eigenvectors.astype(np.float32)
+    d = basis.shape[1]
+    # running log-sum-exp per candidate: max seen so far (m) and sum of exp(x - m) (s)
+    m_pos = np.full(d, -np.inf)
+    s_pos = np.zeros(d)
+    m_neg = np.full(d, -np.inf)
+    s_neg = np.zeros(d)
+    for _, block in iter_row_blocks(rows, block_rows):
+        logits = block @ basis  # [rows, d]
+        hi = logits.max(axis=0).astype(np.float64)
+        lo = logits.min(axis=0).astype(np.float64)
+        sum_pos = np.exp(logits - hi.astype(np.float32)).sum(axis=0, dtype=np.float64)
+        sum_neg = np.exp(lo.astype(np.float32) - logits).sum(axis=0, dtype=np.float64)
+        m_pos, s_pos = _merge_lse(m_pos, s_pos, hi, sum_pos)
+        m_neg, s_neg = _merge_lse(m_neg, s_neg, -lo, sum_neg)
+    log_z = np.concatenate([m_pos + np.log(s_pos), m_neg + np.log(s_neg)])
+    lo_z, hi_z = float(log_z.min()), float(log_z.max())
+    return PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z, directions=2 * d)
+
+
+def _merge_lse(m: np.ndarray, s: np.ndarray, m_new: np.ndarray, s_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Combine two log-sum-exp partials (max, sum of exp(x - max))."""
+    top = np.maximum(m, m_new)
+    with np.errstate(invalid="ignore"):  # -inf - -inf on the first block
+        s = np.where(np.isfinite(m), s * np.exp(m - top), 0.0) + s_new * np.exp(m_new - top)
+    return top, s
+
+
+# ---------------------------------------------------------------------------------------------
+# Output bias vs unigram
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax(x) in float64, stable."""
+    x = np.asarray(logits, dtype=np.float64).ravel()
+    top = x.max()
+    return x - (top + math.log(np.exp(x - top).sum()))
+
+
+def kl_divergence(log_p: np.ndarray, log_q: np.ndarray) -> float:
+    """KL(p || q) = sum_i p_i (log p_i - log q_i) in nats, from log-probabilities; p_i = 0 terms are 0."""
+    lp = np.asarray(log_p, dtype=np.float64).ravel()
+    lq = np.asarray(log_q, dtype=np.float64).ravel()
+    if lp.size != lq.size:
+        raise ValueError(f"kl_divergence: sizes differ ({lp.size} vs {lq.size})")
+    p = np.exp(lp)
+    support = p > 0
+    return float(np.sum(p[support] * (lp[support] - lq[support])))
+
+
+@dataclass(frozen=True)
+class BiasVsUnigram:
+    """Paper 000 app. B.5 (figs. 11-12): how far softmax(b) is from the unigram distribution."""
+
+    kl_unigram_to_bias: float  # KL(unigram || softmax(b)), nats
+    kl_bias_to_unigram: float  # KL(softmax(b) || unigram), nats
+    norm: float  # ||b||_2
+
+
+def bias_vs_unigram(bias: np.ndarray, log_unigram_probs: np.ndarray) -> BiasVsUnigram:
+    """KL both ways between softmax(b) and a (smoothed) unigram distribution, and ||b||_2.
+
+    `log_unigram_probs` comes from `nbcli.counts.log_unigram` (the one smoothing formula): with
+    the same counts and k, a bias set by `nb patch-checkpoint` gives KL = 0 both ways.
+    """
+    b = np.asarray(bias, dtype=np.float64).ravel()
+    log_bias_probs = log_softmax(b)
+    return BiasVsUnigram(
+        kl_unigram_to_bias=kl_divergence(log_unigram_probs, log_bias_probs),
+        kl_bias_to_unigram=kl_divergence(log_bias_probs, log_unigram_probs),
+        norm=float(np.linalg.norm(b)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Frequency-binned table
+
+
+@dataclass(frozen=True)
+class FrequencyBin:
+    """Tokens whose log10(count) falls in [log10_lo, log10_hi) (the last bin includes its top)."""
+
+    log10_lo: float
+    log10_hi: float
+    tokens: int
+    mean: float  # of the scores in the bin; NaN when empty
+    std: float  # population standard deviation (ddof = 0); NaN when empty
+
+
+def frequency_bins(scores: np.ndarray, counts: np.ndarray, bins: int = 10) -> list[FrequencyBin]:
+    """Equal-width bins of log10 corpus count with the mean and std of the scores (paper 003 fig. 3).
+
+    Only tokens with count > 0 are binned. When all seen tokens share one count, every token goes
+    to the first bin of a zero-width range.
+    """
+    if bins < 1:
+        raise ValueError("bins must be >= 1")
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    c = np.asarray(counts).ravel()
+    seen = c > 0
+    s = s[seen]
+    x = np.log10(c[seen].astype(np.float64))
+    if x.size == 0:
+        return []
+    lo, hi = float(x.min()), float(x.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    if hi > lo:
+        index = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    else:
+        index = np.zeros(x.size, dtype=np.intp)
+    n = np.bincount(index, minlength=bins)
+    total = np.bincount(index, weights=s, minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+        sq = np.bincount(index, weights=(s - mean[index]) ** 2, minlength=bins)
+        std = np.sqrt(sq / n)
+    return [FrequencyBin(float(edges[i]), float(edges[i + 1]), int(n[i]),
+                         float(mean[i]) if n[i] else math.nan, float(std[i]) if n[i] else math.nan)
+            for i in range(bins)]
