@@ -11,6 +11,7 @@ which that is not provably exact are counted by encoding whole documents.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -35,6 +36,9 @@ from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
 CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
 ENCODE_BATCH = 4096
+# A chunk of at most 7 UTF-8 bytes is keyed by an int: its bytes (little-endian) | length << 56.
+_SHORT_BYTES = 7
+_SHORT_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)], dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ class _Counter:
         self.tokenizer = tokenizer
         self.options = options
         self.rule = tokenizer.chunk_rule if options.chunked else None
-        self.cache: dict[str, list[int]] = {}
+        self.table = _ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
     # -- tasks -------------------------------------------------------------------------------
@@ -177,7 +181,9 @@ class _Counter:
             documents = lines
         documents = [d for d in documents if d]  # empty lines are not documents
         result.documents = len(documents)
-        self._count_documents(documents, counts)
+        # A text block that decoded cleanly and has no CR is cut into chunks on its bytes.
+        raw = data if self.options.format == "text" and not result.bad_utf8_lines and b"\r" not in data else None
+        self._count_documents(documents, counts, raw)
         if self.eos_id is not None:
             counts[self.eos_id] += len(documents)
         if self.bos_id is not None:
@@ -213,7 +219,12 @@ class _Counter:
                 result.skipped_lines += 1
         return docs
 
-    def _count_documents(self, documents: list[str], counts: np.ndarray) -> None:
+    def _count_documents(self, documents: list[str], counts: np.ndarray, raw: bytes | None = None) -> None:
+        """Add the token counts of `documents` to `counts`.
+
+        `raw`: the block's bytes when they are valid UTF-8 without CR and in text format (then the
+        "sp" chunks are exactly the runs of bytes other than space and newline).
+        """
         if self.rule is None:
             for start in range(0, len(documents), ENCODE_BATCH):
                 encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
@@ -221,36 +232,150 @@ class _Counter:
                 counts += np.bincount(flat, minlength=counts.shape[0])
             return
         if self.rule == "sp":
+            if raw is not None:
+                self._add_sp_bytes(raw, counts)
+                return
             # Documents never contain '\n' in text format; in JSONL they may, and a newline is
             # then kept inside its chunk (encoded whole), so only ASCII spaces cut.
-            chunks = Counter(" ".join(documents).split(" "))
+            chunks = " ".join(documents).split(" ")
         else:
-            chunks = Counter()
-            findall = self.tokenizer.chunk_pattern.findall
-            for doc in documents:
-                chunks.update(findall(doc))
-        chunks.pop("", None)
+            chunks = list(itertools.chain.from_iterable(map(self.tokenizer.chunk_pattern.findall, documents)))
         self._add_chunks(chunks, counts)
 
-    def _add_chunks(self, chunks: Counter[str], counts: np.ndarray) -> None:
-        cache = self.cache
-        misses = [c for c in chunks if c not in cache]
-        uncached: dict[str, list[int]] = {}
-        for start in range(0, len(misses), ENCODE_BATCH):
-            batch = misses[start:start + ENCODE_BATCH]
-            target = cache if len(cache) < CACHE_LIMIT else uncached
-            for chunk, ids in zip(batch, self.tokenizer.encode_batch(batch)):
-                target[chunk] = ids
-        ids_all: list[int] = []
-        weights: list[int] = []
-        for chunk, n in chunks.items():
-            ids = cache.get(chunk)
-            if ids is None:
-                ids = uncached[chunk]
-            ids_all.extend(ids)
-            weights.extend([n] * len(ids))
-        if ids_all:
-            np.add.at(counts, np.asarray(ids_all, dtype=np.int64), np.asarray(weights, dtype=np.int64))
+    def _add_chunks(self, chunks: list[str], counts: np.ndarray) -> None:
+        """Count the block's distinct chunks; the (large) table is probed once per distinct chunk."""
+        block = Counter(chunks)
+        keys = list(block)
+        self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts, None)
+
+    def _add_sp_bytes(self, data: bytes, counts: np.ndarray) -> None:
+        """"sp" chunks of a clean UTF-8 text block, found and counted with numpy on its bytes.
+
+        Chunks are the maximal runs of bytes other than b' ' and b'\\n' (UTF-8 never uses these
+        bytes inside a multi-byte character, so these are the same chunks as the str path's).
+        Chunks of at most 7 bytes (most of them) are keyed by an exact int and counted with
+        np.unique; longer ones by their bytes with a Counter.
+        """
+        b = np.frombuffer(data, dtype=np.uint8)
+        n = b.shape[0]
+        if n == 0:
+            return
+        edge = np.ones(n + 2, dtype=np.int8)
+        edge[1:-1] = (b == 32) | (b == 10)
+        step = np.diff(edge)
+        starts = np.flatnonzero(step == -1)
+        ends = np.flatnonzero(step == 1)
+        lengths = ends - starts
+        short = lengths <= _SHORT_BYTES
+        padded = np.zeros(n + 8, dtype=np.uint8)
+        padded[:n] = b
+        words = np.ndarray((n,), dtype="<u8", buffer=padded, strides=(1,))[starts[short]]
+        short_lengths = lengths[short].astype(np.uint64)
+        keys = (words & _SHORT_MASKS[short_lengths]) | (short_lengths << np.uint64(56))
+        distinct, freqs = np.unique(keys, return_counts=True)
+        self._add_rows(distinct.tolist(), freqs.astype(np.int64), counts, _short_key_text)
+        if not short.all():
+            long_chunks = Counter([data[s:e] for s, e in zip(starts[~short].tolist(), ends[~short].tolist())])
+            names = list(long_chunks)
+            self._add_rows(names, np.fromiter(long_chunks.values(), dtype=np.int64, count=len(names)),
+                           counts, _bytes_key_text)
+
+    def _add_rows(self, keys: list[Any], freqs: np.ndarray, counts: np.ndarray,
+                  key_text: Callable[[Any], str] | None) -> None:
+        """Add freqs[i] x (tokens of chunk keys[i]) to counts; encode (once) chunks not in the table.
+
+        Keys are distinct: str chunks, or (bytes path) int keys of short chunks and bytes of long
+        ones; `key_text` turns a key into the chunk's text (None: the key is the text).
+        """
+        table = self.table
+        rows = np.fromiter(map(table.index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        missing = np.flatnonzero(rows < 0)
+        if missing.size:
+            new = [keys[i] for i in missing]
+            texts = new if key_text is None else [key_text(k) for k in new]
+            kept = min(len(new), max(0, table.limit - len(table.index)))
+            first = len(table.index)
+            for start in range(0, kept, ENCODE_BATCH):
+                stop = min(start + ENCODE_BATCH, kept)
+                table.add(new[start:stop], self.tokenizer.encode_batch(texts[start:stop]))
+            for start in range(kept, len(new), ENCODE_BATCH):  # table full: count without keeping
+                stop = min(start + ENCODE_BATCH, len(new))
+                counts += _weighted_token_counts(self.tokenizer.encode_batch(texts[start:stop]),
+                                                 freqs[missing[start:stop]], counts.shape[0])
+            rows[missing[:kept]] = np.arange(first, first + kept)
+            if kept < len(new):
+                keep = rows >= 0
+                rows, freqs = rows[keep], freqs[keep]
+        if rows.size:
+            counts += table.token_counts(rows, freqs, counts.shape[0])
+
+
+def _short_key_text(key: int) -> str:
+    return (key & ((1 << 56) - 1)).to_bytes(8, "little")[:key >> 56].decode("utf-8")
+
+
+def _bytes_key_text(key: bytes) -> str:
+    return key.decode("utf-8")
+
+
+def _exact_bincount(tokens: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """Integer weighted bincount. Float64 sums are exact here: every partial sum is an integer
+    below the block's token count, far below 2**53."""
+    return np.bincount(tokens, weights=weights, minlength=size).astype(np.int64)
+
+
+def _weighted_token_counts(encoded: list[list[int]], freqs: np.ndarray, size: int) -> np.ndarray:
+    """Sum over i of freqs[i] x (one count per token id in encoded[i]), as int64 [size]."""
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    tokens = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lengths.sum()))
+    return _exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
+
+
+class _ChunkTable:
+    """Distinct chunks seen by one process, each encoded once: chunk -> row, row -> its token ids.
+
+    Token ids are stored back to back in one array (row r is ids[starts[r]:starts[r] + lengths[r]]),
+    so a block's counts are a gather and a bincount instead of a Python loop over chunks.
+    Row 0 is the empty chunk (no tokens), so callers need not filter empty strings.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.index: dict[str, int] = {}
+        self.ids = np.zeros(1 << 16, dtype=np.int32)
+        self.starts = np.zeros(1 << 12, dtype=np.int64)
+        self.lengths = np.zeros(1 << 12, dtype=np.int64)
+        self.used = 0
+        self.add([""], [[]])
+
+    def rows(self, chunks: list[str]) -> np.ndarray:
+        """Row of each chunk, -1 where not in the table."""
+        return np.fromiter(map(self.index.get, chunks, itertools.repeat(-1)), dtype=np.int64, count=len(chunks))
+
+    def add(self, chunks: list[str], encoded: list[list[int]]) -> None:
+        n = len(chunks)
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+        total = int(lengths.sum())
+        first = len(self.index)
+        if first + n > self.starts.shape[0]:
+            grown = max(first + n, 2 * self.starts.shape[0])
+            self.starts = np.resize(self.starts, grown)
+            self.lengths = np.resize(self.lengths, grown)
+        if self.used + total > self.ids.shape[0]:
+            self.ids = np.resize(self.ids, max(self.used + total, 2 * self.ids.shape[0]))
+        self.ids[self.used:self.used + total] = np.fromiter(
+            itertools.chain.from_iterable(encoded), dtype=np.int32, count=total)
+        self.starts[first:first + n] = self.used + np.cumsum(lengths) - lengths
+        self.lengths[first:first + n] = lengths
+        self.used += total
+        self.index.update(zip(chunks, range(first, first + n)))
+
+    def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
+        """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
+        lengths = self.lengths[rows]
+        ends = np.cumsum(lengths)
+        gather = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(self.starts[rows] - (ends - lengths), lengths)
+        return _exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
 
 
 # Worker processes hold one _Counter each, built once by the pool initialiser (or, under Dask,
