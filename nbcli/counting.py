@@ -36,8 +36,7 @@ from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
 CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
 ENCODE_BATCH = 4096
-# A chunk of at most 7 UTF-8 bytes is keyed by an int: its bytes (little-endian) | length << 56.
-_SHORT_BYTES = 7
+# Masks of the low k bytes of a uint64; chunk keys are bytes (little-endian) | length << 56.
 _SHORT_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)], dtype=np.uint64)
 
 
@@ -171,23 +170,26 @@ class _Counter:
                         ) from None
                     result.bad_utf8_lines += 1
             text = data.decode("utf-8", errors="replace")
-        text = text.replace("\r\n", "\n")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the block ends with a newline
-        if self.options.format == "jsonl":
-            documents = self._jsonl_documents(path, lines, first_line, offset, result)
+        if (self.rule == "sp" and self.options.format == "text" and not result.bad_utf8_lines
+                and b"\r" not in data):
+            # Clean UTF-8 text without CR: chunks and documents are found on the bytes.
+            result.documents = self._count_sp_bytes(data, counts)
         else:
-            documents = lines
-        documents = [d for d in documents if d]  # empty lines are not documents
-        result.documents = len(documents)
-        # A text block that decoded cleanly and has no CR is cut into chunks on its bytes.
-        raw = data if self.options.format == "text" and not result.bad_utf8_lines and b"\r" not in data else None
-        self._count_documents(documents, counts, raw)
+            text = text.replace("\r\n", "\n")
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()  # the block ends with a newline
+            if self.options.format == "jsonl":
+                documents = self._jsonl_documents(path, lines, first_line, offset, result)
+            else:
+                documents = lines
+            documents = [d for d in documents if d]  # empty lines are not documents
+            result.documents = len(documents)
+            self._count_documents(documents, counts)
         if self.eos_id is not None:
-            counts[self.eos_id] += len(documents)
+            counts[self.eos_id] += result.documents
         if self.bos_id is not None:
-            counts[self.bos_id] += len(documents)
+            counts[self.bos_id] += result.documents
         return result
 
     def _jsonl_documents(
@@ -219,12 +221,8 @@ class _Counter:
                 result.skipped_lines += 1
         return docs
 
-    def _count_documents(self, documents: list[str], counts: np.ndarray, raw: bytes | None = None) -> None:
-        """Add the token counts of `documents` to `counts`.
-
-        `raw`: the block's bytes when they are valid UTF-8 without CR and in text format (then the
-        "sp" chunks are exactly the runs of bytes other than space and newline).
-        """
+    def _count_documents(self, documents: list[str], counts: np.ndarray) -> None:
+        """Add the token counts of `documents` to `counts`."""
         if self.rule is None:
             for start in range(0, len(documents), ENCODE_BATCH):
                 encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
@@ -232,67 +230,85 @@ class _Counter:
                 counts += np.bincount(flat, minlength=counts.shape[0])
             return
         if self.rule == "sp":
-            if raw is not None:
-                self._add_sp_bytes(raw, counts)
-                return
             # Documents never contain '\n' in text format; in JSONL they may, and a newline is
             # then kept inside its chunk (encoded whole), so only ASCII spaces cut.
             chunks = " ".join(documents).split(" ")
         else:
             chunks = list(itertools.chain.from_iterable(map(self.tokenizer.chunk_pattern.findall, documents)))
-        self._add_chunks(chunks, counts)
-
-    def _add_chunks(self, chunks: list[str], counts: np.ndarray) -> None:
-        """Count the block's distinct chunks; the (large) table is probed once per distinct chunk."""
-        block = Counter(chunks)
+        block = Counter(chunks)  # small and cache-friendly: the table is probed once per distinct chunk
         keys = list(block)
-        self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts, None)
+        self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
+                       lambda missing: [keys[i] for i in missing])
 
-    def _add_sp_bytes(self, data: bytes, counts: np.ndarray) -> None:
-        """"sp" chunks of a clean UTF-8 text block, found and counted with numpy on its bytes.
+    def _count_sp_bytes(self, data: bytes, counts: np.ndarray) -> int:
+        """Count the "sp" chunks of a clean UTF-8 text block with numpy; return its documents.
 
-        Chunks are the maximal runs of bytes other than b' ' and b'\\n' (UTF-8 never uses these
-        bytes inside a multi-byte character, so these are the same chunks as the str path's).
-        Chunks of at most 7 bytes (most of them) are keyed by an exact int and counted with
-        np.unique; longer ones by their bytes with a Counter.
+        Chunks are the maximal runs of bytes other than b' ' and b'\\n': UTF-8 never uses these
+        bytes inside a multi-byte character, so they are the str path's chunks. Chunks of up to 7
+        bytes (80% of English ones) are keyed by one exact uint64 (bytes | length << 56), of 8-15
+        bytes by two, and grouped by sorting; longer ones by their bytes with a Counter.
         """
         b = np.frombuffer(data, dtype=np.uint8)
         n = b.shape[0]
         if n == 0:
-            return
+            return 0
+        newline = b == 10
+        documents = int(np.count_nonzero(newline)) + (b[-1] != 10)  # lines ...
+        documents -= int(newline[0]) + int(np.count_nonzero(newline[1:] & newline[:-1]))  # ... not empty
         edge = np.ones(n + 2, dtype=np.int8)
-        edge[1:-1] = (b == 32) | (b == 10)
-        step = np.diff(edge)
-        starts = np.flatnonzero(step == -1)
-        ends = np.flatnonzero(step == 1)
+        edge[1:-1] = (b == 32) | newline
+        change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
+        starts, ends = change[0::2], change[1::2]
         lengths = ends - starts
-        short = lengths <= _SHORT_BYTES
-        padded = np.zeros(n + 8, dtype=np.uint8)
+        padded = np.zeros(n + 16, dtype=np.uint8)
         padded[:n] = b
-        words = np.ndarray((n,), dtype="<u8", buffer=padded, strides=(1,))[starts[short]]
-        short_lengths = lengths[short].astype(np.uint64)
-        keys = (words & _SHORT_MASKS[short_lengths]) | (short_lengths << np.uint64(56))
-        distinct, freqs = np.unique(keys, return_counts=True)
-        self._add_rows(distinct.tolist(), freqs.astype(np.int64), counts, _short_key_text)
-        if not short.all():
-            long_chunks = Counter([data[s:e] for s, e in zip(starts[~short].tolist(), ends[~short].tolist())])
-            names = list(long_chunks)
-            self._add_rows(names, np.fromiter(long_chunks.values(), dtype=np.int64, count=len(names)),
-                           counts, _bytes_key_text)
+        words = np.ndarray((n + 8,), dtype="<u8", buffer=padded, strides=(1,))  # 8 bytes at each offset
+        size = lengths.astype(np.uint64)
+        top = np.uint64(56)
+
+        def texts_at(occurrences: np.ndarray) -> Callable[[np.ndarray], list[str]]:
+            return lambda missing: _decode_chunks(
+                [data[s:e] for s, e in zip(starts[occurrences[missing]].tolist(), ends[occurrences[missing]].tolist())])
+
+        short = np.flatnonzero(lengths <= 7)
+        keys = (words[starts[short]] & _SHORT_MASKS[size[short]]) | (size[short] << top)
+        distinct, first, freqs = np.unique(keys, return_index=True, return_counts=True)
+        self._add_rows(distinct.tolist(), freqs, counts, texts_at(short[first]))
+
+        mid = np.flatnonzero((lengths > 7) & (lengths <= 15))
+        if mid.size:
+            low = words[starts[mid]]
+            high = (words[starts[mid] + 8] & _SHORT_MASKS[size[mid] - np.uint64(8)]) | (size[mid] << top)
+            order = np.lexsort((low, high))
+            low, high = low[order], high[order]
+            head = np.ones(order.shape[0], dtype=bool)
+            head[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+            heads = np.flatnonzero(head)
+            freqs = np.diff(np.append(heads, order.shape[0]))
+            keys2 = [(h << 64) | lo for h, lo in zip(high[heads].tolist(), low[heads].tolist())]
+            self._add_rows(keys2, freqs, counts, texts_at(mid[order[heads]]))
+
+        long = np.flatnonzero(lengths > 15)
+        if long.size:
+            block = Counter([data[s:e] for s, e in zip(starts[long].tolist(), ends[long].tolist())])
+            names = list(block)
+            self._add_rows(names, np.fromiter(block.values(), dtype=np.int64, count=len(names)), counts,
+                           lambda missing: _decode_chunks([names[i] for i in missing]))
+        return documents
 
     def _add_rows(self, keys: list[Any], freqs: np.ndarray, counts: np.ndarray,
-                  key_text: Callable[[Any], str] | None) -> None:
+                  texts_of: Callable[[np.ndarray], list[str]]) -> None:
         """Add freqs[i] x (tokens of chunk keys[i]) to counts; encode (once) chunks not in the table.
 
-        Keys are distinct: str chunks, or (bytes path) int keys of short chunks and bytes of long
-        ones; `key_text` turns a key into the chunk's text (None: the key is the text).
+        Keys are distinct within a call: str chunks, or (bytes path) int keys of chunks of up to
+        15 bytes and the bytes of longer ones; `texts_of(indices)` gives those chunks' text.
         """
         table = self.table
         rows = np.fromiter(map(table.index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
         missing = np.flatnonzero(rows < 0)
         if missing.size:
             new = [keys[i] for i in missing]
-            texts = new if key_text is None else [key_text(k) for k in new]
+            texts = texts_of(missing)
             kept = min(len(new), max(0, table.limit - len(table.index)))
             first = len(table.index)
             for start in range(0, kept, ENCODE_BATCH):
@@ -310,12 +326,9 @@ class _Counter:
             counts += table.token_counts(rows, freqs, counts.shape[0])
 
 
-def _short_key_text(key: int) -> str:
-    return (key & ((1 << 56) - 1)).to_bytes(8, "little")[:key >> 56].decode("utf-8")
-
-
-def _bytes_key_text(key: bytes) -> str:
-    return key.decode("utf-8")
+def _decode_chunks(chunks: list[bytes]) -> list[str]:
+    """Decode many UTF-8 chunks (none holds a newline) in one call."""
+    return b"\n".join(chunks).decode("utf-8").split("\n")
 
 
 def _exact_bincount(tokens: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
