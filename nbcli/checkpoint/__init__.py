@@ -1,0 +1,16 @@
+"""Checkpoint I/O (`io`: the one safetensors reader/writer) and the architecture table (`roles`).
+
+    from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
+"""
+
+from nbcli.checkpoint.io import (
+    Checkpoint, TensorInfo, dtype_code, open_checkpoint, read_header, resolve_output, save_tensors,
+    torch_dtype, write_like, write_safetensors,
+)
+from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
+
+__all__ = [
+    "ARCHITECTURES", "ROLES", "Checkpoint", "Roles", "TensorInfo", "detect_architecture", "dtype_code",
+    "open_checkpoint", "parse_role_map", "read_header", "resolve_output", "resolve_roles", "save_tensors",
+    "torch_dtype", "write_like", "write_safetensors",
+]

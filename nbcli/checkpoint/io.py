@@ -1,0 +1,629 @@
+"""The one safetensors reader/writer: validated headers, lazy mmap tensors, streaming atomic writes.
+
+Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
+
+    open_checkpoint(path) -> Checkpoint
+        `path`: a `.safetensors` file, a sharded Hugging Face checkpoint directory, or its
+        `*.safetensors.index.json`. `.bin`/`.pt`/`.pth`/`.ckpt` are refused (never unpickled).
+        Every header is parsed and validated up front; any defect is a CheckpointError naming the
+        file and, where it applies, the tensor.
+    Checkpoint (context manager; also fine to leave to the garbage collector)
+        .path, .files (shard paths, in index order), .sharded, .index_path, .metadata (dict[str, str])
+        .names() -> list[str]           all tensor names, file order (shard by shard)
+        .dtype(name) -> str             safetensors code: "F32", "F16", "BF16", "I64", ...
+        .shape(name) -> tuple[int, ...]
+        .info(name) -> TensorInfo       file, byte range, dtype, shape
+        .get(name) -> torch.Tensor      lazy: a copy-on-write mmap view (writing to it never
+                                        touches the file); only the pages you read are loaded
+        .get_float(name) -> torch.Tensor  float32 copy (for computing; cast back with .to(dtype))
+        .shard_of(name) -> Path
+    save_tensors(path, tensors, metadata=None, progress=None)
+        Write a dict of torch tensors (+ string metadata) as one safetensors file, atomically.
+    write_safetensors(path, entries, metadata, progress=None)
+        Streaming writer. `entries`: (name, torch.Tensor | TensorInfo) in output order; a TensorInfo
+        is copied byte for byte from its file (copy_file_range/sendfile, nothing materialised).
+    write_like(source, out, replace={}, add={}, metadata=..., in_place=False, progress=None) -> list[Path]
+        Write a copy of `source` (single file or sharded: same shard names and layout, rewritten
+        index) with some tensors replaced or added; untouched tensors are copied byte for byte.
+        All outputs are temp files in the target directory, renamed into place only when every one
+        is complete. OUT == IN is refused unless in_place=True.
+    resolve_output(source, out) -> Path   where write_like will write (file, or directory if sharded)
+    torch_dtype(code) / dtype_code(torch_dtype)
+
+Byte layout (https://github.com/huggingface/safetensors): u64 little-endian header length N, N
+bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}},
+then the data buffer; offsets are relative to the buffer's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import mmap
+import os
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Union
+
+from nbcli.atomic import atomic_write, check_output_dir
+from nbcli.errors import CheckpointError, ConfigError, OutputError
+
+if TYPE_CHECKING:
+    import torch
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just written."""
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
+INDEX_SUFFIX = ".safetensors.index.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+#: safetensors dtype code -> bytes per element
+DTYPE_SIZES: dict[str, int] = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}
+FLOAT_CODES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
+
+_TORCH_NAMES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+}
+
+
+def torch_dtype(code: str) -> torch.dtype:
+    """The torch dtype of a safetensors dtype code."""
+    import torch
+
+    return getattr(torch, _TORCH_NAMES[code])
+
+
+def dtype_code(dtype: torch.dtype) -> str:
+    """The safetensors dtype code of a torch dtype."""
+    name = str(dtype).removeprefix("torch.")
+    for code, torch_name in _TORCH_NAMES.items():
+        if torch_name == name:
+            return code
+    raise ConfigError(f"dtype {dtype} cannot be stored in safetensors")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor's bytes live: `file`, absolute byte offsets [start, end)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: Path
+    start: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass
+class SafetensorsHeader:
+    """One parsed and validated safetensors file."""
+
+    path: Path
+    header_bytes: int
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str]
+    file_size: int
+
+
+def read_header(path: Path | str) -> SafetensorsHeader:
+    """Parse and validate the header of a safetensors file; CheckpointError names file and tensor."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise CheckpointError(f"{path}: not a safetensors file ({size} bytes, too short for a header)")
+            (n,) = struct.unpack("<Q", prefix)
+            if n > size - 8:
+                raise CheckpointError(
+                    f"{path}: not a safetensors file or truncated: header length {n} is larger than the "
+                    f"file ({size} bytes)")
+            if n > MAX_HEADER_BYTES:
+                raise CheckpointError(f"{path}: header of {n} bytes exceeds the {MAX_HEADER_BYTES}-byte limit")
+            raw = handle.read(n)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: checkpoint not found") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a directory, expected a .safetensors file") from None
+    except PermissionError:
+        raise CheckpointError(f"{path}: permission denied") from None
+    try:
+        parsed = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: not a safetensors file: header is not JSON ({err})") from None
+    if not isinstance(parsed, dict):
+        raise CheckpointError(f"{path}: not a safetensors file: header is a JSON {type(parsed).__name__}, "
+                              "expected an object")
+    metadata = parsed.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CheckpointError(f"{path}: __metadata__ must map strings to strings")
+    base = 8 + n
+    data_size = size - base
+    tensors: dict[str, TensorInfo] = {}
+    for name, entry in parsed.items():
+        tensors[name] = _tensor_info(path, name, entry, base, data_size)
+    spans = sorted(tensors.values(), key=lambda t: (t.start, t.end))
+    tensors = {info.name: info for info in spans}  # file order
+    for before, after in zip(spans, spans[1:]):
+        if after.start < before.end and after.nbytes and before.nbytes:
+            raise CheckpointError(
+                f"{path}: tensors {before.name!r} and {after.name!r} have overlapping data offsets")
+    return SafetensorsHeader(path=path, header_bytes=n, tensors=tensors, metadata=dict(metadata), file_size=size)
+
+
+def _tensor_info(path: Path, name: str, entry: Any, base: int, data_size: int) -> TensorInfo:
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where}: header entry is not an object")
+    dtype = entry.get("dtype")
+    if dtype not in DTYPE_SIZES:
+        raise CheckpointError(f"{where}: unknown dtype {dtype!r} (known: {', '.join(DTYPE_SIZES)})")
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
+        raise CheckpointError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+    offsets = entry.get("data_offsets")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        raise CheckpointError(f"{where}: data_offsets {offsets!r} is not a pair of integers")
+    begin, end = offsets
+    if begin < 0 or end < begin:
+        raise CheckpointError(f"{where}: data offsets [{begin}, {end}] are out of range")
+    expected = math.prod(shape) * DTYPE_SIZES[dtype]
+    if end - begin != expected:
+        raise CheckpointError(f"{where}: data offsets [{begin}, {end}] hold {end - begin} bytes but "
+                              f"{dtype} {shape} needs {expected}")
+    if end > data_size:
+        raise CheckpointError(f"{where}: data offsets [{begin}, {end}] are out of range: the data buffer "
+                              f"has {data_size} bytes (truncated file?)")
+    return TensorInfo(name=name, dtype=dtype, shape=tuple(shape), file=path, start=base + begin, end=base + end)
+
+
+class Checkpoint:
+    """A single-file or sharded safetensors checkpoint, opened lazily. See the module docstring."""
+
+    def __init__(self, path: Path, files: list[Path], index_path: Path | None,
+                 headers: list[SafetensorsHeader], index_metadata: dict[str, Any]) -> None:
+        self.path = path
+        self.files = files
+        self.index_path = index_path
+        self.headers = headers
+        self.index_metadata = index_metadata
+        self._infos: dict[str, TensorInfo] = {}
+        for header in headers:
+            for name, info in header.tensors.items():
+                if name in self._infos:
+                    raise CheckpointError(f"{header.path}: tensor {name!r} also appears in {self._infos[name].file}")
+                self._infos[name] = info
+        self.metadata: dict[str, str] = {}
+        for header in headers:
+            for key, value in header.metadata.items():
+                self.metadata.setdefault(key, value)
+        self._maps: dict[Path, mmap.mmap] = {}
+
+    @property
+    def sharded(self) -> bool:
+        return self.index_path is not None
+
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def info(self, name: str) -> TensorInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
+
+    def dtype(self, name: str) -> str:
+        return self.info(name).dtype
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.info(name).shape
+
+    def shard_of(self, name: str) -> Path:
+        return self.info(name).file
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(info.nbytes for info in self._infos.values())
+
+    def _map(self, file: Path) -> mmap.mmap:
+        if file not in self._maps:
+            with open(file, "rb") as handle:
+                # ACCESS_COPY: private copy-on-write pages, so tensors are writable and the file never changes.
+                self._maps[file] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+        return self._maps[file]
+
+    def get(self, name: str) -> torch.Tensor:
+        """The tensor, as a lazy copy-on-write view of the file's pages (dtype as stored)."""
+        import torch
+
+        info = self.info(name)
+        dtype = torch_dtype(info.dtype)
+        if info.numel == 0:
+            return torch.empty(info.shape, dtype=dtype)
+        if info.start % DTYPE_SIZES[info.dtype]:  # misaligned data: copy instead of viewing
+            with open(info.file, "rb") as handle:
+                handle.seek(info.start)
+                buffer = bytearray(handle.read(info.nbytes))
+            return torch.frombuffer(buffer, dtype=dtype).reshape(info.shape)
+        return torch.frombuffer(self._map(info.file), dtype=dtype, count=info.numel,
+                                offset=info.start).reshape(info.shape)
+
+    def get_float(self, name: str) -> torch.Tensor:
+        """A float32 copy of a floating-point tensor (compute in fp32, cast back on writing)."""
+        import torch
+
+        info = self.info(name)
+        if info.dtype not in FLOAT_CODES:
+            raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, expected a floating-point tensor")
+        return self.get(name).to(torch.float32, copy=True)
+
+    def close(self) -> None:
+        """Forget the mmaps (they are unmapped once no tensor views them)."""
+        self._maps.clear()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _refuse_pickle(path: Path) -> None:
+    if path.suffix.lower() in PICKLE_SUFFIXES:
+        raise CheckpointError(
+            f"{path}: pickled PyTorch checkpoints are never loaded (unpickling can run code); convert it to "
+            "safetensors first, e.g. with safetensors' convert script or "
+            "`safetensors.torch.save_file(torch.load(p, weights_only=True), 'model.safetensors')`")
+
+
+def _index_in_dir(directory: Path) -> Path | None:
+    indexes = sorted(directory.glob(f"*{INDEX_SUFFIX}"))
+    if len(indexes) > 1:
+        raise CheckpointError(f"{directory}: several index files ({', '.join(p.name for p in indexes)}); "
+                              "name the one to use")
+    return indexes[0] if indexes else None
+
+
+def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, dict[str, Any]]:
+    """Resolve a user path to (shard files, index path or None, index metadata)."""
+    path = Path(path)
+    _refuse_pickle(path)
+    if path.is_dir():
+        index = _index_in_dir(path)
+        if index is None:
+            singles = sorted(path.glob("*.safetensors"))
+            if len(singles) == 1:
+                return singles, None, {}
+            pickles = [p.name for p in path.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES]
+            if pickles:
+                _refuse_pickle(path / pickles[0])
+            if not singles:
+                raise CheckpointError(f"{path}: no .safetensors file or *{INDEX_SUFFIX} in this directory")
+            raise CheckpointError(f"{path}: several .safetensors files and no index; name the file to use")
+        path = index
+    if path.name.endswith(INDEX_SUFFIX) or path.name.endswith(".index.json"):
+        return _read_index(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    return [path], None, {}
+
+
+def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
+    try:
+        parsed = json.loads(index.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{index}: index file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{index}: index is not JSON ({err})") from None
+    weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{index}: no 'weight_map' object mapping tensor names to shard files")
+    files: list[Path] = []
+    for shard in weight_map.values():
+        shard_path = index.parent / shard
+        if Path(shard).name != shard:
+            raise CheckpointError(f"{index}: shard name {shard!r} must be a file name in the index's directory")
+        if shard_path not in files:
+            files.append(shard_path)
+    for shard_path in files:
+        _refuse_pickle(shard_path)
+        if not shard_path.is_file():
+            raise CheckpointError(f"{index}: shard {shard_path.name} is missing")
+    metadata = parsed.get("metadata") if isinstance(parsed.get("metadata"), dict) else {}
+    return files, index, {"metadata": metadata, "weight_map": weight_map}
+
+
+def open_checkpoint(path: Path | str) -> Checkpoint:
+    """Open a single-file or sharded safetensors checkpoint; every header is validated now."""
+    path = Path(path)
+    files, index, index_data = find_checkpoint_files(path)
+    headers = [read_header(file) for file in files]
+    checkpoint = Checkpoint(path, files, index, headers, index_data.get("metadata", {}))
+    if index is not None:
+        for name, shard in index_data["weight_map"].items():
+            if name not in checkpoint or checkpoint.shard_of(name).name != shard:
+                raise CheckpointError(f"{index}: index says tensor {name!r} is in {shard}, but it is not there")
+        missing = set(checkpoint.names()) - set(index_data["weight_map"])
+        if missing:
+            raise CheckpointError(f"{index}: tensor {sorted(missing)[0]!r} is in a shard but not in the index")
+    return checkpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+TensorData = Union["torch.Tensor", TensorInfo]
+_COPY_BLOCK = 1 << 26  # 64 MiB per copy_file_range / sendfile call
+_UNSUPPORTED = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    import torch
+
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return memoryview(b"")
+    return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+
+def _entry_meta(name: str, data: TensorData) -> tuple[str, list[int], int]:
+    if isinstance(data, TensorInfo):
+        return data.dtype, list(data.shape), data.nbytes
+    code = dtype_code(data.dtype)
+    return code, list(data.shape), data.numel() * DTYPE_SIZES[code]
+
+
+def build_header(entries: Sequence[tuple[str, TensorData]], metadata: Mapping[str, str]) -> bytes:
+    """The length-prefixed, 8-byte-padded header for `entries` laid out contiguously in order."""
+    header: dict[str, Any] = {}
+    if metadata:
+        bad = [k for k, v in metadata.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise ConfigError(f"metadata must map strings to strings (key {bad[0]!r})")
+        header["__metadata__"] = dict(metadata)
+    offset = 0
+    for name, data in entries:
+        if name in header:
+            raise ConfigError(f"tensor name {name!r} given twice")
+        dtype, shape, nbytes = _entry_meta(name, data)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _copy_range(src: TensorInfo, out: BinaryIO, progress: Progress | None) -> None:
+    """Copy src's bytes to the current position of `out` in the kernel where possible."""
+    out.flush()
+    dst_fd = out.fileno()
+    with open(src.file, "rb") as handle:
+        src_fd = handle.fileno()
+        offset, remaining = src.start, src.nbytes
+        use_cfr, use_sendfile = hasattr(os, "copy_file_range"), hasattr(os, "sendfile")
+        while remaining:
+            count = min(remaining, _COPY_BLOCK)
+            copied = 0
+            if use_cfr:
+                try:
+                    copied = os.copy_file_range(src_fd, dst_fd, count, offset)
+                except OSError as err:
+                    if err.errno not in _UNSUPPORTED:
+                        raise
+                    use_cfr = False
+            if not copied and not use_cfr and use_sendfile:
+                try:
+                    copied = os.sendfile(dst_fd, src_fd, offset, count)
+                except OSError as err:
+                    if err.errno not in _UNSUPPORTED:
+                        raise
+                    use_sendfile = False
+            if not copied and not use_cfr and not use_sendfile:
+                handle.seek(offset)
+                block = handle.read(count)
+                out.write(block)
+                out.flush()
+                copied = len(block)
+            if copied == 0:
+                raise CheckpointError(f"{src.file}: tensor {src.name!r} ended early (file truncated while copying?)")
+            offset += copied
+            remaining -= copied
+            if progress:
+                progress(copied)
+
+
+def _write_entries(out: BinaryIO, entries: Sequence[tuple[str, TensorData]], metadata: Mapping[str, str],
+                   progress: Progress | None) -> None:
+    out.write(build_header(entries, metadata))
+    for _name, data in entries:
+        if isinstance(data, TensorInfo):
+            _copy_range(data, out, progress)
+        else:
+            view = _tensor_bytes(data)
+            out.write(view)
+            if progress:
+                progress(len(view))
+
+
+def write_safetensors(path: Path | str, entries: Sequence[tuple[str, TensorData]],
+                      metadata: Mapping[str, str] | None = None, progress: Progress | None = None) -> None:
+    """Write `entries` (name, tensor or TensorInfo to copy) as one safetensors file, atomically."""
+    with atomic_write(path) as out:
+        _write_entries(out, entries, metadata or {}, progress)
+
+
+def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
+                 metadata: Mapping[str, str] | None = None, progress: Progress | None = None) -> None:
+    """Save a dict of torch tensors with string metadata as one safetensors file, atomically."""
+    write_safetensors(path, list(tensors.items()), metadata, progress)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def resolve_output(source: Checkpoint, out: Path | str) -> Path:
+    """Where write_like writes: a file for a single-file source (OUT, or OUT/<input name> if OUT is a
+    directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index)."""
+    out = Path(out)
+    if source.sharded:
+        if out.name.endswith(".index.json"):
+            return out.parent
+        if out.suffix == ".safetensors":
+            raise ConfigError(f"{out}: the input is sharded, so the output is a directory of shards; "
+                              "give a directory (or an index.json path)")
+        return out
+    if out.is_dir():
+        return out / source.files[0].name
+    return out
+
+
+@dataclass
+class _Plan:
+    files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
+    index: tuple[Path, bytes] | None = None
+
+
+def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
+               add: Mapping[str, tuple[torch.Tensor, str | None]] | None = None,
+               metadata: Mapping[str, str] | None = None, in_place: bool = False,
+               progress: Progress | None = None) -> list[Path]:
+    """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
+
+    `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
+    end); in a sharded checkpoint it goes into that tensor's shard. `metadata` replaces the metadata
+    of every written file (default: keep each file's own). Untouched tensors are copied byte for
+    byte. Returns the written paths (shards, then the index).
+    """
+    replace = dict(replace or {})
+    add = dict(add or {})
+    for name in replace:
+        source.info(name)
+    for name in add:
+        if name in source:
+            raise ConfigError(f"{source.path}: tensor {name!r} already exists; cannot create it")
+    target = resolve_output(source, out)
+    _check_not_input(source, target, in_place)
+    after: dict[str, list[str]] = {}
+    tail: list[str] = []
+    for name, (_tensor, anchor) in add.items():
+        if anchor is None:
+            tail.append(name)
+        else:
+            source.info(anchor)
+            after.setdefault(anchor, []).append(name)
+    plan = _Plan()
+    file_names: dict[Path, list[str]] = {header.path: [] for header in source.headers}
+    for header in source.headers:
+        for name in header.tensors:
+            file_names[header.path].append(name)
+            file_names[header.path].extend(after.get(name, []))
+    file_names[source.headers[-1].path].extend(tail)
+
+    def data(name: str) -> TensorData:
+        if name in replace:
+            return replace[name]
+        if name in add:
+            return add[name][0]
+        return source.info(name)
+
+    if source.sharded:
+        target_dir = target
+        if not target_dir.exists():
+            check_output_dir(target_dir)
+        elif not target_dir.is_dir():
+            raise OutputError(f"{target_dir}: exists and is not a directory")
+        weight_map: dict[str, str] = {}
+        total = 0
+        for header in source.headers:
+            entries = [(name, data(name)) for name in file_names[header.path]]
+            meta = dict(metadata) if metadata is not None else dict(header.metadata)
+            plan.files.append((target_dir / header.path.name, entries, meta))
+            for name, item in entries:
+                weight_map[name] = header.path.name
+                total += _entry_meta(name, item)[2]
+        index_meta = dict(source.index_metadata)
+        index_meta["total_size"] = total
+        index_doc = {"metadata": index_meta, "weight_map": dict(sorted(weight_map.items()))}
+        assert source.index_path is not None
+        plan.index = (target_dir / source.index_path.name, (json.dumps(index_doc, indent=2) + "\n").encode())
+    else:
+        header = source.headers[0]
+        entries = [(name, data(name)) for name in file_names[header.path]]
+        meta = dict(metadata) if metadata is not None else dict(header.metadata)
+        plan.files.append((target, entries, meta))
+    return _execute(plan, target if source.sharded else None, progress)
+
+
+def _check_not_input(source: Checkpoint, target: Path, in_place: bool) -> None:
+    inputs = list(source.files) + ([source.index_path] if source.index_path else [])
+    if source.sharded:
+        clash = same_file(target, source.files[0].parent)
+    else:
+        clash = any(same_file(target, p) for p in inputs)
+    if clash and not in_place:
+        raise ConfigError(f"{target}: output is the input checkpoint; pass --in-place to overwrite it "
+                          "(it stays intact until the new file is complete)")
+
+
+def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None) -> list[Path]:
+    """Write every file to a temporary beside its target; rename all only when all are complete."""
+    made_dir = False
+    if created_dir is not None and not created_dir.exists():
+        try:
+            created_dir.mkdir()
+        except OSError as err:
+            raise OutputError(f"{created_dir}: cannot create output directory: {err.strerror}") from None
+        made_dir = True
+    written: list[Path] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            for path, entries, meta in plan.files:
+                handle = stack.enter_context(atomic_write(path))
+                _write_entries(handle, entries, meta, progress)
+                written.append(path)
+            if plan.index is not None:
+                handle = stack.enter_context(atomic_write(plan.index[0]))
+                handle.write(plan.index[1])
+                written.append(plan.index[0])
+    except BaseException:
+        if made_dir:
+            for leftover in created_dir.iterdir():  # only our own temporaries can be here
+                leftover.unlink(missing_ok=True)
+            created_dir.rmdir()
+        raise
+    return written
+
