@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from nbcli import probes
 from nbcli.counts import log_unigram
+from nbcli.errors import CheckpointError
 
 #: Roles the report uses, in the order the error message lists them.
 ROLES_USED = ("output_weight", "final_ln_bias", "output_bias")
@@ -133,3 +135,175 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     report["frequency_bins"] = rows
     report["_arrays"] = arrays
     return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the inputs
+
+
+def load_counts_for(path: Path, vocab_rows: int | None) -> tuple[np.ndarray, dict[str, Any], list[str]]:
+    """Counts as int64 [vocab_rows] plus their description and warnings.
+
+    Accepts nb counts files and any safetensors file with an integer `counts` vector (warning that
+    no tokenizer hash can be checked). Counts shorter than the embedding (a vocabulary padded to a
+    multiple of 64, say) are padded with zeros: padding rows never occur in a corpus. Longer counts
+    cannot belong to this checkpoint and are an error.
+    """
+    from nbcli.counts import read_counts
+    from nbcli.errors import CountsError
+    from nbcli.provenance import sha256_file
+
+    unigram = read_counts(path, allow_foreign=True)
+    warnings = []
+    if unigram.tokenizer_sha256 is None:
+        warnings.append(f"{path}: no nb tokenizer hash; cannot check that these counts match the checkpoint's tokenizer")
+    counts = unigram.counts
+    if vocab_rows is not None and counts.size != vocab_rows:
+        if counts.size > vocab_rows:
+            raise CountsError(f"{path}: {counts.size} counts but the checkpoint's vocabulary has {vocab_rows} rows")
+        warnings.append(f"{path}: {counts.size} counts for {vocab_rows} embedding rows; the last "
+                        f"{vocab_rows - counts.size} rows (vocabulary padding) padded with count 0")
+        counts = np.concatenate([counts, np.zeros(vocab_rows - counts.size, dtype=np.int64)])
+    info = {"path": str(path), "sha256": sha256_file(path), "tokenizer_sha256": unigram.tokenizer_sha256,
+            "nb_file": unigram.is_nb_file}
+    return counts, info, warnings
+
+
+class RowReader:
+    """A [V, d] (or [V]) checkpoint tensor read by row slices with pread, as float32 numpy.
+
+    Uses the byte range that `nbcli.checkpoint.io` validated (`TensorInfo`); nothing is mmapped, so
+    only the block being processed is resident (a 16 MiB block, not the whole tensor's pages), and
+    F32 / F16 / BF16 need neither torch nor a copy of the tensor. Other float dtypes (F64, F8) go
+    through the reader's own `get` (mmapped torch view).
+    """
+
+    _NUMPY = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+    def __init__(self, checkpoint: Any, name: str) -> None:
+        self.info = checkpoint.info(name)
+        self.name = name
+        self._checkpoint = checkpoint
+        self.shape = self.info.shape
+        self._row_items = math.prod(self.shape[1:]) if len(self.shape) > 1 else 1
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        start, stop, step = key.indices(int(self.shape[0]))
+        if step != 1:
+            raise ValueError("RowReader supports contiguous row slices only")
+        stop = max(start, stop)
+        code = self.info.dtype
+        if code not in self._NUMPY:
+            return probes._float32(self._checkpoint.get(self.name)[start:stop])
+        dtype = np.dtype(self._NUMPY[code])
+        count = (stop - start) * self._row_items
+        offset = self.info.start + start * self._row_items * dtype.itemsize
+        buffer = np.empty(count, dtype=dtype)
+        view = memoryview(buffer).cast("B")
+        got = 0
+        with open(self.info.file, "rb", buffering=0) as handle:
+            handle.seek(offset)
+            while got < buffer.nbytes:
+                n = handle.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+        if got != buffer.nbytes:
+            raise CheckpointError(f"{self.info.file}: tensor {self.name!r} ended early (file truncated?)")
+        if code == "BF16":  # bfloat16 is the top half of a float32
+            values = (buffer.astype(np.uint32) << 16).view(np.float32)
+        else:
+            values = buffer.astype(np.float32)
+        return values.reshape((stop - start, *self.shape[1:]))
+
+    def read_all(self) -> np.ndarray:
+        return self[0:int(self.shape[0])]
+
+
+def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) -> np.ndarray | None:
+    """A 1-D role tensor as float32, checked for shape and finiteness."""
+    if name is None:
+        return None
+    reader = RowReader(checkpoint, name)
+    if len(reader.shape) != 1 or (length is not None and reader.shape[0] != length):
+        want = f"[{length}]" if length is not None else "1-D"
+        raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has shape {list(reader.shape)}, expected {want}")
+    values = reader.read_all()
+    if not np.all(np.isfinite(values)):
+        raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has non-finite values")
+    return values
+
+
+def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "auto",
+                      mapping: list[str] | tuple[str, ...] = ()) -> tuple[ProbeInputs, dict[str, Any], list[str]]:
+    """Open the checkpoint, resolve roles (architecture table + ROLE=TENSOR overrides), read counts.
+
+    Returns the inputs, a header for the report (checkpoint, architecture, roles, shapes, counts
+    file) and warnings. Roles the checkpoint lacks are None; if none of the sections can be computed
+    (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
+    """
+    from nbcli.checkpoint.io import FLOAT_CODES, open_checkpoint
+
+    checkpoint = open_checkpoint(checkpoint_path)
+    architecture, names = _resolve_roles(checkpoint, arch, mapping)
+    for role in ROLES_USED:
+        name = names.get(role)
+        if name is not None and checkpoint.dtype(name) not in FLOAT_CODES:
+            raise CheckpointError(f"{checkpoint.shard_of(name)}: tensor {name!r} ({role}) is "
+                                  f"{checkpoint.dtype(name)}, expected a floating-point tensor")
+    if names.get("output_weight") is None and names.get("output_bias") is None:
+        looked = ", ".join(f"{role} ({' or '.join(_candidates(architecture, role)) or 'no name known'})"
+                           for role in ROLES_USED)
+        raise CheckpointError(f"{checkpoint_path}: nothing to probe: found none of the roles {looked}; "
+                              "name them with --arch or --map ROLE=TENSOR")
+    weight = RowReader(checkpoint, names["output_weight"]) if names.get("output_weight") else None
+    if weight is not None and len(weight.shape) != 2:
+        raise CheckpointError(f"{weight.info.file}: tensor {weight.name!r} (output_weight) has shape "
+                              f"{list(weight.shape)}, expected [vocab, d]")
+    d = int(weight.shape[1]) if weight is not None else None
+    b_ln = _vector(checkpoint, names.get("final_ln_bias"), d, "final_ln_bias")
+    vocab = int(weight.shape[0]) if weight is not None else None
+    b_out = _vector(checkpoint, names.get("output_bias"), vocab, "output_bias")
+    if vocab is None and b_out is not None:
+        vocab = int(b_out.shape[0])
+    counts, counts_info, warnings = load_counts_for(counts_path, vocab)
+    inputs = ProbeInputs(counts=counts, output_weight=weight, final_ln_bias=b_ln, output_bias=b_out,
+                         names={role: names.get(role) for role in ROLES_USED})
+    header = {"checkpoint": str(checkpoint_path), "architecture": architecture,
+              "roles": dict(inputs.names), "vocab_size": vocab, "d_model": d,
+              "dtype": checkpoint.dtype(weight.name) if weight is not None else None, "counts_file": counts_info}
+    return inputs, header, warnings
+
+
+def _candidates(architecture: str, role: str) -> list[str]:
+    from nbcli.checkpoint.roles import ARCHITECTURES
+
+    spec = ARCHITECTURES.get(architecture)
+    return list(spec.candidates.get(role, ())) if spec else []
+
+
+def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, ...]) -> tuple[str, dict[str, str | None]]:
+    """(architecture, role -> tensor) from the one architecture table, with --map overrides.
+
+    A checkpoint whose names match no known architecture can still be probed when every role
+    it needs is given with --map (architecture reported as "custom").
+    """
+    from nbcli.checkpoint.roles import ARCHITECTURES, detect_architecture, parse_role_map, resolve_roles
+
+    overrides = parse_role_map(list(mapping))
+    if arch == "auto":
+        try:
+            arch = detect_architecture(checkpoint)
+        except CheckpointError:
+            if not overrides:
+                looked = "; ".join(f"{role}: {', '.join(dict.fromkeys(c for a in ARCHITECTURES for c in _candidates(a, role)))}"
+                                   for role in ROLES_USED)
+                raise CheckpointError(
+                    f"{checkpoint.path}: nothing to probe: no tensor plays any of the roles "
+                    f"{', '.join(ROLES_USED)} (looked for {looked}); name them with --arch or --map ROLE=TENSOR") from None
+            for role, name in overrides.items():
+                if name not in checkpoint:
+                    raise CheckpointError(f"{checkpoint.path}: --map {role}={name}: no tensor named {name!r}") from None
+            return "custom", {role: overrides.get(role) for role in ROLES_USED}
+    roles = resolve_roles(checkpoint, arch, overrides)
+    return roles.architecture, {role: roles.get(role) for role in ROLES_USED}

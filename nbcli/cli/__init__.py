@@ -61,9 +61,9 @@ def _root(
 
 
 def _register() -> None:
-    from nbcli.cli import count_unigrams, merge_counts, quickstart
+    from nbcli.cli import count_unigrams, merge_counts, probe_bias, quickstart
 
-    for module in (quickstart, count_unigrams, merge_counts):
+    for module in (quickstart, count_unigrams, merge_counts, probe_bias):
         module.register(app)
 
 

@@ -1,0 +1,203 @@
+"""`nb probe-bias`: frequency-direction, isotropy and output-bias reports for a checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from nbcli.cli.options import JsonOption, SmoothingOption
+
+EPILOG = """\
+[bold]Definitions[/] (W = output embedding rows w_i, b_LN = final LayerNorm bias, b = output bias)
+
+  [bold]frequency_direction.spearman[/]  Spearman rho (ties get average ranks) between <b_LN, w_i>
+      and the corpus count of token i, over tokens with count > 0 (paper 003 sec. 3.2, table 3).
+  [bold]frequency_direction.pearson_log[/]  Pearson r between <b_LN, w_i> and log(count), same tokens.
+  [bold]isotropy.mean_cosine[/]  (1/n^2) sum_i sum_j cos(w_i, w_j) over all n non-zero rows, i = j
+      included (paper 003 sec. 3.2), computed exactly as ||sum_i w_i/||w_i||||^2 / n^2.
+  [bold]isotropy.mean_cosine_without_bias_direction[/]  the same after
+      w_i <- w_i - <w_i, b_LN/||b_LN||> b_LN/||b_LN||.
+  [bold]isotropy.partition_ratio[/]  Mu & Viswanath's I(W) = min_c Z(c) / max_c Z(c),
+      Z(c) = sum_i exp(<c, w_i>), c over the unit eigenvectors of W^T W taken with both signs
+      (an eigenvector's sign is arbitrary). 1 = isotropic. Costs O(V d^2); --no-partition skips it.
+  [bold]output_bias.kl_unigram_to_bias / kl_bias_to_unigram[/]  KL(u || softmax(b)) and
+      KL(softmax(b) || u) in nats, u = the add-k smoothed unigram distribution (--smoothing, the same
+      formula nb patch-checkpoint uses, so a bias it set gives 0); output_bias.norm = ||b||_2
+      (paper 000 app. B.5, figs. 11-12). output_bias.spearman: rho between b and the counts.
+  [bold]frequency_bins[/]  --bins equal-width bins of log10(count) over seen tokens, each with the
+      number of tokens and the mean and population std of <b_LN, w_i> (paper 003 fig. 3).
+
+Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
+converted to float32. Counts shorter than the embedding (padded vocabularies) are padded with zeros.
+
+[bold]Examples[/]
+
+  nb probe-bias gpt2/model.safetensors --counts counts.safetensors
+  nb probe-bias bert/ -c counts.safetensors --bins 20 --plot figures/
+  nb probe-bias ckpt/ -c counts.safetensors --arch llama --no-partition --json
+  nb probe-bias other.safetensors -c counts.safetensors --map output_weight=lm.W --map final_ln_bias=lm.ln.b
+"""
+
+
+def probe_bias(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding either.")],
+    counts: Annotated[Path, typer.Option(
+        "--counts", "-c", metavar="COUNTS.safetensors",
+        help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
+        "of the vocabulary's length (then no tokenizer hash can be checked).")],
+    arch: Annotated[str, typer.Option(
+        "--arch", metavar="ARCH", help="Architecture whose tensor names to use (default: detect).")] = "auto",
+    mapping: Annotated[Optional[list[str]], typer.Option(
+        "--map", metavar="ROLE=TENSOR",
+        help="Use TENSOR for ROLE (output_weight, output_bias, final_ln_bias, input_embedding); repeatable.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(
+        "--plot", metavar="DIR", help="Write PNG figures into DIR (needs matplotlib: pip install 'nbcli[plot]').")] = None,
+    bins: Annotated[int, typer.Option("--bins", min=1, max=1000, help="Log-frequency bins in the binned table.")] = 10,
+    smoothing: SmoothingOption = "add-k:1",
+    partition: Annotated[bool, typer.Option(
+        "--partition/--no-partition",
+        help="Compute Mu & Viswanath's partition-function isotropy (O(V d^2): the slow part for large d).")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Print frequency-direction, isotropy and output-bias reports for a checkpoint (papers 003, 000).
+
+    How strongly the final LayerNorm bias b_LN encodes corpus frequency in the output embedding W,
+    how anisotropic W is with and without the b_LN direction, and how far softmax of the output bias
+    is from the unigram distribution. Definitions below; --json prints the same report as one object.
+    """
+    from nbcli.cli.console import print_json, stderr_console, step_progress
+    from nbcli.counts import parse_smoothing
+    from nbcli.probe_report import build_report, load_probe_inputs, report_steps
+
+    k = parse_smoothing(smoothing)
+    if plot is not None:
+        _check_plot_dir(plot)
+    inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [])
+    err = stderr_console()
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+    with step_progress("probing", report_steps(inputs, partition)) as advance:
+        report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition,
+                              progress=lambda status: advance(1, status=status))
+    arrays = report.pop("_arrays")
+    report["counts"].update(header.pop("counts_file"))
+    report = {**header, **report, "warnings": warnings}
+    if plot is not None:
+        report["plots"] = _write_plots(plot, inputs, report, arrays)
+    if as_json:
+        print_json(report)
+    else:
+        _render(report)
+
+
+def _check_plot_dir(directory: Path) -> None:
+    from nbcli.errors import OutputError
+
+    if directory.exists() and not directory.is_dir():
+        raise OutputError(f"--plot {directory}: exists and is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
+
+
+def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: dict[str, Any]) -> list[str]:
+    from nbcli import plots, probes
+    from nbcli.provenance import tool_version
+
+    name = Path(report["checkpoint"]).name
+    meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
+            "nb.counts": report["counts"]["path"], "nb.counts_sha256": report["counts"]["sha256"] or ""}
+    written = []
+    if "scores" in arrays:
+        path = directory / "frequency_direction.png"
+        plots.plot_frequency_direction(
+            path, inputs.counts, arrays["scores"], arrays["bins"], rho=report["frequency_direction"]["spearman"] or float("nan"),
+            title=f"{name}: corpus frequency vs <b_LN, w_i>", metadata=meta)
+        written.append(str(path))
+    if inputs.output_weight is not None:
+        iso = report["isotropy"]
+        b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
+        before = probes.sample_pairwise_cosines(inputs.output_weight)
+        after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
+        path = directory / "cosine_histogram.png"
+        plots.plot_cosine_histogram(
+            path, before, after, mean_before=iso["mean_cosine"], mean_after=iso["mean_cosine_without_bias_direction"],
+            title=f"{name}: pairwise cosines of output embeddings (2,000 sampled tokens)", metadata=meta)
+        written.append(str(path))
+    return written
+
+
+def _fmt(value: Any, spec: str = ".4f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import stdout_console
+
+    console = stdout_console()
+    roles = ", ".join(f"{role}={name or 'absent'}" for role, name in report["roles"].items())
+    console.print(f"[bold]{report['checkpoint']}[/] ({report['architecture']}): {roles}")
+    cnt = report["counts"]
+    console.print(f"counts: {cnt['path']} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
+                  f"{cnt['vocab_size']:,} vocabulary entries seen)")
+
+    def table(title: str) -> Table:
+        t = Table(title=title, title_justify="left", show_header=False)
+        t.add_column("statistic", style="bold")
+        t.add_column("value", justify="right")
+        t.add_column("")
+        return t
+
+    fd = report["frequency_direction"]
+    t = table("1. frequency direction (paper 003 sec. 3.2, table 3)")
+    if fd["present"]:
+        t.add_row("Spearman ρ(<b_LN, w_i>, count)", _fmt(fd["spearman"]), f"over {fd['tokens']:,} tokens with count > 0")
+        t.add_row("Pearson r(<b_LN, w_i>, log count)", _fmt(fd["pearson_log"]), "same tokens")
+        t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
+    else:
+        t.add_row("absent", "", fd["note"])
+    ob = report["output_bias"]
+    if ob["present"]:
+        t.add_row("Spearman ρ(b_last, count)", _fmt(ob["spearman"]), f"over {ob['tokens']:,} tokens with count > 0")
+    console.print(t)
+
+    iso = report["isotropy"]
+    t = table("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)")
+    if iso["present"]:
+        t.add_row("mean pairwise cosine", _fmt(iso["mean_cosine"]), f"over {iso['rows']:,} rows")
+        t.add_row("… without the b_LN direction", _fmt(iso["mean_cosine_without_bias_direction"]), iso["note"] or "")
+        t.add_row("partition ratio min Z(c) / max Z(c)", _fmt(iso["partition_ratio"], ".4g"),
+                  iso.get("partition_ratio_note", "1 = isotropic"))
+    else:
+        t.add_row("absent", "", iso["note"])
+    console.print(t)
+
+    t = table("3. output bias vs unigram (paper 000 app. B.5)")
+    if ob["present"]:
+        t.add_row("KL(unigram ‖ softmax(b))", _fmt(ob["kl_unigram_to_bias"]), f"nats, add-k:{cnt['smoothing_k']:g} unigram")
+        t.add_row("KL(softmax(b) ‖ unigram)", _fmt(ob["kl_bias_to_unigram"]), "nats")
+        t.add_row("‖b‖₂", _fmt(ob["norm"]), "")
+    else:
+        t.add_row("no output bias", "", "")
+    console.print(t)
+
+    if report["frequency_bins"]:
+        t = Table(title="4. <b_LN, w_i> by log-frequency bin (paper 003 fig. 3)", title_justify="left")
+        for name in ("bin", "count range", "tokens", "mean", "std"):
+            t.add_column(name, justify="right")
+        for i, row in enumerate(report["frequency_bins"], 1):
+            t.add_row(str(i), f"{row['count_lo']:,.0f} – {row['count_hi']:,.0f}", f"{row['tokens']:,}",
+                      _fmt(row["mean"]), _fmt(row["std"]))
+        console.print(t)
+    for path in report.get("plots", []):
+        console.print(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe-bias", epilog=EPILOG)(probe_bias)
