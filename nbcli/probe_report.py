@@ -49,10 +49,7 @@ def _finite_or_none(value: float) -> float | None:
 
 def report_steps(inputs: ProbeInputs, partition: bool) -> int:
     """How many progress steps `build_report` will announce (for a progress bar's total)."""
-    steps = 0
-    if inputs.output_weight is not None:
-        steps += 1 + (inputs.final_ln_bias is not None) * 2 + (2 if partition else 0)
-    return steps + (inputs.output_bias is not None)
+    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None)
 
 
 def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, partition: bool = True,
@@ -61,7 +58,9 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
 
     Sections: frequency_direction (paper 003 sec. 3.2, table 3), isotropy (paper 003 sec. 3.2;
     Mu & Viswanath 2018), output_bias (paper 000 app. B.5), frequency_bins (paper 003 fig. 3).
-    Returns the report and, under the private key `_arrays`, the per-token scores for plotting.
+    W is read at most twice: one pass for <b_LN, w_i>, both mean cosines and W^T W, and one for
+    the partition function. Returns the report and, under the private key `_arrays`, the
+    per-token scores and bins for plotting.
     """
     counts = inputs.counts
     w, b_ln, b_out = inputs.output_weight, inputs.final_ln_bias, inputs.output_bias
@@ -69,44 +68,60 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     report: dict[str, Any] = {"counts": {"tokens_seen": seen, "vocab_size": int(counts.size),
                                          "total": int(counts.sum()), "smoothing_k": smoothing_k}}
     arrays: dict[str, Any] = {}
+    ln_usable = b_ln is not None and bool(np.any(b_ln != 0))
+
+    # one pass over W feeds every row statistic
+    scores = cosine = cosine_without = gram = None
+    if w is not None:
+        n_rows, width = (int(x) for x in w.shape)
+        cosine = probes.MeanCosine(width)
+        stats: list[Any] = [cosine]
+        if ln_usable:
+            scores = probes.Projections(b_ln, n_rows)
+            cosine_without = probes.MeanCosine(width, remove=b_ln)
+            stats += [scores, cosine_without]
+        if partition:
+            gram = probes.Gram(width)
+            stats.append(gram)
+        progress("<b_LN, w_i>, mean cosines" + (", W^T W" if partition else ""))
+        probes.run_pass(w, stats)
+        finite = (scores is None or np.all(np.isfinite(scores.values))) and math.isfinite(cosine.total.sum()) and (
+            gram is None or np.all(np.isfinite(gram.matrix)))
+        if not finite:
+            where = f"{w.info.file}: " if isinstance(w, RowReader) else ""
+            raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values")
 
     # 1. frequency direction: <b_LN, w_i> vs counts
     fd: dict[str, Any] = {"present": False, "spearman": None, "pearson_log": None, "tokens": seen,
                           "b_ln_norm": None, "note": None}
-    ln_usable = b_ln is not None and bool(np.any(b_ln != 0))
     if w is None or b_ln is None:
         fd["note"] = "needs " + " and ".join(r for r, t in (("output weight", w), ("final LayerNorm bias", b_ln))
                                               if t is None) + " (absent)"
     else:
         fd["b_ln_norm"] = float(np.linalg.norm(b_ln.astype(np.float64)))
-        if not ln_usable:
+        if scores is None:
             fd["note"] = "b_LN is all zeros (e.g. an untrained model): it defines no direction"
         else:
-            progress("<b_LN, w_i>")
-            scores = probes.row_projections(w, b_ln)
-            corr = probes.frequency_correlation(scores, counts)
+            corr = probes.frequency_correlation(scores.values, counts)
             fd.update(present=True, spearman=_finite_or_none(corr.spearman),
                       pearson_log=_finite_or_none(corr.pearson_log), tokens=corr.tokens)
-            arrays["scores"] = scores
+            arrays["scores"] = scores.values
     report["frequency_direction"] = fd
 
     # 2. isotropy of the output embedding rows
     iso: dict[str, Any] = {"present": w is not None, "mean_cosine": None,
                            "mean_cosine_without_bias_direction": None, "partition_ratio": None,
                            "rows": None, "note": None if w is not None else "needs the output weight (absent)"}
-    if w is not None:
+    if w is not None and cosine is not None:
         iso["rows"] = int(w.shape[0])
-        progress("mean cosine")
-        iso["mean_cosine"] = _finite_or_none(probes.mean_pairwise_cosine(w))
-        if ln_usable:
-            progress("mean cosine without b_LN direction")
-            iso["mean_cosine_without_bias_direction"] = _finite_or_none(probes.mean_pairwise_cosine(w, remove=b_ln))
+        iso["mean_cosine"] = _finite_or_none(cosine.result())
+        if cosine_without is not None:
+            iso["mean_cosine_without_bias_direction"] = _finite_or_none(cosine_without.result())
         else:
             iso["note"] = "no usable b_LN direction to remove"
-        if partition:
-            progress("partition function (W^T W, eigenvectors, Z(c))")
-            part = probes.partition_isotropy(w)
-            progress("partition function done")
+        if gram is not None:
+            progress("partition function Z(c) over the eigenvectors of W^T W")
+            part = probes.partition_isotropy_from_gram(w, gram.matrix)
             iso.update(partition_ratio=part.ratio, partition_log_z_min=part.log_z_min,
                        partition_log_z_max=part.log_z_max, partition_directions=part.directions)
         else:

@@ -133,13 +133,35 @@ def frequency_correlation(scores: np.ndarray, counts: np.ndarray) -> FrequencyCo
 # Projections and isotropy
 
 
-def row_projections(rows: Rows, direction: np.ndarray, block_rows: int | None = None) -> np.ndarray:
-    """<direction, w_i> for every row w_i, float64 [V] (paper 003 sec. 3.2, fig. 3: <b_LN, w_i>)."""
-    v = np.asarray(direction, dtype=np.float32).ravel()
-    out = np.empty(int(rows.shape[0]), dtype=np.float64)
+class RowStatistic(Protocol):
+    """A statistic accumulated over row blocks in one pass (several can share a pass)."""
+
+    def update(self, start: int, block: np.ndarray) -> None: ...
+
+
+def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None) -> None:
+    """Read `rows` once, block by block, feeding every statistic."""
     for start, block in iter_row_blocks(rows, block_rows):
-        out[start:start + block.shape[0]] = block @ v
-    return out
+        for statistic in statistics:
+            statistic.update(start, block)
+
+
+class Projections:
+    """<direction, w_i> for every row w_i, float64 [V] (paper 003 sec. 3.2, fig. 3: <b_LN, w_i>)."""
+
+    def __init__(self, direction: np.ndarray, n_rows: int) -> None:
+        self.direction = np.asarray(direction, dtype=np.float32).ravel()
+        self.values = np.empty(n_rows, dtype=np.float64)
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        self.values[start:start + block.shape[0]] = block @ self.direction
+
+
+def row_projections(rows: Rows, direction: np.ndarray, block_rows: int | None = None) -> np.ndarray:
+    """<direction, w_i> for every row (see `Projections`)."""
+    stat = Projections(direction, int(rows.shape[0]))
+    run_pass(rows, [stat], block_rows)
+    return stat.values
 
 
 def _unit_direction(direction: np.ndarray | None) -> np.ndarray | None:
@@ -164,7 +186,7 @@ def _unit_rows(block: np.ndarray) -> np.ndarray:
     return block[keep] / norms[keep, None].astype(np.float32)
 
 
-def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_rows: int | None = None) -> float:
+class MeanCosine:
     """(1/n^2) sum_i sum_j cos(w_i, w_j) over all ordered pairs, i = j included (paper 003 sec. 3.2).
 
     Exact in O(V d): with u_i = w_i / ||w_i||, sum_ij cos(w_i, w_j) = sum_ij <u_i, u_j> =
@@ -172,19 +194,28 @@ def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_row
     (w_i <- w_i - <w_i, b> b / ||b||^2), as the paper does with b_LN. Rows of zero length (before
     or after the removal) have no cosine and are left out of n. NaN when no row is left.
     """
-    unit = _unit_direction(remove)
-    total = None
-    n = 0
-    for _, block in iter_row_blocks(rows, block_rows):
-        if unit is not None:
-            block = remove_direction(block, unit)
+
+    def __init__(self, width: int, remove: np.ndarray | None = None) -> None:
+        self.unit = _unit_direction(remove)
+        self.total = np.zeros(width, dtype=np.float64)
+        self.n = 0
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        if self.unit is not None:
+            block = remove_direction(block, self.unit)
         units = _unit_rows(block)
-        n += units.shape[0]
-        part = units.sum(axis=0, dtype=np.float64)
-        total = part if total is None else total + part
-    if total is None or n == 0:
-        return math.nan
-    return float(total @ total) / (n * n)
+        self.n += units.shape[0]
+        self.total += units.sum(axis=0, dtype=np.float64)
+
+    def result(self) -> float:
+        return float(self.total @ self.total) / (self.n * self.n) if self.n else math.nan
+
+
+def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_rows: int | None = None) -> float:
+    """Mean pairwise cosine of the rows, optionally without one direction (see `MeanCosine`)."""
+    stat = MeanCosine(int(rows.shape[1]), remove)
+    run_pass(rows, [stat], block_rows)
+    return stat.result()
 
 
 def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray | None = None,
@@ -206,13 +237,21 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     return cos[np.triu_indices(units.shape[0], k=1)].astype(np.float32)
 
 
-def gram_matrix(rows: Rows, block_rows: int | None = None) -> np.ndarray:
+class Gram:
     """W^T W, float64 [d, d], accumulated over row blocks (each block product in float32)."""
-    d = int(rows.shape[1])
-    gram = np.zeros((d, d), dtype=np.float64)
-    for _, block in iter_row_blocks(rows, block_rows):
-        gram += block.T @ block  # numpy recognises a.T @ a and uses a symmetric rank-k update
-    return gram
+
+    def __init__(self, width: int) -> None:
+        self.matrix = np.zeros((width, width), dtype=np.float64)
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        self.matrix += block.T @ block  # numpy recognises a.T @ a: a symmetric rank-k update
+
+
+def gram_matrix(rows: Rows, block_rows: int | None = None) -> np.ndarray:
+    """W^T W (see `Gram`)."""
+    stat = Gram(int(rows.shape[1]))
+    run_pass(rows, [stat], block_rows)
+    return stat.matrix
 
 
 @dataclass(frozen=True)
@@ -225,34 +264,50 @@ class PartitionIsotropy:
     directions: int  # candidate unit vectors c (2 d: each eigenvector with both signs)
 
 
+class LogPartition:
+    """log Z(c) = log sum_i exp(<c, w_i>) for every column c of `basis` and for -c, as running
+    log-sum-exps in float64 (large <c, w_i> cannot overflow)."""
+
+    def __init__(self, basis: np.ndarray) -> None:
+        self.basis = np.ascontiguousarray(basis, dtype=np.float32)
+        k = self.basis.shape[1]
+        self.m = np.full(2 * k, -np.inf)  # running max of the exponents
+        self.s = np.zeros(2 * k)  # running sum of exp(x - m)
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        logits = block @ self.basis  # [rows, k]
+        hi = logits.max(axis=0)
+        lo = logits.min(axis=0)
+        sum_pos = np.exp(logits - hi).sum(axis=0, dtype=np.float64)
+        np.subtract(lo, logits, out=logits)  # -c: exponents -<c, w_i>, largest at -lo
+        sum_neg = np.exp(logits).sum(axis=0, dtype=np.float64)
+        m_new = np.concatenate([hi, -lo]).astype(np.float64)
+        s_new = np.concatenate([sum_pos, sum_neg])
+        self.m, self.s = _merge_lse(self.m, self.s, m_new, s_new)
+
+    def result(self) -> np.ndarray:
+        return self.m + np.log(self.s)
+
+
+def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None) -> PartitionIsotropy:
+    """The partition-function pass of `partition_isotropy`, given W^T W from an earlier pass."""
+    _, eigenvectors = np.linalg.eigh(gram)
+    stat = LogPartition(eigenvectors)
+    run_pass(rows, [stat], block_rows)
+    log_z = stat.result()
+    lo_z, hi_z = float(log_z.min()), float(log_z.max())
+    return PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z, directions=log_z.size)
+
+
 def partition_isotropy(rows: Rows, block_rows: int | None = None) -> PartitionIsotropy:
     """Partition-function isotropy (Mu & Viswanath 2018, sec. 2; used by paper 003's isotropy).
 
     Z(c) = sum_i exp(<c, w_i>) over output embedding rows w_i, and I(W) = min_c Z(c) / max_c Z(c)
     with c ranging over the unit eigenvectors of W^T W (d x d, never V x V). An eigenvector's sign
     is arbitrary (LAPACK picks one), so both c and -c are candidates; this makes I(W) a property
-    of W alone. Z is accumulated as a running log-sum-exp in float64, so large <c, w_i> cannot
-    overflow. Cost: two passes over W and O(V d^2) arithmetic (W^T W, then W C).
+    of W alone. Cost: two passes over W and O(V d^2) arithmetic (W^T W, then W C).
     """
-    _, eigenvectors = np.linalg.eigh(gram_matrix(rows, block_rows))
-    basis = eigenvectors.astype(np.float32)
-    d = basis.shape[1]
-    # running log-sum-exp per candidate: max seen so far (m) and sum of exp(x - m) (s)
-    m_pos = np.full(d, -np.inf)
-    s_pos = np.zeros(d)
-    m_neg = np.full(d, -np.inf)
-    s_neg = np.zeros(d)
-    for _, block in iter_row_blocks(rows, block_rows):
-        logits = block @ basis  # [rows, d]
-        hi = logits.max(axis=0).astype(np.float64)
-        lo = logits.min(axis=0).astype(np.float64)
-        sum_pos = np.exp(logits - hi.astype(np.float32)).sum(axis=0, dtype=np.float64)
-        sum_neg = np.exp(lo.astype(np.float32) - logits).sum(axis=0, dtype=np.float64)
-        m_pos, s_pos = _merge_lse(m_pos, s_pos, hi, sum_pos)
-        m_neg, s_neg = _merge_lse(m_neg, s_neg, -lo, sum_neg)
-    log_z = np.concatenate([m_pos + np.log(s_pos), m_neg + np.log(s_neg)])
-    lo_z, hi_z = float(log_z.min()), float(log_z.max())
-    return PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z, directions=2 * d)
+    return partition_isotropy_from_gram(rows, gram_matrix(rows, block_rows), block_rows)
 
 
 def _merge_lse(m: np.ndarray, s: np.ndarray, m_new: np.ndarray, s_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -233,3 +233,13 @@ def test_subprocess_text_and_json(tmp_path: Path, t: dict, counts_file: Path) ->
     report = json.loads(proc.stdout)
     assert report["isotropy"]["partition_ratio"] is None
     assert report["frequency_direction"]["spearman"] == pytest.approx(expected(t)["spearman"], abs=1e-6)
+
+
+def test_non_finite_weights_are_an_error_naming_the_tensor(tmp_path: Path, t: dict, counts_file: Path) -> None:
+    tensors = nb_layout(t)
+    tensors["tok_emb.weight"][7, 3] = float("nan")
+    ckpt = tmp_path / "nan.safetensors"
+    save_file(tensors, str(ckpt), metadata=nb_metadata())
+    result = invoke("probe-bias", ckpt, "-c", counts_file)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(ckpt), "tok_emb.weight", "non-finite")

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Benchmark `nb probe-bias` (issue 5): full report, no plots, on generated output embeddings.
+
+Two generated checkpoints in nb's own layout (so every section is computed: untied `head.weight`
+as the output embedding W, `ln_f.bias` as b_LN, `head.bias` as the output bias), with a planted
+frequency direction and Zipf counts:
+
+* GPT-2 size:   W 50,257 x 768, float32   (target: < 2 s, peak RSS < 2.5 x 154 MB)
+* Llama-3 size: W 128,256 x 4,096, bfloat16 (target: < 20 s, peak RSS < 2.5 x W in float32 = 5.25 GB)
+
+Each case runs `nb probe-bias CKPT --counts COUNTS --json` in a subprocess, once with the
+partition-function isotropy (the default full report) and once with --no-partition; wall time and
+the subprocess's own peak RSS (os.wait4 rusage; the files are generated in another child process so
+the measuring parent, whose pages a forked child starts with, stays small) are reported. The generated files are deleted
+afterwards unless --keep.
+
+Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--repeat N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "benchmarks" / "out" / "probe_bias.json"
+
+CASES = {
+    "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 2.0},
+    "llama": {"vocab": 128_256, "d": 4_096, "dtype": "bfloat16", "target_s": 20.0},
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def generate(directory: Path, vocab: int, d: int, dtype: str, seed: int = 0) -> tuple[Path, Path]:
+    """Write CKPT (nb layout) and COUNTS into directory; W has a planted frequency direction."""
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from nbcli.counts import UnigramCounts, write_counts
+
+    gen = torch.Generator().manual_seed(seed)
+    counts = torch.from_numpy(np.random.default_rng(seed).zipf(1.2, size=vocab).clip(max=10**9)).long()
+    counts[torch.randperm(vocab, generator=gen)[: vocab // 20]] = 0  # 5% never seen
+    b_ln = torch.randn(d, generator=gen) * 0.1
+    unit = b_ln / b_ln.norm()
+    w = torch.empty(vocab, d, dtype=getattr(torch, dtype))
+    step = 8192
+    for start in range(0, vocab, step):  # row blocks: the generator itself stays small
+        block = torch.randn(min(step, vocab - start), d, generator=gen) * 0.05
+        signal = torch.log1p(counts[start:start + step].double()).float() * 0.02
+        block += (signal + 0.05 * torch.randn(signal.shape, generator=gen))[:, None] * unit
+        w[start:start + step] = block.to(w.dtype)
+    tensors = {"tok_emb.weight": torch.zeros(1, d, dtype=w.dtype), "head.weight": w,
+               "ln_f.weight": torch.ones(d), "ln_f.bias": b_ln,
+               "head.bias": torch.log((counts.double() + 1) / (counts.sum() + vocab)).float()}
+    ckpt = directory / f"probe-{vocab}x{d}-{dtype}.safetensors"
+    save_file(tensors, str(ckpt), metadata={"nb.format": "nb-model/1", "nb.config": json.dumps(
+        {"vocab_size": vocab, "d_model": d, "tie_embeddings": False, "objective": "clm"})})
+    del w, tensors
+    counts_path = directory / f"counts-{vocab}.safetensors"
+    write_counts(counts_path, UnigramCounts(counts=counts.numpy(), metadata={"nb.note": "generated (zipf 1.2)"}))
+    return ckpt, counts_path
+
+
+def run_probe(ckpt: Path, counts: Path, *extra: str) -> dict[str, object]:
+    """`nb probe-bias` in a subprocess: wall seconds, peak RSS (bytes) of that process, its report."""
+    cmd = [shutil.which("nb") or "nb", "probe-bias", str(ckpt), "--counts", str(counts), "--json", *extra]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read().decode()}")
+        report = json.loads(out.read())
+    return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024, "report": report}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(CASES), action="append", help="Run only this case (repeatable).")
+    parser.add_argument("--repeat", type=int, default=2, help="Runs per configuration; the best is reported.")
+    parser.add_argument("--dir", type=Path, default=None, help="Where to generate files (default: a temp dir).")
+    parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
+    parser.add_argument("--generate", nargs=4, metavar=("DIR", "VOCAB", "D", "DTYPE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.generate:  # child process: torch stays out of the measuring parent
+        directory, vocab, d, dtype = args.generate
+        generate(Path(directory), int(vocab), int(d), dtype)
+        return
+
+    workdir = Path(tempfile.mkdtemp(prefix="nb-probe-bench-", dir=args.dir))
+    results: dict[str, object] = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "command": "python3 benchmarks/probe_bias.py " + " ".join(sys.argv[1:]), "cases": {}}
+    rows = []
+    try:
+        for name in args.only or list(CASES):
+            case = CASES[name]
+            log(f"[{name}] generating {case['vocab']:,} x {case['d']:,} {case['dtype']} ...")
+            subprocess.run([sys.executable, __file__, "--generate", str(workdir), str(case["vocab"]), str(case["d"]),
+                            case["dtype"]], check=True)
+            ckpt = workdir / f"probe-{case['vocab']}x{case['d']}-{case['dtype']}.safetensors"
+            counts = workdir / f"counts-{case['vocab']}.safetensors"
+            fp32_bytes = case["vocab"] * case["d"] * 4
+            entry: dict[str, object] = {**case, "w_fp32_bytes": fp32_bytes, "file_bytes": ckpt.stat().st_size}
+            for label, extra in (("full", ()), ("no-partition", ("--no-partition",))):
+                runs = []
+                for i in range(args.repeat):
+                    log(f"[{name}] {label} run {i + 1}/{args.repeat}")
+                    runs.append(run_probe(ckpt, counts, *extra))
+                best = min(runs, key=lambda r: r["seconds"])
+                peak = max(r["peak_rss_bytes"] for r in runs)
+                report = best["report"]
+                entry[label] = {"seconds": [r["seconds"] for r in runs], "best_seconds": best["seconds"],
+                                "peak_rss_bytes": peak, "rss_over_w_fp32": peak / fp32_bytes,
+                                "spearman": report["frequency_direction"]["spearman"],
+                                "mean_cosine": report["isotropy"]["mean_cosine"],
+                                "partition_ratio": report["isotropy"]["partition_ratio"]}
+                rows.append((name, label, f"{case['vocab']:,} x {case['d']:,} {case['dtype']}", best["seconds"],
+                             case["target_s"], peak / 2**20, peak / fp32_bytes,
+                             report["frequency_direction"]["spearman"]))
+            results["cases"][name] = entry  # type: ignore[index]
+            ckpt.unlink()
+            counts.unlink()
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(f"{'case':6} {'report':13} {'W':27} {'wall s':>8} {'target s':>8} {'ratio':>6} {'peak RSS MiB':>12} "
+          f"{'RSS / W fp32':>12} {'rho':>6}")
+    for name, label, shape, secs, target, rss, over, rho in rows:
+        print(f"{name:6} {label:13} {shape:27} {secs:8.2f} {target:8.1f} {secs / target:6.2f} {rss:12.0f} "
+              f"{over:12.2f} {rho:6.3f}")
+    print(f"JSON: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
