@@ -463,8 +463,12 @@ def _copy_range(src: TensorInfo, out: BinaryIO, progress: Progress | None) -> No
 
 
 def _write_entries(out: BinaryIO, entries: Sequence[tuple[str, TensorData]], metadata: Mapping[str, str],
-                   progress: Progress | None) -> None:
-    out.write(build_header(entries, metadata))
+                   progress: Progress | None, late: _LateMetadata | None = None) -> None:
+    header = build_header(entries, metadata)
+    if late is not None:  # reserve room, filled in once the data are written (see write_like)
+        (n,) = struct.unpack("<Q", header[:8])
+        header = struct.pack("<Q", n + late.reserve) + header[8:] + b" " * late.reserve
+    out.write(header)
     for _name, data in entries:
         if isinstance(data, TensorInfo):
             _copy_range(data, out, progress)
@@ -473,6 +477,30 @@ def _write_entries(out: BinaryIO, entries: Sequence[tuple[str, TensorData]], met
             out.write(view)
             if progress:
                 progress(len(view))
+    if late is not None:
+        final = build_header(entries, {**metadata, **late.values()})
+        if len(final) > len(header):
+            raise OutputError(f"late metadata needs {len(final) - len(header)} more header bytes than reserved")
+        out.flush()
+        out.seek(8)
+        out.write(final[8:] + b" " * (len(header) - len(final)))
+        out.flush()
+        out.seek(0, os.SEEK_END)
+
+
+class _LateMetadata:
+    """Metadata known only after the data are written (e.g. input hashes computed concurrently):
+    `reserve` header bytes are kept as trailing spaces (allowed by the format) and overwritten."""
+
+    def __init__(self, compute: Callable[[], Mapping[str, str]], reserve: int) -> None:
+        self._compute = compute
+        self._values: dict[str, str] | None = None
+        self.reserve = reserve + (-reserve % 8)
+
+    def values(self) -> dict[str, str]:
+        if self._values is None:
+            self._values = dict(self._compute())
+        return self._values
 
 
 def write_safetensors(path: Path | str, entries: Sequence[tuple[str, TensorData]],
@@ -514,19 +542,24 @@ def resolve_output(source: Checkpoint, out: Path | str) -> Path:
 @dataclass
 class _Plan:
     files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
-    index: tuple[Path, bytes] | None = None
+    index: tuple[Path, dict[str, Any], dict[str, str]] | None = None
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
                add: Mapping[str, tuple[torch.Tensor, str | None]] | None = None,
                metadata: Mapping[str, str] | None = None, in_place: bool = False,
-               progress: Progress | None = None) -> list[Path]:
+               progress: Progress | None = None, update_metadata: Mapping[str, str] | None = None,
+               late_metadata: Callable[[], Mapping[str, str]] | None = None,
+               late_reserve: int = 8192) -> list[Path]:
     """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
 
     `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
     end); in a sharded checkpoint it goes into that tensor's shard. `metadata` replaces the metadata
-    of every written file (default: keep each file's own). Untouched tensors are copied byte for
-    byte. Returns the written paths (shards, then the index).
+    of every written file (default: keep each file's own); `update_metadata` is merged into it.
+    `late_metadata` is called once, after the first file's data are written and before anything
+    is renamed; its entries (at most `late_reserve` bytes of JSON) are merged into every file's
+    metadata and the index's. Untouched tensors are copied byte for byte. Returns the written
+    paths (shards, then the index).
     """
     replace = dict(replace or {})
     add = dict(add or {})
@@ -571,21 +604,20 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
         for header in source.headers:
             entries = [(name, data(name)) for name in file_names[header.path]]
             meta = dict(metadata) if metadata is not None else dict(header.metadata)
-            plan.files.append((target_dir / header.path.name, entries, meta))
+            plan.files.append((target_dir / header.path.name, entries, {**meta, **(update_metadata or {})}))
             for name, item in entries:
                 weight_map[name] = header.path.name
                 total += _entry_meta(name, item)[2]
-        index_meta = dict(source.index_metadata)
-        index_meta["total_size"] = total
-        index_doc = {"metadata": index_meta, "weight_map": dict(sorted(weight_map.items()))}
+        index_meta = {**source.index_metadata, **(update_metadata or {}), "total_size": total}
         assert source.index_path is not None
-        plan.index = (target_dir / source.index_path.name, (json.dumps(index_doc, indent=2) + "\n").encode())
+        plan.index = (target_dir / source.index_path.name, index_meta, dict(sorted(weight_map.items())))
     else:
         header = source.headers[0]
         entries = [(name, data(name)) for name in file_names[header.path]]
         meta = dict(metadata) if metadata is not None else dict(header.metadata)
-        plan.files.append((target, entries, meta))
-    return _execute(plan, target if source.sharded else None, progress)
+        plan.files.append((target, entries, {**meta, **(update_metadata or {})}))
+    late = _LateMetadata(late_metadata, late_reserve) if late_metadata is not None else None
+    return _execute(plan, target if source.sharded else None, progress, late)
 
 
 def _check_not_input(source: Checkpoint, target: Path, in_place: bool) -> None:
@@ -599,7 +631,8 @@ def _check_not_input(source: Checkpoint, target: Path, in_place: bool) -> None:
                           "(it stays intact until the new file is complete)")
 
 
-def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None) -> list[Path]:
+def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None,
+             late: _LateMetadata | None) -> list[Path]:
     """Write every file to a temporary beside its target; rename all only when all are complete."""
     made_dir = False
     if created_dir is not None and not created_dir.exists():
@@ -613,12 +646,16 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None) -
         with contextlib.ExitStack() as stack:
             for path, entries, meta in plan.files:
                 handle = stack.enter_context(atomic_write(path))
-                _write_entries(handle, entries, meta, progress)
+                _write_entries(handle, entries, meta, progress, late)
                 written.append(path)
             if plan.index is not None:
-                handle = stack.enter_context(atomic_write(plan.index[0]))
-                handle.write(plan.index[1])
-                written.append(plan.index[0])
+                index_path, index_meta, weight_map = plan.index
+                if late is not None:
+                    index_meta = {**index_meta, **late.values()}
+                doc = {"metadata": index_meta, "weight_map": weight_map}
+                handle = stack.enter_context(atomic_write(index_path))
+                handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+                written.append(index_path)
     except BaseException:
         if made_dir:
             for leftover in created_dir.iterdir():  # only our own temporaries can be here

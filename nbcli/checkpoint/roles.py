@@ -60,6 +60,8 @@ class Architecture:
     candidates: dict[str, tuple[str, ...]]
     tie_to_input: bool = True
     last_pattern: str | None = None
+    untied_output: str = ""
+    """Name for a separate output weight written by `--untie`."""
 
 
 def _prefixed(prefixes: Sequence[str], suffix: str) -> tuple[str, ...]:
@@ -81,7 +83,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "final_ln_weight": _prefixed(_GPT2, "ln_f.weight"),
             "final_ln_bias": _prefixed(_GPT2, "ln_f.bias"),
             "position_embedding": _prefixed(_GPT2, "wpe.weight"),
-        }),
+        }, untied_output="lm_head.weight"),
     "bert": Architecture(
         "bert", "BERT with MLM head (cls.predictions.*) or encoder only (final LN = last layer's output LN)",
         signature=("bert.embeddings.word_embeddings.weight", "cls.predictions.bias",
@@ -96,7 +98,7 @@ ARCHITECTURES: dict[str, Architecture] = {
                               *_prefixed(_BERT, "encoder.layer.{last}.output.LayerNorm.bias")),
             "position_embedding": _prefixed(_BERT, "embeddings.position_embeddings.weight"),
         },
-        last_pattern=r"^(?:bert\.)?encoder\.layer\.(\d+)\."),
+        last_pattern=r"^(?:bert\.)?encoder\.layer\.(\d+)\.", untied_output="cls.predictions.decoder.weight"),
     "roberta": Architecture(
         "roberta", "RoBERTa with LM head (lm_head.*) or encoder only",
         signature=("roberta.embeddings.word_embeddings.weight", "lm_head.layer_norm.bias", "lm_head.dense.weight"),
@@ -110,7 +112,7 @@ ARCHITECTURES: dict[str, Architecture] = {
                               *_prefixed(_ROBERTA, "encoder.layer.{last}.output.LayerNorm.bias")),
             "position_embedding": _prefixed(_ROBERTA, "embeddings.position_embeddings.weight"),
         },
-        last_pattern=r"^(?:roberta\.)?encoder\.layer\.(\d+)\."),
+        last_pattern=r"^(?:roberta\.)?encoder\.layer\.(\d+)\.", untied_output="lm_head.decoder.weight"),
     "llama": Architecture(
         "llama", "Llama family (model.embed_tokens, lm_head.weight, RMSNorm model.norm; no biases)",
         signature=("model.embed_tokens.weight",),
@@ -121,7 +123,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "final_ln_weight": ("model.norm.weight", "norm.weight"),
             "final_ln_bias": ("model.norm.bias", "norm.bias"),
             "position_embedding": (),
-        }),
+        }, untied_output="lm_head.weight"),
     "nb": Architecture(
         "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
         signature=("tok_emb.weight",),
@@ -132,7 +134,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "final_ln_weight": ("mlm.ln.weight", "ln_f.weight"),
             "final_ln_bias": ("mlm.ln.bias", "ln_f.bias"),
             "position_embedding": ("pos_emb.weight",),
-        }),
+        }, untied_output="head.weight"),
 }
 
 
@@ -144,6 +146,9 @@ class Roles:
     tensors: dict[str, str | None]
     tied: bool
     checkpoint_path: str = ""
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """role -> other tensors present that hold the same parameter (e.g. BERT's
+    cls.predictions.decoder.bias beside cls.predictions.bias); writers keep them equal."""
     _shapes: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, role: str) -> str | None:
@@ -186,7 +191,8 @@ class Roles:
                               f"{self.architecture}{why}; {hint}; name one with --map {role}=TENSOR")
 
     def as_dict(self) -> dict[str, object]:
-        return {"architecture": self.architecture, "tied": self.tied, "roles": dict(self.tensors)}
+        return {"architecture": self.architecture, "tied": self.tied, "roles": dict(self.tensors),
+                "aliases": {k: list(v) for k, v in self.aliases.items()}}
 
 
 def _check_role(role: str) -> None:
@@ -256,10 +262,18 @@ def resolve_roles(checkpoint: _Tensors, arch: str = "auto",
         tensors[role] = name
     if tensors["output_weight"] is None and spec.tie_to_input and tensors["input_embedding"] is not None:
         tensors["output_weight"] = tensors["input_embedding"]
+    aliases: dict[str, tuple[str, ...]] = {}
+    for role in ("output_bias",):
+        chosen = tensors[role]
+        if chosen is not None and chosen in spec.candidates.get(role, ()):
+            others = tuple(c for c in spec.candidates[role]
+                           if c != chosen and c in present and checkpoint.shape(c) == checkpoint.shape(chosen))
+            if others:
+                aliases[role] = others
     tied = tensors["output_weight"] is not None and tensors["output_weight"] == tensors["input_embedding"]
     shapes = {name: tuple(checkpoint.shape(name)) for name in names}
     return Roles(architecture=arch, tensors=tensors, tied=tied, checkpoint_path=str(checkpoint.path),
-                 _shapes=shapes)
+                 aliases=aliases, _shapes=shapes)
 
 
 def parse_role_map(items: Sequence[str]) -> dict[str, str]:
