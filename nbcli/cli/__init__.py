@@ -62,8 +62,9 @@ def _root(
 
 def _register() -> None:
     from nbcli.cli import count_unigrams, merge_counts, probe_bias, quickstart
+    from nbcli.cli import train as train_cmd
 
-    for module in (quickstart, count_unigrams, merge_counts, probe_bias):
+    for module in (quickstart, count_unigrams, merge_counts, probe_bias, train_cmd):
         module.register(app)
 
 

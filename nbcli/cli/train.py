@@ -1,0 +1,161 @@
+"""`nb train`: train nb's reference Transformer with the papers' initialisations and losses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption
+
+EPILOG = """\
+[bold]Examples[/bold]
+
+  nb train --corpus corpus.txt -t spm.model --out runs/unigram --bias-init unigram
+  nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
+  nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100
+  nb train --corpus corpus.txt -t spm.model --out runs/ag --resume
+  torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
+      --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
+"""
+
+PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8"]
+
+
+def train(
+    corpus: Annotated[list[str], typer.Option(
+        "--corpus", metavar="FILE", show_default=False,
+        help="Training text: files, directories, globs (repeatable). One document per non-empty line; "
+        ".jsonl: the `text` field. Compressed inputs (.gz .bz2 .xz .zst) are read as streams.")],
+    tokenizer: TokenizerOption,
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config, log.jsonl, "
+                                      "step-N.safetensors, training state, summary.json).")],
+    objective: Annotated[Optional[Literal["clm", "mlm"]], typer.Option(
+        "--objective", help="clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens "
+        "selected, 80% <mask> / 10% random / 10% kept. Default: the preset's (clm except roberta-8).",
+        show_default=False)] = None,
+    preset: Annotated[PresetName, typer.Option(
+        "--preset", help="tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), "
+        "roberta-8 (8x8x512, mlm). Vocabulary size always comes from the tokenizer.")] = "tiny",
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer updates.")] = 200,
+    batch_size: Annotated[Optional[int], typer.Option(
+        "--batch-size", min=1, show_default=False,
+        help="Sequences per update over all GPUs and micro-steps (default: preset's).")] = None,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Micro-steps per update.")] = 1,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=2, show_default=False,
+                                                   help="Tokens per sequence T (default: preset's).")] = None,
+    lr: Annotated[Optional[float], typer.Option("--lr", show_default=False,
+                                                help="Peak learning rate (AdamW; cosine decay to 10%).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, show_default=False,
+                                                  help="Linear warm-up steps (default: preset's).")] = None,
+    label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A")] = 0.0,
+    dropout: Annotated[float, typer.Option("--dropout", metavar="P")] = 0.0,
+    untie: Annotated[bool, typer.Option(
+        "--untie-embeddings", help="Give the output layer its own W (`head.weight`) instead of tying it to "
+        "the input embedding.")] = False,
+    bias_init: Annotated[Literal["unigram", "zero", "none"], typer.Option(
+        "--bias-init", help="Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens "
+        "(counted while tokenising), zero, or none (no bias parameter).")] = "zero",
+    smoothing: SmoothingOption = "add-k:1",
+    rescale_w: Annotated[Optional[Literal["fro", "spectral"]], typer.Option(
+        "--rescale-w", show_default=False,
+        help="Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-checkpoint). "
+        "Needs --bias-init unigram and --untie-embeddings.")] = None,
+    ag_patterns: Annotated[Optional[str], typer.Option(
+        "--ag-patterns", metavar="LIST", show_default=False,
+        help="Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ... in order, the "
+        "last one filling the rest: next,prev,first,delim,period. Default (sec. 4.5): next, prev, then first "
+        "(causal: prev, then first; [Next] is refused in a causal model).")] = None,
+    ag_fraction: Annotated[float, typer.Option(
+        "--ag-fraction", metavar="LAMBDA", help="Fraction of heads per layer guided (0 = no guidance; the "
+        "paper uses 0.5).")] = 0.0,
+    ag_alpha: Annotated[float, typer.Option(
+        "--ag-alpha", metavar="A0", help="Initial AG weight alpha_0 (paper: 100 for small models, 10 for "
+        "12-16 layers), decayed linearly to 0 (eq. 4).")] = 100.0,
+    ag_decay_steps: Annotated[int, typer.Option(
+        "--ag-decay-steps", metavar="S", min=0, help="Steps over which alpha decays to 0 (0 = --steps).")] = 0,
+    embedding_init: Annotated[str, typer.Option(
+        "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
+        help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
+        "safetensors file (default tensor: the file's input-embedding role).")] = "normal",
+    embedding_standardise: Annotated[Optional[Literal["xavier"]], typer.Option(
+        "--embedding-standardise", show_default=False,
+        help="Standardise the embedding to Xavier's mean 0 / std sqrt(2/(V+d)) (paper 002 eq. 1).")] = None,
+    embedding_shuffle: Annotated[bool, typer.Option(
+        "--embedding-shuffle", help="Shuffle the embedding's rows (paper 002 Pre-trained_Shuffled).")] = False,
+    eval_every: Annotated[int, typer.Option("--eval-every", metavar="K", min=1,
+                                            help="Evaluate every K steps (and at the end).")] = 50,
+    eval_batches: Annotated[int, typer.Option("--eval-batches", min=1,
+                                              help="Validation batches per evaluation.")] = 8,
+    val_fraction: Annotated[float, typer.Option(
+        "--val-fraction", help="Every round(1/F)-th document is held out for validation.")] = 0.05,
+    save_every: Annotated[int, typer.Option("--save-every", min=0,
+                                            help="Checkpoint every N steps (0 = only at the end).")] = 0,
+    stop_at: Annotated[Optional[int], typer.Option(
+        "--stop-at", min=1, show_default=False,
+        help="Stop (checkpoint and state saved) after this many steps while the LR/AG schedules still follow "
+        "--steps; continue later with --resume.")] = None,
+    device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
+        "--device", help="auto: CUDA when present (bf16 autocast), else CPU (float32).")] = "auto",
+    dtype: Annotated[Literal["auto", "float32", "bfloat16"], typer.Option(
+        "--dtype", help="Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).")] = "auto",
+    compile_model: Annotated[bool, typer.Option("--compile", help="torch.compile the model.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for init, data order, masks and dropout.")] = 0,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run in DIR from its last saved state (same options required).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.
+
+    Writes DIR/log.jsonl (per step: loss before the update, lr, tokens_per_s, mfu on CUDA, ag_loss/ag_alpha;
+    eval steps add val_loss, kl_unigram, kl_uniform, bias_kl_unigram, bias_norm), step-N.safetensors
+    checkpoints in nb's layout (readable by probe-bias and patch-checkpoint) and summary.json with the
+    final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
+    Under torchrun it trains with DDP.
+    """
+    from nbcli.cli.console import print_json, step_progress
+    from nbcli.counts import parse_smoothing
+    from nbcli.train.config import build_config
+    from nbcli.train.guidance import parse_patterns
+    from nbcli.train.loop import train as run_training
+
+    cfg = build_config(
+        preset, objective=objective, steps=steps, batch_size=batch_size, grad_accum=grad_accum, seq_len=seq_len,
+        lr=lr, warmup=warmup, label_smoothing=label_smoothing, dropout=dropout, tie_embeddings=not untie,
+        bias_init=bias_init, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
+        ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction, ag_alpha=ag_alpha,
+        ag_decay_steps=ag_decay_steps, embedding_init=embedding_init,
+        embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle,
+        eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
+        device=device, dtype=dtype, compile=compile_model, seed=seed)
+    total = min(cfg.steps, stop_at) if stop_at else cfg.steps
+    with step_progress("training", total) as progress:
+        def on_step(step: int, record: dict[str, object]) -> None:
+            if "loss" in record:
+                progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
+
+        result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step)
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        _render(result.as_dict())
+
+
+def _render(summary: dict[str, object]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import stdout_console
+
+    table = Table(title=f"nb train: {summary['out']}", show_header=False)
+    rows = [("steps", summary["steps"]), ("device", summary["device"]), ("parameters", f"{summary['parameters']:,}"),
+            ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
+            ("unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
+            ("tokens/s", f"{summary['tokens_per_s']:,.0f}"), ("checkpoint", summary["checkpoint"])]
+    for key, value in rows:
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    stdout_console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train", epilog=EPILOG)(train)

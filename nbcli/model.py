@@ -1,0 +1,279 @@
+"""nb's reference Transformer: one readable file in the spirit of nanoGPT's model.py.
+
+A pre-LN Transformer (GPT-2 block layout) with learned position embeddings and two heads:
+
+    clm  decoder-only causal LM      logits_t = W h_t + b            predicts x_{t+1}
+    mlm  RoBERTa-style masked LM     logits_t = W LN(gelu(D h_t)) + b predicts the masked x_t
+
+Frequency lives in the output layer (papers 000 and 003): `head.bias` b is optional
+(`output_bias=False` removes the parameter, paper 000's "no bias" arm), and W is either its own
+matrix `head.weight` or tied to the input embedding `tok_emb.weight`.
+
+Attention runs through `F.scaled_dot_product_attention` for every head (flash / memory-efficient
+kernels on CUDA). Attention guidance (paper 001) needs the maps of a few guided heads only: the
+model hands back their queries and keys, and `nbcli.train.guidance` computes the loss from them
+(one-hot patterns in O(T) memory per row; dense patterns materialise probabilities for the guided
+heads only). Tensor names are nb's checkpoint layout (architecture `nb`, see README).
+
+Shapes: B batch, T sequence length, d model width, H heads, dh = d / H head width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nbcli.errors import ConfigError
+
+Objective = Literal["clm", "mlm"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the reference Transformer (stored as JSON in checkpoint metadata `nb.config`)."""
+
+    vocab_size: int
+    seq_len: int = 128          # maximum T (rows of pos_emb)
+    n_layer: int = 2
+    n_head: int = 4
+    d_model: int = 128
+    d_ff: int = 0               # 0 means 4 * d_model
+    dropout: float = 0.0
+    objective: Objective = "clm"
+    tie_embeddings: bool = True
+    output_bias: bool = True    # False: no `head.bias` parameter at all (--bias-init none)
+    layer_norm_eps: float = 1e-5
+    init_std: float = 0.02
+    mask_id: int | None = None  # MLM: the id that replaces 80% of selected tokens
+    special_ids: tuple[int, ...] = field(default_factory=tuple)  # MLM: never selected for masking
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 2:
+            raise ConfigError(f"vocab_size must be >= 2, got {self.vocab_size}")
+        for name in ("seq_len", "n_layer", "n_head", "d_model"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.d_model % self.n_head:
+            raise ConfigError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.objective not in ("clm", "mlm"):
+            raise ConfigError(f"objective must be clm or mlm, got {self.objective!r}")
+        if self.objective == "mlm" and self.mask_id is None:
+            raise ConfigError("the mlm objective needs a mask_id")
+        if self.mask_id is not None and not 0 <= self.mask_id < self.vocab_size:
+            raise ConfigError(f"mask_id {self.mask_id} is outside the vocabulary [0, {self.vocab_size})")
+
+    @property
+    def ff_width(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def causal(self) -> bool:
+        return self.objective == "clm"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelConfig":
+        data = json.loads(text)
+        data["special_ids"] = tuple(data.get("special_ids", ()))
+        return cls(**data)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention: H(s) = softmax(Q K^T / sqrt(dh)) V  (paper 001 eq. 1)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.causal = cfg.causal
+        self.dropout = cfg.dropout
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.resid_drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None,
+                guided: list[int] | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
+        q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # [B, H, T, dh]
+        if key_mask is None:
+            # No padding: let SDPA pick its fastest kernel (flash on CUDA).
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                               is_causal=self.causal)
+        else:
+            # key_mask [B, T] True where the key is a real token; padded keys get no attention.
+            allowed = key_mask[:, None, None, :]                                # [B, 1, 1, T]
+            if self.causal:
+                allowed = allowed & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).contiguous().view(B, T, d)                         # [B, T, d]
+        qk = (q[:, guided], k[:, guided]) if guided else None                    # [B, G, T, dh] each
+        return self.resid_drop(self.proj(y)), qk
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: proj(gelu(fc(x)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.ff_width)
+        self.proj = nn.Linear(cfg.ff_width, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN block: x <- x + attn(LN1(x)); x <- x + mlp(LN2(x))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.attn = SelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None,
+                guided: list[int] | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        a, qk = self.attn(self.ln1(x), key_mask, guided)
+        x = x + a
+        x = x + self.mlp(self.ln2(x))
+        return x, qk
+
+
+class MLMHead(nn.Module):
+    """RoBERTa's LM-head transform before the output projection: LN(gelu(dense(h)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(cfg.d_model, cfg.d_model)
+        self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.ln(F.gelu(self.dense(h)))
+
+
+class Transformer(nn.Module):
+    """The reference model. `forward(idx)` returns logits [B, T, V] and the guided heads' (q, k)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)                 # [V, d]
+        self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model)                    # [T, d]
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.mlm = MLMHead(cfg) if cfg.objective == "mlm" else None
+        # Output layer: logits = h W^T + b. W is tok_emb.weight when tied (no head.weight tensor).
+        self.head_weight = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
+        self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None
+        self.reset_parameters()
+
+    # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
+    def reset_parameters(self) -> None:
+        std = self.cfg.init_std
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif ".ln" in name or name.startswith("ln_f") or name.startswith("mlm.ln"):
+                nn.init.ones_(p)
+            elif name.endswith("proj.weight"):
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layer))
+            else:
+                nn.init.normal_(p, 0.0, std)
+
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """W [V, d] of the output layer (paper 000 sec. 3)."""
+        return self.tok_emb.weight if self.head_weight is None else self.head_weight
+
+    def forward(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
+                guided: list[int] | None = None) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding);
+        guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper 001 sec. 3.2)."""
+        B, T = idx.shape
+        if T > self.cfg.seq_len:
+            raise ConfigError(f"sequence length {T} exceeds the model's seq_len {self.cfg.seq_len}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))                     # [B, T, d]
+        qks = []
+        for block in self.blocks:
+            x, qk = block(x, key_mask, guided)
+            if qk is not None:
+                qks.append(qk)
+        h = self.ln_f(x)                                                         # [B, T, d]
+        if self.mlm is not None:
+            h = self.mlm(h)                                                      # [B, T, d]
+        logits = F.linear(h, self.output_weight, self.head_bias)                 # [B, T, V]
+        return logits, qks
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token, 6N + 12 L T d (PaLM appendix B; nanoGPT's estimate_mfu)."""
+        n = self.num_parameters() - self.pos_emb.weight.numel()
+        return 6 * n + 12 * self.cfg.n_layer * self.cfg.seq_len * self.cfg.d_model
+
+    # -- nb's checkpoint layout ------------------------------------------------------------------
+    def nb_state_dict(self) -> dict[str, torch.Tensor]:
+        """Tensors under nb's names (architecture `nb`): head.weight / head.bias only when present."""
+        out = {}
+        for name, p in self.state_dict().items():
+            if name == "head_weight":
+                name = "head.weight"
+            elif name == "head_bias":
+                name = "head.bias"
+            out[name] = p
+        return out
+
+    def load_nb_state_dict(self, tensors: dict[str, torch.Tensor]) -> None:
+        renamed = {{"head.weight": "head_weight", "head.bias": "head_bias"}.get(k, k): v for k, v in tensors.items()}
+        missing, unexpected = self.load_state_dict(renamed, strict=False)
+        if missing or unexpected:
+            raise ConfigError(f"checkpoint does not match the model: missing {sorted(missing)[:5]}, "
+                              f"unexpected {sorted(unexpected)[:5]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Objectives
+
+
+def mlm_mask(idx: torch.Tensor, cfg: ModelConfig, generator: torch.Generator,
+             key_mask: torch.Tensor | None = None, rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoBERTa's dynamic masking (paper 001 sec. 3.1): select `rate` of the real, non-special tokens;
+    of those 80% become <mask>, 10% a random token, 10% stay. Returns (inputs, labels) where
+    labels are -100 (ignored) except at selected positions."""
+    assert cfg.mask_id is not None
+    u = torch.rand(idx.shape, generator=generator, device=idx.device)
+    selectable = torch.ones_like(idx, dtype=torch.bool)
+    if cfg.special_ids:
+        selectable &= ~torch.isin(idx, torch.tensor(cfg.special_ids, device=idx.device))
+    if key_mask is not None:
+        selectable &= key_mask
+    selected = (u < rate) & selectable
+    labels = torch.where(selected, idx, torch.full_like(idx, -100))
+    r = torch.rand(idx.shape, generator=generator, device=idx.device)
+    random_ids = torch.randint(0, cfg.vocab_size, idx.shape, generator=generator, device=idx.device)
+    inputs = torch.where(selected & (r < 0.8), torch.full_like(idx, cfg.mask_id), idx)
+    inputs = torch.where(selected & (r >= 0.8) & (r < 0.9), random_ids, inputs)
+    return inputs, labels
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0,
+            reduction: Literal["mean", "sum"] = "mean") -> torch.Tensor:
+    """Cross-entropy over labelled positions (label -100 = ignored: padding, unmasked MLM tokens)."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
+                           ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)

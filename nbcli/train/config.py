@@ -1,0 +1,137 @@
+"""`nb train` configuration: presets and the validated training config (one dataclass, JSON-able)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from nbcli.errors import ConfigError
+
+# Architecture presets. Vocabulary size always comes from the tokenizer.
+PRESETS: dict[str, dict[str, Any]] = {
+    # trains in seconds on a CPU
+    "tiny": dict(n_layer=2, n_head=4, d_model=128, seq_len=128, batch_size=16, lr=1e-3, warmup=20),
+    "small": dict(n_layer=4, n_head=8, d_model=256, seq_len=256, batch_size=32, lr=6e-4, warmup=100),
+    # GPT-2 small (12 layers, 12 heads, 768)
+    "gpt2-124m": dict(n_layer=12, n_head=12, d_model=768, seq_len=1024, batch_size=16, lr=6e-4, warmup=700),
+    # paper 001's RoBERTa-8 (8 layers, 8 heads, 512), MLM
+    "roberta-8": dict(n_layer=8, n_head=8, d_model=512, seq_len=128, batch_size=64, lr=1e-4, warmup=0,
+                      objective="mlm"),
+}
+
+BiasInit = Literal["unigram", "zero", "none"]
+
+
+@dataclass
+class TrainConfig:
+    """Everything `nb train` needs besides the corpus and tokenizer paths. Saved as config.json."""
+
+    preset: str = "tiny"
+    objective: Literal["clm", "mlm"] = "clm"
+    n_layer: int = 2
+    n_head: int = 4
+    d_model: int = 128
+    seq_len: int = 128
+    steps: int = 200
+    batch_size: int = 16          # sequences per optimizer step, over all ranks and micro-steps
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1     # cosine decay to lr * min_lr_ratio
+    warmup: int = 20
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.0
+    dropout: float = 0.0
+    tie_embeddings: bool = True
+    bias_init: BiasInit = "zero"
+    smoothing_k: float = 1.0
+    rescale_w: Literal["fro", "spectral"] | None = None
+    ag_patterns: tuple[str, ...] | None = None
+    ag_fraction: float = 0.0
+    ag_alpha: float = 100.0
+    ag_decay_steps: int = 0       # 0 means --steps
+    embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
+    embedding_standardise: Literal["xavier"] | None = None
+    embedding_shuffle: bool = False
+    mask_rate: float = 0.15
+    val_fraction: float = 0.05    # every 1/val_fraction-th document goes to validation
+    eval_every: int = 50
+    eval_batches: int = 8
+    save_every: int = 0           # 0: only the final checkpoint
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    compile: bool = False
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ag_patterns, list):
+            self.ag_patterns = tuple(self.ag_patterns)
+        checks = [
+            (self.preset in PRESETS, f"--preset must be one of {', '.join(PRESETS)}"),
+            (self.objective in ("clm", "mlm"), "--objective must be clm or mlm"),
+            (self.steps >= 1, "--steps must be >= 1"),
+            (self.batch_size >= 1, "--batch-size must be >= 1"),
+            (self.grad_accum >= 1, "--grad-accum must be >= 1"),
+            (self.seq_len >= 2, "--seq-len must be >= 2"),
+            (self.lr > 0, "--lr must be > 0"),
+            (self.warmup >= 0, "--warmup must be >= 0"),
+            (0.0 <= self.label_smoothing < 1.0, "--label-smoothing must be in [0, 1)"),
+            (0.0 <= self.dropout < 1.0, "--dropout must be in [0, 1)"),
+            (self.bias_init in ("unigram", "zero", "none"), "--bias-init must be unigram, zero or none"),
+            (self.smoothing_k > 0, "smoothing k must be > 0 for --bias-init unigram"),
+            (self.rescale_w in (None, "fro", "spectral"), "--rescale-w must be fro or spectral"),
+            (0.0 <= self.ag_fraction <= 1.0, "--ag-fraction must be in [0, 1]"),
+            (self.ag_alpha >= 0, "--ag-alpha must be >= 0"),
+            (self.ag_decay_steps >= 0, "--ag-decay-steps must be >= 0"),
+            (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
+             "--embedding-init must be normal, xavier or pretrained:FILE[:TENSOR]"),
+            (self.embedding_standardise in (None, "xavier"), "--embedding-standardise must be xavier"),
+            (0.0 < self.mask_rate < 1.0, "mask rate must be in (0, 1)"),
+            (0.0 < self.val_fraction < 0.5, "--val-fraction must be in (0, 0.5)"),
+            (self.eval_every >= 1, "--eval-every must be >= 1"),
+            (self.eval_batches >= 1, "--eval-batches must be >= 1"),
+            (self.save_every >= 0, "--save-every must be >= 0"),
+            (self.device in ("auto", "cpu", "cuda"), "--device must be auto, cpu or cuda"),
+            (self.dtype in ("auto", "float32", "bfloat16"), "--dtype must be auto, float32 or bfloat16"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.rescale_w is not None and self.bias_init != "unigram":
+            raise ConfigError("--rescale-w matches ||W|| to the output bias norm: it needs --bias-init unigram")
+        if self.rescale_w is not None and self.tie_embeddings:
+            raise ConfigError("--rescale-w would rescale the tied input embedding too: add --untie-embeddings")
+        if self.batch_size % self.grad_accum:
+            raise ConfigError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
+        if self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:
+            raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
+                              "to the next token); use prev, first, delim or period, or --objective mlm")
+
+    @property
+    def decay_steps(self) -> int:
+        return self.ag_decay_steps or self.steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"config.json: unknown keys {sorted(unknown)}")
+        return cls(**data)
+
+
+def build_config(preset: str = "tiny", **overrides: Any) -> TrainConfig:
+    """A TrainConfig from a preset plus explicit options (None means: keep the preset's value)."""
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    values: dict[str, Any] = dict(PRESETS[preset])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TrainConfig(preset=preset, **values)

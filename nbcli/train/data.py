@@ -1,0 +1,178 @@
+"""`nb train` data: tokenise the corpus once, count training unigrams on the way, serve fixed blocks.
+
+Documents are the non-empty lines of the inputs (JSONL inputs: the `text` field), read through
+`nbcli.corpus` and tokenised with the one tokenizer loader. Each document becomes
+`[BOS] ids EOS` (BOS only for MLM, EOS when the tokenizer has one) and documents are concatenated
+(GPT-2/RoBERTa "full sentences" packing). Every round(1/val_fraction)-th document goes to
+validation. Unigram counts of the training stream are accumulated batch by batch while tokenising
+(paper 000 sec. 3: "very little extra computational cost"); BOS is not counted (it is never a
+prediction target), EOS is (as `nb count-unigrams` does by default).
+
+The token streams are held in memory as int32 (4 bytes a token). Training order: non-overlapping
+blocks of T tokens, reshuffled each epoch by a generator seeded from (seed, epoch), so the data
+position of a run is one integer (sequences consumed) and resuming is exact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nbcli.corpus import discover_inputs, read_stream_blocks
+from nbcli.errors import ConfigError, CorpusError
+from nbcli.provenance import sha256_bytes
+from nbcli.tokenizers import Tokenizer
+
+ENCODE_BATCH = 2048
+
+
+@dataclass
+class TokenData:
+    """Tokenised corpus: training and validation streams and the training unigram counts."""
+
+    train: np.ndarray          # int32 [N_train]
+    val: np.ndarray            # int32 [N_val]
+    counts: np.ndarray         # int64 [V] unigram counts of the training stream (BOS excluded)
+    documents: int
+    inputs: list[str]
+    fingerprint: str           # sha256 of both streams (resume checks it)
+
+
+def _documents(inputs: list[str], progress: Callable[[int, int | None], None] | None) -> Iterator[str]:
+    for source in discover_inputs(inputs):
+        is_jsonl = ".jsonl" in source.path or ".ndjson" in source.path
+        for first_line, _offset, block in read_stream_blocks(source):
+            if progress is not None:
+                progress(len(block), None)
+            for n, raw in enumerate(block.decode("utf-8", errors="replace").splitlines()):
+                if is_jsonl:
+                    if not raw.strip():
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                        text = obj["text"]
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        raise CorpusError(f"{source.path}:{first_line + n}: not a JSON object with a "
+                                          "'text' field") from None
+                    if not isinstance(text, str):
+                        raise CorpusError(f"{source.path}:{first_line + n}: 'text' is not a string")
+                else:
+                    text = raw
+                if text.strip():
+                    yield text
+
+
+def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val_fraction: float,
+                    progress: Callable[[int, int | None], None] | None = None) -> TokenData:
+    """Tokenise `inputs` once; split documents into train/val; count training unigrams as we go."""
+    V = tokenizer.vocab_size
+    every = max(2, round(1 / val_fraction))
+    bos = tokenizer.bos_id if objective == "mlm" else None
+    eos = tokenizer.eos_id
+    train_parts: list[np.ndarray] = []
+    val_parts: list[np.ndarray] = []
+    counts = np.zeros(V, dtype=np.int64)
+    n_docs = 0
+
+    def flush(batch: list[str]) -> None:
+        nonlocal n_docs
+        for ids in tokenizer.encode_batch(batch):
+            doc = np.asarray(([bos] if bos is not None else []) + ids + ([eos] if eos is not None else []),
+                             dtype=np.int32)
+            if n_docs % every == every - 1:
+                val_parts.append(doc)
+            else:
+                train_parts.append(doc)
+                body = doc[1:] if bos is not None else doc
+                counts[:] += np.bincount(body, minlength=V)[:V]
+            n_docs += 1
+
+    batch: list[str] = []
+    for text in _documents(inputs, progress):
+        batch.append(text)
+        if len(batch) >= ENCODE_BATCH:
+            flush(batch)
+            batch = []
+    if batch:
+        flush(batch)
+    train = np.concatenate(train_parts) if train_parts else np.zeros(0, np.int32)
+    val = np.concatenate(val_parts) if val_parts else np.zeros(0, np.int32)
+    if train.size and (train.min() < 0 or train.max() >= V):
+        raise CorpusError(f"tokenizer {tokenizer.name} produced ids outside [0, {V})")
+    fingerprint = sha256_bytes(train.tobytes() + b"|" + val.tobytes())
+    return TokenData(train=train, val=val, counts=counts, documents=n_docs, inputs=list(inputs),
+                     fingerprint=fingerprint)
+
+
+@dataclass
+class Batch:
+    inputs: torch.Tensor           # [B, T] long
+    labels: torch.Tensor           # [B, T] long (-100 = no loss); for MLM the unmasked ids
+    lengths: torch.Tensor | None   # [B] real tokens per row (padding at the end); None = no padding
+
+
+class BlockStream:
+    """Fixed blocks of T tokens from one stream. CLM blocks carry T+1 tokens (inputs and shifted labels)."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, objective: str, pad_id: int, name: str,
+                 allow_partial: bool = False) -> None:
+        self.tokens = tokens
+        self.T = seq_len
+        self.shift = 1 if objective == "clm" else 0
+        self.pad_id = pad_id
+        span = seq_len + self.shift
+        self.n_full = max(0, (len(tokens) - self.shift) // seq_len)
+        tail = len(tokens) - self.n_full * seq_len
+        self.partial = allow_partial and tail > self.shift
+        if self.n_blocks == 0:
+            raise ConfigError(f"{name} split has {len(tokens)} tokens, fewer than one block of {span}: "
+                              "use a larger corpus or a smaller --seq-len")
+
+    @property
+    def n_blocks(self) -> int:
+        return self.n_full + int(self.partial)
+
+    def block(self, b: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(inputs [T], labels [T], length) of block b; the partial last block is padded."""
+        start = b * self.T
+        chunk = self.tokens[start:start + self.T + self.shift]
+        n = len(chunk) - self.shift
+        x = np.full(self.T, self.pad_id, dtype=np.int64)
+        y = np.full(self.T, -100, dtype=np.int64)
+        x[:n] = chunk[:n]
+        y[:n] = chunk[self.shift:self.shift + n]
+        return x, y, n
+
+    def batch(self, blocks: list[int], device: torch.device) -> Batch:
+        xs, ys, ns = zip(*(self.block(b) for b in blocks))
+        lengths = torch.tensor(ns)
+        return Batch(inputs=torch.from_numpy(np.stack(xs)).to(device),
+                     labels=torch.from_numpy(np.stack(ys)).to(device),
+                     lengths=None if bool((lengths == self.T).all()) else lengths.to(device))
+
+
+def epoch_order(n_blocks: int, seed: int, epoch: int) -> np.ndarray:
+    """The permutation of training blocks in `epoch` (depends only on seed and epoch)."""
+    return np.random.default_rng([seed, epoch, 0x6E62]).permutation(n_blocks)
+
+
+class TrainSampler:
+    """Global sequence index s -> training block: epoch s // n, position s % n of that epoch's order."""
+
+    def __init__(self, n_blocks: int, seed: int) -> None:
+        self.n_blocks = n_blocks
+        self.seed = seed
+        self._cache: dict[int, np.ndarray] = {}
+
+    def blocks(self, start: int, count: int) -> list[int]:
+        out = []
+        for s in range(start, start + count):
+            epoch, pos = divmod(s, self.n_blocks)
+            if epoch not in self._cache:
+                self._cache = {epoch: epoch_order(self.n_blocks, self.seed, epoch)}
+            out.append(int(self._cache[epoch][pos]))
+        return out

@@ -1,0 +1,248 @@
+"""Attention guidance (paper 001, Deshpande & Narasimhan): patterns (app. A.2) and the AG loss (eqs. 2-4).
+
+Conventions (0-based positions; sequence b has n_b real tokens followed by padding):
+
+* Row i of a head may attend to keys A_i = {j < n} (bidirectional) or {j <= min(i, n-1)} (causal).
+* [Next]  P[i, i+1] = 1; the last real row is uniform over A_i (app. A.2: 1/n).
+* [Prev]  P[i, i-1] = 1; the first row is uniform over A_0.
+* [First] P[i, 0] = 1.
+* [Delim] / [Period]: P[i, j] = 1/c_i on the c_i keys in A_i whose id is a delimiter (the tokenizer's
+  BOS/EOS/special ids) or a "." piece; a row with c_i = 0 is uniform over A_i (our choice; app. A.2
+  is cut off in the available copy, and this mirrors the uniform rows of [Next]/[Prev]).
+* Padding rows are all-zero and never enter the loss; padding keys get no attention.
+* [Next] is impossible under a causal mask (row i cannot see i+1): refused.
+
+L_attn(H, P) = ||H - P||_F^2 (eq. 2) is normalised by the number of real rows n_b (so it does not
+grow with T), averaged over the batch, and summed over guided (layer, head) pairs (eq. 3). The
+total loss is L_LM + alpha_t L_AG with alpha_t decayed linearly from alpha_0 to 0 (eq. 4).
+
+For one-hot rows the row error needs no T x T map:
+    ||H_i - e_t||^2 = sum_j p_ij^2 - 2 p_it + 1,
+    sum_j p_ij^2 = exp(LSE_j(2 s_ij) - 2 LSE_j(s_ij)),   p_it = exp(s_it - LSE_j(s_ij)),
+and a uniform row over m keys gives sum_j p_ij^2 - 1/m. Scores s = q k^T / sqrt(dh) are formed
+a block of query rows at a time under activation checkpointing, so memory is O(block x T).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from nbcli.errors import ConfigError
+
+PATTERNS = ("next", "prev", "first", "delim", "period")
+ONE_HOT = ("next", "prev", "first")
+UNIFORM_ROW = -1   # target index meaning "uniform over the attendable keys"
+PAD_ROW = -2       # target index meaning "padding: not in the loss"
+
+
+def parse_patterns(spec: str | None) -> tuple[str, ...] | None:
+    """`next,prev,first` -> ("next", "prev", "first"); None stays None (paper default)."""
+    if spec is None or spec == "":
+        return None
+    names = tuple(s.strip().lower() for s in spec.split(","))
+    for name in names:
+        if name not in PATTERNS:
+            raise ConfigError(f"--ag-patterns: unknown pattern {name!r} (choose from {', '.join(PATTERNS)})")
+    return names
+
+
+def assign_heads(n_head: int, fraction: float, patterns: Sequence[str] | None, causal: bool) -> dict[int, str]:
+    """Head index -> pattern, the same in every layer (paper 001 sec. 3.2).
+
+    round(fraction * n_head) heads are guided. Default (sec. 4.5): one head [Next], one [Prev], the
+    rest [First]; causal models drop [Next] (one [Prev], the rest [First]). An explicit list is given
+    to heads 0, 1, ... in order and its last pattern fills the remaining guided heads.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"--ag-fraction must be in [0, 1], got {fraction}")
+    n_guided = round(fraction * n_head)
+    if fraction > 0 and n_guided == 0:
+        raise ConfigError(f"--ag-fraction {fraction} of {n_head} heads rounds to 0 guided heads")
+    if n_guided == 0:
+        return {}
+    if patterns is None:
+        patterns = ("prev", "first") if causal else ("next", "prev", "first")
+        patterns = patterns[:n_guided]
+    if causal and "next" in patterns:
+        raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
+                          "to the next token); use prev, first, delim or period, or --objective mlm")
+    if len(patterns) > n_guided:
+        raise ConfigError(f"--ag-patterns lists {len(patterns)} patterns but --ag-fraction {fraction} guides "
+                          f"only {n_guided} of {n_head} heads")
+    full = list(patterns) + [patterns[-1]] * (n_guided - len(patterns))
+    return dict(enumerate(full))
+
+
+def ag_alpha(step: int, alpha0: float, decay_steps: int) -> float:
+    """alpha_t decayed linearly from alpha_0 to 0 over `decay_steps` (paper 001 eq. 4)."""
+    if decay_steps <= 0:
+        return alpha0
+    return alpha0 * max(0.0, 1.0 - step / decay_steps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Patterns
+
+
+def allowed_keys(lengths: torch.Tensor, T: int, causal: bool) -> torch.Tensor:
+    """[B, T, T] bool: row i may attend key j (real key, and j <= i when causal). Padding rows keep
+    their real keys (their output is ignored) so softmax never sees an empty row."""
+    j = torch.arange(T, device=lengths.device)
+    allowed = (j[None, None, :] < lengths[:, None, None]).expand(-1, T, -1)
+    if causal:
+        allowed = allowed & (j[None, :, None] >= j[None, None, :])
+    return allowed
+
+
+def one_hot_targets(name: str, lengths: torch.Tensor, T: int, causal: bool) -> torch.Tensor:
+    """[B, T] long: the attended key t(i) of each row, UNIFORM_ROW, or PAD_ROW (app. A.2)."""
+    i = torch.arange(T, device=lengths.device).expand(lengths.numel(), T)
+    n = lengths[:, None]
+    if name == "next":
+        if causal:
+            raise ConfigError("[Next] is impossible in a causal model")
+        t = torch.where(i == n - 1, UNIFORM_ROW, i + 1)
+    elif name == "prev":
+        t = torch.where(i == 0, UNIFORM_ROW, i - 1)
+    elif name == "first":
+        t = torch.zeros_like(i)
+    else:
+        raise ConfigError(f"{name} is not a one-hot pattern")
+    return torch.where(i < n, t, PAD_ROW)
+
+
+def pattern_matrix(name: str, ids: torch.Tensor, lengths: torch.Tensor, causal: bool,
+                   delim_ids: Sequence[int] = (), period_ids: Sequence[int] = ()) -> torch.Tensor:
+    """The explicit pattern P [B, T, T] (float32) of app. A.2 under the conventions above."""
+    B, T = ids.shape
+    allowed = allowed_keys(lengths, T, causal).float()
+    real_row = (torch.arange(T, device=ids.device)[None, :] < lengths[:, None]).float()[:, :, None]
+    uniform = allowed / allowed.sum(-1, keepdim=True)
+    if name in ONE_HOT:
+        t = one_hot_targets(name, lengths, T, causal)
+        P = torch.zeros(B, T, T, device=ids.device)
+        hot = t >= 0
+        P.scatter_(2, t.clamp(min=0)[:, :, None], hot.float()[:, :, None])
+        P = torch.where((t == UNIFORM_ROW)[:, :, None], uniform, P)
+        return P * real_row
+    if name not in ("delim", "period"):
+        raise ConfigError(f"unknown pattern {name!r}")
+    special = delim_ids if name == "delim" else period_ids
+    is_target = torch.isin(ids, torch.tensor(list(special), dtype=ids.dtype, device=ids.device))
+    hits = allowed * is_target[:, None, :].float()
+    count = hits.sum(-1, keepdim=True)
+    P = torch.where(count > 0, hits / count.clamp(min=1), uniform)
+    return P * real_row
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses
+
+
+def _row_mean(row_err: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """row_err [B, G, T] (zero on padding rows) -> sum over heads of (sum over rows / n_b), mean over b."""
+    return (row_err.sum(-1) / lengths[:, None].to(row_err.dtype)).sum(1).mean()
+
+
+def explicit_ag_loss(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor,
+                     causal: bool) -> torch.Tensor:
+    """Eq. 2 with the explicit map: q, k [B, G, T, dh], P [B, T, T] or [B, G, T, T]."""
+    T = q.size(2)
+    s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))          # [B, G, T, T]
+    allowed = allowed_keys(lengths, T, causal)[:, None]
+    H = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
+    if P.dim() == 3:
+        P = P[:, None]
+    real_row = (torch.arange(T, device=q.device)[None, :] < lengths[:, None])[:, None, :]
+    row_err = ((H - P) ** 2).sum(-1) * real_row
+    return _row_mean(row_err, lengths)
+
+
+def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                  row0: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Row errors [B, G, c] for query rows row0 .. row0+c-1 (q is that block; k is all keys)."""
+    B, G, c, dh = q.shape
+    T = k.size(2)
+    scale = 1.0 / math.sqrt(dh)
+    rows = row0 + torch.arange(c, device=q.device)                                  # [c]
+    j = torch.arange(T, device=q.device)
+    allowed = j[None, None, :] < lengths[:, None, None]                             # [B, 1, T]
+    if causal:
+        allowed = allowed & (j[None, None, :] <= rows[None, :, None])               # [B, c, T]
+    s = (q.float() @ k.float().transpose(-1, -2)) * scale                          # [B, G, c, T]
+    s = s.masked_fill(~allowed[:, None], float("-inf"))
+    lse = torch.logsumexp(s, -1)                                                     # [B, G, c]
+    sum_sq = torch.exp(torch.logsumexp(2 * s, -1) - 2 * lse)                         # sum_j p_ij^2
+    t = target[:, None, :].expand(B, G, c)
+    s_t = s.gather(-1, t.clamp(min=0)[..., None]).squeeze(-1)                        # s_i,t(i)
+    p_t = torch.exp(s_t - lse)
+    m = allowed.expand(B, c, T).sum(-1)[:, None, :].to(s.dtype)                      # |A_i|
+    err = torch.where(t >= 0, sum_sq - 2 * p_t + 1, sum_sq - 1 / m)
+    return torch.where(t == PAD_ROW, torch.zeros_like(err), err)
+
+
+def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                    causal: bool, block: int = 256) -> torch.Tensor:
+    """Eq. 2 for a one-hot pattern in O(block x T) memory: q, k [B, G, T, dh], target [B, T]."""
+    T = q.size(2)
+    pieces = []
+    for start in range(0, T, block):
+        stop = min(start + block, T)
+        args = (q[:, :, start:stop], k, target[:, start:stop], lengths,
+                torch.tensor(start, device=q.device), causal)
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad) and T > block:
+            pieces.append(checkpoint(_one_hot_rows, *args, use_reentrant=False))
+        else:
+            pieces.append(_one_hot_rows(*args))
+    return _row_mean(torch.cat(pieces, -1), lengths)
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """Which heads are guided to which pattern, and the ids the input-dependent patterns use."""
+
+    heads: dict[int, str]
+    delim_ids: tuple[int, ...] = ()
+    period_ids: tuple[int, ...] = ()
+
+    @property
+    def guided(self) -> list[int]:
+        return sorted(self.heads)
+
+    def loss(self, qks: list[tuple[torch.Tensor, torch.Tensor]], ids: torch.Tensor,
+             lengths: torch.Tensor, causal: bool) -> torch.Tensor:
+        """L_AG (eq. 3) over all layers' guided heads; qks[l] = (q, k) [B, G, T, dh] of layer l."""
+        T = ids.size(1)
+        order = self.guided
+        groups: dict[str, list[int]] = {}
+        for slot, head in enumerate(order):
+            groups.setdefault(self.heads[head], []).append(slot)
+        targets = {name: (one_hot_targets(name, lengths, T, causal) if name in ONE_HOT
+                          else pattern_matrix(name, ids, lengths, causal, self.delim_ids, self.period_ids))
+                   for name in groups}
+        total = ids.new_zeros((), dtype=torch.float32)
+        for q, k in qks:
+            for name, slots in groups.items():
+                qs, ks = q[:, slots], k[:, slots]
+                if name in ONE_HOT:
+                    total = total + one_hot_ag_loss(qs, ks, targets[name], lengths, causal)
+                else:
+                    total = total + explicit_ag_loss(qs, ks, targets[name], lengths, causal)
+        return total
+
+
+def delimiter_ids(special_ids: Sequence[int], bos_id: int | None, eos_id: int | None) -> tuple[int, ...]:
+    """[Delim] targets: the tokenizer's BOS/EOS and other special ids (not padding/unknown)."""
+    ids = set(special_ids)
+    ids.update(i for i in (bos_id, eos_id) if i is not None)
+    return tuple(sorted(ids))
+
+
+def period_piece_ids(pieces: Sequence[str]) -> tuple[int, ...]:
+    """[Period] targets: pieces that are "." (with or without a word-boundary marker)."""
+    return tuple(i for i, p in enumerate(pieces) if p.lstrip("\u2581\u0120 ") == ".")

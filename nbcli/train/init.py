@@ -1,0 +1,83 @@
+"""Initialisations from the papers, built on the shared pure functions of `nbcli.surgery`.
+
+* Output bias (paper 000 sec. 3): `surgery.unigram_log_prior` (the one smoothing formula,
+  `nbcli.counts.log_unigram`) of the training-token counts.
+* W rescaling (paper 000 sec. 4.1): `surgery.rescale_w`, as `nb patch-checkpoint --rescale-w`.
+* Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1), or
+  rows of a pretrained safetensors tensor (same vocabulary size required), optionally standardised
+  to Xavier's statistics (eq. 1, `surgery.standardise_embeddings`) and/or row-shuffled (sec. 3.4,
+  `surgery.shuffle_embeddings`, seeded by --seed).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nbcli import surgery
+from nbcli.errors import CheckpointError, ConfigError
+from nbcli.train.config import TrainConfig
+
+
+def output_bias(counts: np.ndarray, vocab_size: int, k: float) -> torch.Tensor:
+    """b = log p_unigram (float32 [V]), counts zero-padded to the model's vocabulary."""
+    return surgery.unigram_log_prior(counts, vocab_size, k)
+
+
+def rescale_output_weight(weight: torch.Tensor, bias: torch.Tensor, norm: str) -> torch.Tensor:
+    """W scaled so its (fro|spectral) norm equals ||b||_2 (paper 000 sec. 4.1)."""
+    return surgery.rescale_w(weight, bias, norm)  # type: ignore[arg-type]
+
+
+def parse_pretrained(spec: str) -> tuple[Path, str | None]:
+    """`pretrained:FILE[:TENSOR]` -> (FILE, TENSOR or None)."""
+    body = spec[len("pretrained:"):]
+    if not body:
+        raise ConfigError("--embedding-init pretrained:FILE[:TENSOR]: FILE is missing")
+    path, _, tensor = body.partition(":") if not Path(body).exists() else (body, "", "")
+    return Path(path), (tensor or None)
+
+
+def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
+    """The [V, d] input-embedding tensor of a safetensors file (TENSOR, or the `input_embedding`
+    role of the detected architecture); its shape must equal the model's."""
+    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.roles import resolve_roles
+
+    path, name = parse_pretrained(spec)
+    with open_checkpoint(path) as ckpt:
+        if name is None:
+            name = resolve_roles(ckpt).require("input_embedding", "--embedding-init pretrained")
+        if name not in ckpt:
+            raise CheckpointError(f"{path}: no tensor {name!r}")
+        rows = ckpt.get_float(name)
+    if rows.ndim != 2:
+        raise CheckpointError(f"{path}: tensor {name!r} has shape {list(rows.shape)}, expected [V, d]")
+    if rows.shape[0] != vocab_size:
+        raise ConfigError(f"--embedding-init: {path} tensor {name!r} has {rows.shape[0]} rows but the "
+                          f"vocabulary has {vocab_size} (vocabulary sizes must match)")
+    if rows.shape[1] != d_model:
+        raise ConfigError(f"--embedding-init: {path} tensor {name!r} has width {rows.shape[1]} but the model's "
+                          f"d_model is {d_model}")
+    return rows
+
+
+def input_embedding(cfg: TrainConfig, current: torch.Tensor) -> torch.Tensor:
+    """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw)."""
+    V, d = current.shape
+    if cfg.embedding_init == "normal":
+        emb = current.detach().clone()
+    elif cfg.embedding_init == "xavier":
+        bound = math.sqrt(6.0 / (V + d))
+        g = torch.Generator().manual_seed(cfg.seed)
+        emb = (torch.rand(V, d, generator=g) * 2 - 1) * bound
+    else:
+        emb = pretrained_rows(cfg.embedding_init, V, d)
+    if cfg.embedding_standardise == "xavier":
+        emb = surgery.standardise_embeddings(emb)
+    if cfg.embedding_shuffle:
+        emb = surgery.shuffle_embeddings(emb, cfg.seed)
+    return emb.to(current.dtype)
