@@ -272,8 +272,8 @@ class _Counter:
 
         short = np.flatnonzero(lengths <= 7)
         keys = (words[starts[short]] & _SHORT_MASKS[size[short]]) | (size[short] << top)
-        distinct, first, freqs = np.unique(keys, return_index=True, return_counts=True)
-        self._add_rows(distinct.tolist(), freqs, counts, texts_at(short[first]))
+        distinct, freqs = np.unique(keys, return_counts=True)  # no return_index: it forces a slower sort
+        self._add_rows(distinct.tolist(), freqs, counts, lambda missing: _short_key_texts(distinct[missing]))
 
         mid = np.flatnonzero((lengths > 7) & (lengths <= 15))
         if mid.size:
@@ -304,7 +304,7 @@ class _Counter:
         15 bytes and the bytes of longer ones; `texts_of(indices)` gives those chunks' text.
         """
         table = self.table
-        rows = np.fromiter(map(table.index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        rows = table.rows(keys)
         missing = np.flatnonzero(rows < 0)
         if missing.size:
             new = [keys[i] for i in missing]
@@ -326,6 +326,12 @@ class _Counter:
             counts += table.token_counts(rows, freqs, counts.shape[0])
 
 
+def _short_key_texts(keys: np.ndarray) -> list[str]:
+    """The chunks of <= 7 bytes that uint64 keys (bytes | length << 56) stand for."""
+    raw = keys.astype("<u8").tobytes()
+    return _decode_chunks([raw[8 * i:8 * i + size] for i, size in enumerate((keys >> np.uint64(56)).tolist())])
+
+
 def _decode_chunks(chunks: list[bytes]) -> list[str]:
     """Decode many UTF-8 chunks (none holds a newline) in one call."""
     return b"\n".join(chunks).decode("utf-8").split("\n")
@@ -344,6 +350,13 @@ def _weighted_token_counts(encoded: list[list[int]], freqs: np.ndarray, size: in
     return _exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
 
 
+def _grown(array: np.ndarray, used: int, size: int) -> np.ndarray:
+    """A larger copy of `array` keeping its first `used` entries."""
+    bigger = np.zeros(size, dtype=array.dtype)
+    bigger[:used] = array[:used]
+    return bigger
+
+
 class _ChunkTable:
     """Distinct chunks seen by one process, each encoded once: chunk -> row, row -> its token ids.
 
@@ -354,34 +367,35 @@ class _ChunkTable:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.index: dict[str, int] = {}
+        self.index: dict[Any, int] = {}  # str, int or bytes chunk keys (see _Counter._add_rows)
         self.ids = np.zeros(1 << 16, dtype=np.int32)
         self.starts = np.zeros(1 << 12, dtype=np.int64)
         self.lengths = np.zeros(1 << 12, dtype=np.int64)
         self.used = 0
         self.add([""], [[]])
 
-    def rows(self, chunks: list[str]) -> np.ndarray:
-        """Row of each chunk, -1 where not in the table."""
-        return np.fromiter(map(self.index.get, chunks, itertools.repeat(-1)), dtype=np.int64, count=len(chunks))
+    def rows(self, keys: list[Any]) -> np.ndarray:
+        """Row of each chunk key, -1 where not in the table."""
+        return np.fromiter(map(self.index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
 
-    def add(self, chunks: list[str], encoded: list[list[int]]) -> None:
-        n = len(chunks)
+    def add(self, keys: list[Any], encoded: list[list[int]]) -> None:
+        """New rows for chunk keys not in the table, with their token ids."""
+        n = len(keys)
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
         total = int(lengths.sum())
         first = len(self.index)
         if first + n > self.starts.shape[0]:
             grown = max(first + n, 2 * self.starts.shape[0])
-            self.starts = np.resize(self.starts, grown)
-            self.lengths = np.resize(self.lengths, grown)
+            self.starts = _grown(self.starts, first, grown)
+            self.lengths = _grown(self.lengths, first, grown)
         if self.used + total > self.ids.shape[0]:
-            self.ids = np.resize(self.ids, max(self.used + total, 2 * self.ids.shape[0]))
+            self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
         self.ids[self.used:self.used + total] = np.fromiter(
             itertools.chain.from_iterable(encoded), dtype=np.int32, count=total)
         self.starts[first:first + n] = self.used + np.cumsum(lengths) - lengths
         self.lengths[first:first + n] = lengths
         self.used += total
-        self.index.update(zip(chunks, range(first, first + n)))
+        self.index.update(zip(keys, range(first, first + n)))
 
     def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
         """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
