@@ -21,16 +21,24 @@ the documented order: 1 output bias, 2 rescale W, 3 standardise embeddings, 4 sh
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from nbcli.counts import log_unigram
-from nbcli.errors import ConfigError, CountsError
+from nbcli.errors import CheckpointError, ConfigError, CountsError
 
 if TYPE_CHECKING:
     import torch
+
+    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.roles import Roles
 
 Norm = Literal["fro", "spectral"]
 ShuffleMode = Literal["rows", "rows-columns", "elements"]
@@ -234,3 +242,386 @@ def tensor_summary(x: torch.Tensor) -> dict[str, float]:
     mean = total / n
     var = max(squares / n - mean * mean, 0.0) * n / (n - 1) if n > 1 else 0.0
     return {"norm": math.sqrt(squares), "mean": mean, "std": math.sqrt(var), "min": lo, "max": hi}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan and apply: the operations on a checkpoint, in the documented order
+
+OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "standardise-embeddings", "shuffle-embeddings",
+                   "scale-ln-bias", "remove-frequency-direction")
+
+CREATED_BIAS_NOTE = (
+    "A created output bias is read by nb's own model and probe-bias, and by any loader whose output "
+    "layer has a bias (nn.Linear(..., bias=True)); transformers' GPT-2 and Llama classes have no "
+    "output bias and ignore it (an 'unexpected key').")
+
+
+@dataclass(frozen=True)
+class StandardiseSpec:
+    """Target of --standardise-embeddings: xavier (paper 002 eq. 1), match (eq. 4) or explicit."""
+
+    kind: Literal["xavier", "match", "explicit"]
+    mean: float = 0.0
+    std: float | None = None
+    match_file: str | None = None
+    match_tensor: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def parse_standardise(spec: str) -> StandardiseSpec:
+    """`xavier` | `match:FILE:TENSOR` | `mean=M,std=S`."""
+    if spec == "xavier":
+        return StandardiseSpec("xavier")
+    if spec.startswith("match:"):
+        file, sep, tensor = spec[len("match:"):].rpartition(":")
+        if not sep or not file or not tensor:
+            raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE:TENSOR")
+        return StandardiseSpec("match", match_file=file, match_tensor=tensor)
+    values: dict[str, float] = {}
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or key.strip() not in ("mean", "std") or not math.isfinite(number):
+            raise ConfigError(f"--standardise-embeddings {spec!r}: expected xavier, match:FILE:TENSOR or "
+                              "mean=M,std=S with finite numbers")
+        values[key.strip()] = number
+    if set(values) != {"mean", "std"} or values["std"] < 0:
+        raise ConfigError(f"--standardise-embeddings {spec!r}: give both mean=M and std=S (S >= 0)")
+    return StandardiseSpec("explicit", mean=values["mean"], std=values["std"])
+
+
+@dataclass
+class SurgeryOptions:
+    """What to do; None/False = skip that operation."""
+
+    output_bias_counts: Path | None = None
+    smoothing_k: float = 1.0
+    bias_name: str | None = None
+    rescale_w: Norm | None = None
+    untie: bool = False
+    standardise: StandardiseSpec | None = None
+    shuffle: bool = False
+    shuffle_mode: ShuffleMode = "rows"
+    seed: int = 0
+    scale_ln_bias: float | None = None
+    remove_frequency_direction: bool = False
+    allow_nonfinite: bool = False
+
+    def operations(self) -> list[dict[str, Any]]:
+        """The operations requested, in the order they are applied, with their arguments."""
+        ops: list[dict[str, Any]] = []
+        if self.output_bias_counts is not None:
+            ops.append({"op": "set-output-bias", "counts": str(self.output_bias_counts),
+                        "smoothing": f"add-k:{self.smoothing_k:g}", "bias_name": self.bias_name})
+        if self.untie:
+            ops.append({"op": "untie"})
+        if self.rescale_w is not None:
+            ops.append({"op": "rescale-w", "norm": self.rescale_w})
+        if self.standardise is not None:
+            ops.append({"op": "standardise-embeddings", **self.standardise.describe()})
+        if self.shuffle:
+            ops.append({"op": "shuffle-embeddings", "seed": self.seed, "mode": self.shuffle_mode})
+        if self.scale_ln_bias is not None:
+            ops.append({"op": "scale-ln-bias", "lambda": check_lambda(self.scale_ln_bias)})
+        if self.remove_frequency_direction:
+            ops.append({"op": "remove-frequency-direction"})
+        return ops
+
+
+@dataclass
+class TouchedTensor:
+    name: str
+    role: str
+    shape: list[int]
+    dtype: str
+    created: bool
+    before: dict[str, float] | None
+    after: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SurgeryResult:
+    architecture: str
+    roles: dict[str, Any]
+    operations: list[dict[str, Any]]
+    tensors: list[TouchedTensor]
+    warnings: list[str]
+    outputs: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _Workspace:
+    """Touched tensors as float32 (float64 stays float64) working copies, read once each."""
+
+    def __init__(self, checkpoint: Checkpoint, allow_nonfinite: bool) -> None:
+        self.checkpoint = checkpoint
+        self.allow_nonfinite = allow_nonfinite
+        self.values: dict[str, torch.Tensor] = {}
+        self.touched: dict[str, TouchedTensor] = {}
+        self.anchor: dict[str, str | None] = {}
+
+    def read(self, name: str) -> torch.Tensor:
+        """The current value (fp32) of `name`, from the workspace or the checkpoint."""
+        import torch
+
+        if name in self.values:
+            return self.values[name]
+        info = self.checkpoint.info(name)
+        if info.dtype not in ("F64", "F32", "F16", "BF16"):
+            raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}; surgery needs F32, F16, BF16 or F64")
+        stored = self.checkpoint.get(name)
+        if not self.allow_nonfinite and not bool(torch.isfinite(stored).all()):
+            raise CheckpointError(f"{info.file}: tensor {name!r} contains NaN or Inf (pass --allow-nonfinite to "
+                                  "operate on it anyway)")
+        return stored.to(torch.float64 if info.dtype == "F64" else torch.float32, copy=True)
+
+    def write(self, name: str, role: str, value: torch.Tensor, *, dtype: str | None = None,
+              anchor: str | None = None) -> None:
+        """Record the new value of `name` (a new tensor when it is not in the checkpoint)."""
+        if name not in self.touched:
+            created = name not in self.checkpoint
+            if created:
+                before, stored_dtype, self.anchor[name] = None, dtype or "F32", anchor
+            else:
+                before, stored_dtype = tensor_summary(self.checkpoint.get(name)), self.checkpoint.dtype(name)
+            self.touched[name] = TouchedTensor(name, role, list(value.shape), stored_dtype, created, before)
+        elif role not in self.touched[name].role.split("+"):
+            self.touched[name].role += f"+{role}"
+        self.values[name] = value
+
+    def finish(self) -> dict[str, torch.Tensor]:
+        """Cast every touched tensor back to its stored dtype; check it is finite; summarise it."""
+        import torch
+
+        from nbcli.checkpoint.io import torch_dtype
+
+        final: dict[str, torch.Tensor] = {}
+        for name, entry in self.touched.items():
+            value = self.values[name].to(torch_dtype(entry.dtype))
+            if not self.allow_nonfinite and not bool(torch.isfinite(value).all()):
+                raise CheckpointError(f"{self.checkpoint.path}: tensor {name!r} would contain NaN or Inf after "
+                                      f"the surgery (in {entry.dtype}); nothing was written")
+            entry.after = tensor_summary(value)
+            entry.shape = list(value.shape)
+            final[name] = value
+        return final
+
+
+def _counts_for(path: Path, checkpoint: Checkpoint) -> np.ndarray:
+    from nbcli.counts import read_counts
+
+    counts = read_counts(path)
+    ours, theirs = checkpoint.metadata.get("nb.tokenizer_sha256"), counts.tokenizer_sha256
+    if ours and theirs and ours != theirs:
+        raise CountsError(f"{path}: counts were made with tokenizer {theirs[:12]}..., but the checkpoint was "
+                          f"trained with tokenizer {ours[:12]}... (vocab mismatch)")
+    return counts.counts
+
+
+def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
+    from nbcli.checkpoint.io import open_checkpoint
+
+    assert spec.match_file is not None and spec.match_tensor is not None
+    with open_checkpoint(spec.match_file) as other:
+        if spec.match_tensor not in other:
+            raise CheckpointError(f"{spec.match_file}: no tensor named {spec.match_tensor!r} to match")
+        return embedding_stats(other.get_float(spec.match_tensor))
+
+
+def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
+                ) -> tuple[dict[str, torch.Tensor], _Workspace, list[str]]:
+    """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""
+    ws = _Workspace(checkpoint, options.allow_nonfinite)
+    warnings: list[str] = []
+    arch = roles.architecture
+    output_name = roles.get("output_weight")
+    tied = roles.tied
+
+    def output_weight(purpose: str) -> str:
+        return roles.require("output_weight", purpose)
+
+    # 1. b = log p(y) (paper 000 sec. 3)
+    if options.output_bias_counts is not None:
+        w_name = output_weight("--set-output-bias (its rows give the vocabulary size)")
+        vocab = checkpoint.shape(w_name)[0]
+        bias_name = options.bias_name or roles.get("output_bias")
+        if bias_name is None:
+            raise CheckpointError(
+                f"{checkpoint.path}: architecture {arch} has no output bias tensor; pass --bias-name NAME to "
+                f"create one (e.g. --bias-name {_suggest_bias_name(arch)}). {CREATED_BIAS_NOTE}")
+        if bias_name in checkpoint and checkpoint.shape(bias_name) != (vocab,):
+            raise CheckpointError(f"{checkpoint.path}: output bias {bias_name!r} has shape "
+                                  f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
+        if bias_name in checkpoint:
+            ws.read(bias_name)  # validates dtype and finiteness
+        bias = unigram_log_prior(_counts_for(options.output_bias_counts, checkpoint), vocab, options.smoothing_k)
+        ws.write(bias_name, "output_bias", bias, dtype=checkpoint.dtype(w_name), anchor=w_name)
+        if bias_name not in checkpoint:
+            warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
+        for alias in roles.aliases.get("output_bias", ()):
+            if alias != bias_name:
+                ws.write(alias, "output_bias", bias.clone())
+
+    # untie: a separate output weight, so output-side operations leave the input embedding alone
+    if options.untie:
+        emb = roles.require("input_embedding", "--untie")
+        if tied:
+            output_name = _untied_name(arch)
+            if output_name in checkpoint:
+                raise CheckpointError(f"{checkpoint.path}: cannot untie: {output_name!r} already exists")
+            ws.write(output_name, "output_weight", ws.read(emb).clone(), dtype=checkpoint.dtype(emb), anchor=emb)
+            tied = False
+            warnings.append(f"wrote a separate output weight {output_name!r}; loaders must not re-tie it "
+                            "(transformers: set tie_word_embeddings to false in config.json)")
+        else:
+            warnings.append("--untie: the output weight is already a separate tensor; nothing to untie")
+
+    def output_side(purpose: str) -> str:
+        name = output_name or output_weight(purpose)
+        if tied:
+            warnings.append(f"{purpose}: the output weight is tied to the input embedding {name!r}, so this "
+                            "also changes the input embeddings (--untie writes a separate output weight)")
+        return name
+
+    # 2. ||W|| = ||b||_2 (paper 000 sec. 4.1)
+    if options.rescale_w is not None:
+        w_name = output_side("--rescale-w")
+        bias_name = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
+        if bias_name is None or (bias_name not in ws.values and bias_name not in checkpoint):
+            roles.require("output_bias", "--rescale-w (W is scaled to the bias's l2 norm)")
+        assert bias_name is not None
+        ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
+
+    # 3. standardise the input embedding (paper 002 eq. 1 / eq. 4)
+    if options.standardise is not None:
+        emb = roles.require("input_embedding", "--standardise-embeddings")
+        if tied:
+            warnings.append(f"--standardise-embeddings: {emb!r} is also the (tied) output weight")
+        spec = options.standardise
+        x = ws.read(emb)
+        if spec.kind == "xavier":
+            mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
+        elif spec.kind == "match":
+            mean, std = _match_stats(spec)
+        else:
+            mean, std = spec.mean, spec.std
+        ws.write(emb, "input_embedding", standardise_embeddings(x, mean, std))
+
+    # 4. Pre-trained_Shuffled (paper 002 sec. 3.4)
+    if options.shuffle:
+        emb = roles.require("input_embedding", "--shuffle-embeddings")
+        if tied:
+            warnings.append(f"--shuffle-embeddings: {emb!r} is also the (tied) output weight")
+        ws.write(emb, "input_embedding", shuffle_embeddings(ws.read(emb), options.seed, options.shuffle_mode))
+
+    # 5. b_LN <- lambda b_LN (paper 003 sec. 3.3)
+    ln_original = None
+    if options.remove_frequency_direction:
+        ln_original = ws.read(roles.require("final_ln_bias", "--remove-frequency-direction"))
+    if options.scale_ln_bias is not None:
+        ln = roles.require("final_ln_bias", "--scale-ln-bias")
+        ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), options.scale_ln_bias))
+
+    # 6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2)
+    if options.remove_frequency_direction:
+        assert ln_original is not None
+        w_name = output_side("--remove-frequency-direction")
+        w = ws.read(w_name)
+        ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
+
+    if not ws.touched and not options.untie:
+        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
+                          "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")
+    return ws.finish(), ws, list(dict.fromkeys(warnings))
+
+
+def _suggest_bias_name(arch: str) -> str:
+    from nbcli.checkpoint.roles import ARCHITECTURES
+
+    spec = ARCHITECTURES.get(arch)
+    candidates = spec.candidates.get("output_bias", ()) if spec else ()
+    return candidates[0] if candidates else "lm_head.bias"
+
+
+def _untied_name(arch: str) -> str:
+    from nbcli.checkpoint.roles import ARCHITECTURES
+
+    spec = ARCHITECTURES.get(arch)
+    return spec.untied_output if spec and spec.untied_output else "lm_head.weight"
+
+
+def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None) -> str:
+    """The `nb.provenance` metadata value: tool, time, operations in order, input sha256s."""
+    from nbcli.provenance import tool_version, utc_now
+
+    doc: dict[str, Any] = {"tool": tool_version(), "command": "patch-checkpoint", "time": utc_now(),
+                           "operations": options.operations(), "inputs_sha256": input_hashes}
+    if previous:
+        try:
+            doc["previous"] = json.loads(previous)
+        except json.JSONDecodeError:
+            doc["previous"] = previous
+    return json.dumps(doc, sort_keys=False, separators=(",", ":"))
+
+
+def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path | None, *,
+                  in_place: bool = False, dry_run: bool = False,
+                  progress: Callable[[int], None] | None = None) -> SurgeryResult:
+    """Run the operations and (unless dry_run) write OUT: touched tensors recomputed in fp32 and cast
+    back to their dtype, every other tensor copied byte for byte, metadata kept plus `nb.provenance`.
+    Input hashes are computed in a background thread while the output is written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nbcli.checkpoint.io import resolve_output, write_like
+    from nbcli.provenance import sha256_file
+
+    operations = options.operations()
+    new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
+    result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
+                           tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run)
+    if dry_run:
+        return result
+    if output is None:
+        raise ConfigError("an output path is required (-o OUT), or --dry-run")
+    resolve_output(checkpoint, output)
+    update: dict[str, str] = {}
+    if roles.architecture == "nb" and any(t.role == "output_weight" and t.created for t in ws.touched.values()):
+        config = json.loads(checkpoint.metadata.get("nb.config", "{}") or "{}")
+        config["tie_embeddings"] = False
+        update["nb.config"] = json.dumps(config, sort_keys=True)
+    inputs = {f"checkpoint:{p.name}": p for p in checkpoint.files}
+    if checkpoint.index_path is not None:
+        inputs[f"checkpoint:{checkpoint.index_path.name}"] = checkpoint.index_path
+    if options.output_bias_counts is not None:
+        inputs["counts"] = Path(options.output_bias_counts)
+    if options.standardise is not None and options.standardise.match_file:
+        inputs["match"] = Path(options.standardise.match_file)
+    previous = checkpoint.metadata.get("nb.provenance")
+    update["nb.provenance"] = provenance_entry(options, {k: "0" * 64 for k in inputs}, previous)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        futures = {key: pool.submit(sha256_file, path) for key, path in inputs.items()}
+
+        def late() -> dict[str, str]:
+            hashes = {key: future.result() for key, future in futures.items()}
+            return {"nb.provenance": provenance_entry(options, hashes, previous)}
+
+        try:
+            replace = {n: t for n, t in new_tensors.items() if n in checkpoint}
+            add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
+            written = write_like(checkpoint, output, replace=replace, add=add, update_metadata=update,
+                                 in_place=in_place, progress=progress, late_metadata=late,
+                                 late_reserve=1024 + 128 * len(inputs))
+        except BaseException:
+            for future in futures.values():
+                future.cancel()
+            raise
+    result.outputs = [str(p) for p in written]
+    return result

@@ -62,9 +62,11 @@ def _root(
 
 def _register() -> None:
     from nbcli.cli import count_unigrams, merge_counts, probe_bias, quickstart
+    from nbcli.cli import inspect as inspect_cmd
+    from nbcli.cli import patch_checkpoint
     from nbcli.cli import train as train_cmd
 
-    for module in (quickstart, count_unigrams, merge_counts, probe_bias, train_cmd):
+    for module in (quickstart, count_unigrams, merge_counts, patch_checkpoint, inspect_cmd, probe_bias, train_cmd):
         module.register(app)
 
 

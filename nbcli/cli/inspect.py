@@ -1,0 +1,107 @@
+"""`nb inspect`: tensors, dtypes, shapes, detected architecture, roles and metadata of a checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from nbcli.cli.options import JsonOption
+
+EPILOG = """\
+Reads only the headers (no tensor data, no torch import): instant on any size.
+
+[bold]Examples[/bold]
+
+  nb inspect model.safetensors
+  nb inspect llama-dir/                      # sharded: directory or its index.json
+  nb inspect model.safetensors --json | jq '.roles'
+  nb inspect odd.safetensors --arch gpt2 --map final_ln_bias=decoder.norm.bias
+"""
+
+
+def inspect_checkpoint(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="IN", show_default=False,
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+    arch: Annotated[str, typer.Option(
+        "--arch", metavar="auto|gpt2|bert|roberta|llama|nb", help="Architecture (auto: detect).")] = "auto",
+    mapping: Annotated[Optional[list[str]], typer.Option(
+        "--map", metavar="ROLE=TENSOR", help="Override a role. Repeatable.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a checkpoint's tensors (name, dtype, shape, bytes, shard), its architecture and roles, and
+    its metadata. An unrecognised architecture is reported, not an error."""
+    from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_roles
+    from nbcli.cli.console import print_json
+    from nbcli.errors import CheckpointError
+
+    overrides = parse_role_map(mapping or [])
+    with open_checkpoint(checkpoint) as ckpt:
+        try:
+            roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
+            detect_error = None
+        except CheckpointError as err:
+            if arch != "auto" or overrides:
+                raise
+            roles, detect_error = None, str(err)
+        report = {
+            "checkpoint": str(checkpoint),
+            "files": [str(p) for p in ckpt.files],
+            "index": str(ckpt.index_path) if ckpt.index_path else None,
+            "sharded": ckpt.sharded,
+            "tensor_count": len(ckpt.names()),
+            "total_bytes": ckpt.total_bytes,
+            "architecture": roles["architecture"] if roles else None,
+            "architecture_error": detect_error,
+            "tied": roles["tied"] if roles else None,
+            "roles": roles["roles"] if roles else None,
+            "metadata": ckpt.metadata,
+            "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
+                         "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
+        }
+    if as_json:
+        print_json(report)
+    else:
+        _render(report)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import stdout_console
+
+    console = stdout_console()
+    files = len(report["files"])
+    console.print(f"[bold]{report['checkpoint']}[/]: {report['tensor_count']} tensors, "
+                  f"{report['total_bytes']:,} bytes" + (f" in {files} shards" if report["sharded"] else ""))
+    if report["architecture"]:
+        console.print(f"architecture: [bold]{report['architecture']}[/]"
+                      + (" (output weight tied to the input embedding)" if report["tied"] else ""))
+        roles = Table(title="roles", title_justify="left")
+        roles.add_column("role")
+        roles.add_column("tensor")
+        for role, name in report["roles"].items():
+            roles.add_row(role, name or "[dim]absent[/]")
+        console.print(roles)
+    else:
+        console.print(f"architecture: [yellow]not recognised[/] ({report['architecture_error']})")
+    tensors = Table(title="tensors", title_justify="left")
+    for column in ("name", "dtype", "shape", "bytes") + (("shard",) if report["sharded"] else ()):
+        tensors.add_column(column, justify="right" if column == "bytes" else "left")
+    for t in report["tensors"]:
+        row = [t["name"], t["dtype"], "x".join(map(str, t["shape"])) or "scalar", f"{t['bytes']:,}"]
+        tensors.add_row(*row, *([t["file"]] if report["sharded"] else []))
+    console.print(tensors)
+    if report["metadata"]:
+        meta = Table(title="metadata", title_justify="left")
+        meta.add_column("key")
+        meta.add_column("value", overflow="fold")
+        for key, value in report["metadata"].items():
+            meta.add_row(key, value if len(value) <= 400 else value[:400] + " ...")
+        console.print(meta)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect", epilog=EPILOG)(inspect_checkpoint)

@@ -1,0 +1,175 @@
+"""`nb patch-checkpoint`: the papers' surgery on a safetensors checkpoint, streamed and atomic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from nbcli.cli.options import JsonOption, SmoothingOption
+
+EPILOG = """\
+[bold]Operations, applied in this order[/bold] (any combination in one run)
+
+  1 --set-output-bias   b = log p(y), add-k smoothed (paper 000 sec. 3)
+  2 --rescale-w         ||W|| = ||b||_2 (paper 000 sec. 4.1); default norm: Frobenius
+  3 --standardise-embeddings   x* = (x - mean X) * s / std X + m (paper 002 eq. 1, eq. 4)
+  4 --shuffle-embeddings       Pre-trained_Shuffled (paper 002 sec. 3.4)
+  5 --scale-ln-bias     b_LN <- LAMBDA b_LN (paper 003 sec. 3.3)
+  6 --remove-frequency-direction  w_i <- w_i - <w_i,u> u, u = b_LN/||b_LN|| of the input (paper 003 sec. 3.2)
+  (--untie, if given, runs right after 1.)
+
+Touched tensors are computed in float32 and cast back to their dtype; all others are copied byte
+for byte. The output keeps the input's metadata and adds `nb.provenance`.
+
+[bold]Examples[/bold]
+
+  nb patch-checkpoint model.safetensors -o patched.safetensors --set-output-bias counts.safetensors
+  nb patch-checkpoint gpt2/ -o gpt2-lam05/ --scale-ln-bias 0.5
+  nb patch-checkpoint gpt2.safetensors -o g.safetensors --set-output-bias c.safetensors --bias-name lm_head.bias --rescale-w fro --untie
+  nb patch-checkpoint bert.safetensors -o b.safetensors --standardise-embeddings xavier --dry-run
+  nb patch-checkpoint m.safetensors -o m2.safetensors --standardise-embeddings match:bert.safetensors:bert.embeddings.word_embeddings.weight
+  nb patch-checkpoint m.safetensors -o m.safetensors --in-place --remove-frequency-direction --json
+"""
+
+
+def patch_checkpoint(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="IN", show_default=False,
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="OUT",
+        help="Output file (sharded input: output directory, same shard layout, rewritten index).")] = None,
+    arch: Annotated[str, typer.Option(
+        "--arch", metavar="auto|gpt2|bert|roberta|llama|nb",
+        help="Architecture whose tensor names give the roles (auto: detect from names/metadata).")] = "auto",
+    mapping: Annotated[Optional[list[str]], typer.Option(
+        "--map", metavar="ROLE=TENSOR",
+        help="Override a role (input_embedding, output_weight, output_bias, final_ln_weight, final_ln_bias, "
+        "position_embedding). Repeatable.")] = None,
+    set_output_bias: Annotated[Optional[Path], typer.Option(
+        "--set-output-bias", metavar="COUNTS.safetensors",
+        help="Set the output bias to the log-unigram distribution of this counts file (nb count-unigrams). "
+        "Counts shorter than the vocabulary (padded vocabularies) give padding rows the smoothed floor; "
+        "longer counts are an error.")] = None,
+    smoothing: SmoothingOption = "add-k:1",
+    bias_name: Annotated[Optional[str], typer.Option(
+        "--bias-name", metavar="NAME",
+        help="Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which have none). "
+        "A created bias is read by nb's own model and probe-bias and by loaders whose output layer has a "
+        "bias; transformers' GPT-2 and Llama classes ignore it.")] = None,
+    rescale_w: Annotated[Optional[Literal["fro", "spectral"]], typer.Option(
+        "--rescale-w", metavar="fro|spectral",
+        help="Scale the output weight W so its matrix norm equals the output bias's l2 norm (paper 000 sec. "
+        "4.1, 'matrix l2 norm'). fro = Frobenius (the entries' l2 norm, like for like with the bias vector; "
+        "recommended), spectral = largest singular value.")] = None,
+    untie: Annotated[bool, typer.Option(
+        "--untie", help="Write a separate output weight (copy of the tied input embedding) so output-side "
+        "operations leave the input embedding alone. Loaders must not re-tie it (transformers: "
+        "tie_word_embeddings=false; nb: nb.config is updated).")] = False,
+    standardise: Annotated[Optional[str], typer.Option(
+        "--standardise-embeddings", metavar="xavier|match:FILE:TENSOR|mean=M,std=S",
+        help="Standardise the input embedding (paper 002 eq. 1): xavier = mean 0, std sqrt(2/(N+D)) "
+        "(uniform Xavier's std for N x D); match = another tensor's mean and sample std (eq. 4); or "
+        "explicit values.")] = None,
+    shuffle: Annotated[bool, typer.Option(
+        "--shuffle-embeddings", help="Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).")] = False,
+    shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], typer.Option(
+        "--shuffle-mode", help="rows: permute token rows (vectors kept, assigned to other tokens); "
+        "rows-columns: also permute dimensions (the paper's wording); elements: permute all entries.")] = "rows",
+    seed: Annotated[int, typer.Option("--seed", help="Seed for --shuffle-embeddings.")] = 0,
+    scale_ln_bias: Annotated[Optional[str], typer.Option(
+        "--scale-ln-bias", metavar="LAMBDA",
+        help="Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper uses [0, 1]).")] = None,
+    remove_direction: Annotated[bool, typer.Option(
+        "--remove-frequency-direction",
+        help="Project the b_LN direction (of the input checkpoint) out of every output-embedding row "
+        "(paper 003 sec. 3.2).")] = False,
+    allow_nonfinite: Annotated[bool, typer.Option(
+        "--allow-nonfinite", help="Operate on touched tensors that contain NaN/Inf (default: error).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
+    in_place: Annotated[bool, typer.Option(
+        "--in-place", help="Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is "
+        "complete, then is replaced by rename.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled
+    embeddings, scaled final-LayerNorm bias, frequency direction removed.
+
+    Reads tensors one at a time through mmap; writes OUT to a temporary file beside it and renames
+    it into place, so a failure leaves no OUT behind and IN is never modified (unless --in-place).
+    """
+    from nbcli.atomic import check_output_dir
+    from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
+    from nbcli.cli.console import byte_progress, print_json, stderr_console
+    from nbcli.counts import parse_smoothing
+    from nbcli.errors import ConfigError
+    from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
+
+    lam = None
+    if scale_ln_bias is not None:
+        try:
+            lam = float(scale_ln_bias)
+        except ValueError:
+            raise ConfigError(f"--scale-ln-bias {scale_ln_bias!r}: LAMBDA must be a finite number") from None
+        check_lambda(lam)
+    options = SurgeryOptions(
+        output_bias_counts=set_output_bias, smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
+        rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
+        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
+        remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite)
+    if not options.operations():
+        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
+                          "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")
+    with open_checkpoint(checkpoint) as ckpt:
+        if output is None and not dry_run:
+            if not in_place:
+                raise ConfigError("give an output with -o OUT (or --in-place to overwrite IN, or --dry-run)")
+            output = ckpt.files[0].parent if ckpt.sharded else ckpt.files[0]
+        if output is not None and not dry_run:
+            target = resolve_output(ckpt, output)
+            check_output_dir(target / "x" if ckpt.sharded and target.is_dir() else target)
+        roles = resolve_roles(ckpt, arch, parse_role_map(mapping or []))
+        with byte_progress("patching") as progress:
+            total = ckpt.total_bytes
+            result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
+                                   progress=lambda n: progress(n, total))
+    err = stderr_console()
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", markup=True)
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        _render(result.as_dict())
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import stdout_console
+
+    console = stdout_console()
+    title = "dry run: nothing written" if report["dry_run"] else f"wrote {', '.join(report['outputs'])}"
+    ops = ", ".join(op["op"] for op in report["operations"])
+    console.print(f"[bold]{title}[/] ({report['architecture']}; {ops})")
+    table = Table(title_justify="left")
+    for column in ("tensor", "role", "shape", "dtype", "stat", "before", "after"):
+        table.add_column(column, justify="right" if column in ("before", "after") else "left")
+    for entry in report["tensors"]:
+        before = entry["before"] or {}
+        for i, stat in enumerate(("norm", "mean", "std", "min", "max")):
+            head = (entry["name"] + (" (new)" if entry["created"] else ""), entry["role"],
+                    "x".join(map(str, entry["shape"])), entry["dtype"]) if i == 0 else ("", "", "", "")
+            table.add_row(*head, stat, _fmt(before.get(stat)), _fmt(entry["after"].get(stat)),
+                          end_section=i == 4)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("patch-checkpoint", epilog=EPILOG)(patch_checkpoint)
