@@ -228,7 +228,7 @@ class RowReader:
         if code == "BF16":  # bfloat16 is the top half of a float32
             values = (buffer.astype(np.uint32) << 16).view(np.float32)
         else:
-            values = buffer.astype(np.float32)
+            values = buffer.astype(np.float32, copy=False)
         return values.reshape((stop - start, *self.shape[1:]))
 
     def read_all(self) -> np.ndarray:

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-#: Floats per row block (16 MiB of float32): big enough for BLAS, small next to any embedding.
-BLOCK_FLOATS = 1 << 22
+#: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
+BLOCK_FLOATS = 1 << 23
 
 
 class Rows(Protocol):
@@ -190,10 +190,17 @@ class MeanCosine:
     """(1/n^2) sum_i sum_j cos(w_i, w_j) over all ordered pairs, i = j included (paper 003 sec. 3.2).
 
     Exact in O(V d): with u_i = w_i / ||w_i||, sum_ij cos(w_i, w_j) = sum_ij <u_i, u_j> =
-    ||sum_i u_i||^2. With `remove`, each row first loses its component along that direction
-    (w_i <- w_i - <w_i, b> b / ||b||^2), as the paper does with b_LN. Rows of zero length (before
-    or after the removal) have no cosine and are left out of n. NaN when no row is left.
+    ||sum_i u_i||^2, and sum_i u_i = sum_i w_i / ||w_i|| is one matrix-vector product per block.
+    With `remove` = b, each row first loses its component along b (w_i <- w_i - <w_i, e> e,
+    e = b / ||b||, as the paper does with b_LN); then ||w_i'||^2 = ||w_i||^2 - <w_i, e>^2 and
+    sum_i w_i' / ||w_i'|| = sum_i w_i / ||w_i'|| - (sum_i <w_i, e> / ||w_i'||) e, so the projected
+    rows are never materialised. Rows of zero length (after the removal: shorter than 1e-5 of
+    their original length, i.e. parallel to b up to rounding) have no cosine and are left out of
+    n. NaN when no row is left.
     """
+
+    #: relative length below which a row counts as zero after removing the direction
+    PARALLEL_TOLERANCE = 1e-5
 
     def __init__(self, width: int, remove: np.ndarray | None = None) -> None:
         self.unit = _unit_direction(remove)
@@ -201,11 +208,25 @@ class MeanCosine:
         self.n = 0
 
     def update(self, start: int, block: np.ndarray) -> None:
+        sq_norms = np.einsum("ij,ij->i", block, block).astype(np.float64)
+        if self.unit is None:
+            keep = sq_norms > 0
+        else:
+            along = (block @ self.unit).astype(np.float64)
+            residual = np.maximum(sq_norms - along * along, 0.0)
+            # ||w||^2 - <w, e>^2 cancels for rows nearly parallel to e: recompute those directly
+            close = np.flatnonzero(residual <= 1e-6 * sq_norms)
+            if close.size:
+                rest = block[close] - np.outer(along[close], self.unit).astype(np.float32)
+                residual[close] = np.einsum("ij,ij->i", rest, rest, dtype=np.float64)
+            keep = residual > (self.PARALLEL_TOLERANCE ** 2) * sq_norms
+            sq_norms = residual
+        inverse = np.zeros_like(sq_norms)
+        inverse[keep] = 1.0 / np.sqrt(sq_norms[keep])
+        self.n += int(keep.sum())
+        self.total += inverse.astype(np.float32) @ block
         if self.unit is not None:
-            block = remove_direction(block, self.unit)
-        units = _unit_rows(block)
-        self.n += units.shape[0]
-        self.total += units.sum(axis=0, dtype=np.float64)
+            self.total -= float(inverse @ along) * self.unit.astype(np.float64)
 
     def result(self) -> float:
         return float(self.total @ self.total) / (self.n * self.n) if self.n else math.nan
@@ -278,9 +299,10 @@ class LogPartition:
         logits = block @ self.basis  # [rows, k]
         hi = logits.max(axis=0)
         lo = logits.min(axis=0)
-        sum_pos = np.exp(logits - hi).sum(axis=0, dtype=np.float64)
-        np.subtract(lo, logits, out=logits)  # -c: exponents -<c, w_i>, largest at -lo
-        sum_neg = np.exp(logits).sum(axis=0, dtype=np.float64)
+        shifted = np.subtract(logits, hi)  # the one temporary: exponents <c, w_i> - max
+        sum_pos = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
+        np.subtract(lo, logits, out=shifted)  # -c: exponents -<c, w_i>, largest at -lo
+        sum_neg = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
         m_new = np.concatenate([hi, -lo]).astype(np.float64)
         s_new = np.concatenate([sum_pos, sum_neg])
         self.m, self.s = _merge_lse(self.m, self.s, m_new, s_new)

@@ -251,3 +251,15 @@ def test_frequency_bins_single_count_and_no_seen_tokens() -> None:
     assert [b.tokens for b in table] == [2, 0, 0]
     assert table[0].mean == 2.0 and table[0].std == 1.0
     assert probes.frequency_bins(np.ones(3), np.zeros(3, dtype=int), bins=3) == []
+
+
+def test_rows_parallel_to_the_removed_direction_are_left_out() -> None:
+    rng = np.random.default_rng(13)
+    b = rng.normal(size=16)
+    w = rng.normal(size=(50, 16)) + b
+    w[[3, 17]] = [2.5 * b, -0.5 * b]  # nothing left after removing b
+    projected = w - np.outer(w @ b, b) / (b @ b)
+    keep = np.ones(50, dtype=bool)
+    keep[[3, 17]] = False
+    got = probes.mean_pairwise_cosine(w.astype(np.float32), remove=b, block_rows=8)
+    assert got == pytest.approx(brute_mean_cosine(projected[keep]), rel=1e-5)
