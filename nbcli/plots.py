@@ -58,7 +58,7 @@ def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray,
     ax.set_xscale("log")
     ax.set_xlabel("corpus frequency (count, log scale)")
     ax.set_ylabel(r"$\langle b_{LN}, w_i \rangle$")
-    ax.set_title(f"{title}\nSpearman ρ = {rho:.3f}" if np.isfinite(rho) else title, fontsize=10)
+    ax.set_title(f"{title}  (Spearman ρ = {rho:.3f})" if np.isfinite(rho) else title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     _save(fig, path, metadata)
@@ -73,11 +73,12 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     lo = min(float(x.min()) for x in data if x.size) if any(x.size for x in data) else -1.0
     hi = max(float(x.max()) for x in data if x.size) if any(x.size for x in data) else 1.0
     edges = np.linspace(lo, hi, 81)
-    ax.hist(before, bins=edges, alpha=0.55, color="tab:blue", label=f"W (mean cosine, all pairs incl. i = j: {mean_before:.3f})")
+    ax.hist(before, bins=edges, alpha=0.55, color="tab:blue",
+            label=f"W (mean cosine, all pairs incl. i = j: {mean_before:.3g})")
     ax.axvline(mean_before, color="tab:blue", linestyle="--", linewidth=1)
     if after is not None and mean_after is not None:
         ax.hist(after, bins=edges, alpha=0.55, color="tab:orange",
-                label=f"W without the b_LN direction ({mean_after:.3f})")
+                label=f"W without the b_LN direction ({mean_after:.3g})")
         ax.axvline(mean_after, color="tab:orange", linestyle="--", linewidth=1)
     ax.set_xlabel(r"$\cos(w_i, w_j)$, $i \neq j$")
     ax.set_ylabel("pairs (sampled tokens)")

@@ -116,17 +116,18 @@ def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: d
         path = directory / "frequency_direction.png"
         plots.plot_frequency_direction(
             path, inputs.counts, arrays["scores"], arrays["bins"], rho=report["frequency_direction"]["spearman"] or float("nan"),
-            title=f"{name}: corpus frequency vs <b_LN, w_i>", metadata=meta)
+            title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta)
         written.append(str(path))
     if inputs.output_weight is not None:
         iso = report["isotropy"]
         b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
-        before = probes.sample_pairwise_cosines(inputs.output_weight)
+        before_n = min(2000, int(inputs.output_weight.shape[0]))
+        before = probes.sample_pairwise_cosines(inputs.output_weight, sample=before_n)
         after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
         path = directory / "cosine_histogram.png"
         plots.plot_cosine_histogram(
             path, before, after, mean_before=iso["mean_cosine"], mean_after=iso["mean_cosine_without_bias_direction"],
-            title=f"{name}: pairwise cosines of output embeddings (2,000 sampled tokens)", metadata=meta)
+            title=f"{name}\npairwise cosines of output embeddings ({before_n:,} sampled tokens)", metadata=meta)
         written.append(str(path))
     return written
 
