@@ -49,7 +49,8 @@ def probe_bias(
         help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
         "of the vocabulary's length (then no tokenizer hash can be checked).")],
     arch: Annotated[str, typer.Option(
-        "--arch", metavar="ARCH", help="Architecture whose tensor names to use (default: detect).")] = "auto",
+        "--arch", metavar="ARCH",
+        help="Architecture whose tensor names to use: auto (detect), gpt2, bert, roberta, llama or nb.")] = "auto",
     mapping: Annotated[Optional[list[str]], typer.Option(
         "--map", metavar="ROLE=TENSOR",
         help="Use TENSOR for ROLE (output_weight, output_bias, final_ln_bias, input_embedding); repeatable.")] = None,
