@@ -158,8 +158,9 @@ class Roles:
     def __getitem__(self, role: str) -> str | None:
         return self.get(role)
 
-    def candidates(self, role: str) -> list[str]:
-        """Tensor names whose shape could fit `role` (for error messages and --map hints)."""
+    def candidates(self, role: str, strict: bool = True) -> list[str]:
+        """Tensor names whose shape could fit `role` (for error messages and --map hints); for the LN
+        roles, `strict=False` also lists norm-like vectors of the other kind (weight vs bias)."""
         _check_role(role)
         emb = self.tensors.get("input_embedding")
         vocab, width = (self._shapes[emb] if emb and len(self._shapes.get(emb, ())) == 2 else (None, None))
@@ -172,7 +173,7 @@ class Roles:
                 fits = len(shape) == 1 and (vocab is None or shape[0] == vocab)
             else:
                 fits = len(shape) == 1 and (width is None or shape[0] == width) and (
-                    ("bias" in name) == role.endswith("bias"))
+                    not strict or ("bias" in name) == role.endswith("bias"))
                 fits = fits and bool(re.search(r"norm|ln|layer_?norm", name, re.IGNORECASE))
             if fits:
                 found.append(name)
@@ -184,8 +185,14 @@ class Roles:
         if name is not None:
             return name
         seen = self.candidates(role)
-        hint = (f"candidates seen: {', '.join(seen[:12])}{' ...' if len(seen) > 12 else ''}" if seen
-                else "no tensor of a fitting shape")
+        loose = [] if seen else self.candidates(role, strict=False)
+        if seen:
+            hint = f"candidates seen: {', '.join(seen[:12])}{' ...' if len(seen) > 12 else ''}"
+        elif loose:
+            hint = (f"no fitting tensor; the nearest it saw: {', '.join(loose[:12])}"
+                    f"{' ...' if len(loose) > 12 else ''}")
+        else:
+            hint = "no tensor of a fitting shape"
         why = f" (needed by {purpose})" if purpose else ""
         raise CheckpointError(f"{self.checkpoint_path}: no {role} tensor found for architecture "
                               f"{self.architecture}{why}; {hint}; name one with --map {role}=TENSOR")

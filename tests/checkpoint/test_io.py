@@ -1,0 +1,315 @@
+"""The one safetensors reader/writer: validation, lazy reads, byte-for-byte copies, shards, atomicity."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from nbcli.checkpoint import io as ckio
+from nbcli.checkpoint import open_checkpoint, read_header, save_tensors, write_like, write_safetensors
+from nbcli.errors import CheckpointError, ConfigError, OutputError
+from tests.checkpoint.builders import gpt2_tensors, raw_safetensors, save, save_sharded
+
+ALL_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+              torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+def byte_digest(path: Path, name: str) -> str:
+    """sha256 of one tensor's bytes, located with the safetensors library's own header parse."""
+    with open(path, "rb") as handle:
+        n = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(n))
+        begin, end = header[name]["data_offsets"]
+        handle.seek(8 + n + begin)
+        return hashlib.sha256(handle.read(end - begin)).hexdigest()
+
+
+def test_reads_every_dtype_scalar_and_empty(tmp_path: Path) -> None:
+    tensors = {f"t{i}": (torch.randn(3, 5) * 10).to(dt) for i, dt in enumerate(ALL_DTYPES)}
+    tensors["scalar"] = torch.tensor(2.5)
+    tensors["empty"] = torch.zeros(0, 4)
+    path = save(tmp_path / "m.safetensors", tensors, {"k": "v"})
+    ckpt = open_checkpoint(path)
+    assert sorted(ckpt.names()) == sorted(tensors)
+    assert ckpt.metadata == {"k": "v"}
+    for name, expected in tensors.items():
+        got = ckpt.get(name)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert torch.equal(got, expected), name
+        assert ckpt.shape(name) == tuple(expected.shape)
+
+
+def test_names_follow_file_order(tmp_path: Path) -> None:
+    path = save(tmp_path / "m.safetensors", gpt2_tensors())
+    ckpt = open_checkpoint(path)
+    starts = [ckpt.info(n).start for n in ckpt.names()]
+    assert starts == sorted(starts)
+
+
+def test_get_is_copy_on_write(tmp_path: Path) -> None:
+    path = save(tmp_path / "m.safetensors", {"a": torch.arange(6.0)})
+    before = path.read_bytes()
+    ckpt = open_checkpoint(path)
+    view = ckpt.get("a")
+    view.mul_(100)
+    assert path.read_bytes() == before
+    assert torch.equal(open_checkpoint(path).get("a"), torch.arange(6.0))
+
+
+def test_get_float_refuses_integers(tmp_path: Path) -> None:
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", {"i": torch.arange(3)}))
+    with pytest.raises(CheckpointError, match="'i'"):
+        ckpt.get_float("i")
+
+
+def test_misaligned_offsets_are_read_by_copy(tmp_path: Path) -> None:
+    data = b"\x00" + torch.arange(4, dtype=torch.float32).numpy().tobytes()
+    header = {"pad": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+              "x": {"dtype": "F32", "shape": [4], "data_offsets": [1, 17]}}
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path = raw_safetensors(tmp_path / "m.safetensors", raw, data)
+    assert torch.equal(open_checkpoint(path).get("x"), torch.arange(4, dtype=torch.float32))
+
+
+GOOD = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+
+
+@pytest.mark.parametrize(("header", "data", "length", "message"), [
+    (b"", b"", 3, "too short"),
+    (GOOD, bytes(8), 10_000, "header length 10000 is larger than the file"),
+    (b"{not json", bytes(8), None, "header is not JSON"),
+    ([1, 2], bytes(8), None, "expected an object"),
+    ({"a": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}}, bytes(8), None, "unknown dtype 'F33'"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12), None, "overlapping"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, bytes(8), None, "out of range"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, bytes(8), None, "out of range"),
+    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, bytes(8), None, "needs 12"),
+    ({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, bytes(8), None, "shape"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": "0-8"}}, bytes(8), None, "data_offsets"),
+    ({"__metadata__": {"k": 1}, **GOOD}, bytes(8), None, "__metadata__"),
+])
+def test_bad_headers_name_file_and_tensor(tmp_path: Path, header: object, data: bytes, length: int | None,
+                                          message: str) -> None:
+    path = tmp_path / "bad.safetensors"
+    if header == b"" and length == 3:
+        path.write_bytes(b"abc")
+    else:
+        raw_safetensors(path, header, data, length)
+    with pytest.raises(CheckpointError) as err:
+        open_checkpoint(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+    names_tensor = isinstance(header, dict) and length is None and "__metadata__" not in header
+    if names_tensor:
+        assert "'a'" in str(err.value) or "'b'" in str(err.value)
+
+
+def test_truncated_file(tmp_path: Path) -> None:
+    path = save(tmp_path / "m.safetensors", gpt2_tensors())
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(CheckpointError, match="truncated"):
+        open_checkpoint(path)
+
+
+def test_text_file_is_not_safetensors(tmp_path: Path) -> None:
+    path = tmp_path / "notes.safetensors"
+    path.write_text("hello world, this is not a checkpoint at all\n" * 3)
+    with pytest.raises(CheckpointError, match="not a safetensors file"):
+        open_checkpoint(path)
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "x.pth", "y.ckpt"])
+def test_pickles_are_refused_unread(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(b"\x80\x04 this would be unpickled")
+    with pytest.raises(CheckpointError, match="convert it to safetensors"):
+        open_checkpoint(path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / name).write_bytes(b"\x80")
+    with pytest.raises(CheckpointError, match="never loaded"):
+        open_checkpoint(tmp_path / "d")
+
+
+def test_missing_and_empty_directory(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="not found"):
+        open_checkpoint(tmp_path / "nope.safetensors")
+    with pytest.raises(CheckpointError, match="no .safetensors"):
+        open_checkpoint(tmp_path)
+
+
+def test_write_like_copies_untouched_bytes_and_keeps_metadata(tmp_path: Path) -> None:
+    tensors = gpt2_tensors(dtype=torch.bfloat16)
+    src = save(tmp_path / "in.safetensors", tensors, {"format": "pt", "keep": "me"})
+    ckpt = open_checkpoint(src)
+    new_bias = torch.full((8,), 0.25, dtype=torch.bfloat16)
+    created = torch.arange(40, dtype=torch.float32)
+    out = tmp_path / "out.safetensors"
+    written = write_like(ckpt, out, replace={"ln_f.bias": new_bias}, add={"lm_head.bias": (created, "wte.weight")},
+                         update_metadata={"extra": "1"})
+    assert written == [out]
+    loaded = load_file(str(out))
+    assert torch.equal(loaded["ln_f.bias"], new_bias) and torch.equal(loaded["lm_head.bias"], created)
+    for name in tensors:
+        if name != "ln_f.bias":
+            assert byte_digest(out, name) == byte_digest(src, name), name
+    assert read_header(out).metadata == {"format": "pt", "keep": "me", "extra": "1"}
+    names = open_checkpoint(out).names()
+    assert names.index("lm_head.bias") == names.index("wte.weight") + 1
+
+
+def test_late_metadata_fills_reserved_header(tmp_path: Path) -> None:
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    out = tmp_path / "out.safetensors"
+    calls = []
+
+    def late() -> dict[str, str]:
+        calls.append(1)
+        return {"nb.provenance": "x" * 300}
+
+    write_like(open_checkpoint(src), out, update_metadata={"nb.provenance": "pending"}, late_metadata=late,
+               late_reserve=512)
+    assert calls == [1]
+    from safetensors import safe_open
+    with safe_open(str(out), "pt") as handle:  # the reference reader accepts the padded header
+        assert handle.metadata()["nb.provenance"] == "x" * 300
+    assert torch.equal(load_file(str(out))["wte.weight"], load_file(str(src))["wte.weight"])
+
+
+def test_late_metadata_too_large_is_an_error_and_no_output(tmp_path: Path) -> None:
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    with pytest.raises(OutputError, match="more header bytes"):
+        write_like(open_checkpoint(src), tmp_path / "o.safetensors", late_metadata=lambda: {"k": "y" * 5000},
+                   late_reserve=64)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors"]
+
+
+def test_output_equal_to_input_needs_in_place(tmp_path: Path) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors())
+    ckpt = open_checkpoint(src)
+    with pytest.raises(ConfigError, match="--in-place"):
+        write_like(ckpt, src, replace={"ln_f.bias": torch.zeros(8)})
+    old_view = ckpt.get("wte.weight").clone()
+    write_like(ckpt, src, replace={"ln_f.bias": torch.zeros(8)}, in_place=True)
+    assert torch.equal(load_file(str(src))["ln_f.bias"], torch.zeros(8))
+    assert torch.equal(load_file(str(src))["wte.weight"], old_view)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+
+
+def test_failure_mid_write_leaves_nothing_and_input_intact(tmp_path: Path) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors())
+    before = src.read_bytes()
+
+    def explode(_n: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_like(open_checkpoint(src), src, replace={"ln_f.bias": torch.zeros(8)}, in_place=True, progress=explode)
+    assert src.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+
+
+@pytest.mark.parametrize("unsupported", [("copy_file_range",), ("copy_file_range", "sendfile")])
+def test_copy_fallbacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unsupported: tuple[str, ...]) -> None:
+    def refuse(*_a: object, **_k: object) -> int:
+        raise OSError(errno.EXDEV, "cross-device")
+
+    for name in unsupported:
+        monkeypatch.setattr(os, name, refuse)
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    out = tmp_path / "out.safetensors"
+    write_like(open_checkpoint(src), out)
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_full_disk_during_copy_is_output_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*_a: object, **_k: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "copy_file_range", full)
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    with pytest.raises(OutputError, match="no space left"):
+        write_like(open_checkpoint(src), tmp_path / "out.safetensors")
+    assert [p.name for p in tmp_path.iterdir()] == ["in.safetensors"]
+
+
+def test_sharded_roundtrip_same_layout_rewritten_index(tmp_path: Path) -> None:
+    tensors = gpt2_tensors(dtype=torch.float16)
+    src = save_sharded(tmp_path / "in", tensors)
+    for opener in (src, src / "model.safetensors.index.json"):
+        ckpt = open_checkpoint(opener)
+        assert ckpt.sharded and len(ckpt.files) == 3 and sorted(ckpt.names()) == sorted(tensors)
+    ckpt = open_checkpoint(src)
+    anchor_shard = ckpt.shard_of("wte.weight").name
+    written = write_like(ckpt, tmp_path / "out", replace={"ln_f.bias": torch.ones(8, dtype=torch.float16)},
+                         add={"lm_head.bias": (torch.zeros(40), "wte.weight")})
+    assert sorted(p.name for p in written) == sorted([p.name for p in ckpt.files] + ["model.safetensors.index.json"])
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    assert index["weight_map"]["lm_head.bias"] == anchor_shard
+    out = open_checkpoint(tmp_path / "out")
+    assert index["metadata"]["total_size"] == out.total_bytes
+    for name in tensors:
+        assert out.shard_of(name).name == ckpt.shard_of(name).name
+        if name != "ln_f.bias":
+            assert byte_digest(out.shard_of(name), name) == byte_digest(ckpt.shard_of(name), name)
+    assert torch.equal(out.get("ln_f.bias"), torch.ones(8, dtype=torch.float16))
+
+
+def test_sharded_failure_removes_created_directory(tmp_path: Path) -> None:
+    src = save_sharded(tmp_path / "in", gpt2_tensors())
+    calls = []
+
+    def explode(n: int) -> None:
+        calls.append(n)
+        if len(calls) > 5:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_like(open_checkpoint(src), tmp_path / "out", progress=explode)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d, idx: idx["weight_map"].update({"ghost": "model-00001-of-00003.safetensors"}), "ghost"),
+    (lambda d, idx: idx["weight_map"].update({"wte.weight": "model-00009-of-00009.safetensors"}), "missing"),
+    (lambda d, idx: idx.pop("weight_map"), "weight_map"),
+])
+def test_bad_index(tmp_path: Path, mutate, message: str) -> None:  # noqa: ANN001
+    src = save_sharded(tmp_path / "in", gpt2_tensors())
+    index_path = src / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    mutate(src, index)
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=message):
+        open_checkpoint(src)
+
+
+def test_save_tensors_roundtrip(tmp_path: Path) -> None:
+    tensors = {"a": torch.randn(3, 4).bfloat16(), "b": torch.arange(5), "c": torch.randn(2).half().t()}
+    path = tmp_path / "s.safetensors"
+    save_tensors(path, tensors, {"nb.format": "nb-model/1"})
+    loaded = load_file(str(path))
+    assert all(torch.equal(loaded[k], v) for k, v in tensors.items())
+    assert read_header(path).metadata == {"nb.format": "nb-model/1"}
+    with pytest.raises(ConfigError):
+        write_safetensors(tmp_path / "x.safetensors", [("a", torch.zeros(1)), ("a", torch.zeros(1))])
+    with pytest.raises(OutputError):
+        save_tensors(tmp_path / "missing" / "x.safetensors", tensors)
+
+
+def test_save_tensors_output_readable_by_reference_writer_format(tmp_path: Path) -> None:
+    """Our writer and safetensors' writer produce files each other reads identically."""
+    tensors = gpt2_tensors(dtype=torch.bfloat16)
+    ours, theirs = tmp_path / "ours.safetensors", tmp_path / "theirs.safetensors"
+    save_tensors(ours, tensors)
+    save_file(tensors, str(theirs))
+    a, b = load_file(str(ours)), open_checkpoint(theirs)
+    assert all(torch.equal(a[n], b.get(n)) for n in tensors)
+    assert ckio.DTYPE_SIZES["BF16"] == 2
