@@ -42,14 +42,17 @@ def parse_pretrained(spec: str) -> tuple[Path, str | None]:
 
 
 def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
-    """The [V, d] input-embedding tensor of a safetensors file (TENSOR, or the `input_embedding`
-    role of the detected architecture); its shape must equal the model's."""
+    """The [V, d] input-embedding tensor of a safetensors file: TENSOR, else the file's only matrix,
+    else the `input_embedding` role of the detected architecture. Its shape must equal the model's."""
     from nbcli.checkpoint.io import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
 
     path, name = parse_pretrained(spec)
     with open_checkpoint(path) as ckpt:
-        if name is None:
+        matrices = [n for n in ckpt.names() if len(ckpt.shape(n)) == 2]
+        if name is None and len(matrices) == 1:
+            name = matrices[0]
+        elif name is None:
             name = resolve_roles(ckpt).require("input_embedding", "--embedding-init pretrained")
         if name not in ckpt:
             raise CheckpointError(f"{path}: no tensor {name!r}")

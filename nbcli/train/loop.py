@@ -421,10 +421,6 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
             if not (out / "config.json").exists():
                 raise ConfigError(f"--resume: {out / 'config.json'} not found (no run to resume)")
             _check_resume_config(out, cfg)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise OutputError(f"--out {out}: cannot create directory ({err.strerror})") from None
 
     tokenizer = load_tokenizer(tokenizer_path)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
@@ -442,6 +438,11 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
                         period_ids=period_piece_ids(tokenizer.pieces())) if heads else None
 
     model = build_model(cfg, mcfg, counts).to(rt.device)
+    if rt.is_main:  # created only once the corpus and options have been accepted
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"--out {out}: cannot create directory ({err.strerror})") from None
     optimizer = make_optimizer(model, cfg, rt.device)
     start_step, sequences, resumed_from = 0, 0, None
     if resume:

@@ -1,0 +1,120 @@
+"""The reference Transformer: shapes, nb's tensor names, masking, attention vs an explicit computation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from nbcli.errors import ConfigError
+from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
+
+
+def tiny(**kw) -> ModelConfig:
+    base = dict(vocab_size=50, seq_len=16, n_layer=2, n_head=4, d_model=32)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def test_nb_layout_names_follow_ties_bias_and_objective() -> None:
+    names = set(Transformer(tiny()).nb_state_dict())
+    assert {"tok_emb.weight", "pos_emb.weight", "ln_f.weight", "ln_f.bias", "head.bias",
+            "blocks.1.attn.qkv.weight", "blocks.0.mlp.proj.bias", "blocks.0.ln2.weight"} <= names
+    assert "head.weight" not in names and not any(n.startswith("mlm.") for n in names)
+    names = set(Transformer(tiny(tie_embeddings=False, output_bias=False)).nb_state_dict())
+    assert "head.weight" in names and "head.bias" not in names
+    names = set(Transformer(tiny(objective="mlm", mask_id=3)).nb_state_dict())
+    assert {"mlm.dense.weight", "mlm.dense.bias", "mlm.ln.weight", "mlm.ln.bias"} <= names
+
+
+def test_state_dict_round_trip_and_config_json() -> None:
+    cfg = tiny(tie_embeddings=False, objective="mlm", mask_id=3, special_ids=(0, 1))
+    a, b = Transformer(cfg), Transformer(cfg)
+    b.load_nb_state_dict(a.nb_state_dict())
+    x = torch.randint(0, 50, (2, 16))
+    assert torch.equal(a(x)[0], b(x)[0])
+    assert ModelConfig.from_json(cfg.to_json()) == cfg
+    with pytest.raises(ConfigError, match="does not match"):
+        Transformer(tiny()).load_nb_state_dict({"bogus": torch.zeros(1)})
+
+
+def test_causal_model_does_not_look_ahead() -> None:
+    torch.manual_seed(0)
+    model = Transformer(tiny()).eval()
+    x = torch.randint(0, 50, (1, 12))
+    y = x.clone()
+    y[0, 7:] = (y[0, 7:] + 1) % 50
+    torch.testing.assert_close(model(x)[0][:, :7], model(y)[0][:, :7])
+    assert not torch.allclose(model(x)[0][:, 7:], model(y)[0][:, 7:])
+
+
+def test_padding_keys_are_invisible() -> None:
+    torch.manual_seed(0)
+    for objective in ("clm", "mlm"):
+        model = Transformer(tiny(objective=objective, mask_id=3)).eval()
+        x = torch.randint(0, 50, (2, 10))
+        y = x.clone()
+        y[1, 6:] = 0
+        mask = torch.ones(2, 10, dtype=torch.bool)
+        mask[1, 6:] = False
+        lx, ly = model(x, key_mask=mask)[0], model(y, key_mask=mask)[0]
+        torch.testing.assert_close(lx[0], ly[0])
+        torch.testing.assert_close(lx[1, :6], ly[1, :6])
+
+
+def test_attention_equals_explicit_softmax() -> None:
+    """One block's SDPA attention vs softmax(QK^T / sqrt(dh)) V written out (paper 001 eq. 1)."""
+    torch.manual_seed(1)
+    cfg = tiny(objective="mlm", mask_id=3)
+    attn = Transformer(cfg).blocks[0].attn.eval()
+    x = torch.randn(2, 9, 32)
+    y, qk = attn(x, None, [0, 2])
+    q, k, v = attn.qkv(x).split(32, dim=2)
+    q, k, v = (t.view(2, 9, 4, 8).transpose(1, 2) for t in (q, k, v))
+    H = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8), dim=-1)
+    expected = attn.proj((H @ v).transpose(1, 2).reshape(2, 9, 32))
+    torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(qk[0], q[:, [0, 2]])
+
+
+def test_guided_heads_qk_returned_per_layer() -> None:
+    model = Transformer(tiny())
+    logits, qks = model(torch.randint(0, 50, (3, 8)), guided=[1, 3])
+    assert logits.shape == (3, 8, 50)
+    assert len(qks) == 2 and qks[0][0].shape == (3, 2, 8, 8)
+    assert model(torch.randint(0, 50, (3, 8)))[1] == []
+
+
+def test_mlm_masking_rates_and_specials() -> None:
+    cfg = tiny(vocab_size=1000, objective="mlm", mask_id=3, special_ids=(0, 1, 2, 3))
+    x = torch.randint(4, 1000, (64, 512))
+    x[:, 0] = 1
+    inputs, labels = mlm_mask(x, cfg, torch.Generator().manual_seed(0))
+    selected = labels != -100
+    assert abs(selected.float().mean().item() - 0.15) < 0.005
+    assert not selected[:, 0].any()                       # BOS never selected
+    assert torch.equal(labels[selected], x[selected])
+    masked = (inputs == 3) & selected
+    kept = (inputs == x) & selected
+    n = selected.sum().item()
+    assert abs(masked.sum().item() / n - 0.8) < 0.01
+    assert abs(kept.sum().item() / n - 0.1 - 0.1 / 1000) < 0.01   # 10% kept (+ random hits on itself)
+    assert torch.equal(inputs[~selected], x[~selected])
+
+
+def test_lm_loss_ignores_unlabelled_positions() -> None:
+    logits = torch.randn(2, 5, 7)
+    labels = torch.tensor([[1, 2, -100, 3, -100], [-100, -100, 4, 5, 6]])
+    sel = labels != -100
+    expected = -torch.log_softmax(logits[sel], -1)[torch.arange(int(sel.sum())), labels[sel]].mean()
+    torch.testing.assert_close(lm_loss(logits, labels), expected)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="divisible"):
+        tiny(n_head=5)
+    with pytest.raises(ConfigError, match="mask_id"):
+        tiny(objective="mlm")
+    with pytest.raises(ConfigError, match="seq_len"):
+        Transformer(tiny())(torch.zeros(1, 17, dtype=torch.long))

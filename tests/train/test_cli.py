@@ -1,0 +1,74 @@
+"""`nb train` through typer's CliRunner and a real subprocess; checkpoints read by `nb probe-bias`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+
+FAST = ["--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2"]
+
+
+def test_train_json_then_probe_bias_subprocess(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_nb("train", "--corpus", train_corpus, "-t", sp_model, "--out", out, "--steps", "3",
+                  "--bias-init", "unigram", "--json", *FAST)
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = json.loads(proc.stdout)
+    assert summary["steps"] == 3 and Path(summary["checkpoint"]).name == "step-3.safetensors"
+    assert proc.stderr.decode().strip() == ""          # piped: no progress bar
+    probe = run_nb("probe-bias", out / "step-3.safetensors", "-c", out / "counts.safetensors", "--json")
+    assert probe.returncode == 0, probe.stderr.decode()
+    report = json.loads(probe.stdout)
+    text = json.dumps(report)
+    assert "head.bias" in text and "tok_emb.weight" in text
+
+
+def test_train_table_output(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "r", "--steps", "2",
+                    "--objective", "mlm", "--ag-fraction", "0.5", *FAST)
+    assert result.exit_code == 0, result.output
+    assert "final val loss" in result.stdout and "ALC" in result.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA; the error is for machines without")
+def test_device_cuda_without_cuda_is_one_line_error(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    proc = run_nb("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "r", "--device", "cuda")
+    assert proc.returncode == 1
+    assert_one_line_error(proc.stderr.decode(), "--device cuda", "CUDA is not available")
+    assert not (tmp_path / "r").exists()
+
+
+def test_next_pattern_in_causal_model_is_refused(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "r",
+                    "--ag-fraction", "0.5", "--ag-patterns", "next,first")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "[Next] is impossible in a causal model")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--rescale-w", "fro"], "needs --bias-init unigram"),
+    (["--ag-patterns", "diagonal", "--ag-fraction", "0.5"], "unknown pattern 'diagonal'"),
+    (["--embedding-init", "glove"], "--embedding-init must be"),
+    (["--batch-size", "6", "--grad-accum", "4"], "not divisible"),
+])
+def test_bad_options(tmp_path: Path, sp_model: Path, train_corpus: Path, args: list[str], fragment: str) -> None:
+    result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "r", *args)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, fragment)
+
+
+def test_missing_corpus_and_tiny_corpus(tmp_path: Path, sp_model: Path) -> None:
+    result = invoke("train", "--corpus", tmp_path / "nope.txt", "-t", sp_model, "--out", tmp_path / "r")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "nope.txt")
+    small = tmp_path / "small.txt"
+    small.write_text("the model\n" * 30)
+    result = invoke("train", "--corpus", small, "-t", sp_model, "--out", tmp_path / "s")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "fewer than one block")
+    assert not (tmp_path / "s").exists()
