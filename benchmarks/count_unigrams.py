@@ -227,7 +227,7 @@ def corpus_times(corpus: Path, copies: int) -> Path:
 
 
 def train_model(corpus: Path, cache: Path, vocab_size: int) -> tuple[Path, float | None]:
-    """A SentencePiece BPE model trained on (a 1M-line sample of) the corpus; cached by corpus hash."""
+    """A SentencePiece BPE model trained on (a 1M-line sample of) the corpus; cached by corpus size."""
     import sentencepiece as spm
 
     stat = corpus.stat()
