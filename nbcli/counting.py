@@ -253,8 +253,8 @@ class _Counter:
         if n == 0:
             return 0
         newline = b == 10
-        documents = int(np.count_nonzero(newline)) + (b[-1] != 10)  # lines ...
-        documents -= int(newline[0]) + int(np.count_nonzero(newline[1:] & newline[:-1]))  # ... not empty
+        lines = int(np.count_nonzero(newline)) + int(b[-1] != 10)
+        empty = int(newline[0]) + int(np.count_nonzero(newline[1:] & newline[:-1]))
         edge = np.ones(n + 2, dtype=np.int8)
         edge[1:-1] = (b == 32) | newline
         change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
@@ -294,7 +294,7 @@ class _Counter:
             names = list(block)
             self._add_rows(names, np.fromiter(block.values(), dtype=np.int64, count=len(names)), counts,
                            lambda missing: _decode_chunks([names[i] for i in missing]))
-        return documents
+        return lines - empty  # documents: non-empty lines
 
     def _add_rows(self, keys: list[Any], freqs: np.ndarray, counts: np.ndarray,
                   texts_of: Callable[[np.ndarray], list[str]]) -> None:
