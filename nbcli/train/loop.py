@@ -562,8 +562,9 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
         write({"step": last_step, **final})
         ckpt_path = checkpoint(last_step)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted at step {step}; the last saved state in {out} can be resumed "
-                          "with --resume") from None
+        saved = (out / "train-state.json").exists()
+        raise Interrupted(f"interrupted at step {step}; " + (f"{out} holds the last saved state (--resume continues "
+                          "from it)" if saved else "no checkpoint was saved (use --save-every)")) from None
     finally:
         if log_file is not None:
             log_file.close()
