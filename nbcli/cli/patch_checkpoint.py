@@ -95,12 +95,10 @@ def patch_checkpoint(
         "complete, then is replaced by rename.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled
-    embeddings, scaled final-LayerNorm bias, frequency direction removed.
+    """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled embeddings, scaled final-LayerNorm bias, frequency direction removed.
 
-    Reads tensors one at a time through mmap; writes OUT to a temporary file beside it and renames
-    it into place, so a failure leaves no OUT behind and IN is never modified (unless --in-place).
-    """
+    Reads tensors one at a time through mmap; writes OUT to a temporary file beside it and renames it into place, so a failure leaves no OUT behind and IN is never modified (unless --in-place).
+    """  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
     from nbcli.cli.console import byte_progress, print_json, stderr_console
