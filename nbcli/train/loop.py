@@ -232,14 +232,21 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
     (app. B.5, figs. 11-12)."""
     was_training = model.training
     model.eval()
-    n_blocks = min(stream.n_blocks, cfg.eval_batches * max(1, cfg.batch_size // cfg.grad_accum))
-    micro = max(1, cfg.batch_size // cfg.grad_accum)
+    # The same blocks and masks whatever the world size / accumulation: eval_batches global batches,
+    # each block masked by a generator seeded from its index.
+    n_blocks = min(stream.n_blocks, cfg.eval_batches * cfg.batch_size)
+    micro = max(1, cfg.batch_size // (cfg.grad_accum * rt.world))
     totals = torch.zeros(4, dtype=torch.float64, device=rt.device)  # ce, kl_u, kl_uniform, count
     V = mcfg.vocab_size
     for start in range(rt.rank * micro, n_blocks, micro * rt.world):
         blocks = list(range(start, min(start + micro, n_blocks)))
-        gen = generator_for(cfg, 0xE7A1, start, device=rt.device)
-        batch = prepare_batch(stream.batch(blocks, rt.device), mcfg, gen, cfg.mask_rate)
+        batch = stream.batch(blocks, rt.device)
+        if mcfg.objective == "mlm":
+            rows = [prepare_batch(Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1],
+                                        None if batch.lengths is None else batch.lengths[i:i + 1]),
+                                  mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
+                    for i, b in enumerate(blocks)]
+            batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
         with _autocast(rt):
             logits, _ = model(batch.inputs, key_mask=_key_mask(batch))
         sel = batch.labels != -100
