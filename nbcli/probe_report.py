@@ -275,6 +275,8 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "
     if weight is not None and len(weight.shape) != 2:
         raise CheckpointError(f"{weight.info.file}: tensor {weight.name!r} (output_weight) has shape "
                               f"{list(weight.shape)}, expected [vocab, d]")
+    if weight is not None and 0 in weight.shape:
+        raise CheckpointError(f"{weight.info.file}: tensor {weight.name!r} (output_weight) is empty {list(weight.shape)}")
     d = int(weight.shape[1]) if weight is not None else None
     b_ln = _vector(checkpoint, names.get("final_ln_bias"), d, "final_ln_bias")
     vocab = int(weight.shape[0]) if weight is not None else None

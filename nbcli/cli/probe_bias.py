@@ -95,7 +95,12 @@ def probe_bias(
 
 
 def _check_plot_dir(directory: Path) -> None:
-    from nbcli.errors import OutputError
+    import importlib.util
+
+    from nbcli.errors import ConfigError, OutputError
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
 
     if directory.exists() and not directory.is_dir():
         raise OutputError(f"--plot {directory}: exists and is not a directory")

@@ -243,3 +243,20 @@ def test_non_finite_weights_are_an_error_naming_the_tensor(tmp_path: Path, t: di
     result = invoke("probe-bias", ckpt, "-c", counts_file)
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, str(ckpt), "tok_emb.weight", "non-finite")
+
+
+def test_output_bias_alone_is_enough(tmp_path: Path, t: dict, counts_file: Path) -> None:
+    ckpt = tmp_path / "bias-only.safetensors"
+    save_file({"decoder.b": t["bias"]}, str(ckpt))
+    report = probe(ckpt, "-c", counts_file, "--map", "output_bias=decoder.b")
+    assert report["architecture"] == "custom"
+    assert report["frequency_direction"]["present"] is False and report["isotropy"]["present"] is False
+    assert report["output_bias"]["norm"] == pytest.approx(float(t["bias"].norm()), rel=1e-5)
+
+
+def test_plot_without_frequency_direction_draws_the_histogram_only(tmp_path: Path, t: dict, counts_file: Path) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (the plot extra)")
+    ckpt = tmp_path / "llama.safetensors"
+    save_file({"model.embed_tokens.weight": t["w"], "model.norm.weight": torch.ones(D)}, str(ckpt))
+    report = probe(ckpt, "-c", counts_file, "--plot", tmp_path / "figs", "--no-partition")
+    assert [Path(p).name for p in report["plots"]] == ["cosine_histogram.png"]
