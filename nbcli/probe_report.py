@@ -284,6 +284,10 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "
     if vocab is None and b_out is not None:
         vocab = int(b_out.shape[0])
     counts, counts_info, warnings = load_counts_for(counts_path, vocab)
+    model_tokenizer = checkpoint.metadata.get("nb.tokenizer_sha256")
+    if model_tokenizer and counts_info["tokenizer_sha256"] and model_tokenizer != counts_info["tokenizer_sha256"]:
+        warnings.append(f"{counts_path}: counted with tokenizer sha256 {counts_info['tokenizer_sha256'][:12]}…, but "
+                        f"{checkpoint_path} records tokenizer {model_tokenizer[:12]}…; token ids may not correspond")
     inputs = ProbeInputs(counts=counts, output_weight=weight, final_ln_bias=b_ln, output_bias=b_out,
                          names={role: names.get(role) for role in ROLES_USED})
     header = {"checkpoint": str(checkpoint_path), "architecture": architecture,

@@ -260,3 +260,10 @@ def test_plot_without_frequency_direction_draws_the_histogram_only(tmp_path: Pat
     save_file({"model.embed_tokens.weight": t["w"], "model.norm.weight": torch.ones(D)}, str(ckpt))
     report = probe(ckpt, "-c", counts_file, "--plot", tmp_path / "figs", "--no-partition")
     assert [Path(p).name for p in report["plots"]] == ["cosine_histogram.png"]
+
+
+def test_tokenizer_hash_mismatch_warns(tmp_path: Path, t: dict, counts_file: Path) -> None:
+    ckpt = tmp_path / "model.safetensors"
+    save_file(nb_layout(t), str(ckpt), metadata={**nb_metadata(), "nb.tokenizer_sha256": "f" * 64})
+    report = probe(ckpt, "-c", counts_file)
+    assert any("token ids may not correspond" in w for w in report["warnings"])
