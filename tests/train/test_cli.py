@@ -72,3 +72,27 @@ def test_missing_corpus_and_tiny_corpus(tmp_path: Path, sp_model: Path) -> None:
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "fewer than one block")
     assert not (tmp_path / "s").exists()
+
+
+def test_patch_checkpoint_reads_and_patches_nb_checkpoints(tmp_path: Path, sp_model: Path,
+                                                           train_corpus: Path) -> None:
+    """A zero-bias run patched with the run's own counts gets exactly the bias `--bias-init unigram` sets."""
+    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.counts import read_counts
+    from nbcli.model import ModelConfig, Transformer
+    from nbcli.train.init import output_bias
+
+    out = tmp_path / "run"
+    result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", out, "--steps", "1", *FAST)
+    assert result.exit_code == 0, result.output
+    patched = tmp_path / "patched.safetensors"
+    proc = run_nb("patch-checkpoint", out / "step-1.safetensors", "-o", patched,
+                  "--set-output-bias", out / "counts.safetensors")
+    assert proc.returncode == 0, proc.stderr.decode()
+    counts = read_counts(out / "counts.safetensors").counts
+    with open_checkpoint(patched) as ckpt:
+        expected = output_bias(counts, ckpt.shape("head.bias")[0], 1.0)
+        torch.testing.assert_close(ckpt.get("head.bias"), expected)
+        cfg = ModelConfig.from_json(ckpt.metadata["nb.config"])
+        model = Transformer(cfg)
+        model.load_nb_state_dict({name: ckpt.get(name).clone() for name in ckpt.names()})
