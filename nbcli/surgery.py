@@ -22,8 +22,10 @@ the documented order: 1 output bias, 2 rescale W, 3 standardise embeddings, 4 sh
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from nbcli.counts import log_unigram
-from nbcli.errors import CheckpointError, ConfigError, CountsError
+from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted
 
 if TYPE_CHECKING:
     import torch
@@ -558,12 +560,16 @@ def _untied_name(arch: str) -> str:
     return spec.untied_output if spec and spec.untied_output else "lm_head.weight"
 
 
-def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None) -> str:
-    """The `nb.provenance` metadata value: tool, time, operations in order, input sha256s."""
+def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None,
+                     unhashed: dict[str, Any] | None = None) -> str:
+    """The `nb.provenance` metadata value: tool, time, operations in order, input sha256s (and
+    size/mtime of inputs not hashed on request)."""
     from nbcli.provenance import tool_version, utc_now
 
     doc: dict[str, Any] = {"tool": tool_version(), "command": "patch-checkpoint", "time": utc_now(),
                            "operations": options.operations(), "inputs_sha256": input_hashes}
+    if unhashed:
+        doc["inputs_not_hashed"] = unhashed
     if previous:
         try:
             doc["previous"] = json.loads(previous)
@@ -572,56 +578,74 @@ def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], prev
     return json.dumps(doc, sort_keys=False, separators=(",", ":"))
 
 
+def _sha256_until(path: Path, stop: threading.Event, block: int = 1 << 22) -> str:
+    """sha256 of a file (as `nbcli.provenance.sha256_file`), abandoned when `stop` is set."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(block):
+            if stop.is_set():
+                raise Interrupted("hashing abandoned")
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path | None, *,
-                  in_place: bool = False, dry_run: bool = False,
+                  in_place: bool = False, dry_run: bool = False, hash_checkpoint: bool = True,
                   progress: Callable[[int], None] | None = None) -> SurgeryResult:
     """Run the operations and (unless dry_run) write OUT: touched tensors recomputed in fp32 and cast
     back to their dtype, every other tensor copied byte for byte, metadata kept plus `nb.provenance`.
-    Input hashes are computed in a background thread while the output is written."""
+    Input hashes are computed in a background thread while the output is written; with
+    hash_checkpoint=False the checkpoint files are recorded by size and mtime instead (counts and
+    match files are still hashed)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from nbcli.checkpoint.io import resolve_output, write_like
-    from nbcli.provenance import sha256_file
 
     operations = options.operations()
-    new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
-    result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
-                           tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run)
-    if dry_run:
-        return result
-    if output is None:
-        raise ConfigError("an output path is required (-o OUT), or --dry-run")
-    resolve_output(checkpoint, output)
-    update: dict[str, str] = {}
-    if roles.architecture == "nb" and any(t.role == "output_weight" and t.created for t in ws.touched.values()):
-        config = json.loads(checkpoint.metadata.get("nb.config", "{}") or "{}")
-        config["tie_embeddings"] = False
-        update["nb.config"] = json.dumps(config, sort_keys=True)
-    inputs = {f"checkpoint:{p.name}": p for p in checkpoint.files}
+    checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
     if checkpoint.index_path is not None:
-        inputs[f"checkpoint:{checkpoint.index_path.name}"] = checkpoint.index_path
+        checkpoint_files[f"checkpoint:{checkpoint.index_path.name}"] = checkpoint.index_path
+    inputs = dict(checkpoint_files) if hash_checkpoint else {}
+    unhashed = {} if hash_checkpoint else {
+        key: {"bytes": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns} for key, path in checkpoint_files.items()}
     if options.output_bias_counts is not None:
         inputs["counts"] = Path(options.output_bias_counts)
     if options.standardise is not None and options.standardise.match_file:
         inputs["match"] = Path(options.standardise.match_file)
-    previous = checkpoint.metadata.get("nb.provenance")
-    update["nb.provenance"] = provenance_entry(options, {k: "0" * 64 for k in inputs}, previous)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        futures = {key: pool.submit(sha256_file, path) for key, path in inputs.items()}
+    # Hash the inputs from the start, overlapping torch's import, the surgery and the copy; on
+    # failure the hashing stops at its next block instead of finishing a huge file.
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1)
+    futures = {} if dry_run else {key: pool.submit(_sha256_until, path, stop) for key, path in inputs.items()}
+    try:
+        new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
+        result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
+                               tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run)
+        if dry_run:
+            return result
+        if output is None:
+            raise ConfigError("an output path is required (-o OUT), or --dry-run")
+        resolve_output(checkpoint, output)
+        update: dict[str, str] = {}
+        if roles.architecture == "nb" and any(t.role == "output_weight" and t.created
+                                              for t in ws.touched.values()):
+            config = json.loads(checkpoint.metadata.get("nb.config", "{}") or "{}")
+            config["tie_embeddings"] = False
+            update["nb.config"] = json.dumps(config, sort_keys=True)
+        previous = checkpoint.metadata.get("nb.provenance")
+        update["nb.provenance"] = provenance_entry(options, {k: "0" * 64 for k in inputs}, previous, unhashed)
 
         def late() -> dict[str, str]:
             hashes = {key: future.result() for key, future in futures.items()}
-            return {"nb.provenance": provenance_entry(options, hashes, previous)}
+            return {"nb.provenance": provenance_entry(options, hashes, previous, unhashed)}
 
-        try:
-            replace = {n: t for n, t in new_tensors.items() if n in checkpoint}
-            add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
-            written = write_like(checkpoint, output, replace=replace, add=add, update_metadata=update,
-                                 in_place=in_place, progress=progress, late_metadata=late,
-                                 late_reserve=1024 + 128 * len(inputs))
-        except BaseException:
-            for future in futures.values():
-                future.cancel()
-            raise
+        replace = {n: t for n, t in new_tensors.items() if n in checkpoint}
+        add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
+        written = write_like(checkpoint, output, replace=replace, add=add, update_metadata=update,
+                             in_place=in_place, progress=progress, late_metadata=late,
+                             late_reserve=1024 + 128 * len(inputs))
+    finally:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
     result.outputs = [str(p) for p in written]
     return result

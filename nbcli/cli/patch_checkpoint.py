@@ -88,6 +88,11 @@ def patch_checkpoint(
         "(paper 003 sec. 3.2).")] = False,
     allow_nonfinite: Annotated[bool, typer.Option(
         "--allow-nonfinite", help="Operate on touched tensors that contain NaN/Inf (default: error).")] = False,
+    hash_inputs: Annotated[bool, typer.Option(
+        "--hash-inputs/--no-hash-inputs",
+        help="Record the sha256 of the checkpoint files in nb.provenance (hashed in a background thread "
+        "during the copy; on a busy machine this can double the run time). --no-hash-inputs records their "
+        "size and mtime instead; counts files are always hashed.")] = True,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
     in_place: Annotated[bool, typer.Option(
@@ -133,7 +138,7 @@ def patch_checkpoint(
         with byte_progress("patching") as progress:
             total = ckpt.total_bytes
             result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
-                                   progress=lambda n: progress(n, total))
+                                   hash_checkpoint=hash_inputs, progress=lambda n: progress(n, total))
     err = stderr_console()
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}", markup=True)

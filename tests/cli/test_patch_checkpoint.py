@@ -418,3 +418,14 @@ def test_patched_bert_loads_in_transformers(tmp_path: Path, monkeypatch: pytest.
     patched = transformers.BertForMaskedLM.from_pretrained(out_dir)
     expected = torch.from_numpy(log_unigram(counts_file[1], 1.0)).float()
     assert torch.allclose(patched.cls.predictions.decoder.bias, expected, atol=1e-6)
+
+
+def test_no_hash_inputs_records_size_and_mtime(tmp_path: Path, counts_file) -> None:  # noqa: ANN001
+    tensors, meta = nb_tensors()
+    src = save(tmp_path / "m.safetensors", tensors, meta)
+    out = tmp_path / "o.safetensors"
+    result = invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", counts_file[0], "--no-hash-inputs")
+    assert result.exit_code == 0, result.output
+    prov = json.loads(open_checkpoint(out).metadata["nb.provenance"])
+    assert prov["inputs_sha256"] == {"counts": sha256_file(counts_file[0])}
+    assert prov["inputs_not_hashed"]["checkpoint:m.safetensors"]["bytes"] == src.stat().st_size
