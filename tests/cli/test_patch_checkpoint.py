@@ -429,3 +429,21 @@ def test_no_hash_inputs_records_size_and_mtime(tmp_path: Path, counts_file) -> N
     prov = json.loads(open_checkpoint(out).metadata["nb.provenance"])
     assert prov["inputs_sha256"] == {"counts": sha256_file(counts_file[0])}
     assert prov["inputs_not_hashed"]["checkpoint:m.safetensors"]["bytes"] == src.stat().st_size
+
+
+def test_map_and_arch_for_unknown_names(tmp_path: Path) -> None:
+    tensors = {"enc.emb": torch.randn(V, 8), "dec.final_norm.bias": torch.randn(8), "dec.final_norm.weight": torch.ones(8)}
+    src = save(tmp_path / "x.safetensors", tensors)
+    out = tmp_path / "o.safetensors"
+    result = invoke("patch-checkpoint", src, "-o", out, "--scale-ln-bias", "0.5")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "cannot tell the architecture", "--arch")
+    result = invoke("patch-checkpoint", src, "-o", out, "--arch", "gpt2", "--map", "final_ln_bias=dec.final_norm.bias",
+                    "--scale-ln-bias", "0.5", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["tensors"][0]["name"] == "dec.final_norm.bias"
+    assert torch.equal(load_file(str(out))["dec.final_norm.bias"], tensors["dec.final_norm.bias"] * 0.5)
+    result = invoke("patch-checkpoint", src, "-o", out, "--arch", "gpt2", "--map", "final_ln_bias=nope",
+                    "--scale-ln-bias", "0.5")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "no tensor named 'nope'")
