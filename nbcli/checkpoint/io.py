@@ -383,7 +383,7 @@ def open_checkpoint(path: Path | str) -> Checkpoint:
 # Writing
 
 TensorData = Union["torch.Tensor", TensorInfo]
-_COPY_BLOCK = 1 << 26  # 64 MiB per copy_file_range / sendfile call
+_COPY_BLOCK = 1 << 30  # 1 GiB per copy_file_range / sendfile call (64 MiB measured ~20% slower)
 _UNSUPPORTED = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)
 
 
