@@ -14,7 +14,7 @@ the subprocess's own peak RSS (os.wait4 rusage; the files are generated in anoth
 the measuring parent, whose pages a forked child starts with, stays small) are reported. The generated files are deleted
 afterwards unless --keep.
 
-Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--repeat N] [--out FILE]
+Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--repeat N] [--blas-threads N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -75,12 +75,16 @@ def generate(directory: Path, vocab: int, d: int, dtype: str, seed: int = 0) -> 
     return ckpt, counts_path
 
 
-def run_probe(ckpt: Path, counts: Path, *extra: str) -> dict[str, object]:
+def run_probe(ckpt: Path, counts: Path, *extra: str, blas_threads: int | None = None) -> dict[str, object]:
     """`nb probe-bias` in a subprocess: wall seconds, peak RSS (bytes) of that process, its report."""
     cmd = [shutil.which("nb") or "nb", "probe-bias", str(ckpt), "--counts", str(counts), "--json", *extra]
+    env = dict(os.environ)
+    if blas_threads:
+        env.update(OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(blas_threads),
+                   MKL_NUM_THREADS=str(blas_threads))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -97,6 +101,9 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="Run only this case (repeatable).")
     parser.add_argument("--repeat", type=int, default=2, help="Runs per configuration; the best is reported.")
     parser.add_argument("--dir", type=Path, default=None, help="Where to generate files (default: a temp dir).")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="Set OPENBLAS/OMP/MKL_NUM_THREADS for nb (default: the BLAS library's own choice). "
+                        "On a shared machine 1 avoids spinning BLAS threads fighting other processes.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--generate", nargs=4, metavar=("DIR", "VOCAB", "D", "DTYPE"), help=argparse.SUPPRESS)
@@ -110,7 +117,8 @@ def main() -> None:
     results: dict[str, object] = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpus": os.cpu_count(), "processor": platform.processor()},
-        "command": "python3 benchmarks/probe_bias.py " + " ".join(sys.argv[1:]), "cases": {}}
+        "command": "python3 benchmarks/probe_bias.py " + " ".join(sys.argv[1:]),
+        "blas_threads": args.blas_threads, "load_average_at_start": os.getloadavg(), "cases": {}}
     rows = []
     try:
         for name in args.only or list(CASES):
@@ -126,7 +134,7 @@ def main() -> None:
                 runs = []
                 for i in range(args.repeat):
                     log(f"[{name}] {label} run {i + 1}/{args.repeat}")
-                    runs.append(run_probe(ckpt, counts, *extra))
+                    runs.append(run_probe(ckpt, counts, *extra, blas_threads=args.blas_threads))
                 best = min(runs, key=lambda r: r["seconds"])
                 peak = max(r["peak_rss_bytes"] for r in runs)
                 report = best["report"]
