@@ -8,6 +8,8 @@ vocabulary. Then, in the same run, for the single file and for a 4-shard Hugging
   nb patch-checkpoint IN -o OUT --set-output-bias COUNTS --scale-ln-bias 0.5
 
 Each command runs --repeat times (median wall time reported); the page cache is warm for both.
+nb is also timed with --no-hash-inputs (provenance records size/mtime instead of the sha256 of the
+checkpoint files), and the sha256 of the input alone, to show what the hashing costs.
 nb's peak RSS is its own VmHWM (read from /proc/self/status at exit, so the fork of this script is
 not counted). Targets: nb throughput >= 0.7 x cp's; peak RSS < 2 x largest tensor + 300 MB.
 nb fsyncs its outputs before renaming them into place and cp does not, so `cp + sync` is also
@@ -35,6 +37,7 @@ import torch
 
 from nbcli.checkpoint.io import TensorInfo, build_header
 from nbcli.counts import UnigramCounts, write_counts
+from nbcli.provenance import sha256_file
 
 VOCAB, WIDTH, LAYERS, POSITIONS = 262_144, 2048, 32, 2048
 BLOCK = 1 << 26  # 64 MiB of random bf16 reused as filler for the untouched tensors
@@ -123,7 +126,8 @@ def measure(src: Path, counts: Path, work: Path, repeat: int) -> dict[str, objec
     cp_cmd = ["cp", "-r", str(src), str(cp_out)] if sharded else ["cp", str(src), str(cp_out)]
     nb_cmd = [sys.executable, "-c", HWM_WRAPPER, str(hwm_file), "patch-checkpoint", str(src), "-o", str(nb_out),
               "--set-output-bias", str(counts), "--scale-ln-bias", "0.5", "--json"]
-    cp_times, sync_times, nb_times, hwms = [], [], [], []
+    nohash_cmd = nb_cmd + ["--no-hash-inputs"]
+    cp_times, sync_times, nb_times, nohash_times, hwms = [], [], [], [], []
     subprocess.run(["cat", *([str(p) for p in src.iterdir()] if sharded else [str(src)])],
                    check=True, stdout=subprocess.DEVNULL)  # warm the page cache for both
     for _ in range(repeat):
@@ -139,13 +143,23 @@ def measure(src: Path, counts: Path, work: Path, repeat: int) -> dict[str, objec
         hwms.append(int(hwm_file.read_text()))
         remove(nb_out)
         subprocess.run(["sync"], check=True)
+        nohash_times.append(timed(nohash_cmd))
+        hwms.append(int(hwm_file.read_text()))
+        remove(nb_out)
+        subprocess.run(["sync"], check=True)
     size = sum(p.stat().st_size for p in src.iterdir()) if sharded else src.stat().st_size
     cp_s, sync_s, nb_s = statistics.median(cp_times), statistics.median(sync_times), statistics.median(nb_times)
+    nohash_s = statistics.median(nohash_times)
+    start = time.perf_counter()
+    for path in (sorted(src.iterdir()) if sharded else [src]):
+        sha256_file(path)
+    hash_s = time.perf_counter() - start
     largest = 2 * VOCAB * WIDTH
     return {
         "input_bytes": size, "sharded": sharded, "runs": repeat,
         "cp_s": cp_s, "cp_sync_s": sync_s, "nb_s": nb_s, "cp_times": cp_times, "cp_sync_times": sync_times,
-        "nb_times": nb_times,
+        "nb_times": nb_times, "nb_no_hash_s": nohash_s, "nb_no_hash_times": nohash_times,
+        "sha256_alone_s": hash_s, "throughput_ratio_no_hash_vs_cp": cp_s / nohash_s,
         "cp_mb_s": size / cp_s / 1e6, "nb_mb_s": size / nb_s / 1e6,
         "throughput_ratio_vs_cp": cp_s / nb_s, "throughput_ratio_vs_cp_sync": sync_s / nb_s,
         "nb_peak_rss_bytes": max(hwms), "largest_tensor_bytes": largest,
@@ -195,8 +209,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"| input | size GB | cp s | cp+sync s | nb s | cp MB/s | nb MB/s | nb/cp throughput | nb/(cp+sync) | "
-          f"nb peak RSS MB | RSS limit MB |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          f"nb peak RSS MB | RSS limit MB | nb --no-hash-inputs s | its nb/cp | sha256 alone s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in ("single", "sharded"):
         r = results[key]
         assert isinstance(r, dict)
@@ -204,7 +218,8 @@ def main() -> None:
         print(f"| {label} | {r['input_bytes'] / 1e9:.2f} | {r['cp_s']:.2f} | {r['cp_sync_s']:.2f} | {r['nb_s']:.2f} | "
               f"{r['cp_mb_s']:.0f} | {r['nb_mb_s']:.0f} | {r['throughput_ratio_vs_cp']:.2f} | "
               f"{r['throughput_ratio_vs_cp_sync']:.2f} | {r['nb_peak_rss_bytes'] / 1e6:.0f} | "
-              f"{r['rss_limit_bytes'] / 1e6:.0f} |")
+              f"{r['rss_limit_bytes'] / 1e6:.0f} | {r['nb_no_hash_s']:.2f} | {r['throughput_ratio_no_hash_vs_cp']:.2f} | "
+              f"{r['sha256_alone_s']:.2f} |")
     print(f"JSON: {args.out}", file=sys.stderr)
 
 
