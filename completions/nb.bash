@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -13,6 +13,23 @@ _nb() {
             case "$prev" in --format) COMPREPLY=($(compgen -W "text jsonl" -- "$cur")); return;; esac
             ;;
         merge-counts) opts="--output -o --json --help -h"
+            ;;
+        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --bias-name --rescale-w --untie --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --json --help -h"
+            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
+            ;;
+        inspect) opts="--arch --map --json --help -h"
+            ;;
+        probe-bias) opts="--counts -c --arch --map --plot --bins --smoothing --partition --no-partition --json --help -h"
+            ;;
+        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
+            case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
+            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
+            case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
+            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --embedding-standardise) COMPREPLY=($(compgen -W "xavier" -- "$cur")); return;; esac
+            case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
+            case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
     esac
     if [[ "$cur" == -* ]]; then

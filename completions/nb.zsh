@@ -6,6 +6,10 @@ _nb() {
         'quickstart:Count unigrams of a bundled sample (Botchan, 280 kB of English) with a bundled 2'
         'count-unigrams:Count token unigrams in a corpus and write them as a safetensors counts file.'
         'merge-counts:Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, '
+        'patch-checkpoint:Patch a safetensors checkpoint- log-unigram output bias, rescaled W, standardise'
+        'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
+        'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
+        'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -49,6 +53,96 @@ _nb() {
         merge-counts)
             _arguments -s '--output[Merged counts file.]:path:_files' \
                 '-o[Merged counts file.]:path:_files' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        patch-checkpoint)
+            _arguments -s '--output[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
+                '-o[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
+                '--arch[Architecture whose tensor names give the roles (auto: detect from names/metadata]:value: ' \
+                '--map[Override a role (input_embedding, output_weight, output_bias, final_ln_weight, f]:value: ' \
+                '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
+                '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
+                '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
+                '--standardise-embeddings[Standardise the input embedding (paper 002 eq. 1): xavier = mean 0, std sqrt(2/(]:value: ' \
+                '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
+                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
+                '--seed[Seed for --shuffle-embeddings.]:value: ' \
+                '--scale-ln-bias[Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper ]:value: ' \
+                '--remove-frequency-direction[Project the b_LN direction (of the input checkpoint) out of every output-embeddi]' \
+                '--allow-nonfinite[Operate on touched tensors that contain NaN/Inf (default: error).]' \
+                '--hash-inputs[Record the sha256 of the checkpoint files in nb.provenance (hashed in a backgrou]' \
+                '--no-hash-inputs[Record the sha256 of the checkpoint files in nb.provenance (hashed in a backgrou]' \
+                '--dry-run[Write nothing; print the before/after statistics of each touched tensor.]' \
+                '--in-place[Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is compl]' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        inspect)
+            _arguments -s '--arch[Architecture (auto: detect).]:value: ' \
+                '--map[Override a role. Repeatable.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        probe-bias)
+            _arguments -s '--counts[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
+                '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
+                '--arch[Architecture whose tensor names to use: auto (detect), gpt2, bert, roberta, llam]:value: ' \
+                '--map[Use TENSOR for ROLE (output_weight, output_bias, final_ln_bias, input_embedding)]:value: ' \
+                '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
+                '--bins[Log-frequency bins in the binned table.]:value: ' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
+                '--no-partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        train)
+            _arguments -s '--corpus[Training text: files, directories, globs (repeatable). One document per non-empt]:value: ' \
+                '--tokenizer[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
+                '-t[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
+                '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
+                '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
+                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
+                '--steps[Optimizer updates.]:value: ' \
+                '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
+                '--grad-accum[Micro-steps per update.]:value: ' \
+                '--seq-len[Tokens per sequence T (default: preset’s).]:value: ' \
+                '--lr[Peak learning rate (AdamW; cosine decay to 10%).]:value: ' \
+                '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
+                '--label-smoothing[Label smoothing of the cross-entropy (0 = none, as in the papers).]:value: ' \
+                '--dropout[Dropout probability (0 = none; the papers’ small runs use none).]:value: ' \
+                '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
+                '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-che]:value:(fro spectral)' \
+                '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
+                '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
+                '--ag-alpha[Initial AG weight alpha_0 (paper: 100 for small models, 10 for 12-16 layers), de]:value: ' \
+                '--ag-decay-steps[Steps over which alpha decays to 0 (0 = --steps).]:value: ' \
+                '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
+                '--embedding-standardise[Standardise the embedding to Xavier’s mean 0 / std sqrt(2/(V+d)) (paper 002 eq. ]:value:(xavier)' \
+                '--embedding-shuffle[Shuffle the embedding’s rows (paper 002 Pre-trained_Shuffled).]' \
+                '--eval-every[Evaluate every K steps (and at the end).]:value: ' \
+                '--eval-batches[Validation batches per evaluation.]:value: ' \
+                '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
+                '--save-every[Checkpoint every N steps (0 = only at the end).]:value: ' \
+                '--stop-at[Stop (checkpoint and state saved) after this many steps while the LR/AG schedule]:value: ' \
+                '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
+                '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
+                '--compile[torch.compile the model.]' \
+                '--seed[Seed for init, data order, masks and dropout.]:value: ' \
+                '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

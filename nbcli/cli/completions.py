@@ -36,7 +36,7 @@ class _Cmd:
 
 def _first_line(text: str | None) -> str:
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line.replace("'", "").replace('"', "").replace("`", "").replace("[", "(").replace("]", ")")[:80]
+    return line.replace("'", "\u2019").replace('"', "").replace("`", "").replace("[", "(").replace("]", ")")[:80]
 
 
 def _value_kind(param: Any) -> tuple[tuple[str, ...], bool]:

@@ -49,8 +49,8 @@ def train(
                                                 help="Peak learning rate (AdamW; cosine decay to 10%).")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, show_default=False,
                                                   help="Linear warm-up steps (default: preset's).")] = None,
-    label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A")] = 0.0,
-    dropout: Annotated[float, typer.Option("--dropout", metavar="P")] = 0.0,
+    label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A", help="Label smoothing of the cross-entropy (0 = none, as in the papers).")] = 0.0,
+    dropout: Annotated[float, typer.Option("--dropout", metavar="P", help="Dropout probability (0 = none; the papers' small runs use none).")] = 0.0,
     untie: Annotated[bool, typer.Option(
         "--untie-embeddings", help="Give the output layer its own W (`head.weight`) instead of tying it to "
         "the input embedding.")] = False,
