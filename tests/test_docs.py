@@ -45,11 +45,14 @@ def test_version() -> None:
     assert result.stdout.strip() == f"nb {__version__}"
 
 
-def test_help_does_not_import_torch() -> None:
+def test_help_does_not_import_heavy_modules() -> None:
+    """--help of every command stays fast: no torch/numpy, and no pydantic (typer's coercion of an
+    absent --help flag pulled it in, ~0.1 s, until the flag got a boolean default)."""
     code = ("import sys\nfrom typer.testing import CliRunner\nfrom nbcli.cli import app\n"
-            "for args in (['--help'], ['count-unigrams', '--help']):\n"
+            f"for args in [['--help']] + [[name, '--help'] for name in {_command_names()!r}]:\n"
             "    assert CliRunner().invoke(app, args).exit_code == 0\n"
-            "names = [n for n in sys.modules if n.split('.')[0] in ('torch', 'numpy', 'sentencepiece', 'matplotlib')]\n"
+            "names = [n for n in sys.modules if n.split('.')[0] in "
+            "('torch', 'numpy', 'sentencepiece', 'matplotlib', 'pydantic')]\n"
             "print(','.join(sorted(names)))")
     heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert heavy == ""

@@ -8,27 +8,11 @@ stderr and exit code 1; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
-
 from nbcli import __version__
-from nbcli.errors import Interrupted, NbError
-
-
-class NbGroup(TyperGroup):
-    """Maps expected failures to one line on stderr: NbError -> exit 1, Ctrl-C -> exit 130."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (KeyboardInterrupt, Interrupted):
-            typer.echo("nb: interrupted; no output written", err=True)
-            ctx.exit(130)
-        except NbError as err:
-            typer.echo(f"nb: error: {err}", err=True)
-            ctx.exit(1)
+from nbcli.cli.base import NbGroup
 
 
 app = typer.Typer(
@@ -40,6 +24,7 @@ app = typer.Typer(
     "Transformer with the papers' initialisations and losses.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,  # static scripts in completions/ (nb completions are generated, not typer's)
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )

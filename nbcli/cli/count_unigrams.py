@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption
 
 EPILOG = """\
@@ -99,4 +100,4 @@ def count_unigrams(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("count-unigrams", epilog=EPILOG)(count_unigrams)
+    app.command("count-unigrams", epilog=EPILOG, cls=NbCommand)(count_unigrams)

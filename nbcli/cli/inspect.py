@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption
 
 EPILOG = """\
@@ -104,4 +105,4 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("inspect", epilog=EPILOG)(inspect_checkpoint)
+    app.command("inspect", epilog=EPILOG, cls=NbCommand)(inspect_checkpoint)

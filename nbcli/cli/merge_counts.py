@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption
 
 EPILOG = """\
@@ -41,4 +42,4 @@ def merge_counts(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("merge-counts", epilog=EPILOG)(merge_counts)
+    app.command("merge-counts", epilog=EPILOG, cls=NbCommand)(merge_counts)

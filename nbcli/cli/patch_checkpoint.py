@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, SmoothingOption
 
 EPILOG = """\
@@ -175,4 +176,4 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("patch-checkpoint", epilog=EPILOG)(patch_checkpoint)
+    app.command("patch-checkpoint", epilog=EPILOG, cls=NbCommand)(patch_checkpoint)

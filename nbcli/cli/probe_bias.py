@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, SmoothingOption
 
 EPILOG = """\
@@ -207,4 +208,4 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("probe-bias", epilog=EPILOG)(probe_bias)
+    app.command("probe-bias", epilog=EPILOG, cls=NbCommand)(probe_bias)

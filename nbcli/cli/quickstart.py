@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, WorkersOption
 
 EPILOG = """\
@@ -54,4 +55,4 @@ def quickstart(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("quickstart", epilog=EPILOG)(quickstart)
+    app.command("quickstart", epilog=EPILOG, cls=NbCommand)(quickstart)

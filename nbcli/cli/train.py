@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption
 
 EPILOG = """\
@@ -158,4 +159,4 @@ def _render(summary: dict[str, object]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train", epilog=EPILOG)(train)
+    app.command("train", epilog=EPILOG, cls=NbCommand)(train)

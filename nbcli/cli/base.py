@@ -1,0 +1,45 @@
+"""Command classes shared by every `nb` command: error mapping and a lean --help flag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from nbcli.errors import Interrupted, NbError
+
+
+def _lean_help_option(option: Any) -> Any:
+    """Give the help flag a boolean default.
+
+    typer coerces a flag whose value is not a bool through pydantic, so an absent --help (value None)
+    imported pydantic (~0.1 s) on every invocation; with False it is skipped.
+    """
+    if option is not None and option.default is None:
+        option.default = False
+    return option
+
+
+class NbCommand(TyperCommand):
+    """A leaf command (`nb count-unigrams`, ...)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _lean_help_option(super().get_help_option(ctx))
+
+
+class NbGroup(TyperGroup):
+    """Maps expected failures to one line on stderr: NbError -> exit 1, Ctrl-C -> exit 130."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _lean_help_option(super().get_help_option(ctx))
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, Interrupted):
+            typer.echo("nb: interrupted; no output written", err=True)
+            ctx.exit(130)
+        except NbError as err:
+            typer.echo(f"nb: error: {err}", err=True)
+            ctx.exit(1)
