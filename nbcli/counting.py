@@ -134,6 +134,7 @@ class _Counter:
         self.options = options
         self.rule = tokenizer.chunk_rule if options.chunked else None
         self.table = _ChunkTable(CACHE_LIMIT)
+        self.cut_pairs = _cut_pair_table(tokenizer) if self.rule == "sp" else None
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
     # -- tasks -------------------------------------------------------------------------------
@@ -238,15 +239,18 @@ class _Counter:
         block = Counter(chunks)  # small and cache-friendly: the table is probed once per distinct chunk
         keys = list(block)
         self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
-                       lambda missing: [keys[i] for i in missing])
+                       lambda missing: ([keys[i] for i in missing], None))
 
     def _count_sp_bytes(self, data: bytes, counts: np.ndarray) -> int:
         """Count the "sp" chunks of a clean UTF-8 text block with numpy; return its documents.
 
         Chunks are the maximal runs of bytes other than b' ' and b'\\n': UTF-8 never uses these
-        bytes inside a multi-byte character, so they are the str path's chunks. Chunks of up to 7
-        bytes (80% of English ones) are keyed by one exact uint64 (bytes | length << 56), of 8-15
-        bytes by two, and grouped by sorting; longer ones by their bytes with a Counter.
+        bytes inside a multi-byte character, so they are the str path's chunks. Where the tokenizer
+        allows it (`Tokenizer.subchunk_cuts`), chunks are cut further into parts between ASCII
+        characters that no vocabulary piece joins; a part after such a cut is encoded without the
+        dummy prefix. Parts of up to 7 bytes (most of English) are keyed by one exact uint64
+        (bytes | length << 56 | continued << 63), of 8-15 bytes by two, and grouped by sorting;
+        longer ones by their bytes (b'\\xff' + bytes if continued) with a Counter.
         """
         b = np.frombuffer(data, dtype=np.uint8)
         n = b.shape[0]
@@ -259,26 +263,32 @@ class _Counter:
         edge[1:-1] = (b == 32) | newline
         change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
         starts, ends = change[0::2], change[1::2]
+        continued = np.zeros(starts.shape[0], dtype=bool)
+        if self.cut_pairs is not None and n > 1:
+            starts, ends, continued = _cut_parts(b, starts, ends, self.cut_pairs)
         lengths = ends - starts
         padded = np.zeros(n + 16, dtype=np.uint8)
         padded[:n] = b
         words = np.ndarray((n + 8,), dtype="<u8", buffer=padded, strides=(1,))  # 8 bytes at each offset
         size = lengths.astype(np.uint64)
+        flag = continued.astype(np.uint64) << np.uint64(63)
         top = np.uint64(56)
 
-        def texts_at(occurrences: np.ndarray) -> Callable[[np.ndarray], list[str]]:
-            return lambda missing: _decode_chunks(
-                [data[s:e] for s, e in zip(starts[occurrences[missing]].tolist(), ends[occurrences[missing]].tolist())])
+        def texts_at(occurrences: np.ndarray) -> Callable[[np.ndarray], tuple[list[str], np.ndarray]]:
+            return lambda missing: (_decode_chunks(
+                [data[s:e] for s, e in zip(starts[occurrences[missing]].tolist(), ends[occurrences[missing]].tolist())]),
+                continued[occurrences[missing]])
 
         short = np.flatnonzero(lengths <= 7)
-        keys = (words[starts[short]] & _SHORT_MASKS[size[short]]) | (size[short] << top)
+        keys = (words[starts[short]] & _SHORT_MASKS[size[short]]) | (size[short] << top) | flag[short]
         distinct, freqs = np.unique(keys, return_counts=True)  # no return_index: it forces a slower sort
         self._add_rows(distinct.tolist(), freqs, counts, lambda missing: _short_key_texts(distinct[missing]))
 
         mid = np.flatnonzero((lengths > 7) & (lengths <= 15))
         if mid.size:
             low = words[starts[mid]]
-            high = (words[starts[mid] + 8] & _SHORT_MASKS[size[mid] - np.uint64(8)]) | (size[mid] << top)
+            high = ((words[starts[mid] + 8] & _SHORT_MASKS[size[mid] - np.uint64(8)]) | (size[mid] << top)
+                    | flag[mid])
             order = np.lexsort((low, high))
             low, high = low[order], high[order]
             head = np.ones(order.shape[0], dtype=bool)
@@ -290,33 +300,35 @@ class _Counter:
 
         long = np.flatnonzero(lengths > 15)
         if long.size:
-            block = Counter([data[s:e] for s, e in zip(starts[long].tolist(), ends[long].tolist())])
+            markers = [_CONTINUED if c else b"" for c in continued[long].tolist()]
+            block = Counter([m + data[s:e] for m, s, e in zip(markers, starts[long].tolist(), ends[long].tolist())])
             names = list(block)
             self._add_rows(names, np.fromiter(block.values(), dtype=np.int64, count=len(names)), counts,
-                           lambda missing: _decode_chunks([names[i] for i in missing]))
+                           lambda missing: _long_key_texts([names[i] for i in missing]))
         return lines - empty  # documents: non-empty lines
 
     def _add_rows(self, keys: list[Any], freqs: np.ndarray, counts: np.ndarray,
-                  texts_of: Callable[[np.ndarray], list[str]]) -> None:
+                  texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> None:
         """Add freqs[i] x (tokens of chunk keys[i]) to counts; encode (once) chunks not in the table.
 
-        Keys are distinct within a call: str chunks, or (bytes path) int keys of chunks of up to
-        15 bytes and the bytes of longer ones; `texts_of(indices)` gives those chunks' text.
+        Keys are distinct within a call: str chunks, or (bytes path) int keys of parts of up to
+        15 bytes and the bytes of longer ones; `texts_of(indices)` gives those chunks' text and
+        which of them continue a chunk (encoded without the dummy prefix; None: none do).
         """
         table = self.table
         rows = table.rows(keys)
         missing = np.flatnonzero(rows < 0)
         if missing.size:
             new = [keys[i] for i in missing]
-            texts = texts_of(missing)
+            texts, continued = texts_of(missing)
             kept = min(len(new), max(0, table.limit - len(table.index)))
             first = len(table.index)
             for start in range(0, kept, ENCODE_BATCH):
                 stop = min(start + ENCODE_BATCH, kept)
-                table.add(new[start:stop], self.tokenizer.encode_batch(texts[start:stop]))
+                table.add(new[start:stop], self._encode(texts[start:stop], continued, start))
             for start in range(kept, len(new), ENCODE_BATCH):  # table full: count without keeping
                 stop = min(start + ENCODE_BATCH, len(new))
-                counts += _weighted_token_counts(self.tokenizer.encode_batch(texts[start:stop]),
+                counts += _weighted_token_counts(self._encode(texts[start:stop], continued, start),
                                                  freqs[missing[start:stop]], counts.shape[0])
             rows[missing[:kept]] = np.arange(first, first + kept)
             if kept < len(new):
@@ -325,11 +337,71 @@ class _Counter:
         if rows.size:
             counts += table.token_counts(rows, freqs, counts.shape[0])
 
+    def _encode(self, texts: list[str], continued: np.ndarray | None, offset: int) -> list[list[int]]:
+        """Ids of texts (a batch starting at `offset` of `continued`): chunk starts with the dummy
+        prefix, continuing parts without."""
+        flags = None if continued is None else continued[offset:offset + len(texts)]
+        if flags is None or not flags.any():
+            return self.tokenizer.encode_batch(texts)
+        encoded: list[list[int]] = [[] for _ in texts]
+        for group, encode in ((np.flatnonzero(~flags), self.tokenizer.encode_batch),
+                              (np.flatnonzero(flags), self.tokenizer.encode_continuations)):
+            indices = group.tolist()
+            for i, ids in zip(indices, encode([texts[i] for i in indices])):
+                encoded[i] = ids
+        return encoded
 
-def _short_key_texts(keys: np.ndarray) -> list[str]:
-    """The chunks of <= 7 bytes that uint64 keys (bytes | length << 56) stand for."""
+
+def _cut_pair_table(tokenizer: Tokenizer) -> np.ndarray | None:
+    """`Tokenizer.subchunk_cuts` as a flat [65536] table indexed by (byte a) << 8 | (byte b)."""
+    cuts = tokenizer.subchunk_cuts()
+    if cuts is None:
+        return None
+    table = np.zeros((256, 256), dtype=bool)
+    table[:128, :128] = cuts
+    table[:0x21, :] = table[:, :0x21] = False  # never at spaces, newlines or control bytes
+    table[0x7F, :] = table[:, 0x7F] = False
+    return table.reshape(-1)
+
+
+_CONTINUED = b"\xff"  # never in UTF-8: marks the long keys of continuing parts
+
+
+def _cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+               cut_pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut chunks [starts, ends) of bytes `b` wherever `cut_pairs[b[i-1] << 8 | b[i]]` holds.
+
+    Returns the parts' starts, ends and whether each continues a chunk. Cut pairs are printable
+    ASCII, never b' ' or b'\\n', so every cut lies strictly inside a chunk.
+    """
+    pairs = (b[:-1].astype(np.uint16) << 8) | b[1:]
+    cut_at = np.flatnonzero(cut_pairs[pairs]) + 1
+    if cut_at.size == 0:
+        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+    marks = np.zeros(b.shape[0] + 1, dtype=np.int8)
+    marks[starts] = 1
+    marks[cut_at] = 2
+    part_starts = np.flatnonzero(marks)
+    continued = marks[part_starts] == 2
+    marks[:] = 0
+    marks[ends] = 1
+    marks[cut_at] = 1
+    return part_starts, np.flatnonzero(marks), continued
+
+
+def _short_key_texts(keys: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The parts of <= 7 bytes that uint64 keys (bytes | length << 56 | continued << 63) stand for,
+    and which of them continue a chunk."""
     raw = keys.astype("<u8").tobytes()
-    return _decode_chunks([raw[8 * i:8 * i + size] for i, size in enumerate((keys >> np.uint64(56)).tolist())])
+    sizes = ((keys >> np.uint64(56)) & np.uint64(0x7F)).tolist()
+    return (_decode_chunks([raw[8 * i:8 * i + size] for i, size in enumerate(sizes)]),
+            (keys >> np.uint64(63)).astype(bool))
+
+
+def _long_key_texts(names: list[bytes]) -> tuple[list[str], np.ndarray]:
+    """The parts of > 15 bytes that long keys stand for, and which of them continue a chunk."""
+    continued = np.fromiter((name[:1] == _CONTINUED for name in names), dtype=bool, count=len(names))
+    return _decode_chunks([name[1:] if c else name for name, c in zip(names, continued.tolist())]), continued
 
 
 def _decode_chunks(chunks: list[bytes]) -> list[str]:

@@ -69,6 +69,8 @@ class Tokenizer:
     _impl: Any = field(repr=False)
     _data: bytes = field(repr=False)
     chunk_pattern: re.Pattern[str] = PREFIX_SPACE_CHUNK  # how "prefix-space" cuts a document
+    _cuts: Any = field(default=None, repr=False)  # subchunk_cuts() once computed (False: none)
+    _continuation: Any = field(default=None, repr=False)  # processor without the dummy prefix
 
     @property
     def name(self) -> str:
@@ -96,6 +98,32 @@ class Tokenizer:
     def serialized(self) -> bytes:
         """The tokenizer file's bytes (to rebuild it in another process or on another machine)."""
         return self._data
+
+    def subchunk_cuts(self) -> Any:
+        """Where an "sp" chunk may be cut further: a [128, 128] bool numpy table, True at (a, b) when
+        no vocabulary piece contains the ASCII pair ab; None when this does not apply.
+
+        If no piece contains ab, no piece spans the boundary between a and b in a chunk, so BPE merges
+        (or the unigram lattice's paths) on either side never interact and ``encode("▁" + left + right)
+        == encode("▁" + left) + encode_continuations([right])`` (the right part has no dummy prefix).
+        Restricted to BPE models (merges are ordered by score, then position, so a constant
+        offset changes nothing), to printable ASCII on both sides, both known single-character pieces (unknown
+        characters in a run are merged into one <unk>), and to NFKC/identity normalisers, which leave
+        printable ASCII alone and have no rule spanning two ASCII characters.
+        """
+        if self.chunk_rule != "sp" or self.kind != "sentencepiece":
+            return None
+        if self._cuts is None:
+            self._cuts = _sentencepiece_cuts(self._data, self._impl)
+        return self._cuts if self._cuts is not False else None
+
+    def encode_continuations(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of chunk parts that continue a chunk (SentencePiece without the dummy prefix)."""
+        if self._continuation is None:
+            import sentencepiece as spm
+
+            self._continuation = spm.SentencePieceProcessor(model_proto=_without_dummy_prefix(self._data))
+        return self._continuation.encode(texts, num_threads=1)
 
 
 def load_tokenizer(path: Path | str) -> Tokenizer:
@@ -218,6 +246,85 @@ def _sentencepiece_chunk_rule(data: bytes, sp: Any) -> tuple[ChunkRule | None, s
         if "\u2581" in piece[1:] or " " in piece:
             return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
     return "sp", "split_by_whitespace with dummy prefix: each space-delimited chunk encodes alone"
+
+
+_CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
+
+
+def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
+    """The table of `Tokenizer.subchunk_cuts`, or False where cutting inside chunks is not proven."""
+    import numpy as np
+
+    model = _proto_fields(data)
+    trainer = _proto_fields(model.get(2, [b""])[-1])  # type: ignore[arg-type]
+    if trainer.get(3, [1])[-1] != 2:
+        # Only BPE: a unigram model's Viterbi ties are decided by float sums that include the score
+        # of the text before the cut, so equal-score segmentations can come out in another order.
+        return False
+    normalizer = _proto_fields(model.get(3, [b""])[-1])  # type: ignore[arg-type]
+    name = normalizer.get(1, [b"nmt_nfkc"])[-1]
+    if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
+        return False
+    spans = np.ones((128, 128), dtype=bool)
+    for i in range(sp.get_piece_size()):
+        if sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i):
+            continue  # never matched against text
+        piece = sp.id_to_piece(i)
+        for a, b in zip(piece, piece[1:]):
+            if a < "\x80" and b < "\x80":
+                spans[ord(a), ord(b)] = False
+    known = np.zeros(128, dtype=bool)
+    for code in range(0x21, 0x7F):
+        token = sp.piece_to_id(chr(code))
+        known[code] = token != sp.unk_id() and not sp.is_unknown(token) and not sp.is_control(token)
+    return spans & known[:, None] & known[None, :]
+
+
+def _without_dummy_prefix(data: bytes) -> bytes:
+    """The SentencePiece model proto with NormalizerSpec.add_dummy_prefix = false.
+
+    Appends field 3 = 0 to the NormalizerSpec message (field 3 of ModelProto): in protobuf the last
+    value of a scalar field wins, so nothing else is touched.
+    """
+    out = bytearray()
+    pos = 0
+    seen = False
+    while pos < len(data):
+        start = pos
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _read_varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, body = _read_varint(data, pos)
+            pos = body + length
+            if number == 3:
+                payload = data[body:pos] + b"\x18\x00"
+                out += _varint(key) + _varint(len(payload)) + payload
+                seen = True
+                continue
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        out += data[start:pos]
+    if not seen:
+        out += b"\x1a\x02\x18\x00"  # a NormalizerSpec holding only add_dummy_prefix = false
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,8 +41,8 @@ def train_sentencepiece(directory: Path, lines: list[str], vocab_size: int, mode
     prefix = directory / f"sp-{model_type}-{vocab_size}"
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=vocab_size,
-        model_type=model_type, character_coverage=1.0, byte_fallback=True, num_threads=1,
-        minloglevel=2, **extra,
+        **{"model_type": model_type, "character_coverage": 1.0, "byte_fallback": True, "num_threads": 1,
+           "minloglevel": 2, **extra},
     )
     return prefix.with_suffix(".model")
 
@@ -61,6 +61,22 @@ def sp_model(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[str]) 
 @pytest.fixture(scope="session")
 def sp_unigram_model(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[str]) -> Path:
     return train_sentencepiece(tmp_path_factory.mktemp("spu"), sample_lines, 400, model_type="unigram")
+
+
+@pytest.fixture(scope="session")
+def sp_bpe_punct_model(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[str]) -> Path:
+    """A BPE model with pieces across punctuation, unknown characters (coverage < 1, no byte
+    fallback) and user-defined symbols: the hard case for cutting chunks between ASCII characters."""
+    import random
+
+    rnd = random.Random(3)
+    soup = ["".join(rnd.choice(PUNCTUATION_SOUP) for _ in range(rnd.randint(1, 20))) for _ in range(800)]
+    return train_sentencepiece(tmp_path_factory.mktemp("spp"), sample_lines + soup, 600,
+                               character_coverage=0.98, byte_fallback=False,
+                               user_defined_symbols=["<br>", "::", "a.b"])
+
+
+PUNCTUATION_SOUP = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~abcXYZ019"
 
 
 @pytest.fixture(scope="session")

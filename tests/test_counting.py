@@ -183,3 +183,35 @@ def test_dask_local_cluster(sp_model: Path, corpus: tuple[Path, bytes], referenc
         result = count_corpus([str(corpus[0]), str(gz)], load_tokenizer(sp_model),
                               dask_address=cluster.scheduler_address)
     np.testing.assert_array_equal(result.counts, 2 * reference)
+
+
+def _punctuated_corpus(seed: int = 5) -> bytes:
+    """LF-only text (the numpy byte path), rich in punctuation, with long, mid and short parts."""
+    rng = random.Random(seed)
+    marks = list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + ["<br>", "::", "a.b", "...", "é,", "🙂."]
+    lines = []
+    for line in english_like_lines(1500, seed=seed):
+        words = [w + rng.choice(marks) * rng.randint(0, 3) if rng.random() < 0.4 else w for w in line.split(" ")]
+        if rng.random() < 0.1:
+            words.append("".join(rng.choice(marks) for _ in range(rng.randint(8, 40))))  # > 15 bytes
+        lines.append(" ".join(words))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("cache_limit", [None, 50])
+def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: Path, cache_limit: int | None,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks cut into parts (subchunk_cuts) on the byte path, with the chunk table full after 50
+    entries (later parts are encoded and counted without being kept): still the exact count."""
+    import nbcli.counting
+
+    if cache_limit is not None:
+        monkeypatch.setattr(nbcli.counting, "CACHE_LIMIT", cache_limit)
+    data = _punctuated_corpus()
+    assert b"\r" not in data
+    path = tmp_path / "punct.txt"
+    path.write_bytes(data)
+    tok = load_tokenizer(sp_bpe_punct_model)
+    assert tok.subchunk_cuts() is not None
+    result = count_corpus([str(path)], tok, workers=1)
+    np.testing.assert_array_equal(result.counts, _reference_counts(sp_bpe_punct_model, data))

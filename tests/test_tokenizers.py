@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,12 @@ ADVERSARIAL = [
     "123", "4.5", "$", "\\", "<s>", "</s>", "<|endoftext|>", "[CLS]",
 ]
 adversarial_text = st.lists(st.sampled_from(ADVERSARIAL), min_size=0, max_size=25).map("".join)
+# ASCII punctuation next to letters, digits, user-defined symbols and non-ASCII: where chunks are cut
+# further (Tokenizer.subchunk_cuts).
+PUNCTUATED = ADVERSARIAL + list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + [
+    "<br>", "::", "a.b", "...", "\\Ab*a\"cus\\,", "e.g.", "(i)", "x=1;", "~~", "é,", ",é", "🙂.", "a~b",
+]
+punctuated_text = st.lists(st.sampled_from(PUNCTUATED), min_size=0, max_size=25).map("".join)
 
 
 def test_loads_sentencepiece(sp_model: Path) -> None:
@@ -97,7 +104,8 @@ def _chunked_equals_full(path: Path, lines: list[str]) -> None:
     np.testing.assert_array_equal(fast.counts, reference)
 
 
-TOKENIZER_FIXTURES = ["sp_model", "sp_unigram_model", "hf_bytelevel_json", "hf_bert_json"]
+TOKENIZER_FIXTURES = ["sp_model", "sp_unigram_model", "sp_bpe_punct_model", "hf_bytelevel_json", "hf_bert_json"]
+BPE_FIXTURES = ["sp_model", "sp_bpe_punct_model"]
 
 
 @pytest.mark.parametrize("fixture", TOKENIZER_FIXTURES)
@@ -105,6 +113,58 @@ TOKENIZER_FIXTURES = ["sp_model", "sp_unigram_model", "hf_bytelevel_json", "hf_b
 @given(lines=st.lists(adversarial_text, min_size=1, max_size=8))
 def test_chunked_counting_is_exact_on_adversarial_text(fixture: str, lines: list[str], request: pytest.FixtureRequest) -> None:
     _chunked_equals_full(request.getfixturevalue(fixture), lines)
+
+
+@pytest.mark.parametrize("fixture", TOKENIZER_FIXTURES)
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(punctuated_text, min_size=1, max_size=8))
+def test_chunked_counting_is_exact_on_punctuated_text(fixture: str, lines: list[str], request: pytest.FixtureRequest) -> None:
+    _chunked_equals_full(request.getfixturevalue(fixture), lines)
+
+
+def _parts(chunk: str, cuts: np.ndarray) -> list[str]:
+    """`chunk` cut wherever the table allows (an independent, per-character reading of the rule)."""
+    parts, start = [], 0
+    for i in range(1, len(chunk)):
+        a, b = ord(chunk[i - 1]), ord(chunk[i])
+        if a < 128 and b < 128 and cuts[a, b]:
+            parts.append(chunk[start:i])
+            start = i
+    return parts + [chunk[start:]]
+
+
+@pytest.mark.parametrize("fixture", [*BPE_FIXTURES, "bundled"])
+@settings(max_examples=200, deadline=None)
+@given(chunk=punctuated_text.map(lambda t: "".join(t.split())).filter(bool))
+def test_cut_parts_encode_to_the_whole_chunk(fixture: str, chunk: str, request: pytest.FixtureRequest) -> None:
+    """encode(chunk) == encode(first part) + encode_continuations(later parts), ids in order."""
+    tok = load_tokenizer(SAMPLE_TOKENIZER if fixture == "bundled" else request.getfixturevalue(fixture))
+    cuts = tok.subchunk_cuts()
+    assert cuts is not None and cuts.shape == (128, 128)
+    parts = _parts(chunk, cuts)
+    joined = tok.encode(parts[0]) + [i for ids in tok.encode_continuations(parts[1:]) for i in ids]
+    assert joined == tok.encode(chunk)
+
+
+def test_subchunk_cuts_only_where_proven(sp_model: Path, sp_unigram_model: Path, hf_bytelevel_json: Path,
+                                         tmp_path: Path, sample_lines: list[str]) -> None:
+    from conftest import train_sentencepiece
+
+    cuts = load_tokenizer(sp_model).subchunk_cuts()
+    assert cuts is not None and cuts.any() and not cuts.all()
+    assert not cuts[:0x21].any() and not cuts[:, :0x21].any() and not cuts[0x7F].any()  # printable only
+    tok = load_tokenizer(sp_model)
+    for i in range(tok.vocab_size):  # no piece joins a pair that may be cut
+        piece = tok.piece(i)
+        if i not in tok.special_ids and not re.fullmatch(r"<0x[0-9A-F]{2}>", piece):  # text pieces
+            assert not any(ord(a) < 128 and ord(b) < 128 and cuts[ord(a), ord(b)]
+                           for a, b in zip(piece, piece[1:])), piece
+    # Unigram: Viterbi ties are decided by float sums including the text before a cut.
+    assert load_tokenizer(sp_unigram_model).subchunk_cuts() is None
+    # Case folding maps ASCII letters, so pairs in the text are not the vocabulary's pairs.
+    folded = train_sentencepiece(tmp_path, sample_lines, 500, normalization_rule_name="nmt_nfkc_cf")
+    assert load_tokenizer(folded).subchunk_cuts() is None
+    assert load_tokenizer(hf_bytelevel_json).subchunk_cuts() is None
 
 
 @settings(max_examples=100, deadline=None)
