@@ -19,6 +19,10 @@ encode per *distinct* chunk. Which cuts are safe depends on the tokenizer:
   the first chunk of a document is encoded as is, every later chunk carries its leading whitespace.
 
 Any other configuration returns ``chunk_rule = None`` and counting encodes whole documents.
+For "sp" BPE models `Tokenizer.subchunk_cuts` also gives the ASCII character pairs that no piece
+contains, where chunks are cut further (later parts encoded without the dummy prefix).
+A unigram model's Viterbi ties depend on float sums over the whole line, so for it the "sp" rule is
+exact for counts (tied segmentations hold the same pieces) in every measurement, not by proof.
 """
 
 from __future__ import annotations
