@@ -29,7 +29,7 @@ adversarial_text = st.lists(st.sampled_from(ADVERSARIAL), min_size=0, max_size=2
 # ASCII punctuation next to letters, digits, user-defined symbols and non-ASCII: where chunks are cut
 # further (Tokenizer.subchunk_cuts).
 PUNCTUATED = ADVERSARIAL + list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + [
-    "<br>", "::", "a.b", "...", "\\Ab*a\"cus\\,", "e.g.", "(i)", "x=1;", "~~", "é,", ",é", "🙂.", "a~b",
+    "<br>", "::", "a.b", "...", "\u2581", "a\u2581b", "\\Ab*a\"cus\\,", "e.g.", "(i)", "x=1;", "~~", "é,", ",é", "🙂.", "a~b",
 ]
 punctuated_text = st.lists(st.sampled_from(PUNCTUATED), min_size=0, max_size=25).map("".join)
 
