@@ -11,8 +11,8 @@ each pre-token independently. If a line is cut at such boundaries into chunks, t
 ``encode(line) == concat(encode(chunk) for chunk in chunks)`` and a Zipfian corpus needs only one
 encode per *distinct* chunk. Which cuts are safe depends on the tokenizer:
 
-* ``"sp"`` (SentencePiece with ``split_by_whitespace``, ``add_dummy_prefix`` and
-  ``remove_extra_whitespaces``, the defaults): cut at ASCII spaces; each chunk is encoded as its own
+* ``"sp"`` (SentencePiece BPE, char or word models with ``split_by_whitespace``, ``add_dummy_prefix``
+  and ``remove_extra_whitespaces``, the defaults): cut at ASCII spaces; each chunk is encoded as its own
   sentence (the dummy prefix plays the role of the space that preceded it).
 * ``"prefix-space"`` (tokenizer.json with a ByteLevel/GPT-2, Whitespace or BERT pre-tokenizer and a
   character-local normaliser): cut before each whitespace run that follows a non-whitespace character;
@@ -21,8 +21,10 @@ encode per *distinct* chunk. Which cuts are safe depends on the tokenizer:
 Any other configuration returns ``chunk_rule = None`` and counting encodes whole documents.
 For "sp" BPE models `Tokenizer.subchunk_cuts` also gives the ASCII character pairs that no piece
 contains, where chunks are cut further (later parts encoded without the dummy prefix).
-A unigram model's Viterbi ties depend on float sums over the whole line, so for it the "sp" rule is
-exact for counts (tied segmentations hold the same pieces) in every measurement, not by proof.
+A unigram model's Viterbi search breaks ties (and near-ties) by float sums that include the score of
+the text before a chunk, so a chunk alone can segment differently: on the count benchmark's corpus
+with a 16k unigram model, 3 of 200,000 lines gave other counts (benchmarks/unigram_chunk_check.py).
+Unigram models therefore get no chunk rule.
 """
 
 from __future__ import annotations
@@ -245,6 +247,10 @@ def _sentencepiece_chunk_rule(data: bytes, sp: Any) -> tuple[ChunkRule | None, s
     failed = [name for name, ok in checks.items() if not ok]
     if failed:
         return None, f"SentencePiece setting(s) {', '.join(failed)} prevent chunked counting"
+    if trainer.get(3, [1])[-1] == 1:  # TrainerSpec.model_type: UNIGRAM = 1 (the default), BPE = 2
+        return None, ("unigram model: Viterbi ties are decided by float sums over the whole line, so a "
+                      "chunk alone can segment differently (benchmarks/unigram_chunk_check.py); "
+                      "encoding whole documents")
     for i in range(sp.get_piece_size()):
         piece = sp.id_to_piece(i)
         if "\u2581" in piece[1:] or " " in piece:
@@ -262,9 +268,7 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     model = _proto_fields(data)
     trainer = _proto_fields(model.get(2, [b""])[-1])  # type: ignore[arg-type]
     if trainer.get(3, [1])[-1] != 2:
-        # Only BPE: a unigram model's Viterbi ties are decided by float sums that include the score
-        # of the text before the cut, so equal-score segmentations can come out in another order.
-        return False
+        return False  # only BPE (unigram models have no chunk rule at all, see the module docstring)
     normalizer = _proto_fields(model.get(3, [b""])[-1])  # type: ignore[arg-type]
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
