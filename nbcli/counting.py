@@ -731,6 +731,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "eos": result.eos,
         "bos": result.bos,
         "method": result.method,
+        "method_reason": tokenizer.chunk_rule_reason if result.options.get("chunked", True) else "--no-chunk-cache",
         "workers": result.workers,
         "seconds": result.seconds,
         "mb_per_s": mb_per_s,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from nbcli.cli.console import stdout_console
@@ -22,7 +23,7 @@ def render_count_summary(report: dict[str, Any]) -> None:
                            f"({100 * report['vocab_coverage']:.1f}% vocabulary coverage)"),
         ("unigram entropy", f"{report['entropy_nats']:.4f} nats = {report['entropy_bits']:.4f} bits"),
         ("EOS / BOS per document", f"{'yes' if report['eos'] else 'no'} / {'yes' if report['bos'] else 'no'}"),
-        ("method", f"{report['method']}, {report['workers']} worker(s)"),
+        ("method", f"{report['method']}, {report['workers']} worker(s)\n[dim]{escape(report['method_reason'])}[/dim]"),
         ("throughput", f"{report['mb_per_s']:.1f} MB/s, {report['tokens_per_s']:,.0f} tokens/s "
                        f"({report['seconds']:.2f} s)"),
     ]
