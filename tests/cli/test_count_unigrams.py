@@ -176,3 +176,18 @@ def test_quickstart_subprocess_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["documents"] > 4000 and report["tokens"] == read_counts(out).total
+
+
+def test_method_and_reason_reported(tmp_path: Path, sp_model: Path, sp_unigram_model: Path, corpus: Path) -> None:
+    """BPE counts by chunks; a unigram model by whole documents, and the summary says why."""
+    reports = {}
+    for name, model, extra in (("bpe", sp_model, ()), ("unigram", sp_unigram_model, ()),
+                               ("forced", sp_model, ("--no-chunk-cache",))):
+        result = invoke("count-unigrams", str(corpus), "-t", str(model), "-o", str(tmp_path / f"{name}.safetensors"),
+                        "--json", *extra)
+        assert result.exit_code == 0, result.output
+        reports[name] = json.loads(result.stdout)
+    assert reports["bpe"]["method"] == "chunked (sp)"
+    assert reports["unigram"]["method"] == "whole documents" and "unigram" in reports["unigram"]["method_reason"]
+    assert reports["forced"]["method"] == "whole documents"
+    assert reports["forced"]["method_reason"] == "--no-chunk-cache"
