@@ -52,3 +52,19 @@ def test_full_disk_is_one_error_and_no_file(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "no space left" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_start_writeback_changes_nothing_and_never_raises(tmp_path: Path) -> None:
+    """It only asks the kernel to begin writing (durability stays with the fsync); bad fds are ignored."""
+    import os
+
+    from nbcli.atomic import start_writeback
+
+    with atomic_write(tmp_path / "f") as handle:
+        handle.write(b"abc" * 1000)
+        handle.flush()
+        start_writeback(handle.fileno(), 0, 3000)
+        start_writeback(handle.fileno(), 10**9, 10)  # beyond the end: nothing to do
+    start_writeback(-1, 0, 10)
+    assert (tmp_path / "f").read_bytes() == b"abc" * 1000
+    assert os.listdir(tmp_path) == ["f"]

@@ -313,3 +313,106 @@ def test_save_tensors_output_readable_by_reference_writer_format(tmp_path: Path)
     a, b = load_file(str(ours)), open_checkpoint(theirs)
     assert all(torch.equal(a[n], b.get(n)) for n in tensors)
     assert ckio.DTYPE_SIZES["BF16"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Deferred tensors: held back from the copy, written last into the byte ranges kept for them
+
+def _deferred_values(source: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {"ln_f.bias": source["ln_f.bias"] * 3, "h.0.ln_1.bias": -source["h.0.ln_1.bias"]}
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_deferred_output_is_byte_identical_to_replace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      sharded: bool) -> None:
+    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)  # many blocks per tensor: offsets must still line up
+    tensors = gpt2_tensors(dtype=torch.bfloat16)
+    src = save_sharded(tmp_path / "in", tensors) if sharded else save(tmp_path / "in.safetensors", tensors)
+    new = _deferred_values(tensors)
+    late = {"late_metadata": lambda: {"nb.provenance": "p" * 200}, "late_reserve": 512,
+            "update_metadata": {"nb.provenance": "pending"}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    target = "out" if sharded else "out.safetensors"
+    ckpt = open_checkpoint(src)
+    expected = write_like(ckpt, tmp_path / "a" / target, replace=new, **late)
+    copied: list[int] = []
+    non_held = sum(ckpt.info(n).nbytes for n in ckpt.names() if n not in new and n != "wte.weight")
+
+    def compute() -> dict[str, torch.Tensor]:
+        assert sum(copied) == non_held  # every other tensor is already in place
+        return new
+
+    deferred = ckio.Deferred(frozenset({*new, "wte.weight"}), compute)  # wte.weight held, not recomputed
+    got = write_like(ckpt, tmp_path / "b" / target, deferred=deferred, progress=copied.append, **late)
+    assert sum(copied) == ckpt.total_bytes
+    assert [p.name for p in got] == [p.name for p in expected]
+    for a, b in zip(expected, got):
+        assert a.read_bytes() == b.read_bytes(), b.name
+    for name, value in new.items():
+        assert torch.equal(open_checkpoint(got[0].parent if sharded else got[0]).get(name), value)
+
+
+def _only(directory: Path, *names: str) -> None:
+    assert sorted(p.name for p in directory.iterdir()) == sorted(names)
+
+
+def test_deferred_poll_error_abandons_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    calls: list[int] = []
+
+    def poll() -> None:
+        calls.append(1)
+        if len(calls) == 5:
+            raise CheckpointError("surgery failed")
+
+    def compute() -> dict[str, torch.Tensor]:
+        raise AssertionError("compute must not run after poll failed")
+
+    with pytest.raises(CheckpointError, match="surgery failed"):
+        write_like(open_checkpoint(src), tmp_path / "out.safetensors",
+                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), compute, poll))
+    _only(tmp_path, "in.safetensors")
+
+
+def test_deferred_compute_error_leaves_no_output(tmp_path: Path) -> None:
+    src = save_sharded(tmp_path / "in", gpt2_tensors())
+
+    def compute() -> dict[str, torch.Tensor]:
+        raise CheckpointError("tensor 'ln_f.bias' contains NaN")
+
+    with pytest.raises(CheckpointError, match="NaN"):
+        write_like(open_checkpoint(src), tmp_path / "out", deferred=ckio.Deferred(frozenset({"ln_f.bias"}), compute))
+    _only(tmp_path, "in")
+
+
+@pytest.mark.parametrize("value", [torch.zeros(9), torch.zeros(8, dtype=torch.float16)])
+def test_deferred_value_must_fit_its_range(tmp_path: Path, value: torch.Tensor) -> None:
+    src = save(tmp_path / "in.safetensors", gpt2_tensors())
+    with pytest.raises(ConfigError, match="reserved bytes hold F32"):
+        write_like(open_checkpoint(src), tmp_path / "out.safetensors",
+                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), lambda: {"ln_f.bias": value}))
+    with pytest.raises(ConfigError, match="not held back"):
+        write_like(open_checkpoint(src), tmp_path / "out.safetensors",
+                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), lambda: {"wte.weight": torch.zeros(40, 8)}))
+    with pytest.raises(ConfigError, match="both replaced and deferred"):
+        write_like(open_checkpoint(src), tmp_path / "out.safetensors", replace={"ln_f.bias": torch.zeros(8)},
+                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), dict))
+    _only(tmp_path, "in.safetensors")
+
+
+def test_copies_start_writeback_of_what_they_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)
+    ranges: list[tuple[int, int]] = []
+    monkeypatch.setattr(ckio, "start_writeback", lambda fd, offset, n: ranges.append((offset, n)))
+    tensors = gpt2_tensors()
+    src = save(tmp_path / "in.safetensors", tensors)
+    out = tmp_path / "out.safetensors"
+    write_like(open_checkpoint(src), out, replace={"ln_f.bias": torch.zeros(8)})
+    copied = open_checkpoint(out)
+    expected = sorted(n for n in copied.names() if n != "ln_f.bias")
+    covered = {n for n in expected
+               if sum(size for offset, size in ranges
+                      if copied.info(n).start <= offset < copied.info(n).end) == copied.info(n).nbytes}
+    assert sorted(covered) == expected
