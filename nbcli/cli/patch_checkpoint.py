@@ -22,7 +22,9 @@ EPILOG = """\
   (--untie, if given, runs right after 1.)
 
 Touched tensors are computed in float32 and cast back to their dtype; all others are copied byte
-for byte. The output keeps the input's metadata and adds `nb.provenance`.
+for byte, in the kernel, while the surgery runs (unless a tensor is created: --untie, a new
+--bias-name). The output keeps the input's metadata and adds `nb.provenance`; it is fsynced and
+renamed into place.
 
 [bold]Examples[/bold]
 
@@ -92,8 +94,8 @@ def patch_checkpoint(
     hash_inputs: Annotated[bool, typer.Option(
         "--hash-inputs/--no-hash-inputs",
         help="Record the sha256 of the checkpoint files in nb.provenance (hashed in a background thread "
-        "during the copy; on a busy machine this can double the run time). --no-hash-inputs records their "
-        "size and mtime instead; counts files are always hashed.")] = True,
+        "during the copy; SHA-256 runs at ~1.6 GB/s per core, so on 2 busy cores it can add half the copy "
+        "time). --no-hash-inputs records their size and mtime instead; counts files are always hashed.")] = True,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
     in_place: Annotated[bool, typer.Option(
