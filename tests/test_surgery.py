@@ -358,8 +358,9 @@ def test_surgery_error_during_the_copy_leaves_no_output(tmp_path: Path, sharded:
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
 
 
-@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 1000])
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5])
 def test_sha256_until_is_sha256(tmp_path: Path, size: int) -> None:
+    """Block by block through mmaps (block 64 is rounded up to the 4 KiB mmap granularity)."""
     import hashlib
     import threading
 

@@ -495,7 +495,8 @@ def _copy_range(src: TensorInfo, out: BinaryIO, progress: Progress | None,
                 out.flush()
                 copied = len(block)
             if copied == 0:
-                raise CheckpointError(f"{src.file}: tensor {src.name!r} ended early (file truncated while copying?)")
+                raise CheckpointError(f"{src.file}: tensor data {src.name!r} ended early (file truncated while "
+                                      "copying?)")
             if copied_block:
                 copied_block(dst_fd, dst_offset, copied)
             offset += copied
@@ -517,7 +518,7 @@ def _write_entries(out: BinaryIO, entries: Sequence[tuple[str, TensorData]], met
         header = struct.pack("<Q", n + late.reserve) + header[8:] + b" " * late.reserve
     out.write(header)
     held: list[tuple[int, Held]] = []
-    for _name, data in entries:
+    for data in _coalesced(entries):
         if poll:
             poll()
         if isinstance(data, Held):
@@ -532,6 +533,23 @@ def _write_entries(out: BinaryIO, entries: Sequence[tuple[str, TensorData]], met
             if progress:
                 progress(len(view))
     return held
+
+
+def _coalesced(entries: Sequence[tuple[str, TensorData]]) -> list[TensorData]:
+    """The entries' data with each run of source tensors that lie back to back in one file merged
+    into one range: one copy_file_range per run instead of several calls (and GIL round trips,
+    slow while another thread imports torch) per tensor."""
+    merged: list[TensorData] = []
+    for _name, data in entries:
+        last = merged[-1] if merged else None
+        if (isinstance(data, TensorInfo) and isinstance(last, TensorInfo) and last.file == data.file
+                and last.end == data.start):
+            first = last.name.split(" .. ")[0]
+            merged[-1] = TensorInfo(f"{first} .. {data.name}", "U8", (data.end - last.start,), data.file,
+                                    last.start, data.end)
+        else:
+            merged.append(data)
+    return merged
 
 
 def _fill_held(out: BinaryIO, held: Sequence[tuple[int, Held]], values: Mapping[str, torch.Tensor],
