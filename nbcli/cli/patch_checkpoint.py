@@ -107,6 +107,12 @@ def patch_checkpoint(
 
     Reads tensors one at a time through mmap; writes OUT to a temporary file beside it and renames it into place, so a failure leaves no OUT behind and IN is never modified (unless --in-place).
     """  # noqa: E501 (one line per paragraph: help text reflows)
+    import atexit
+    import gc
+
+    # At exit, Python's final garbage collections walk every object torch created (~0.4 s on this
+    # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
+    atexit.register(gc.freeze)
     from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
     from nbcli.cli.console import byte_progress, print_json, stderr_console
