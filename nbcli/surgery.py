@@ -564,13 +564,15 @@ def _untied_name(arch: str) -> str:
 
 
 def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None,
-                     unhashed: dict[str, Any] | None = None) -> str:
-    """The `nb.provenance` metadata value: tool, time, operations in order, input sha256s (and
-    size/mtime of inputs not hashed on request)."""
+                     unhashed: dict[str, Any] | None = None, from_cache: list[str] | None = None) -> str:
+    """The `nb.provenance` metadata value: tool, time, operations in order, input sha256s (those
+    taken from the hash cache listed), and size/mtime of inputs not hashed on request."""
     from nbcli.provenance import tool_version, utc_now
 
     doc: dict[str, Any] = {"tool": tool_version(), "command": "patch-checkpoint", "time": utc_now(),
                            "operations": options.operations(), "inputs_sha256": input_hashes}
+    if from_cache:
+        doc["inputs_sha256_from_cache"] = from_cache
     if unhashed:
         doc["inputs_not_hashed"] = unhashed
     if previous:
@@ -604,6 +606,25 @@ def _sha256_until(path: Path, stop: threading.Event, block: int = 1 << 26) -> st
                 with memoryview(mapped) as view:
                     digest.update(view)
     return digest.hexdigest()
+
+
+def _hash_input(path: Path, stop: threading.Event) -> tuple[str, bool]:
+    """(sha256, whether it came from the hash cache) of an input file.
+
+    A checkpoint patched again (a sweep over --scale-ln-bias values, say) is not read again: the
+    digest is remembered in the hash cache (`nbcli.provenance.hash_cache_dir`) under the file's
+    device, inode, size, mtime and ctime, and stored only if the identity did not change while
+    hashing."""
+    from nbcli.provenance import cached_sha256, file_identity, remember_sha256
+
+    identity = file_identity(path)
+    digest = cached_sha256(path, identity)
+    if digest is not None:
+        return digest, True
+    digest = _sha256_until(path, stop)
+    if file_identity(path) == identity:
+        remember_sha256(path, identity, digest)
+    return digest, False
 
 
 #: The role each operation rewrites (run_surgery is the authority; this only says which tensors to
@@ -670,7 +691,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     stop = threading.Event()
     hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-hash")
     surgery_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-surgery")
-    futures = {} if dry_run else {key: hash_pool.submit(_sha256_until, path, stop) for key, path in inputs.items()}
+    futures = {} if dry_run else {key: hash_pool.submit(_hash_input, path, stop) for key, path in inputs.items()}
     try:
         written: list[Path] | None = None
         if held is not None:
@@ -699,20 +720,22 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     return result
 
 
-def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[str]], previous: str | None,
+def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[tuple[str, bool]]], previous: str | None,
                      unhashed: dict[str, Any]) -> Callable[[], dict[str, str]]:
     """The late metadata: `nb.provenance` with the input hashes, once the hashing threads finish."""
 
     def late() -> dict[str, str]:
-        hashes = {key: future.result() for key, future in futures.items()}
-        return {"nb.provenance": provenance_entry(options, hashes, previous, unhashed)}
+        results = {key: future.result() for key, future in futures.items()}
+        hashes = {key: digest for key, (digest, _) in results.items()}
+        from_cache = [key for key, (_, cached) in results.items() if cached]
+        return {"nb.provenance": provenance_entry(options, hashes, previous, unhashed, from_cache)}
 
     return late
 
 
 def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
                       held: frozenset[str], surgery: Future[tuple[dict[str, torch.Tensor], _Workspace, list[str]]],
-                      futures: dict[str, Future[str]], unhashed: dict[str, Any], *, in_place: bool,
+                      futures: dict[str, Future[tuple[str, bool]]], unhashed: dict[str, Any], *, in_place: bool,
                       progress: Callable[[int], None] | None) -> list[Path] | None:
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
@@ -736,13 +759,13 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
     try:
         return write_like(checkpoint, output, update_metadata={"nb.provenance": placeholder}, in_place=in_place,
                           progress=progress, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                          late_reserve=1024 + 128 * len(futures), deferred=Deferred(held, compute, poll))
+                          late_reserve=1024 + sum(128 + len(key) for key in futures), deferred=Deferred(held, compute, poll))
     except _LayoutChanged:  # the temporaries are gone; apply_surgery writes again from the result
         return None
 
 
 def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
-                 new_tensors: dict[str, torch.Tensor], ws: _Workspace, futures: dict[str, Future[str]],
+                 new_tensors: dict[str, torch.Tensor], ws: _Workspace, futures: dict[str, Future[tuple[str, bool]]],
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
     from nbcli.checkpoint.io import resolve_output, write_like
@@ -759,4 +782,4 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
     add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
     return write_like(checkpoint, output, replace=replace, add=add, update_metadata=update, in_place=in_place,
                       progress=progress, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                      late_reserve=1024 + 128 * len(futures))
+                      late_reserve=1024 + sum(128 + len(key) for key in futures))

@@ -47,6 +47,15 @@ def train_sentencepiece(directory: Path, lines: list[str], vocab_size: int, mode
     return prefix.with_suffix(".model")
 
 
+@pytest.fixture(autouse=True)
+def _no_hash_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes ~/.cache: the sha256 cache of patch-checkpoint is off (tests that
+    check it turn it on in their own directory), and NB_CACHE_DIR points at a temporary one. The
+    environment is inherited by `nb` subprocesses."""
+    monkeypatch.setenv("NB_HASH_CACHE", "0")
+    monkeypatch.setenv("NB_CACHE_DIR", str(tmp_path_factory.mktemp("nb-cache")))
+
+
 @pytest.fixture(scope="session")
 def sample_lines() -> list[str]:
     return english_like_lines(2000, seed=1)

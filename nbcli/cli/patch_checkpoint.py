@@ -95,7 +95,10 @@ def patch_checkpoint(
         "--hash-inputs/--no-hash-inputs",
         help="Record the sha256 of the checkpoint files in nb.provenance (hashed in a background thread "
         "during the copy; SHA-256 runs at ~1.6 GB/s per core, so on 2 busy cores it can add half the copy "
-        "time). --no-hash-inputs records their size and mtime instead; counts files are always hashed.")] = True,
+        "time). A digest is remembered in ~/.cache/nb/sha256 (NB_CACHE_DIR; NB_HASH_CACHE=0: off) under "
+        "the file's device, inode, size, mtime and ctime, so patching the same checkpoint again (a sweep "
+        "over LAMBDA) does not re-read it; the provenance lists digests taken from the cache. "
+        "--no-hash-inputs records size and mtime instead; counts files are always hashed.")] = True,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
     in_place: Annotated[bool, typer.Option(

@@ -112,6 +112,26 @@ def test_patching_twice_chains_provenance(tmp_path: Path) -> None:
     assert prov["previous"]["operations"][0]["op"] == "scale-ln-bias"
 
 
+def test_repeated_patch_takes_input_hash_from_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep over LAMBDA hashes the checkpoint once; the provenance says which digests came from
+    the cache, and they are the file's sha256; a changed input is hashed again."""
+    monkeypatch.setenv("NB_HASH_CACHE", "1")
+    src = save(tmp_path / "g.safetensors", gpt2_tensors())
+    truth = sha256_file(src)
+    provs = []
+    for i, lam in enumerate(("0.5", "0.25")):
+        assert run_nb("patch-checkpoint", src, "-o", tmp_path / f"o{i}.safetensors", "--scale-ln-bias", lam).returncode == 0
+        provs.append(json.loads(open_checkpoint(tmp_path / f"o{i}.safetensors").metadata["nb.provenance"]))
+    assert [p["inputs_sha256"]["checkpoint:g.safetensors"] for p in provs] == [truth, truth]
+    assert "inputs_sha256_from_cache" not in provs[0]
+    assert provs[1]["inputs_sha256_from_cache"] == ["checkpoint:g.safetensors"]
+    save(src, {name: tensor + 1 for name, tensor in gpt2_tensors().items()})  # same size, other bytes
+    assert invoke("patch-checkpoint", src, "-o", tmp_path / "o2.safetensors", "--scale-ln-bias", "2").exit_code == 0
+    prov = json.loads(open_checkpoint(tmp_path / "o2.safetensors").metadata["nb.provenance"])
+    assert prov["inputs_sha256"]["checkpoint:g.safetensors"] == sha256_file(src) != truth
+    assert "inputs_sha256_from_cache" not in prov
+
+
 def test_gpt2_created_bias_rescale_untie(tmp_path: Path, counts_file) -> None:  # noqa: ANN001
     counts_path, counts = counts_file
     src = save(tmp_path / "g.safetensors", gpt2_tensors("transformer."))

@@ -1,0 +1,61 @@
+"""The sha256 cache behind patch-checkpoint's input hashes: hits only for unchanged files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from nbcli.provenance import cached_sha256, file_identity, hash_cache_dir, remember_sha256, sha256_file
+
+
+@pytest.fixture
+def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("NB_HASH_CACHE", "1")
+    monkeypatch.setenv("NB_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "sha256"
+
+
+def test_remembered_digest_is_returned_while_the_file_is_unchanged(tmp_path: Path, cache_on: Path) -> None:
+    path = tmp_path / "w.bin"
+    path.write_bytes(os.urandom(4096))
+    identity = file_identity(path)
+    assert cached_sha256(path, identity) is None
+    remember_sha256(path, identity, sha256_file(path))
+    assert cached_sha256(path, file_identity(path)) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert hash_cache_dir() == cache_on and len(list(cache_on.iterdir())) == 1
+
+
+@pytest.mark.parametrize("change", ["append", "same-size-rewrite", "restored-mtime"])
+def test_any_write_invalidates(tmp_path: Path, cache_on: Path, change: str) -> None:
+    """Appending, rewriting in place with the same size, even restoring the old mtime: ctime moves."""
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"a" * 4096)
+    before = os.stat(path)
+    remember_sha256(path, file_identity(path), sha256_file(path))
+    if change == "append":
+        with open(path, "ab") as handle:
+            handle.write(b"b")
+    else:
+        with open(path, "r+b") as handle:
+            handle.write(b"b")
+        if change == "restored-mtime":
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cached_sha256(path, file_identity(path)) is None
+
+
+def test_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"x")
+    monkeypatch.setenv("NB_HASH_CACHE", "0")
+    assert hash_cache_dir() is None
+    remember_sha256(path, file_identity(path), sha256_file(path))
+    assert cached_sha256(path, file_identity(path)) is None
+    monkeypatch.setenv("NB_HASH_CACHE", "1")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("NB_CACHE_DIR", str(blocker))  # mkdir fails: the cache is best effort
+    remember_sha256(path, file_identity(path), sha256_file(path))
+    assert cached_sha256(path, file_identity(path)) is None
