@@ -1,24 +1,51 @@
 #!/usr/bin/env python3
 """Benchmark `nb train` on CPU: tiny-preset tokens/s and the papers' effects on real English text.
 
-Arms (same steps, same data, seeds 0..S-1; validation loss evaluated at every step so 1%, 10% and
-100% of the run are exact points of the curve; ALC = trapezoid area under the validation-loss curve
-normalised by the span, paper 000 sec. 4.2):
+Arms (same steps, same data, seeds 0..S-1; validation loss evaluated at every step (--real: every
+1 % of the run) so 1%, 10% and 100% of the run are exact points of the curve; ALC = trapezoid area
+under the validation-loss curve normalised by the span, paper 000 sec. 4.2):
 
   clm  --bias-init unigram  vs  --bias-init zero                     (paper 000: lower early loss)
   mlm  --ag-fraction 0.5 --ag-alpha 100 (and 10)  vs  no guidance    (paper 001: faster convergence)
 
 Corpus: the bundled Botchan sample (nbcli/data, real English prose, 280 kB; its 2k BPE tokenizer)
-unless --corpus/--tokenizer name others. GPU figures (gpt2-124m bf16 tokens/s, MFU, --compile, AG
-overhead) need a CUDA machine: `--gpu` runs them there; this script never fakes them.
+unless --corpus/--tokenizer name others, or --real:
 
-    python3 benchmarks/train.py                 # table on stdout, JSON in benchmarks/out/train.json
+--real uses the count benchmark's corpus (benchmarks/.cache/corpus.txt, 78 MB of real English, one
+document per line, built by benchmarks/count_unigrams.py; this script never downloads anything):
+  * training/validation sample: every K-th line of corpus.txt (K = ceil(corpus size / --sample-mb),
+    so the sample spans every source in proportion), written once to
+    benchmarks/.cache/train-sample-K<K>-<corpus tag>.txt. nb train then holds out every 20th document of it
+    (--val-fraction 0.05), so no validation line is a training line (corpus.txt has no repeated
+    lines; the script checks the sample has none either) and a validation line's neighbours in
+    corpus.txt are K lines away.
+  * tokenizer: an 8k-piece SentencePiece BPE (--vocab-size) trained once on a disjoint slice of the
+    corpus (lines K/2 mod K, at most 300k lines), cached as benchmarks/.cache/train-bpe8000-*.model.
+    Why not the count benchmark's 32k model: at d=128 the tiny model's tied output layer costs
+    V*d multiply-adds a token against ~0.46 M for its two blocks (T=128), i.e. 90 % of the FLOPs
+    at V=32k (measured: 2.1k tokens/s vs 7.7k at 8k on a quiet moment of this 2-core machine), so
+    3 seeds x 5 arms would not fit in ~15 minutes. 8k still leaves the output layer ~2/3 of the
+    FLOPs (4k would be ~1/2) but keeps a realistic BPE vocabulary (log V = 9.0 nats, unigram
+    entropy ~7.0) for paper 000's effect. `--tokenizer benchmarks/.cache/spm-bpe32000-*.model`
+    runs the study with the 32k model instead (trained on a sample of the whole corpus,
+    validation lines included).
+  * effect runs: tiny preset as shipped (T=128, batch 16), 200 steps = 410k tokens, about a third
+    of an epoch of the sample's 1.2 M training tokens (no document is seen twice); validation every
+    2 steps (1 % of the run) on one batch of 16 blocks (the first 2k validation tokens; MLM: the
+    ~300 masked among them; the same tokens and masks in every arm and seed).
+
+GPU figures (gpt2-124m bf16 tokens/s, MFU, --compile, AG overhead) need a CUDA machine; this script
+measures CPU only and never fakes them.
+
+    python3 benchmarks/train.py --real          # table on stdout, JSON in benchmarks/out/train.json
+    python3 benchmarks/train.py                 # the same on the bundled Botchan sample
     python3 benchmarks/train.py --steps 50 --seeds 1   # quick look
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -37,6 +64,8 @@ sys.path.insert(0, str(ROOT))
 
 from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER  # noqa: E402
 from nbcli.train.config import build_config  # noqa: E402
+from nbcli.tokenizers import load_tokenizer  # noqa: E402
+from nbcli.train.data import tokenize_corpus  # noqa: E402
 from nbcli.train.loop import read_log, train  # noqa: E402
 
 
@@ -44,13 +73,82 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+CACHE = ROOT / "benchmarks" / ".cache"
+VAL_FRACTION = 0.05
+
+
+def real_sample(cache: Path, sample_mb: float) -> tuple[Path, dict[str, Any]]:
+    """Every K-th line of the count benchmark's corpus (about `sample_mb` MB), written once to `cache`."""
+    corpus = cache / "corpus.txt"
+    if not corpus.is_file():
+        raise SystemExit(f"benchmarks/train.py: {corpus} is missing; run `python3 benchmarks/count_unigrams.py` "
+                         "first (it assembles the corpus; this script never downloads anything)")
+    every = max(1, math.ceil(corpus.stat().st_size / (sample_mb * 1e6)))
+    sample = cache / f"train-sample-K{every}-{corpus_tag(corpus)}.txt"
+    if not sample.is_file():
+        log(f"writing every {every}th line of {corpus} to {sample} ...")
+        seen: set[str] = set()
+        tmp = sample.with_suffix(".tmp")
+        with corpus.open(encoding="utf-8") as src, tmp.open("w", encoding="utf-8") as dst:
+            for i, line in enumerate(src):
+                if i % every == 0 and line.strip():
+                    if line in seen:
+                        raise SystemExit(f"benchmarks/train.py: {corpus}:{i + 1} repeats an earlier sampled line; "
+                                         "validation documents would not be held out")
+                    seen.add(line)
+                    dst.write(line)
+        tmp.replace(sample)
+    with sample.open(encoding="utf-8") as f:
+        lines = sum(1 for line in f if line.strip())
+    info = {"corpus": str(corpus), "corpus_bytes": corpus.stat().st_size, "every": every, "sample": str(sample),
+            "sample_bytes": sample.stat().st_size, "documents": lines,
+            "validation_documents": lines // round(1 / VAL_FRACTION)}
+    return sample, info
+
+
+def corpus_tag(corpus: Path) -> str:
+    """Cache key of corpus.txt (its size: count_unigrams.py rebuilds it whole or not at all)."""
+    return hashlib.sha256(str(corpus.stat().st_size).encode()).hexdigest()[:8]
+
+
+def real_tokenizer(cache: Path, every: int, vocab_size: int, max_lines: int = 300_000) -> Path:
+    """A BPE SentencePiece model trained (once) on corpus lines disjoint from the sample (i % K == K // 2)."""
+    import sentencepiece as spm
+
+    corpus = cache / "corpus.txt"
+    offset = every // 2 if every > 1 else 0
+    prefix = cache / f"train-bpe{vocab_size}-K{every}-{corpus_tag(corpus)}"
+    model = prefix.with_suffix(".model")
+    if model.is_file():
+        return model
+    if every < 2:
+        raise SystemExit("benchmarks/train.py: the sample is the whole corpus; no disjoint lines left to train a tokenizer on")
+    log(f"training a {vocab_size}-piece BPE tokenizer on lines {offset} mod {every} of {corpus} (cached) ...")
+
+    def lines():
+        n = 0
+        with corpus.open(encoding="utf-8") as src:
+            for i, line in enumerate(src):
+                if i % every == offset and line.strip():
+                    yield line.rstrip("\n")
+                    n += 1
+                    if n >= max_lines:
+                        return
+
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=lines(), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
+        character_coverage=0.9999, byte_fallback=True, num_threads=os.cpu_count() or 1, minloglevel=2)
+    return model
+
+
 def val_at(curve: list[tuple[int, float]], step: int) -> float:
     return dict(curve)[step]
 
 
-def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workdir: Path,
-            **options: Any) -> dict[str, Any]:
-    cfg = build_config("tiny", steps=steps, seed=seed, eval_every=1, eval_batches=2, device="cpu", **options)
+def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workdir: Path, eval_every: int,
+            eval_batches: int, **options: Any) -> dict[str, Any]:
+    cfg = build_config("tiny", steps=steps, seed=seed, eval_every=eval_every, eval_batches=eval_batches,
+                       val_fraction=VAL_FRACTION, device="cpu", **options)
     out = workdir / f"{name}-s{seed}"
     t0 = time.perf_counter()
     result = train(cfg, [corpus], tokenizer, out)
@@ -58,9 +156,9 @@ def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workd
     records = read_log(out)
     curve = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
     train_tps = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
-    marks = {pct: max(1, round(steps * pct / 100)) for pct in (1, 10, 100)}
+    marks = {pct: mark_step(steps, eval_every, pct) for pct in (1, 10, 100)}
     row = {
-        "arm": name, "seed": seed, "steps": steps,
+        "arm": name, "seed": seed, "steps": steps, "marks": marks,
         "step0_loss": records[0]["loss"], "val_step0": val_at(curve, 0),
         **{f"val_{pct}pct": val_at(curve, step) for pct, step in marks.items()},
         "alc": result.alc, "wall_s": wall, "train_tokens_per_s_median": statistics.median(train_tps),
@@ -69,8 +167,16 @@ def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workd
     ag = [r["ag_loss"] for r in records if "ag_loss" in r]
     if ag:
         row["ag_loss_first"], row["ag_loss_last"] = ag[0], ag[-1]
-    log(f"  {name} seed {seed}: val@100% {row['val_100pct']:.4f} ALC {row['alc']:.4f} ({wall:.0f} s)")
+    log(f"  {name} seed {seed}: step0 {row['step0_loss']:.4f} val@1% {row['val_1pct']:.4f} @10% {row['val_10pct']:.4f} "
+        f"@100% {row['val_100pct']:.4f} ALC {row['alc']:.4f} ({wall:.0f} s, "
+        f"{row['train_tokens_per_s_median']:,.0f} tokens/s, load {os.getloadavg()[0]:.1f})")
     return row
+
+
+def mark_step(steps: int, eval_every: int, pct: int) -> int:
+    """The evaluated step nearest to pct % of the run (never step 0)."""
+    target = steps * pct / 100
+    return min(max(eval_every, eval_every * round(target / eval_every)), steps)
 
 
 def summarise(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
@@ -80,7 +186,7 @@ def summarise(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
 
 def throughput(corpus: str, tokenizer: str, workdir: Path, steps: int) -> dict[str, Any]:
     """Tiny preset as shipped (T=128, batch 16): median training tokens/s after 5 warm-up steps."""
-    cfg = build_config("tiny", steps=steps, eval_every=10_000, eval_batches=1, device="cpu")
+    cfg = build_config("tiny", steps=steps, eval_every=10_000, eval_batches=1, val_fraction=VAL_FRACTION, device="cpu")
     train(cfg, [corpus], tokenizer, workdir / "throughput")
     tps = [r["tokens_per_s"] for r in read_log(workdir / "throughput") if "tokens_per_s" in r][5:]
     return {"steps": steps, "tokens_per_s_median": statistics.median(tps), "tokens_per_s_max": max(tps)}
@@ -88,25 +194,55 @@ def throughput(corpus: str, tokenizer: str, workdir: Path, steps: int) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default=str(SAMPLE_CORPUS))
-    parser.add_argument("--tokenizer", default=str(SAMPLE_TOKENIZER))
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--seq-len", type=int, default=64, help="T for the effect runs (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=8, help="batch for the effect runs (default: %(default)s)")
+    parser.add_argument("--real", action="store_true",
+                        help="the count benchmark's corpus (a sample of it) and an 8k BPE trained on it; see above")
+    parser.add_argument("--corpus", help="corpus file (default: Botchan, or the --real sample)")
+    parser.add_argument("--tokenizer", help="SentencePiece model (default: Botchan's, or the --real 8k BPE)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="--real: where corpus.txt is and the sample and "
+                        "tokenizer are cached (default: benchmarks/.cache)")
+    parser.add_argument("--sample-mb", type=float, default=4.0, help="--real: sample size in MB (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="--real: BPE vocabulary (default: %(default)s)")
+    parser.add_argument("--steps", type=int, help="steps per run (default: 100; --real: 200)")
+    parser.add_argument("--seq-len", type=int, help="T for the effect runs (default: 64; --real: 128, as the preset)")
+    parser.add_argument("--batch-size", type=int, help="batch for the effect runs (default: 8; --real: 16, as the preset)")
+    parser.add_argument("--eval-every", type=int, help="validation every N steps (default: 1; --real: steps/100)")
+    parser.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default: 2; --real: 1)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "train.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    sample_info: dict[str, Any] | None = None
+    if args.real:
+        sample, sample_info = real_sample(args.cache, args.sample_mb)
+        args.corpus = args.corpus or str(sample)
+        args.tokenizer = args.tokenizer or str(real_tokenizer(args.cache, sample_info["every"], args.vocab_size))
+        defaults = dict(steps=200, seq_len=128, batch_size=16, eval_batches=1)
+    else:
+        args.corpus = args.corpus or str(SAMPLE_CORPUS)
+        args.tokenizer = args.tokenizer or str(SAMPLE_TOKENIZER)
+        defaults = dict(steps=100, seq_len=64, batch_size=8, eval_batches=2, eval_every=1)
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.eval_every is None:
+        args.eval_every = max(1, args.steps // 100)
 
     arms = [
         ("clm-bias-unigram", dict(objective="clm", bias_init="unigram")),
         ("clm-bias-zero", dict(objective="clm", bias_init="zero")),
         ("mlm-ag", dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=100.0)),
-        ("mlm-ag-alpha10", dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=10.0)),
         ("mlm-no-ag", dict(objective="mlm", bias_init="zero")),
+        ("mlm-ag-alpha10", dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=10.0)),
     ]
+    data = tokenize_corpus([args.corpus], load_tokenizer(args.tokenizer), "clm", VAL_FRACTION)
+    tokens = {"train": int(data.train.size), "val": int(data.val.size), "documents": data.documents,
+              "per_run": args.steps * args.batch_size * args.seq_len}
+    log(f"corpus {args.corpus}: {data.documents:,} documents, {tokens['train']:,} training / {tokens['val']:,} "
+        f"validation tokens (clm); each effect run reads {tokens['per_run']:,}")
+    del data
     t_start = time.perf_counter()
+    load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nb-train-bench-") as tmp:
         workdir = Path(tmp)
@@ -115,12 +251,18 @@ def main() -> None:
         for name, options in arms:
             log(f"{name} ...")
             for seed in range(args.seeds):
-                rows.append(run_arm(name, args.corpus, args.tokenizer, seed, args.steps, workdir,
-                                    seq_len=args.seq_len, batch_size=args.batch_size, **options))
+                rows.append(run_arm(name, args.corpus, args.tokenizer, seed, args.steps, workdir, args.eval_every,
+                                    args.eval_batches, seq_len=args.seq_len, batch_size=args.batch_size, **options))
     total = time.perf_counter() - t_start
 
     print(f"\nnb train benchmark: tiny preset (2x4x128) at T={args.seq_len}, batch {args.batch_size}, {args.steps} steps, "
-          f"{args.seeds} seeds, corpus {Path(args.corpus).name}, {args.threads} CPU threads")
+          f"{args.seeds} seeds, corpus {Path(args.corpus).name}, tokenizer {Path(args.tokenizer).name}, "
+          f"{args.threads} CPU threads")
+    print(f"{tokens['documents']:,} documents: {tokens['train']:,} training and {tokens['val']:,} validation tokens "
+          f"(clm); each run trains on {tokens['per_run']:,} ({tokens['per_run'] / tokens['train']:.2f} epochs)")
+    marks = rows[0]["marks"]
+    print(f"validation every {args.eval_every} steps on {args.eval_batches} batch(es); 1% / 10% / 100% = steps "
+          f"{marks[1]} / {marks[10]} / {marks[100]}")
     print(f"CPU tiny-preset training throughput (as shipped: T=128, batch 16): "
           f"{speed['tokens_per_s_median']:,.0f} tokens/s (median)\n")
     keys = ["step0_loss", "val_1pct", "val_10pct", "val_100pct", "alc"]
@@ -143,12 +285,16 @@ def main() -> None:
         if ag_rows:
             print(f"{name}: ag_loss first step {statistics.mean(r['ag_loss_first'] for r in ag_rows):.4f}, "
                   f"last step {statistics.mean(r['ag_loss_last'] for r in ag_rows):.4f}")
+    h, logv = rows[0]["unigram_entropy"], rows[0]["log_v"]
+    print(f"unigram entropy of the training tokens {h:.3f} nats, log V {logv:.3f}")
     print(f"\ntotal wall time {total:.0f} s")
     payload = {
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
                     "cpus": os.cpu_count(), "threads": args.threads, "cuda": torch.cuda.is_available()},
         "corpus": args.corpus, "tokenizer": args.tokenizer, "steps": args.steps, "seeds": args.seeds,
-        "seq_len": args.seq_len, "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "batch_size": args.batch_size, "eval_every": args.eval_every,
+        "eval_batches": args.eval_batches, "val_fraction": VAL_FRACTION, "real_sample": sample_info, "tokens": tokens,
+        "load_average_start": load_start, "load_average_end": os.getloadavg(),
         "throughput": speed, "ag_overhead_cpu": overhead, "runs": rows, "summary": summary, "comparisons": comparisons,
         "gpu": "unmeasured (no CUDA device in this run)" if not torch.cuda.is_available() else "not run by this script",
         "total_wall_s": total,
