@@ -110,12 +110,12 @@ class Tokenizer:
         no vocabulary piece contains the ASCII pair ab; None when this does not apply.
 
         If no piece contains ab, no piece spans the boundary between a and b in a chunk, so BPE merges
-        (or the unigram lattice's paths) on either side never interact and ``encode("▁" + left + right)
-        == encode("▁" + left) + encode_continuations([right])`` (the right part has no dummy prefix).
-        Restricted to BPE models (merges are ordered by score, then position, so a constant
-        offset changes nothing), to printable ASCII on both sides, both known single-character pieces (unknown
-        characters in a run are merged into one <unk>), and to NFKC/identity normalisers, which leave
-        printable ASCII alone and have no rule spanning two ASCII characters.
+        on either side never interact and ``encode("▁" + left + right) == encode("▁" + left) +
+        encode_continuations([right])`` (the right part has no dummy prefix). Restricted to BPE models
+        (merges are ordered by score, then position, so shifting positions changes nothing), to
+        printable ASCII on both sides, both known single-character pieces (unknown characters in a
+        run are merged into one <unk>), and to NFKC/identity normalisers, which leave printable ASCII
+        alone and have no rule spanning two ASCII characters.
         """
         if self.chunk_rule != "sp" or self.kind != "sentencepiece":
             return None
