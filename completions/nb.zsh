@@ -61,8 +61,8 @@ _nb() {
         patch-checkpoint)
             _arguments -s '--output[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
                 '-o[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
-                '--arch[Architecture whose tensor names give the roles (auto: detect from names/metadata]:value: ' \
-                '--map[Override a role (input_embedding, output_weight, output_bias, final_ln_weight, f]:value: ' \
+                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
@@ -85,8 +85,8 @@ _nb() {
                 '*:file:_files'
             ;;
         inspect)
-            _arguments -s '--arch[Architecture (auto: detect).]:value: ' \
-                '--map[Override a role. Repeatable.]:value: ' \
+            _arguments -s '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -95,8 +95,8 @@ _nb() {
         probe-bias)
             _arguments -s '--counts[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
-                '--arch[Architecture whose tensor names to use: auto (detect), gpt2, bert, roberta, llam]:value: ' \
-                '--map[Use TENSOR for ROLE (output_weight, output_bias, final_ln_bias, input_embedding)]:value: ' \
+                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
                 '--bins[Log-frequency bins in the binned table.]:value: ' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \

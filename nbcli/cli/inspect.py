@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption
 
 EPILOG = """\
 Reads only the headers (no tensor data, no torch import): instant on any size.
@@ -26,10 +26,8 @@ def inspect_checkpoint(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
         help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
-    arch: Annotated[str, typer.Option(
-        "--arch", metavar="auto|gpt2|bert|roberta|llama|nb", help="Architecture (auto: detect).")] = "auto",
-    mapping: Annotated[Optional[list[str]], typer.Option(
-        "--map", metavar="ROLE=TENSOR", help="Override a role. Repeatable.")] = None,
+    arch: ArchOption = "auto",
+    mapping: RoleMapOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a checkpoint's tensors (name, dtype, shape, bytes, shard), its architecture and roles, and

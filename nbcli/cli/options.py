@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
+
+from nbcli.checkpoint.roles import ARCHITECTURES, ROLES  # the one architecture table (no torch import)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
 TokenizerOption = Annotated[
@@ -33,3 +35,17 @@ CountsOption = Annotated[
                  help="Unigram counts file from `nb count-unigrams`."),
 ]
 OutputOption = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Output file.")]
+ArchOption = Annotated[
+    str,
+    typer.Option(
+        "--arch", metavar="|".join(["auto", *ARCHITECTURES]),
+        help="Architecture whose tensor names give the roles (auto: detect from names and metadata).",
+    ),
+]
+RoleMapOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--map", metavar="ROLE=TENSOR",
+        help=f"Use TENSOR for ROLE ({', '.join(ROLES)}); repeatable.",
+    ),
+]

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, SmoothingOption
+from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, SmoothingOption
 
 EPILOG = """\
 [bold]Operations, applied in this order[/bold] (any combination in one run)
@@ -44,13 +44,8 @@ def patch_checkpoint(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", metavar="OUT",
         help="Output file (sharded input: output directory, same shard layout, rewritten index).")] = None,
-    arch: Annotated[str, typer.Option(
-        "--arch", metavar="auto|gpt2|bert|roberta|llama|nb",
-        help="Architecture whose tensor names give the roles (auto: detect from names/metadata).")] = "auto",
-    mapping: Annotated[Optional[list[str]], typer.Option(
-        "--map", metavar="ROLE=TENSOR",
-        help="Override a role (input_embedding, output_weight, output_bias, final_ln_weight, final_ln_bias, "
-        "position_embedding). Repeatable.")] = None,
+    arch: ArchOption = "auto",
+    mapping: RoleMapOption = None,
     set_output_bias: Annotated[Optional[Path], typer.Option(
         "--set-output-bias", metavar="COUNTS.safetensors",
         help="Set the output bias to the log-unigram distribution of this counts file (nb count-unigrams). "

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, SmoothingOption
+from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, SmoothingOption
 
 EPILOG = """\
 [bold]Definitions[/] (W = output embedding rows w_i, b_LN = final LayerNorm bias, b = output bias)
@@ -49,12 +49,8 @@ def probe_bias(
         "--counts", "-c", metavar="COUNTS.safetensors",
         help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
         "of the vocabulary's length (then no tokenizer hash can be checked).")],
-    arch: Annotated[str, typer.Option(
-        "--arch", metavar="ARCH",
-        help="Architecture whose tensor names to use: auto (detect), gpt2, bert, roberta, llama or nb.")] = "auto",
-    mapping: Annotated[Optional[list[str]], typer.Option(
-        "--map", metavar="ROLE=TENSOR",
-        help="Use TENSOR for ROLE (output_weight, output_bias, final_ln_bias, input_embedding); repeatable.")] = None,
+    arch: ArchOption = "auto",
+    mapping: RoleMapOption = None,
     plot: Annotated[Optional[Path], typer.Option(
         "--plot", metavar="DIR", help="Write PNG figures into DIR (needs matplotlib: pip install 'nbcli[plot]').")] = None,
     bins: Annotated[int, typer.Option("--bins", min=1, max=1000, help="Log-frequency bins in the binned table.")] = 10,
