@@ -284,7 +284,7 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     known = np.zeros(128, dtype=bool)
     for code in range(0x21, 0x7F):
         token = sp.piece_to_id(chr(code))
-        known[code] = token != sp.unk_id() and not sp.is_unknown(token) and not sp.is_control(token)
+        known[code] = not sp.is_unknown(token) and not sp.is_control(token)
     return spans & known[:, None] & known[None, :]
 
 
