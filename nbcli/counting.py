@@ -42,7 +42,8 @@ _SHORT_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)], dtype=np.uint64)
 
 @dataclass(frozen=True)
 class CountOptions:
-    """How documents are read and counted. `eos=None` means: add EOS iff the tokenizer has one."""
+    """How documents are read and counted. `eos=None` means the tokenizer's default
+    (`Tokenizer.eos_default`: on for causal templates, off for `[CLS] ... [SEP]` encoders)."""
 
     format: Literal["text", "jsonl"] = "text"
     field: str = "text"
@@ -116,9 +117,10 @@ class _Task:
 def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int | None, int | None]:
     """(EOS id, BOS id) added once per document, or None where not added.
 
-    EOS defaults to on when the tokenizer has one (a model predicts it); BOS to off (never predicted).
+    EOS defaults to on when the tokenizer has one and its template is causal (the model predicts
+    it), off for `[CLS] ... [SEP]` encoders (never predicted); BOS to off (given, never predicted).
     """
-    add_eos = tokenizer.eos_id is not None if options.eos is None else options.eos
+    add_eos = (tokenizer.eos_id is not None and tokenizer.eos_default) if options.eos is None else options.eos
     if add_eos and tokenizer.eos_id is None:
         raise ConfigError(f"--eos: tokenizer {tokenizer.name} has no EOS token")
     if options.bos and tokenizer.bos_id is None:
@@ -585,12 +587,14 @@ def count_corpus(
     eos_id, bos_id = document_markers(tokenizer, options)
     chunked = options.chunked and tokenizer.chunk_rule is not None
     method = f"chunked ({tokenizer.chunk_rule})" if chunked else "whole documents"
+    # `chunked` records the method used; `chunk_cache` what was asked (off: --no-chunk-cache).
+    recorded = {**asdict(options), "chunked": chunked, "chunk_cache": options.chunked}
     return CountResult(
         counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
         bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, sources=sources,
         seconds=seconds, method=method, eos=eos_id is not None,
         bos=bos_id is not None, workers=n_workers,
-        options={**asdict(options), "workers": n_workers, "dask": dask_address},
+        options={**recorded, "workers": n_workers, "dask": dask_address},
     )
 
 
@@ -694,6 +698,7 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
         "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
                                   "smoothing": f"add-k:{smoothing_k:g}"}),
         "nb.method": result.method,
+        "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
         "nb.bad_utf8_lines": str(result.bad_utf8_lines),
         "nb.skipped_lines": str(result.skipped_lines),
     }
@@ -729,9 +734,14 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "top": [{"id": i, "piece": tokenizer.piece(i), "count": c, "share": c / max(1, summary.total_tokens)}
                 for i, c in summary.top],
         "eos": result.eos,
+        "eos_token": _marker(tokenizer, tokenizer.eos_id),
+        "eos_reason": ("--eos/--no-eos" if result.options.get("eos") is not None
+                       else tokenizer.eos_default_reason),
         "bos": result.bos,
+        "bos_token": _marker(tokenizer, tokenizer.bos_id),
+        "tokenizer_adjustments": list(tokenizer.adjustments),
         "method": result.method,
-        "method_reason": tokenizer.chunk_rule_reason if result.options.get("chunked", True) else "--no-chunk-cache",
+        "method_reason": tokenizer.chunk_rule_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
         "workers": result.workers,
         "seconds": result.seconds,
         "mb_per_s": mb_per_s,
@@ -739,3 +749,8 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "bad_utf8_lines": result.bad_utf8_lines,
         "skipped_lines": result.skipped_lines,
     }
+
+
+def _marker(tokenizer: Tokenizer, token_id: int | None) -> dict[str, Any] | None:
+    """{"piece", "id"} of a document marker, None when the tokenizer has none."""
+    return None if token_id is None else {"piece": tokenizer.piece(token_id), "id": token_id}

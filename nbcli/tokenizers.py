@@ -75,6 +75,12 @@ class Tokenizer:
     _impl: Any = field(repr=False)
     _data: bytes = field(repr=False)
     chunk_pattern: re.Pattern[str] = PREFIX_SPACE_CHUNK  # how "prefix-space" cuts a document
+    # Whether one EOS per document belongs in the counts by default, and why (see `eos_default_for`).
+    eos_default: bool = True
+    eos_default_reason: str = ""
+    # What the loader changed in the file's settings so that counting sees every token and nothing
+    # added (e.g. padding and truncation switched off); shown in count summaries.
+    adjustments: tuple[str, ...] = ()
     _cuts: Any = field(default=None, repr=False)  # subchunk_cuts() once computed (False: none)
     _continuation: Any = field(default=None, repr=False)  # processor without the dummy prefix
 
@@ -132,28 +138,37 @@ class Tokenizer:
         return self._continuation.encode(texts, num_threads=1)
 
 
+# What `load_tokenizer` looks for in a directory (a Hugging Face model folder), in order.
+DIRECTORY_CANDIDATES = ("tokenizer.json", "tokenizer.model")
+_BOM = b"\xef\xbb\xbf"
+
+
 def load_tokenizer(path: Path | str) -> Tokenizer:
-    """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json`; TokenizerError if neither."""
+    """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json` (or a model folder holding
+    one of `DIRECTORY_CANDIDATES`); TokenizerError if none."""
     path = Path(path)
+    if path.is_dir():
+        for name in DIRECTORY_CANDIDATES:
+            if (path / name).is_file():
+                return load_tokenizer(path / name)
+        raise TokenizerError(f"{path}: directory holds none of {', '.join(DIRECTORY_CANDIDATES)}")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise TokenizerError(f"{path}: tokenizer file not found") from None
-    except IsADirectoryError:
-        candidate = path / "tokenizer.json"
-        if candidate.is_file():
-            return load_tokenizer(candidate)
-        raise TokenizerError(f"{path}: is a directory without tokenizer.json") from None
     except OSError as err:
         raise TokenizerError(f"{path}: cannot read tokenizer: {err.strerror}") from None
     return tokenizer_from_bytes(data, path)
 
 
 def tokenizer_from_bytes(data: bytes, path: Path | str) -> Tokenizer:
-    """Build a Tokenizer from a tokenizer file's bytes; `path` names it in errors and metadata."""
+    """Build a Tokenizer from a tokenizer file's bytes; `path` names it in errors and metadata.
+
+    The sha256 is always that of the bytes given (a UTF-8 byte-order mark included)."""
     path = Path(path)
-    if data.lstrip()[:1] == b"{":
-        return _load_hf(data, path)
+    body = data[len(_BOM):] if data.startswith(_BOM) else data
+    if body.lstrip()[:1] == b"{":
+        return _load_hf(data, body, path)
     return _load_sentencepiece(data, path)
 
 
@@ -184,6 +199,7 @@ def _load_sentencepiece(data: bytes, path: Path) -> Tokenizer:
         bos_id=opt(sp.bos_id()), eos_id=opt(sp.eos_id()), pad_id=opt(sp.pad_id()),
         unk_id=opt(sp.unk_id()), special_ids=special, chunk_rule=rule,
         chunk_rule_reason=reason, _impl=sp, _data=data,
+        eos_default_reason="SentencePiece model: a language model predicts EOS at each document end",
     )
 
 
@@ -386,30 +402,75 @@ def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | Non
     return None
 
 
-def _load_hf(data: bytes, path: Path) -> Tokenizer:
+def _eos_default(config: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a model built on this tokenizer.json predicts EOS at document ends, from its
+    post-processor (the template the library wraps each text in).
+
+    A `[CLS] $A [SEP]` template (BertProcessing, RobertaProcessing, or a TemplateProcessing with
+    special tokens on both sides of the text) marks a masked-LM encoder: it is given [SEP]/</s> as
+    input and never predicts it, so no EOS per document by default. Anything else (no template,
+    ByteLevel, `<s> $A`) is a causal LM, which predicts EOS at each document end.
+    """
+    def processors(node: Any) -> list[dict[str, Any]]:
+        if not isinstance(node, dict):
+            return []
+        if node.get("type") == "Sequence":
+            return [p for child in node.get("processors", []) for p in processors(child)]
+        return [node]
+
+    for proc in processors(config.get("post_processor")):
+        kind = proc.get("type")
+        if kind in ("BertProcessing", "RobertaProcessing"):
+            return False, f"{kind} template: a masked-LM encoder never predicts its end token"
+        if kind == "TemplateProcessing":
+            items = proc.get("single", [])
+            names = ["$A" if "Sequence" in item else item.get("SpecialToken", {}).get("id", "?")
+                     for item in items if isinstance(item, dict)]
+            if "$A" in names and 0 < names.index("$A") < len(names) - 1:
+                return False, (f"template {' '.join(names)}: a masked-LM encoder never predicts "
+                               "the end token at document ends")
+    return True, "causal template: a language model predicts EOS at each document end"
+
+
+def _load_hf(data: bytes, body: bytes, path: Path) -> Tokenizer:
     from tokenizers import Tokenizer as HFTokenizer
 
     try:
-        text = data.decode("utf-8")
+        text = body.decode("utf-8")
         config = json.loads(text)
-        if not isinstance(config, dict) or "model" not in config:
-            raise ValueError("no model")
-        tok = HFTokenizer.from_str(text)
     except (UnicodeDecodeError, ValueError):
-        raise TokenizerError(f"{path}: not a tokenizer (JSON without a valid tokenizer model)") from None
+        raise TokenizerError(f"{path}: not a tokenizer (invalid UTF-8 or JSON)") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise TokenizerError(
+            f"{path}: not a tokenizer.json (JSON without a \"model\" object; vocabulary files such as "
+            "encoder.json or vocab.json are not enough: pass the tokenizer.json or the model folder)")
+    try:
+        tok = HFTokenizer.from_str(text)
     except Exception as err:  # tokenizers raises a bare Exception for schema errors
         if type(err) is not Exception:
             raise
         raise TokenizerError(f"{path}: not a valid tokenizer.json: {err}") from None
+    # Counting needs every token of every document and nothing added.
+    adjustments = []
+    if config.get("padding"):
+        tok.no_padding()
+        strategy = config["padding"].get("strategy", "")
+        adjustments.append(f"padding ({strategy if isinstance(strategy, str) else json.dumps(strategy)}, "
+                           f"{config['padding'].get('pad_token', '?')}) switched off")
+    if config.get("truncation"):
+        tok.no_truncation()
+        adjustments.append(f"truncation (max_length {config['truncation'].get('max_length', '?')}) switched off")
     vocab = tok.get_vocab(with_added_tokens=True)
     special = frozenset(a["id"] for a in config.get("added_tokens", []) if a.get("special"))
     bos = _special_by_name(vocab, ("<s>", "<|begin_of_text|>", "<bos>", "[CLS]", "<|endoftext|>"))
     eos = _special_by_name(vocab, ("</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|endoftext|>"))
     rule, reason, pattern = _hf_chunk_rule(config)
+    eos_default, eos_reason = _eos_default(config)
     return Tokenizer(
         path=path, kind="tokenizer.json", sha256=sha256_bytes(data),
         vocab_size=tok.get_vocab_size(with_added_tokens=True), bos_id=bos, eos_id=eos,
         pad_id=_special_by_name(vocab, ("<pad>", "[PAD]", "<|pad|>")),
         unk_id=_special_by_name(vocab, ("<unk>", "[UNK]")), special_ids=special,
         chunk_rule=rule, chunk_rule_reason=reason, _impl=tok, _data=data, chunk_pattern=pattern,
+        eos_default=eos_default, eos_default_reason=eos_reason, adjustments=tuple(adjustments),
     )

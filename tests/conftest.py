@@ -118,3 +118,19 @@ def hf_bert_json(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[st
     path = tmp_path_factory.mktemp("hfbert") / "tokenizer.json"
     tok.save(str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def hf_bert_hub_json(tmp_path_factory: pytest.TempPathFactory, hf_bert_json: Path) -> Path:
+    """The BERT fixture as hub files ship it: [CLS] $A [SEP] template, padding on, truncation at 8."""
+    from tokenizers import Tokenizer, processors
+
+    tok = Tokenizer.from_file(str(hf_bert_json))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]", length=64)
+    tok.enable_truncation(max_length=8)
+    path = tmp_path_factory.mktemp("hfbert-hub") / "tokenizer.json"
+    tok.save(str(path))
+    return path

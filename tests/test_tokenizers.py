@@ -66,6 +66,40 @@ def test_not_a_tokenizer(tmp_path: Path) -> None:
         load_tokenizer(tmp_path / "missing.model")
 
 
+def test_bom_vocab_files_and_model_folders(tmp_path: Path, hf_bytelevel_json: Path, sp_model: Path) -> None:
+    """A tokenizer.json with a UTF-8 BOM loads; encoder.json/vocab.json get one clear line; a model
+    folder gives its tokenizer.json, else its tokenizer.model, else names what it looked for."""
+    import json
+
+    bom = tmp_path / "bom" / "tokenizer.json"
+    bom.parent.mkdir()
+    bom.write_bytes(b"\xef\xbb\xbf" + hf_bytelevel_json.read_bytes())
+    plain = load_tokenizer(hf_bytelevel_json)
+    tok = load_tokenizer(bom)
+    assert tok.kind == "tokenizer.json" and tok.encode("the model") == plain.encode("the model")
+    assert tok.sha256 != plain.sha256  # the hash is of the file's bytes
+    vocab = tmp_path / "encoder.json"
+    vocab.write_text(json.dumps({"model": 0, "the": 1, "!": 2}))  # GPT-2's encoder.json has "model"
+    with pytest.raises(TokenizerError, match=r"encoder.json: not a tokenizer.json .*encoder.json or vocab.json"):
+        load_tokenizer(vocab)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    with pytest.raises(TokenizerError, match="holds none of tokenizer.json, tokenizer.model"):
+        load_tokenizer(folder)
+    (folder / "tokenizer.model").write_bytes(sp_model.read_bytes())
+    assert load_tokenizer(folder).kind == "sentencepiece"
+    (folder / "tokenizer.json").write_bytes(hf_bytelevel_json.read_bytes())
+    assert load_tokenizer(folder).kind == "tokenizer.json"
+
+
+def test_padding_and_truncation_switched_off(hf_bert_hub_json: Path, hf_bert_json: Path) -> None:
+    hub, plain = load_tokenizer(hf_bert_hub_json), load_tokenizer(hf_bert_json)
+    text = ["the model bias of the unigram frequency token is not a layer norm attention guidance", "a"]
+    assert hub.encode_batch(text) == plain.encode_batch(text)
+    assert len(hub.encode(text[0])) > 8 and len(hub.adjustments) == 2 and plain.adjustments == ()
+    assert hub.eos_default is False and plain.eos_default is True
+
+
 def test_sentencepiece_settings_disable_chunking(tmp_path: Path, sample_lines: list[str]) -> None:
     from conftest import train_sentencepiece
 
@@ -86,25 +120,40 @@ def test_hf_metaspace_prepend_falls_back(tmp_path: Path, sample_lines: list[str]
     assert load_tokenizer(path).chunk_rule is None
 
 
+def library_encoder(path: Path):  # type: ignore[no-untyped-def]
+    """The tokenizer library's own encoding of one document (no template specials, no padding, no
+    truncation), independent of nb's loader."""
+    if path.suffix == ".json":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        hf = HFTokenizer.from_file(str(path))
+        hf.no_padding()
+        hf.no_truncation()
+        return lambda text: hf.encode(text, add_special_tokens=False).ids
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    return sp.encode
+
+
 def _chunked_equals_full(path: Path, lines: list[str], chunked: bool = True) -> None:
     tok = load_tokenizer(path)
     assert (tok.chunk_rule is not None) == chunked
     data = "\n".join(lines).encode("utf-8") + b"\n"
-    fast = _Counter(tok, CountOptions()).count_block("adv.txt", data, 1, 0)
-    slow = _Counter(tok, CountOptions(chunked=False)).count_block("adv.txt", data, 1, 0)
+    fast = _Counter(tok, CountOptions(eos=False)).count_block("adv.txt", data, 1, 0)
+    slow = _Counter(tok, CountOptions(eos=False, chunked=False)).count_block("adv.txt", data, 1, 0)
     # Independent reference: the tokenizer library directly, one document at a time.
+    encode = library_encoder(Path(path))
     reference = np.zeros(tok.vocab_size, dtype=np.int64)
     documents = ("\n".join(lines) + "\n").replace("\r\n", "\n").split("\n")  # CRLF or LF ends a line
     for line in (doc for doc in documents if doc):
-        for i in tok.encode(line):
+        for i in encode(line):
             reference[i] += 1
-        if tok.eos_id is not None:
-            reference[tok.eos_id] += 1
     np.testing.assert_array_equal(slow.counts, reference)
     np.testing.assert_array_equal(fast.counts, reference)
 
 
-TOKENIZER_FIXTURES = ["sp_model", "sp_bpe_punct_model", "hf_bytelevel_json", "hf_bert_json"]
+TOKENIZER_FIXTURES = ["sp_model", "sp_bpe_punct_model", "hf_bytelevel_json", "hf_bert_json", "hf_bert_hub_json"]
 BPE_FIXTURES = ["sp_model", "sp_bpe_punct_model"]
 
 

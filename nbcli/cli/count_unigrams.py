@@ -37,9 +37,11 @@ def count_unigrams(
         "jsonl: one JSON object per line, the document in --field.")] = "text",
     field: Annotated[str, typer.Option("--field", help="JSONL field that holds the document text.")] = "text",
     eos: Annotated[Optional[bool], typer.Option(
-        "--eos/--no-eos", show_default="on if the tokenizer has an EOS id",
-        help="Count one EOS per document. On by default: a language model trained on this corpus "
-        "predicts EOS at each document end, so EOS belongs in its unigram distribution.")] = None,
+        "--eos/--no-eos", show_default="per template: on for causal, off for [CLS] ... [SEP]",
+        help="Count one EOS per document. On by default when the tokenizer has an EOS and a causal "
+        "template: a language model predicts EOS at each document end, so it belongs in its unigram "
+        "distribution. Off by default for [CLS] ... [SEP] templates (BERT, RoBERTa): a masked-LM "
+        "encoder never predicts [SEP] or </s>. The summary names the token.")] = None,
     bos: Annotated[bool, typer.Option(
         "--bos/--no-bos",
         help="Count one BOS per document. Off by default: BOS is given as context and never predicted.")] = False,

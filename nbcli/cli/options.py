@@ -14,7 +14,8 @@ TokenizerOption = Annotated[
     Path,
     typer.Option(
         "--tokenizer", "-t", metavar="TOK",
-        help="SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holding one).",
+        help="SentencePiece .model file, Hugging Face tokenizer.json, or a model folder "
+        "(its tokenizer.json, else its tokenizer.model).",
     ),
 ]
 WorkersOption = Annotated[

@@ -10,6 +10,12 @@ from rich.table import Table
 from nbcli.cli.console import stdout_console
 
 
+def _marker_text(added: bool, token: dict[str, Any] | None) -> str:
+    """`yes ([SEP], id 102)` / `no (</s>, id 2)` / `no (none in the vocabulary)`."""
+    where = escape(f"({token['piece']}, id {token['id']})") if token else "(none in the vocabulary)"
+    return f"{'yes' if added else 'no'} {where}"
+
+
 def render_count_summary(report: dict[str, Any]) -> None:
     console = stdout_console()
     table = Table(title=f"unigram counts -> {report['output']}", show_header=False, title_justify="left")
@@ -22,13 +28,18 @@ def render_count_summary(report: dict[str, Any]) -> None:
         ("distinct types", f"{report['distinct_types']:,} of {report['vocab_size']:,} "
                            f"({100 * report['vocab_coverage']:.1f}% vocabulary coverage)"),
         ("unigram entropy", f"{report['entropy_nats']:.4f} nats = {report['entropy_bits']:.4f} bits"),
-        ("EOS / BOS per document", f"{'yes' if report['eos'] else 'no'} / {'yes' if report['bos'] else 'no'}"),
+        ("EOS per document", _marker_text(report["eos"], report.get("eos_token"))
+         + (f"\n[dim]{escape(report['eos_reason'])}[/dim]" if report.get("eos_reason") else "")),
+        ("BOS per document", _marker_text(report["bos"], report.get("bos_token"))),
         ("method", f"{report['method']}, {report['workers']} worker(s)\n[dim]{escape(report['method_reason'])}[/dim]"),
         ("throughput", f"{report['mb_per_s']:.1f} MB/s, {report['tokens_per_s']:,.0f} tokens/s "
                        f"({report['seconds']:.2f} s)"),
     ]
     if report.get("tsv"):
         rows.append(("tsv", report["tsv"]))
+    if report.get("tokenizer_adjustments"):
+        rows.append(("tokenizer", "[yellow]" + escape("; ".join(report["tokenizer_adjustments"]))
+                     + "[/yellow] (counting needs every token, nothing added)"))
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)

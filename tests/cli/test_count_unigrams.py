@@ -191,3 +191,37 @@ def test_method_and_reason_reported(tmp_path: Path, sp_model: Path, sp_unigram_m
     assert reports["unigram"]["method"] == "whole documents" and "unigram" in reports["unigram"]["method_reason"]
     assert reports["forced"]["method"] == "whole documents"
     assert reports["forced"]["method_reason"] == "--no-chunk-cache"
+    # The counts file records the method used, not the option asked for.
+    for name, chunked in (("bpe", True), ("unigram", False), ("forced", False)):
+        meta = read_counts(tmp_path / f"{name}.safetensors").metadata
+        options = json.loads(meta["nb.options"])
+        assert options["chunked"] is chunked, name
+        assert options["chunk_cache"] is (name != "forced")
+        assert meta["nb.method"] == reports[name]["method"]
+
+
+def test_hub_bert_tokenizer_json(tmp_path: Path, hf_bert_hub_json: Path, hf_bert_json: Path, corpus: Path) -> None:
+    """A BERT tokenizer.json as the hub ships it (padding and truncation on, [CLS] $A [SEP]): same
+    counts as the file without them, no EOS by default, and the summary says what was changed."""
+    runs = {}
+    for name, tok, extra in (("hub", hf_bert_hub_json, ()), ("plain", hf_bert_json, ("--no-eos",)),
+                             ("hub-eos", hf_bert_hub_json, ("--eos",))):
+        out = tmp_path / f"{name}.safetensors"
+        result = invoke("count-unigrams", corpus, "-t", tok, "-o", out, "--json", "-j", "1", *extra)
+        assert result.exit_code == 0, result.output
+        runs[name] = (json.loads(result.stdout), read_counts(out))
+    hub, plain, with_eos = runs["hub"], runs["plain"], runs["hub-eos"]
+    np.testing.assert_array_equal(hub[1].counts, plain[1].counts)
+    assert hub[0]["eos"] is False and "[CLS] $A [SEP]" in hub[0]["eos_reason"]
+    assert hub[0]["eos_token"] == {"piece": "[SEP]", "id": load_tokenizer(hf_bert_json).eos_id}
+    assert any("padding" in a for a in hub[0]["tokenizer_adjustments"])
+    assert any("truncation (max_length 8)" in a for a in hub[0]["tokenizer_adjustments"])
+    assert json.loads(hub[1].metadata["nb.tokenizer_adjustments"]) == hub[0]["tokenizer_adjustments"]
+    assert plain[0]["tokenizer_adjustments"] == []
+    sep = hub[0]["eos_token"]["id"]
+    assert with_eos[1].counts[sep] - hub[1].counts[sep] == 400 and with_eos[0]["eos_reason"] == "--eos/--no-eos"
+    human = invoke("count-unigrams", corpus, "-t", hf_bert_hub_json, "-o", tmp_path / "h.safetensors", "-j", "1")
+    assert human.exit_code == 0, human.output
+    text = " ".join(human.stdout.split())
+    assert f"EOS per document │ no ([SEP], id {sep})" in text
+    assert "padding" in text and "switched off" in text
