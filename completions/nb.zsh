@@ -27,8 +27,8 @@ _nb() {
                 '*:file:_files'
             ;;
         count-unigrams)
-            _arguments -s '--tokenizer[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
-                '-t[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
+            _arguments -s '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
                 '--output[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
                 '-o[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
                 '--tsv[Also write id, piece, count, smoothed log-probability per token.]:path:_files' \
@@ -36,8 +36,8 @@ _nb() {
                 '-j[Worker processes (0 = all cores available to nb).]:value: ' \
                 '--format[text: one document per line (line ending removed; empty lines are not documents)]:value:(text jsonl)' \
                 '--field[JSONL field that holds the document text.]:value: ' \
-                '--eos[Count one EOS per document. On by default: a language model trained on this corp]' \
-                '--no-eos[Count one EOS per document. On by default: a language model trained on this corp]' \
+                '--eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
+                '--no-eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
                 '--bos[Count one BOS per document. Off by default: BOS is given as context and never pr]' \
                 '--no-bos[Count one BOS per document. Off by default: BOS is given as context and never pr]' \
                 '--strict[Invalid UTF-8 is an error naming file and line (default: replace with U+FFFD, co]' \
@@ -109,8 +109,8 @@ _nb() {
             ;;
         train)
             _arguments -s '--corpus[Training text: files, directories, globs (repeatable). One document per non-empt]:value: ' \
-                '--tokenizer[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
-                '-t[SentencePiece .model file, or Hugging Face tokenizer.json (or a directory holdin]:path:_files' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
                 '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
