@@ -22,11 +22,13 @@ _nb() {
             ;;
         probe-bias) opts="--counts -c --arch --map --plot --bins --smoothing --partition --no-partition --json --help -h"
             ;;
-        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
+        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
+            case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear" -- "$cur")); return;; esac
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
             case "$prev" in --embedding-standardise) COMPREPLY=($(compgen -W "xavier" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac

@@ -118,7 +118,8 @@ _nb() {
                 '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
                 '--grad-accum[Micro-steps per update.]:value: ' \
                 '--seq-len[Tokens per sequence T (default: preset’s).]:value: ' \
-                '--lr[Peak learning rate (AdamW; cosine decay to 10%).]:value: ' \
+                '--lr[Peak learning rate (AdamW; default: preset’s).]:value: ' \
+                '--lr-schedule[Decay after warm-up: cosine to 10% (GPT-2 presets) or linear to 0 (roberta-8, as]:value:(cosine linear)' \
                 '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
                 '--label-smoothing[Label smoothing of the cross-entropy (0 = none, as in the papers).]:value: ' \
                 '--dropout[Dropout probability (0 = none; the papers’ small runs use none).]:value: ' \
@@ -128,8 +129,10 @@ _nb() {
                 '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-che]:value:(fro spectral)' \
                 '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
                 '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
-                '--ag-alpha[Initial AG weight alpha_0 (paper: 100 for small models, 10 for 12-16 layers), de]:value: ' \
-                '--ag-decay-steps[Steps over which alpha decays to 0 (0 = --steps).]:value: ' \
+                '--ag-alpha[Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo]:value: ' \
+                '--ag-reduction[Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou]:value:(mse frobenius)' \
+                '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \
+                '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
                 '--embedding-standardise[Standardise the embedding to Xavier’s mean 0 / std sqrt(2/(V+d)) (paper 002 eq. ]:value:(xavier)' \
                 '--embedding-shuffle[Shuffle the embedding’s rows (paper 002 Pre-trained_Shuffled).]' \

@@ -16,6 +16,7 @@ EPILOG = """\
   nb train --corpus corpus.txt -t spm.model --out runs/unigram --bias-init unigram
   nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
   nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100
+  nb train --corpus corpus.txt -t spm.model --out runs/ag --preset roberta-8 --ag-fraction 0.5 --ag-alpha auto
   nb train --corpus corpus.txt -t spm.model --out runs/ag --resume
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
@@ -38,7 +39,8 @@ def train(
         show_default=False)] = None,
     preset: Annotated[PresetName, typer.Option(
         "--preset", help="tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), "
-        "roberta-8 (8x8x512, mlm). Vocabulary size always comes from the tokenizer.")] = "tiny",
+        "roberta-8 (paper 001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). Vocabulary size "
+        "always comes from the tokenizer.")] = "tiny",
     steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer updates.")] = 200,
     batch_size: Annotated[Optional[int], typer.Option(
         "--batch-size", min=1, show_default=False,
@@ -47,7 +49,10 @@ def train(
     seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=2, show_default=False,
                                                    help="Tokens per sequence T (default: preset's).")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", show_default=False,
-                                                help="Peak learning rate (AdamW; cosine decay to 10%).")] = None,
+                                                help="Peak learning rate (AdamW; default: preset's).")] = None,
+    lr_schedule: Annotated[Optional[Literal["cosine", "linear"]], typer.Option(
+        "--lr-schedule", show_default=False, help="Decay after warm-up: cosine to 10% (GPT-2 presets) or "
+        "linear to 0 (roberta-8, as RoBERTa and paper 001's release). Default: the preset's.")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, show_default=False,
                                                   help="Linear warm-up steps (default: preset's).")] = None,
     label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A", help="Label smoothing of the cross-entropy (0 = none, as in the papers).")] = 0.0,
@@ -71,11 +76,20 @@ def train(
     ag_fraction: Annotated[float, typer.Option(
         "--ag-fraction", metavar="LAMBDA", help="Fraction of heads per layer guided (0 = no guidance; the "
         "paper uses 0.5).")] = 0.0,
-    ag_alpha: Annotated[float, typer.Option(
-        "--ag-alpha", metavar="A0", help="Initial AG weight alpha_0 (paper: 100 for small models, 10 for "
-        "12-16 layers), decayed linearly to 0 (eq. 4).")] = 100.0,
+    ag_alpha: Annotated[str, typer.Option(
+        "--ag-alpha", metavar="A0|auto", help="Initial AG weight alpha_0 in --ag-reduction's units (paper 001: "
+        "100 for small models, 10 for 12-16 layers), or auto: alpha_0 = L_LM / L_AG at step 0 (sec. 4.5's rule, "
+        "'comparable at the beginning of training'). Loss = L_LM + alpha_t L_AG (eq. 4).")] = "100",
+    ag_reduction: Annotated[Literal["mse", "frobenius"], typer.Option(
+        "--ag-reduction", help="Units of L_AG. mse (the paper's released code): sum over layers and pattern "
+        "groups of nn.MSELoss, i.e. ||H - P||_F^2 summed over the group's maps / (B k T^2), a group of k heads "
+        "averaged. frobenius: eq. 2-3 as printed, ||H - P||_F^2 summed over guided heads, batch mean "
+        "(k T^2 times larger per group).")] = "mse",
+    ag_hold_steps: Annotated[int, typer.Option(
+        "--ag-hold-steps", metavar="S", min=0, help="Hold alpha at alpha_0 for S steps, then decay linearly "
+        "to 0 (the released code: 20000). 0 = decay from step 0, as the paper's text says.")] = 0,
     ag_decay_steps: Annotated[int, typer.Option(
-        "--ag-decay-steps", metavar="S", min=0, help="Steps over which alpha decays to 0 (0 = --steps).")] = 0,
+        "--ag-decay-steps", metavar="S", min=0, help="Step at which alpha reaches 0 (0 = --steps).")] = 0,
     embedding_init: Annotated[str, typer.Option(
         "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
         help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
@@ -118,15 +132,16 @@ def train(
     from nbcli.cli.console import print_json, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.train.config import build_config
-    from nbcli.train.guidance import parse_patterns
+    from nbcli.train.guidance import parse_alpha, parse_patterns
     from nbcli.train.loop import train as run_training
 
     cfg = build_config(
         preset, objective=objective, steps=steps, batch_size=batch_size, grad_accum=grad_accum, seq_len=seq_len,
         lr=lr, warmup=warmup, label_smoothing=label_smoothing, dropout=dropout, tie_embeddings=not untie,
         bias_init=bias_init, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
-        ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction, ag_alpha=ag_alpha,
-        ag_decay_steps=ag_decay_steps, embedding_init=embedding_init,
+        ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
+        ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
+        ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, embedding_init=embedding_init,
         embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
         device=device, dtype=dtype, compile=compile_model, seed=seed)
@@ -143,6 +158,10 @@ def train(
         _render(result.as_dict())
 
 
+def _alpha_or_auto(value: float | None) -> float | str:
+    return "auto" if value is None else value
+
+
 def _render(summary: dict[str, object]) -> None:
     from rich.table import Table
 
@@ -153,6 +172,8 @@ def _render(summary: dict[str, object]) -> None:
             ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
             ("unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
             ("tokens/s", f"{summary['tokens_per_s']:,.0f}"), ("checkpoint", summary["checkpoint"])]
+    if summary.get("ag_alpha0") is not None:
+        rows.insert(5, ("AG alpha_0", summary["ag_alpha0"]))
     for key, value in rows:
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     stdout_console().print(table)

@@ -13,11 +13,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # trains in seconds on a CPU
     "tiny": dict(n_layer=2, n_head=4, d_model=128, seq_len=128, batch_size=16, lr=1e-3, warmup=20),
     "small": dict(n_layer=4, n_head=8, d_model=256, seq_len=256, batch_size=32, lr=6e-4, warmup=100),
-    # GPT-2 small (12 layers, 12 heads, 768)
+    # GPT-2 small (Radford et al. 2019; HF gpt2 config): 12 layers x 12 heads x 768, n_ctx 1024, tied
+    # embeddings, d_ff 3072; with GPT-2's 50257-piece tokenizer and --bias-init none it has GPT-2's
+    # 124,439,808 parameters (a test checks). Cosine decay as nanoGPT/llm.c.
     "gpt2-124m": dict(n_layer=12, n_head=12, d_model=768, seq_len=1024, batch_size=16, lr=6e-4, warmup=700),
-    # paper 001's RoBERTa-8 (8 layers, 8 heads, 512), MLM
-    "roberta-8": dict(n_layer=8, n_head=8, d_model=512, seq_len=128, batch_size=64, lr=1e-4, warmup=0,
-                      objective="mlm"),
+    # paper 001 table 10 RoBERTa-8: 8 layers x 12 heads x 768, d_ff 4 x 768 (app. A.7), MLM; table 11
+    # (English, AG): lr 1e-4, 0 warm-up steps, batch 120; Liu et al. 2019 for the rest: T = 512, linear
+    # LR decay to 0 (the release's get_linear_schedule_with_warmup), tied embeddings.
+    "roberta-8": dict(n_layer=8, n_head=12, d_model=768, seq_len=512, batch_size=120, lr=1e-4, warmup=0,
+                      objective="mlm", lr_schedule="linear", min_lr_ratio=0.0),
 }
 
 BiasInit = Literal["unigram", "zero", "none"]
@@ -37,7 +41,7 @@ class TrainConfig:
     batch_size: int = 16          # sequences per optimizer step, over all ranks and micro-steps
     grad_accum: int = 1
     lr: float = 1e-3
-    min_lr_ratio: float = 0.1     # cosine decay to lr * min_lr_ratio
+    min_lr_ratio: float = 0.1     # decay (cosine or linear) to lr * min_lr_ratio
     warmup: int = 20
     weight_decay: float = 0.1
     grad_clip: float = 1.0
@@ -49,8 +53,11 @@ class TrainConfig:
     rescale_w: Literal["fro", "spectral"] | None = None
     ag_patterns: tuple[str, ...] | None = None
     ag_fraction: float = 0.0
-    ag_alpha: float = 100.0
+    ag_alpha: float | Literal["auto"] = 100.0   # in ag_reduction's units; auto: L_LM / L_AG at step 0
     ag_decay_steps: int = 0       # 0 means --steps
+    ag_hold_steps: int = 0        # alpha held at alpha_0 this long, then linear decay (the release: 20000)
+    ag_reduction: Literal["mse", "frobenius"] = "mse"
+    lr_schedule: Literal["cosine", "linear"] = "cosine"
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
     embedding_standardise: Literal["xavier"] | None = None
     embedding_shuffle: bool = False
@@ -83,8 +90,12 @@ class TrainConfig:
             (self.smoothing_k > 0, "smoothing k must be > 0 for --bias-init unigram"),
             (self.rescale_w in (None, "fro", "spectral"), "--rescale-w must be fro or spectral"),
             (0.0 <= self.ag_fraction <= 1.0, "--ag-fraction must be in [0, 1]"),
-            (self.ag_alpha >= 0, "--ag-alpha must be >= 0"),
+            (self.ag_alpha == "auto" or (isinstance(self.ag_alpha, (int, float)) and self.ag_alpha >= 0),
+             "--ag-alpha must be a number >= 0 or auto"),
             (self.ag_decay_steps >= 0, "--ag-decay-steps must be >= 0"),
+            (self.ag_hold_steps >= 0, "--ag-hold-steps must be >= 0"),
+            (self.ag_reduction in ("mse", "frobenius"), "--ag-reduction must be mse or frobenius"),
+            (self.lr_schedule in ("cosine", "linear"), "--lr-schedule must be cosine or linear"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier or pretrained:FILE[:TENSOR]"),
             (self.embedding_standardise in (None, "xavier"), "--embedding-standardise must be xavier"),

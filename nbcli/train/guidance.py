@@ -12,9 +12,29 @@ Conventions (0-based positions; sequence b has n_b real tokens followed by paddi
 * Padding rows are all-zero and never enter the loss; padding keys get no attention.
 * [Next] is impossible under a causal mask (row i cannot see i+1): refused.
 
-L_attn(H, P) = ||H - P||_F^2 (eq. 2) is normalised by the number of real rows n_b (so it does not
-grow with T), averaged over the batch, and summed over guided (layer, head) pairs (eq. 3). The
-total loss is L_LM + alpha_t L_AG with alpha_t decayed linearly from alpha_0 to 0 (eq. 4).
+Units of L_AG (`reduction`, `--ag-reduction`):
+
+* "mse" (default): the released code's units (ameet-1997/AttentionGuidance, trainer_ag.py
+  `compute_ag_loss`: one `nn.MSELoss()` per layer and pattern group, the terms summed):
+
+      L_AG = sum_layers sum_groups g  1/(B k_g T^2) sum_b sum_{h in g} ||H_bh - P_bh||_F^2
+
+  where group g holds the k_g heads guided to one pattern and T is the padded block length. A group
+  of k heads is therefore *averaged*, and each map is divided by T^2. Padding rows (and keys) give
+  zero error and still count in the denominator, as the release's fixed-length blocks do. In these
+  units the paper's alpha_0 = 100 (small models) / 10 (12-16 layers) and sec. 4.5's rule ("the scales
+  of the MLM loss and auxiliary loss are comparable at the beginning of training") agree.
+* "frobenius": eq. 2-3 as printed, sum over guided (layer, head) of ||H - P||_F^2, averaged over the
+  batch (so B does not change it). Each group's term is k_g T^2 times its "mse" term (at T = 128 and one
+  head, 16384x): alpha_0 must shrink by the same factor.
+
+(nb before issue 13 divided eq. 2 by the real row count n_b and summed heads: "frobenius" / T. Not
+kept: it is neither the paper's printed form nor its code's.)
+
+The total loss is L_LM + alpha_t L_AG (eq. 4). alpha_t (`ag_alpha`): held at alpha_0 for
+`hold_steps` (the release's `linear_schedule_for_scale`, 20000 steps there), then decayed linearly to
+0 at `decay_steps`; hold 0 is the paper's text ("linearly decay alpha_t from alpha_0 to 0"), nb's
+default. alpha_0 = "auto" (`auto_alpha`) sets alpha_0 = L_LM / L_AG at step 0.
 
 For one-hot rows the row error needs no T x T map:
     ||H_i - e_t||^2 = sum_j p_ij^2 - 2 p_it + 1,
@@ -78,11 +98,43 @@ def assign_heads(n_head: int, fraction: float, patterns: Sequence[str] | None, c
     return dict(enumerate(full))
 
 
-def ag_alpha(step: int, alpha0: float, decay_steps: int) -> float:
-    """alpha_t decayed linearly from alpha_0 to 0 over `decay_steps` (paper 001 eq. 4)."""
-    if decay_steps <= 0:
+REDUCTIONS = ("mse", "frobenius")
+
+
+def ag_alpha(step: int, alpha0: float, decay_steps: int, hold_steps: int = 0) -> float:
+    """alpha_t: alpha_0 for the first `hold_steps` steps, then linear decay to 0 at `decay_steps`.
+
+    hold_steps = 0 is paper 001 eq. 4 / sec. 3.2 ("linearly decay alpha_t from alpha_0 to 0"); the
+    released code holds alpha_0 for 20000 steps first (`linear_schedule_for_scale`:
+    max(0, (total - step) / (total - hold)) after the hold)."""
+    if decay_steps <= 0 or step < hold_steps:
         return alpha0
-    return alpha0 * max(0.0, 1.0 - step / decay_steps)
+    return alpha0 * max(0.0, (decay_steps - step) / max(1, decay_steps - hold_steps))
+
+
+def auto_alpha(lm_loss: float, ag_loss: float) -> float:
+    """alpha_0 with alpha_0 * L_AG = L_LM at step 0 (paper 001 sec. 4.5: alpha_0 is chosen "such that
+    the scales of the MLM loss and auxiliary loss are comparable at the beginning of training")."""
+    if not (math.isfinite(lm_loss) and math.isfinite(ag_loss)) or ag_loss <= 0:
+        raise ConfigError(f"--ag-alpha auto: the step-0 AG loss is {ag_loss!r}; cannot scale it to the LM "
+                          f"loss {lm_loss!r} (give --ag-alpha a number)")
+    return lm_loss / ag_loss
+
+
+def parse_alpha(spec: str | float) -> float | None:
+    """`--ag-alpha`: a number >= 0, or `auto` (None: resolved at step 0 by `auto_alpha`)."""
+    if isinstance(spec, (int, float)):
+        value = float(spec)
+    elif str(spec).strip().lower() == "auto":
+        return None
+    else:
+        try:
+            value = float(spec)
+        except ValueError:
+            raise ConfigError(f"--ag-alpha {spec!r}: expected a number >= 0 or auto") from None
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"--ag-alpha {spec!r}: expected a number >= 0 or auto")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,13 +196,21 @@ def pattern_matrix(name: str, ids: torch.Tensor, lengths: torch.Tensor, causal: 
 # Losses
 
 
-def _row_mean(row_err: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """row_err [B, G, T] (zero on padding rows) -> sum over heads of (sum over rows / n_b), mean over b."""
-    return (row_err.sum(-1) / lengths[:, None].to(row_err.dtype)).sum(1).mean()
+def reduce_rows(row_err: torch.Tensor, reduction: str = "mse") -> torch.Tensor:
+    """row_err [B, G, T] = ||H_i - P_i||^2 per row (zero on padding rows) -> one group's L_AG term.
+
+    mse: sum / (B G T^2), i.e. nn.MSELoss() over the group's [B, G, T, T] maps (the released code).
+    frobenius: sum / B, i.e. eq. 2 summed over the G heads (eq. 3), averaged over the batch."""
+    B, G, T = row_err.shape
+    if reduction == "mse":
+        return row_err.sum() / (B * G * T * T)
+    if reduction == "frobenius":
+        return row_err.sum() / B
+    raise ConfigError(f"--ag-reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
 
 
 def explicit_ag_loss(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor,
-                     causal: bool) -> torch.Tensor:
+                     causal: bool, reduction: str = "mse") -> torch.Tensor:
     """Eq. 2 with the explicit map: q, k [B, G, T, dh], P [B, T, T] or [B, G, T, T]."""
     T = q.size(2)
     s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))          # [B, G, T, T]
@@ -160,7 +220,7 @@ def explicit_ag_loss(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths:
         P = P[:, None]
     real_row = (torch.arange(T, device=q.device)[None, :] < lengths[:, None])[:, None, :]
     row_err = ((H - P) ** 2).sum(-1) * real_row
-    return _row_mean(row_err, lengths)
+    return reduce_rows(row_err, reduction)
 
 
 def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
@@ -187,7 +247,7 @@ def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, length
 
 
 def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
-                    causal: bool, block: int = 256) -> torch.Tensor:
+                    causal: bool, block: int = 256, reduction: str = "mse") -> torch.Tensor:
     """Eq. 2 for a one-hot pattern in O(block x T) memory: q, k [B, G, T, dh], target [B, T]."""
     T = q.size(2)
     pieces = []
@@ -199,7 +259,7 @@ def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, leng
             pieces.append(checkpoint(_one_hot_rows, *args, use_reentrant=False))
         else:
             pieces.append(_one_hot_rows(*args))
-    return _row_mean(torch.cat(pieces, -1), lengths)
+    return reduce_rows(torch.cat(pieces, -1), reduction)
 
 
 @dataclass(frozen=True)
@@ -209,6 +269,7 @@ class Guidance:
     heads: dict[int, str]
     delim_ids: tuple[int, ...] = ()
     period_ids: tuple[int, ...] = ()
+    reduction: str = "mse"
 
     @property
     def guided(self) -> list[int]:
@@ -216,7 +277,8 @@ class Guidance:
 
     def loss(self, qks: list[tuple[torch.Tensor, torch.Tensor]], ids: torch.Tensor,
              lengths: torch.Tensor, causal: bool) -> torch.Tensor:
-        """L_AG (eq. 3) over all layers' guided heads; qks[l] = (q, k) [B, G, T, dh] of layer l."""
+        """L_AG (eq. 3) over all layers' guided heads in `self.reduction`'s units (module docstring);
+        qks[l] = (q, k) [B, G, T, dh] of layer l."""
         T = ids.size(1)
         order = self.guided
         groups: dict[str, list[int]] = {}
@@ -230,9 +292,11 @@ class Guidance:
             for name, slots in groups.items():
                 qs, ks = q[:, slots], k[:, slots]
                 if name in ONE_HOT:
-                    total = total + one_hot_ag_loss(qs, ks, targets[name], lengths, causal)
+                    total = total + one_hot_ag_loss(qs, ks, targets[name], lengths, causal,
+                                                    reduction=self.reduction)
                 else:
-                    total = total + explicit_ag_loss(qs, ks, targets[name], lengths, causal)
+                    total = total + explicit_ag_loss(qs, ks, targets[name], lengths, causal,
+                                                     reduction=self.reduction)
         return total
 
 

@@ -35,7 +35,8 @@ from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TokenData, TrainSampler, tokenize_corpus
-from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, delimiter_ids, period_piece_ids
+from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
+                                  period_piece_ids)
 
 FORMAT = "nb-model/1"
 STATE_FORMAT = "nb-train-state/1"
@@ -175,12 +176,35 @@ def make_optimizer(model: Transformer, cfg: TrainConfig, device: torch.device) -
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up over --warmup steps, then cosine decay to lr * min_lr_ratio at --steps."""
+    """Linear warm-up over --warmup steps, then cosine (GPT-2/nanoGPT) or linear (RoBERTa, paper 001's
+    release: `get_linear_schedule_with_warmup`) decay to lr * min_lr_ratio at --steps."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     floor = cfg.lr * cfg.min_lr_ratio
-    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * min(1.0, progress)))
+    if cfg.lr_schedule == "linear":
+        return floor + (cfg.lr - floor) * (1.0 - progress)
+    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+@torch.no_grad()
+def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cfg: TrainConfig,
+                mcfg: ModelConfig, n_labels: torch.Tensor, rt: Runtime) -> float:
+    """`--ag-alpha auto`: alpha_0 = L_LM / L_AG on the step-0 update's batches (all ranks and
+    micro-steps; evaluation mode, no gradient), so alpha_0 L_AG = L_LM at step 0 (paper 001 sec. 4.5)."""
+    was_training = model.training
+    model.eval()
+    ce_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
+    ag_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
+    for batch in batches:
+        with _autocast(rt):
+            logits, qks = model(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided)
+        ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
+        ag_sum += guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal).double() / len(batches)
+    totals = _all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
+    if was_training:
+        model.train()
+    return auto_alpha(float(totals[0]) / max(1.0, float(n_labels)), float(totals[1]) / rt.world)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +346,7 @@ def load_model_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, s
 
 
 def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.AdamW, model: Transformer,
-               fingerprint: str) -> None:
+               fingerprint: str, alpha0: float | None = None) -> None:
     """train-state.safetensors (AdamW moments by parameter name) + train-state.json (position)."""
     from nbcli.checkpoint.io import save_tensors
 
@@ -338,6 +362,7 @@ def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.Adam
     write_text_atomic(out / "train-state.json", json.dumps({
         "format": STATE_FORMAT, "step": step, "sequences": sequences, "checkpoint": f"step-{step}.safetensors",
         "data_sha256": fingerprint, "rng": "per-step generators seeded from (seed, step, rank, micro-step)",
+        "ag_alpha0": alpha0,
     }, indent=2) + "\n")
 
 
@@ -386,6 +411,7 @@ class TrainResult:
     unigram_entropy: float
     log_v: float
     resumed_from: int | None
+    ag_alpha0: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -442,7 +468,8 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     guidance = Guidance(heads=heads,
                         delim_ids=delimiter_ids(sorted(set(tokenizer.special_ids) - pad_like),
                                                 tokenizer.bos_id, tokenizer.eos_id),
-                        period_ids=period_piece_ids(tokenizer.pieces())) if heads else None
+                        period_ids=period_piece_ids(tokenizer.pieces()),
+                        reduction=cfg.ag_reduction) if heads else None
 
     model = build_model(cfg, mcfg, counts).to(rt.device)
     if rt.is_main:  # created only once the corpus and options have been accepted
@@ -452,8 +479,11 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
             raise OutputError(f"--out {out}: cannot create directory ({err.strerror})") from None
     optimizer = make_optimizer(model, cfg, rt.device)
     start_step, sequences, resumed_from = 0, 0, None
+    alpha0: float | None = None if cfg.ag_alpha == "auto" else float(cfg.ag_alpha)
     if resume:
         state = load_state(out, optimizer, model)
+        if alpha0 is None:
+            alpha0 = state.get("ag_alpha0")
         if state["data_sha256"] != data.fingerprint:
             raise ConfigError("--resume: the tokenised corpus differs from the run's (data_sha256 mismatch); "
                               "pass the same --corpus and --tokenizer")
@@ -498,7 +528,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
         path = out / f"step-{step}.safetensors"
         if rt.is_main:
             save_model(path, model, checkpoint_metadata(cfg, mcfg, step, tokenizer, data))
-            save_state(out, step, sequences, optimizer, model, data.fingerprint)
+            save_state(out, step, sequences, optimizer, model, data.fingerprint, alpha0)
         return path
 
     ckpt_path = out / f"step-{start_step}.safetensors"
@@ -514,7 +544,6 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
             lr = learning_rate(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            alpha = ag_alpha(step, cfg.ag_alpha, cfg.decay_steps) if guidance else 0.0
             # All micro-batches of this step, so the loss can be normalised by the global label count.
             batches = []
             for m in range(cfg.grad_accum):
@@ -524,6 +553,9 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
                                              mcfg, gen, cfg.mask_rate))
             n_labels = _all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
                                                     device=rt.device), rt)
+            if guidance is not None and alpha0 is None:
+                alpha0 = step0_alpha(model, batches, guidance, cfg, mcfg, n_labels, rt)
+            alpha = ag_alpha(step, alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
             ce_sum = torch.zeros((), device=rt.device)
             ag_sum = torch.zeros((), device=rt.device)
             for m, batch in enumerate(batches):
@@ -559,6 +591,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
             if guidance is not None:
                 record["ag_loss"] = float(stats[1]) / rt.world
                 record["ag_alpha"] = alpha
+                record["ag_weighted"] = alpha * record["ag_loss"]
             write(record)
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < last_step:
                 checkpoint(step + 1)
@@ -583,7 +616,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
         alc=area_under_curve(val_points), checkpoint=ckpt_path, tokens=run_tokens, seconds=seconds,
         tokens_per_s=run_tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
         device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.vocab_size),
-        resumed_from=resumed_from)
+        resumed_from=resumed_from, ag_alpha0=alpha0 if guidance is not None else None)
     if rt.is_main:
         write_text_atomic(out / "summary.json", json.dumps(result.as_dict(), indent=2) + "\n")
     return result

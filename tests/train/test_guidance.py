@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from nbcli.errors import ConfigError
 from nbcli.train.guidance import (
-    Guidance, ag_alpha, allowed_keys, assign_heads, explicit_ag_loss, one_hot_ag_loss, one_hot_targets,
-    parse_patterns, pattern_matrix, period_piece_ids,
+    Guidance, ag_alpha, allowed_keys, assign_heads, auto_alpha, explicit_ag_loss, one_hot_ag_loss,
+    one_hot_targets, parse_alpha, parse_patterns, pattern_matrix, period_piece_ids,
 )
 
 
@@ -147,7 +147,7 @@ def test_loss_of_a_head_forced_to_its_pattern_is_zero(name: str) -> None:
     loss = guidance.loss([(q, k)], ids, lengths, causal=False)
     assert float(loss) < 1e-6
     # and a head forced to another pattern is far from it
-    other = Guidance(heads={0: "first" if name != "first" else "prev"})
+    other = Guidance(heads={0: "first" if name != "first" else "prev"}, reduction="frobenius")
     assert float(other.loss([(q, k)], ids, lengths, causal=False)) > 0.1
 
 
@@ -166,10 +166,15 @@ def test_padding_never_contributes() -> None:
         k2[b, :, n:] = torch.randn_like(k2[b, :, n:]) * 50
         ids2[b, n:] = 7
     assert torch.allclose(loss, guidance.loss([(q2, k2)], ids2, lengths, causal=False), atol=1e-6)
-    # and the batch loss is the mean of each sequence's loss computed alone, unpadded
-    alone = [guidance.loss([(q[b:b + 1, :, :n], k[b:b + 1, :, :n])], ids[b:b + 1, :n], torch.tensor([n]), False)
+    # frobenius: the batch loss is the mean of each sequence's loss computed alone, unpadded; mse: the
+    # same sums over B x T^2 entries of the padded maps (padding entries count as zero error)
+    frob = Guidance(heads=guidance.heads, period_ids=(7,), reduction="frobenius")
+    alone = [frob.loss([(q[b:b + 1, :, :n], k[b:b + 1, :, :n])], ids[b:b + 1, :n], torch.tensor([n]), False)
              for b, n in enumerate(lengths.tolist())]
-    assert torch.allclose(loss, torch.stack(alone).mean(), atol=1e-5)
+    assert torch.allclose(frob.loss([(q, k)], ids, lengths, causal=False), torch.stack(alone).mean(), atol=1e-5)
+    alone_mse = [guidance.loss([(q[b:b + 1, :, :n], k[b:b + 1, :, :n])], ids[b:b + 1, :n], torch.tensor([n]),
+                               False) * n * n for b, n in enumerate(lengths.tolist())]
+    assert torch.allclose(loss, torch.stack(alone_mse).sum() / (3 * T * T), atol=1e-6)
 
 
 def test_head_assignment_follows_section_4_5() -> None:
@@ -192,6 +197,60 @@ def test_alpha_decays_linearly_to_zero() -> None:
     assert ag_alpha(0, 100.0, 50) == 100.0
     assert math.isclose(ag_alpha(25, 100.0, 50), 50.0)
     assert ag_alpha(50, 100.0, 50) == 0.0 and ag_alpha(80, 100.0, 50) == 0.0
+
+
+def test_alpha_hold_then_linear_decay_as_the_release() -> None:
+    """The release's linear_schedule_for_scale: 1 before the hold ends, then (total - step) / (total - hold)."""
+    def release(cur: int, tot: int, stagnant: int) -> float:
+        return 1.0 if cur < stagnant else max(0.0, (tot - cur) / max(1, tot - stagnant))
+
+    for step in range(0, 120, 7):
+        assert math.isclose(ag_alpha(step, 10.0, 100, hold_steps=40), 10.0 * release(step, 100, 40))
+        assert math.isclose(ag_alpha(step, 10.0, 100, hold_steps=0), 10.0 * release(step, 100, 0))
+
+
+def test_auto_alpha_and_parse() -> None:
+    assert auto_alpha(6.0, 0.03) == pytest.approx(200.0)
+    with pytest.raises(ConfigError, match="auto"):
+        auto_alpha(6.0, 0.0)
+    assert parse_alpha("auto") is None and parse_alpha("AUTO") is None
+    assert parse_alpha("100") == 100.0 and parse_alpha(2.5) == 2.5
+    for bad in ("-1", "nan", "ten", "inf"):
+        with pytest.raises(ConfigError, match="--ag-alpha"):
+            parse_alpha(bad)
+
+
+def _softmax_maps(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.size(-1)), dim=-1)
+
+
+@given(seed=st.integers(0, 10_000), T=st.integers(2, 12), layers=st.integers(1, 3))
+def test_mse_reduction_equals_the_releases_nn_mseloss(seed: int, T: int, layers: int) -> None:
+    """Independent computation: explicit softmax maps, app. A.2 patterns written out above, and one
+    torch.nn.MSELoss() per (layer, pattern group), summed (AttentionGuidance trainer_ag.compute_ag_loss)."""
+    B, H, dh = 2, 5, 8
+    heads = {0: "next", 1: "prev", 2: "first", 4: "first"}       # head 3 unguided; [First] a group of 2
+    qks = [_random_qk(B, len(heads), T, dh, seed + 17 * layer) for layer in range(layers)]
+    ids = torch.zeros(B, T, dtype=torch.long)
+    full = torch.full((B,), T)
+    ours = Guidance(heads=heads).loss(qks, ids, full, causal=False)
+    mse = torch.nn.MSELoss()
+    refs = {"next": a2_next(T), "prev": a2_prev(T), "first": a2_first(T)}
+    expected = 0.0
+    for q, k in qks:
+        maps = _softmax_maps(q, k)                                  # [B, 4 guided slots, T, T]
+        for name, slots in (("next", [0]), ("prev", [1]), ("first", [2, 3])):
+            target = torch.tensor(refs[name]).expand(B, len(slots), T, T)
+            expected += float(mse(maps[:, slots], target))
+    assert float(ours) == pytest.approx(expected, rel=1e-5, abs=1e-7)
+    # frobenius: eq. 2 summed over guided heads and layers (eq. 3), averaged over the batch
+    frob = Guidance(heads=heads, reduction="frobenius").loss(qks, ids, full, causal=False)
+    literal = 0.0
+    for q, k in qks:
+        maps = _softmax_maps(q, k)
+        for slot, name in enumerate(("next", "prev", "first", "first")):
+            literal += float(((maps[:, slot] - torch.tensor(refs[name])) ** 2).sum()) / B
+    assert float(frob) == pytest.approx(literal, rel=1e-5)
 
 
 def test_period_pieces() -> None:

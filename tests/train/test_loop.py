@@ -74,11 +74,44 @@ def test_lr_schedule() -> None:
     cfg = build_config("tiny", steps=100, warmup=10, lr=1e-3)
     assert learning_rate(0, cfg) == pytest.approx(1e-4) and learning_rate(9, cfg) == pytest.approx(1e-3)
     assert learning_rate(100, cfg) == pytest.approx(1e-4)
+    linear = build_config("roberta-8", steps=110, warmup=10)
+    assert linear.lr_schedule == "linear" and linear.min_lr_ratio == 0.0
+    assert learning_rate(10, linear) == pytest.approx(1e-4) and learning_rate(60, linear) == pytest.approx(5e-5)
+    assert learning_rate(110, linear) == 0.0
+
+
+def test_presets_match_the_papers() -> None:
+    """roberta-8 = paper 001 table 10 (8 x 12 x 768, MLM; table 11 lr 1e-4, batch 120); gpt2-124m has
+    GPT-2 small's sizes and, with GPT-2's 50257 pieces, tied and without output bias, its 124,439,808
+    parameters."""
+    from nbcli.model import Transformer
+
+    r = build_config("roberta-8")
+    assert (r.n_layer, r.n_head, r.d_model, r.objective, r.lr, r.batch_size) == (8, 12, 768, "mlm", 1e-4, 120)
+    g = build_config("gpt2-124m")
+    assert (g.n_layer, g.n_head, g.d_model, g.seq_len, g.tie_embeddings) == (12, 12, 768, 1024, True)
+    model = Transformer(ModelConfig(vocab_size=50257, seq_len=g.seq_len, n_layer=g.n_layer, n_head=g.n_head,
+                                    d_model=g.d_model, output_bias=False))
+    assert model.num_parameters() == 124_439_808
+
+
+def test_ag_alpha_auto_matches_the_lm_loss_at_step_0(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    """Paper 001 sec. 4.5: alpha_0 makes alpha_0 L_AG equal L_LM at the start of training."""
+    res = run(tmp_path, train_corpus, sp_model, "auto", steps=4, objective="mlm", ag_fraction=0.5,
+              ag_alpha="auto", ag_hold_steps=2)
+    steps = [r for r in read_log(tmp_path / "auto") if "loss" in r]
+    first = steps[0]
+    assert first["ag_alpha"] * first["ag_loss"] == pytest.approx(first["loss"], rel=1e-4)
+    assert res.ag_alpha0 == pytest.approx(first["ag_alpha"]) and res.ag_alpha0 > 1.0
+    # held for 2 steps, then linear to 0 at step 4
+    assert steps[1]["ag_alpha"] == first["ag_alpha"]
+    assert steps[3]["ag_alpha"] == pytest.approx(first["ag_alpha"] / 2)
+    assert json.loads((tmp_path / "auto" / "summary.json").read_text())["ag_alpha0"] == res.ag_alpha0
 
 
 @pytest.mark.parametrize("objective,extra", [
     ("clm", dict(bias_init="unigram", dropout=0.1)),
-    ("mlm", dict(ag_fraction=0.5, dropout=0.1, grad_accum=2)),
+    ("mlm", dict(ag_fraction=0.5, dropout=0.1, grad_accum=2, ag_alpha="auto")),
 ])
 def test_resume_equals_uninterrupted(tmp_path: Path, sp_model: Path, train_corpus: Path,
                                      objective: str, extra: dict) -> None:
@@ -89,7 +122,7 @@ def test_resume_equals_uninterrupted(tmp_path: Path, sp_model: Path, train_corpu
     full, cut = read_log(tmp_path / "full"), read_log(tmp_path / "cut")
     assert [r["step"] for r in full] == [r["step"] for r in cut]
     for a, b in zip(full, cut):
-        for key in ("loss", "val_loss", "ag_loss", "lr", "kl_unigram"):
+        for key in ("loss", "val_loss", "ag_loss", "ag_alpha", "lr", "kl_unigram"):
             if key in a:
                 assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-7), (a["step"], key)
     with open_checkpoint(tmp_path / "full" / "step-6.safetensors") as fa, \
