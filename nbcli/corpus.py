@@ -110,6 +110,15 @@ def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
     return sources
 
 
+def corpus_files(inputs: list[str]) -> list[str]:
+    """The files INPUT arguments name (as discover_inputs expands them; '-' kept), or [] when they
+    name nothing readable (the count itself then reports why)."""
+    try:
+        return [source.path for source in discover_inputs(inputs)]
+    except InputError:
+        return [item for item in inputs if item == STDIN or os.path.exists(item)]
+
+
 def plan_ranges(source: CorpusSource, workers: int) -> list[ByteRange]:
     """Cut a plain file into byte ranges: about 4 per worker, each 1-32 MiB."""
     if source.size == 0:

@@ -672,7 +672,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     and the output written again (slower, same bytes). The output is the same either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbcli.checkpoint.io import resolve_output
+    from nbcli.checkpoint.io import check_output_paths, resolve_output
 
     operations = options.operations()
     checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
@@ -685,6 +685,9 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         inputs["counts"] = Path(options.output_bias_counts)
     if options.standardise is not None and options.standardise.match_file:
         inputs["match"] = Path(options.standardise.match_file)
+    others = [path for key, path in inputs.items() if key in ("counts", "match")]
+    if output is not None and not dry_run:
+        check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others)
     held = held_tensors(checkpoint, roles, options) if overlap and not dry_run and output is not None else None
     # Hash the inputs from the start, overlapping torch's import, the surgery and the copy; on
     # failure the hashing stops at its next block instead of finishing a huge file.
@@ -699,7 +702,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             resolve_output(checkpoint, output)
             surgery = surgery_pool.submit(run_surgery, checkpoint, roles, options)
             written = _write_overlapped(checkpoint, roles, options, output, held, surgery, futures, unhashed,
-                                        in_place=in_place, progress=progress)
+                                        in_place=in_place, progress=progress, others=others)
             new_tensors, ws, warnings = surgery.result()
         else:
             new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
@@ -711,7 +714,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             raise ConfigError("an output path is required (-o OUT), or --dry-run")
         if written is None:
             written = _write_after(checkpoint, roles, options, output, new_tensors, ws, futures, unhashed,
-                                   in_place=in_place, progress=progress)
+                                   in_place=in_place, progress=progress, others=others)
     finally:
         stop.set()
         hash_pool.shutdown(wait=False, cancel_futures=True)
@@ -736,7 +739,7 @@ def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[tuple[st
 def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
                       held: frozenset[str], surgery: Future[tuple[dict[str, torch.Tensor], _Workspace, list[str]]],
                       futures: dict[str, Future[tuple[str, bool]]], unhashed: dict[str, Any], *, in_place: bool,
-                      progress: Callable[[int], None] | None) -> list[Path] | None:
+                      progress: Callable[[int], None] | None, others: list[Path]) -> list[Path] | None:
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
     from nbcli.checkpoint.io import Deferred, dtype_code, write_like
@@ -758,7 +761,7 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
 
     try:
         return write_like(checkpoint, output, update_metadata={"nb.provenance": placeholder}, in_place=in_place,
-                          progress=progress, late_metadata=_late_provenance(options, futures, previous, unhashed),
+                          progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
                           late_reserve=1024 + sum(128 + len(key) for key in futures), deferred=Deferred(held, compute, poll))
     except _LayoutChanged:  # the temporaries are gone; apply_surgery writes again from the result
         return None
@@ -766,7 +769,8 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
 
 def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
                  new_tensors: dict[str, torch.Tensor], ws: _Workspace, futures: dict[str, Future[tuple[str, bool]]],
-                 unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None) -> list[Path]:
+                 unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
+                 others: list[Path]) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
     from nbcli.checkpoint.io import resolve_output, write_like
 
@@ -781,5 +785,5 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
     replace = {n: t for n, t in new_tensors.items() if n in checkpoint}
     add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
     return write_like(checkpoint, output, replace=replace, add=add, update_metadata=update, in_place=in_place,
-                      progress=progress, late_metadata=_late_provenance(options, futures, previous, unhashed),
+                      progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
                       late_reserve=1024 + sum(128 + len(key) for key in futures))

@@ -143,6 +143,12 @@ DIRECTORY_CANDIDATES = ("tokenizer.json", "tokenizer.model")
 _BOM = b"\xef\xbb\xbf"
 
 
+def tokenizer_files(path: Path | str) -> list[Path]:
+    """The files load_tokenizer(path) may read (a directory stands for its candidate files)."""
+    path = Path(path)
+    return [path, *(path / name for name in DIRECTORY_CANDIDATES)] if path.is_dir() else [path]
+
+
 def load_tokenizer(path: Path | str) -> Tokenizer:
     """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json` (or a model folder holding
     one of `DIRECTORY_CANDIDATES`); TokenizerError if none."""

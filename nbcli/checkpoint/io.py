@@ -31,6 +31,9 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
         tensor is copied first, then compute() gives their new values (same dtype and shape), which
         are written into the byte ranges kept for them (the rest of them copied from the source).
         This lets the caller compute them (e.g. in a thread) while the bulk copy runs.
+        `other_inputs`: files the caller reads besides `source` (counts, match file); no output
+        may be one of them (see nbcli.outputs).
+    check_output_paths(source, out, in_place=False, other_inputs=()) the same check, up front
     resolve_output(source, out) -> Path   where write_like will write (file, or directory if sharded)
     torch_dtype(code) / dtype_code(torch_dtype)
 
@@ -625,13 +628,6 @@ def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
     write_safetensors(path, list(tensors.items()), metadata, progress)
 
 
-def same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def resolve_output(source: Checkpoint, out: Path | str) -> Path:
     """Where write_like writes: a file for a single-file source (OUT, or OUT/<input name> if OUT is a
     directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index)."""
@@ -659,7 +655,8 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
                metadata: Mapping[str, str] | None = None, in_place: bool = False,
                progress: Progress | None = None, update_metadata: Mapping[str, str] | None = None,
                late_metadata: Callable[[], Mapping[str, str]] | None = None,
-               late_reserve: int = 8192, deferred: Deferred | None = None) -> list[Path]:
+               late_reserve: int = 8192, deferred: Deferred | None = None,
+               other_inputs: Sequence[Path | str] = ()) -> list[Path]:
     """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
 
     `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
@@ -669,7 +666,8 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     then `deferred.compute()` gives their new values (see Deferred). `late_metadata` is called
     once, after all data are written and before anything is renamed; its entries (at most
     `late_reserve` bytes of JSON) are merged into every file's metadata and the index's. Untouched
-    tensors are copied byte for byte. Returns the written paths (shards, then the index).
+    tensors are copied byte for byte. `other_inputs` are files the caller also reads (see
+    check_output_paths). Returns the written paths (shards, then the index).
     """
     replace = dict(replace or {})
     add = dict(add or {})
@@ -682,7 +680,7 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
         if name in source:
             raise ConfigError(f"{source.path}: tensor {name!r} already exists; cannot create it")
     target = resolve_output(source, out)
-    _check_not_input(source, target, in_place)
+    check_output_paths(source, out, in_place=in_place, other_inputs=other_inputs)
     after: dict[str, list[str]] = {}
     tail: list[str] = []
     for name, (_tensor, anchor) in add.items():
@@ -735,15 +733,27 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     return _execute(plan, target if source.sharded else None, progress, late, deferred, held)
 
 
-def _check_not_input(source: Checkpoint, target: Path, in_place: bool) -> None:
-    inputs = list(source.files) + ([source.index_path] if source.index_path else [])
-    if source.sharded:
-        clash = same_file(target, source.files[0].parent)
-    else:
-        clash = any(same_file(target, p) for p in inputs)
-    if clash and not in_place:
-        raise ConfigError(f"{target}: output is the input checkpoint; pass --in-place to overwrite it "
-                          "(it stays intact until the new file is complete)")
+def output_paths(source: Checkpoint, out: Path | str) -> list[Path]:
+    """The files write_like(source, out) writes: the shards (or the one file), then the index."""
+    target = resolve_output(source, out)
+    if not source.sharded:
+        return [target]
+    assert source.index_path is not None
+    return [target / path.name for path in source.files] + [target / source.index_path.name]
+
+
+def check_output_paths(source: Checkpoint, out: Path | str, *, in_place: bool = False,
+                       other_inputs: Sequence[Path | str] = ()) -> None:
+    """OutputError unless writing `out` leaves every input intact: no output may be (a link to) a
+    file of `other_inputs`, nor of the checkpoint unless `in_place`."""
+    from nbcli.outputs import check_outputs
+
+    outputs = output_paths(source, out)
+    ours = list(source.files) + ([source.index_path] if source.index_path else [])
+    check_outputs(outputs, other_inputs, replaceable=ours if in_place else ())
+    if not in_place:
+        check_outputs(outputs, ours, hint="pass --in-place to overwrite it (it stays intact until the new "
+                                          "file is complete)")
 
 
 def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, late: _LateMetadata | None,

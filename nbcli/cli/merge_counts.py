@@ -28,8 +28,10 @@ def merge_counts(
     from nbcli.atomic import check_output_dir
     from nbcli.cli.console import print_json, stdout_console
     from nbcli.counts import merge_counts as merge, read_counts, write_counts
+    from nbcli.outputs import check_outputs
 
     check_output_dir(output)
+    check_outputs([output], inputs)
     merged = merge([read_counts(p) for p in inputs])
     write_counts(output, merged)
     report = {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,

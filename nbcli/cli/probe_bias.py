@@ -72,7 +72,7 @@ def probe_bias(
 
     k = parse_smoothing(smoothing)
     if plot is not None:
-        _check_plot_dir(plot)
+        _check_plot_dir(plot, [checkpoint, counts])
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [])
     err = stderr_console()
     for warning in warnings:
@@ -91,16 +91,28 @@ def probe_bias(
         _render(report)
 
 
-def _check_plot_dir(directory: Path) -> None:
+PLOT_NAMES = ("frequency_direction.png", "cosine_histogram.png")
+
+
+def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
     import importlib.util
 
-    from nbcli.errors import ConfigError, OutputError
+    from nbcli.checkpoint.io import find_checkpoint_files
+    from nbcli.errors import ConfigError, NbError, OutputError
+    from nbcli.outputs import check_outputs
 
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
 
     if directory.exists() and not directory.is_dir():
         raise OutputError(f"--plot {directory}: exists and is not a directory")
+    read: list[Path | None] = list(inputs)
+    try:
+        files, index, _ = find_checkpoint_files(inputs[0])
+        read += [*files, index]
+    except NbError:
+        pass  # reported when the checkpoint is opened
+    check_outputs([directory / name for name in PLOT_NAMES], read)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -116,7 +128,7 @@ def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: d
             "nb.counts": report["counts"]["path"], "nb.counts_sha256": report["counts"]["sha256"] or ""}
     written = []
     if "scores" in arrays:
-        path = directory / "frequency_direction.png"
+        path = directory / PLOT_NAMES[0]
         plots.plot_frequency_direction(
             path, inputs.counts, arrays["scores"], arrays["bins"], rho=report["frequency_direction"]["spearman"] or float("nan"),
             title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta)
@@ -127,7 +139,7 @@ def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: d
         before_n = min(2000, int(inputs.output_weight.shape[0]))
         before = probes.sample_pairwise_cosines(inputs.output_weight, sample=before_n)
         after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
-        path = directory / "cosine_histogram.png"
+        path = directory / PLOT_NAMES[1]
         plots.plot_cosine_histogram(
             path, before, after, mean_before=iso["mean_cosine"], mean_after=iso["mean_cosine_without_bias_direction"],
             title=f"{name}\npairwise cosines of output embeddings ({before_n:,} sampled tokens)", metadata=meta)

@@ -37,8 +37,10 @@ def quickstart(
     from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
     from nbcli.counts import DEFAULT_SMOOTHING_K
     from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER
+    from nbcli.outputs import check_outputs
     from nbcli.tokenizers import load_tokenizer
 
+    check_outputs([output], [SAMPLE_CORPUS, SAMPLE_TOKENIZER])
     tok = load_tokenizer(SAMPLE_TOKENIZER)
     with tempfile.TemporaryDirectory(prefix="nb-quickstart-") as tmp:
         target = output or Path(tmp) / "botchan-counts.safetensors"

@@ -437,6 +437,22 @@ def _truncate_log(path: Path, before_step: int) -> None:
     write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
+def _check_inputs_outside(out: Path, cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str) -> None:
+    """OutputError if an input (corpus file, tokenizer, pretrained embedding) lies in the run
+    directory, whose files nb train writes and replaces."""
+    from nbcli.corpus import corpus_files
+    from nbcli.outputs import inputs_inside
+    from nbcli.tokenizers import tokenizer_files
+
+    inputs: list[Path | str] = [*corpus_files(corpus), *tokenizer_files(tokenizer_path)]
+    if cfg.embedding_init.startswith("pretrained:"):
+        inputs.append(init.parse_pretrained(cfg.embedding_init)[0])
+    inside = inputs_inside(out, inputs)
+    if inside is not None:
+        raise OutputError(f"--out {out}: the input {inside} lies in this run directory, whose files nb train "
+                          "writes; choose another --out")
+
+
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None,
@@ -448,6 +464,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     if rt.is_main:
         if out.exists() and not out.is_dir():
             raise OutputError(f"--out {out}: exists and is not a directory")
+        _check_inputs_outside(out, cfg, corpus, tokenizer_path)
         if not resume and (out / "log.jsonl").exists():
             raise OutputError(f"--out {out}: already holds a run (log.jsonl); use --resume or another directory")
         if resume:

@@ -194,7 +194,7 @@ def test_late_metadata_too_large_is_an_error_and_no_output(tmp_path: Path) -> No
 def test_output_equal_to_input_needs_in_place(tmp_path: Path) -> None:
     src = save(tmp_path / "m.safetensors", gpt2_tensors())
     ckpt = open_checkpoint(src)
-    with pytest.raises(ConfigError, match="--in-place"):
+    with pytest.raises(OutputError, match="--in-place"):
         write_like(ckpt, src, replace={"ln_f.bias": torch.zeros(8)})
     old_view = ckpt.get("wte.weight").clone()
     write_like(ckpt, src, replace={"ln_f.bias": torch.zeros(8)}, in_place=True)
