@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     from nbcli.tokenizers import load_tokenizer
 
     tok = load_tokenizer(model)
-    log(f"tokenizer: {tok.vocab_size} pieces, chunk rule {tok.chunk_rule!r} ({tok.chunk_rule_reason})")
+    log(f"tokenizer: {tok.vocab_size} pieces, chunk rule {tok.chunk_rule!r} ({tok.method_reason})")
 
     with tempfile.TemporaryDirectory(dir=cache) as tmp_dir:
         tmp = Path(tmp_dir)

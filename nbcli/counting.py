@@ -4,9 +4,10 @@ The work is cut into tasks (byte ranges of plain files, line-aligned blocks of c
 stdin). Each task returns an int64 count vector; integer sums do not depend on order, so the result
 is identical for any number of workers, local or on a Dask cluster.
 
-Speed comes from the tokenizer's chunk rule (see `nbcli.tokenizers`): each distinct chunk of a
-Zipfian corpus is encoded once per worker and its ids multiplied by its frequency. Tokenizers for
-which that is not provably exact are counted by encoding whole documents.
+Speed comes from the tokenizer family's segmenter (`nbcli.tokenizers.segment`), the only thing
+counting knows of a tokenizer besides whole-document encoding: each distinct chunk of a Zipfian
+corpus is encoded once per worker and its ids multiplied by its frequency. Tokenizers for which no
+rule is provably exact are counted by encoding whole documents.
 """
 
 from __future__ import annotations
@@ -134,9 +135,8 @@ class _Counter:
     def __init__(self, tokenizer: Tokenizer, options: CountOptions) -> None:
         self.tokenizer = tokenizer
         self.options = options
-        self.rule = tokenizer.chunk_rule if options.chunked else None
+        self.segmenter = tokenizer.segmenter if options.chunked else None
         self.table = _ChunkTable(CACHE_LIMIT)
-        self.cut_pairs = _cut_pair_table(tokenizer) if self.rule == "sp" else None
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
     # -- tasks -------------------------------------------------------------------------------
@@ -173,10 +173,12 @@ class _Counter:
                         ) from None
                     result.bad_utf8_lines += 1
             text = data.decode("utf-8", errors="replace")
-        if (self.rule == "sp" and self.options.format == "text" and not result.bad_utf8_lines
-                and b"\r" not in data):
-            # Clean UTF-8 text without CR: chunks and documents are found on the bytes.
-            result.documents = self._count_sp_bytes(data, counts)
+        spans = None
+        if (self.segmenter is not None and self.options.format == "text" and not result.bad_utf8_lines
+                and b"\r" not in data and data):
+            spans = self.segmenter.spans(data)  # clean UTF-8 text without CR: chunks found on the bytes
+        if spans is not None:
+            result.documents = self._count_spans(data, spans, counts)
         else:
             text = text.replace("\r\n", "\n")
             lines = text.split("\n")
@@ -226,48 +228,33 @@ class _Counter:
 
     def _count_documents(self, documents: list[str], counts: np.ndarray) -> None:
         """Add the token counts of `documents` to `counts`."""
-        if self.rule is None:
+        if self.segmenter is None:
             for start in range(0, len(documents), ENCODE_BATCH):
                 encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
-                flat = np.fromiter((i for ids in encoded for i in ids), dtype=np.int64)
+                lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+                flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lengths.sum()))
                 counts += np.bincount(flat, minlength=counts.shape[0])
             return
-        if self.rule == "sp":
-            # Documents never contain '\n' in text format; in JSONL they may, and a newline is
-            # then kept inside its chunk (encoded whole), so only ASCII spaces cut.
-            chunks = " ".join(documents).split(" ")
-        else:
-            chunks = list(itertools.chain.from_iterable(map(self.tokenizer.chunk_pattern.findall, documents)))
-        block = Counter(chunks)  # small and cache-friendly: the table is probed once per distinct chunk
+        # A per-block Counter is small and cache-friendly: the table is probed once per distinct chunk.
+        block = Counter(self.segmenter.split(documents))
         keys = list(block)
         self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
                        lambda missing: ([keys[i] for i in missing], None))
 
-    def _count_sp_bytes(self, data: bytes, counts: np.ndarray) -> int:
-        """Count the "sp" chunks of a clean UTF-8 text block with numpy; return its documents.
+    def _count_spans(self, data: bytes, spans: Any, counts: np.ndarray) -> int:
+        """Count the chunk parts `spans` (starts, ends, variant) of a clean UTF-8 text block with
+        numpy; return its documents (non-empty lines).
 
-        Chunks are the maximal runs of bytes other than b' ' and b'\\n': UTF-8 never uses these
-        bytes inside a multi-byte character, so they are the str path's chunks. Where the tokenizer
-        allows it (`Tokenizer.subchunk_cuts`), chunks are cut further into parts between ASCII
-        characters that no vocabulary piece joins; a part after such a cut is encoded without the
-        dummy prefix. Parts of up to 7 bytes (most of English) are keyed by one exact uint64
-        (bytes | length << 56 | continued << 63), of 8-15 bytes by two, and grouped by sorting;
-        longer ones by their bytes (b'\\xff' + bytes if continued) with a Counter.
+        Parts of up to 7 bytes (most of English) are keyed by one exact uint64
+        (bytes | length << 56 | variant << 63), of 8-15 bytes by two, and grouped by sorting;
+        longer ones by their bytes (b'\\xff' + bytes for the variant) with a Counter.
         """
         b = np.frombuffer(data, dtype=np.uint8)
         n = b.shape[0]
-        if n == 0:
-            return 0
         newline = b == 10
         lines = int(np.count_nonzero(newline)) + int(b[-1] != 10)
         empty = int(newline[0]) + int(np.count_nonzero(newline[1:] & newline[:-1]))
-        edge = np.ones(n + 2, dtype=np.int8)
-        edge[1:-1] = (b == 32) | newline
-        change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
-        starts, ends = change[0::2], change[1::2]
-        continued = np.zeros(starts.shape[0], dtype=bool)
-        if self.cut_pairs is not None and n > 1:
-            starts, ends, continued = _cut_parts(b, starts, ends, self.cut_pairs)
+        starts, ends, continued = spans
         lengths = ends - starts
         padded = np.zeros(n + 16, dtype=np.uint8)
         padded[:n] = b
@@ -339,56 +326,13 @@ class _Counter:
         if rows.size:
             counts += table.token_counts(rows, freqs, counts.shape[0])
 
-    def _encode(self, texts: list[str], continued: np.ndarray | None, offset: int) -> list[list[int]]:
-        """Ids of texts (a batch starting at `offset` of `continued`): chunk starts with the dummy
-        prefix, continuing parts without."""
-        flags = None if continued is None else continued[offset:offset + len(texts)]
-        if flags is None or not flags.any():
-            return self.tokenizer.encode_batch(texts)
-        encoded: list[list[int]] = [[] for _ in texts]
-        for group, encode in ((np.flatnonzero(~flags), self.tokenizer.encode_batch),
-                              (np.flatnonzero(flags), self.tokenizer.encode_continuations)):
-            indices = group.tolist()
-            for i, ids in zip(indices, encode([texts[i] for i in indices])):
-                encoded[i] = ids
-        return encoded
-
-
-def _cut_pair_table(tokenizer: Tokenizer) -> np.ndarray | None:
-    """`Tokenizer.subchunk_cuts` as a flat [65536] table indexed by (byte a) << 8 | (byte b)."""
-    cuts = tokenizer.subchunk_cuts()
-    if cuts is None:
-        return None
-    table = np.zeros((256, 256), dtype=bool)
-    table[:128, :128] = cuts
-    table[:0x21, :] = table[:, :0x21] = False  # never at spaces, newlines or control bytes
-    table[0x7F, :] = table[:, 0x7F] = False
-    return table.reshape(-1)
+    def _encode(self, texts: list[str], variant: np.ndarray | None, offset: int) -> list[list[int]]:
+        """Ids of chunks (a batch starting at `offset` of `variant`), by the segmenter."""
+        assert self.segmenter is not None
+        return self.segmenter.encode(texts, None if variant is None else variant[offset:offset + len(texts)])
 
 
 _CONTINUED = b"\xff"  # never in UTF-8: marks the long keys of continuing parts
-
-
-def _cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-               cut_pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cut chunks [starts, ends) of bytes `b` wherever `cut_pairs[b[i-1] << 8 | b[i]]` holds.
-
-    Returns the parts' starts, ends and whether each continues a chunk. Cut pairs are printable
-    ASCII, never b' ' or b'\\n', so every cut lies strictly inside a chunk.
-    """
-    pairs = (b[:-1].astype(np.uint16) << 8) | b[1:]
-    cut_at = np.flatnonzero(cut_pairs[pairs]) + 1
-    if cut_at.size == 0:
-        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
-    marks = np.zeros(b.shape[0] + 1, dtype=np.int8)
-    marks[starts] = 1
-    marks[cut_at] = 2
-    part_starts = np.flatnonzero(marks)
-    continued = marks[part_starts] == 2
-    marks[:] = 0
-    marks[ends] = 1
-    marks[cut_at] = 1
-    return part_starts, np.flatnonzero(marks), continued
 
 
 def _short_key_texts(keys: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -741,7 +685,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "bos_token": _marker(tokenizer, tokenizer.bos_id),
         "tokenizer_adjustments": list(tokenizer.adjustments),
         "method": result.method,
-        "method_reason": tokenizer.chunk_rule_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
+        "method_reason": tokenizer.method_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
         "workers": result.workers,
         "seconds": result.seconds,
         "mb_per_s": mb_per_s,

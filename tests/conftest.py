@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -133,4 +134,163 @@ def hf_bert_hub_json(tmp_path_factory: pytest.TempPathFactory, hf_bert_json: Pat
     tok.enable_truncation(max_length=8)
     path = tmp_path_factory.mktemp("hfbert-hub") / "tokenizer.json"
     tok.save(str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# One tiny tokenizer per family, built with that family's published settings (never downloaded).
+
+# Raw text as it comes: indentation, runs of spaces, tabs, code, digits, trailing spaces.
+RAW_DOC_LINES = [
+    "def count(path):", "    with open(path) as f:", "        return sum(1 for _ in f)  # lines",
+    "   * item one", "     continued   here", "\tTabbed\ttext\t", "x = 12345 + 678    ", "",
+    "Title", "=====", "", ".. note::", "   Indented reST body, 2024-05-01, v1.2.3.", "| a | b |",
+]
+
+
+@pytest.fixture(scope="session")
+def family_lines() -> list[str]:
+    lines = english_like_lines(1500, seed=7)
+    lines += [line for _ in range(30) for line in RAW_DOC_LINES if line]
+    lines += ["    " + line + "  " for line in lines[:200]] + [line.replace(" ", "   ") for line in lines[200:400]]
+    lines += ["漢字かな交じり文 🙂🎉 café naïve e\u0301 ٱلعربية", "数字 3.14159 and 2,718"] * 20
+    return lines
+
+
+@pytest.fixture(scope="session")
+def sp_llama2_model(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """SentencePiece BPE with the Llama-2/Mistral trainer flags (identity normaliser, no whitespace
+    collapsing, whitespace-only pieces, split digits, byte fallback, dummy prefix)."""
+    return train_sentencepiece(
+        tmp_path_factory.mktemp("llama2"), family_lines, 700, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, split_digits=True,
+        byte_fallback=True, character_coverage=0.9999, add_dummy_prefix=True, split_by_unicode_script=True,
+        max_sentencepiece_length=16)
+
+
+def _save(tok: object, directory: Path) -> Path:
+    path = directory / "tokenizer.json"
+    tok.save(str(path))  # type: ignore[attr-defined]
+    return path
+
+
+def _bytelevel_bpe(lines: list[str], pre_tokenizer: object, normalizer: object = None, **model: object) -> object:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(**model))
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    # Documents with line breaks, so merges like ".\n" and ":\n" exist (they join across a cut).
+    paragraphs = ["\n".join(lines[i:i + 4]) + "\n" for i in range(0, 400, 4)] + ["\n".join(RAW_DOC_LINES)] * 20
+    tok.train_from_iterator(lines + paragraphs, trainer=trainer)
+    return tok
+
+
+def _split_regex(regex: str) -> object:
+    from tokenizers import Regex, pre_tokenizers
+
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False, trim_offsets=True)])
+
+
+@pytest.fixture(scope="session")
+def hf_llama3_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """Llama-3 form: Split(Llama-3 regex, Isolated) + ByteLevel(use_regex=false), ignore_merges,
+    <|begin_of_text|> $A template."""
+    from tokenizers import processors
+
+    from nbcli.tokenizers.hf import LLAMA3_REGEX
+
+    tok = _bytelevel_bpe(family_lines, _split_regex(LLAMA3_REGEX), ignore_merges=True)
+    tok.post_processor = processors.TemplateProcessing(  # type: ignore[attr-defined]
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 0)])
+    return _save(tok, tmp_path_factory.mktemp("llama3"))
+
+
+@pytest.fixture(scope="session")
+def hf_qwen2_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """Qwen2 form: NFC normaliser, Split(Qwen2 regex) + ByteLevel(use_regex=false)."""
+    from tokenizers import normalizers
+
+    from nbcli.tokenizers.hf import QWEN2_REGEX
+
+    return _save(_bytelevel_bpe(family_lines, _split_regex(QWEN2_REGEX), normalizers.NFC()),
+                 tmp_path_factory.mktemp("qwen2"))
+
+
+@pytest.fixture(scope="session")
+def hf_o200k_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    from nbcli.tokenizers.hf import O200K_REGEX
+
+    return _save(_bytelevel_bpe(family_lines, _split_regex(O200K_REGEX)), tmp_path_factory.mktemp("o200k"))
+
+
+@pytest.fixture(scope="session")
+def hf_gpt2_prefix_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """GPT-2 form with add_prefix_space=true (as RoBERTa-style files may set it)."""
+    from tokenizers import pre_tokenizers
+
+    return _save(_bytelevel_bpe(family_lines, pre_tokenizers.ByteLevel(add_prefix_space=True)),
+                 tmp_path_factory.mktemp("gpt2p"))
+
+
+@pytest.fixture(scope="session")
+def hf_metaspace_unigram_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """Metaspace(split=true) + Unigram, the converted T5/ALBERT form (without the Precompiled map)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(family_lines, trainers.UnigramTrainer(
+        vocab_size=400, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>", show_progress=False))
+    return _save(tok, tmp_path_factory.mktemp("metaspace"))
+
+
+def _llama_converted_bpe(lines: list[str]) -> object:
+    """A BPE vocabulary learnt per space-led word (as SentencePiece learns it), with byte fallback."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True)
+    alphabet = [f"<0x{b:02X}>" for b in range(256)]
+    tok.train_from_iterator(lines, trainers.BpeTrainer(
+        vocab_size=700, special_tokens=["<unk>", "<s>", "</s>", *alphabet], show_progress=False,
+        initial_alphabet=["\u2581"]))
+    return tok
+
+
+@pytest.fixture(scope="session")
+def hf_metaspace_runs_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """The converted Llama/Mistral tokenizer.json: Metaspace(prepend_scheme=first, split=false), BPE
+    with byte fallback, <s> $A template."""
+    tok = _llama_converted_bpe(family_lines)
+    config = json.loads(tok.to_str())  # type: ignore[attr-defined]
+    config["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                               "split": False}
+    config["post_processor"] = {"type": "TemplateProcessing", "single": [
+        {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    path = tmp_path_factory.mktemp("metaruns") / "tokenizer.json"
+    path.write_text(json.dumps(config, ensure_ascii=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def hf_prepend_runs_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
+    """The older converted Llama form: Prepend("▁") + Replace(" ", "▁") normaliser, no pre-tokenizer."""
+    tok = _llama_converted_bpe(family_lines)
+    config = json.loads(tok.to_str())  # type: ignore[attr-defined]
+    config["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    config["pre_tokenizer"] = None
+    path = tmp_path_factory.mktemp("prepend") / "tokenizer.json"
+    path.write_text(json.dumps(config, ensure_ascii=False))
     return path

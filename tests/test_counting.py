@@ -201,7 +201,7 @@ def _punctuated_corpus(seed: int = 5) -> bytes:
 @pytest.mark.parametrize("cache_limit", [None, 50])
 def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: Path, cache_limit: int | None,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks cut into parts (subchunk_cuts) on the byte path, with the chunk table full after 50
+    """Chunks cut into parts (SentencePieceWords.cut_table) on the byte path, with the chunk table full after 50
     entries (later parts are encoded and counted without being kept): still the exact count."""
     import nbcli.counting
 
@@ -212,6 +212,6 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
     path = tmp_path / "punct.txt"
     path.write_bytes(data)
     tok = load_tokenizer(sp_bpe_punct_model)
-    assert tok.subchunk_cuts() is not None
+    assert tok.segmenter.cut_table() is not None
     result = count_corpus([str(path)], tok, workers=1)
     np.testing.assert_array_equal(result.counts, _reference_counts(sp_bpe_punct_model, data))

@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from nbcli.counting import CountOptions, _Counter
 from nbcli.errors import TokenizerError
 from nbcli.samples import SAMPLE_TOKENIZER
-from nbcli.tokenizers import PREFIX_SPACE_CHUNK, load_tokenizer
+from nbcli.tokenizers import load_tokenizer
+from nbcli.tokenizers.hf import PREFIX_SPACE_CHUNK
 
 # Characters chosen to break naive whitespace splitting: ASCII and Unicode spaces, tabs, CR, control
 # separators Python calls whitespace but Unicode does not, spacing accents that NFKC turns into
@@ -27,7 +28,7 @@ ADVERSARIAL = [
 ]
 adversarial_text = st.lists(st.sampled_from(ADVERSARIAL), min_size=0, max_size=25).map("".join)
 # ASCII punctuation next to letters, digits, user-defined symbols and non-ASCII: where chunks are cut
-# further (Tokenizer.subchunk_cuts).
+# further (SentencePieceWords.cut_table).
 PUNCTUATED = ADVERSARIAL + list("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~") + [
     "<br>", "::", "a.b", "...", "\u2581", "a\u2581b", "\\Ab*a\"cus\\,", "e.g.", "(i)", "x=1;", "~~", "é,", ",é", "🙂.", "a~b",
 ]
@@ -48,7 +49,7 @@ def test_loads_sentencepiece(sp_model: Path) -> None:
 def test_loads_hf_bytelevel(hf_bytelevel_json: Path) -> None:
     tok = load_tokenizer(hf_bytelevel_json)
     assert tok.kind == "tokenizer.json"
-    assert tok.chunk_rule == "prefix-space"
+    assert tok.chunk_rule == "bytelevel"
     assert tok.eos_id == tok.bos_id is not None  # <|endoftext|> serves as both, as in GPT-2
     assert load_tokenizer(hf_bytelevel_json.parent).sha256 == tok.sha256  # a directory works too
 
@@ -106,7 +107,7 @@ def test_sentencepiece_settings_disable_chunking(tmp_path: Path, sample_lines: l
     no_split = train_sentencepiece(tmp_path, sample_lines, 500, split_by_whitespace=False)
     tok = load_tokenizer(no_split)
     assert tok.chunk_rule is None
-    assert "split_by_whitespace" in tok.chunk_rule_reason
+    assert "split_by_whitespace" in tok.method_reason
 
 
 def test_hf_metaspace_prepend_falls_back(tmp_path: Path, sample_lines: list[str]) -> None:
@@ -177,7 +178,7 @@ def test_unigram_models_count_whole_documents(sp_unigram_model: Path, lines: lis
     """Unigram Viterbi ties depend on float sums over the whole line (3 in 200,000 lines of real
     English segment differently as chunks), so unigram models are counted by whole documents."""
     tok = load_tokenizer(sp_unigram_model)
-    assert tok.chunk_rule is None and "unigram" in tok.chunk_rule_reason
+    assert tok.chunk_rule is None and "unigram" in tok.method_reason
     _chunked_equals_full(sp_unigram_model, lines, chunked=False)
 
 
@@ -198,10 +199,10 @@ def _parts(chunk: str, cuts: np.ndarray) -> list[str]:
 def test_cut_parts_encode_to_the_whole_chunk(fixture: str, chunk: str, request: pytest.FixtureRequest) -> None:
     """encode(chunk) == encode(first part) + encode_continuations(later parts), ids in order."""
     tok = load_tokenizer(SAMPLE_TOKENIZER if fixture == "bundled" else request.getfixturevalue(fixture))
-    cuts = tok.subchunk_cuts()
+    cuts = tok.segmenter.cut_table()
     assert cuts is not None and cuts.shape == (128, 128)
     parts = _parts(chunk, cuts)
-    joined = tok.encode(parts[0]) + [i for ids in tok.encode_continuations(parts[1:]) for i in ids]
+    joined = tok.encode(parts[0]) + [i for ids in tok.segmenter.encode_continuations(parts[1:]) for i in ids]
     assert joined == tok.encode(chunk)
 
 
@@ -209,7 +210,7 @@ def test_subchunk_cuts_only_where_proven(sp_model: Path, sp_unigram_model: Path,
                                          tmp_path: Path, sample_lines: list[str]) -> None:
     from conftest import train_sentencepiece
 
-    cuts = load_tokenizer(sp_model).subchunk_cuts()
+    cuts = load_tokenizer(sp_model).segmenter.cut_table()
     assert cuts is not None and cuts.any() and not cuts.all()
     assert not cuts[:0x21].any() and not cuts[:, :0x21].any() and not cuts[0x7F].any()  # printable only
     tok = load_tokenizer(sp_model)
@@ -218,11 +219,11 @@ def test_subchunk_cuts_only_where_proven(sp_model: Path, sp_unigram_model: Path,
         if i not in tok.special_ids and not re.fullmatch(r"<0x[0-9A-F]{2}>", piece):  # text pieces
             assert not any(ord(a) < 128 and ord(b) < 128 and cuts[ord(a), ord(b)]
                            for a, b in zip(piece, piece[1:])), piece
-    assert load_tokenizer(sp_unigram_model).subchunk_cuts() is None  # no chunk rule at all
+    assert load_tokenizer(sp_unigram_model).segmenter is None  # no chunk rule at all
     # Case folding maps ASCII letters, so pairs in the text are not the vocabulary's pairs.
     folded = train_sentencepiece(tmp_path, sample_lines, 500, normalization_rule_name="nmt_nfkc_cf")
-    assert load_tokenizer(folded).subchunk_cuts() is None
-    assert load_tokenizer(hf_bytelevel_json).subchunk_cuts() is None
+    assert load_tokenizer(folded).segmenter.cut_table() is None
+    assert not hasattr(load_tokenizer(hf_bytelevel_json).segmenter, "cut_table")
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,0 +1,384 @@
+"""Hugging Face `tokenizer.json`: loading, and each family's chunk rule.
+
+Families (pre-tokenizer and normaliser as the hub files write them):
+
+* `ByteLevelChunks`: GPT-2/RoBERTa, `ByteLevel` with its own regex.
+* `SplitRegexChunks`: Llama-3 / GPT-4 (cl100k) / Qwen2 / o200k, `Split` with a known regex, then
+  `ByteLevel(use_regex=false)`.
+* `WhitespaceChunks`: BERT WordPiece (`BertNormalizer`, `BertPreTokenizer`) and other pre-tokenizers
+  that split on (and drop) whitespace.
+* `MetaspaceChunks`: `Metaspace(split=true)` (T5/ALBERT-style converted SentencePiece).
+* `MetaspaceRuns` / `PrependRuns`: converted Llama/Mistral BPE, `Metaspace(split=false)` or the older
+  `Prepend("▁")` + `Replace(" ", "▁")` normaliser: the whole text is one BPE word.
+
+Anything else counts whole documents, and `hf_segmenter` says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from nbcli.errors import TokenizerError
+from nbcli.tokenizers.segment import (
+    SPACES, WS, WS_NOT_CONTROL, EncodeFn, PatternSegmenter, SpaceRunSegmenter,
+)
+
+# Normalisers that map each character on its own (or compose only with following combining marks,
+# which never start at whitespace), so normalise(document) == concat(normalise(chunk)).
+_LOCAL_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "BertNormalizer"}
+_SPLITTING = {"Whitespace", "WhitespaceSplit", "BertPreTokenizer"}  # split on whitespace and drop it
+_ONLY_SPLIT = {"Punctuation", "Digits"}  # only cut further inside pre-tokens
+
+
+def _chunk_pattern(whitespace: str) -> re.Pattern[str]:
+    """Chunks = a whitespace run (possibly empty) followed by a non-whitespace run, or trailing space."""
+    return re.compile(f"[{whitespace}]*[^{whitespace}]+|[{whitespace}]+")
+
+
+PREFIX_SPACE_CHUNK = _chunk_pattern(WS)
+
+
+class ByteLevelChunks(PatternSegmenter):
+    """GPT-2 byte-level BPE: `ByteLevel` splitting with its regex
+    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``.
+
+    Chunks: a whitespace run and the non-whitespace run after it (`PREFIX_SPACE_CHUNK`).
+    Proof. No alternative matches a non-whitespace character followed by whitespace, so every
+    position where whitespace follows non-whitespace ends a match; the regex has no look-behind,
+    so matching a chunk alone from that position gives the document's matches, and the only
+    look-ahead, ``(?!\\S)``, never reaches past a chunk's end (a chunk ends with non-whitespace). Each
+    pre-token is byte-mapped and BPE-encoded on its own. With `add_prefix_space` (applied once to
+    the whole text) a chunk is cut only before a run that starts with " ", so a later chunk gets no
+    second prefix; a run starting with a tab or newline stays with the chunk before it.
+    """
+
+    name = "bytelevel"
+
+    @staticmethod
+    def pattern_for(add_prefix_space: bool) -> re.Pattern[str]:
+        if not add_prefix_space:
+            return PREFIX_SPACE_CHUNK
+        return re.compile(f"[{WS}]*[^{WS}]+(?:(?! )[{WS}]+[^{WS}]*)*|[{WS}]+")
+
+
+# The Split regexes of known byte-level BPE families (as their tokenizer.json files write them).
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+O200K_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+               r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+KNOWN_SPLIT_REGEXES = {LLAMA3_REGEX: "Llama-3/cl100k", QWEN2_REGEX: "Qwen2", O200K_REGEX: "o200k"}
+
+
+class SplitRegexChunks(PatternSegmenter):
+    """Llama-3 / Qwen2 / o200k byte-level BPE: `Split` (Isolated) with one of `KNOWN_SPLIT_REGEXES`,
+    then `ByteLevel(use_regex=false)`; no normaliser, or NFC.
+
+    Chunks: a whitespace run and the non-whitespace run after it, except that a run starting with
+    CR or LF after a character that is not a letter or number stays in the chunk before it.
+    Proof. Of the alternatives, only `` ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*`` (``[\\r\\n/]*`` in o200k) matches
+    non-whitespace followed by whitespace, and only when a non-letter, non-number character is
+    followed by CR/LF. Every other position where whitespace follows non-whitespace ends a match.
+    ``[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`` attaches one space or punctuation to the *next* word, which lies
+    inside the next chunk. As for GPT-2, no look-behind and a look-ahead that stays inside a chunk
+    make a chunk's matches the document's. ByteLevel then maps each pre-token alone (its
+    add_prefix_space acts per pre-token). NFC composes a character only with following combining
+    marks (never whitespace), so it is chunk-local; where NFC turns a letter or number into a form
+    ending in a mark (e.g. U+0958), `nfc_exceptions` keeps the run after it joined too.
+    """
+
+    name = "split-regex"
+
+    @staticmethod
+    def pattern_for(nfc: bool) -> Any:
+        import regex
+
+        joiner = f"[^\\p{{L}}\\p{{N}}{WS}]"  # the last character of ` ?[^\\s\\p{L}\\p{N}]+`
+        if nfc and nfc_exceptions():
+            joiner = f"(?:{joiner}|[{''.join(nfc_exceptions())}])"
+        return regex.compile(f"[{WS}]*[^{WS}]+(?:(?<={joiner})[\\r\\n][{WS}]*[^{WS}]*)*|[{WS}]+")
+
+
+@functools.lru_cache(maxsize=1)
+def nfc_exceptions() -> list[str]:
+    """Letters and numbers whose NFC form ends in a character that is neither (composition
+    exclusions such as U+0958 DEVANAGARI LETTER QA -> KA + NUKTA)."""
+    import sys
+    import unicodedata
+
+    def word_char(ch: str) -> bool:
+        return unicodedata.category(ch)[0] in "LN"
+
+    out = []
+    for code in range(sys.maxunicode + 1):
+        ch = chr(code)
+        if word_char(ch):
+            nfc = unicodedata.normalize("NFC", ch)
+            if nfc != ch and not word_char(nfc[-1]):
+                out.append(re.escape(ch))
+    return out
+
+
+class WhitespaceChunks(PatternSegmenter):
+    """Pre-tokenizers that split on whitespace and drop it (BERT's `BertPreTokenizer`, `Whitespace`,
+    `WhitespaceSplit`, with `Punctuation`/`Digits`), after character-local normalisers.
+
+    Chunks: a whitespace run and the non-whitespace run after it. Proof. Whitespace always separates
+    pre-tokens and is dropped, and the model (WordPiece, BPE, unigram) encodes each pre-token on its
+    own, so cutting at whitespace changes no pre-token. BertNormalizer(clean_text) deletes control
+    characters, joining the text around them, so control characters do not count as whitespace
+    here (`WS_NOT_CONTROL`).
+    """
+
+    name = "whitespace"
+
+
+class MetaspaceChunks(PatternSegmenter):
+    """`Metaspace(split=true)`: every space becomes "▁" and starts a new pre-token.
+
+    Chunks: one space (or literal "▁") and the text up to the next one. Proof. The pre-tokens are
+    exactly these pieces with " " replaced by "▁"; the model encodes each alone. The prepend scheme
+    ("always", "first") adds "▁" only to text not starting with "▁": a later chunk starts with one,
+    and the first chunk is the document's start.
+    """
+
+    name = "metaspace"
+    PATTERN = re.compile(f"[^{SPACES}]+|[{SPACES}][^{SPACES}]*")
+
+
+class MetaspaceRuns(SpaceRunSegmenter):
+    """`Metaspace(split=false)` + BPE (converted Llama/Mistral): the whole text is one BPE word.
+
+    Chunks: cut before each run of spaces, encoded as they are. Proof. No vocabulary piece holds "▁"
+    after a non-"▁" character (checked at load), so no merge ever spans such a position and BPE
+    (merges by rank, then position) treats both sides independently: the ids are those of the sides
+    encoded alone. A later chunk starts with "▁", so the prepend scheme adds nothing to it; the first
+    chunk is the document's start. Unknown characters cannot fuse across the cut: "▁" is in the
+    vocabulary (checked).
+    """
+
+    name = "metaspace-runs"
+
+    def __init__(self, encode: EncodeFn, reason: str) -> None:
+        super().__init__(encode, reason, drop_first_space=False)
+
+
+class PrependRuns(SpaceRunSegmenter):
+    """The older converted Llama form: normaliser `Prepend("▁")` + `Replace(" ", "▁")`, no
+    pre-tokenizer, BPE over the whole text.
+
+    Chunks: " " + document, cut before each run of spaces, each chunk encoded without its first
+    space (the Prepend restores it). Proof: as `MetaspaceRuns` (no piece spans non-"▁" | "▁"), with the
+    prepended "▁" in the place of the dropped space; a trailing run stays with the chunk before it.
+    Added tokens (<s>, </s>, ...) cut the text into segments *before* normalisation, and each segment
+    gets its own prepended "▁", so a document holding one is one chunk (encoded whole).
+    """
+
+    name = "prepend-runs"
+
+    def __init__(self, encode: EncodeFn, reason: str, added: list[str]) -> None:
+        super().__init__(encode, reason, drop_first_space=True)
+        self.added = re.compile("|".join(map(re.escape, sorted(added, key=len, reverse=True)))) if added else None
+
+    def split(self, documents: list[str]) -> list[str]:
+        if self.added is None:
+            return super().split(documents)
+        search, find = self.added.search, self.pattern.findall
+        return list(itertools.chain.from_iterable(
+            [" " + d] if search(d) else find(" " + d) for d in documents))
+
+
+def _components(node: Any, key: str) -> list[dict[str, Any]]:
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "Sequence":
+        return [c for child in node.get(key, []) for c in _components(child, key)]
+    return [node]
+
+
+def _no_piece_spans_space(vocab: dict[str, int]) -> str | None:
+    """The first piece holding "▁" (or " ") after another character, or None."""
+    for piece in vocab:
+        if " " in piece or "\u2581" in piece.lstrip("\u2581"):
+            return piece
+    return None
+
+
+def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn) -> tuple[Any, str]:
+    """The segmenter for this tokenizer.json and why, or (None, why not): whole documents."""
+    whole = "; encoding whole documents"
+    model = config.get("model", {})
+    if model.get("dropout"):
+        return None, "BPE dropout makes encodings random" + whole
+    for added in config.get("added_tokens", []):
+        content = added.get("content", "")
+        if added.get("rstrip") or any(ch.isspace() for ch in content):
+            return None, f"added token {content!r} absorbs or contains whitespace" + whole
+    norms = _components(config.get("normalizer"), "normalizers")
+    pres = _components(config.get("pre_tokenizer"), "pretokenizers")
+    kinds = [p.get("type") for p in pres]
+    norm_kinds = [n.get("type") for n in norms]
+
+    if norm_kinds == ["Prepend", "Replace"] and not pres:
+        prepend, replace = norms
+        if (prepend.get("prepend") == "\u2581" and replace.get("pattern") == {"String": " "}
+                and replace.get("content") == "\u2581"):
+            why = _space_run_bpe_check(model, vocab)
+            if why:
+                return None, why + whole
+            return PrependRuns(encode, "Prepend('▁') + Replace(' ', '▁') BPE (converted Llama form): "
+                                       "cut before each run of spaces",
+                               [a.get("content", "") for a in config.get("added_tokens", []) if a.get("content")]), ""
+    for kind in norm_kinds:
+        if kind not in _LOCAL_NORMALIZERS:
+            return None, f"normaliser {kind} is not character-local" + whole
+    if not pres:
+        return None, "no pre-tokenizer splits on whitespace" + whole
+
+    if kinds == ["Metaspace"]:
+        meta = pres[0]
+        if meta.get("replacement", "\u2581") != "\u2581":
+            return None, "Metaspace with a replacement other than '▁'" + whole
+        if meta.get("split", True):
+            return MetaspaceChunks(MetaspaceChunks.PATTERN, encode,
+                                   "Metaspace(split=true): each space starts a pre-token"), ""
+        if norm_kinds:
+            return None, "Metaspace(split=false) after a normaliser" + whole
+        why = _space_run_bpe_check(model, vocab)
+        if why:
+            return None, why + whole
+        return MetaspaceRuns(encode, "Metaspace(split=false) BPE: no piece spans a space run's start; "
+                                     "cut before each run of spaces"), ""
+
+    if (len(pres) == 2 and kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True)):
+        split = pres[0]
+        regex_text = (split.get("pattern") or {}).get("Regex")
+        family = KNOWN_SPLIT_REGEXES.get(regex_text or "")
+        if family is None:
+            return None, "Split with an unrecognised regex (cuts are proven for known regexes only)" + whole
+        if split.get("behavior") != "Isolated" or split.get("invert"):
+            return None, "Split regex not Isolated or inverted" + whole
+        if norm_kinds not in ([], ["NFC"]):
+            return None, f"normaliser {', '.join(norm_kinds)} before a Split regex" + whole
+        return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
+                                f"{family} Split regex + ByteLevel: pre-tokens never join across a "
+                                "whitespace run, except punctuation + CR/LF"), ""
+
+    if "ByteLevel" in kinds:
+        if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
+            return None, f"pre-tokenizers {', '.join(map(str, kinds))} around ByteLevel" + whole
+        level = pres[0]
+        if not level.get("use_regex", True):
+            return None, "ByteLevel without its regex and without a Split regex before it" + whole
+        return ByteLevelChunks(ByteLevelChunks.pattern_for(bool(level.get("add_prefix_space", True))), encode,
+                               "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
+                               "boundary"), ""
+
+    if any(k in _SPLITTING for k in kinds) and all(k in _SPLITTING | _ONLY_SPLIT for k in kinds):
+        clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
+        return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
+                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens"), ""
+    return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + whole
+
+
+def _space_run_bpe_check(model: dict[str, Any], vocab: dict[str, int]) -> str | None:
+    """Why a whole-text BPE cannot be cut before space runs, or None when it can."""
+    if model.get("type") != "BPE":
+        return f"{model.get('type')} model over the whole text (only BPE is proven)"
+    if model.get("ignore_merges"):
+        return "BPE ignore_merges over the whole text (a chunk may be a whole vocabulary piece)"
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return "BPE with subword prefix/suffix over the whole text"
+    if "\u2581" not in vocab:
+        return "'▁' not in the vocabulary (unknown characters could fuse across a cut)"
+    piece = _no_piece_spans_space(vocab)
+    if piece is not None:
+        return f"piece {piece!r} spans the start of a space run"
+    return None
+
+
+def eos_default(config: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a model built on this tokenizer.json predicts EOS at document ends, from its
+    post-processor (the template the library wraps each text in).
+
+    A `[CLS] $A [SEP]` template (BertProcessing, RobertaProcessing, or a TemplateProcessing with
+    special tokens on both sides of the text) marks a masked-LM encoder: it is given [SEP]/</s> as
+    input and never predicts it, so no EOS per document by default. Anything else (no template,
+    ByteLevel, `<s> $A`) is a causal LM, which predicts EOS at each document end.
+    """
+    for proc in _components(config.get("post_processor"), "processors"):
+        kind = proc.get("type")
+        if kind in ("BertProcessing", "RobertaProcessing"):
+            return False, f"{kind} template: a masked-LM encoder never predicts its end token"
+        if kind == "TemplateProcessing":
+            items = proc.get("single", [])
+            names = ["$A" if "Sequence" in item else item.get("SpecialToken", {}).get("id", "?")
+                     for item in items if isinstance(item, dict)]
+            if "$A" in names and 0 < names.index("$A") < len(names) - 1:
+                return False, (f"template {' '.join(names)}: a masked-LM encoder never predicts "
+                               "the end token at document ends")
+    return True, "causal template: a language model predicts EOS at each document end"
+
+
+def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        if name in vocab:
+            return vocab[name]
+    return None
+
+
+def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
+    """The fields of a `Tokenizer` for a tokenizer.json (`body`: its bytes without a BOM)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        text = body.decode("utf-8")
+        config = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        raise TokenizerError(f"{path}: not a tokenizer (invalid UTF-8 or JSON)") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise TokenizerError(
+            f"{path}: not a tokenizer.json (JSON without a \"model\" object; vocabulary files such as "
+            "encoder.json or vocab.json are not enough: pass the tokenizer.json or the model folder)")
+    try:
+        tok = HFTokenizer.from_str(text)
+    except Exception as err:  # tokenizers raises a bare Exception for schema errors
+        if type(err) is not Exception:
+            raise
+        raise TokenizerError(f"{path}: not a valid tokenizer.json: {err}") from None
+    # Counting needs every token of every document and nothing added.
+    adjustments = []
+    if config.get("padding"):
+        tok.no_padding()
+        strategy = config["padding"].get("strategy", "")
+        adjustments.append(f"padding ({strategy if isinstance(strategy, str) else json.dumps(strategy)}, "
+                           f"{config['padding'].get('pad_token', '?')}) switched off")
+    if config.get("truncation"):
+        tok.no_truncation()
+        adjustments.append(f"truncation (max_length {config['truncation'].get('max_length', '?')}) switched off")
+    vocab = tok.get_vocab(with_added_tokens=True)
+
+    def encode(texts: list[str]) -> list[list[int]]:
+        return [enc.ids for enc in tok.encode_batch_fast(texts, add_special_tokens=False)]
+
+    segmenter, reason = hf_segmenter(config, vocab, encode)
+    eos_on, eos_reason = eos_default(config)
+    return dict(
+        kind="tokenizer.json", vocab_size=tok.get_vocab_size(with_added_tokens=True),
+        bos_id=_special_by_name(vocab, ("<s>", "<|begin_of_text|>", "<bos>", "[CLS]", "<|endoftext|>")),
+        eos_id=_special_by_name(vocab, ("</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|endoftext|>")),
+        pad_id=_special_by_name(vocab, ("<pad>", "[PAD]", "<|pad|>")),
+        unk_id=_special_by_name(vocab, ("<unk>", "[UNK]")),
+        special_ids=frozenset(a["id"] for a in config.get("added_tokens", []) if a.get("special")),
+        segmenter=segmenter, method_reason=segmenter.reason if segmenter else reason,
+        encode_documents=encode, id_to_piece=lambda i: tok.id_to_token(i) or "", impl=tok,
+        eos_default=eos_on, eos_default_reason=eos_reason, adjustments=tuple(adjustments),
+    )

@@ -1,0 +1,307 @@
+"""SentencePiece `.model` files: reading the proto, and the families' chunk rules.
+
+* BPE with the default settings (`split_by_whitespace`, `add_dummy_prefix`, `remove_extra_whitespaces`):
+  `SentencePieceWords`, chunks between ASCII spaces, cut further between ASCII pairs no piece joins.
+* BPE with the Llama-2/Mistral settings (`remove_extra_whitespaces=false`,
+  `allow_whitespace_only_pieces`, identity normaliser): `SentencePieceSpaceRuns`, cut before each run
+  of spaces.
+* Unigram models: no chunk rule (whole documents), see `sentencepiece_segmenter`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans
+
+_CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
+TRAINER_SPEC, NORMALIZER_SPEC = 2, 3  # ModelProto fields
+
+
+class SentencePieceWords:
+    """SentencePiece BPE with the default settings: chunks are the text between ASCII spaces.
+
+    Proof. With `remove_extra_whitespaces` the normaliser drops leading and trailing spaces and
+    collapses runs, and with `add_dummy_prefix` the text starts with one "▁": the normalised document
+    is "▁" + the chunks joined by "▁". `split_by_whitespace` makes every "▁"-led run a word, BPE never
+    merges across words, and no piece holds "▁" after its first character (checked at load), so the
+    document's ids are the concatenation of each chunk encoded alone, its dummy prefix playing the
+    space before it. Empty chunks (from runs of spaces) encode to nothing.
+
+    Chunks are cut further (`cut_table`) between ASCII pairs that no vocabulary piece contains: no BPE
+    merge can span such a pair, merges are ordered by score then position (shifting positions changes
+    nothing), so ``encode("▁" + left + right) == encode("▁" + left) + continuation(right)`` where a
+    continuing part is encoded without the dummy prefix (a proto copy with add_dummy_prefix=false).
+    """
+
+    name = "sp"
+
+    def __init__(self, sp: Any, data: bytes, reason: str) -> None:
+        self._sp = sp
+        self._data = data
+        self.reason = reason
+        self._cuts: Any = None
+        self._pair_table: Any = None
+        self._continuation: Any = None
+
+    def split(self, documents: list[str]) -> list[str]:
+        # In JSONL documents may hold '\n'; it stays inside its chunk, so only ASCII spaces cut.
+        return " ".join(documents).split(" ")
+
+    def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
+        if variant is None or not variant.any():
+            return self._sp.encode(chunks, num_threads=1)
+        encoded: list[list[int]] = [[] for _ in chunks]
+        for group, encode in ((np.flatnonzero(~variant), self._sp.encode),
+                              (np.flatnonzero(variant), self.encode_continuations)):
+            indices = group.tolist()
+            for i, ids in zip(indices, encode([chunks[i] for i in indices])):
+                encoded[i] = ids
+        return encoded
+
+    def encode_continuations(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of parts that continue a chunk (SentencePiece without the dummy prefix)."""
+        if self._continuation is None:
+            import sentencepiece as spm
+
+            self._continuation = spm.SentencePieceProcessor(model_proto=without_dummy_prefix(self._data))
+        return self._continuation.encode(texts, num_threads=1)
+
+    def cut_table(self) -> Any:
+        """A [128, 128] bool table, True at (a, b) when no vocabulary piece contains the ASCII pair ab
+        and both are known single-character pieces; None where cutting inside chunks is not proven.
+
+        Restricted to BPE (see the class docstring), printable ASCII on both sides (unknown
+        characters in a run are merged into one <unk>), and NFKC/identity normalisers, which leave
+        printable ASCII alone and have no rule spanning two ASCII characters.
+        """
+        if self._cuts is None:
+            self._cuts = _sentencepiece_cuts(self._data, self._sp)
+        return self._cuts if self._cuts is not False else None
+
+    def spans(self, data: bytes) -> Spans | None:
+        """Chunks are the maximal runs of bytes other than b' ' and b'\\n' (UTF-8 never uses these
+        bytes inside a multi-byte character, so they are `split`'s chunks), cut further where
+        `cut_table` allows; variant marks parts after such a cut (encoded without the dummy prefix)."""
+        b = np.frombuffer(data, dtype=np.uint8)
+        n = b.shape[0]
+        edge = np.ones(n + 2, dtype=np.int8)
+        edge[1:-1] = (b == 32) | (b == 10)
+        change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
+        starts, ends = change[0::2], change[1::2]
+        if self._pair_table is None:
+            self._pair_table = _cut_pair_table(self.cut_table())
+        if self._pair_table is not False and n > 1:
+            return _cut_parts(b, starts, ends, self._pair_table)
+        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+
+
+class SentencePieceSpaceRuns(SpaceRunSegmenter):
+    """SentencePiece BPE with the Llama-2/Mistral settings: `remove_extra_whitespaces=false`,
+    `allow_whitespace_only_pieces`, identity normaliser, dummy prefix (split_digits and byte_fallback
+    only act inside words).
+
+    Proof. The normalised document is "▁" + the text with every space (and literal "▁") as "▁".
+    SentencePiece's SplitIntoWords with allow_whitespace_only_pieces starts a word at a "▁" that does
+    not continue a run of "▁", so the words are: a run of "▁" followed by the non-"▁" characters up to
+    the next run (and a trailing run alone). BPE never merges across words. Reading the document as
+    " " + text and cutting before each run of spaces gives exactly these words; a chunk encoded
+    without its first space gets that "▁" back from the dummy prefix, so it forms the same single word.
+    A trailing run is kept with the chunk before it: encoded together they still form the same two
+    words. Checked at load: BPE, identity normaliser, no piece holds "▁" after a non-"▁" character.
+    """
+
+    name = "sp-space-runs"
+
+    def __init__(self, sp: Any, reason: str) -> None:
+        super().__init__(lambda chunks: sp.encode(chunks, num_threads=1), reason, drop_first_space=True)
+
+
+def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
+    """The segmenter for this model and why, or (None, why not) for whole-document counting.
+
+    Reads the model's TrainerSpec (field 2) and NormalizerSpec (field 3) from the protobuf.
+    """
+    try:
+        model = _proto_fields(data)
+        trainer = _proto_fields(model.get(TRAINER_SPEC, [b""])[-1])  # type: ignore[arg-type]
+        normalizer = _proto_fields(model.get(NORMALIZER_SPEC, [b""])[-1])  # type: ignore[arg-type]
+    except (ValueError, IndexError, TypeError):
+        return None, "could not read the model's settings; encoding whole documents"
+    checks = {
+        "split_by_whitespace": _flag(trainer, 22, True),
+        "add_dummy_prefix": _flag(normalizer, 3, True),
+        "escape_whitespaces": _flag(normalizer, 5, True),
+        "not treat_whitespace_as_suffix": not _flag(trainer, 24, False),
+    }
+    failed = [name for name, ok in checks.items() if not ok]
+    if failed:
+        return None, f"SentencePiece setting(s) {', '.join(failed)} prevent chunked counting"
+    if trainer.get(3, [1])[-1] != 2:  # TrainerSpec.model_type: UNIGRAM = 1 (the default), BPE = 2
+        return None, ("unigram model: Viterbi ties are decided by float sums over the whole line, so a "
+                      "chunk alone can segment differently (benchmarks/unigram_chunk_check.py); "
+                      "encoding whole documents")
+    collapse = _flag(normalizer, 4, True)  # remove_extra_whitespaces
+    name = normalizer.get(1, [b"nmt_nfkc"])[-1]
+    rule_name = name.decode("utf-8", "replace") if isinstance(name, bytes) else "?"
+    if not collapse and rule_name != "identity":
+        return None, (f"remove_extra_whitespaces=false with the {rule_name} normaliser (the space-run "
+                      "rule is proven for the identity normaliser only); encoding whole documents")
+    for i in range(sp.get_piece_size()):
+        if sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i):
+            continue
+        piece = sp.id_to_piece(i)
+        if " " in piece or "\u2581" in piece.lstrip("\u2581"):
+            return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
+        if collapse and "\u2581" in piece[1:]:
+            return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
+    if collapse:
+        return SentencePieceWords(sp, data, "split_by_whitespace with dummy prefix: each "
+                                  "space-delimited chunk encodes alone"), ""
+    return SentencePieceSpaceRuns(sp, "remove_extra_whitespaces=false (Llama-2/Mistral form): words are a "
+                                  "run of spaces and the word after it; cut before each run"), ""
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _proto_fields(buf: bytes) -> dict[int, list[int | bytes]]:
+    """Decode one protobuf message level into {field number: [values]} (wire types 0, 1, 2, 5)."""
+    fields: dict[int, list[int | bytes]] = {}
+    pos = 0
+    while pos < len(buf):
+        key, pos = _read_varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, pos = _read_varint(buf, pos)
+        elif wire == 1:
+            value, pos = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+        elif wire == 2:
+            length, pos = _read_varint(buf, pos)
+            value, pos = buf[pos:pos + length], pos + length
+        elif wire == 5:
+            value, pos = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def _flag(fields: dict[int, list[int | bytes]], number: int, default: bool) -> bool:
+    values = fields.get(number)
+    return bool(values[-1]) if values else default
+
+
+def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
+    """The table of `SentencePieceWords.cut_table`, or False where cutting inside chunks is not proven."""
+    model = _proto_fields(data)
+    trainer = _proto_fields(model.get(2, [b""])[-1])  # type: ignore[arg-type]
+    if trainer.get(3, [1])[-1] != 2:
+        return False  # only BPE (unigram models have no chunk rule at all, see the module docstring)
+    normalizer = _proto_fields(model.get(3, [b""])[-1])  # type: ignore[arg-type]
+    name = normalizer.get(1, [b"nmt_nfkc"])[-1]
+    if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
+        return False
+    spans = np.ones((128, 128), dtype=bool)
+    for i in range(sp.get_piece_size()):
+        if sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i):
+            continue  # never matched against text
+        piece = sp.id_to_piece(i)
+        for a, b in zip(piece, piece[1:]):
+            if a < "\x80" and b < "\x80":
+                spans[ord(a), ord(b)] = False
+    known = np.zeros(128, dtype=bool)
+    for code in range(0x21, 0x7F):
+        token = sp.piece_to_id(chr(code))
+        known[code] = not sp.is_unknown(token) and not sp.is_control(token)
+    return spans & known[:, None] & known[None, :]
+
+
+def without_dummy_prefix(data: bytes) -> bytes:
+    """The SentencePiece model proto with NormalizerSpec.add_dummy_prefix = false.
+
+    Appends field 3 = 0 to the NormalizerSpec message (field 3 of ModelProto): in protobuf the last
+    value of a scalar field wins, so nothing else is touched.
+    """
+    out = bytearray()
+    pos = 0
+    seen = False
+    while pos < len(data):
+        start = pos
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _read_varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, body = _read_varint(data, pos)
+            pos = body + length
+            if number == 3:
+                payload = data[body:pos] + b"\x18\x00"
+                out += _varint(key) + _varint(len(payload)) + payload
+                seen = True
+                continue
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        out += data[start:pos]
+    if not seen:
+        out += b"\x1a\x02\x18\x00"  # a NormalizerSpec holding only add_dummy_prefix = false
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _cut_pair_table(cuts: Any) -> Any:
+    """`cut_table` as a flat [65536] table indexed by (byte a) << 8 | (byte b); False if none."""
+    if cuts is None:
+        return False
+    table = np.zeros((256, 256), dtype=bool)
+    table[:128, :128] = cuts
+    table[:0x21, :] = table[:, :0x21] = False  # never at spaces, newlines or control bytes
+    table[0x7F, :] = table[:, 0x7F] = False
+    return table.reshape(-1)
+
+
+def _cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, cut_pairs: np.ndarray) -> Spans:
+    """Cut chunks [starts, ends) of bytes `b` wherever `cut_pairs[b[i-1] << 8 | b[i]]` holds.
+
+    Returns the parts' starts, ends and whether each continues a chunk. Cut pairs are printable
+    ASCII, never b' ' or b'\\n', so every cut lies strictly inside a chunk.
+    """
+    pairs = (b[:-1].astype(np.uint16) << 8) | b[1:]
+    cut_at = np.flatnonzero(cut_pairs[pairs]) + 1
+    if cut_at.size == 0:
+        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+    marks = np.zeros(b.shape[0] + 1, dtype=np.int8)
+    marks[starts] = 1
+    marks[cut_at] = 2
+    part_starts = np.flatnonzero(marks)
+    continued = marks[part_starts] == 2
+    marks[:] = 0
+    marks[ends] = 1
+    marks[cut_at] = 1
+    return part_starts, np.flatnonzero(marks), continued
