@@ -31,7 +31,7 @@ complete -c nb -n '__fish_seen_subcommand_from merge-counts' -l json -d 'Print t
 complete -c nb -n '__fish_seen_subcommand_from merge-counts' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from merge-counts' -F
 complete -c nb -n __fish_use_subcommand -a patch-checkpoint -d 'Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardise'
-complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l output -s o -r -F -d 'Output file (sharded input: output directory, same shard layout, rewritten index'
+complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l output -s o -r -F -d 'Output file; a directory for a sharded input (same shard layout, rewritten index'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l arch -x -d 'Architecture whose tensor names give the roles (auto: detect from names and meta'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l set-output-bias -r -F -d 'Set the output bias to the log-unigram distribution of this counts file (nb coun'

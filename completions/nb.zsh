@@ -59,8 +59,8 @@ _nb() {
                 '*:file:_files'
             ;;
         patch-checkpoint)
-            _arguments -s '--output[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
-                '-o[Output file (sharded input: output directory, same shard layout, rewritten index]:path:_files' \
+            _arguments -s '--output[Output file; a directory for a sharded input (same shard layout, rewritten index]:path:_files' \
+                '-o[Output file; a directory for a sharded input (same shard layout, rewritten index]:path:_files' \
                 '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \

@@ -260,7 +260,7 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "
     from nbcli.checkpoint.io import FLOAT_CODES, open_checkpoint
 
     checkpoint = open_checkpoint(checkpoint_path)
-    architecture, names = _resolve_roles(checkpoint, arch, mapping)
+    architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)
     for role in ROLES_USED:
         name = names.get(role)
         if name is not None and checkpoint.dtype(name) not in FLOAT_CODES:
@@ -292,7 +292,8 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "
                          names={role: names.get(role) for role in ROLES_USED})
     header = {"checkpoint": str(checkpoint_path), "architecture": architecture,
               "roles": dict(inputs.names), "vocab_size": vocab, "d_model": d,
-              "dtype": checkpoint.dtype(weight.name) if weight is not None else None, "counts_file": counts_info}
+              "dtype": checkpoint.dtype(weight.name) if weight is not None else None, "counts_file": counts_info,
+              "notes": notes}
     return inputs, header, warnings
 
 
@@ -303,28 +304,20 @@ def _candidates(architecture: str, role: str) -> list[str]:
     return list(spec.candidates.get(role, ())) if spec else []
 
 
-def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, ...]) -> tuple[str, dict[str, str | None]]:
-    """(architecture, role -> tensor) from the one architecture table, with --map overrides.
+def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, ...]) -> tuple[str, dict[str, str | None], list[str]]:
+    """(architecture, role -> tensor, notes) from the one architecture table, with --map overrides
+    (a layout no signature matches, with --map: architecture custom). An encoder saved without
+    its prediction head has no output weight: its input embedding is probed instead (isotropy
+    only), and a note says so."""
+    from nbcli.checkpoint.roles import parse_role_map, resolve_roles
 
-    A checkpoint whose names match no known architecture can still be probed when every role
-    it needs is given with --map (architecture reported as "custom").
-    """
-    from nbcli.checkpoint.roles import ARCHITECTURES, detect_architecture, parse_role_map, resolve_roles
-
-    overrides = parse_role_map(list(mapping))
-    if arch == "auto":
-        try:
-            arch = detect_architecture(checkpoint)
-        except CheckpointError:
-            if not overrides:
-                looked = "; ".join(f"{role}: {', '.join(dict.fromkeys(c for a in ARCHITECTURES for c in _candidates(a, role)))}"
-                                   for role in ROLES_USED)
-                raise CheckpointError(
-                    f"{checkpoint.path}: nothing to probe: no tensor plays any of the roles "
-                    f"{', '.join(ROLES_USED)} (looked for {looked}); name them with --arch or --map ROLE=TENSOR") from None
-            for role, name in overrides.items():
-                if name not in checkpoint:
-                    raise CheckpointError(f"{checkpoint.path}: --map {role}={name}: no tensor named {name!r}") from None
-            return "custom", {role: overrides.get(role) for role in ROLES_USED}
-    roles = resolve_roles(checkpoint, arch, overrides)
-    return roles.architecture, {role: roles.get(role) for role in ROLES_USED}
+    roles = resolve_roles(checkpoint, arch, parse_role_map(list(mapping)))
+    names = {role: roles.get(role) for role in ROLES_USED}
+    notes = []
+    if not roles.head and names["output_weight"] is None and roles.get("input_embedding") is not None:
+        names["output_weight"] = roles.get("input_embedding")
+        notes.append(f"no prediction head (an encoder saved without its LM head): the isotropy section is of the "
+                     f"input embedding {names['output_weight']!r}; there is no b_LN or output bias")
+    else:
+        notes.extend(f"{role}: {why}" for role, why in roles.notes.items() if role in ROLES_USED and names[role] is None)
+    return roles.architecture, names, notes

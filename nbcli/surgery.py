@@ -316,6 +316,8 @@ class SurgeryOptions:
     scale_ln_bias: float | None = None
     remove_frequency_direction: bool = False
     allow_nonfinite: bool = False
+    new_tensor_dtype: str = "F32"
+    """safetensors dtype of a created output bias (F32 default: no loader needs the checkpoint's)."""
 
     def operations(self) -> list[dict[str, Any]]:
         """The operations requested, in the order they are applied, with their arguments."""
@@ -358,6 +360,10 @@ class SurgeryResult:
     warnings: list[str]
     outputs: list[str] = field(default_factory=list)
     dry_run: bool = False
+    config_updates: dict[str, Any] = field(default_factory=dict)
+    """config.json changes the surgery needs (written into a model-folder output)."""
+    model_folder: bool = False
+    """OUT is a model folder: tensors plus the input folder's other files (config.json updated)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -372,6 +378,8 @@ class _Workspace:
         self.values: dict[str, torch.Tensor] = {}
         self.touched: dict[str, TouchedTensor] = {}
         self.anchor: dict[str, str | None] = {}
+        self.config_updates: dict[str, Any] = {}
+        """config.json changes the surgery needs (a model folder's; e.g. tie_word_embeddings)."""
 
     def read(self, name: str) -> torch.Tensor:
         """The current value (fp32) of `name`, from the workspace or the checkpoint."""
@@ -468,7 +476,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         if bias_name in checkpoint:
             ws.read(bias_name)  # validates dtype and finiteness
         bias = unigram_log_prior(_counts_for(options.output_bias_counts, checkpoint), vocab, options.smoothing_k)
-        ws.write(bias_name, "output_bias", bias, dtype=checkpoint.dtype(w_name), anchor=w_name)
+        ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
         if bias_name not in checkpoint:
             warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
         for alias in roles.aliases.get("output_bias", ()):
@@ -477,15 +485,34 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
     # untie: a separate output weight, so output-side operations leave the input embedding alone
     if options.untie:
+        from nbcli.checkpoint.roles import ARCHITECTURES, untie_rule
+
         emb = roles.require("input_embedding", "--untie")
+        if not roles.head:
+            roles.require("output_weight", "--untie")  # says there is no prediction head
         if tied:
             output_name = _untied_name(arch)
             if output_name in checkpoint:
                 raise CheckpointError(f"{checkpoint.path}: cannot untie: {output_name!r} already exists")
-            ws.write(output_name, "output_weight", ws.read(emb).clone(), dtype=checkpoint.dtype(emb), anchor=emb)
+            config = checkpoint.model_config
+            factor, changes = untie_rule(arch, config)
+            if not math.isfinite(factor):
+                raise CheckpointError(f"{checkpoint.path}: cannot untie {arch}: config.json has no usable d_model "
+                                      "(the tied head scales by d_model^-0.5)")
+            copy = ws.read(emb).clone() if factor == 1.0 else ws.read(emb) * factor
+            ws.write(output_name, "output_weight", copy, dtype=checkpoint.dtype(emb), anchor=emb)
             tied = False
-            warnings.append(f"wrote a separate output weight {output_name!r}; loaders must not re-tie it "
-                            "(transformers: set tie_word_embeddings to false in config.json)")
+            # the loader reads the output bias under these names too once the head is untied
+            bias_now = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
+            spec = ARCHITECTURES.get(arch)
+            for extra in (spec.untie_bias_names if spec else ()):
+                if bias_now is not None and extra not in checkpoint and extra != bias_now:
+                    source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
+                    anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
+                    ws.write(extra, "output_bias", ws.read(bias_now).clone(), dtype=source_dtype, anchor=anchor)
+            ws.config_updates.update(changes)
+            scaled = f" (scaled by {factor:.6g}: the tied head scaled the decoder output)" if factor != 1.0 else ""
+            warnings.append(f"wrote a separate output weight {output_name!r}{scaled}; loaders must not re-tie it")
         else:
             warnings.append("--untie: the output weight is already a separate tensor; nothing to untie")
 
@@ -541,6 +568,14 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         w_name = output_side("--remove-frequency-direction")
         w = ws.read(w_name)
         ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
+
+    # other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared)
+    for role, others in roles.aliases.items():
+        main = roles.get(role)
+        if main is not None and main in ws.values:
+            for alias in others:
+                if alias not in ws.touched:
+                    ws.write(alias, role, ws.values[main].clone())
 
     if not ws.touched and not options.untie:
         raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
@@ -672,9 +707,10 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     and the output written again (slower, same bytes). The output is the same either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbcli.checkpoint.io import check_output_paths, resolve_output
+    from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
 
     operations = options.operations()
+    folder = output is not None and folder_output(checkpoint, output)
     checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
     if checkpoint.index_path is not None:
         checkpoint_files[f"checkpoint:{checkpoint.index_path.name}"] = checkpoint.index_path
@@ -687,7 +723,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         inputs["match"] = Path(options.standardise.match_file)
     others = [path for key, path in inputs.items() if key in ("counts", "match")]
     if output is not None and not dry_run:
-        check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others)
+        check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others, folder=folder)
     held = held_tensors(checkpoint, roles, options) if overlap and not dry_run and output is not None else None
     # Hash the inputs from the start, overlapping torch's import, the surgery and the copy; on
     # failure the hashing stops at its next block instead of finishing a huge file.
@@ -699,22 +735,28 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         written: list[Path] | None = None
         if held is not None:
             assert output is not None
-            resolve_output(checkpoint, output)
+            resolve_output(checkpoint, output, folder)
             surgery = surgery_pool.submit(run_surgery, checkpoint, roles, options)
             written = _write_overlapped(checkpoint, roles, options, output, held, surgery, futures, unhashed,
-                                        in_place=in_place, progress=progress, others=others)
+                                        in_place=in_place, progress=progress, others=others, folder=folder)
             new_tensors, ws, warnings = surgery.result()
         else:
             new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
         result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
-                               tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run)
+                               tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run,
+                               config_updates=dict(ws.config_updates), model_folder=folder)
+        if ws.config_updates and not folder and roles.architecture != "nb":
+            changes = ", ".join(f"{k}={json.dumps(v)}" for k, v in ws.config_updates.items())
+            where = ("OUT is a bare .safetensors file, so no config.json is written (give a directory as OUT "
+                     "for a model folder)" if checkpoint.model_dir is not None else "the input has no config.json")
+            warnings.append(f"{where}: load it with {changes} in its config")
         if dry_run:
             return result
         if output is None:
             raise ConfigError("an output path is required (-o OUT), or --dry-run")
         if written is None:
             written = _write_after(checkpoint, roles, options, output, new_tensors, ws, futures, unhashed,
-                                   in_place=in_place, progress=progress, others=others)
+                                   in_place=in_place, progress=progress, others=others, folder=folder)
     finally:
         stop.set()
         hash_pool.shutdown(wait=False, cancel_futures=True)
@@ -739,7 +781,8 @@ def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[tuple[st
 def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
                       held: frozenset[str], surgery: Future[tuple[dict[str, torch.Tensor], _Workspace, list[str]]],
                       futures: dict[str, Future[tuple[str, bool]]], unhashed: dict[str, Any], *, in_place: bool,
-                      progress: Callable[[int], None] | None, others: list[Path]) -> list[Path] | None:
+                      progress: Callable[[int], None] | None, others: list[Path],
+                      folder: bool = False) -> list[Path] | None:
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
     from nbcli.checkpoint.io import Deferred, dtype_code, write_like
@@ -762,7 +805,8 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
     try:
         return write_like(checkpoint, output, update_metadata={"nb.provenance": placeholder}, in_place=in_place,
                           progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                          late_reserve=1024 + sum(128 + len(key) for key in futures), deferred=Deferred(held, compute, poll))
+                          late_reserve=1024 + sum(128 + len(key) for key in futures), deferred=Deferred(held, compute, poll),
+                          folder=folder, extra_files=_folder_files(checkpoint, {}) if folder else None)
     except _LayoutChanged:  # the temporaries are gone; apply_surgery writes again from the result
         return None
 
@@ -770,11 +814,11 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
 def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
                  new_tensors: dict[str, torch.Tensor], ws: _Workspace, futures: dict[str, Future[tuple[str, bool]]],
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
-                 others: list[Path]) -> list[Path]:
+                 others: list[Path], folder: bool = False) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
     from nbcli.checkpoint.io import resolve_output, write_like
 
-    resolve_output(checkpoint, output)
+    resolve_output(checkpoint, output, folder)
     update: dict[str, str] = {}
     if roles.architecture == "nb" and any(t.role == "output_weight" and t.created for t in ws.touched.values()):
         config = json.loads(checkpoint.metadata.get("nb.config", "{}") or "{}")
@@ -786,4 +830,17 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
     add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
     return write_like(checkpoint, output, replace=replace, add=add, update_metadata=update, in_place=in_place,
                       progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                      late_reserve=1024 + sum(128 + len(key) for key in futures))
+                      late_reserve=1024 + sum(128 + len(key) for key in futures), folder=folder,
+                      extra_files=_folder_files(checkpoint, ws.config_updates) if folder else None)
+
+
+def _folder_files(checkpoint: Checkpoint, config_updates: dict[str, Any]) -> dict[str, Path | bytes]:
+    """The model folder's other files for OUT: copied as they are, config.json with the surgery's
+    changes (indented and key-sorted as transformers writes it)."""
+    from nbcli.checkpoint.io import model_folder_files
+
+    files: dict[str, Path | bytes] = {p.name: p for p in model_folder_files(checkpoint)}
+    if config_updates and checkpoint.model_config is not None:
+        config = {**checkpoint.model_config, **config_updates}
+        files["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return files

@@ -50,6 +50,7 @@ import json
 import math
 import mmap
 import os
+import shutil
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -237,6 +238,19 @@ class Checkpoint:
     def sharded(self) -> bool:
         return self.index_path is not None
 
+    @property
+    def model_dir(self) -> Path | None:
+        """The Hugging Face model folder holding the checkpoint: its directory, when a config.json
+        there is a model config (an object with `model_type` or `architectures`); else None."""
+        return self.files[0].parent if self.model_config is not None else None
+
+    @property
+    def model_config(self) -> dict[str, Any] | None:
+        """The model folder's config.json, parsed (None when there is none, or it is not a model's)."""
+        if not hasattr(self, "_model_config"):
+            self._model_config = read_model_config(self.files[0].parent)
+        return self._model_config
+
     def names(self) -> list[str]:
         return list(self._infos)
 
@@ -303,6 +317,18 @@ class Checkpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_model_config(directory: Path) -> dict[str, Any] | None:
+    """`directory/config.json` when it is a Hugging Face model config (a JSON object with
+    `model_type` or `architectures`; nb train's own config.json is not), else None."""
+    try:
+        parsed = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(parsed, dict) and ("model_type" in parsed or "architectures" in parsed):
+        return parsed
+    return None
 
 
 def _refuse_pickle(path: Path) -> None:
@@ -628,9 +654,10 @@ def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
     write_safetensors(path, list(tensors.items()), metadata, progress)
 
 
-def resolve_output(source: Checkpoint, out: Path | str) -> Path:
+def resolve_output(source: Checkpoint, out: Path | str, folder: bool = False) -> Path:
     """Where write_like writes: a file for a single-file source (OUT, or OUT/<input name> if OUT is a
-    directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index)."""
+    directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index).
+    `folder`: OUT is a model folder (created if absent): the file goes to OUT/<input name>."""
     out = Path(out)
     if source.sharded:
         if out.name.endswith(".index.json"):
@@ -639,15 +666,46 @@ def resolve_output(source: Checkpoint, out: Path | str) -> Path:
             raise ConfigError(f"{out}: the input is sharded, so the output is a directory of shards; "
                               "give a directory (or an index.json path)")
         return out
+    if folder:
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"{out}: exists and is not a directory (the input is a model folder, so the "
+                              "output is one; end OUT with .safetensors to write the tensors alone)")
+        return out / source.files[0].name
     if out.is_dir():
         return out / source.files[0].name
     return out
+
+
+def folder_output(source: Checkpoint, out: Path | str) -> bool:
+    """Whether OUT is written as a model folder: the source sits in a Hugging Face model folder
+    (config.json beside it) and OUT names no .safetensors file or index."""
+    name = Path(out).name
+    return source.model_dir is not None and not name.endswith((".safetensors", ".index.json"))
+
+
+#: Files of a model folder that are never copied beside a patched checkpoint: the tensors nb writes
+#: itself, and weights in other formats (stale once the safetensors are patched; pickles never read).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack",
+                   ".onnx", ".gguf", ".ot", ".tflite", ".nbtmp")
+
+
+def model_folder_files(source: Checkpoint) -> list[Path]:
+    """The non-tensor files of the source's model folder (config.json, generation_config.json,
+    tokenizer files, README, ...): regular, non-hidden files at its top level that hold no weights."""
+    folder = source.model_dir
+    if folder is None:
+        return []
+    skip = {p.name for p in source.files} | ({source.index_path.name} if source.index_path else set())
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.name not in skip
+                  and not p.name.lower().endswith(WEIGHT_SUFFIXES) and not p.name.endswith(".index.json"))
 
 
 @dataclass
 class _Plan:
     files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
     index: tuple[Path, dict[str, Any], dict[str, str]] | None = None
+    extra: list[tuple[Path, Path | bytes]] = field(default_factory=list)
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
@@ -656,7 +714,8 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
                progress: Progress | None = None, update_metadata: Mapping[str, str] | None = None,
                late_metadata: Callable[[], Mapping[str, str]] | None = None,
                late_reserve: int = 8192, deferred: Deferred | None = None,
-               other_inputs: Sequence[Path | str] = ()) -> list[Path]:
+               other_inputs: Sequence[Path | str] = (), folder: bool = False,
+               extra_files: Mapping[str, Path | bytes] | None = None) -> list[Path]:
     """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
 
     `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
@@ -667,7 +726,11 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     once, after all data are written and before anything is renamed; its entries (at most
     `late_reserve` bytes of JSON) are merged into every file's metadata and the index's. Untouched
     tensors are copied byte for byte. `other_inputs` are files the caller also reads (see
-    check_output_paths). Returns the written paths (shards, then the index).
+    check_output_paths). `folder`: OUT is a directory (created) even for a single-file
+    source; `extra_files` (file name -> source path or bytes) are written into it with the tensors
+    and renamed into place with them (a model folder's config.json and tokenizer files). The index
+    metadata's total_size (and total_parameters, when the source index has it) describe the output.
+    Returns the written paths (shards, then the index, then the extra files).
     """
     replace = dict(replace or {})
     add = dict(add or {})
@@ -679,8 +742,9 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     for name in add:
         if name in source:
             raise ConfigError(f"{source.path}: tensor {name!r} already exists; cannot create it")
-    target = resolve_output(source, out)
-    check_output_paths(source, out, in_place=in_place, other_inputs=other_inputs)
+    target = resolve_output(source, out, folder)
+    check_output_paths(source, out, in_place=in_place, other_inputs=other_inputs, folder=folder,
+                       extra=list(extra_files or ()))
     after: dict[str, list[str]] = {}
     tail: list[str] = []
     for name, (_tensor, anchor) in add.items():
@@ -706,22 +770,28 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
             return add[name][0]
         return source.info(name)
 
-    if source.sharded:
-        target_dir = target
+    target_dir = target if source.sharded else target.parent if folder else None
+    if target_dir is not None:
         if not target_dir.exists():
             check_output_dir(target_dir)
         elif not target_dir.is_dir():
             raise OutputError(f"{target_dir}: exists and is not a directory")
+    if source.sharded:
+        assert target_dir is not None
         weight_map: dict[str, str] = {}
-        total = 0
+        total = parameters = 0
         for header in source.headers:
             entries = [(name, data(name)) for name in file_names[header.path]]
             meta = dict(metadata) if metadata is not None else dict(header.metadata)
             plan.files.append((target_dir / header.path.name, entries, {**meta, **(update_metadata or {})}))
             for name, item in entries:
                 weight_map[name] = header.path.name
-                total += _entry_meta(name, item)[2]
+                _dtype, shape, nbytes = _entry_meta(name, item)
+                total += nbytes
+                parameters += math.prod(shape)
         index_meta = {**source.index_metadata, **(update_metadata or {}), "total_size": total}
+        if "total_parameters" in source.index_metadata:
+            index_meta["total_parameters"] = parameters
         assert source.index_path is not None
         plan.index = (target_dir / source.index_path.name, index_meta, dict(sorted(weight_map.items())))
     else:
@@ -729,27 +799,38 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
         entries = [(name, data(name)) for name in file_names[header.path]]
         meta = dict(metadata) if metadata is not None else dict(header.metadata)
         plan.files.append((target, entries, {**meta, **(update_metadata or {})}))
+    if extra_files:
+        if target_dir is None:
+            raise ConfigError("extra files need a folder output")
+        plan.extra = [(target_dir / name, content) for name, content in extra_files.items()]
     late = _LateMetadata(late_metadata, late_reserve) if late_metadata is not None else None
-    return _execute(plan, target if source.sharded else None, progress, late, deferred, held)
+    return _execute(plan, target_dir, progress, late, deferred, held)
 
 
-def output_paths(source: Checkpoint, out: Path | str) -> list[Path]:
-    """The files write_like(source, out) writes: the shards (or the one file), then the index."""
-    target = resolve_output(source, out)
+def output_paths(source: Checkpoint, out: Path | str, folder: bool = False, extra: Sequence[str] = ()) -> list[Path]:
+    """The files write_like(source, out) writes: the shards (or the one file), the index, and in a
+    folder output the `extra` file names."""
+    target = resolve_output(source, out, folder)
+    directory = target if source.sharded else target.parent
     if not source.sharded:
-        return [target]
+        return [target] + [directory / name for name in extra]
     assert source.index_path is not None
-    return [target / path.name for path in source.files] + [target / source.index_path.name]
+    return ([target / path.name for path in source.files] + [target / source.index_path.name]
+            + [directory / name for name in extra])
 
 
 def check_output_paths(source: Checkpoint, out: Path | str, *, in_place: bool = False,
-                       other_inputs: Sequence[Path | str] = ()) -> None:
+                       other_inputs: Sequence[Path | str] = (), folder: bool = False,
+                       extra: Sequence[str] | None = None) -> None:
     """OutputError unless writing `out` leaves every input intact: no output may be (a link to) a
-    file of `other_inputs`, nor of the checkpoint unless `in_place`."""
+    file of `other_inputs`, nor of the checkpoint (its model folder's files included) unless
+    `in_place`. `extra`: the folder output's other file names (default: the model folder's)."""
     from nbcli.outputs import check_outputs
 
-    outputs = output_paths(source, out)
-    ours = list(source.files) + ([source.index_path] if source.index_path else [])
+    folder_files = model_folder_files(source) if folder else []
+    names = [p.name for p in folder_files] if extra is None else list(extra)
+    outputs = output_paths(source, out, folder, names)
+    ours = list(source.files) + ([source.index_path] if source.index_path else []) + folder_files
     check_outputs(outputs, other_inputs, replaceable=ours if in_place else ())
     if not in_place:
         check_outputs(outputs, ours, hint="pass --in-place to overwrite it (it stays intact until the new "
@@ -802,6 +883,18 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 handle = stack.enter_context(atomic_write(index_path))
                 handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
                 written.append(index_path)
+            from nbcli.outputs import file_identity
+
+            for path, content in plan.extra:
+                if isinstance(content, Path) and file_identity(content) == file_identity(path):
+                    continue  # in place: the file is already there
+                handle = stack.enter_context(atomic_write(path))
+                if isinstance(content, Path):
+                    with open(content, "rb") as source_file:
+                        shutil.copyfileobj(source_file, handle, 1 << 20)
+                else:
+                    handle.write(content)
+                written.append(path)
     except BaseException:
         if made_dir:
             for leftover in created_dir.iterdir():  # only our own temporaries can be here

@@ -3,27 +3,38 @@
 Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
 
     ROLES                      the role names, in display order
-    ARCHITECTURES              dict name -> Architecture (gpt2, bert, roberta, llama, nb)
-    detect_architecture(checkpoint) -> str       raises CheckpointError if nothing matches
+    ARCHITECTURES              dict name -> Architecture: gpt2 (also GPT-Neo), gptj, gpt_neox (Pythia),
+                               opt, bloom, falcon, phi, llama (Mistral, Mixtral, Qwen2/3), gemma, t5,
+                               bert, roberta, distilbert, nb, and custom (every role from --map)
+    detect_architecture(checkpoint) -> str       raises CheckpointError listing, for each role, the
+                               tensor names that look like it
     resolve_roles(checkpoint, arch="auto", overrides=None) -> Roles
         `overrides`: {role: tensor name} from `--map ROLE=TENSOR` (parse with parse_role_map);
-        a mapped name must exist in the checkpoint.
+        a mapped name must exist in the checkpoint. auto + --map on an unknown layout: custom.
     Roles
-        .architecture, .tensors (role -> name or None), .tied (output weight IS the input embedding)
-        .get(role) -> str | None     .require(role, purpose) -> str (CheckpointError listing candidates)
+        .architecture, .tensors (role -> name or None), .tied (output weight IS the input embedding),
+        .head (False: an encoder saved without its prediction head), .notes (role -> why absent)
+        .get(role) -> str | None     .require(role, purpose) -> str (CheckpointError saying why)
         .candidates(role) -> list[str]  tensor names whose shape could fit the role
     parse_role_map(["output_bias=lm_head.bias", ...]) -> dict[str, str]
 
 Roles: input_embedding [V, d]; output_weight [V, d] (may be tied to input_embedding, then both
 names are the same tensor and `tied` is True); output_bias [V]; final_ln_weight / final_ln_bias [d]
-(the LayerNorm right before the output projection: GPT-2's ln_f, BERT's MLM-head transform
-LayerNorm, RoBERTa's lm_head.layer_norm, Llama's RMSNorm model.norm (no bias), nb's ln_f or mlm.ln);
-position_embedding [T, d] (absent for rotary models).
+(the norm right before the output projection: GPT-2's ln_f, BERT's MLM-head transform LayerNorm,
+RoBERTa's lm_head.layer_norm, DistilBERT's vocab_layer_norm, Pythia's final_layer_norm, OPT's
+decoder.final_layer_norm, nb's ln_f or mlm.ln; Llama's, Gemma's and T5's are RMS-style: a weight, no
+bias); position_embedding [T, d] (absent for rotary, ALiBi and relative-position models).
+
+Detection: nb metadata; else the `model_type` of a Hugging Face config.json beside the checkpoint
+(Gemma has Llama's tensor names, and an encoder without its head is BERT's or RoBERTa's only by
+config); else the tensor names (DETECTION_ORDER). Each layout is checked against transformers' own
+tiny models in tests/checkpoint/test_transformers_layouts.py.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,18 +61,29 @@ class _Tensors(Protocol):
 class Architecture:
     """Candidate tensor names per role (first present wins) and the names that identify it.
 
-    `tie_to_input`: when no output weight is found, the output projection is the input embedding.
-    A candidate containing `{last}` is filled with the highest block index found by `last_pattern`.
+    `signature`: regular expressions; a checkpoint with a tensor name matching one is this
+    architecture (tried in DETECTION_ORDER). `model_types`: config.json `model_type` values that name
+    it (a model folder's config wins over names). `tie_to_input`: when no output weight is found,
+    the output projection is the input embedding. `head_prefixes`: for encoder families, the
+    prediction head exists only when some tensor name starts with one of these. `absent`: roles the
+    architecture does not have, and why (said instead of suggesting a wrong tensor).
     """
 
     name: str
     description: str
     signature: tuple[str, ...]
     candidates: dict[str, tuple[str, ...]]
+    model_types: tuple[str, ...] = ()
     tie_to_input: bool = True
-    last_pattern: str | None = None
+    head_prefixes: tuple[str, ...] = ()
+    absent: dict[str, str] = field(default_factory=dict)
     untied_output: str = ""
     """Name for a separate output weight written by `--untie`."""
+    untie_bias_names: tuple[str, ...] = ()
+    """Further names the loader reads for the output bias once the output layer is untied
+    (BERT's cls.predictions.decoder.bias): `--untie` writes them too."""
+    input_aliases: tuple[str, ...] = ()
+    """Other names of the input embedding that some saves hold (T5's encoder/decoder.embed_tokens)."""
 
 
 def _prefixed(prefixes: Sequence[str], suffix: str) -> tuple[str, ...]:
@@ -71,62 +93,130 @@ def _prefixed(prefixes: Sequence[str], suffix: str) -> tuple[str, ...]:
 _GPT2 = ("", "transformer.")
 _BERT = ("bert.", "")
 _ROBERTA = ("roberta.", "")
+_DISTIL = ("distilbert.", "")
+_BLOOM = ("transformer.", "")
+_RMS = "its final norm is an RMSNorm (a scale, no bias), so it has no b_LN"
+_ROTARY = "rotary position embeddings: no position-embedding tensor"
+_NO_LM_BIAS = "its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers ignores it)"
+
+
+def _decoder(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
+             embedding: tuple[str, ...], output: str, ln: tuple[str, ...], bias: tuple[str, ...] = (),
+             position: tuple[str, ...] = (), absent: dict[str, str] | None = None) -> Architecture:
+    """A decoder-only language model: one input embedding, an output layer, a final norm."""
+    return Architecture(
+        name, description, signature=signature, model_types=model_types,
+        candidates={"input_embedding": embedding, "output_weight": (output,),
+                    "output_bias": bias or (output.rsplit(".", 1)[0] + ".bias",),
+                    "final_ln_weight": tuple(f"{p}.weight" for p in ln),
+                    "final_ln_bias": tuple(f"{p}.bias" for p in ln), "position_embedding": position},
+        absent={**({} if bias else {"output_bias": _NO_LM_BIAS}),
+                **({} if position else {"position_embedding": _ROTARY}), **(absent or {})},
+        untied_output=output)
+
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "gpt2": Architecture(
-        "gpt2", "GPT-2 (hub layout wte.weight/ln_f.bias, or transformer.-prefixed saves)",
-        signature=("wte.weight", "transformer.wte.weight"),
-        candidates={
-            "input_embedding": _prefixed(_GPT2, "wte.weight"),
-            "output_weight": ("lm_head.weight",),
-            "output_bias": ("lm_head.bias",),
-            "final_ln_weight": _prefixed(_GPT2, "ln_f.weight"),
-            "final_ln_bias": _prefixed(_GPT2, "ln_f.bias"),
-            "position_embedding": _prefixed(_GPT2, "wpe.weight"),
-        }, untied_output="lm_head.weight"),
+    "gpt2": _decoder(
+        "gpt2", "GPT-2 (wte/wpe/ln_f; hub layout or transformer.-prefixed), also GPT-Neo",
+        (r"^(transformer\.)?wte\.weight$",), ("gpt2", "gpt_neo"),
+        embedding=_prefixed(_GPT2, "wte.weight"), output="lm_head.weight", ln=_prefixed(_GPT2, "ln_f"),
+        position=_prefixed(_GPT2, "wpe.weight")),
+    "gptj": _decoder(
+        "gptj", "GPT-J (transformer.wte, transformer.ln_f, lm_head with bias; rotary)",
+        (r"^transformer\.h\.\d+\.mlp\.fc_in\.weight$",), ("gptj",),
+        embedding=("transformer.wte.weight",), output="lm_head.weight", ln=("transformer.ln_f",),
+        bias=("lm_head.bias",)),
+    "gpt_neox": _decoder(
+        "gpt_neox", "GPT-NeoX / Pythia (gpt_neox.embed_in, embed_out, gpt_neox.final_layer_norm)",
+        (r"^gpt_neox\.embed_in\.weight$", r"^embed_out\.weight$"), ("gpt_neox",),
+        embedding=("gpt_neox.embed_in.weight", "embed_in.weight"), output="embed_out.weight",
+        ln=("gpt_neox.final_layer_norm", "final_layer_norm")),
+    "opt": _decoder(
+        "opt", "OPT (model.decoder.embed_tokens, model.decoder.final_layer_norm, tied lm_head)",
+        (r"^(model\.)?decoder\.embed_tokens\.weight$",), ("opt",),
+        embedding=("model.decoder.embed_tokens.weight", "decoder.embed_tokens.weight"), output="lm_head.weight",
+        ln=("model.decoder.final_layer_norm", "decoder.final_layer_norm"),
+        position=("model.decoder.embed_positions.weight", "decoder.embed_positions.weight")),
+    "bloom": _decoder(
+        "bloom", "BLOOM (transformer.word_embeddings + word_embeddings_layernorm, ln_f; ALiBi)",
+        (r"^(transformer\.)?word_embeddings_layernorm\.weight$",), ("bloom",),
+        embedding=_prefixed(_BLOOM, "word_embeddings.weight"), output="lm_head.weight",
+        ln=_prefixed(_BLOOM, "ln_f"), absent={"position_embedding": "ALiBi: no position-embedding tensor"}),
+    "falcon": _decoder(
+        "falcon", "Falcon (transformer.word_embeddings, transformer.ln_f; rotary or ALiBi)",
+        (r"^transformer\.word_embeddings\.weight$",), ("falcon",),
+        embedding=("transformer.word_embeddings.weight",), output="lm_head.weight", ln=("transformer.ln_f",),
+        absent={"position_embedding": "rotary or ALiBi positions: no position-embedding tensor"}),
+    "phi": _decoder(
+        "phi", "Phi-1/1.5/2 (model.embed_tokens, model.final_layernorm, lm_head with bias)",
+        (r"^model\.final_layernorm\.weight$",), ("phi",),
+        embedding=("model.embed_tokens.weight",), output="lm_head.weight", ln=("model.final_layernorm",),
+        bias=("lm_head.bias",)),
+    "llama": _decoder(
+        "llama", "Llama family: Llama, Mistral, Mixtral, Qwen2/3 (model.embed_tokens, lm_head, RMSNorm model.norm)",
+        (r"^model\.embed_tokens\.weight$",), ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3"),
+        embedding=("model.embed_tokens.weight", "embed_tokens.weight"), output="lm_head.weight",
+        ln=("model.norm", "norm"), absent={"final_ln_bias": _RMS}),
+    "gemma": _decoder(
+        "gemma", "Gemma (Llama's tensor names; told apart by config.json model_type; RMSNorm, tied)",
+        (), ("gemma", "gemma2", "gemma3_text"),
+        embedding=("model.embed_tokens.weight",), output="lm_head.weight", ln=("model.norm",),
+        absent={"final_ln_bias": _RMS}),
+    "t5": Architecture(
+        "t5", "T5 / mT5 encoder-decoder (shared, lm_head, RMS-style decoder.final_layer_norm)",
+        signature=(r"^shared\.weight$", r"^(encoder|decoder)\.block\.\d+\.layer\.\d+\."),
+        model_types=("t5", "mt5", "umt5"),
+        candidates={"input_embedding": ("shared.weight",), "output_weight": ("lm_head.weight",),
+                    "output_bias": ("lm_head.bias",), "final_ln_weight": ("decoder.final_layer_norm.weight",),
+                    "final_ln_bias": (), "position_embedding": ()},
+        head_prefixes=("decoder.",),
+        absent={"final_ln_bias": "T5's layer norms are RMS-style (a scale, no bias), so it has no b_LN",
+                "output_bias": _NO_LM_BIAS,
+                "position_embedding": "relative position buckets: no position-embedding tensor"},
+        untied_output="lm_head.weight", input_aliases=("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")),
     "bert": Architecture(
-        "bert", "BERT with MLM head (cls.predictions.*) or encoder only (final LN = last layer's output LN)",
-        signature=("bert.embeddings.word_embeddings.weight", "cls.predictions.bias",
-                   "cls.predictions.transform.LayerNorm.bias", "embeddings.word_embeddings.weight"),
+        "bert", "BERT with its MLM head (cls.predictions.*), or an encoder without one",
+        signature=(r"^bert\.embeddings\.word_embeddings\.weight$", r"^cls\.predictions\.",
+                   r"^(bert\.)?encoder\.layer\.\d+\.", r"^embeddings\.word_embeddings\.weight$"),
+        model_types=("bert",),
         candidates={
             "input_embedding": _prefixed(_BERT, "embeddings.word_embeddings.weight"),
             "output_weight": ("cls.predictions.decoder.weight",),
             "output_bias": ("cls.predictions.bias", "cls.predictions.decoder.bias"),
-            "final_ln_weight": ("cls.predictions.transform.LayerNorm.weight",
-                                *_prefixed(_BERT, "encoder.layer.{last}.output.LayerNorm.weight")),
-            "final_ln_bias": ("cls.predictions.transform.LayerNorm.bias",
-                              *_prefixed(_BERT, "encoder.layer.{last}.output.LayerNorm.bias")),
+            "final_ln_weight": ("cls.predictions.transform.LayerNorm.weight",),
+            "final_ln_bias": ("cls.predictions.transform.LayerNorm.bias",),
             "position_embedding": _prefixed(_BERT, "embeddings.position_embeddings.weight"),
         },
-        last_pattern=r"^(?:bert\.)?encoder\.layer\.(\d+)\.", untied_output="cls.predictions.decoder.weight"),
+        head_prefixes=("cls.predictions.",), untied_output="cls.predictions.decoder.weight",
+        untie_bias_names=("cls.predictions.decoder.bias",)),
     "roberta": Architecture(
-        "roberta", "RoBERTa with LM head (lm_head.*) or encoder only",
-        signature=("roberta.embeddings.word_embeddings.weight", "lm_head.layer_norm.bias", "lm_head.dense.weight"),
+        "roberta", "RoBERTa / XLM-R with its LM head (lm_head.*), or an encoder without one",
+        signature=(r"^roberta\.", r"^lm_head\.layer_norm\.", r"^lm_head\.dense\."),
+        model_types=("roberta", "xlm-roberta", "camembert"),
         candidates={
             "input_embedding": _prefixed(_ROBERTA, "embeddings.word_embeddings.weight"),
             "output_weight": ("lm_head.decoder.weight",),
             "output_bias": ("lm_head.bias", "lm_head.decoder.bias"),
-            "final_ln_weight": ("lm_head.layer_norm.weight",
-                                *_prefixed(_ROBERTA, "encoder.layer.{last}.output.LayerNorm.weight")),
-            "final_ln_bias": ("lm_head.layer_norm.bias",
-                              *_prefixed(_ROBERTA, "encoder.layer.{last}.output.LayerNorm.bias")),
+            "final_ln_weight": ("lm_head.layer_norm.weight",),
+            "final_ln_bias": ("lm_head.layer_norm.bias",),
             "position_embedding": _prefixed(_ROBERTA, "embeddings.position_embeddings.weight"),
         },
-        last_pattern=r"^(?:roberta\.)?encoder\.layer\.(\d+)\.", untied_output="lm_head.decoder.weight"),
-    "llama": Architecture(
-        "llama", "Llama family (model.embed_tokens, lm_head.weight, RMSNorm model.norm; no biases)",
-        signature=("model.embed_tokens.weight",),
+        head_prefixes=("lm_head.",), untied_output="lm_head.decoder.weight", untie_bias_names=("lm_head.decoder.bias",)),
+    "distilbert": Architecture(
+        "distilbert", "DistilBERT with its MLM head (vocab_transform/vocab_layer_norm/vocab_projector)",
+        signature=(r"^distilbert\.", r"^vocab_projector\.", r"^transformer\.layer\.\d+\.attention\.q_lin\."),
+        model_types=("distilbert",),
         candidates={
-            "input_embedding": ("model.embed_tokens.weight", "embed_tokens.weight"),
-            "output_weight": ("lm_head.weight",),
-            "output_bias": ("lm_head.bias",),
-            "final_ln_weight": ("model.norm.weight", "norm.weight"),
-            "final_ln_bias": ("model.norm.bias", "norm.bias"),
-            "position_embedding": (),
-        }, untied_output="lm_head.weight"),
+            "input_embedding": _prefixed(_DISTIL, "embeddings.word_embeddings.weight"),
+            "output_weight": ("vocab_projector.weight",), "output_bias": ("vocab_projector.bias",),
+            "final_ln_weight": ("vocab_layer_norm.weight",), "final_ln_bias": ("vocab_layer_norm.bias",),
+            "position_embedding": _prefixed(_DISTIL, "embeddings.position_embeddings.weight"),
+        },
+        head_prefixes=("vocab_projector.", "vocab_layer_norm.", "vocab_transform."),
+        untied_output="vocab_projector.weight"),
     "nb": Architecture(
         "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
-        signature=("tok_emb.weight",),
+        signature=(r"^tok_emb\.weight$",),
         candidates={
             "input_embedding": ("tok_emb.weight",),
             "output_weight": ("head.weight",),
@@ -135,7 +225,16 @@ ARCHITECTURES: dict[str, Architecture] = {
             "final_ln_bias": ("mlm.ln.bias", "ln_f.bias"),
             "position_embedding": ("pos_emb.weight",),
         }, untied_output="head.weight"),
+    "custom": Architecture(
+        "custom", "no table entry: every role comes from --map ROLE=TENSOR (tied when output_weight and "
+        "input_embedding name the same tensor)", signature=(), candidates={}, tie_to_input=False),
 }
+
+#: The order signatures are tried in: the more specific layouts first (GPT-J's transformer.wte
+#: would match GPT-2's; BLOOM's word_embeddings Falcon's; Phi's model.embed_tokens Llama's;
+#: RoBERTa's and DistilBERT's unprefixed encoders BERT's).
+DETECTION_ORDER = ("nb", "t5", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "llama", "gpt2", "distilbert",
+                   "roberta", "bert")
 
 
 @dataclass(frozen=True)
@@ -149,6 +248,12 @@ class Roles:
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """role -> other tensors present that hold the same parameter (e.g. BERT's
     cls.predictions.decoder.bias beside cls.predictions.bias); writers keep them equal."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """role -> why the checkpoint has no such tensor (RMSNorm has no bias; no prediction head)."""
+    head: bool = True
+    """False for an encoder saved without its prediction head (BertModel, sentence-transformers)."""
+    model_type: str | None = None
+    """config.json's model_type, when the checkpoint sits in a Hugging Face model folder."""
     _shapes: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, role: str) -> str | None:
@@ -177,14 +282,21 @@ class Roles:
                 fits = fits and bool(re.search(r"norm|ln|layer_?norm", name, re.IGNORECASE))
             if fits:
                 found.append(name)
-        return found
+        return _rank_norms(found) if role.startswith("final_ln") else found
 
     def require(self, role: str, purpose: str = "") -> str:
-        """The tensor for `role`, or a CheckpointError listing the candidate names seen."""
+        """The tensor for `role`, or a CheckpointError saying why it is absent (the architecture has
+        no such tensor, the model has no prediction head) or listing the candidate names seen."""
         name = self.get(role)
         if name is not None:
             return name
+        why = f" (needed by {purpose})" if purpose else ""
         seen = self.candidates(role)
+        if role in self.notes:
+            other = (f"; other tensors of a fitting shape: {', '.join(seen[:12])} (use one with --map {role}=TENSOR)"
+                     if seen and self.head else "")
+            raise CheckpointError(f"{self.checkpoint_path}: {self.architecture} has no {role}{why}: "
+                                  f"{self.notes[role]}{other}")
         loose = [] if seen else self.candidates(role, strict=False)
         if seen:
             hint = f"candidates seen: {', '.join(seen[:12])}{' ...' if len(seen) > 12 else ''}"
@@ -193,13 +305,13 @@ class Roles:
                     f"{' ...' if len(loose) > 12 else ''}")
         else:
             hint = "no tensor of a fitting shape"
-        why = f" (needed by {purpose})" if purpose else ""
         raise CheckpointError(f"{self.checkpoint_path}: no {role} tensor found for architecture "
                               f"{self.architecture}{why}; {hint}; name one with --map {role}=TENSOR")
 
     def as_dict(self) -> dict[str, object]:
-        return {"architecture": self.architecture, "tied": self.tied, "roles": dict(self.tensors),
-                "aliases": {k: list(v) for k, v in self.aliases.items()}}
+        return {"architecture": self.architecture, "model_type": self.model_type, "tied": self.tied,
+                "head": self.head, "roles": dict(self.tensors),
+                "aliases": {k: list(v) for k, v in self.aliases.items()}, "absent": dict(self.notes)}
 
 
 def _check_role(role: str) -> None:
@@ -207,26 +319,80 @@ def _check_role(role: str) -> None:
         raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
 
 
+def _block_index(name: str) -> int:
+    """The largest block/layer index in a tensor name (-1 when it has none)."""
+    numbers = [int(n) for n in re.findall(r"\.(\d+)\.", f".{name}.")]
+    return max(numbers) if numbers else -1
+
+
+def _rank_norms(names: Sequence[str]) -> list[str]:
+    """Norm-like names, the likeliest final norm first: names outside any numbered block, those
+    saying final/_f/out/decoder/vocab/head first; then the deepest block."""
+    def key(name: str) -> tuple[int, int, int]:
+        block = _block_index(name)
+        hinted = bool(re.search(r"final|ln_f|norm\.|^norm|vocab|head|predictions|decoder\.final", name))
+        return (0 if block < 0 else 1, 0 if hinted else 1, -block)
+    return sorted(names, key=key)
+
+
+def look_alikes(shapes: Mapping[str, tuple[int, ...]], limit: int = 4) -> dict[str, list[str]]:
+    """For each role, up to `limit` tensor names that look like it (by name and shape), likeliest
+    first: what a user would pass to --map when no architecture matches."""
+    matrices = {n: s for n, s in shapes.items() if len(s) == 2}
+    vocab = max((s[0] for s in matrices.values()), default=None)
+    width = max((s[1] for n, s in matrices.items() if s[0] == vocab), default=None)
+    vectors = {n: s for n, s in shapes.items() if len(s) == 1}
+    found: dict[str, list[str]] = {}
+    big = [n for n, s in matrices.items() if s[0] == vocab]
+    emb = [n for n in big if re.search(r"emb|wte|word|shared|tok", n, re.IGNORECASE)]
+    found["input_embedding"] = sorted(emb or big, key=lambda n: (_block_index(n), n))
+    out = [n for n in big if re.search(r"head|out|proj|decoder|logit|vocab|unembed|lm", n, re.IGNORECASE)]
+    found["output_weight"] = sorted(out, key=lambda n: (_block_index(n), n))
+    found["output_bias"] = sorted((n for n, s in vectors.items() if s[0] == vocab),
+                                  key=lambda n: (_block_index(n), n))
+    norms = [n for n, s in vectors.items() if (width is None or s[0] == width)
+             and re.search(r"norm|ln|layer_?norm", n, re.IGNORECASE)]
+    found["final_ln_weight"] = _rank_norms([n for n in norms if not n.endswith("bias")])
+    found["final_ln_bias"] = _rank_norms([n for n in norms if n.endswith("bias")])
+    found["position_embedding"] = sorted(
+        (n for n, s in matrices.items() if s[0] != vocab and (width is None or s[1] == width)
+         and re.search(r"pos", n, re.IGNORECASE)), key=lambda n: (_block_index(n), n))
+    return {role: found[role][:limit] for role in ROLES}
+
+
+def _model_config(checkpoint: _Tensors) -> dict[str, object] | None:
+    config = getattr(checkpoint, "model_config", None)
+    return config if isinstance(config, dict) else None
+
+
+def _by_model_type(model_type: object) -> str | None:
+    for name, spec in ARCHITECTURES.items():
+        if model_type in spec.model_types:
+            return name
+    return None
+
+
 def detect_architecture(checkpoint: _Tensors) -> str:
-    """The architecture whose signature tensors the checkpoint has (nb metadata wins)."""
+    """The architecture of a checkpoint: nb metadata, then the model_type of a Hugging Face
+    config.json beside it, then the first signature (in DETECTION_ORDER) its tensor names match."""
     if checkpoint.metadata.get("nb.format", "").startswith("nb-model/"):
         return "nb"
-    names = set(checkpoint.names())
-    # Most specific first: RoBERTa's unprefixed encoder looks like BERT's, so its head/prefix decides.
-    for arch in ("nb", "llama", "gpt2", "roberta", "bert"):
-        if any(sig in names for sig in ARCHITECTURES[arch].signature):
+    config = _model_config(checkpoint)
+    if config is not None and (by_type := _by_model_type(config.get("model_type"))) is not None:
+        return by_type
+    names = checkpoint.names()
+    for arch in DETECTION_ORDER:
+        patterns = [re.compile(p) for p in ARCHITECTURES[arch].signature]
+        if any(p.search(name) for p in patterns for name in names):
             return arch
-    sample = ", ".join(sorted(names)[:8])
-    raise CheckpointError(f"{checkpoint.path}: cannot tell the architecture from the tensor names ({sample}"
-                          f"{' ...' if len(names) > 8 else ''}); pass --arch "
-                          f"{'|'.join(ARCHITECTURES)} and/or --map ROLE=TENSOR")
-
-
-def _last_block(names: Sequence[str], pattern: str | None) -> str | None:
-    if pattern is None:
-        return None
-    indexes = [int(m.group(1)) for n in names if (m := re.match(pattern, n))]
-    return str(max(indexes)) if indexes else None
+    shapes = {name: tuple(checkpoint.shape(name)) for name in names}
+    guesses = look_alikes(shapes)
+    listed = "; ".join(f"{role}: {', '.join(found) if found else 'none'}" for role, found in guesses.items())
+    model_type = f" (config.json model_type {config.get('model_type')!r} is not in the table)" if config else ""
+    raise CheckpointError(
+        f"{checkpoint.path}: cannot tell the architecture from the tensor names{model_type}; tensors that look "
+        f"like each role: {listed}; name the roles with --map ROLE=TENSOR (architecture custom) or pass "
+        f"--arch {'|'.join(a for a in ARCHITECTURES if a != 'custom')}")
 
 
 def _nb_objective(checkpoint: _Tensors) -> str | None:
@@ -236,51 +402,98 @@ def _nb_objective(checkpoint: _Tensors) -> str | None:
         return None
 
 
+def _pick(candidates: Sequence[str], present: set[str]) -> str | None:
+    return next((c for c in candidates if c in present), None)
+
+
 def resolve_roles(checkpoint: _Tensors, arch: str = "auto",
                   overrides: Mapping[str, str] | None = None) -> Roles:
-    """Map roles to tensor names for `arch` (or the detected one), then apply --map overrides."""
+    """Map roles to tensor names for `arch` (or the detected one), then apply --map overrides.
+
+    `--arch auto` with --map on a checkpoint no signature matches gives architecture `custom`:
+    the mapped roles only (no guesses). An encoder family whose head tensors are all missing
+    (`head_prefixes`) has no output weight, output bias or final LayerNorm: `notes` says so."""
+    overrides = dict(overrides or {})
+    for role in overrides:
+        _check_role(role)
     if arch == "auto":
-        arch = detect_architecture(checkpoint)
+        try:
+            arch = detect_architecture(checkpoint)
+        except CheckpointError:
+            if not overrides:
+                raise
+            arch = "custom"
     if arch not in ARCHITECTURES:
         raise ConfigError(f"--arch {arch!r}: expected auto or one of {', '.join(ARCHITECTURES)}")
+    if arch == "custom" and not overrides:
+        raise ConfigError("--arch custom: name the roles with --map ROLE=TENSOR (e.g. --map output_weight=lm.W)")
     spec = ARCHITECTURES[arch]
     names = checkpoint.names()
     present = set(names)
-    last = _last_block(names, spec.last_pattern)
+    config = _model_config(checkpoint)
+    head = not spec.head_prefixes or any(n.startswith(spec.head_prefixes) for n in names)
+    notes: dict[str, str] = {}
     tensors: dict[str, str | None] = {}
     for role in ROLES:
         candidates = spec.candidates.get(role, ())
         if arch == "nb" and role.startswith("final_ln") and _nb_objective(checkpoint) not in (None, "mlm"):
             candidates = tuple(c for c in candidates if not c.startswith("mlm."))
-        chosen = None
-        for candidate in candidates:
-            if "{last}" in candidate:
-                if last is None:
-                    continue
-                candidate = candidate.replace("{last}", last)
-            if candidate in present:
-                chosen = candidate
-                break
-        tensors[role] = chosen
-    for role, name in (overrides or {}).items():
-        _check_role(role)
+        tensors[role] = _pick(candidates, present)
+        if tensors[role] is None and role in spec.absent:
+            notes[role] = spec.absent[role]
+    if not head:
+        headless = (f"this checkpoint has no prediction head (no {' / '.join(p + '*' for p in spec.head_prefixes)} "
+                    "tensors: an encoder saved without its LM head); the operations on the output layer need "
+                    "one, and the input embedding is all there is")
+        for role in ("output_weight", "output_bias", "final_ln_weight", "final_ln_bias"):
+            tensors[role] = None
+            notes[role] = headless
+    for role, name in overrides.items():
         if name not in present:
             raise CheckpointError(f"{checkpoint.path}: --map {role}={name}: no tensor named {name!r}")
         tensors[role] = name
-    if tensors["output_weight"] is None and spec.tie_to_input and tensors["input_embedding"] is not None:
+        notes.pop(role, None)
+    if (tensors["output_weight"] is None and spec.tie_to_input and head
+            and tensors["input_embedding"] is not None):
         tensors["output_weight"] = tensors["input_embedding"]
+        notes.pop("output_weight", None)
     aliases: dict[str, tuple[str, ...]] = {}
-    for role in ("output_bias",):
-        chosen = tensors[role]
-        if chosen is not None and chosen in spec.candidates.get(role, ()):
-            others = tuple(c for c in spec.candidates[role]
-                           if c != chosen and c in present and checkpoint.shape(c) == checkpoint.shape(chosen))
-            if others:
-                aliases[role] = others
+    chosen = tensors["output_bias"]
+    if chosen is not None and chosen in spec.candidates.get("output_bias", ()):
+        others = tuple(c for c in spec.candidates["output_bias"]
+                       if c != chosen and c in present and checkpoint.shape(c) == checkpoint.shape(chosen))
+        if others:
+            aliases["output_bias"] = others
+    emb = tensors["input_embedding"]
+    if emb is not None:
+        others = tuple(c for c in spec.input_aliases if c != emb and c in present
+                       and checkpoint.shape(c) == checkpoint.shape(emb))
+        if others:
+            aliases["input_embedding"] = others
     tied = tensors["output_weight"] is not None and tensors["output_weight"] == tensors["input_embedding"]
     shapes = {name: tuple(checkpoint.shape(name)) for name in names}
+    model_type = config.get("model_type") if config else None
     return Roles(architecture=arch, tensors=tensors, tied=tied, checkpoint_path=str(checkpoint.path),
-                 aliases=aliases, _shapes=shapes)
+                 aliases=aliases, notes=notes, head=head,
+                 model_type=model_type if isinstance(model_type, str) else None, _shapes=shapes)
+
+
+def untie_rule(arch: str, config: Mapping[str, object] | None) -> tuple[float, dict[str, object]]:
+    """How `--untie` keeps the model's function: (factor for the copied output weight, config.json
+    changes). transformers re-ties the output layer unless `tie_word_embeddings` is false. T5 with a
+    tied head scales the decoder output by d_model^-0.5 before lm_head (`scale_decoder_outputs`,
+    which transformers 5 derives from tie_word_embeddings): the untied copy carries that factor and
+    the scaling is switched off, so the logits are unchanged."""
+    changes: dict[str, object] = {"tie_word_embeddings": False}
+    if arch != "t5":
+        return 1.0, changes
+    config = config or {}
+    scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True)) is not False
+    d_model = config.get("d_model")
+    if not scaled:
+        return 1.0, changes
+    changes["scale_decoder_outputs"] = False
+    return (float(d_model) ** -0.5 if isinstance(d_model, (int, float)) and d_model > 0 else math.nan), changes
 
 
 def parse_role_map(items: Sequence[str]) -> dict[str, str]:

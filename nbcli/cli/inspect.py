@@ -54,8 +54,11 @@ def inspect_checkpoint(
             "total_bytes": ckpt.total_bytes,
             "architecture": roles["architecture"] if roles else None,
             "architecture_error": detect_error,
+            "model_type": roles["model_type"] if roles else None,
             "tied": roles["tied"] if roles else None,
+            "head": roles["head"] if roles else None,
             "roles": roles["roles"] if roles else None,
+            "absent": roles["absent"] if roles else None,
             "metadata": ckpt.metadata,
             "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
                          "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
@@ -67,6 +70,7 @@ def inspect_checkpoint(
 
 
 def _render(report: dict[str, Any]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from nbcli.cli.console import stdout_console
@@ -82,7 +86,8 @@ def _render(report: dict[str, Any]) -> None:
         roles.add_column("role")
         roles.add_column("tensor")
         for role, name in report["roles"].items():
-            roles.add_row(role, name or "[dim]absent[/]")
+            why = (report["absent"] or {}).get(role)
+            roles.add_row(role, escape(name) if name else f"[dim]absent{': ' + escape(why) if why else ''}[/]")
         console.print(roles)
     else:
         console.print(f"architecture: [yellow]not recognised[/] ({report['architecture_error']})")

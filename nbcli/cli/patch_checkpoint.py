@@ -43,7 +43,10 @@ def patch_checkpoint(
         help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", metavar="OUT",
-        help="Output file (sharded input: output directory, same shard layout, rewritten index).")] = None,
+        help="Output file; a directory for a sharded input (same shard layout, rewritten index) or a model "
+        "folder (config.json beside IN): OUT is then a model folder, with config.json (updated where the "
+        "surgery needs it, e.g. tie_word_embeddings after --untie), tokenizer and other non-weight files "
+        "copied. End OUT with .safetensors to write the tensors alone.")] = None,
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     set_output_bias: Annotated[Optional[Path], typer.Option(
@@ -113,6 +116,7 @@ def patch_checkpoint(
     atexit.register(gc.freeze)
     from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
+    from nbcli.checkpoint.io import folder_output
     from nbcli.cli.console import byte_progress, print_json, stderr_console
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
@@ -137,10 +141,15 @@ def patch_checkpoint(
         if output is None and not dry_run:
             if not in_place:
                 raise ConfigError("give an output with -o OUT (or --in-place to overwrite IN, or --dry-run)")
-            output = ckpt.files[0].parent if ckpt.sharded else ckpt.files[0]
+            output = ckpt.model_dir or (ckpt.files[0].parent if ckpt.sharded else ckpt.files[0])
         if output is not None and not dry_run:
-            target = resolve_output(ckpt, output)
-            check_output_dir(target / "x" if ckpt.sharded and target.is_dir() else target)
+            folder = folder_output(ckpt, output)
+            target = resolve_output(ckpt, output, folder)
+            directory = target if ckpt.sharded else target.parent if folder else None
+            if directory is None or not directory.is_dir():
+                check_output_dir(directory or target)  # its parent must exist and be writable
+            else:
+                check_output_dir(directory / "x")  # an existing output directory must be writable
         roles = resolve_roles(ckpt, arch, parse_role_map(mapping or []))
         with byte_progress("patching") as progress:
             total = ckpt.total_bytes

@@ -159,6 +159,8 @@ def _render(report: dict[str, Any]) -> None:
     console = stdout_console()
     roles = ", ".join(f"{role}={name or 'absent'}" for role, name in report["roles"].items())
     console.print(f"[bold]{report['checkpoint']}[/] ({report['architecture']}): {roles}")
+    for note in report.get("notes", []):
+        console.print(f"note: {note}")
     cnt = report["counts"]
     console.print(f"counts: {cnt['path']} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
                   f"{cnt['vocab_size']:,} vocabulary entries seen)")

@@ -50,11 +50,18 @@ def test_bert_with_mlm_head_and_decoder_bias_alias(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("prefix", ["bert.", ""])
-def test_bert_encoder_without_head_uses_last_layer_ln(tmp_path: Path, prefix: str) -> None:
+def test_bert_encoder_without_head_has_no_head_roles(tmp_path: Path, prefix: str) -> None:
     roles = roles_of(tmp_path, bert_tensors(head=False, prefix=prefix, layers=12))
-    assert roles.architecture == "bert" and roles["output_bias"] is None
-    assert roles["final_ln_bias"] == f"{prefix}encoder.layer.11.output.LayerNorm.bias"  # 11, not "9"
-    assert roles["final_ln_weight"] == f"{prefix}encoder.layer.11.output.LayerNorm.weight"
+    assert roles.architecture == "bert" and not roles.head and not roles.tied
+    assert roles["input_embedding"] == f"{prefix}embeddings.word_embeddings.weight"
+    for role in ("output_weight", "output_bias", "final_ln_weight", "final_ln_bias"):
+        assert roles[role] is None and "no prediction head" in roles.notes[role]
+    with pytest.raises(CheckpointError, match="has no final_ln_bias.*no prediction head"):
+        roles.require("final_ln_bias", "--scale-ln-bias")
+    # a layer's LayerNorm can still be named explicitly
+    mapped = roles_of(tmp_path, bert_tensors(head=False, prefix=prefix, layers=12),
+                      overrides={"final_ln_bias": f"{prefix}encoder.layer.11.output.LayerNorm.bias"})
+    assert mapped["final_ln_bias"] == f"{prefix}encoder.layer.11.output.LayerNorm.bias"
 
 
 def test_roberta(tmp_path: Path) -> None:
@@ -96,7 +103,46 @@ def test_unknown_architecture_and_forced_arch(tmp_path: Path) -> None:
     roles = resolve_roles(ckpt, "gpt2", {"input_embedding": "encoder.emb", "final_ln_bias": "decoder.norm.bias"})
     assert roles["output_weight"] == "encoder.emb" and roles.tied
     with pytest.raises(ConfigError, match="--arch"):
-        resolve_roles(ckpt, "t5")
+        resolve_roles(ckpt, "t6")
+
+
+def test_custom_architecture_from_map_alone(tmp_path: Path) -> None:
+    path = save(tmp_path / "m.safetensors", {"net.emb": torch.randn(40, 8), "net.out": torch.randn(40, 8),
+                                             "net.norm.bias": torch.randn(8)})
+    ckpt = open_checkpoint(path)
+    roles = resolve_roles(ckpt, overrides={"output_weight": "net.out", "final_ln_bias": "net.norm.bias"})
+    assert roles.architecture == "custom" and not roles.tied
+    assert roles.tensors == {"input_embedding": None, "output_weight": "net.out", "output_bias": None,
+                             "final_ln_weight": None, "final_ln_bias": "net.norm.bias", "position_embedding": None}
+    tied = resolve_roles(ckpt, "custom", {"output_weight": "net.emb", "input_embedding": "net.emb"})
+    assert tied.tied
+    with pytest.raises(ConfigError, match="--arch custom"):
+        resolve_roles(ckpt, "custom")
+
+
+def test_unknown_layout_error_lists_look_alikes_per_role(tmp_path: Path) -> None:
+    """T5-like names under another prefix: the error names, for each role, tensors that look like it
+    (not the first names alphabetically, which would all be block 0)."""
+    tensors = {f"net.decoder.block.{i}.layer.{j}.layer_norm.weight": torch.ones(8) for i in range(3) for j in range(2)}
+    tensors |= {"net.shared.weight": torch.randn(40, 8), "net.lm_head.weight": torch.randn(40, 8),
+                "net.decoder.final_layer_norm.weight": torch.ones(8), "net.pos.weight": torch.randn(6, 8)}
+    with pytest.raises(CheckpointError) as err:
+        resolve_roles(open_checkpoint(save(tmp_path / "m.safetensors", tensors)))
+    message = str(err.value)
+    assert "input_embedding: net.shared.weight" in message
+    assert "output_weight: net.lm_head.weight" in message
+    assert "final_ln_weight: net.decoder.final_layer_norm.weight, net.decoder.block.2." in message
+    assert "output_bias: none" in message and "position_embedding: net.pos.weight" in message
+    assert "--map ROLE=TENSOR" in message
+
+
+def test_rmsnorm_has_no_bias_said_not_guessed(tmp_path: Path) -> None:
+    roles = roles_of(tmp_path, llama_tensors())
+    with pytest.raises(CheckpointError) as err:
+        roles.require("final_ln_bias", "--scale-ln-bias")
+    message = str(err.value)
+    assert "RMSNorm" in message and "no bias" in message
+    assert "--map final_ln_bias=" not in message and "model.norm.weight" not in message
 
 
 def test_map_overrides_and_validates(tmp_path: Path) -> None:
@@ -119,9 +165,10 @@ def test_missing_role_lists_candidates(tmp_path: Path) -> None:
     message = str(err.value)
     assert "no output_bias" in message and "head.b" in message and "--map output_bias=" in message
     assert "ln_f.bias" not in message  # wrong shape for an output bias
-    llama = resolve_roles(open_checkpoint(save(tmp_path / "l.safetensors", llama_tensors())))
-    with pytest.raises(CheckpointError, match="model.norm.weight|input_layernorm"):
-        llama.require("final_ln_bias")  # no bias, but names the norm-like tensors it saw
+    other = resolve_roles(open_checkpoint(save(tmp_path / "l.safetensors", llama_tensors())), "gpt2",
+                          {"input_embedding": "model.embed_tokens.weight"})
+    with pytest.raises(CheckpointError, match="model.norm.weight"):
+        other.require("final_ln_bias")  # no bias, but names the norm-like tensors it saw
 
 
 def test_parse_role_map() -> None:

@@ -1,0 +1,302 @@
+"""Every architecture in the table against transformers itself.
+
+For each layout: transformers' own tiny random model, saved with `save_pretrained` as one file and
+sharded -> `nb inspect` names the architecture and every role -> each applicable `nb
+patch-checkpoint` operation -> the output folder loads with `from_pretrained` with no missing keys
+and no unexpected ones but a created output bias (transformers' classes without an output bias
+ignore it and report it as unexpected) -> its logits equal those of the in-memory model after the
+same operation, done on its parameters with nb's pure surgery functions.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")  # in the test extras; never skipped in CI
+
+from nbcli.checkpoint import open_checkpoint  # noqa: E402
+from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
+from nbcli.surgery import (  # noqa: E402
+    remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, standardise_embeddings, unigram_log_prior,
+    xavier_std,
+)
+from tests.cli.helpers import invoke  # noqa: E402
+
+V = 96
+LAMBDA = 0.5
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A transformers model class and config, and what the test knows independently of nb's table:
+    the final norm's module path (None: RMS-style or absent) and the expected role names."""
+
+    arch: str
+    make: Callable[[], Any]
+    model_class: str
+    roles: dict[str, str | None]
+    final_norm: str | None
+    tied: bool
+
+
+def _decoder_cfg(cls: str, **extra: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        config_class = getattr(transformers, cls)
+        return config_class(vocab_size=V, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=32, **extra)
+    return make
+
+
+def _cfg(cls: str, **kwargs: Any) -> Callable[[], Any]:
+    return lambda: getattr(transformers, cls)(vocab_size=V, **kwargs)
+
+
+def _roles(emb: str, out: str | None, bias: str | None, lnw: str | None, lnb: str | None,
+           pos: str | None = None) -> dict[str, str | None]:
+    return {"input_embedding": emb, "output_weight": out or emb, "output_bias": bias, "final_ln_weight": lnw,
+            "final_ln_bias": lnb, "position_embedding": pos}
+
+
+_ENC = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=40)
+LAYOUTS = [
+    Layout("gpt2", _cfg("GPT2Config", n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=0),
+           "GPT2LMHeadModel", _roles("transformer.wte.weight", None, None, "transformer.ln_f.weight", "transformer.ln_f.bias",
+                                     "transformer.wpe.weight"), "transformer.ln_f", True),
+    Layout("gptj", _cfg("GPTJConfig", n_embd=16, n_layer=2, n_head=2, n_positions=32, rotary_dim=4, bos_token_id=0,
+                        eos_token_id=0),
+           "GPTJForCausalLM", _roles("transformer.wte.weight", "lm_head.weight", "lm_head.bias", "transformer.ln_f.weight",
+                                     "transformer.ln_f.bias"), "transformer.ln_f", False),
+    Layout("gpt_neox", _decoder_cfg("GPTNeoXConfig", bos_token_id=0, eos_token_id=0), "GPTNeoXForCausalLM",
+           _roles("gpt_neox.embed_in.weight", "embed_out.weight", None, "gpt_neox.final_layer_norm.weight",
+                  "gpt_neox.final_layer_norm.bias"), "gpt_neox.final_layer_norm", False),
+    Layout("opt", _cfg("OPTConfig", hidden_size=16, num_hidden_layers=2, num_attention_heads=2, ffn_dim=32,
+                       max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0, eos_token_id=0, pad_token_id=1),
+           "OPTForCausalLM", _roles("model.decoder.embed_tokens.weight", None, None, "model.decoder.final_layer_norm.weight",
+                                    "model.decoder.final_layer_norm.bias", "model.decoder.embed_positions.weight"),
+           "model.decoder.final_layer_norm", True),
+    Layout("bloom", _cfg("BloomConfig", hidden_size=16, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0),
+           "BloomForCausalLM", _roles("transformer.word_embeddings.weight", None, None, "transformer.ln_f.weight",
+                                      "transformer.ln_f.bias"), "transformer.ln_f", True),
+    Layout("falcon", _cfg("FalconConfig", hidden_size=16, num_hidden_layers=2, num_attention_heads=2, bos_token_id=0,
+                          eos_token_id=0),
+           "FalconForCausalLM", _roles("transformer.word_embeddings.weight", None, None, "transformer.ln_f.weight",
+                                       "transformer.ln_f.bias"), "transformer.ln_f", True),
+    Layout("phi", _decoder_cfg("PhiConfig", bos_token_id=0, eos_token_id=0), "PhiForCausalLM",
+           _roles("model.embed_tokens.weight", "lm_head.weight", "lm_head.bias", "model.final_layernorm.weight",
+                  "model.final_layernorm.bias"), "model.final_layernorm", False),
+    *[Layout("llama", _decoder_cfg(cls, num_key_value_heads=1, bos_token_id=0, eos_token_id=0), model,
+             _roles("model.embed_tokens.weight", "lm_head.weight", None, "model.norm.weight", None), None, False)
+      for cls, model in (("LlamaConfig", "LlamaForCausalLM"), ("MistralConfig", "MistralForCausalLM"),
+                         ("Qwen2Config", "Qwen2ForCausalLM"))],
+    Layout("gemma", _decoder_cfg("GemmaConfig", num_key_value_heads=1, head_dim=8, bos_token_id=0, eos_token_id=0,
+                                 pad_token_id=0),
+           "GemmaForCausalLM", _roles("model.embed_tokens.weight", None, None, "model.norm.weight", None), None, True),
+    Layout("t5", _cfg("T5Config", d_model=16, d_ff=32, d_kv=8, num_layers=2, num_heads=2, decoder_start_token_id=0),
+           "T5ForConditionalGeneration", _roles("shared.weight", None, None, "decoder.final_layer_norm.weight", None),
+           None, True),
+    Layout("bert", _cfg("BertConfig", **_ENC), "BertForMaskedLM",
+           _roles("bert.embeddings.word_embeddings.weight", None, "cls.predictions.bias",
+                  "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
+                  "bert.embeddings.position_embeddings.weight"), "cls.predictions.transform.LayerNorm", True),
+    Layout("roberta", _cfg("RobertaConfig", pad_token_id=1, **_ENC), "RobertaForMaskedLM",
+           _roles("roberta.embeddings.word_embeddings.weight", None, "lm_head.bias", "lm_head.layer_norm.weight",
+                  "lm_head.layer_norm.bias", "roberta.embeddings.position_embeddings.weight"), "lm_head.layer_norm", True),
+    Layout("distilbert", _cfg("DistilBertConfig", dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=32),
+           "DistilBertForMaskedLM",
+           _roles("distilbert.embeddings.word_embeddings.weight", None, "vocab_projector.bias", "vocab_layer_norm.weight",
+                  "vocab_layer_norm.bias", "distilbert.embeddings.position_embeddings.weight"), "vocab_layer_norm", True),
+]
+IDS = [f"{layout.arch}-{layout.model_class.removesuffix('ForCausalLM')}" if layout.arch == "llama" else layout.arch
+       for layout in LAYOUTS]
+
+
+def _build(layout: Layout) -> Any:
+    torch.manual_seed(0)
+    model = getattr(transformers, layout.model_class)(layout.make()).eval()
+    with torch.no_grad():  # untrained norms have bias 0 (no direction): give them one
+        if layout.final_norm is not None:
+            model.get_submodule(layout.final_norm).bias.normal_()
+        bias = getattr(model.get_output_embeddings(), "bias", None)
+        if bias is not None:
+            bias.normal_()
+    return model
+
+
+def _logits(model: Any) -> torch.Tensor:
+    ids = torch.tensor([[3, 17, 42, 5, 88, 9, 60]])
+    with torch.no_grad():
+        if model.config.is_encoder_decoder:
+            return model(input_ids=ids, decoder_input_ids=ids[:, :4]).logits
+        return model(input_ids=ids).logits
+
+
+@pytest.fixture(scope="module")
+def counts_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    counts = np.random.default_rng(3).integers(0, 1000, size=V).astype(np.int64)
+    path = tmp_path_factory.mktemp("counts") / "counts.safetensors"
+    write_counts(path, UnigramCounts(counts=counts, metadata={"nb.format": "unigram-counts/1"}))
+    return path, counts
+
+
+def _runs(layout: Layout) -> list[tuple[str, tuple[str, ...]]]:
+    """(layout, operations) of each patch run: every applicable operation at least once, and the
+    sharded layout through the ones that create tensors (untie, a created bias)."""
+    ln = layout.final_norm is not None
+    runs = [("single", ("set-output-bias", "rescale-w") + (("scale-ln-bias",) if ln else ())),
+            ("single", ("standardise-embeddings",)),
+            ("single", ("shuffle-embeddings",) + (("remove-frequency-direction",) if ln else ()))]
+    if layout.tied:
+        runs.append(("single", ("untie",)))
+    runs.append(("sharded", ("set-output-bias",) + (("untie",) if layout.tied else ()) + ("rescale-w",)
+                 + (("remove-frequency-direction",) if ln else ())))
+    return runs
+
+
+def _args(ops: tuple[str, ...], counts: Path, layout: Layout) -> list[str]:
+    bias = [] if layout.roles["output_bias"] else ["--bias-name", "lm_head.bias"]
+    args: list[str] = []
+    for op in ops:
+        args += {"set-output-bias": ["--set-output-bias", str(counts), *bias], "rescale-w": ["--rescale-w", "fro"],
+                 "standardise-embeddings": ["--standardise-embeddings", "xavier"],
+                 "shuffle-embeddings": ["--shuffle-embeddings", "--seed", "7"], "untie": ["--untie"],
+                 "scale-ln-bias": ["--scale-ln-bias", str(LAMBDA)],
+                 "remove-frequency-direction": ["--remove-frequency-direction"]}[op]
+    return args
+
+
+def _apply_in_memory(model: Any, ops: tuple[str, ...], counts: np.ndarray, layout: Layout) -> Any:
+    """The same operations, in nb's documented order, on a copy of the in-memory model's parameters
+    (tied parameters change together, as they do in the model)."""
+    model = copy.deepcopy(model)
+    emb = model.get_input_embeddings()
+    bias = unigram_log_prior(counts, V)
+    norm = model.get_submodule(layout.final_norm) if layout.final_norm else None
+    b_ln = norm.bias.detach().clone() if norm is not None else None
+    with torch.no_grad():
+        if "set-output-bias" in ops and getattr(model.get_output_embeddings(), "bias", None) is not None:
+            model.get_output_embeddings().bias.copy_(bias)
+        if "untie" in ops:  # a separate output weight; T5's tied head scaled the decoder output by d^-0.5
+            factor = model.config.d_model ** -0.5 if layout.arch == "t5" else 1.0
+            out = model.get_output_embeddings()
+            out.weight = torch.nn.Parameter(out.weight.detach().clone() * factor)
+            model.config.tie_word_embeddings = False
+            if layout.arch == "t5":
+                model.config.scale_decoder_outputs = False
+        out = model.get_output_embeddings()
+        if "rescale-w" in ops:  # W scaled to the bias's norm (a created bias too, though transformers drops it)
+            out.weight.copy_(rescale_w(out.weight, bias, "fro"))
+        if "standardise-embeddings" in ops:
+            emb.weight.copy_(standardise_embeddings(emb.weight, 0.0, xavier_std(*emb.weight.shape)))
+        if "shuffle-embeddings" in ops:
+            emb.weight.copy_(shuffle_embeddings(emb.weight, 7))
+        if "scale-ln-bias" in ops:
+            norm.bias.copy_(scale_ln_bias(norm.bias, LAMBDA))
+        if "remove-frequency-direction" in ops:
+            out.weight.copy_(remove_direction(out.weight, b_ln))
+    return model
+
+
+def _inspect(path: Path) -> dict[str, Any]:
+    result = invoke("inspect", path, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _load(path: Path, layout: Layout) -> tuple[Any, dict[str, Any]]:
+    return getattr(transformers, layout.model_class).from_pretrained(path, output_loading_info=True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=IDS)
+def test_transformers_model_folder_every_operation(tmp_path: Path, layout: Layout, counts_path) -> None:  # noqa: ANN001
+    transformers.logging.set_verbosity_error()
+    counts_file, counts = counts_path
+    model = _build(layout)
+    single, sharded = tmp_path / "single", tmp_path / "sharded"
+    model.save_pretrained(single)
+    model.save_pretrained(sharded, max_shard_size="12KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    for folder in (single, sharded):
+        report = _inspect(folder)
+        assert report["architecture"] == layout.arch, report["architecture_error"]
+        assert report["roles"] == layout.roles and report["tied"] is layout.tied
+    expected_base = _logits(model)
+    for which, ops in _runs(layout):
+        folder = single if which == "single" else sharded
+        out = tmp_path / f"out-{'-'.join(ops)}-{which}"
+        result = invoke("patch-checkpoint", folder, "-o", out, *_args(ops, counts_file, layout), "--json")
+        assert result.exit_code == 0, (ops, result.output)
+        patched = json.loads(result.stdout)
+        assert patched["model_folder"] is True
+        assert {p.name for p in folder.iterdir()} <= {p.name for p in out.iterdir()}, ops
+        loaded, info = _load(out, layout)
+        assert not info["missing_keys"], (ops, info)
+        created_bias = "set-output-bias" in ops and not layout.roles["output_bias"]
+        assert set(info["unexpected_keys"]) == ({"lm_head.bias"} if created_bias else set()), (ops, info)
+        got = _logits(loaded)
+        torch.testing.assert_close(got, _logits(_apply_in_memory(model, ops, counts, layout)), rtol=1e-5, atol=1e-5,
+                                   msg=lambda m: f"{ops}: {m}")  # noqa: B023
+        if ops == ("untie",):
+            torch.testing.assert_close(got, expected_base, rtol=1e-5, atol=1e-5)
+        if "untie" in ops:
+            assert json.loads((out / "config.json").read_text())["tie_word_embeddings"] is False
+            assert loaded.get_output_embeddings().weight.data_ptr() != loaded.get_input_embeddings().weight.data_ptr()
+        if which == "sharded":
+            index = json.loads((out / "model.safetensors.index.json").read_text())
+            ckpt = open_checkpoint(out)
+            assert len(ckpt.files) > 1
+            assert index["metadata"]["total_size"] == ckpt.total_bytes
+            assert index["metadata"]["total_parameters"] == sum(math.prod(ckpt.shape(n)) for n in ckpt.names())
+
+
+def test_model_folder_in_place_and_bare_file_output(tmp_path: Path, counts_path) -> None:  # noqa: ANN001
+    """--in-place on a model folder updates its config.json; `-o x.safetensors` writes the tensors
+    alone and says which config change a loader needs."""
+    transformers.logging.set_verbosity_error()
+    layout = next(item for item in LAYOUTS if item.arch == "gpt2")
+    folder = tmp_path / "gpt2"
+    _build(layout).save_pretrained(folder)
+    result = invoke("patch-checkpoint", folder, "-o", tmp_path / "bare.safetensors", "--untie", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model_folder"] is False
+    assert "tie_word_embeddings=false" in result.stderr and "no config.json is written" in result.stderr
+    result = invoke("patch-checkpoint", folder, "--in-place", "--untie")
+    assert result.exit_code == 0, result.output
+    assert json.loads((folder / "config.json").read_text())["tie_word_embeddings"] is False
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "generation_config.json", "model.safetensors"]
+    loaded, info = _load(folder, layout)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+
+
+def test_encoder_without_prediction_head(tmp_path: Path, counts_path) -> None:  # noqa: ANN001
+    """A BERT encoder saved without its MLM head (BertModel, as sentence-transformers ship it): no
+    output weight, output bias or b_LN is guessed; the output-side operations are refused, saying
+    why; the input-side ones work and the result loads."""
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=V, **_ENC)).eval()
+    folder = tmp_path / "enc"
+    model.save_pretrained(folder)
+    report = _inspect(folder)
+    assert report["architecture"] == "bert" and report["head"] is False and report["tied"] is False
+    assert report["roles"]["output_weight"] is None and report["roles"]["final_ln_bias"] is None
+    assert "no prediction head" in report["absent"]["final_ln_bias"]
+    for args in (["--scale-ln-bias", "0.5"], ["--set-output-bias", str(counts_path[0])], ["--untie"],
+                 ["--remove-frequency-direction"]):
+        result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o", *args)
+        assert result.exit_code == 1 and "no prediction head" in result.stderr, (args, result.output)
+        assert not (tmp_path / "o").exists()
+    result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o", "--standardise-embeddings", "xavier")
+    assert result.exit_code == 0, result.output
+    loaded, info = transformers.BertModel.from_pretrained(tmp_path / "o", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    weight = loaded.get_input_embeddings().weight.detach()
+    assert abs(float(weight.std()) - xavier_std(*weight.shape)) < 1e-4
