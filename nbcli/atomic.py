@@ -1,7 +1,27 @@
-"""Atomic output files: write to a temporary file beside the target, rename into place on success.
+"""Atomic outputs: write temporaries beside the targets, rename them into place only on success.
 
-A failure (exception, Ctrl-C, full disk) removes the temporary file and leaves any existing target
-untouched. This is the only place nb creates output files.
+This is the only place nb creates output files. One command's outputs form one `OutputSet`:
+
+1. every output is written to a temporary `.NAME.PID-TAG.nbtmp` in its target's directory (PID:
+   the writing process; TAG: 4 hex digits of the host name and 4 random characters; NAME is
+   shortened so that the temporary's name fits NAME_MAX);
+2. all temporaries are flushed and fsynced; a failure (exception, Ctrl-C, full disk) up to here
+   removes every temporary and leaves every target as it was;
+3. with two or more outputs a journal `.nb-commit.PID-TAG.json` listing the renames is written and
+   fsynced in the first output's directory: from then on the new set is decided;
+4. the temporaries are renamed over their targets, in the order they were opened (the shards of a
+   checkpoint before its index), the directories fsynced, and the journal removed.
+
+A crash (SIGKILL, power loss) before step 3 leaves the old targets and some temporaries; after it,
+a mix of renamed and not yet renamed outputs, every new file complete beside its temporary, and the
+journal. The next nb run that writes into that directory, or opens a checkpoint in it, first
+completes any journal whose process no longer runs (renames the temporaries it lists that still
+exist) and then removes temporaries whose owner process (by PID, on this host) no longer runs; it
+reports both as notes (`take_notes`; the CLI prints them as `nb: note: ...` after a successful run).
+
+`NB_FAULT_INJECT=POINT[:N[:SIGNAL]]` (tests only) makes the process send itself SIGNAL (default
+KILL; e.g. INT for Ctrl-C) the N-th time (default 1st) it reaches POINT: `temp-created`, `before-commit`, `journal-written`, `mid-commit` (after the
+first rename), `after-commit` (all renamed, journal not yet removed).
 """
 
 from __future__ import annotations
@@ -10,22 +30,202 @@ import contextlib
 import ctypes
 import errno
 import functools
+import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+import re
+import secrets
+import signal
+import socket
+import threading
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from nbcli.errors import OutputError
 
+TEMP_SUFFIX = ".nbtmp"
+JOURNAL_PREFIX = ".nb-commit."
+_TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.nbtmp$", re.DOTALL)
+_JOURNAL_RE = re.compile(r"^\.nb-commit\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.json$")
+_notes: list[str] = []
+_prepared: set[str] = set()
+_fault_hits: dict[str, int] = {}
+
+
+def take_notes() -> list[str]:
+    """Notes about recovered commits and removed stale temporaries since the last call (then cleared)."""
+    notes = list(_notes)
+    _notes.clear()
+    return notes
+
+
+def _fault(point: str) -> None:
+    """Test hook: signal this process at `point` when NB_FAULT_INJECT asks for it (see module doc)."""
+    spec = os.environ.get("NB_FAULT_INJECT")
+    if not spec:
+        return
+    name, nth, sig = (spec.split(":") + ["", ""])[:3]
+    if name != point:
+        return
+    _fault_hits[point] = _fault_hits.get(point, 0) + 1
+    if _fault_hits[point] == int(nth or 1):
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
+
+
+@functools.cache
+def _host_tag() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()) & 0xFFFF:04x}"
+
+
+def _tag() -> str:
+    return f"{os.getpid()}-{_host_tag()}{secrets.token_hex(2)}"
+
+
+def name_max(directory: Path) -> int:
+    """The longest file name (bytes) the file system of `directory` allows (255 if unknown)."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
 
 def check_output_dir(path: Path) -> None:
-    """Raise OutputError unless `path`'s directory exists and is writable."""
+    """Raise OutputError unless `path`'s directory exists and is writable and its name fits."""
     parent = path.resolve().parent
     if not parent.is_dir():
         raise OutputError(f"{path}: output directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: output directory {parent} is not writable")
+    size, limit = len(os.fsencode(path.name)), name_max(parent)
+    if size > limit:
+        raise OutputError(f"{path}: file name is {size} bytes, longer than the file system allows ({limit})")
+
+
+def temp_name(name: str, limit: int = 255) -> str:
+    """The temporary's name for output NAME: `.NAME.PID-TAG.nbtmp`, NAME's bytes cut so that the
+    whole stays within `limit` bytes (file names are bytes: a character cut in two is harmless)."""
+    tail = f".{_tag()}{TEMP_SUFFIX}"
+    return "." + os.fsdecode(os.fsencode(name)[:limit - 1 - len(tail)]) + tail
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _owned_by_dead_process(match: re.Match[str]) -> bool:
+    pid = int(match["pid"])
+    return match["host"] == _host_tag() and pid != os.getpid() and not _pid_alive(pid)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_journal(journal: Path) -> list[tuple[Path, Path]]:
+    """The (temporary, target) pairs of a commit journal; OutputError if it is not one of nb's."""
+    try:
+        doc = json.loads(journal.read_bytes()[:1 << 20])
+        pairs = [(journal.parent / tmp, journal.parent / target) for tmp, target in doc["renames"]]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise OutputError(f"{journal}: not a readable nb commit journal; remove it") from None
+    for tmp, target in pairs:
+        if not _TEMP_RE.match(tmp.name) or tmp.parent != target.parent:
+            raise OutputError(f"{journal}: not a valid nb commit journal ({tmp.name!r} -> {target.name!r}); remove it")
+    return pairs
+
+
+def recover_directory(directory: Path | str, *, strict: bool = False) -> list[str]:
+    """Complete the interrupted commits (journals of processes that no longer run) in `directory`,
+    then remove nb's temporaries whose owner no longer runs. Returns (and records) notes. With
+    `strict`, a commit still in progress (its process runs) is an OutputError."""
+    directory = Path(directory)
+    notes: list[str] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return notes
+    for name in names:
+        match = _JOURNAL_RE.match(name)
+        if not match:
+            continue
+        journal = directory / name
+        if not _owned_by_dead_process(match):
+            if strict and match["host"] == _host_tag() and int(match["pid"]) != os.getpid():
+                raise OutputError(f"{directory}: nb process {match['pid']} is committing new files here "
+                                  f"({name}); wait for it to finish")
+            continue
+        pairs = _read_journal(journal)
+        done = 0
+        for tmp, target in pairs:
+            try:
+                os.replace(tmp, target)
+                done += 1
+            except FileNotFoundError:
+                pass  # renamed before the crash
+            except OSError as err:
+                raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
+                                  f"{err.strerror}") from None
+        for folder in {target.parent for _tmp, target in pairs}:
+            _fsync_dir(folder)
+        journal.unlink(missing_ok=True)
+        _fsync_dir(directory)
+        notes.append(f"{directory}: completed an interrupted commit of {len(pairs)} file(s) "
+                     f"({done} renamed now) left by nb process {match['pid']}: "
+                     + ", ".join(target.name for _tmp, target in pairs))
+    stale = []
+    for name in names:
+        match = _TEMP_RE.match(name)
+        if match and _owned_by_dead_process(match):
+            with contextlib.suppress(FileNotFoundError):
+                (directory / name).unlink()
+                stale.append(name)
+    if stale:
+        notes.append(f"{directory}: removed {len(stale)} stale temporary file(s) of interrupted nb runs: "
+                     + ", ".join(stale))
+    _notes.extend(notes)
+    return notes
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Defer Ctrl-C (SIGINT) over the block; a Ctrl-C pressed meanwhile is dropped once the
+    block is done (the block is the commit's renames: what it does must not be half done)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _prepare(directory: Path) -> None:
+    key = str(directory)
+    if key not in _prepared:
+        _prepared.add(key)
+        recover_directory(directory)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start writeback of the dirty pages in the range, do not wait
@@ -59,29 +259,141 @@ def _os_error_message(path: Path, err: OSError) -> str:
     return f"{path}: cannot write output: {err.strerror or err}"
 
 
+class OutputSet:
+    """The outputs of one command, committed together or not at all (see the module doc).
+
+    Use as a context manager: `open(path)` gives a binary handle on a new temporary; leaving the
+    block without an exception commits every output, with one removes every temporary."""
+
+    def __init__(self) -> None:
+        self._files: list[tuple[Path, Path, BinaryIO]] = []
+        self._targets: set[str] = set()
+
+    def open(self, path: Path | str) -> BinaryIO:
+        """Create the temporary for output `path` and return its handle (binary, write + read)."""
+        path = Path(path)
+        check_output_dir(path)
+        directory = path.resolve().parent
+        if str(directory / path.name) in self._targets:
+            raise OutputError(f"{path}: written twice by one command")
+        _prepare(directory)
+        limit = name_max(directory)
+        for _attempt in range(100):
+            tmp = directory / temp_name(path.name, limit)
+            try:
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+                break
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise OutputError(_os_error_message(path, err)) from None
+        else:  # pragma: no cover - 100 collisions of a random tag
+            raise OutputError(f"{path}: cannot create a temporary file beside it")
+        handle = os.fdopen(fd, "w+b")
+        self._files.append((path, tmp, handle))
+        self._targets.add(str(directory / path.name))
+        _fault("temp-created")
+        return handle
+
+    def discard(self) -> None:
+        """Close and remove every temporary; the targets stay as they were."""
+        for _path, tmp, handle in self._files:
+            with contextlib.suppress(OSError):
+                handle.close()
+            tmp.unlink(missing_ok=True)
+        self._files.clear()
+
+    def commit(self) -> None:
+        """fsync every temporary, then (with a journal if there are several) rename all into place.
+
+        Ctrl-C while renaming (milliseconds) is held until the renames are done: the commit completes."""
+        path: Path | None = None
+        journal: Path | None = None
+        try:
+            for path, tmp, handle in self._files:
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
+                os.chmod(tmp, 0o644)
+            _fault("before-commit")
+        except OSError as err:
+            self.discard()
+            raise OutputError(_os_error_message(path or Path("."), err)) from None
+        except BaseException:
+            self.discard()
+            raise
+        with _sigint_held():  # from the journal on, the commit is decided: see it through
+            if len(self._files) > 1:
+                try:
+                    journal = self._write_journal()
+                except OSError as err:
+                    self.discard()
+                    raise OutputError(_os_error_message(self._files[0][0], err)) from None
+            _fault("journal-written")
+            for i, (path, tmp, _handle) in enumerate(self._files):
+                try:
+                    os.replace(tmp, path)
+                except OSError as err:
+                    if journal is None:
+                        self.discard()
+                        raise OutputError(_os_error_message(path, err)) from None
+                    raise OutputError(f"{path}: cannot rename the new file into place ({err.strerror}); "
+                                      f"the next nb run in {journal.parent} completes the commit") from None
+                if i == 0:
+                    _fault("mid-commit")
+            for folder in {tmp.parent for _path, tmp, _handle in self._files}:
+                _fsync_dir(folder)
+            _fault("after-commit")
+            if journal is not None:
+                journal.unlink(missing_ok=True)
+                _fsync_dir(journal.parent)
+            self._files.clear()
+
+    def _write_journal(self) -> Path:
+        directory = self._files[0][1].parent
+        journal = directory / f"{JOURNAL_PREFIX}{_tag()}.json"
+        renames = [[os.path.relpath(tmp, directory), os.path.relpath(tmp.parent / path.name, directory)]
+                   for path, tmp, _handle in self._files]
+        data = json.dumps({"nb_commit": 1, "pid": os.getpid(), "renames": renames}, indent=1).encode()
+        tmp = directory / temp_name(journal.name, name_max(directory))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, journal)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(directory)
+        return journal
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.commit()
+            return
+        last = self._files[-1][0] if self._files else Path(".")
+        self.discard()
+        if isinstance(exc, OSError):  # a write failed: full disk, file-size limit, I/O error
+            raise OutputError(_os_error_message(last, exc)) from None
+
+
 @contextlib.contextmanager
 def atomic_write(path: Path | str) -> Iterator[BinaryIO]:
     """Yield a binary file handle whose content replaces `path` only if the block succeeds."""
-    path = Path(path)
-    check_output_dir(path)
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".nbtmp", dir=path.resolve().parent)
-    except OSError as err:
-        raise OutputError(_os_error_message(path, err)) from None
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(_os_error_message(path, err)) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with OutputSet() as outputs:
+        yield outputs.open(path)
+
+
+def write_all_atomic(outputs: Mapping[Path, bytes]) -> None:
+    """Write several files as one commit: all of them or none (see OutputSet)."""
+    with OutputSet() as out:
+        for path, data in outputs.items():
+            out.open(path).write(data)
 
 
 def write_bytes_atomic(path: Path | str, data: bytes) -> None:

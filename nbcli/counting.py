@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nbcli.atomic import write_text_atomic
+from nbcli.atomic import write_all_atomic
 
 from nbcli.corpus import (
     ByteRange, CorpusSource, discover_inputs, line_number_at, plan_ranges, read_range_blocks,
     read_stream_blocks,
 )
-from nbcli.counts import UnigramCounts, counts_tsv, summarize_counts, write_counts
+from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
@@ -651,10 +651,11 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
 
 def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, tokenizer: Tokenizer,
                         smoothing_k: float) -> None:
-    """Write the counts file (and the TSV), each atomically."""
-    write_counts(output, counts)
+    """Write the counts file (and the TSV) as one commit: both files or neither (nbcli.atomic.OutputSet)."""
+    outputs = {output: counts_file_bytes(counts)}
     if tsv is not None:
-        write_text_atomic(tsv, counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k))
+        outputs[tsv] = counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k).encode("utf-8")
+    write_all_atomic(outputs)
 
 
 def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: Path | None) -> dict[str, Any]:

@@ -134,13 +134,17 @@ def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCoun
     return UnigramCounts(counts=counts.astype(np.int64), metadata=metadata, path=path)
 
 
-def write_counts(path: Path | str, counts: UnigramCounts) -> None:
-    """Write a counts file atomically (temporary file in the target directory, then rename)."""
+def counts_file_bytes(counts: UnigramCounts) -> bytes:
+    """The bytes of a counts file: safetensors with an int64 `counts` vector and the metadata."""
     from safetensors.numpy import save
 
     metadata = {"nb.format": COUNTS_FORMAT, **counts.metadata}
-    data = save({"counts": np.ascontiguousarray(counts.counts, dtype=np.int64)}, metadata=metadata)
-    write_bytes_atomic(path, data)
+    return save({"counts": np.ascontiguousarray(counts.counts, dtype=np.int64)}, metadata=metadata)
+
+
+def write_counts(path: Path | str, counts: UnigramCounts) -> None:
+    """Write a counts file atomically (temporary file in the target directory, then rename)."""
+    write_bytes_atomic(path, counts_file_bytes(counts))
 
 
 def merge_counts(parts: list[UnigramCounts]) -> UnigramCounts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,90 @@ def test_start_writeback_changes_nothing_and_never_raises(tmp_path: Path) -> Non
     start_writeback(-1, 0, 10)
     assert (tmp_path / "f").read_bytes() == b"abc" * 1000
     assert os.listdir(tmp_path) == ["f"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _temp_of(name: str, pid: int) -> str:
+    from nbcli.atomic import _host_tag
+
+    return f".{name}.{pid}-{_host_tag()}ab12.nbtmp"
+
+
+@pytest.mark.parametrize("size", [200, 240, 254, 255])
+def test_long_output_names_fit(tmp_path: Path, size: int) -> None:
+    """The temporary's name is cut to fit NAME_MAX, so every valid output name works."""
+    from nbcli.atomic import temp_name
+
+    name = ("é" * size)[: size // 2] + "x" * (size % 2)  # multi-byte characters, `size` bytes
+    assert len(name.encode()) == size
+    write_bytes_atomic(tmp_path / name, b"data")
+    assert os.listdir(tmp_path) == [name]
+    assert len(os.fsencode(temp_name(name))) <= 255
+
+
+def test_name_longer_than_the_file_system_allows(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="256 bytes, longer than the file system allows"):
+        write_bytes_atomic(tmp_path / ("a" * 256), b"x")
+    assert os.listdir(tmp_path) == []
+
+
+def test_several_outputs_commit_together_or_not_at_all(tmp_path: Path) -> None:
+    from nbcli.atomic import write_all_atomic
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"old a")
+    with pytest.raises(OutputError, match="does not exist"):
+        write_all_atomic({a: b"new a", tmp_path / "missing" / "b.bin": b"new b"})
+    assert a.read_bytes() == b"old a" and sorted(os.listdir(tmp_path)) == ["a.bin"]
+    write_all_atomic({a: b"new a", b: b"new b"})
+    assert a.read_bytes() == b"new a" and b.read_bytes() == b"new b"
+    assert sorted(os.listdir(tmp_path)) == ["a.bin", "b.bin"]  # journal and temporaries gone
+
+
+def test_stale_temporaries_of_dead_processes_are_removed_and_reported(tmp_path: Path) -> None:
+    from nbcli.atomic import recover_directory, take_notes
+
+    dead, alive = _temp_of("out.bin", _dead_pid()), _temp_of("out.bin", os.getppid())
+    foreign = ".out.bin.12-zzzz1234.nbtmp"  # not nb's pattern (host tag is hex): left alone
+    for name in (dead, alive, foreign):
+        (tmp_path / name).write_bytes(b"partial")
+    take_notes()
+    notes = recover_directory(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == sorted([alive, foreign])
+    assert len(notes) == 1 and dead in notes[0] and take_notes() == notes
+
+
+def test_an_interrupted_commit_is_completed_by_the_next_run(tmp_path: Path) -> None:
+    import json
+
+    from nbcli.atomic import _host_tag, recover_directory
+
+    pid = _dead_pid()
+    (tmp_path / "a.bin").write_bytes(b"new a")  # renamed before the crash
+    (tmp_path / "b.bin").write_bytes(b"old b")
+    tmp_b = _temp_of("b.bin", pid)
+    (tmp_path / tmp_b).write_bytes(b"new b")
+    journal = tmp_path / f".nb-commit.{pid}-{_host_tag()}cd34.json"
+    journal.write_text(json.dumps({"nb_commit": 1, "renames": [[_temp_of("a.bin", pid), "a.bin"], [tmp_b, "b.bin"]]}))
+    notes = recover_directory(tmp_path)
+    assert (tmp_path / "b.bin").read_bytes() == b"new b" and (tmp_path / "a.bin").read_bytes() == b"new a"
+    assert sorted(os.listdir(tmp_path)) == ["a.bin", "b.bin"]
+    assert "completed an interrupted commit of 2 file(s) (1 renamed now)" in notes[0]
+
+
+@pytest.mark.parametrize("renames", [[["../x", "a"]], [[".a.1-0000abcd.nbtmp", "../a"]], "nonsense", None])
+def test_a_journal_that_is_not_nb_s_is_refused(tmp_path: Path, renames: object) -> None:
+    import json
+
+    from nbcli.atomic import _host_tag, recover_directory
+
+    journal = tmp_path / f".nb-commit.{_dead_pid()}-{_host_tag()}cd34.json"
+    journal.write_text(json.dumps({"renames": renames}) if renames is not None else "{[")
+    with pytest.raises(OutputError, match="nb commit journal; remove it|not a valid nb commit journal"):
+        recover_directory(tmp_path)
+    assert journal.exists()

@@ -17,6 +17,7 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
                                         touches the file); only the pages you read are loaded
         .get_float(name) -> torch.Tensor  float32 copy (for computing; cast back with .to(dtype))
         .shard_of(name) -> Path
+        .recovered -> list[str]         notes: an interrupted nb commit in its folder completed on open
     save_tensors(path, tensors, metadata=None, progress=None)
         Write a dict of torch tensors (+ string metadata) as one safetensors file, atomically.
     write_safetensors(path, entries, metadata, progress=None)
@@ -57,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
-from nbcli.atomic import atomic_write, check_output_dir, start_writeback
+from nbcli.atomic import OutputSet, atomic_write, check_output_dir, start_writeback
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 
 if TYPE_CHECKING:
@@ -233,6 +234,7 @@ class Checkpoint:
             for key, value in header.metadata.items():
                 self.metadata.setdefault(key, value)
         self._maps: dict[Path, mmap.mmap] = {}
+        self.recovered: list[str] = []
 
     @property
     def sharded(self) -> bool:
@@ -397,11 +399,21 @@ def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
 
 
 def open_checkpoint(path: Path | str) -> Checkpoint:
-    """Open a single-file or sharded safetensors checkpoint; every header is validated now."""
+    """Open a single-file or sharded safetensors checkpoint; every header is validated now.
+
+    An interrupted nb write in the checkpoint's directory is completed first (its journal; see
+    nbcli.atomic) and stale temporaries are removed; `.recovered` says what was done."""
+    from nbcli.atomic import recover_directory
+
     path = Path(path)
+    try:
+        recovered = recover_directory(path if path.is_dir() else path.parent, strict=True)
+    except OutputError as err:
+        raise CheckpointError(str(err)) from None
     files, index, index_data = find_checkpoint_files(path)
     headers = [read_header(file) for file in files]
     checkpoint = Checkpoint(path, files, index, headers, index_data.get("metadata", {}))
+    checkpoint.recovered = recovered
     if index is not None:
         for name, shard in index_data["weight_map"].items():
             if name not in checkpoint or checkpoint.shard_of(name).name != shard:
@@ -860,11 +872,12 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
 
     try:
         with contextlib.ExitStack() as stack:
+            outputs = stack.enter_context(OutputSet())  # committed (shards, then index) when all are complete
+            stack.callback(writeback.shutdown)  # no writeback request outlives the files' handles
             poll = deferred.poll if deferred else None
             handles = []
             for path, entries, meta in plan.files:
-                handle = stack.enter_context(atomic_write(path))
-                stack.callback(writeback.shutdown)  # no writeback request outlives the file's handle
+                handle = outputs.open(path)
                 handles.append((handle, _write_entries(handle, entries, meta, progress, late, poll, copied_block)))
                 written.append(path)
             if deferred is not None:
@@ -880,7 +893,7 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 if late is not None:
                     index_meta = {**index_meta, **late.values()}
                 doc = {"metadata": index_meta, "weight_map": weight_map}
-                handle = stack.enter_context(atomic_write(index_path))
+                handle = outputs.open(index_path)
                 handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
                 written.append(index_path)
             from nbcli.outputs import file_identity
@@ -897,7 +910,7 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 written.append(path)
     except BaseException:
         if made_dir:
-            for leftover in created_dir.iterdir():  # only our own temporaries can be here
+            for leftover in created_dir.iterdir():  # only this write's files can be here
                 leftover.unlink(missing_ok=True)
             created_dir.rmdir()
         raise

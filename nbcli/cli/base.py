@@ -35,8 +35,14 @@ class NbGroup(TyperGroup):
         return _lean_help_option(super().get_help_option(ctx))
 
     def invoke(self, ctx: Any) -> Any:
+        from nbcli.atomic import take_notes
+
+        take_notes()  # notes of an earlier in-process run (tests) are not this run's
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            for note in take_notes():  # recovered commits, removed stale temporaries
+                typer.echo(f"nb: note: {note}", err=True)
+            return result
         except (KeyboardInterrupt, Interrupted):
             typer.echo("nb: interrupted; no output written", err=True)
             ctx.exit(130)

@@ -32,12 +32,14 @@ def inspect_checkpoint(
 ) -> None:
     """Show a checkpoint's tensors (name, dtype, shape, bytes, shard), its architecture and roles, and
     its metadata. An unrecognised architecture is reported, not an error."""
+    from nbcli.atomic import take_notes
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_roles
     from nbcli.cli.console import print_json
     from nbcli.errors import CheckpointError
 
     overrides = parse_role_map(mapping or [])
     with open_checkpoint(checkpoint) as ckpt:
+        take_notes()  # reported below, as part of the checkpoint's report
         try:
             roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
             detect_error = None
@@ -47,6 +49,7 @@ def inspect_checkpoint(
             roles, detect_error = None, str(err)
         report = {
             "checkpoint": str(checkpoint),
+            "recovered": ckpt.recovered,
             "files": [str(p) for p in ckpt.files],
             "index": str(ckpt.index_path) if ckpt.index_path else None,
             "sharded": ckpt.sharded,
@@ -76,6 +79,8 @@ def _render(report: dict[str, Any]) -> None:
     from nbcli.cli.console import stdout_console
 
     console = stdout_console()
+    for note in report["recovered"]:
+        console.print(f"[yellow]recovered:[/] {escape(note)}")
     files = len(report["files"])
     console.print(f"[bold]{report['checkpoint']}[/]: {report['tensor_count']} tensors, "
                   f"{report['total_bytes']:,} bytes" + (f" in {files} shards" if report["sharded"] else ""))

@@ -1,0 +1,239 @@
+"""Fault injection: SIGKILL at every point of a write, Ctrl-C, a full disk (file-size limit).
+
+Each case runs a real `nb` in its own session with NB_FAULT_INJECT (nbcli.atomic's test hook) and
+asserts: the inputs are byte-identical, there is no partial output (a target is absent, the old
+file or a complete new one), no traceback, no process left behind, and the next nb run completes
+the interrupted commit or removes the stale temporaries and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import english_like_lines
+from nbcli.checkpoint import open_checkpoint
+from nbcli.counts import UnigramCounts, write_counts
+from tests.checkpoint.builders import gpt2_tensors, save, save_sharded
+
+pytestmark = pytest.mark.faults  # real nb processes (about 2 s each): in the default run and CI
+
+V = 40
+NB_LEFTOVERS = ("*.nbtmp", ".nb-commit.*")
+
+
+def run(*args: object, fault: str | None = None, fsize: int | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `nb ARGS` in a new session; afterwards no process of that session may remain."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("NB_FAULT_INJECT", None)
+    if fault:
+        env["NB_FAULT_INJECT"] = fault
+
+    def limit() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    proc = subprocess.Popen(["nb", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True, preexec_fn=limit)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert_no_process_left(proc.pid)
+    assert "Traceback" not in err, err
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def assert_no_process_left(sid: int) -> None:
+    import time
+
+    for _ in range(100):  # workers of a killed parent notice within a moment
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _session(int(p)) == sid]
+        if not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes left by nb: {left}")
+
+
+def _session(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[3]) if fields[0] != b"Z" else None
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(p.name for pattern in NB_LEFTOVERS for p in root.glob(pattern))
+
+
+def tensor_digests(path: Path) -> dict[str, str]:
+    with open_checkpoint(path) as ckpt:
+        return {name: hashlib.sha256(ckpt.get(name).contiguous().view(-1).view(dtype=__import__("torch").uint8)
+                                     .numpy().tobytes()).hexdigest() for name in ckpt.names()}
+
+
+@pytest.fixture()
+def sharded(tmp_path: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """A 3-shard checkpoint, its file digests, and the tensor digests of its patched version."""
+    src = save_sharded(tmp_path / "ckpt", gpt2_tensors(vocab=V), shards=3)
+    ref = tmp_path / "ref"
+    done = run("patch-checkpoint", src, "-o", ref, "--scale-ln-bias", "0.5", "--no-hash-inputs")
+    assert done.returncode == 0, done.stderr
+    return src, digests(src), tensor_digests(ref)
+
+
+SHARDED_BEFORE = ["temp-created:1", "temp-created:4", "before-commit"]
+SHARDED_AFTER = ["journal-written", "mid-commit", "after-commit"]
+
+
+@pytest.mark.parametrize("fault", SHARDED_BEFORE + SHARDED_AFTER)
+def test_sharded_in_place_killed_is_old_or_new_after_the_next_run(sharded, fault: str) -> None:  # noqa: ANN001
+    src, before, patched = sharded
+    killed = run("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "0.5", "--no-hash-inputs", fault=fault)
+    assert killed.returncode == -signal.SIGKILL
+    assert leftovers(src), "the kill left nothing to recover: the fault point was not reached"
+    if fault in SHARDED_BEFORE:  # nothing decided: every original file untouched
+        assert {k: v for k, v in digests(src).items() if k in before} == before
+        assert not list(src.glob(".nb-commit.*"))
+    inspected = run("inspect", src, "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    report = json.loads(inspected.stdout)
+    assert report["recovered"], "nb inspect must report what it recovered"
+    assert leftovers(src) == []
+    if fault in SHARDED_BEFORE:
+        assert digests(src) == before
+        assert "stale temporary" in " ".join(report["recovered"])
+    else:
+        assert "completed an interrupted commit" in " ".join(report["recovered"])
+        assert tensor_digests(src) == patched
+        with open_checkpoint(src) as ckpt:  # one consistent set: every shard from the same run
+            provenance = {json.loads(h.metadata["nb.provenance"])[-1]["time"] if h.metadata["nb.provenance"].startswith("[")
+                          else h.metadata["nb.provenance"] for h in ckpt.headers}
+        assert len(provenance) == 1
+
+
+@pytest.mark.parametrize("fault", ["temp-created", "after-commit"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_single_file_patch_killed(tmp_path: Path, fault: str, in_place: bool) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors(vocab=V))
+    original = src.read_bytes()
+    out = src if in_place else tmp_path / "out.safetensors"
+    args = ["patch-checkpoint", src, "--scale-ln-bias", "0.5", "--no-hash-inputs"]
+    args += ["--in-place"] if in_place else ["-o", out]
+    killed = run(*args, fault=fault)
+    assert killed.returncode == -signal.SIGKILL
+    if fault == "after-commit":  # renamed: the new file is complete
+        assert tensor_digests(out)["ln_f.bias"] != hashlib.sha256(b"").hexdigest()
+        assert open_checkpoint(out).metadata.get("nb.provenance")
+    else:
+        assert src.read_bytes() == original
+        assert in_place or not out.exists()
+        assert leftovers(tmp_path)
+    if not in_place:
+        assert src.read_bytes() == original
+    again = run(*args)
+    assert again.returncode == 0, again.stderr
+    assert leftovers(tmp_path) == []
+    if fault != "after-commit":
+        assert "stale temporary" in again.stderr
+
+
+@pytest.fixture()
+def count_inputs(tmp_path: Path, sp_model: Path) -> tuple[Path, Path]:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(english_like_lines(300, seed=9)) + "\n")
+    tok = tmp_path / "spm.model"
+    shutil.copy(sp_model, tok)
+    return corpus, tok
+
+
+@pytest.mark.parametrize("fault", ["temp-created:2", "before-commit", "journal-written", "mid-commit"])
+def test_count_with_tsv_killed_commits_both_or_neither(tmp_path: Path, count_inputs, fault: str) -> None:  # noqa: ANN001
+    corpus, tok = count_inputs
+    inputs = digests(tmp_path)
+    out, tsv = tmp_path / "c.safetensors", tmp_path / "c.tsv"
+    args = ["count-unigrams", corpus, "-t", tok, "-o", out, "--tsv", tsv, "-j", "2"]
+    killed = run(*args, fault=fault)
+    assert killed.returncode == -signal.SIGKILL
+    assert leftovers(tmp_path)
+    if fault in ("journal-written", "mid-commit"):
+        assert list(tmp_path.glob(".nb-commit.*"))
+    else:
+        assert not out.exists() and not tsv.exists()
+    assert {k: v for k, v in digests(tmp_path).items() if k in inputs} == inputs
+    again = run(*args)
+    assert again.returncode == 0, again.stderr
+    assert "nb: note:" in again.stderr
+    assert leftovers(tmp_path) == []
+    assert out.exists() and tsv.exists()
+    assert {k: v for k, v in digests(tmp_path).items() if k in inputs} == inputs
+
+
+@pytest.mark.parametrize("fault", ["temp-created:1:INT", "before-commit:1:INT", "journal-written:1:INT"])
+def test_ctrl_c_is_exit_130_and_nothing_written(tmp_path: Path, count_inputs, fault: str) -> None:  # noqa: ANN001
+    corpus, tok = count_inputs
+    inputs = digests(tmp_path)
+    out, tsv = tmp_path / "c.safetensors", tmp_path / "c.tsv"
+    result = run("count-unigrams", corpus, "-t", tok, "-o", out, "--tsv", tsv, fault=fault)
+    if fault.startswith("journal-written"):  # Ctrl-C after the commit was decided: it completes
+        assert result.returncode == 0, result.stderr
+        assert out.exists() and tsv.exists()
+    else:
+        assert result.returncode == 130, result.stderr
+        assert result.stderr.strip().splitlines() == ["nb: interrupted; no output written"]
+        assert not out.exists() and not tsv.exists()
+    assert leftovers(tmp_path) == []
+    assert digests(tmp_path) == {**inputs, **({} if not out.exists() else digests(tmp_path))}
+
+
+def test_ctrl_c_in_place_sharded_leaves_the_originals(sharded) -> None:  # noqa: ANN001
+    src, before, _ = sharded
+    result = run("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "0.5", fault="temp-created:3:INT")
+    assert result.returncode == 130
+    assert result.stderr.strip().splitlines() == ["nb: interrupted; no output written"]
+    assert digests(src) == before and leftovers(src) == []
+
+
+@pytest.mark.parametrize("command", ["patch-single", "patch-sharded-in-place", "count-tsv", "merge"])
+def test_full_disk_is_one_line_and_no_output(tmp_path: Path, count_inputs, command: str) -> None:  # noqa: ANN001
+    corpus, tok = count_inputs
+    big = {"wte.weight": np.zeros((4000, 16), np.float32)}  # 256 kB: over the 100 kB limit below
+    from safetensors.numpy import save_file
+
+    single = tmp_path / "big.safetensors"
+    save_file({**big, "ln_f.bias": np.ones(16, np.float32)}, str(single))
+    counts = tmp_path / "counts.safetensors"
+    write_counts(counts, UnigramCounts(counts=np.arange(30_000, dtype=np.int64), metadata={"nb.format": "unigram-counts/1"}))
+    sharded = save_sharded(tmp_path / "sh", gpt2_tensors(vocab=3000), shards=2)
+    before = {**digests(tmp_path), **{f"sh/{k}": v for k, v in digests(sharded).items()}}
+    args = {"patch-single": ["patch-checkpoint", single, "-o", tmp_path / "o.safetensors", "--scale-ln-bias", "0.5",
+                             "--map", "final_ln_bias=ln_f.bias"],
+            "patch-sharded-in-place": ["patch-checkpoint", sharded, "--in-place", "--scale-ln-bias", "0.5"],
+            "count-tsv": ["count-unigrams", corpus, "-t", tok, "-o", tmp_path / "c.safetensors",
+                          "--tsv", tmp_path / "c.tsv"],
+            "merge": ["merge-counts", counts, counts, "-o", tmp_path / "m.safetensors"]}[command]
+    fsize = 2_000 if command == "count-tsv" else 100_000
+    result = run(*args, fsize=fsize)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nb: error: ") and "no space left" in lines[0], result.stderr
+    after = {**digests(tmp_path), **{f"sh/{k}": v for k, v in digests(sharded).items()}}
+    assert after == before
+    assert leftovers(tmp_path) == [] and leftovers(sharded) == []
