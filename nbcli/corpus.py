@@ -13,6 +13,7 @@ import glob
 import gzip
 import lzma
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nbcli.errors import CorpusError, InputError
+from nbcli.limits import input_stat, max_line_bytes
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
@@ -37,9 +39,11 @@ class CorpusSource:
     size: int
     compression: str | None
 
+    pipe: bool = False
+
     @property
     def splittable(self) -> bool:
-        return self.path != STDIN and self.compression is None
+        return self.path != STDIN and self.compression is None and not self.pipe
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,28 @@ def _is_text_name(path: Path) -> bool:
 
 
 def _source(path: str) -> CorpusSource:
-    try:
-        size = os.stat(path).st_size
-    except OSError as err:
-        raise InputError(f"{path}: cannot read input: {err.strerror}") from None
+    st = input_stat(path, "corpus file", allow_pipe=True)
+    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: cannot read input: permission denied")
-    return CorpusSource(path=path, size=size, compression=compression_of(path))
+    return CorpusSource(path=path, size=size, compression=compression_of(path), pipe=stat.S_ISFIFO(st.st_mode))
+
+
+def _distinct(paths: list[str]) -> list[str]:
+    """`paths` without repeats of one file (a directory walk or a glob through a symlink loop
+    reaches the same file under many names): the first name of each (st_dev, st_ino) is kept."""
+    seen: set[tuple[int, int]] = set()
+    kept = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            kept.append(path)  # reported by _source
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            kept.append(path)
+    return kept
 
 
 def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
@@ -77,7 +96,8 @@ def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
 
     Files are taken as given; directories are recursed for text files (names ending in
     .txt .text .jsonl .ndjson .json .raw .tok, optionally compressed); patterns with * ? [ are
-    globbed (`**` recurses); '-' is standard input.
+    globbed (`**` recurses); '-' is standard input. A file that one directory walk or glob reaches
+    under several names (links) is read once.
     """
     if not inputs:
         raise InputError("no input given")
@@ -95,16 +115,14 @@ def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
                     f"{item}: directory has no text files "
                     f"(looked for {', '.join(sorted(TEXT_SUFFIXES))}, optionally compressed)"
                 )
-            sources.extend(_source(p) for p in found)
-        elif os.path.exists(item):
-            if not os.path.isfile(item):
-                raise InputError(f"{item}: not a regular file")
+            sources.extend(_source(p) for p in _distinct(found))
+        elif os.path.lexists(item):
             sources.append(_source(item))
         elif any(ch in item for ch in "*?["):
             matches = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise InputError(f"{item}: pattern matches no files")
-            sources.extend(_source(p) for p in matches)
+            sources.extend(_source(p) for p in _distinct(matches))
         else:
             raise InputError(f"{item}: no such file or directory")
     return sources
@@ -131,14 +149,16 @@ def plan_ranges(source: CorpusSource, workers: int) -> list[ByteRange]:
 def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
     """Yield (offset, data) blocks holding exactly the lines whose first byte is in the range.
 
-    Each block ends at a newline (or at end of file); offset is the file offset of data[0].
-    """
+    Each block ends at a newline (or at end of file); offset is the file offset of data[0]. A line
+    longer than max_line_bytes() is a CorpusError naming file and line (memory stays bounded)."""
+    cap = max_line_bytes()
+    block_bytes = min(block_bytes, cap)  # a line inside one read is then within the cap
     with open(rng.path, "rb") as handle:
         pos = rng.start
         if pos > 0:
             handle.seek(pos - 1)
             if handle.read(1) != b"\n":
-                pos += len(handle.readline())  # that line began in the previous range
+                pos += _skip_line(handle)  # that line began in the previous range
         handle.seek(pos)
         while pos < rng.end:
             data = handle.read(min(block_bytes, rng.end - pos))
@@ -147,10 +167,29 @@ def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterato
             offset = pos
             pos += len(data)
             if not data.endswith(b"\n"):
-                tail = handle.readline()  # the last line began before `end`: it is ours
+                start = data.rfind(b"\n") + 1
+                tail = handle.readline(cap + 1)  # the last line began before `end`: it is ours
+                if len(data) - start + len(tail) > cap:
+                    raise line_too_long(rng.path, line_number_at(rng.path, offset + start))
                 pos += len(tail)
                 data += tail
             yield offset, data
+
+
+def _skip_line(handle: BinaryIO) -> int:
+    """Read past the rest of the current line in bounded pieces; the number of bytes skipped."""
+    skipped = 0
+    while True:
+        piece = handle.readline(1 << 20)
+        skipped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return skipped
+
+
+def line_too_long(path: str, line: int) -> CorpusError:
+    cap = max_line_bytes()
+    return CorpusError(f"{path}:{line}: line is longer than {cap / 1e6:g} MB, the most nb holds in memory as one "
+                       "document (raise it with NB_MAX_LINE_MB)")
 
 
 class _ZstdReader:
@@ -210,6 +249,8 @@ def open_stream(source: CorpusSource) -> BinaryIO:
 
 def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, int, bytes]]:
     """Yield (first_line_number, decompressed_offset, data) line-aligned blocks of a whole stream."""
+    cap = max_line_bytes()
+    block_bytes = min(block_bytes, cap)  # a line inside one read is then within the cap
     stream = open_stream(source)
     carry = b""
     offset = 0
@@ -224,6 +265,8 @@ def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> 
                 break
             data = carry + data
             cut = data.rfind(b"\n") + 1
+            if (data.find(b"\n") + 1 or len(data)) > cap:  # the line that began in `carry`
+                raise line_too_long(source.path, line)
             if cut == 0:
                 carry = data
                 continue

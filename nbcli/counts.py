@@ -18,6 +18,7 @@ import numpy as np
 
 from nbcli.atomic import write_bytes_atomic
 from nbcli.errors import ConfigError, CountsError
+from nbcli.limits import input_stat
 from nbcli.provenance import sha256_file, tool_version, utc_now
 
 COUNTS_FORMAT = "unigram-counts/1"
@@ -111,8 +112,7 @@ def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCoun
     from safetensors.numpy import safe_open
 
     path = Path(path)
-    if not path.is_file():
-        raise CountsError(f"{path}: counts file not found")
+    input_stat(path, "counts file", error=CountsError)
     try:
         with safe_open(str(path), framework="numpy") as handle:
             metadata = dict(handle.metadata() or {})

@@ -38,6 +38,7 @@ import numpy as np
 
 from nbcli.counts import log_unigram
 from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted
+from nbcli.limits import input_stat
 
 if TYPE_CHECKING:
     import torch
@@ -708,7 +709,6 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     from concurrent.futures import ThreadPoolExecutor
 
     from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
-
     operations = options.operations()
     folder = output is not None and folder_output(checkpoint, output)
     checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
@@ -722,6 +722,10 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     if options.standardise is not None and options.standardise.match_file:
         inputs["match"] = Path(options.standardise.match_file)
     others = [path for key, path in inputs.items() if key in ("counts", "match")]
+    for key, path in inputs.items():  # before a hashing thread opens them (a FIFO would block it)
+        if key in ("counts", "match"):
+            input_stat(path, "counts file" if key == "counts" else "checkpoint",
+                       error=CountsError if key == "counts" else CheckpointError)
     if output is not None and not dry_run:
         check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others, folder=folder)
     held = held_tensors(checkpoint, roles, options) if overlap and not dry_run and output is not None else None

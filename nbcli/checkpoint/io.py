@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from nbcli.atomic import OutputSet, atomic_write, check_output_dir, start_writeback
 from nbcli.errors import CheckpointError, ConfigError, OutputError
+from nbcli.limits import input_stat, max_read_bytes, read_capped
 
 if TYPE_CHECKING:
     import torch
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 Progress = Callable[[int], None]
 """Called with the number of bytes just written."""
 
-MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
 INDEX_SUFFIX = ".safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
@@ -140,8 +140,10 @@ class SafetensorsHeader:
 def read_header(path: Path | str) -> SafetensorsHeader:
     """Parse and validate the header of a safetensors file; CheckpointError names file and tensor."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a directory, expected a .safetensors file")
+    size = input_stat(path, "checkpoint", error=CheckpointError).st_size
     try:
-        size = path.stat().st_size
         with open(path, "rb") as handle:
             prefix = handle.read(8)
             if len(prefix) < 8:
@@ -151,8 +153,9 @@ def read_header(path: Path | str) -> SafetensorsHeader:
                 raise CheckpointError(
                     f"{path}: not a safetensors file or truncated: header length {n} is larger than the "
                     f"file ({size} bytes)")
-            if n > MAX_HEADER_BYTES:
-                raise CheckpointError(f"{path}: header of {n} bytes exceeds the {MAX_HEADER_BYTES}-byte limit")
+            if n > max_read_bytes():
+                raise CheckpointError(f"{path}: header of {n:,} bytes is over the {max_read_bytes() / 1e6:g} MB nb "
+                                      "reads into memory (raise it with NB_MAX_READ_MB)")
             raw = handle.read(n)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: checkpoint not found") from None
@@ -368,16 +371,14 @@ def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, di
         path = index
     if path.name.endswith(INDEX_SUFFIX) or path.name.endswith(".index.json"):
         return _read_index(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found")
+    input_stat(path, "checkpoint", error=CheckpointError)
     return [path], None, {}
 
 
 def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
+    raw = read_capped(index, "index file", error=CheckpointError)
     try:
-        parsed = json.loads(index.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{index}: index file not found") from None
+        parsed = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(f"{index}: index is not JSON ({err})") from None
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None

@@ -101,7 +101,8 @@ def patch_checkpoint(
         "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is "
-        "complete, then is replaced by rename.")] = False,
+        "complete, then is replaced by rename; a sharded IN is replaced as one set (a journal in its folder "
+        "lets the next nb run finish a commit cut short by a crash).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled embeddings, scaled final-LayerNorm bias, frequency direction removed.

@@ -127,7 +127,9 @@ def train(
     eval steps add val_loss, kl_unigram, kl_uniform, bias_kl_unigram, bias_norm), step-N.safetensors
     checkpoints in nb's layout (readable by probe-bias and patch-checkpoint) and summary.json with the
     final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
-    Under torchrun it trains with DDP.
+    Under torchrun it trains with DDP. A new run that fails or is interrupted before its first saved
+    state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
+    simply run again; once a state is saved, DIR stays and --resume continues from it.
     """
     from nbcli.cli.console import print_json, step_progress
     from nbcli.counts import parse_smoothing

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from nbcli.errors import TokenizerError
+from nbcli.limits import read_capped
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers.segment import Segmenter
 
@@ -96,13 +97,7 @@ def load_tokenizer(path: Path | str) -> Tokenizer:
             if (path / name).is_file():
                 return load_tokenizer(path / name)
         raise TokenizerError(f"{path}: directory holds none of {', '.join(DIRECTORY_CANDIDATES)}")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TokenizerError(f"{path}: tokenizer file not found") from None
-    except OSError as err:
-        raise TokenizerError(f"{path}: cannot read tokenizer: {err.strerror}") from None
-    return tokenizer_from_bytes(data, path)
+    return tokenizer_from_bytes(read_capped(path, "tokenizer file", error=TokenizerError), path)
 
 
 def tokenizer_from_bytes(data: bytes, path: Path | str) -> Tokenizer:

@@ -458,8 +458,43 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
           on_step: Callable[[int, dict[str, Any]], None] | None = None,
           on_bytes: Callable[[int, int | None], None] | None = None) -> TrainResult:
     """Run `nb train`. `stop_at` stops after that many updates (checkpoint + state saved) while the
-    schedule still follows cfg.steps; `--resume` continues from the last saved state."""
+    schedule still follows cfg.steps; `--resume` continues from the last saved state.
+
+    A new run that fails or is interrupted before its first saved state (train-state.json)
+    removes what it created in `out` (and `out` itself if it made it), so the same command can
+    simply be run again; once a state is saved, the run directory stays and `--resume` continues."""
     out = Path(out)
+    before = set(os.listdir(out)) if out.is_dir() else None
+    try:
+        return _train(cfg, corpus, tokenizer_path, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                      on_bytes=on_bytes)
+    except BaseException:
+        if not resume and os.environ.get("RANK", "0") == "0" and not (out / "train-state.json").exists():
+            _remove_new_entries(out, before)
+        raise
+
+
+def _remove_new_entries(out: Path, before: set[str] | None) -> None:
+    """Remove the files a failed new run created in `out` (not those that were there before), and
+    `out` itself if the run created it and it is now empty."""
+    import shutil
+
+    if not out.is_dir():
+        return
+    for name in set(os.listdir(out)) - (before or set()):
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if before is None:
+        with contextlib.suppress(OSError):
+            out.rmdir()
+
+
+def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
+           stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
+           on_bytes: Callable[[int, int | None], None] | None) -> TrainResult:
     rt = setup_runtime(cfg)
     if rt.is_main:
         if out.exists() and not out.is_dir():
@@ -621,7 +656,8 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     except KeyboardInterrupt:
         saved = (out / "train-state.json").exists()
         raise Interrupted(f"interrupted at step {step}; " + (f"{out} holds the last saved state (--resume continues "
-                          "from it)" if saved else "no checkpoint was saved (use --save-every)")) from None
+                          "from it)" if saved else "no state was saved, so what this run wrote is removed (--save-every N saves a "
+                          "resumable state)")) from None
     finally:
         if log_file is not None:
             log_file.close()
