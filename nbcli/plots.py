@@ -2,18 +2,19 @@
 
 matplotlib is imported inside the functions, never at import time, and only through its
 object-oriented API (Figure + Agg canvas), so no global pyplot state and no display is needed.
-Every figure is written atomically and carries provenance in its PNG text chunks.
+Every figure is written atomically (with `outputs`, as part of one commit) and carries provenance in its PNG text chunks.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nbcli.atomic import atomic_write
+from nbcli.atomic import OutputSet, atomic_write
 from nbcli.errors import ConfigError
 from nbcli.probes import FrequencyBin
 
@@ -32,14 +33,16 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path, metadata: dict[str, str]) -> None:
-    with atomic_write(path) as handle:
+def _save(fig: Any, path: Path, metadata: dict[str, str], outputs: OutputSet | None) -> None:
+    """Write the PNG atomically, or as one of `outputs` (committed together by the caller)."""
+    with contextlib.nullcontext(outputs.open(path)) if outputs is not None else atomic_write(path) as handle:
         fig.savefig(handle, format="png", metadata={"Software": metadata.get("nb.version", "nb"),
                                                     "Description": "; ".join(f"{k}={v}" for k, v in metadata.items())})
 
 
 def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray, bins: Sequence[FrequencyBin],
-                             *, rho: float, title: str, metadata: dict[str, str], seed: int = 0) -> None:
+                             *, rho: float, title: str, metadata: dict[str, str], seed: int = 0,
+                             outputs: OutputSet | None = None) -> None:
     """Corpus count (log x) vs <b_LN, w_i>, with binned mean +- std (paper 003 fig. 3 style)."""
     c = np.asarray(counts)
     s = np.asarray(scores, dtype=np.float64)
@@ -61,11 +64,12 @@ def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray,
     ax.set_title(f"{title}  (Spearman ρ = {rho:.3f})" if np.isfinite(rho) else title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path, metadata)
+    _save(fig, path, metadata, outputs)
 
 
 def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | None, *, mean_before: float,
-                          mean_after: float | None, title: str, metadata: dict[str, str]) -> None:
+                          mean_after: float | None, title: str, metadata: dict[str, str],
+                          outputs: OutputSet | None = None) -> None:
     """Histogram of pairwise cosines of output embeddings, before/after removing the b_LN direction."""
     fig = _figure(7.0, 4.2)
     ax = fig.add_subplot()
@@ -85,4 +89,4 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path, metadata)
+    _save(fig, path, metadata, outputs)

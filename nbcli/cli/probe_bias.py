@@ -121,29 +121,34 @@ def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
 
 def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: dict[str, Any]) -> list[str]:
     from nbcli import plots, probes
+    from nbcli.atomic import OutputSet
     from nbcli.provenance import tool_version
 
     name = Path(report["checkpoint"]).name
     meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
             "nb.counts": report["counts"]["path"], "nb.counts_sha256": report["counts"]["sha256"] or ""}
     written = []
-    if "scores" in arrays:
-        path = directory / PLOT_NAMES[0]
-        plots.plot_frequency_direction(
-            path, inputs.counts, arrays["scores"], arrays["bins"], rho=report["frequency_direction"]["spearman"] or float("nan"),
-            title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta)
-        written.append(str(path))
-    if inputs.output_weight is not None:
-        iso = report["isotropy"]
-        b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
-        before_n = min(2000, int(inputs.output_weight.shape[0]))
-        before = probes.sample_pairwise_cosines(inputs.output_weight, sample=before_n)
-        after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
-        path = directory / PLOT_NAMES[1]
-        plots.plot_cosine_histogram(
-            path, before, after, mean_before=iso["mean_cosine"], mean_after=iso["mean_cosine_without_bias_direction"],
-            title=f"{name}\npairwise cosines of output embeddings ({before_n:,} sampled tokens)", metadata=meta)
-        written.append(str(path))
+    with OutputSet() as outputs:  # the figures are committed together (or none)
+        if "scores" in arrays:
+            path = directory / PLOT_NAMES[0]
+            plots.plot_frequency_direction(
+                path, inputs.counts, arrays["scores"], arrays["bins"],
+                rho=report["frequency_direction"]["spearman"] or float("nan"),
+                title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta, outputs=outputs)
+            written.append(str(path))
+        if inputs.output_weight is not None:
+            iso = report["isotropy"]
+            b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
+            before_n = min(2000, int(inputs.output_weight.shape[0]))
+            before = probes.sample_pairwise_cosines(inputs.output_weight, sample=before_n)
+            after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
+            path = directory / PLOT_NAMES[1]
+            plots.plot_cosine_histogram(
+                path, before, after, mean_before=iso["mean_cosine"],
+                mean_after=iso["mean_cosine_without_bias_direction"],
+                title=f"{name}\npairwise cosines of output embeddings ({before_n:,} sampled tokens)", metadata=meta,
+                outputs=outputs)
+            written.append(str(path))
     return written
 
 

@@ -270,3 +270,14 @@ def test_train_failing_before_its_first_state_leaves_no_dead_end(tmp_path: Path,
     again = run(*args, timeout=300)  # the same command simply runs again
     assert again.returncode == 0, again.stderr
     assert (out / "summary.json").exists() and (out / "train-state.json").exists()
+
+
+def test_probe_bias_figures_are_written_together_or_not_at_all(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra (installed in CI) draws the figures")
+    ckpt = save(tmp_path / "m.safetensors", gpt2_tensors(vocab=V))
+    counts = tmp_path / "c.safetensors"
+    write_counts(counts, UnigramCounts(counts=np.arange(1, V + 1, dtype=np.int64), metadata={"nb.format": "unigram-counts/1"}))
+    plots = tmp_path / "plots"
+    result = run("probe-bias", ckpt, "-c", counts, "--plot", plots, "--no-partition", fault="temp-created:2:INT")
+    assert result.returncode == 130, result.stderr
+    assert list(plots.iterdir()) == []  # the first figure, complete, was not kept alone
