@@ -48,6 +48,7 @@ TEMP_SUFFIX = ".nbtmp"
 JOURNAL_PREFIX = ".nb-commit."
 _TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.nbtmp$", re.DOTALL)
 _JOURNAL_RE = re.compile(r"^\.nb-commit\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.json$")
+_PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT
 _notes: list[str] = []
 _prepared: set[str] = set()
 _fault_hits: dict[str, int] = {}
@@ -110,7 +111,9 @@ def temp_name(name: str, limit: int = 255) -> str:
 
 
 def _pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie does not)."""
+    """Whether process `pid` runs (a zombie does not); a number no PID can have counts as running."""
+    if not 0 < pid <= _PID_MAX:
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

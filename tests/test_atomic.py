@@ -156,3 +156,13 @@ def test_a_journal_that_is_not_nb_s_is_refused(tmp_path: Path, renames: object) 
     with pytest.raises(OutputError, match="nb commit journal; remove it|not a valid nb commit journal"):
         recover_directory(tmp_path)
     assert journal.exists()
+
+
+def test_temporaries_with_impossible_pids_are_left_alone(tmp_path: Path) -> None:
+    from nbcli.atomic import recover_directory
+
+    names = [_temp_of("x", 0), _temp_of("x", 99_999_999_999_999_999_999)]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    assert recover_directory(tmp_path) == []
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
