@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -136,3 +137,16 @@ def test_a_corpus_line_over_the_cap_is_one_line_naming_file_and_line(tmp_path: P
     monkeypatch.setenv("NB_MAX_LINE_MB", "4")
     result = invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "o.safetensors", "-j", "1", "--json")
     assert result.exit_code == 0, result.output
+
+
+def test_corpus_symlink_loop_and_glob_through_a_loop(tmp_path: Path, sp_model: Path, loop: Path) -> None:
+    result = invoke("count-unigrams", loop, "-t", sp_model, "-o", tmp_path / "o.safetensors")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(loop), "symbolic link loop")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("one two three\n")
+    (docs / "self").symlink_to(docs)  # docs/self/self/.../a.txt: the same file under many names
+    result = invoke("count-unigrams", f"{docs}/**/*.txt", "-t", sp_model, "-o", tmp_path / "g.safetensors", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["documents"] == 1
