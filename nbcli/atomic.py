@@ -200,7 +200,7 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
     for name in names:
         match = _TEMP_RE.match(name)
         if match and _owned_by_dead_process(match):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone meanwhile, or a folder nb may only read
                 (directory / name).unlink()
                 stale.append(name)
     if stale:
