@@ -104,9 +104,9 @@ class SentencePieceSpaceRuns(SpaceRunSegmenter):
     only act inside words).
 
     Proof. The normalised document is "▁" + the text with every space (and literal "▁") as "▁".
-    SentencePiece's SplitIntoWords with allow_whitespace_only_pieces starts a word at a "▁" that does
-    not continue a run of "▁", so the words are: a run of "▁" followed by the non-"▁" characters up to
-    the next run (and a trailing run alone). BPE never merges across words. Reading the document as
+    SentencePiece's SplitIntoWords starts a word at every "▁" (with allow_whitespace_only_pieces: at
+    the first "▁" of a run, the run and the characters after it forming one word), so in both cases
+    the first "▁" of every run starts a word, and BPE never merges across words. Reading the document as
     " " + text and cutting before each run of spaces gives exactly these words; a chunk encoded
     without its first space gets that "▁" back from the dummy prefix, so it forms the same single word.
     A trailing run is kept with the chunk before it: encoded together they still form the same two
