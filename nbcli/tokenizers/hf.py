@@ -25,7 +25,8 @@ from typing import Any
 
 from nbcli.errors import TokenizerError
 from nbcli.tokenizers.segment import (
-    SPACES, WS, WS_NOT_CONTROL, EncodeFn, PatternSegmenter, SpaceRunSegmenter,
+    LITERAL_METASPACE, NON_ASCII_WS, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn, PatternSegmenter,
+    SpaceRunSegmenter,
 )
 
 # Normalisers that map each character on its own (or compose only with following combining marks,
@@ -41,6 +42,10 @@ def _chunk_pattern(whitespace: str) -> re.Pattern[str]:
 
 
 PREFIX_SPACE_CHUNK = _chunk_pattern(WS)
+# The same chunks on the bytes of text blocks (`segment.line_spans`): ASCII whitespace of WS (a
+# newline ends a line, CR never reaches the byte path), or of WS_NOT_CONTROL.
+WS_BYTES = ByteRule(b"\t\x0b\x0c\r ", b"\t\x0b\x0c\r ", False, NON_ASCII_WS)
+WS_NOT_CONTROL_BYTES = ByteRule(b"\t\r ", b"\t\r ", False, NON_ASCII_WS)
 
 
 class ByteLevelChunks(PatternSegmenter):
@@ -185,7 +190,7 @@ class PrependRuns(SpaceRunSegmenter):
     name = "prepend-runs"
 
     def __init__(self, encode: EncodeFn, reason: str, added: list[str]) -> None:
-        super().__init__(encode, reason, drop_first_space=True)
+        super().__init__(encode, reason, drop_first_space=True, bytes_ok=not added)
         self.added = re.compile("|".join(map(re.escape, sorted(added, key=len, reverse=True)))) if added else None
 
     def split(self, documents: list[str]) -> list[str]:
@@ -249,7 +254,8 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
             return None, "Metaspace with a replacement other than '▁'" + whole
         if meta.get("split", True):
             return MetaspaceChunks(MetaspaceChunks.PATTERN, encode,
-                                   "Metaspace(split=true): each space starts a pre-token"), ""
+                                   "Metaspace(split=true): each space starts a pre-token",
+                                   ByteRule(b"", b" ", False, LITERAL_METASPACE)), ""
         if norm_kinds:
             return None, "Metaspace(split=false) after a normaliser" + whole
         why = _space_run_bpe_check(model, vocab)
@@ -268,9 +274,10 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
             return None, "Split regex not Isolated or inverted" + whole
         if norm_kinds not in ([], ["NFC"]):
             return None, f"normaliser {', '.join(norm_kinds)} before a Split regex" + whole
+        # On the byte path lines hold no CR or LF, so the one joining case never arises there.
         return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
                                 f"{family} Split regex + ByteLevel: pre-tokens never join across a "
-                                "whitespace run, except punctuation + CR/LF"), ""
+                                "whitespace run, except punctuation + CR/LF", WS_BYTES), ""
 
     if "ByteLevel" in kinds:
         if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
@@ -278,14 +285,17 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         level = pres[0]
         if not level.get("use_regex", True):
             return None, "ByteLevel without its regex and without a Split regex before it" + whole
-        return ByteLevelChunks(ByteLevelChunks.pattern_for(bool(level.get("add_prefix_space", True))), encode,
+        prefix = bool(level.get("add_prefix_space", True))
+        rule = ByteRule(WS_BYTES.run, b" ", False, NON_ASCII_WS) if prefix else WS_BYTES
+        return ByteLevelChunks(ByteLevelChunks.pattern_for(prefix), encode,
                                "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
-                               "boundary"), ""
+                               "boundary", rule), ""
 
     if any(k in _SPLITTING for k in kinds) and all(k in _SPLITTING | _ONLY_SPLIT for k in kinds):
         clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
         return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
-                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens"), ""
+                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens",
+                                WS_NOT_CONTROL_BYTES if clean else WS_BYTES), ""
     return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + whole
 
 

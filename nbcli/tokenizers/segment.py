@@ -18,7 +18,9 @@ Two mechanisms cover every family:
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -60,18 +62,70 @@ class Segmenter(Protocol):
         ...
 
 
+# Non-ASCII White_Space characters in UTF-8: a block holding one takes the str path.
+NON_ASCII_WS = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80")
+LITERAL_METASPACE = re.compile("\u2581".encode())
+
+
+@dataclass(frozen=True)
+class ByteRule:
+    """A pattern's chunks of a text block, found on the bytes (`line_spans`): the ASCII bytes that
+    form whitespace runs, those a cut may start at, whether a trailing run stays with the chunk
+    before it, and the bytes whose presence sends a block to the str path."""
+
+    run: bytes
+    cut: bytes
+    keep_trailing: bool
+    bail: re.Pattern[bytes]
+
+
+def line_spans(data: bytes, rule: ByteRule) -> Spans:
+    """Chunks of the lines of a clean UTF-8 block (no CR) as byte spans, and which ones start a line.
+
+    A chunk starts at each non-empty line's start and at each whitespace run (bytes `rule.run`, at
+    least one) that follows a non-whitespace byte and starts with a byte of `rule.cut` (with
+    `keep_trailing`, not at a run that ends its line); it ends at the next start or line end. This
+    is `split` of the family's pattern on ASCII text: multi-byte UTF-8 characters never contain
+    ASCII bytes, and blocks with non-ASCII whitespace (or other `rule.bail` bytes) never get here.
+    """
+    b = np.frombuffer(data, dtype=np.uint8)
+    n = b.shape[0]
+    is_run = np.zeros(256, dtype=bool)
+    is_run[list(rule.run)] = True
+    is_cut = np.zeros(256, dtype=bool)
+    is_cut[list(rule.cut)] = True
+    prev = np.empty(n, dtype=np.uint8)
+    prev[0] = 10
+    prev[1:] = b[:-1]
+    cut = is_cut[b] & ~is_run[prev] & (prev != 10)
+    if rule.keep_trailing:
+        candidates = np.flatnonzero(cut)
+        solid = np.flatnonzero(~is_run[b])  # the run's end: the next byte outside runs
+        after = np.searchsorted(solid, candidates)
+        trailing = after >= solid.shape[0]
+        trailing[~trailing] = b[solid[after[~trailing]]] == 10
+        cut[candidates[trailing]] = False
+    line_start = (prev == 10) & (b != 10)
+    starts = np.flatnonzero(cut | line_start)
+    stops = np.append(np.flatnonzero(cut | line_start | (b == 10)), n)
+    ends = stops[np.searchsorted(stops, starts, side="right")]
+    return starts, ends, line_start[starts]
+
+
 class PatternSegmenter:
     """Chunks are the matches of `pattern` in each document, each encoded as it is.
 
-    Subclasses state which pattern is exact for their family, and why.
+    Subclasses state which pattern is exact for their family, and why. `byte_rule`, where given,
+    finds the same chunks on the bytes of plain text blocks (`line_spans`).
     """
 
     name = "pattern"
 
-    def __init__(self, pattern: Any, encode: EncodeFn, reason: str) -> None:
+    def __init__(self, pattern: Any, encode: EncodeFn, reason: str, byte_rule: ByteRule | None = None) -> None:
         self.pattern = pattern
         self._encode = encode
         self.reason = reason
+        self.byte_rule = byte_rule
 
     def split(self, documents: list[str]) -> list[str]:
         return list(itertools.chain.from_iterable(map(self.pattern.findall, documents)))
@@ -80,7 +134,9 @@ class PatternSegmenter:
         return self._encode(chunks)
 
     def spans(self, data: bytes) -> Spans | None:
-        return None
+        if self.byte_rule is None or self.byte_rule.bail.search(data):
+            return None
+        return line_spans(data, self.byte_rule)
 
 
 class SpaceRunSegmenter(PatternSegmenter):
@@ -96,13 +152,12 @@ class SpaceRunSegmenter(PatternSegmenter):
 
     name = "space-runs"
 
-    def __init__(self, encode: EncodeFn, reason: str, *, drop_first_space: bool) -> None:
-        import re
-
+    def __init__(self, encode: EncodeFn, reason: str, *, drop_first_space: bool, bytes_ok: bool = True) -> None:
         s = SPACES
         pattern = re.compile(f"[{s}]+[^{s}]+(?:[{s}]+\\Z)?|[{s}]+\\Z" if drop_first_space
                              else f"[{s}]*[^{s}]+|[{s}]+")
-        super().__init__(pattern, encode, reason)
+        rule = ByteRule(b" ", b" ", drop_first_space, LITERAL_METASPACE) if bytes_ok else None
+        super().__init__(pattern, encode, reason, rule)
         self.drop_first_space = drop_first_space
 
     def split(self, documents: list[str]) -> list[str]:
@@ -112,6 +167,11 @@ class SpaceRunSegmenter(PatternSegmenter):
         return list(itertools.chain.from_iterable(find(" " + d) for d in documents))
 
     def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
+        """With drop_first_space, `split`'s chunks lose their first space; on the byte path a
+        line's first chunk (variant True) has none to lose and is encoded as it is."""
         if self.drop_first_space:
-            chunks = [c[1:] for c in chunks]
+            if variant is None:
+                chunks = [c[1:] for c in chunks]
+            else:
+                chunks = [c if first else c[1:] for c, first in zip(chunks, variant.tolist())]
         return self._encode(chunks)
