@@ -19,6 +19,8 @@ its whitespace runs collapsed to one space; empty and duplicate lines are droppe
 distinct text. `--corpus FILE` uses a text file of your own instead.
 
 Run:  python3 benchmarks/count_unigrams.py            (table on stdout, JSON to --out)
+      python3 benchmarks/count_unigrams.py --families (issue 10: raw text, one real tokenizer per
+                                                       family; benchmarks/count_unigrams_families.py)
 """
 
 from __future__ import annotations
@@ -397,6 +399,12 @@ def read_nb_counts(path: Path) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--families" in argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import count_unigrams_families
+
+        return count_unigrams_families.main([a for a in argv if a != "--families"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_CACHE,

@@ -349,13 +349,41 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     return row
 
 
+def print_table(results: dict[str, object]) -> None:
+    """The results as a table. Ratios: wall-clock MB/s (nb all cores vs limit = one-thread encode x
+    cores), and CPU time (the limit's CPU seconds for the corpus / nb's CPU seconds, all processes,
+    start-up included): what nb / limit would be on otherwise idle cores; also at 4x the corpus."""
+    corpus = results["corpus"]  # type: ignore[index]
+    rows = results["rows"]  # type: ignore[index]
+    print(f"corpus: {corpus['bytes'] / 1e6:.1f} MB raw text ({', '.join(str(s['source']) for s in corpus['sources'])});"
+          f" {results['machine']['cores']} cores")  # type: ignore[index]
+    header = ("tokenizer", "method", "nb MB/s", "nb Mtok/s", "limit MB/s", "nb/limit wall", "CPU ratio 1x/4x",
+              "target", "naive MB/s", "nb/naive", "encode_batch MT MB/s", "exact 1x/4x", "RSS 1x/4x MB", "load")
+    print(" | ".join(header))
+    for r in rows:
+        nb, x4, limit = r["nb"], r["nb_x4"], r["limit"]
+        mt = r.get("encode_batch_threads")
+        cpu1 = limit["cpu_s"] / nb["cpu_s"]
+        cpu4 = 4 * limit["cpu_s"] / x4["cpu_s"]
+        print(" | ".join([
+            str(r["name"]), str(nb["method"]), f"{nb['mb_per_s']:.1f}", f"{nb['tokens_per_s'] / 1e6:.2f}",
+            f"{limit['mb_per_s']:.1f}", f"{r['nb_over_limit']:.2f}", f"{cpu1:.2f}/{cpu4:.2f}", f">= {r['target']:.0f}",
+            f"{r['naive']['mb_per_s']:.1f}", f"{r['nb_over_naive']:.2f}", f"{mt['mb_per_s']:.1f}" if mt else "-",
+            f"{r['exact']}/{r['exact_x4']}", f"{nb['peak_rss_tree_mb']:.0f}/{x4['peak_rss_tree_mb']:.0f}",
+            f"{r['load_before'][0]:.1f}-{r['load_after'][0]:.1f}"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=base.DEFAULT_CACHE)
     parser.add_argument("--mb", type=float, default=60.0, help="corpus size in MB (default 60)")
     parser.add_argument("--tokenizers", default="mistral,mistral-hf,qwen2,minilm,gpt2-form,sp-default,unigram")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--report", type=Path, help="only print the table of an earlier run's JSON")
     args = parser.parse_args(argv)
+    if args.report:
+        print_table(json.loads(args.report.read_text()))
+        return 0
     cache = args.data_dir.resolve()
     cache.mkdir(parents=True, exist_ok=True)
     corpus, sources = build_raw_corpus(cache, args.mb)
@@ -371,20 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                        "rows": rows}
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results, indent=1))
-    size = corpus.stat().st_size
-    print(f"corpus: {size / 1e6:.1f} MB raw text ({', '.join(str(s['source']) for s in sources)}); {cores} cores")
-    header = ("tokenizer", "method", "nb MB/s", "nb Mtok/s", "limit MB/s", "nb/limit", "target", "naive MB/s",
-              "nb/naive", "encode_batch MT MB/s", "exact 1x/4x", "RSS 1x/4x MB", "load")
-    print(" | ".join(header))
-    for r in rows:
-        nb, x4 = r["nb"], r["nb_x4"]
-        mt = r.get("encode_batch_threads")
-        print(" | ".join([
-            str(r["name"]), str(nb["method"]), f"{nb['mb_per_s']:.1f}", f"{nb['tokens_per_s'] / 1e6:.2f}",
-            f"{r['limit']['mb_per_s']:.1f}", f"{r['nb_over_limit']:.2f}", f">= {r['target']:.0f}",
-            f"{r['naive']['mb_per_s']:.1f}", f"{r['nb_over_naive']:.2f}", f"{mt['mb_per_s']:.1f}" if mt else "-",
-            f"{r['exact']}/{r['exact_x4']}", f"{nb['peak_rss_tree_mb']:.0f}/{x4['peak_rss_tree_mb']:.0f}",
-            f"{r['load_before'][0]:.1f}-{r['load_after'][0]:.1f}"]))
+    print_table(results)
     print(f"JSON: {args.out}")
     return 0 if all(r["exact"] and r["exact_x4"] for r in rows) else 1
 
