@@ -32,6 +32,7 @@ from nbcli.corpus import (
 )
 from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
 from nbcli.errors import ConfigError, CorpusError, Interrupted
+from nbcli.jsonsafe import jsonl_field
 from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
@@ -205,20 +206,9 @@ class _Counter:
         for index, line in enumerate(lines):
             if not line.strip():
                 continue
-            problem: str | None = None
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                problem = f"not valid JSON ({err.msg})"
-            else:
-                if not isinstance(record, dict):
-                    problem = "not a JSON object"
-                elif name not in record:
-                    problem = f"no field {name!r}"
-                elif not isinstance(record[name], str):
-                    problem = f"field {name!r} is {type(record[name]).__name__}, not a string"
-                else:
-                    docs.append(record[name])
+            text, problem = jsonl_field(line, name)
+            if text is not None:
+                docs.append(text)
             if problem is not None:
                 if not self.options.skip_bad_lines:
                     line_no = self._line_no(path, first_line, offset, index)

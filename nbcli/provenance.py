@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from nbcli import __version__
+from nbcli.jsonsafe import parse as parse_json
 
 _HASH_BLOCK = 1 << 22
 
@@ -55,8 +56,8 @@ def cached_sha256(path: Path | str, identity: str) -> str | None:
     if entry is None:
         return None
     try:
-        record = json.loads(entry.read_text())
-    except (OSError, ValueError):
+        record = parse_json(entry.read_text())
+    except (OSError, ValueError):  # JsonProblem is a ValueError
         return None
     if not isinstance(record, dict) or record.get("identity") != identity:
         return None

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from nbcli.atomic import OutputSet, atomic_write, check_output_dir, start_writeback
 from nbcli.errors import CheckpointError, ConfigError, OutputError
+from nbcli.jsonsafe import load_bytes, load_file, metadata_count, metadata_object
 from nbcli.limits import input_stat, max_read_bytes, read_capped
 
 if TYPE_CHECKING:
@@ -137,6 +138,20 @@ class SafetensorsHeader:
     file_size: int
 
 
+#: nb's metadata keys whose values other nb commands parse: JSON objects, and non-negative integers
+#: (nb.provenance is parsed where it is extended, and kept as a string when it is not JSON)
+NB_JSON_METADATA = ("nb.config", "nb.train_config")
+NB_COUNT_METADATA = ("nb.documents", "nb.total_tokens", "nb.bytes_read", "nb.vocab_size", "nb.step")
+
+
+def check_nb_metadata(metadata: Mapping[str, str], path: Path) -> None:
+    """Refuse nb metadata values that nb cannot use later (CheckpointError naming file and key)."""
+    for key in NB_JSON_METADATA:
+        metadata_object(metadata, key, path, error=CheckpointError)
+    for key in NB_COUNT_METADATA:
+        metadata_count(metadata, key, path, error=CheckpointError)
+
+
 def read_header(path: Path | str) -> SafetensorsHeader:
     """Parse and validate the header of a safetensors file; CheckpointError names file and tensor."""
     path = Path(path)
@@ -163,17 +178,16 @@ def read_header(path: Path | str) -> SafetensorsHeader:
         raise CheckpointError(f"{path}: is a directory, expected a .safetensors file") from None
     except PermissionError:
         raise CheckpointError(f"{path}: permission denied") from None
-    try:
-        parsed = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not a safetensors file: header is not JSON ({err})") from None
+    parsed = load_bytes(raw, path, error=CheckpointError, what="header", bom=False)
     if not isinstance(parsed, dict):
         raise CheckpointError(f"{path}: not a safetensors file: header is a JSON {type(parsed).__name__}, "
                               "expected an object")
-    metadata = parsed.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-        raise CheckpointError(f"{path}: __metadata__ must map strings to strings")
+    metadata = parsed.pop("__metadata__", None)
+    if metadata is None:  # absent or null (the safetensors library accepts both)
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{path}: __metadata__ must be an object mapping strings to strings")
+    check_nb_metadata(metadata, path)
     base = 8 + n
     data_size = size - base
     tensors: dict[str, TensorInfo] = {}
@@ -193,7 +207,7 @@ def _tensor_info(path: Path, name: str, entry: Any, base: int, data_size: int) -
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where}: header entry is not an object")
     dtype = entry.get("dtype")
-    if dtype not in DTYPE_SIZES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
         raise CheckpointError(f"{where}: unknown dtype {dtype!r} (known: {', '.join(DTYPE_SIZES)})")
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
@@ -377,10 +391,7 @@ def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, di
 
 def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
     raw = read_capped(index, "index file", error=CheckpointError)
-    try:
-        parsed = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{index}: index is not JSON ({err})") from None
+    parsed = load_bytes(raw, index, error=CheckpointError, what="index", max_bytes=len(raw))
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(f"{index}: no 'weight_map' object mapping tensor names to shard files")

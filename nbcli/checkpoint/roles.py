@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from nbcli.errors import CheckpointError, ConfigError
+from nbcli.jsonsafe import metadata_object
 
 ROLES = ("input_embedding", "output_weight", "output_bias", "final_ln_weight", "final_ln_bias",
          "position_embedding")
@@ -397,9 +398,10 @@ def detect_architecture(checkpoint: _Tensors) -> str:
 
 def _nb_objective(checkpoint: _Tensors) -> str | None:
     try:
-        return json.loads(checkpoint.metadata.get("nb.config", "{}")).get("objective")
-    except (json.JSONDecodeError, AttributeError):
-        return None
+        config = metadata_object(checkpoint.metadata, "nb.config", checkpoint.path, error=CheckpointError)
+    except CheckpointError:
+        return None  # open_checkpoint has refused such files already; other sources are guessed
+    return (config or {}).get("objective")
 
 
 def _pick(candidates: Sequence[str], present: set[str]) -> str | None:

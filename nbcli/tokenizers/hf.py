@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import TokenizerError
+from nbcli.jsonsafe import load_bytes
 from nbcli.tokenizers.segment import (
     LITERAL_METASPACE, NON_ASCII_WS, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn, PatternSegmenter,
     SpaceRunSegmenter,
@@ -338,6 +339,11 @@ def eos_default(config: dict[str, Any]) -> tuple[bool, str]:
     return True, "causal template: a language model predicts EOS at each document end"
 
 
+def _one_line(err: BaseException) -> str:
+    """An exception's message on one line (the tokenizers library's messages may span several)."""
+    return " ".join(str(err).split())[:300]
+
+
 def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | None:
     for name in names:
         if name in vocab:
@@ -349,11 +355,8 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     """The fields of a `Tokenizer` for a tokenizer.json (`body`: its bytes without a BOM)."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    try:
-        text = body.decode("utf-8")
-        config = json.loads(text)
-    except (UnicodeDecodeError, ValueError):
-        raise TokenizerError(f"{path}: not a tokenizer (invalid UTF-8 or JSON)") from None
+    config = load_bytes(body, path, error=TokenizerError, what="tokenizer.json")
+    text = body.decode("utf-8")  # load_bytes checked it
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise TokenizerError(
             f"{path}: not a tokenizer.json (JSON without a \"model\" object; vocabulary files such as "
@@ -363,7 +366,18 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     except Exception as err:  # tokenizers raises a bare Exception for schema errors
         if type(err) is not Exception:
             raise
-        raise TokenizerError(f"{path}: not a valid tokenizer.json: {err}") from None
+        raise TokenizerError(f"{path}: not a valid tokenizer.json: {_one_line(err)}") from None
+    try:  # a model can load and still fail on every text (WordLevel whose unk token is missing)
+        tok.encode_batch(["nb probe: Aa 0 ?! é 日本 \U0001f642"], add_special_tokens=False)
+    except Exception as err:
+        if type(err) is not Exception:
+            raise
+        raise TokenizerError(f"{path}: tokenizer.json loads but cannot encode text: {_one_line(err)}") from None
+    try:
+        special = frozenset(int(a["id"]) for a in config.get("added_tokens") or []
+                            if isinstance(a, dict) and a.get("special"))
+    except (KeyError, TypeError, ValueError):
+        raise TokenizerError(f"{path}: added_tokens entries need an integer 'id'") from None
     # Counting needs every token of every document and nothing added.
     adjustments = []
     if config.get("padding"):
@@ -377,7 +391,13 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     vocab = tok.get_vocab(with_added_tokens=True)
 
     def encode(texts: list[str]) -> list[list[int]]:
-        return [enc.ids for enc in tok.encode_batch_fast(texts, add_special_tokens=False)]
+        try:
+            encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
+        except Exception as err:  # tokenizers raises bare Exceptions (e.g. a missing unk token)
+            if type(err) is not Exception:
+                raise
+            raise TokenizerError(f"{path}: tokenizer failed to encode text: {_one_line(err)}") from None
+        return [enc.ids for enc in encodings]
 
     segmenter, reason = hf_segmenter(config, vocab, encode)
     eos_on, eos_reason = eos_default(config)
@@ -387,7 +407,7 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
         eos_id=_special_by_name(vocab, ("</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|endoftext|>")),
         pad_id=_special_by_name(vocab, ("<pad>", "[PAD]", "<|pad|>")),
         unk_id=_special_by_name(vocab, ("<unk>", "[UNK]")),
-        special_ids=frozenset(a["id"] for a in config.get("added_tokens", []) if a.get("special")),
+        special_ids=special,
         segmenter=segmenter, method_reason=segmenter.reason if segmenter else reason,
         encode_documents=encode, id_to_piece=lambda i: tok.id_to_token(i) or "", impl=tok,
         eos_default=eos_on, eos_default_reason=eos_reason, adjustments=tuple(adjustments),

@@ -15,7 +15,6 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ import torch
 
 from nbcli.corpus import discover_inputs, read_stream_blocks
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.jsonsafe import jsonl_field
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
 
@@ -52,14 +52,9 @@ def _documents(inputs: list[str], progress: Callable[[int, int | None], None] | 
                 if is_jsonl:
                     if not raw.strip():
                         continue
-                    try:
-                        obj = json.loads(raw)
-                        text = obj["text"]
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        raise CorpusError(f"{source.path}:{first_line + n}: not a JSON object with a "
-                                          "'text' field") from None
-                    if not isinstance(text, str):
-                        raise CorpusError(f"{source.path}:{first_line + n}: 'text' is not a string")
+                    text, problem = jsonl_field(raw, "text")
+                    if text is None:
+                        raise CorpusError(f"{source.path}:{first_line + n}: {problem}")
                 else:
                     text = raw
                 if text.strip():
