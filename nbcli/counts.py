@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from nbcli.atomic import write_bytes_atomic
-from nbcli.errors import ConfigError, CountsError
+from nbcli.errors import ConfigError, CountsError, NbError
+from nbcli.jsonsafe import metadata_count
 from nbcli.limits import input_stat
 from nbcli.provenance import sha256_file, tool_version, utc_now
 
@@ -94,7 +95,7 @@ class UnigramCounts:
 
     @property
     def total(self) -> int:
-        return int(self.counts.sum())
+        return exact_total(self.counts)
 
     @property
     def tokenizer_sha256(self) -> str | None:
@@ -105,33 +106,64 @@ class UnigramCounts:
         return self.metadata.get("nb.format") == COUNTS_FORMAT
 
 
+INT64_MAX = np.iinfo(np.int64).max
+
+
 def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCounts:
     """Read a counts file. `allow_foreign` accepts any safetensors file with an integer `counts`
-    vector (counts made by other tools); callers should warn that no tokenizer hash is known."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import safe_open
+    vector (counts made by other tools); callers should warn that no tokenizer hash is known.
+
+    The header is read and validated by nb's one safetensors reader. Counts stored as any integer
+    dtype are read exactly; a uint64 count above 2^63-1 (which int64 cannot hold) and floating-point
+    or bool counts are refused, never rounded or wrapped."""
+    from nbcli.checkpoint.io import read_header
 
     path = Path(path)
     input_stat(path, "counts file", error=CountsError)
     try:
-        with safe_open(str(path), framework="numpy") as handle:
-            metadata = dict(handle.metadata() or {})
-            keys = set(handle.keys())
-            if "counts" not in keys:
-                raise CountsError(f"{path}: no 'counts' tensor (found: {', '.join(sorted(keys)) or 'none'})")
-            counts = handle.get_tensor("counts")
-    except SafetensorError as err:
-        raise CountsError(f"{path}: not a safetensors counts file ({err})") from None
-    except (OSError, ValueError) as err:
-        raise CountsError(f"{path}: not a safetensors counts file ({err})") from None
+        header = read_header(path)
+    except NbError as err:
+        reason = str(err).removeprefix(f"{path}: ")
+        raise CountsError(f"{path}: not a safetensors counts file ({reason})") from None
+    metadata = header.metadata
+    info = header.tensors.get("counts")
+    if info is None:
+        raise CountsError(f"{path}: no 'counts' tensor (found: {', '.join(sorted(header.tensors)) or 'none'})")
     fmt = metadata.get("nb.format")
     if fmt != COUNTS_FORMAT and not allow_foreign:
         raise CountsError(f"{path}: nb.format is {fmt!r}, expected {COUNTS_FORMAT!r} (a file from nb count-unigrams)")
-    if counts.ndim != 1 or not np.issubdtype(counts.dtype, np.integer):
-        raise CountsError(f"{path}: 'counts' must be an integer vector, got {counts.dtype} {list(counts.shape)}")
-    if np.any(counts < 0):
-        raise CountsError(f"{path}: 'counts' has negative entries")
-    return UnigramCounts(counts=counts.astype(np.int64), metadata=metadata, path=path)
+    dtype = _COUNT_DTYPES.get(info.dtype)
+    if len(info.shape) != 1 or dtype is None:
+        raise CountsError(f"{path}: 'counts' must be an integer vector, got {info.dtype} {list(info.shape)}")
+    with open(path, "rb") as handle:
+        handle.seek(info.start)
+        data = handle.read(info.nbytes)
+    if len(data) != info.nbytes:
+        raise CountsError(f"{path}: 'counts' ends early (truncated file?)")
+    raw = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"))
+    if raw.dtype.kind == "i" and raw.size and int(raw.min()) < 0:
+        raise CountsError(f"{path}: 'counts' has negative entries (token {int(np.argmax(raw < 0))})")
+    if raw.dtype == np.uint64 and raw.size and int(raw.max()) > INT64_MAX:
+        raise CountsError(f"{path}: 'counts' entry {int(raw.max())} (token {int(np.argmax(raw > INT64_MAX))}) "
+                          "exceeds 2^63-1, the largest count nb can hold")
+    counts = raw.astype(np.int64)
+    for key in ("nb.documents", "nb.bytes_read", "nb.total_tokens", "nb.vocab_size"):
+        metadata_count(metadata, key, path, error=CountsError)
+    return UnigramCounts(counts=counts, metadata=dict(metadata), path=path)
+
+
+#: safetensors integer dtype codes -> numpy dtype names (floating-point and bool counts are refused)
+_COUNT_DTYPES = {"I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+                 "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8"}
+
+
+def exact_total(counts: np.ndarray) -> int:
+    """sum(counts) as an exact Python int (an int64 sum wraps past 2^63-1)."""
+    if counts.size == 0:
+        return 0
+    if int(counts.max()) <= INT64_MAX // counts.size:
+        return int(counts.sum())
+    return sum(counts.tolist())
 
 
 def counts_file_bytes(counts: UnigramCounts) -> bytes:
@@ -164,15 +196,22 @@ def merge_counts(parts: list[UnigramCounts]) -> UnigramCounts:
             )
     total = np.zeros(first.vocab_size, dtype=np.int64)
     for part in parts:
+        room = INT64_MAX - total
+        if np.any(part.counts > room):
+            token = int(np.argmax(part.counts > room))
+            raise CountsError(f"{part.path}: the count of token {token} would exceed 2^63-1 after adding this file "
+                              f"({int(total[token])} + {int(part.counts[token])}); nothing was written")
         total += part.counts
     keys = ("nb.tokenizer", "nb.tokenizer_sha256", "nb.vocab_size")
     metadata = {k: first.metadata[k] for k in keys if k in first.metadata}
     metadata.update({
         "nb.version": tool_version(),
         "nb.created": utc_now(),
-        "nb.total_tokens": str(int(total.sum())),
-        "nb.documents": str(sum(int(p.metadata.get("nb.documents", "0")) for p in parts)),
-        "nb.bytes_read": str(sum(int(p.metadata.get("nb.bytes_read", "0")) for p in parts)),
+        "nb.total_tokens": str(exact_total(total)),
+        "nb.documents": str(sum(metadata_count(p.metadata, "nb.documents", p.path, error=CountsError) or 0
+                                for p in parts)),
+        "nb.bytes_read": str(sum(metadata_count(p.metadata, "nb.bytes_read", p.path, error=CountsError) or 0
+                                 for p in parts)),
         "nb.merged_from": json.dumps(
             [{"file": str(p.path), "sha256": sha256_file(p.path) if p.path else None,
               "total_tokens": p.total} for p in parts]
@@ -207,7 +246,7 @@ def summarize_counts(counts: np.ndarray, top_k: int = 10) -> CountsSummary:
     order = np.argsort(-counts, kind="stable")[:top_k]
     top = [(int(i), int(counts[i])) for i in order if counts[i] > 0]
     return CountsSummary(
-        total_tokens=int(counts.sum()), distinct_types=int(np.count_nonzero(counts)),
+        total_tokens=exact_total(counts), distinct_types=int(np.count_nonzero(counts)),
         vocab_size=int(counts.shape[0]), entropy_nats=unigram_entropy(counts), top=top,
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nbcli import probes
-from nbcli.counts import log_unigram
+from nbcli.counts import exact_total, log_unigram
 from nbcli.errors import CheckpointError
 
 #: Roles the report uses, in the order the error message lists them.
@@ -66,7 +66,7 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     w, b_ln, b_out = inputs.output_weight, inputs.final_ln_bias, inputs.output_bias
     seen = int((counts > 0).sum())
     report: dict[str, Any] = {"counts": {"tokens_seen": seen, "vocab_size": int(counts.size),
-                                         "total": int(counts.sum()), "smoothing_k": smoothing_k}}
+                                         "total": exact_total(counts), "smoothing_k": smoothing_k}}
     arrays: dict[str, Any] = {}
     ln_usable = b_ln is not None and bool(np.any(b_ln != 0))
 
