@@ -5,6 +5,9 @@ Anything that is *not* an `NbError` is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class NbError(Exception):
     """An expected failure caused by the user's input or environment (exit code 1)."""
@@ -38,5 +41,21 @@ class OutputError(NbError):
     """An output that cannot be written (missing directory, no permission, disk full)."""
 
 
+class TrainingDiverged(NbError):
+    """`nb train` met a non-finite loss (NaN or inf) and stopped before applying it."""
+
+
 class Interrupted(NbError):
     """The user pressed Ctrl-C; nothing was written."""
+
+
+@contextlib.contextmanager
+def naming(where: object) -> Iterator[None]:
+    """Prefix an NbError raised inside with `where` (a file, tensor): pure functions say what is wrong,
+    their callers say where. The error keeps its class."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except NbError as err:
+        raise type(err)(f"{where}: {err}") from None

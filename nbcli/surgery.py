@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from nbcli.counts import log_unigram
-from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted
+from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted, naming
+from nbcli.jsonsafe import JsonProblem, metadata_object
+from nbcli.jsonsafe import parse as parse_json
 from nbcli.limits import input_stat
 
 if TYPE_CHECKING:
@@ -476,7 +478,9 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                                   f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
         if bias_name in checkpoint:
             ws.read(bias_name)  # validates dtype and finiteness
-        bias = unigram_log_prior(_counts_for(options.output_bias_counts, checkpoint), vocab, options.smoothing_k)
+        counts = _counts_for(options.output_bias_counts, checkpoint)
+        with naming(f"{options.output_bias_counts} for {checkpoint.path} (tensor {w_name!r})"):
+            bias = unigram_log_prior(counts, vocab, options.smoothing_k)
         ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
         if bias_name not in checkpoint:
             warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
@@ -531,7 +535,8 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         if bias_name is None or (bias_name not in ws.values and bias_name not in checkpoint):
             roles.require("output_bias", "--rescale-w (W is scaled to the bias's l2 norm)")
         assert bias_name is not None
-        ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
+        with naming(f"{checkpoint.path}: --rescale-w of {w_name!r} to the norm of {bias_name!r}"):
+            ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
 
     # 3. standardise the input embedding (paper 002 eq. 1 / eq. 4)
     if options.standardise is not None:
@@ -540,35 +545,42 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             warnings.append(f"--standardise-embeddings: {emb!r} is also the (tied) output weight")
         spec = options.standardise
         x = ws.read(emb)
-        if spec.kind == "xavier":
-            mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
-        elif spec.kind == "match":
-            mean, std = _match_stats(spec)
-        else:
-            mean, std = spec.mean, spec.std
-        ws.write(emb, "input_embedding", standardise_embeddings(x, mean, std))
+        with naming(f"{checkpoint.path}: --standardise-embeddings of {emb!r} {list(x.shape)}"):
+            if x.ndim != 2:
+                raise CheckpointError("expected a [V, d] matrix")
+            if spec.kind == "xavier":
+                mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
+            elif spec.kind == "match":
+                mean, std = _match_stats(spec)
+            else:
+                mean, std = spec.mean, spec.std
+            ws.write(emb, "input_embedding", standardise_embeddings(x, mean, std))
 
     # 4. Pre-trained_Shuffled (paper 002 sec. 3.4)
     if options.shuffle:
         emb = roles.require("input_embedding", "--shuffle-embeddings")
         if tied:
             warnings.append(f"--shuffle-embeddings: {emb!r} is also the (tied) output weight")
-        ws.write(emb, "input_embedding", shuffle_embeddings(ws.read(emb), options.seed, options.shuffle_mode))
+        with naming(f"{checkpoint.path}: --shuffle-embeddings of {emb!r}"):
+            ws.write(emb, "input_embedding", shuffle_embeddings(ws.read(emb), options.seed, options.shuffle_mode))
 
     # 5. b_LN <- lambda b_LN (paper 003 sec. 3.3)
     ln_original = None
     if options.remove_frequency_direction:
-        ln_original = ws.read(roles.require("final_ln_bias", "--remove-frequency-direction"))
+        ln_name = roles.require("final_ln_bias", "--remove-frequency-direction")
+        ln_original = ws.read(ln_name)
     if options.scale_ln_bias is not None:
         ln = roles.require("final_ln_bias", "--scale-ln-bias")
-        ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), options.scale_ln_bias))
+        with naming(f"{checkpoint.path}: --scale-ln-bias of {ln!r}"):
+            ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), options.scale_ln_bias))
 
     # 6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2)
     if options.remove_frequency_direction:
         assert ln_original is not None
         w_name = output_side("--remove-frequency-direction")
         w = ws.read(w_name)
-        ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
+        with naming(f"{checkpoint.path}: --remove-frequency-direction of {ln_name!r} from {w_name!r}"):
+            ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
 
     # other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared)
     for role, others in roles.aliases.items():
@@ -613,8 +625,8 @@ def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], prev
         doc["inputs_not_hashed"] = unhashed
     if previous:
         try:
-            doc["previous"] = json.loads(previous)
-        except json.JSONDecodeError:
+            doc["previous"] = parse_json(previous)
+        except JsonProblem:
             doc["previous"] = previous
     return json.dumps(doc, sort_keys=False, separators=(",", ":"))
 
@@ -825,7 +837,7 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
     resolve_output(checkpoint, output, folder)
     update: dict[str, str] = {}
     if roles.architecture == "nb" and any(t.role == "output_weight" and t.created for t in ws.touched.values()):
-        config = json.loads(checkpoint.metadata.get("nb.config", "{}") or "{}")
+        config = metadata_object(checkpoint.metadata, "nb.config", checkpoint.path, error=CheckpointError) or {}
         config["tie_embeddings"] = False
         update["nb.config"] = json.dumps(config, sort_keys=True)
     previous = checkpoint.metadata.get("nb.provenance")

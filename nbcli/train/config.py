@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -106,6 +107,9 @@ class TrainConfig:
             (self.save_every >= 0, "--save-every must be >= 0"),
             (self.device in ("auto", "cpu", "cuda"), "--device must be auto, cpu or cuda"),
             (self.dtype in ("auto", "float32", "bfloat16"), "--dtype must be auto, float32 or bfloat16"),
+            (0 <= self.seed < 2**63, "--seed must be in [0, 2^63-1]"),
+            (all(map(math.isfinite, (self.lr, self.ag_alpha, self.label_smoothing, self.dropout, self.smoothing_k))),
+             "--lr, --ag-alpha, --label-smoothing, --dropout and the smoothing k must be finite numbers"),
         ]
         for ok, message in checks:
             if not ok:

@@ -27,7 +27,9 @@ import torch.nn.functional as F
 
 from nbcli.atomic import write_text_atomic
 from nbcli.counts import log_unigram
-from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError
+from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError, TrainingDiverged
+from nbcli.jsonsafe import JsonProblem, load_file
+from nbcli.jsonsafe import parse as parse_json
 from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
 from nbcli.probes import bias_vs_unigram
 from nbcli.provenance import tool_version, utc_now
@@ -369,13 +371,21 @@ def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.Adam
 def load_state(out: Path, optimizer: torch.optim.AdamW, model: Transformer) -> dict[str, Any]:
     path = out / "train-state.json"
     try:
-        state = json.loads(path.read_text())
-    except FileNotFoundError:
+        state = load_file(path, error=CheckpointError, what="training state", max_bytes=1 << 20)
+    except (FileNotFoundError, NotADirectoryError):
         raise ConfigError(f"--resume: {path} not found (no checkpointed run in {out})") from None
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-    if state.get("format") != STATE_FORMAT:
-        raise CheckpointError(f"{path}: unknown training-state format {state.get('format')!r}")
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else f"a JSON {type(state).__name__}"
+        raise CheckpointError(f"{path}: unknown training-state format {found!r}")
+    for key in ("step", "sequences"):
+        if not isinstance(state.get(key), int) or isinstance(state[key], bool) or state[key] < 0:
+            raise CheckpointError(f"{path}: {key!r} must be a non-negative integer, got {state.get(key)!r}")
+    for key in ("checkpoint", "data_sha256"):
+        if not isinstance(state.get(key), str):
+            raise CheckpointError(f"{path}: {key!r} must be a string, got {state.get(key)!r}")
+    if Path(state["checkpoint"]).name != state["checkpoint"] or not state["checkpoint"].endswith(".safetensors"):
+        raise CheckpointError(f"{path}: 'checkpoint' must name a .safetensors file in {out}, got "
+                              f"{state['checkpoint']!r}")
     tensors, meta = load_model_tensors(out / "train-state.safetensors")
     if meta.get("nb.step") != str(state["step"]):
         raise CheckpointError(f"{out / 'train-state.safetensors'}: step {meta.get('nb.step')} does not match "
@@ -420,8 +430,28 @@ class TrainResult:
         return d
 
 
+def _check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
+    """Stop before an update from a non-finite loss (it would turn every weight into NaN)."""
+    value = float(objective)
+    if not math.isfinite(value):
+        raise TrainingDiverged(
+            f"training loss is {value} at step {step} (lr {cfg.lr:g}"
+            + (f", ag-alpha {cfg.ag_alpha:g}" if cfg.ag_fraction else "")
+            + (f", embedding {cfg.embedding_init}" if cfg.embedding_init.startswith("pretrained:") else "")
+            + "); no update was applied, no checkpoint of this step written")
+
+
 def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
-    saved = TrainConfig.from_dict(json.loads((out / "config.json").read_text())).to_dict()
+    path = out / "config.json"
+    data = load_file(path, error=CheckpointError, what="run config", max_bytes=1 << 20)
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: run config is a JSON {type(data).__name__}, expected an object")
+    try:
+        saved = TrainConfig.from_dict(data).to_dict()
+    except ConfigError as err:
+        raise CheckpointError(f"{path}: not a valid run config ({err})") from None
+    except (TypeError, ValueError, AttributeError):  # a value of the wrong type reached a check
+        raise CheckpointError(f"{path}: not a valid run config (a value has the wrong type)") from None
     now = cfg.to_dict()
     diff = sorted(k for k in now if k not in RESUMABLE_CHANGES and now[k] != saved.get(k))
     if diff:
@@ -433,7 +463,7 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
 def _truncate_log(path: Path, before_step: int) -> None:
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] < before_step]
+    kept = [json.dumps(record) for record in _read_log(path) if record["step"] < before_step]
     write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
@@ -610,6 +640,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
             alpha = ag_alpha(step, alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
             ce_sum = torch.zeros((), device=rt.device)
             ag_sum = torch.zeros((), device=rt.device)
+            objective = torch.zeros((), device=rt.device)
             for m, batch in enumerate(batches):
                 torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
                 sync = contextlib.nullcontext() if (rt.world == 1 or m == cfg.grad_accum - 1) else net.no_sync()
@@ -626,6 +657,8 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                         ag_sum += ag.detach() / cfg.grad_accum
                     loss.backward()
                 ce_sum += ce.detach()
+                objective += loss.detach()
+            _check_finite(_all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
@@ -676,9 +709,29 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
+    """The records of a log.jsonl; CheckpointError naming file and line for one nb did not write."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path}: not UTF-8 (byte {err.start})") from None
+    records = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = parse_json(line, allow_nan=True)  # json.dumps writes NaN for a NaN loss
+        except JsonProblem as err:
+            raise CheckpointError(f"{path}:{number}: not valid JSON ({err})") from None
+        if (not isinstance(record, dict) or not isinstance(record.get("step"), int)
+                or isinstance(record["step"], bool)):
+            raise CheckpointError(f"{path}:{number}: not a log record (a JSON object with an integer 'step')")
+        for key in ("val_loss", "loss"):
+            if key in record and (not isinstance(record[key], (int, float)) or isinstance(record[key], bool)):
+                raise CheckpointError(f"{path}:{number}: {key!r} is not a number")
+        records.append(record)
+    return records
 
 
 def read_log(out: Path | str) -> list[dict[str, Any]]:
