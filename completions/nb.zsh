@@ -71,7 +71,7 @@ _nb() {
                 '--standardise-embeddings[Standardise the input embedding (paper 002 eq. 1): xavier = mean 0, std sqrt(2/(]:value: ' \
                 '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
-                '--seed[Seed for --shuffle-embeddings.]:value: ' \
+                '--seed[Seed for --shuffle-embeddings (0 to 2^63-1).]:value: ' \
                 '--scale-ln-bias[Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper ]:value: ' \
                 '--remove-frequency-direction[Project the b_LN direction (of the input checkpoint) out of every output-embeddi]' \
                 '--allow-nonfinite[Operate on touched tensors that contain NaN/Inf (default: error).]' \
@@ -144,7 +144,7 @@ _nb() {
                 '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
                 '--compile[torch.compile the model.]' \
-                '--seed[Seed for init, data order, masks and dropout.]:value: ' \
+                '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1).]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \

@@ -10,6 +10,11 @@ from typer.core import TyperCommand, TyperGroup
 from nbcli.errors import Interrupted, NbError
 
 
+# click's UsageError, from wherever this typer takes click (recent versions vendor it as typer._click).
+_USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
+    cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
+
+
 def _lean_help_option(option: Any) -> Any:
     """Give the help flag a boolean default.
 
@@ -47,5 +52,22 @@ class NbGroup(TyperGroup):
             typer.echo("nb: interrupted; no output written", err=True)
             ctx.exit(130)
         except NbError as err:
-            typer.echo(f"nb: error: {err}", err=True)
+            typer.echo(f"nb: error: {one_line(str(err))}", err=True)
             ctx.exit(1)
+        except _USAGE_ERRORS as err:
+            if type(err).__name__ == "NoArgsIsHelpError" or err.ctx is None:
+                raise  # `nb CMD` alone prints its help
+            command = err.ctx.command_path
+            typer.echo(f"nb: error: {one_line(err.format_message())} (usage: {command} --help)", err=True)
+            ctx.exit(err.exit_code)
+
+
+def one_line(message: str) -> str:
+    """`message` with every character that would break or hide part of the line escaped as in a
+    Python literal: newlines and other control characters, Unicode line separators, format
+    characters and lone surrogates (file names that are not UTF-8) become \\n, \\x1b, \\u2028, \\udcff.
+
+    An error is exactly one line on stderr whatever the file names and data it quotes hold."""
+    if message.isprintable():
+        return message
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)

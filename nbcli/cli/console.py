@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,12 +16,37 @@ from rich.progress import (
 )
 
 
+_BRACKET = re.compile(r"(\\*)(\[[a-z#/@][^[]*?\])|(\\*)\[")  # a rich tag (rich.markup's pattern), or another [
+_OPEN_TAIL = re.compile(r"\[[^[\]]*$")  # a [ that text after the data could make a tag of
+
+
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def esc(value: object) -> str:
+    """Data for a rich markup string or table cell: a file or tensor name, a tokenizer piece, a
+    metadata value. Printed exactly as it is wherever it is placed, never read as markup (`[/INST]`,
+    `[bold]`) or as an emoji code (these consoles have emoji off). Every piece of data that reaches
+    rich goes through this.
+
+    Rich reads `[` + a letter, `#`, `/` or `@` ... `]` as a tag and halves the backslashes before
+    it, and drops one backslash before any other `[`. So a tag gets 2k+1 backslashes for k, another
+    `[` gets k+1; data ending in backslashes or in an unclosed `[` is closed by an empty span, so
+    nothing after it (a tag, a `]`) can change how it reads."""
+    text = str(value)
+    if "[" not in text and not text.endswith("\\"):
+        return text
+    text = _BRACKET.sub(lambda m: (m.group(1) * 2 + "\\" + m.group(2)) if m.group(2)
+                        else m.group(3) + "\\[", text)
+    trailing = len(text) - len(text.rstrip("\\"))
+    if trailing or _OPEN_TAIL.search(text):
+        text += "\\" * trailing + "[dim][/dim]"
+    return text
 
 
 def _jsonable(value: Any) -> Any:

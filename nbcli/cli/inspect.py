@@ -73,42 +73,41 @@ def inspect_checkpoint(
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     for note in report["recovered"]:
         console.print(f"[yellow]recovered:[/] {escape(note)}")
     files = len(report["files"])
-    console.print(f"[bold]{report['checkpoint']}[/]: {report['tensor_count']} tensors, "
+    console.print(f"[bold]{esc(report['checkpoint'])}[/]: {report['tensor_count']} tensors, "
                   f"{report['total_bytes']:,} bytes" + (f" in {files} shards" if report["sharded"] else ""))
     if report["architecture"]:
-        console.print(f"architecture: [bold]{report['architecture']}[/]"
+        console.print(f"architecture: [bold]{esc(report['architecture'])}[/]"
                       + (" (output weight tied to the input embedding)" if report["tied"] else ""))
         roles = Table(title="roles", title_justify="left")
         roles.add_column("role")
         roles.add_column("tensor")
         for role, name in report["roles"].items():
             why = (report["absent"] or {}).get(role)
-            roles.add_row(role, escape(name) if name else f"[dim]absent{': ' + escape(why) if why else ''}[/]")
+            roles.add_row(esc(role), esc(name) if name else f"[dim]absent{': ' + esc(why) if why else ''}[/]")
         console.print(roles)
     else:
-        console.print(f"architecture: [yellow]not recognised[/] ({report['architecture_error']})")
+        console.print(f"architecture: [yellow]not recognised[/] ({esc(report['architecture_error'])})")
     tensors = Table(title="tensors", title_justify="left")
     for column in ("name", "dtype", "shape", "bytes") + (("shard",) if report["sharded"] else ()):
         tensors.add_column(column, justify="right" if column == "bytes" else "left")
     for t in report["tensors"]:
-        row = [t["name"], t["dtype"], "x".join(map(str, t["shape"])) or "scalar", f"{t['bytes']:,}"]
-        tensors.add_row(*row, *([t["file"]] if report["sharded"] else []))
+        row = [esc(t["name"]), esc(t["dtype"]), "x".join(map(str, t["shape"])) or "scalar", f"{t['bytes']:,}"]
+        tensors.add_row(*row, *([esc(t["file"])] if report["sharded"] else []))
     console.print(tensors)
     if report["metadata"]:
         meta = Table(title="metadata", title_justify="left")
         meta.add_column("key")
         meta.add_column("value", overflow="fold")
         for key, value in report["metadata"].items():
-            meta.add_row(key, value if len(value) <= 400 else value[:400] + " ...")
+            meta.add_row(esc(key), esc(value if len(value) <= 400 else value[:400] + " ..."))
         console.print(meta)
 
 

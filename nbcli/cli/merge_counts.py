@@ -26,7 +26,7 @@ def merge_counts(
     """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts
     made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""
     from nbcli.atomic import check_output_dir
-    from nbcli.cli.console import print_json, stdout_console
+    from nbcli.cli.console import esc, print_json, stdout_console
     from nbcli.counts import merge_counts as merge, read_counts, write_counts
     from nbcli.outputs import check_outputs
 
@@ -40,7 +40,7 @@ def merge_counts(
         print_json(report)
     else:
         stdout_console().print(f"merged {len(inputs)} files: {merged.total:,} tokens, "
-                               f"vocab {merged.vocab_size:,} -> {output}")
+                               f"vocab {merged.vocab_size:,} -> {esc(output)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,10 +18,14 @@ TokenizerOption = Annotated[
         "(its tokenizer.json, else its tokenizer.model).",
     ),
 ]
+MAX_WORKERS = 1024
 WorkersOption = Annotated[
     int,
-    typer.Option("--workers", "-j", min=0, help="Worker processes (0 = all cores available to nb)."),
+    typer.Option("--workers", "-j", min=0, max=MAX_WORKERS,
+                 help="Worker processes (0 = all cores available to nb)."),
 ]
+MAX_SEED = 2**63 - 1  # torch generators take 64-bit seeds, numpy's non-negative ones
+
 SmoothingOption = Annotated[
     str,
     typer.Option(

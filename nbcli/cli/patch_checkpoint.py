@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, SmoothingOption
+from nbcli.cli.options import MAX_SEED, ArchOption, JsonOption, RoleMapOption, SmoothingOption
 
 EPILOG = """\
 [bold]Operations, applied in this order[/bold] (any combination in one run)
@@ -79,7 +79,7 @@ def patch_checkpoint(
     shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], typer.Option(
         "--shuffle-mode", help="rows: permute token rows (vectors kept, assigned to other tokens); "
         "rows-columns: also permute dimensions (the paper's wording); elements: permute all entries.")] = "rows",
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --shuffle-embeddings.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed for --shuffle-embeddings (0 to 2^63-1).")] = 0,
     scale_ln_bias: Annotated[Optional[str], typer.Option(
         "--scale-ln-bias", metavar="LAMBDA",
         help="Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper uses [0, 1]).")] = None,
@@ -118,7 +118,7 @@ def patch_checkpoint(
     from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
     from nbcli.checkpoint.io import folder_output
-    from nbcli.cli.console import byte_progress, print_json, stderr_console
+    from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
@@ -158,7 +158,7 @@ def patch_checkpoint(
                                    hash_checkpoint=hash_inputs, progress=lambda n: progress(n, total))
     err = stderr_console()
     for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", markup=True)
+        err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
     if as_json:
         print_json(result.as_dict())
     else:
@@ -172,20 +172,20 @@ def _fmt(value: float | None) -> str:
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     title = "dry run: nothing written" if report["dry_run"] else f"wrote {', '.join(report['outputs'])}"
     ops = ", ".join(op["op"] for op in report["operations"])
-    console.print(f"[bold]{title}[/] ({report['architecture']}; {ops})")
+    console.print(f"[bold]{esc(title)}[/] ({esc(report['architecture'])}; {esc(ops)})")
     table = Table(title_justify="left")
     for column in ("tensor", "role", "shape", "dtype", "stat", "before", "after"):
         table.add_column(column, justify="right" if column in ("before", "after") else "left")
     for entry in report["tensors"]:
         before = entry["before"] or {}
         for i, stat in enumerate(("norm", "mean", "std", "min", "max")):
-            head = (entry["name"] + (" (new)" if entry["created"] else ""), entry["role"],
-                    "x".join(map(str, entry["shape"])), entry["dtype"]) if i == 0 else ("", "", "", "")
+            head = (esc(entry["name"] + (" (new)" if entry["created"] else "")), esc(entry["role"]),
+                    "x".join(map(str, entry["shape"])), esc(entry["dtype"])) if i == 0 else ("", "", "", "")
             table.add_row(*head, stat, _fmt(before.get(stat)), _fmt(entry["after"].get(stat)),
                           end_section=i == 4)
     console.print(table)

@@ -66,7 +66,7 @@ def probe_bias(
     how anisotropic W is with and without the b_LN direction, and how far softmax of the output bias
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
-    from nbcli.cli.console import print_json, stderr_console, step_progress
+    from nbcli.cli.console import esc, print_json, stderr_console, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.probe_report import build_report, load_probe_inputs, report_steps
 
@@ -76,7 +76,7 @@ def probe_bias(
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [])
     err = stderr_console()
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
+        err.print(f"[yellow]warning:[/] {esc(warning)}")
     with step_progress("probing", report_steps(inputs, partition)) as advance:
         report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition,
                               progress=lambda status: advance(1, status=status))
@@ -159,15 +159,15 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     roles = ", ".join(f"{role}={name or 'absent'}" for role, name in report["roles"].items())
-    console.print(f"[bold]{report['checkpoint']}[/] ({report['architecture']}): {roles}")
+    console.print(f"[bold]{esc(report['checkpoint'])}[/] ({esc(report['architecture'])}): {esc(roles)}")
     for note in report.get("notes", []):
-        console.print(f"note: {note}")
+        console.print(f"note: {esc(note)}")
     cnt = report["counts"]
-    console.print(f"counts: {cnt['path']} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
+    console.print(f"counts: {esc(cnt['path'])} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
                   f"{cnt['vocab_size']:,} vocabulary entries seen)")
 
     def table(title: str) -> Table:
@@ -184,7 +184,7 @@ def _render(report: dict[str, Any]) -> None:
         t.add_row("Pearson r(<b_LN, w_i>, log count)", _fmt(fd["pearson_log"]), "same tokens")
         t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
     else:
-        t.add_row("absent", "", fd["note"])
+        t.add_row("absent", "", esc(fd["note"]))
     ob = report["output_bias"]
     if ob["present"]:
         t.add_row("Spearman ρ(b_last, count)", _fmt(ob["spearman"]), f"over {ob['tokens']:,} tokens with count > 0")
@@ -194,11 +194,11 @@ def _render(report: dict[str, Any]) -> None:
     t = table("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)")
     if iso["present"]:
         t.add_row("mean pairwise cosine", _fmt(iso["mean_cosine"]), f"over {iso['rows']:,} rows")
-        t.add_row("… without the b_LN direction", _fmt(iso["mean_cosine_without_bias_direction"]), iso["note"] or "")
+        t.add_row("… without the b_LN direction", _fmt(iso["mean_cosine_without_bias_direction"]), esc(iso["note"] or ""))
         t.add_row("partition ratio min Z(c) / max Z(c)", _fmt(iso["partition_ratio"], ".4g"),
-                  iso.get("partition_ratio_note", "1 = isotropic"))
+                  esc(iso.get("partition_ratio_note", "1 = isotropic")))
     else:
-        t.add_row("absent", "", iso["note"])
+        t.add_row("absent", "", esc(iso["note"]))
     console.print(t)
 
     t = table("3. output bias vs unigram (paper 000 app. B.5)")
@@ -219,7 +219,7 @@ def _render(report: dict[str, Any]) -> None:
                       _fmt(row["mean"]), _fmt(row["std"]))
         console.print(t)
     for path in report.get("plots", []):
-        console.print(f"wrote {path}")
+        console.print(f"wrote {esc(path)}")
 
 
 def register(app: typer.Typer) -> None:

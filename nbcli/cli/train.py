@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption
+from nbcli.cli.options import MAX_SEED, JsonOption, SmoothingOption, TokenizerOption
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -116,7 +116,8 @@ def train(
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], typer.Option(
         "--dtype", help="Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).")] = "auto",
     compile_model: Annotated[bool, typer.Option("--compile", help="torch.compile the model.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for init, data order, masks and dropout.")] = 0,
+    seed: Annotated[int, typer.Option(
+        "--seed", min=0, max=MAX_SEED, help="Seed for init, data order, masks and dropout (0 to 2^63-1).")] = 0,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the run in DIR from its last saved state (same options required).")] = False,
     as_json: JsonOption = False,
@@ -167,9 +168,9 @@ def _alpha_or_auto(value: float | None) -> float | str:
 def _render(summary: dict[str, object]) -> None:
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
-    table = Table(title=f"nb train: {summary['out']}", show_header=False)
+    table = Table(title=f"nb train: {esc(summary['out'])}", show_header=False)
     rows = [("steps", summary["steps"]), ("device", summary["device"]), ("parameters", f"{summary['parameters']:,}"),
             ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
             ("unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
@@ -177,7 +178,7 @@ def _render(summary: dict[str, object]) -> None:
     if summary.get("ag_alpha0") is not None:
         rows.insert(5, ("AG alpha_0", summary["ag_alpha0"]))
     for key, value in rows:
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else esc(value))
     stdout_console().print(table)
 
 
