@@ -15,6 +15,7 @@ import lzma
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +260,7 @@ def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> 
         while True:
             try:
                 data = stream.read(block_bytes)
-            except (EOFError, OSError, lzma.LZMAError) as err:
+            except (EOFError, OSError, lzma.LZMAError, zlib.error) as err:
                 raise CorpusError(f"{source.path}: corrupt or truncated {source.compression} stream ({err})") from None
             if not data:
                 break

@@ -137,10 +137,10 @@ def embedding_stats(x: torch.Tensor) -> tuple[float, float]:
     (paper 002 eq. 1: "the mean of the values in X_p", "(sample) standard deviations")."""
     import torch
 
-    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
-    n = flat.numel()
+    n = x.numel()
     if n < 2:
-        raise ConfigError("standardising needs at least two values")
+        raise ConfigError(f"standardising needs at least two values, the tensor has {n} ({list(x.shape)})")
+    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
     total = 0.0
     for start in range(0, flat.shape[0], _ROW_BLOCK):
         total += float(flat[start:start + _ROW_BLOCK].to(torch.float64).sum())

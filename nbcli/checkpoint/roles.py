@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from nbcli.errors import CheckpointError, ConfigError
+from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.jsonsafe import metadata_object
 
 ROLES = ("input_embedding", "output_weight", "output_bias", "final_ln_weight", "final_ln_bias",
@@ -506,6 +506,7 @@ def parse_role_map(items: Sequence[str]) -> dict[str, str]:
         role, name = role.strip(), name.strip()
         if not sep or not role or not name:
             raise ConfigError(f"--map {item!r}: expected ROLE=TENSOR, e.g. output_bias=lm_head.bias")
-        _check_role(role)
+        with naming(f"--map {item!r}"):
+            _check_role(role)
         mapping[role] = name
     return mapping

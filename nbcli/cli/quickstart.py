@@ -32,6 +32,7 @@ def quickstart(
     """
     import tempfile
 
+    from nbcli.atomic import check_output_dir
     from nbcli.cli.console import print_json
     from nbcli.cli.render import render_count_summary
     from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
@@ -41,6 +42,8 @@ def quickstart(
     from nbcli.tokenizers import load_tokenizer
 
     check_outputs([output], [SAMPLE_CORPUS, SAMPLE_TOKENIZER])
+    if output is not None:
+        check_output_dir(output)  # before counting, not after
     tok = load_tokenizer(SAMPLE_TOKENIZER)
     with tempfile.TemporaryDirectory(prefix="nb-quickstart-") as tmp:
         target = output or Path(tmp) / "botchan-counts.safetensors"

@@ -22,6 +22,12 @@ EPILOG = """\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
 """
 
+# Bounds that keep every derived count (tokens seen, positions, step numbers) inside int64 and every
+# allocation representable; values beyond them are usage errors rather than overflows or hangs.
+MAX_STEPS = 10**12
+MAX_SEQUENCES = 2**24
+MAX_SEQ_LEN = 2**20
+
 PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8"]
 
 
@@ -41,19 +47,20 @@ def train(
         "--preset", help="tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), "
         "roberta-8 (paper 001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). Vocabulary size "
         "always comes from the tokenizer.")] = "tiny",
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimizer updates.")] = 200,
+    steps: Annotated[int, typer.Option("--steps", min=1, max=MAX_STEPS, help="Optimizer updates.")] = 200,
     batch_size: Annotated[Optional[int], typer.Option(
-        "--batch-size", min=1, show_default=False,
+        "--batch-size", min=1, max=MAX_SEQUENCES, show_default=False,
         help="Sequences per update over all GPUs and micro-steps (default: preset's).")] = None,
-    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, help="Micro-steps per update.")] = 1,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=2, show_default=False,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, max=MAX_SEQUENCES,
+                                            help="Micro-steps per update.")] = 1,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=2, max=MAX_SEQ_LEN, show_default=False,
                                                    help="Tokens per sequence T (default: preset's).")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", show_default=False,
                                                 help="Peak learning rate (AdamW; default: preset's).")] = None,
     lr_schedule: Annotated[Optional[Literal["cosine", "linear"]], typer.Option(
         "--lr-schedule", show_default=False, help="Decay after warm-up: cosine to 10% (GPT-2 presets) or "
         "linear to 0 (roberta-8, as RoBERTa and paper 001's release). Default: the preset's.")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, show_default=False,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=MAX_STEPS, show_default=False,
                                                   help="Linear warm-up steps (default: preset's).")] = None,
     label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A", help="Label smoothing of the cross-entropy (0 = none, as in the papers).")] = 0.0,
     dropout: Annotated[float, typer.Option("--dropout", metavar="P", help="Dropout probability (0 = none; the papers' small runs use none).")] = 0.0,
@@ -89,7 +96,8 @@ def train(
         "--ag-hold-steps", metavar="S", min=0, help="Hold alpha at alpha_0 for S steps, then decay linearly "
         "to 0 (the released code: 20000). 0 = decay from step 0, as the paper's text says.")] = 0,
     ag_decay_steps: Annotated[int, typer.Option(
-        "--ag-decay-steps", metavar="S", min=0, help="Step at which alpha reaches 0 (0 = --steps).")] = 0,
+        "--ag-decay-steps", metavar="S", min=0, max=MAX_STEPS,
+        help="Step at which alpha reaches 0 (0 = --steps).")] = 0,
     embedding_init: Annotated[str, typer.Option(
         "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
         help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
@@ -99,16 +107,16 @@ def train(
         help="Standardise the embedding to Xavier's mean 0 / std sqrt(2/(V+d)) (paper 002 eq. 1).")] = None,
     embedding_shuffle: Annotated[bool, typer.Option(
         "--embedding-shuffle", help="Shuffle the embedding's rows (paper 002 Pre-trained_Shuffled).")] = False,
-    eval_every: Annotated[int, typer.Option("--eval-every", metavar="K", min=1,
+    eval_every: Annotated[int, typer.Option("--eval-every", metavar="K", min=1, max=MAX_STEPS,
                                             help="Evaluate every K steps (and at the end).")] = 50,
-    eval_batches: Annotated[int, typer.Option("--eval-batches", min=1,
+    eval_batches: Annotated[int, typer.Option("--eval-batches", min=1, max=MAX_SEQUENCES,
                                               help="Validation batches per evaluation.")] = 8,
     val_fraction: Annotated[float, typer.Option(
         "--val-fraction", help="Every round(1/F)-th document is held out for validation.")] = 0.05,
-    save_every: Annotated[int, typer.Option("--save-every", min=0,
+    save_every: Annotated[int, typer.Option("--save-every", min=0, max=MAX_STEPS,
                                             help="Checkpoint every N steps (0 = only at the end).")] = 0,
     stop_at: Annotated[Optional[int], typer.Option(
-        "--stop-at", min=1, show_default=False,
+        "--stop-at", min=1, max=MAX_STEPS, show_default=False,
         help="Stop (checkpoint and state saved) after this many steps while the LR/AG schedules still follow "
         "--steps; continue later with --resume.")] = None,
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(

@@ -108,7 +108,10 @@ class TrainConfig:
             (self.device in ("auto", "cpu", "cuda"), "--device must be auto, cpu or cuda"),
             (self.dtype in ("auto", "float32", "bfloat16"), "--dtype must be auto, float32 or bfloat16"),
             (0 <= self.seed < 2**63, "--seed must be in [0, 2^63-1]"),
-            (all(map(math.isfinite, (self.lr, self.ag_alpha, self.label_smoothing, self.dropout, self.smoothing_k))),
+            (self.steps * self.batch_size * self.seq_len < 2**62,
+             "--steps x --batch-size x --seq-len (tokens to train on) must stay below 2^62"),
+            (all(map(math.isfinite, (self.lr, 0.0 if self.ag_alpha == "auto" else self.ag_alpha,
+                                     self.label_smoothing, self.dropout, self.smoothing_k))),
              "--lr, --ag-alpha, --label-smoothing, --dropout and the smoothing k must be finite numbers"),
         ]
         for ok, message in checks:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from nbcli import surgery
-from nbcli.errors import CheckpointError, ConfigError
+from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.train.config import TrainConfig
 
 
@@ -65,6 +65,9 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
     if rows.shape[1] != d_model:
         raise ConfigError(f"--embedding-init: {path} tensor {name!r} has width {rows.shape[1]} but the model's "
                           f"d_model is {d_model}")
+    if not bool(torch.isfinite(rows).all()):
+        raise CheckpointError(f"{path}: tensor {name!r} holds NaN or infinite values; it cannot initialise "
+                              "the embedding")
     return rows
 
 
@@ -79,8 +82,9 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor) -> torch.Tensor:
         emb = (torch.rand(V, d, generator=g) * 2 - 1) * bound
     else:
         emb = pretrained_rows(cfg.embedding_init, V, d)
-    if cfg.embedding_standardise == "xavier":
-        emb = surgery.standardise_embeddings(emb)
-    if cfg.embedding_shuffle:
-        emb = surgery.shuffle_embeddings(emb, cfg.seed)
+    with naming(f"--embedding-init {cfg.embedding_init}"):
+        if cfg.embedding_standardise == "xavier":
+            emb = surgery.standardise_embeddings(emb)
+        if cfg.embedding_shuffle:
+            emb = surgery.shuffle_embeddings(emb, cfg.seed)
     return emb.to(current.dtype)

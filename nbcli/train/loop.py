@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from nbcli.atomic import write_text_atomic
 from nbcli.counts import log_unigram
-from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError, TrainingDiverged
+from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError, TrainingDiverged, naming
 from nbcli.jsonsafe import JsonProblem, load_file
 from nbcli.jsonsafe import parse as parse_json
 from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
@@ -368,7 +368,8 @@ def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.Adam
     }, indent=2) + "\n")
 
 
-def load_state(out: Path, optimizer: torch.optim.AdamW, model: Transformer) -> dict[str, Any]:
+def read_state(out: Path) -> dict[str, Any]:
+    """DIR/train-state.json, validated (CheckpointError naming the file for anything nb did not write)."""
     path = out / "train-state.json"
     try:
         state = load_file(path, error=CheckpointError, what="training state", max_bytes=1 << 20)
@@ -383,9 +384,18 @@ def load_state(out: Path, optimizer: torch.optim.AdamW, model: Transformer) -> d
     for key in ("checkpoint", "data_sha256"):
         if not isinstance(state.get(key), str):
             raise CheckpointError(f"{path}: {key!r} must be a string, got {state.get(key)!r}")
+    alpha0 = state.get("ag_alpha0")
+    if alpha0 is not None and (not isinstance(alpha0, (int, float)) or isinstance(alpha0, bool)
+                               or not math.isfinite(alpha0) or alpha0 < 0):
+        raise CheckpointError(f"{path}: 'ag_alpha0' must be a finite number >= 0, got {alpha0!r}")
     if Path(state["checkpoint"]).name != state["checkpoint"] or not state["checkpoint"].endswith(".safetensors"):
         raise CheckpointError(f"{path}: 'checkpoint' must name a .safetensors file in {out}, got "
                               f"{state['checkpoint']!r}")
+    return state
+
+
+def load_state(out: Path, optimizer: torch.optim.AdamW, model: Transformer) -> dict[str, Any]:
+    state = read_state(out)
     tensors, meta = load_model_tensors(out / "train-state.safetensors")
     if meta.get("nb.step") != str(state["step"]):
         raise CheckpointError(f"{out / 'train-state.safetensors'}: step {meta.get('nb.step')} does not match "
@@ -436,7 +446,7 @@ def _check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
     if not math.isfinite(value):
         raise TrainingDiverged(
             f"training loss is {value} at step {step} (lr {cfg.lr:g}"
-            + (f", ag-alpha {cfg.ag_alpha:g}" if cfg.ag_fraction else "")
+            + (f", ag-alpha {cfg.ag_alpha}" if cfg.ag_fraction else "")
             + (f", embedding {cfg.embedding_init}" if cfg.embedding_init.startswith("pretrained:") else "")
             + "); no update was applied, no checkpoint of this step written")
 
@@ -532,17 +542,21 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
         _check_inputs_outside(out, cfg, corpus, tokenizer_path)
         if not resume and (out / "log.jsonl").exists():
             raise OutputError(f"--out {out}: already holds a run (log.jsonl); use --resume or another directory")
-        if resume:
+        if resume:  # everything the run directory holds is checked before anything is read or written
             if not (out / "config.json").exists():
                 raise ConfigError(f"--resume: {out / 'config.json'} not found (no run to resume)")
             _check_resume_config(out, cfg)
+            read_state(out)
+            _read_log(out / "log.jsonl")
 
     tokenizer = load_tokenizer(tokenizer_path)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
     mcfg = model_config(cfg, tokenizer)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    train_stream = BlockStream(data.train, cfg.seq_len, cfg.objective, pad_id, "training")
-    val_stream = BlockStream(data.val, cfg.seq_len, cfg.objective, pad_id, "validation", allow_partial=True)
+    shown = ", ".join(data.inputs[:3]) + (f" and {len(data.inputs) - 3} more" if len(data.inputs) > 3 else "")
+    with naming(f"--corpus {shown or '(no input)'} ({data.documents} documents)"):
+        train_stream = BlockStream(data.train, cfg.seq_len, cfg.objective, pad_id, "training")
+        val_stream = BlockStream(data.val, cfg.seq_len, cfg.objective, pad_id, "validation", allow_partial=True)
     counts = padded_counts(data.counts, mcfg.vocab_size)
     log_u = torch.from_numpy(log_unigram(counts, cfg.smoothing_k)).float().to(rt.device)
     heads = assign_heads(cfg.n_head, cfg.ag_fraction, cfg.ag_patterns, mcfg.causal)

@@ -1,0 +1,431 @@
+"""The generated hostile cases, by family. Each family crosses a generator of broken inputs
+(tests/fuzz/inputs.py) with every command that reads that kind of input.
+
+Shared valid inputs are placeholders filled at run time: {SP} (SentencePiece model), {HF}
+(tokenizer.json), {CORPUS} (text), {CKPT} (nb checkpoint, V = 40), {COUNTS} (counts, V = 40),
+{DIR} (the case's own directory, where broken inputs and any output go).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator
+
+from tests.fuzz import inputs
+from tests.fuzz.harness import Case
+
+TRAIN_FAST = ("--steps", "2", "--seq-len", "16", "--batch-size", "2", "--eval-every", "1", "--eval-batches", "1",
+              "--device", "cpu")
+
+
+def _const(data: dict[str, bytes]) -> Callable[[], dict[str, bytes]]:
+    return lambda: data
+
+
+def _lazy(make: Callable[[], Iterator[tuple[str, bytes]]]) -> Callable[[], dict[str, bytes]]:
+    return functools.cache(lambda: dict(make()))
+
+
+# -- safetensors headers --------------------------------------------------------------------------
+
+@functools.cache
+def checkpoint_variants() -> dict[str, bytes]:
+    blob = inputs.valid_checkpoint()
+    out = dict(inputs.header_mutations(blob, "tok_emb.weight"))
+    out.update(inputs.header_bitflips(blob, 16, seed=9))
+    return out
+
+
+@functools.cache
+def counts_variants() -> dict[str, bytes]:
+    blob = inputs.valid_counts()
+    out = dict(inputs.header_mutations(blob, "counts"))
+    out.update(inputs.header_bitflips(blob, 8, seed=11))
+    out.update(inputs.counts_mutations())
+    return out
+
+
+CHECKPOINT_IDS = [
+    "empty-file", "seven-bytes", "length-zero", "length-max", "length-past-end", "length-short", "truncated-data",
+    "no-data", "header-not-json", "header-json-list", "header-json-null", "header-json-number", "header-json-string",
+    "header-bom", "header-invalid-utf8", "header-deep-array", "header-deep-object", "header-deep-1000",
+    "header-nan-literal", "header-trailing-garbage", "header-nul-inside", "offset-5000-digits", "shape-5000-digits",
+    "offset-float-1e400", "dtype-list", "dtype-object", "dtype-int", "dtype-null", "dtype-unknown", "dtype-lower",
+    "dtype-true", "shape-negative", "shape-float", "shape-string", "shape-nested", "shape-huge", "shape-object",
+    "shape-bool", "shape-null", "offsets-reversed", "offsets-negative", "offsets-one", "offsets-three",
+    "offsets-beyond", "offsets-strings", "offsets-float", "offsets-2^64", "offsets-null", "entry-list",
+    "entry-string", "overlap", "meta-list", "meta-string", "meta-int", "meta-nested", "meta-int-value",
+    "meta-null-value", "meta-config-not-json", "meta-config-list", "meta-config-deep", "meta-config-huge-int",
+    "meta-config-surrogate", "meta-documents-text", "meta-documents-negative", "meta-total-float",
+    "meta-vocab-huge", "name-surrogate",
+]
+BITFLIPS = 16
+COUNTS_ONLY_IDS = ["dtype-float32", "dtype-float64", "dtype-float16", "dtype-bool", "dtype-bfloat16",
+                   "dtype-float8_e4m3fn", "dtype-float8_e5m2", "uint64-max", "uint64-2^63", "negative", "matrix",
+                   "scalar", "no-counts-tensor", "no-format", "documents-text", "documents-float",
+                   "bytes-read-negative", "total-huge", "vocab-text"]
+FOREIGN_OK = {"no-format"}  # probe-bias accepts counts of other tools (with a warning)
+COUNTS_IDS = [i for i in CHECKPOINT_IDS if not i.startswith("meta-config")] + COUNTS_ONLY_IDS
+
+
+def _variant(table: Callable[[], dict[str, bytes]], key: str, name: str) -> Callable[[], dict[str, bytes]]:
+    return lambda: {name: table()[key]}
+
+
+def _bitflip(table: Callable[[], dict[str, bytes]], index: int, name: str) -> Callable[[], dict[str, bytes]]:
+    return lambda: {name: [v for k, v in table().items() if k.startswith("bitflip-")][index]}
+
+
+# Every broken file meets every command that reads it under the fuzz_slow marker; the default suite
+# crosses each with the first command of its family and samples the others (the same reader runs).
+FAST_EVERY = {"inspect": 1, "patch": 2, "probe": 4, "merge": 1, "set-bias": 2}
+
+
+def header_cases() -> Iterator[Case]:
+    m = "m.safetensors"
+    commands = {
+        "inspect": ("inspect", "{DIR}/" + m),
+        "patch": ("patch-checkpoint", "{DIR}/" + m, "--scale-ln-bias", "0.5", "-o", "{DIR}/out.safetensors"),
+        "probe": ("probe-bias", "{DIR}/" + m, "-c", "{COUNTS}"),
+    }
+    for i, key in enumerate(CHECKPOINT_IDS):
+        for cmd, args in commands.items():
+            yield Case(f"{cmd}-{key}", args, _variant(checkpoint_variants, key, m), (m,), "header",
+                       fast=i % FAST_EVERY[cmd] == 0)
+    for index in range(BITFLIPS):
+        for cmd, args in commands.items():
+            yield Case(f"{cmd}-bitflip{index}", args, _bitflip(checkpoint_variants, index, m), (m,), "header",
+                       fast=index % FAST_EVERY[cmd] == 0)
+
+
+def counts_cases() -> Iterator[Case]:
+    c = "c.safetensors"
+    commands = {
+        "merge": ("merge-counts", "{DIR}/" + c, "{COUNTS}", "-o", "{DIR}/out.safetensors"),
+        "probe": ("probe-bias", "{CKPT}", "-c", "{DIR}/" + c),
+        "set-bias": ("patch-checkpoint", "{CKPT}", "--set-output-bias", "{DIR}/" + c, "-o", "{DIR}/out.safetensors"),
+    }
+    for i, key in enumerate(COUNTS_IDS):
+        for cmd, args in commands.items():
+            if cmd == "probe" and key in FOREIGN_OK:
+                continue
+            yield Case(f"{cmd}-{key}", args, _variant(counts_variants, key, c), (c,), "counts",
+                       fast=i % FAST_EVERY[cmd] == 0)
+    for index in range(8):
+        for cmd, args in commands.items():
+            yield Case(f"{cmd}-bitflip{index}", args, _bitflip(counts_variants, index, c), (c,), "counts",
+                       fast=index % FAST_EVERY[cmd] == 0)
+    # merging valid files whose sum does not fit in int64
+    near = inputs.valid_counts(dtype="uint64", fill=2**62)
+    yield Case("merge-overflow", ("merge-counts", "{DIR}/a.safetensors", "{DIR}/b.safetensors", "{DIR}/c.safetensors",
+                                  "-o", "{DIR}/out.safetensors"),
+               _const({"a.safetensors": near, "b.safetensors": near, "c.safetensors": near}), ("b.safetensors",),
+               "counts")
+    yield Case("merge-vocab-mismatch", ("merge-counts", "{COUNTS}", "{DIR}/" + c, "-o", "{DIR}/out.safetensors"),
+               lambda: {c: inputs.valid_counts(vocab=41)}, (c,), "counts")
+    yield Case("merge-missing", ("merge-counts", "{COUNTS}", "{DIR}/absent.safetensors", "-o", "{DIR}/out.safetensors"),
+               dict, ("absent.safetensors",), "counts")
+    yield Case("probe-too-long", ("probe-bias", "{CKPT}", "-c", "{DIR}/" + c),
+               lambda: {c: inputs.valid_counts(vocab=5000)}, (c,), "counts")
+    yield Case("set-bias-too-long", ("patch-checkpoint", "{CKPT}", "--set-output-bias", "{DIR}/" + c,
+                                     "-o", "{DIR}/out.safetensors"),
+               lambda: {c: inputs.valid_counts(vocab=5000)}, (c,), "counts")
+
+
+# -- sharded checkpoints ---------------------------------------------------------------------------
+
+@functools.cache
+def _shards() -> tuple[dict[str, bytes], dict[str, str]]:
+    return inputs.sharded(inputs.valid_checkpoint())
+
+
+@functools.cache
+def index_variants() -> dict[str, bytes]:
+    files, weight_map = _shards()
+    return dict(inputs.index_mutations(sorted(files), weight_map))
+
+
+INDEX_IDS = ["not-json", "list", "no-weight-map", "weight-map-list", "weight-map-int-values", "deep", "deep-metadata",
+             "huge-int", "surrogate-name", "path-traversal", "absolute-path", "missing-shard", "wrong-shard",
+             "ghost-tensor", "tensor-not-indexed", "pickle-shard", "bom-then-garbage", "invalid-utf8"]
+
+
+def index_cases() -> Iterator[Case]:
+    index = "model.safetensors.index.json"
+
+    def files(key: str) -> Callable[[], dict[str, bytes]]:
+        return lambda: {**{f"ck/{k}": v for k, v in _shards()[0].items()}, f"ck/{index}": index_variants()[key]}
+
+    for key in INDEX_IDS:
+        named = ("pytorch_model.bin",) if key == "pickle-shard" else (index,)
+        yield Case(f"inspect-{key}", ("inspect", "{DIR}/ck"), files(key), named, "index")
+        named = ("pytorch_model.bin",) if key == "pickle-shard" else (index,)
+        yield Case(f"patch-{key}", ("patch-checkpoint", "{DIR}/ck", "--scale-ln-bias", "0.5", "-o", "{DIR}/out"),
+                   files(key), named, "index")
+    yield Case("inspect-shard-broken", ("inspect", "{DIR}/ck"),
+               lambda: {**{f"ck/{k}": v for k, v in _shards()[0].items()},
+                        "ck/model-00002-of-00002.safetensors": b"\x10" + b"\x00" * 7 + b"{oops",
+                        f"ck/{index}": json.dumps({"weight_map": _shards()[1]}).encode()},
+               ("model-00002-of-00002.safetensors",), "index")
+
+
+# -- corpora ---------------------------------------------------------------------------------------
+
+CORPUS_TEXT = ("The quick brown fox jumps over the lazy dog.\n" * 40).encode()
+
+
+def corpus_cases() -> Iterator[Case]:
+    for key, name, data in inputs.corpus_mutations(CORPUS_TEXT):
+        files = _const({name: data})
+        yield Case(f"count-{key}", ("count-unigrams", "{DIR}/" + name, "-t", "{SP}", "-o", "{DIR}/out.safetensors",
+                                    "-j", "1"), files, (name,), "corpus")
+        yield Case(f"train-{key}", ("train", "--corpus", "{DIR}/" + name, "-t", "{SP}", "--out", "{DIR}/run",
+                                    *TRAIN_FAST), files, (name,), "corpus")
+    for key, data in inputs.jsonl_mutations():
+        files = _const({"c.jsonl": data})
+        yield Case(f"count-jsonl-{key}", ("count-unigrams", "{DIR}/c.jsonl", "--format", "jsonl", "--strict", "-t",
+                                          "{SP}", "-o", "{DIR}/out.safetensors", "-j", "1"),
+                   files, ("c.jsonl:2",), "corpus")
+        if key != "invalid-utf8":  # train reads like count-unigrams without --strict (U+FFFD)
+            yield Case(f"train-jsonl-{key}", ("train", "--corpus", "{DIR}/c.jsonl", "-t", "{SP}", "--out",
+                                              "{DIR}/run", *TRAIN_FAST), files, ("c.jsonl:2",), "corpus")
+    bad_utf8 = _const({"c.txt": b"good line\n\xff\xfe bad line\n"})
+    yield Case("count-invalid-utf8-strict", ("count-unigrams", "{DIR}/c.txt", "--strict", "-t", "{SP}", "-o",
+                                             "{DIR}/out.safetensors", "-j", "1"), bad_utf8, ("c.txt:2",), "corpus")
+    for cmd, args in {"count": ("count-unigrams", "{IN}", "-t", "{SP}", "-o", "{DIR}/out.safetensors", "-j", "1"),
+                      "train": ("train", "--corpus", "{IN}", "-t", "{SP}", "--out", "{DIR}/run", *TRAIN_FAST)}.items():
+        for key, where, files, name in [("missing", "{DIR}/absent.txt", {}, "absent.txt"),
+                                        ("glob-nothing", "{DIR}/*.nothing", {}, "*.nothing"),
+                                        ("dir-no-text", "{DIR}/d", {"d/x.bin": b"\x00"}, "d"),
+                                        ("empty", "{DIR}/e.txt", {"e.txt": b""}, "e.txt" if cmd == "train" else "")]:
+            if key == "empty" and cmd == "count":
+                continue  # counting an empty file is valid (zero tokens)
+            yield Case(f"{cmd}-{key}", tuple(a.replace("{IN}", where) for a in args), _const(files), (name,), "corpus")
+
+
+# -- tokenizers ------------------------------------------------------------------------------------
+
+@functools.cache
+def tokenizer_variants(hf: bytes) -> dict[str, tuple[str, bytes]]:
+    return {key: (name, data) for key, name, data in inputs.tokenizer_mutations(hf)}
+
+
+TOKENIZER_IDS = ["empty", "random-bytes", "text", "json-list", "json-no-model", "json-model-list", "json-bad",
+                 "json-deep", "json-deep-object", "json-huge-int", "json-nan", "json-surrogate", "json-invalid-utf8",
+                 "json-truncated", "wordlevel-missing-unk", "added-token-bad-id", "directory-without-json"]
+HF_BYTES: dict[str, bytes] = {}  # filled by the session fixture (the tiny tokenizer.json)
+
+
+def tokenizer_cases() -> Iterator[Case]:
+    def files(key: str) -> Callable[[], dict[str, bytes]]:
+        return lambda: dict([tokenizer_variants(HF_BYTES["hf"])[key]])
+
+    def where(key: str) -> str:
+        return "tokdir" if key == "directory-without-json" else ("tok.model" if key in ("empty", "random-bytes", "text")
+                                                                  else "tokenizer.json")
+
+    for key in TOKENIZER_IDS:
+        name = where(key)
+        yield Case(f"count-{key}", ("count-unigrams", "{CORPUS}", "-t", "{DIR}/" + name, "-o",
+                                    "{DIR}/out.safetensors", "-j", "1"), files(key), (name,), "tokenizer")
+        yield Case(f"train-{key}", ("train", "--corpus", "{CORPUS}", "-t", "{DIR}/" + name, "--out", "{DIR}/run",
+                                    *TRAIN_FAST), files(key), (name,), "tokenizer")
+
+
+# -- option values ---------------------------------------------------------------------------------
+
+def option_cases() -> Iterator[Case]:
+    count = ("count-unigrams", "{CORPUS}", "-t", "{SP}", "-o", "{DIR}/out.safetensors")
+    train = ("train", "--corpus", "{CORPUS}", "-t", "{SP}", "--out", "{DIR}/run", *TRAIN_FAST)
+    patch = ("patch-checkpoint", "{CKPT}", "-o", "{DIR}/out.safetensors")
+    probe = ("probe-bias", "{CKPT}", "-c", "{COUNTS}")
+    big = "9" * 30
+    table: list[tuple[tuple[str, ...], tuple[str, ...], str]] = []
+    for value in ("-1", big, "abc", "", "1.5", str(2**31), "nan"):
+        table.append((count, ("-j", value), "--workers"))
+    for value in ("-1", str(2**63), big, "x", "1e3", "-9223372036854775809"):
+        table.append((train, ("--seed", value), "--seed"))
+        table.append((patch, ("--shuffle-embeddings", "--seed", value), "--seed"))
+    for option, values in {"--lr": ("inf", "nan", "-1", "0", "-inf", "x"),
+                           "--ag-alpha": ("inf", "nan", "-1"),
+                           "--label-smoothing": ("1", "-0.1", "nan", "inf"),
+                           "--dropout": ("1", "-0.5", "nan"),
+                           "--val-fraction": ("0", "0.5", "nan", "-1", "inf"),
+                           "--ag-fraction": ("2", "-0.1", "nan"),
+                           "--steps": ("0", "-5", big),
+                           "--seq-len": ("1", "0", big),
+                           "--batch-size": ("0", big),
+                           "--grad-accum": ("0", "3"),
+                           "--eval-every": ("0",), "--warmup": ("-1",),
+                           "--smoothing": ("add-k:nan", "add-k:-1", "add-k:inf", "add-k:x", "laplace", ""),
+                           "--embedding-init": ("pretrained:", "pretrained:{DIR}/absent.safetensors", "uniform"),
+                           "--ag-patterns": ("next,sideways", "next"),
+                           "--objective": ("gan",), "--preset": ("huge",)}.items():
+        for value in values:
+            table.append((train, (option, value), option))
+    for option, values in {"--scale-ln-bias": ("nan", "inf", "-inf", "x", "1e999", ""),
+                           "--smoothing": ("add-k:nan", "add-k:-2"),
+                           "--standardise-embeddings": ("gaussian", "mean=0", "mean=x,std=1", "mean=0,std=-1",
+                                                        "mean=nan,std=1", "match:", "match:{DIR}/absent.safetensors:w"),
+                           "--map": ("output_weight", "nonsense=tok_emb.weight", "output_weight=absent"),
+                           "--arch": ("gpt5",), "--rescale-w": ("l1",), "--shuffle-mode": ("diagonal",),
+                           "--bias-name": ("tok_emb.weight",)}.items():
+        for value in values:
+            extra = (("--scale-ln-bias", "0.5") if option in ("--map", "--arch", "--smoothing")
+                     else ("--set-output-bias", "{COUNTS}") if option == "--bias-name" else ())
+            table.append((patch, (option, value, *extra), option))
+    for option, values in {"--bins": ("0", "-1", "100000", big), "--smoothing": ("add-k:nan", "x"),
+                           "--map": ("final_ln_bias=absent",), "--arch": ("gpt5",)}.items():
+        for value in values:
+            table.append((probe, (option, value), option))
+    table.append((count, ("--format", "xml"), "--format"))
+    table.append((count, ("--smoothing", "add-k:-1"), "--smoothing"))
+    table.append((("merge-counts", "{COUNTS}"), (), "--output"))
+    table.append((("patch-checkpoint", "{CKPT}", "--scale-ln-bias", "0.5"), (), "-o"))
+    table.append((("patch-checkpoint", "{CKPT}", "-o", "{DIR}/out.safetensors"), (), "no operation"))
+    table.append((("quickstart", "-j", "-3"), (), "--workers"))
+    table.append((("quickstart", "-o", "{DIR}/missing-dir/out.safetensors"), (), "missing-dir"))
+    table.append((("nonsense-command",), (), "nonsense-command"))
+    for i, (base, extra, name) in enumerate(table):
+        named = [a.split("{DIR}/")[-1].split(":")[0] for a in extra if "{DIR}/" in a] or [name]
+        if extra[:1] == ("--bias-name",):
+            named = ["tok_emb.weight"]
+        yield Case(f"{i:03d}-{base[0]}{''.join(extra)}"[:80], (*base, *extra), dict, tuple(named), "options")
+
+
+# -- file names with markup, newlines, control characters --------------------------------------
+
+HOSTILE_NAMES = ["[/INST].safetensors", "[/]x[bold].safetensors", "a\nb.safetensors", "tab\tname.safetensors",
+                 "\x1b[31mred.safetensors", "[link=x]y[/link].safetensors", ":smile:.safetensors",
+                 "\u2028sep.safetensors", "back\\slash\\.safetensors", "[bold].safetensors\\"]
+
+
+def name_cases() -> Iterator[Case]:
+    broken = b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}"
+    for i, name in enumerate(HOSTILE_NAMES):
+        files = _const({name: broken})
+        yield Case(f"inspect-name{i}", ("inspect", "{DIR}/" + name), files, (name,), "names")
+        yield Case(f"patch-name{i}", ("patch-checkpoint", "{DIR}/" + name, "--scale-ln-bias", "0.5", "-o",
+                                      "{DIR}/out.safetensors"), files, (name,), "names")
+        yield Case(f"merge-name{i}", ("merge-counts", "{DIR}/" + name, "-o", "{DIR}/out.safetensors"), files,
+                   (name,), "names")
+        yield Case(f"count-name{i}", ("count-unigrams", "{DIR}/" + name + ".gz", "-t", "{SP}", "-o",
+                                      "{DIR}/out.safetensors", "-j", "1"),
+                   _const({name + ".gz": b"\x1f\x8b" + broken}), (name,), "names")
+
+
+# -- train: resume from a damaged run, diverging runs -------------------------------------------
+
+RUN_FILES: dict[str, bytes] = {}  # a run stopped at step 2 of 4 (`RUN_STEPS --stop-at 2`), filled by a fixture
+RUN_STEPS = ("--steps", "4", "--save-every", "1")
+
+
+def _run_with(name: str, data: bytes | None) -> Callable[[], dict[str, bytes]]:
+    def files() -> dict[str, bytes]:
+        out = {f"run/{k}": v for k, v in RUN_FILES.items()}
+        if data is None:
+            out.pop(f"run/{name}")
+        else:
+            out[f"run/{name}"] = data
+        return out
+    return files
+
+
+def resume_cases() -> Iterator[Case]:
+    resume = ("train", "--corpus", "{CORPUS}", "-t", "{SP}", "--out", "{DIR}/run", *TRAIN_FAST, *RUN_STEPS,
+              "--resume")
+    state = {"format": "nb-train-state/1", "step": 2, "sequences": 4, "checkpoint": "step-2.safetensors",
+             "data_sha256": "0" * 64}
+    big = "9" * 5000
+    damaged = {
+        "train-state.json": [b"{oops", b"[]", b"null", inputs.deep(100_000).encode(),
+                             f'{{"format": "nb-train-state/1", "step": {big}}}'.encode(),
+                             json.dumps({**state, "step": "2"}).encode(), json.dumps({**state, "step": -1}).encode(),
+                             json.dumps({**state, "checkpoint": "../../etc/passwd"}).encode(),
+                             json.dumps({**state, "checkpoint": 5}).encode(), b'{"format": NaN}', b"\xff\xfe"],
+        "config.json": [b"{oops", b"[1]", inputs.deep(100_000).encode(), b'{"steps": "many"}', b'{"bogus_key": 1}',
+                        f'{{"seed": {big}}}'.encode(), b'{"embedding_init": 5}', b'{"preset": ["tiny"]}'],
+        "log.jsonl": [b'{"step": 0, "loss": 1.0}\n{oops\n', b'[1]\n', b'{"step": "0"}\n', b'{"loss": 1}\n',
+                      inputs.deep(100_000).encode() + b"\n", b'{"step": 0, "val_loss": "x"}\n', b"\xff\n"],
+        "train-state.safetensors": [b"", b"{oops}", inputs.safetensors_bytes({"__metadata__": ["x"]})],
+        "step-2.safetensors": [b"\x00" * 16],
+    }
+    for name, variants in damaged.items():
+        for i, data in enumerate(variants):
+            yield Case(f"resume-{name}-{i}", resume, _run_with(name, data), (name,), "resume", timeout=180)
+    yield Case("resume-no-state", resume, _run_with("train-state.json", None), ("train-state.json",), "resume")
+
+
+def train_cases() -> Iterator[Case]:
+    import numpy as np
+    from safetensors.numpy import save
+
+    def embedding(value: float, rows: int, cols: int = 128) -> Callable[[], dict[str, bytes]]:
+        return lambda: {"emb.safetensors": save({"w": np.full((rows, cols), value, dtype=np.float32)})}
+
+    base = ("train", "--corpus", "{CORPUS}", "-t", "{SP}", "--out", "{DIR}/run", *TRAIN_FAST)
+    left = "the run directory stays (the dead-end run directories of issue 9 are another change's)"
+    yield Case("diverge-lr", (*base, "--lr", "1e38"), dict, ("step",), "train", known=left)
+    yield Case("pretrained-empty-file", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors"),
+               lambda: {"emb.safetensors": b""}, ("emb.safetensors",), "train")
+    for key, value in (("nan", float("nan")), ("inf", float("inf"))):
+        yield Case(f"pretrained-{key}", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors"),
+                   embedding(value, 500), ("emb.safetensors",), "train")
+    yield Case("pretrained-rows", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors"),
+               embedding(0.1, 7), ("emb.safetensors",), "train")
+    yield Case("pretrained-standardise-constant", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors",
+                                                   "--embedding-standardise", "xavier"),
+               embedding(0.5, 500), ("emb.safetensors",), "train")
+    yield Case("ag-alpha-huge", (*base, "--objective", "mlm", "--ag-fraction", "0.5", "--ag-alpha", "1e38"),
+               dict, ("step",), "train", known=left)
+
+
+def patch_cases() -> Iterator[Case]:
+    """Operations that cannot apply to a valid checkpoint's tensors (empty, wrong shape, malformed config)."""
+    import torch
+    from safetensors.torch import save
+
+    def ckpt(tensors: dict[str, torch.Tensor], meta: dict[str, str] | None = None) -> Callable[[], dict[str, bytes]]:
+        return lambda: {"m.safetensors": save(tensors, metadata=meta or {"nb.format": "nb-model/1"})}
+
+    out = ("-o", "{DIR}/out.safetensors")
+    empty = {"tok_emb.weight": torch.zeros(0, 8), "pos_emb.weight": torch.zeros(4, 8), "ln_f.weight": torch.ones(8),
+             "ln_f.bias": torch.ones(8)}
+    yield Case("standardise-empty", ("patch-checkpoint", "{DIR}/m.safetensors", "--standardise-embeddings", "xavier",
+                                     *out), ckpt(empty), ("m.safetensors", "tok_emb.weight"), "patch")
+    yield Case("standardise-constant", ("patch-checkpoint", "{DIR}/m.safetensors", "--standardise-embeddings",
+                                        "xavier", *out),
+               ckpt({**empty, "tok_emb.weight": torch.ones(40, 8)}), ("m.safetensors", "tok_emb.weight"), "patch")
+    yield Case("remove-direction-transposed", ("patch-checkpoint", "{DIR}/m.safetensors", "--remove-frequency-direction",
+                                               *out),
+               ckpt({**empty, "tok_emb.weight": torch.randn(40, 8), "head.weight": torch.randn(16, 40),
+                     "ln_f.bias": torch.randn(16)}, {"nb.format": "nb-model/1",
+                                                     "nb.config": json.dumps({"tie_embeddings": False})}),
+               ("m.safetensors",), "patch")
+    yield Case("remove-direction-zero", ("patch-checkpoint", "{DIR}/m.safetensors", "--remove-frequency-direction",
+                                         *out),
+               ckpt({**empty, "tok_emb.weight": torch.randn(40, 8), "ln_f.bias": torch.zeros(8)}),
+               ("m.safetensors", "ln_f.bias"), "patch")
+    yield Case("untie-bad-config", ("patch-checkpoint", "{DIR}/m.safetensors", "--untie", *out),
+               ckpt({**empty, "tok_emb.weight": torch.randn(40, 8)},
+                    {"nb.format": "nb-model/1", "nb.config": "{not json"}), ("m.safetensors", "nb.config"), "patch")
+    yield Case("untie-config-list", ("patch-checkpoint", "{DIR}/m.safetensors", "--untie", *out),
+               ckpt({**empty, "tok_emb.weight": torch.randn(40, 8)},
+                    {"nb.format": "nb-model/1", "nb.config": "[]"}), ("m.safetensors", "nb.config"), "patch")
+    yield Case("rescale-zero-w", ("patch-checkpoint", "{DIR}/m.safetensors", "--rescale-w", "fro", "--untie", *out),
+               ckpt({**empty, "tok_emb.weight": torch.zeros(40, 8), "head.bias": torch.ones(40)}),
+               ("m.safetensors",), "patch")
+    yield Case("nan-embedding", ("patch-checkpoint", "{DIR}/m.safetensors", "--standardise-embeddings", "xavier", *out),
+               ckpt({**empty, "tok_emb.weight": torch.full((40, 8), float("nan"))}), ("m.safetensors",), "patch")
+
+
+FAST_FAMILIES: dict[str, Callable[[], Iterator[Case]]] = {
+    "header": header_cases, "counts": counts_cases, "index": index_cases, "corpus": corpus_cases,
+    "tokenizer": tokenizer_cases, "options": option_cases, "names": name_cases, "resume": resume_cases,
+    "train": train_cases, "patch": patch_cases,
+}
+
+
+def all_cases() -> list[Case]:
+    return [case for family in FAST_FAMILIES.values() for case in family()]
