@@ -20,6 +20,7 @@ add "FILE:LINE: " themselves.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -177,6 +178,9 @@ def load_file(path: Path | str, *, error: type[NbError] = InputError, what: str 
     try:
         with open(path, "rb") as handle:
             data = handle.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                size = max(os.fstat(handle.fileno()).st_size, len(data))
+                raise error(f"{path}: {what} of {size:,} bytes exceeds the {max_bytes:,}-byte limit")
     except (FileNotFoundError, NotADirectoryError):
         raise
     except IsADirectoryError:

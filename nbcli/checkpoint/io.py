@@ -342,8 +342,8 @@ def read_model_config(directory: Path) -> dict[str, Any] | None:
     """`directory/config.json` when it is a Hugging Face model config (a JSON object with
     `model_type` or `architectures`; nb train's own config.json is not), else None."""
     try:
-        parsed = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        parsed = load_file(directory / "config.json", error=CheckpointError, what="model config", max_bytes=16 << 20)
+    except (OSError, CheckpointError):  # absent, unreadable or not JSON: not a model config
         return None
     if isinstance(parsed, dict) and ("model_type" in parsed or "architectures" in parsed):
         return parsed

@@ -1,0 +1,100 @@
+"""The one safe JSON reader: the same values as json.loads where JSON is sane, one-line refusals otherwise."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nbcli.errors import CheckpointError, CorpusError
+from nbcli.jsonsafe import (MAX_DEPTH, JsonProblem, check_text, jsonl_field, load_bytes, load_file, metadata_count,
+                            metadata_object, parse)
+
+SANE = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",))),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(SANE)
+def test_same_value_as_json_loads(value: object) -> None:
+    text = json.dumps(value)
+    assert parse(text) == json.loads(text)
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_parse_or_refuse_in_one_line(data: bytes) -> None:
+    try:
+        load_bytes(data, "f.json", error=CorpusError)
+    except CorpusError as err:
+        assert "\n" not in str(err) and str(err).startswith("f.json: ")
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("[" * 100_000 + "]" * 100_000, "nested more than"),
+    ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested more than"),
+    ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "nested more than"),
+    ("9" * 5000, "integer of 5000 digits"),
+    ('{"n": -' + "1" * 31 + "}", "integer of 31 digits"),
+    ("NaN", "NaN is not a JSON value"),
+    ('{"a": Infinity}', "Infinity is not a JSON value"),
+    ('"\\ud800"', "lone surrogate U+D800"),
+    ('{"k\\udc00": 1}', "lone surrogate U+DC00"),
+    ("{oops", "line 1 column 2"),
+])
+def test_refusals_are_one_line(text: str, problem: str) -> None:
+    with pytest.raises(JsonProblem, match=re.escape(problem)) as err:
+        parse(text)
+    assert "\n" not in str(err.value)
+
+
+def test_surrogate_pairs_and_depth_limit_are_fine() -> None:
+    assert parse('"\\ud83d\\ude42"') == "\U0001f642"
+    assert parse("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    assert parse("NaN", allow_nan=True) != parse("NaN", allow_nan=True)  # NaN where asked (log.jsonl)
+
+
+def test_files_bom_size_cap_and_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "index.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"a": 1}')
+    assert load_file(path) == {"a": 1}
+    with pytest.raises(CheckpointError, match="header is not JSON"):
+        load_bytes(b"\xef\xbb\xbf{}", "m.safetensors", error=CheckpointError, what="header", bom=False)
+    path.write_bytes(b"[" + b"1," * 100 + b"1]")
+    with pytest.raises(CheckpointError, match=r"index.json: index of 203 bytes exceeds the 100-byte limit"):
+        load_file(path, error=CheckpointError, what="index", max_bytes=100)
+    path.write_bytes(b'{"\xff": 1}')
+    with pytest.raises(CheckpointError, match="index.json: index is not UTF-8"):
+        load_file(path, error=CheckpointError, what="index")
+    with pytest.raises(FileNotFoundError):
+        load_file(tmp_path / "absent.json")
+
+
+def test_jsonl_field() -> None:
+    assert jsonl_field('\ufeff{"text": "a"}', "text") == ("a", None)
+    assert jsonl_field('{"text": "a", "deep": ' + "[" * 300 + "]" * 300 + "}", "text") == ("a", None)
+    for line, problem in [('{"text": 5}', "is int, not a string"), ("[1]", "not a JSON object"),
+                          ('{"body": "x"}', "no field 'text'"), ('{"text": "\\ud800"}', "lone surrogate"),
+                          ('{"text": ' + "[" * 100_000, "not valid JSON")]:
+        text, why = jsonl_field(line, "text")
+        assert text is None and problem in why
+
+
+def test_metadata_values() -> None:
+    meta = {"nb.config": '{"a": 1}', "bad": "{", "list": "[]", "n": "12", "neg": "-1", "x": "1e3"}
+    assert metadata_object(meta, "nb.config", "m") == {"a": 1}
+    assert metadata_object(meta, "absent", "m") is None
+    with pytest.raises(CheckpointError, match="m: metadata bad is not valid JSON"):
+        metadata_object(meta, "bad", "m", error=CheckpointError)
+    with pytest.raises(CheckpointError, match="metadata list is a JSON list, expected an object"):
+        metadata_object(meta, "list", "m", error=CheckpointError)
+    assert metadata_count(meta, "n", "m") == 12 and metadata_count(meta, "absent", "m") == 0
+    for key in ("neg", "x", "bad"):
+        with pytest.raises(CheckpointError, match="expected a non-negative integer"):
+            metadata_count(meta, key, "m", error=CheckpointError)
+    assert check_text("plain") is None
