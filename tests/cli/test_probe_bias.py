@@ -267,3 +267,24 @@ def test_tokenizer_hash_mismatch_warns(tmp_path: Path, t: dict, counts_file: Pat
     save_file(nb_layout(t), str(ckpt), metadata={**nb_metadata(), "nb.tokenizer_sha256": "f" * 64})
     report = probe(ckpt, "-c", counts_file)
     assert any("token ids may not correspond" in w for w in report["warnings"])
+
+
+@pytest.mark.parametrize("seen", [0, 1, 2])
+def test_few_or_no_seen_tokens_give_no_numpy_warnings(tmp_path: Path, t: dict, seen: int) -> None:
+    """Zero counts (none seen, one seen: no rank correlation exists) print no RuntimeWarning: the
+    report says the statistic is undefined (null) instead."""
+    import warnings
+
+    counts = np.zeros(V, dtype=np.int64)
+    counts[:seen] = 5
+    path = tmp_path / "counts.safetensors"
+    write_counts(path, UnigramCounts(counts=counts, metadata={"nb.tokenizer_sha256": "0" * 64}))
+    ckpt = tmp_path / "model.safetensors"
+    save_file({**nb_layout(t), "head.bias": torch.zeros(V)}, str(ckpt), metadata=nb_metadata())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = probe(ckpt, "--counts", path)
+    assert [str(w.message) for w in caught] == []
+    assert report["frequency_direction"]["tokens"] == seen
+    if seen < 2:
+        assert report["frequency_direction"]["spearman"] is None
