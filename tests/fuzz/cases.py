@@ -365,8 +365,7 @@ def train_cases() -> Iterator[Case]:
         return lambda: {"emb.safetensors": save({"w": np.full((rows, cols), value, dtype=np.float32)})}
 
     base = ("train", "--corpus", "{CORPUS}", "-t", "{SP}", "--out", "{DIR}/run", *TRAIN_FAST)
-    left = "the run directory stays (the dead-end run directories of issue 9 are another change's)"
-    yield Case("diverge-lr", (*base, "--lr", "1e38"), dict, ("step",), "train", known=left)
+    yield Case("diverge-lr", (*base, "--lr", "1e38"), dict, ("step",), "train")
     yield Case("pretrained-empty-file", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors"),
                lambda: {"emb.safetensors": b""}, ("emb.safetensors",), "train")
     for key, value in (("nan", float("nan")), ("inf", float("inf"))):
@@ -378,7 +377,7 @@ def train_cases() -> Iterator[Case]:
                                                    "--embedding-standardise", "xavier"),
                embedding(0.5, 500), ("emb.safetensors",), "train")
     yield Case("ag-alpha-huge", (*base, "--objective", "mlm", "--ag-fraction", "0.5", "--ag-alpha", "1e300"),
-               dict, ("step",), "train", known=left)
+               dict, ("step",), "train")
 
 
 def patch_cases() -> Iterator[Case]:
