@@ -100,25 +100,70 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.resid_drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None,
-                guided: list[int] | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
+                cache: KVCache | None = None, layer: int = 0,
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
         q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # [B, H, T, dh]
-        if key_mask is None:
+        past = 0
+        if cache is not None:
+            past = cache.sizes[layer]
+            k, v = cache.update(layer, k, v)                                     # [B, H, past + T, dh]
+        if key_mask is None and past == 0:
             # No padding: let SDPA pick its fastest kernel (flash on CUDA).
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
                                                is_causal=self.causal)
+        elif key_mask is None and (T == 1 or not self.causal):
+            # One new query (decoding step): it may attend to every cached key.
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
         else:
-            # key_mask [B, T] True where the key is a real token; padded keys get no attention.
-            allowed = key_mask[:, None, None, :]                                # [B, 1, 1, T]
+            # key_mask [B, past + T] True where the key is a real token; padded keys get no attention.
+            S = past + T
+            allowed = (torch.ones(B, S, dtype=torch.bool, device=x.device) if key_mask is None
+                       else key_mask)[:, None, None, :]                          # [B, 1, 1, S]
             if self.causal:
-                allowed = allowed & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                allowed = allowed & torch.ones(T, S, dtype=torch.bool, device=x.device).tril(past)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
                                                dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, d)                         # [B, T, d]
         qk = (q[:, guided], k[:, guided]) if guided else None                    # [B, G, T, dh] each
         return self.resid_drop(self.proj(y)), qk
+
+
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer ([B, H, S, dh] each), for incremental
+    decoding: the next forward pass feeds only the new tokens and attends to the cached ones.
+    Storage grows in chunks of `grow` positions, so a step writes in place instead of copying."""
+
+    def __init__(self, n_layer: int, grow: int = 64) -> None:
+        self.keys: list[torch.Tensor | None] = [None] * n_layer
+        self.values: list[torch.Tensor | None] = [None] * n_layer
+        self.sizes = [0] * n_layer
+        self.grow = grow
+
+    @property
+    def length(self) -> int:
+        """Positions cached before the current forward pass (layer 0 is updated first: read this
+        before the pass, never between layers)."""
+        return self.sizes[0]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's k, v [B, H, T, dh] to `layer`; return all keys and values so far."""
+        size, new = self.sizes[layer], k.shape[2]
+        store_k, store_v = self.keys[layer], self.values[layer]
+        if store_k is None or store_v is None or size + new > store_k.shape[2]:
+            room = size + new + self.grow
+            grown_k = k.new_empty(k.shape[0], k.shape[1], room, k.shape[3])
+            grown_v = v.new_empty(grown_k.shape)
+            if store_k is not None and store_v is not None:
+                grown_k[:, :, :size] = store_k[:, :, :size]
+                grown_v[:, :, :size] = store_v[:, :, :size]
+            store_k, store_v = self.keys[layer], self.values[layer] = grown_k, grown_v
+        store_k[:, :, size:size + new] = k
+        store_v[:, :, size:size + new] = v
+        self.sizes[layer] = size + new
+        return store_k[:, :, :size + new], store_v[:, :, :size + new]
 
 
 class MLP(nn.Module):
@@ -144,9 +189,10 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None,
-                guided: list[int] | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        a, qk = self.attn(self.ln1(x), key_mask, guided)
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
+                cache: KVCache | None = None, layer: int = 0,
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        a, qk = self.attn(self.ln1(x), key_mask, guided, cache, layer)
         x = x + a
         x = x + self.mlp(self.ln2(x))
         return x, qk
@@ -200,17 +246,21 @@ class Transformer(nn.Module):
         return self.tok_emb.weight if self.head_weight is None else self.head_weight
 
     def forward(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
-                guided: list[int] | None = None) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding);
-        guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper 001 sec. 3.2)."""
+                guided: list[int] | None = None, cache: KVCache | None = None,
+                ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding; with a cache
+        [B, past + T]); guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper
+        001 sec. 3.2); cache: keys/values of earlier positions (`new_cache()`), extended in place, so
+        idx holds only the new tokens, at positions past .. past + T - 1."""
         B, T = idx.shape
-        if T > self.cfg.seq_len:
-            raise ConfigError(f"sequence length {T} exceeds the model's seq_len {self.cfg.seq_len}")
-        pos = torch.arange(T, device=idx.device)
+        past = 0 if cache is None else cache.length
+        if past + T > self.cfg.seq_len:
+            raise ConfigError(f"sequence length {past + T} exceeds the model's seq_len {self.cfg.seq_len}")
+        pos = torch.arange(past, past + T, device=idx.device)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))                     # [B, T, d]
         qks = []
-        for block in self.blocks:
-            x, qk = block(x, key_mask, guided)
+        for layer, block in enumerate(self.blocks):
+            x, qk = block(x, key_mask, guided, cache, layer)
             if qk is not None:
                 qks.append(qk)
         h = self.ln_f(x)                                                         # [B, T, d]
@@ -218,6 +268,12 @@ class Transformer(nn.Module):
             h = self.mlm(h)                                                      # [B, T, d]
         logits = F.linear(h, self.output_weight, self.head_bias)                 # [B, T, V]
         return logits, qks
+
+    def new_cache(self) -> KVCache:
+        """An empty key/value cache for incremental decoding with `forward(idx, cache=...)`."""
+        if not self.cfg.causal:
+            raise ConfigError("a key/value cache needs a causal (clm) model")
+        return KVCache(self.cfg.n_layer)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

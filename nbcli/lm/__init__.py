@@ -1,0 +1,10 @@
+"""Language-model runtime for `nb eval` and `nb generate` (paper 003 sec. 3.3).
+
+    runner.py      one interface over nb's own checkpoints and Hugging Face causal LMs: logits for a
+                   batch, an incremental KV-cache step, surgery applied in memory
+    decoding.py    one small function per decoding rule (greedy, temperature, top-k, top-p, logit
+                   adjustment) and the seeded sampler
+    diversity.py   Distinct-n and n-gram diversity D (eqs. 5-6) over words, NLTK's word tokenizer
+    perplexity.py  streamed, batched, sliding-window loss over a held-out corpus; table 1's KL
+    generation.py  continuations of held-out prompts per lambda: the table of paper 003 table 2
+"""

@@ -1,0 +1,275 @@
+"""One model runner for `nb eval` and `nb generate`: nb's own checkpoints or Hugging Face causal LMs.
+
+    runner = load_runner("run/step-200.safetensors")      # or a transformers model directory
+    runner.logits(ids, key_mask)       # [B, T, V] float32: a batch of token ids (right padding)
+    last, state = runner.prefill(ids)  # [B, V] logits of the last position, and a KV-cache state
+    last = runner.step(state, next_ids)  # one new token per row, attending to the cache
+    runner.set_surgery(SurgeryOptions(scale_ln_bias=0.5))  # in memory, same functions as patch-checkpoint
+
+Surgery (paper 003 sec. 3.2-3.3: `--scale-ln-bias`, `--remove-frequency-direction`,
+`--set-output-bias`) runs `nbcli.surgery.run_surgery` on the checkpoint file, exactly as
+`nb patch-checkpoint` does, and copies the resulting tensors (in their stored dtype) into the live
+model instead of a file; the next `set_surgery` first restores what the previous one changed, so a
+sweep over lambda always starts from the checkpoint as saved and writes nothing.
+
+nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.model.Transformer` (clm objective only)
+with its KV cache; any other checkpoint directory with a config.json loads with transformers'
+AutoModelForCausalLM (optional extra `nbcli[hf]`; GPT-2, GPT-NeoX/Pythia, OPT, Llama family; roles
+from the architecture table). Weights stay in the dtype they were saved in; CUDA when present.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbcli.errors import CheckpointError, ConfigError, TokenizerError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.roles import Roles
+    from nbcli.surgery import SurgeryOptions
+    from nbcli.tokenizers import Tokenizer
+
+
+class Runner:
+    """The common interface; subclasses provide `_forward`, `prefill`, `step` and `_live_tensors`."""
+
+    kind = ""
+
+    def __init__(self, path: Path, checkpoint: Checkpoint, roles: Roles, module: Any, device: torch.device,
+                 vocab_size: int, context: int | None) -> None:
+        self.path = path
+        self.checkpoint = checkpoint
+        self.roles = roles
+        self.module = module
+        self.device = device
+        self.vocab_size = vocab_size
+        self.context = context
+        self._saved: dict[str, torch.Tensor] = {}
+        self.surgery: list[dict[str, Any]] = []
+
+    # -- the interface -----------------------------------------------------------------------------
+    @property
+    def architecture(self) -> str:
+        return self.roles.architecture
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.module.parameters()).dtype
+
+    def logits(self, ids: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, T, V] (float32) for token ids [B, T]; key_mask [B, T] True on real tokens
+        (right padding only: every row's real tokens start at position 0)."""
+        import torch
+
+        with torch.inference_mode():
+            return self._forward(ids.to(self.device), None if key_mask is None else key_mask.to(self.device)).float()
+
+    def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """Run the prompt ids [B, T] (no padding); return the last position's logits [B, V] and the cache."""
+        raise NotImplementedError
+
+    def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row (ids [B]) after the cached ones; return its logits [B, V] (float32)."""
+        raise NotImplementedError
+
+    def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _live_tensors(self) -> dict[str, torch.Tensor]:
+        """The model's tensors (sharing storage with its parameters) under the checkpoint's names."""
+        raise NotImplementedError
+
+    # -- in-memory surgery ---------------------------------------------------------------------------
+    def has_ln_bias(self) -> bool:
+        return self.roles.get("final_ln_bias") is not None
+
+    def live(self, name: str) -> torch.Tensor:
+        """The live tensor holding checkpoint tensor `name`."""
+        tensors = self._live_tensors()
+        if name not in tensors:
+            raise CheckpointError(f"{self.path}: the loaded model has no tensor {name!r} (surgery can only "
+                                  "change tensors the model already has)")
+        return tensors[name]
+
+    def set_surgery(self, options: SurgeryOptions | None) -> list[str]:
+        """Restore every tensor an earlier call changed, then apply `options` (None: none) in memory
+        through the same `run_surgery` as patch-checkpoint. Returns its warnings."""
+        import torch
+
+        from nbcli.surgery import run_surgery
+
+        with torch.no_grad():
+            for name, value in self._saved.items():
+                self.live(name).copy_(value)
+            self._saved.clear()
+            self.surgery = []
+            if options is None or not options.operations():
+                return []
+            tensors, _workspace, warnings = run_surgery(self.checkpoint, self.roles, options)
+            targets = {name: self.live(name) for name in tensors}  # all present before anything changes
+            for name, value in tensors.items():
+                self._saved[name] = targets[name].detach().clone()
+                targets[name].copy_(value.to(targets[name].dtype))
+        self.surgery = options.operations()
+        return warnings
+
+    def ln_bias_logit_shift(self) -> torch.Tensor | None:
+        """W b_LN [V] (float32) with the current tensors: what b_LN adds to every position's logits
+        when the final LayerNorm feeds the output projection directly (GPT-2, nb clm); None without b_LN.
+        logits without b_LN = logits - W b_LN (paper 003 sec. 3.1, table 1's "w/o b_LN")."""
+        import torch
+
+        bias_name = self.roles.get("final_ln_bias")
+        if bias_name is None:
+            return None
+        w = self.live(self.roles.require("output_weight", "the b_LN logit shift"))
+        with torch.no_grad():
+            return (w.float() @ self.live(bias_name).float()).to(self.device)
+
+    def check_tokenizer(self, tokenizer: Tokenizer) -> None:
+        """A one-line error when the tokenizer cannot be the model's (ids past its vocabulary, or an nb
+        checkpoint trained with another tokenizer)."""
+        ours = self.checkpoint.metadata.get("nb.tokenizer_sha256")
+        if ours and ours != tokenizer.sha256:
+            raise TokenizerError(f"{tokenizer.path}: not the tokenizer {self.path} was trained with (sha256 "
+                                 f"{tokenizer.sha256[:12]}... vs {ours[:12]}... in the checkpoint)")
+        if tokenizer.vocab_size > self.vocab_size:
+            raise TokenizerError(f"{tokenizer.path}: vocabulary of {tokenizer.vocab_size} tokens does not fit "
+                                 f"the model's {self.vocab_size} output rows ({self.path})")
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": str(self.path), "kind": self.kind, "architecture": self.architecture,
+                "vocab_size": self.vocab_size, "context": self.context, "dtype": str(self.dtype).replace("torch.", ""),
+                "device": str(self.device), "has_ln_bias": self.has_ln_bias()}
+
+    def close(self) -> None:
+        self.checkpoint.close()
+
+
+class NbRunner(Runner):
+    """nb's own `nb train` checkpoints through nbcli.model.Transformer (and its KVCache)."""
+
+    kind = "nb"
+
+    def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.module(ids, key_mask=key_mask)[0]
+
+    def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        import torch
+
+        with torch.inference_mode():
+            cache = self.module.new_cache()
+            logits = self.module(ids.to(self.device), cache=cache)[0]
+        return logits[:, -1].float(), cache
+
+    def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        with torch.inference_mode():
+            return self.module(ids.to(self.device)[:, None], cache=state)[0][:, -1].float()
+
+    def _live_tensors(self) -> dict[str, torch.Tensor]:
+        return self.module.nb_state_dict()
+
+
+class HFRunner(Runner):
+    """A transformers causal LM (AutoModelForCausalLM) with its own past_key_values cache."""
+
+    kind = "transformers"
+
+    def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.module(input_ids=ids, attention_mask=None if key_mask is None else key_mask.long(),
+                           use_cache=False).logits
+
+    def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        import torch
+
+        with torch.inference_mode():
+            out = self.module(input_ids=ids.to(self.device), use_cache=True)
+        return out.logits[:, -1].float(), [out.past_key_values]
+
+    def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        with torch.inference_mode():
+            out = self.module(input_ids=ids.to(self.device)[:, None], past_key_values=state[0], use_cache=True)
+        state[0] = out.past_key_values
+        return out.logits[:, -1].float()
+
+    def _live_tensors(self) -> dict[str, torch.Tensor]:
+        live = self.module.state_dict()
+        prefix = f"{self.module.base_model_prefix}."
+        names = {}
+        for name in self.checkpoint.names():
+            if name in live:
+                names[name] = live[name]
+            elif prefix + name in live:
+                names[name] = live[prefix + name]
+        return names
+
+
+def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, str] | None = None,
+                device: str = "auto") -> Runner:
+    """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode)."""
+    from nbcli.checkpoint import open_checkpoint, resolve_roles
+    from nbcli.train.loop import resolve_device
+
+    path = Path(path)
+    checkpoint = open_checkpoint(path)
+    try:
+        roles = resolve_roles(checkpoint, arch, overrides)
+        dev = resolve_device(device)
+        if checkpoint.metadata.get("nb.format", "").startswith("nb-model/"):
+            return _load_nb(path, checkpoint, roles, dev)
+        return _load_hf(path, checkpoint, roles, dev)
+    except BaseException:
+        checkpoint.close()
+        raise
+
+
+def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> NbRunner:
+    from nbcli.model import ModelConfig, Transformer
+
+    try:
+        cfg = ModelConfig.from_json(checkpoint.metadata["nb.config"])
+    except (KeyError, json.JSONDecodeError, TypeError) as err:
+        raise CheckpointError(f"{path}: nb checkpoint without a readable nb.config ({err})") from None
+    if not cfg.causal:
+        raise CheckpointError(f"{path}: an {cfg.objective} model cannot generate or score text left to right; "
+                              "eval and generate need a clm checkpoint")
+    dtype = checkpoint.get(roles.require("input_embedding", "loading the model")).dtype
+    model = Transformer(cfg)
+    model.load_nb_state_dict({name: checkpoint.get(name) for name in checkpoint.names()})
+    model = model.to(device=device, dtype=dtype).eval()
+    return NbRunner(path, checkpoint, roles, model, device, cfg.vocab_size, cfg.seq_len)
+
+
+def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> HFRunner:
+    directory = path if path.is_dir() else path.parent
+    if not (directory / "config.json").is_file():
+        raise CheckpointError(f"{path}: neither an nb checkpoint (no nb.format metadata) nor a transformers "
+                              f"model directory (no config.json in {directory})")
+    try:
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        raise ConfigError(f"{path}: loading a Hugging Face model needs transformers: pip install 'nbcli[hf]'") from None
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype="auto", local_files_only=True,
+                                                     use_safetensors=True)
+    except (OSError, ValueError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{directory}: transformers cannot load this causal LM ({first})") from None
+    model = model.to(device).eval()
+    cfg = model.config
+    context = next((getattr(cfg, key) for key in ("n_positions", "max_position_embeddings")
+                    if isinstance(getattr(cfg, key, None), int)), None)
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    return HFRunner(path, checkpoint, roles, model, device, vocab, context)

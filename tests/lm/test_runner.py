@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from nbcli.errors import CheckpointError, TokenizerError
+from nbcli.lm.runner import load_runner
+from nbcli.surgery import SurgeryOptions
+
+
+def _ids(vocab: int, shape: tuple[int, int], seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
+def test_kv_cache_steps_equal_the_full_forward(which: str, request: pytest.FixtureRequest) -> None:
+    runner = load_runner(request.getfixturevalue(which))
+    ids = _ids(runner.vocab_size, (3, 20))
+    full = runner.logits(ids)
+    last, state = runner.prefill(ids[:, :6])
+    steps = [last] + [runner.step(state, ids[:, t]) for t in range(6, 20)]
+    assert torch.allclose(torch.stack(steps, 1), full[:, 5:], atol=1e-5)
+
+
+@pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
+def test_lambda_one_leaves_logits_unchanged_and_sweeps_restore(which: str, request: pytest.FixtureRequest) -> None:
+    runner = load_runner(request.getfixturevalue(which))
+    ids = _ids(runner.vocab_size, (2, 12))
+    before = runner.logits(ids)
+    runner.set_surgery(SurgeryOptions(scale_ln_bias=1.0))
+    assert torch.equal(runner.logits(ids), before)
+    runner.set_surgery(SurgeryOptions(scale_ln_bias=0.0))
+    zero = runner.logits(ids)
+    assert (zero - before).abs().max() > 1e-3
+    runner.set_surgery(SurgeryOptions(scale_ln_bias=0.3))
+    runner.set_surgery(None)
+    assert torch.equal(runner.logits(ids), before)
+    # b_LN enters the logits linearly: logits(0) = logits(1) - W b_LN
+    shift = runner.ln_bias_logit_shift()
+    assert shift is not None and torch.allclose(before - shift, zero, atol=1e-4)
+
+
+@pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
+@pytest.mark.parametrize("ops", [["--scale-ln-bias", "0.4"], ["--remove-frequency-direction"],
+                                 ["--scale-ln-bias", "0.2", "--remove-frequency-direction"]])
+def test_in_memory_surgery_equals_patch_checkpoint_file(which: str, ops: list[str], tmp_path: Path,
+                                                        request: pytest.FixtureRequest) -> None:
+    import shutil
+
+    from tests.cli.helpers import invoke
+
+    source = request.getfixturevalue(which)
+    if source.is_dir():
+        patched = tmp_path / "patched"
+        shutil.copytree(source, patched)
+        target = patched / "model.safetensors"
+        result = invoke("patch-checkpoint", source / "model.safetensors", "-o", target, "--in-place", *ops)
+    else:
+        target = patched = tmp_path / "patched.safetensors"
+        result = invoke("patch-checkpoint", source, "-o", target, *ops)
+    assert result.exit_code == 0, result.output
+    runner = load_runner(source)
+    lam = float(ops[1]) if ops[0] == "--scale-ln-bias" else None
+    runner.set_surgery(SurgeryOptions(scale_ln_bias=lam, remove_frequency_direction="--remove-frequency-direction" in ops))
+    ids = _ids(runner.vocab_size, (2, 10), seed=3)
+    assert torch.equal(runner.logits(ids), load_runner(patched).logits(ids))
+
+
+def test_set_output_bias_in_memory(nb_lm: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from nbcli.counts import UnigramCounts, log_unigram, write_counts
+
+    runner = load_runner(nb_lm)
+    counts = np.arange(runner.vocab_size, dtype=np.int64)
+    write_counts(tmp_path / "c.safetensors", UnigramCounts(counts, {"nb.format": "unigram-counts/1"}))
+    runner.set_surgery(SurgeryOptions(output_bias_counts=tmp_path / "c.safetensors"))
+    assert torch.allclose(runner.module.head_bias.double(), torch.from_numpy(log_unigram(counts)), atol=1e-6)
+
+
+def test_lambda_on_a_model_without_ln_bias_is_an_error(tmp_path: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+                     ).save_pretrained(str(tmp_path))
+    runner = load_runner(tmp_path)
+    assert not runner.has_ln_bias() and runner.ln_bias_logit_shift() is None
+    with pytest.raises(CheckpointError, match="final_ln_bias"):
+        runner.set_surgery(SurgeryOptions(scale_ln_bias=0.5))
+    ids = _ids(64, (2, 8))
+    last, state = runner.prefill(ids[:, :4])
+    steps = [last] + [runner.step(state, ids[:, t]) for t in range(4, 8)]
+    assert torch.allclose(torch.stack(steps, 1), runner.logits(ids)[:, 3:], atol=1e-5)
+
+
+def test_tokenizer_must_match_the_model(nb_lm: Path, hf_lm: Path, sp_model: Path, hf_bytelevel_json: Path,
+                                        sp_unigram_model: Path) -> None:
+    from nbcli.tokenizers import load_tokenizer
+
+    load_runner(nb_lm).check_tokenizer(load_tokenizer(sp_model))
+    with pytest.raises(TokenizerError, match="not the tokenizer"):
+        load_runner(nb_lm).check_tokenizer(load_tokenizer(sp_unigram_model))
+    with pytest.raises(TokenizerError, match="does not fit"):
+        load_runner(hf_lm).check_tokenizer(load_tokenizer(sp_model))  # 500 ids > 400 rows
+
+
+def test_not_a_model_is_a_checkpoint_error(tmp_path: Path) -> None:
+    from tests.checkpoint.builders import gpt2_tensors
+    from safetensors.torch import save_file
+
+    save_file(gpt2_tensors(), str(tmp_path / "bare.safetensors"))
+    with pytest.raises(CheckpointError, match="config.json"):
+        load_runner(tmp_path / "bare.safetensors")
