@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train eval generate --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -32,6 +32,10 @@ _nb() {
             case "$prev" in --embedding-standardise) COMPREPLY=($(compgen -W "xavier" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
+            ;;
+        eval) opts="--corpus --tokenizer -t --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --batch-size --arch --map --device --json --help -h"
+            ;;
+        generate) opts="--prompts --tokenizer -t --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
             ;;
     esac
     if [[ "$cur" == -* ]]; then

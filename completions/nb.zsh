@@ -10,6 +10,8 @@ _nb() {
         'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
+        'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
+        'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -146,6 +148,55 @@ _nb() {
                 '--compile[torch.compile the model.]' \
                 '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1).]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        eval)
+            _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). One document]:value: ' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
+                '--remove-frequency-direction[Also project the b_LN direction out of every output-embedding row, in memory (pa]' \
+                '--counts[Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)]:path:_files' \
+                '-c[Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)]:path:_files' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--stride[Sliding-window stride for long documents (default: half the context).]:value: ' \
+                '--batch-size[Sequences per forward pass.]:value: ' \
+                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        generate)
+            _arguments -s '--prompts[Held-out documents whose first words are the prompts (repeatable; .jsonl: the te]:value: ' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
+                '--decoding[Decoding rule (paper 003: top-p:0.9, top-k:50, vanilla sampling).]:value: ' \
+                '--prompt-words[Words of each document in its prompt.]:value: ' \
+                '--max-new-tokens[Length cap per continuation.]:value: ' \
+                '--samples[Continuations per prompt.]:value: ' \
+                '--max-prompts[Use at most this many prompts (the first documents).]:value: ' \
+                '--seed[Seed of every sample’s generator.]:value: ' \
+                '--eval-corpus[Human text whose perplexity each arm reports (repeatable).]:value: ' \
+                '--logit-adjust[Add an arm decoding with logits - TAU log p(y) (Menon et al. 2021; needs --count]:value: ' \
+                '--counts[Unigram counts for --logit-adjust.]:path:_files' \
+                '-c[Unigram counts for --logit-adjust.]:path:_files' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--remove-frequency-direction[Also project the b_LN direction out of every output-embedding row, in memory (pa]' \
+                '--mauve-featurizer[Featurizer model for MAUVE (needs mauve-text).]:value: ' \
+                '--out[Write samples.jsonl, table.json and the plot into DIR.]:path:_files' \
+                '-o[Write samples.jsonl, table.json and the plot into DIR.]:path:_files' \
+                '--batch-size[Sequences per forward pass.]:value: ' \
+                '--no-kv-cache[Recompute the whole sequence every step (a reference for the cache).]' \
+                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -90,3 +90,28 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     _save(fig, path, metadata, outputs)
+
+
+def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, title: str,
+                                 metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
+    """n-gram diversity D (paper 003 eq. 6) against the perplexity of human text, one point per arm
+    (lambda arms joined in lambda order, paper 003 table 2's trade-off)."""
+    fig = _figure(6.4, 4.4)
+    ax = fig.add_subplot()
+    lam = sorted((r for r in rows if r.get("logit_adjust") is None and r.get("perplexity") is not None),
+                 key=lambda r: -1.0 if r.get("lambda") is None else r["lambda"])
+    if lam:
+        ax.plot([r["perplexity"] for r in lam], [r["diversity"] for r in lam], color="tab:blue", marker="o",
+                linewidth=1.2, label=r"$\lambda b_{LN}$")
+        for r in lam:
+            ax.annotate(r["arm"].replace("lambda ", "λ="), (r["perplexity"], r["diversity"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, 3))
+    for r in rows:
+        if r.get("logit_adjust") is not None and r.get("perplexity") is not None:
+            ax.scatter([r["perplexity"]], [r["diversity"]], color="tab:red", marker="s", zorder=3, label=r["arm"])
+    ax.set_xlabel("perplexity of human text (lower is better)")
+    ax.set_ylabel("n-gram diversity D (higher is more diverse)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    _save(fig, path, metadata, outputs)

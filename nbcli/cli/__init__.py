@@ -47,11 +47,14 @@ def _root(
 
 def _register() -> None:
     from nbcli.cli import count_unigrams, merge_counts, probe_bias, quickstart
+    from nbcli.cli import eval as eval_cmd
+    from nbcli.cli import generate as generate_cmd
     from nbcli.cli import inspect as inspect_cmd
     from nbcli.cli import patch_checkpoint
     from nbcli.cli import train as train_cmd
 
-    for module in (quickstart, count_unigrams, merge_counts, patch_checkpoint, inspect_cmd, probe_bias, train_cmd):
+    for module in (quickstart, count_unigrams, merge_counts, patch_checkpoint, inspect_cmd, probe_bias, train_cmd,
+                   eval_cmd, generate_cmd):
         module.register(app)
 
 

@@ -115,3 +115,10 @@ def step_progress(description: str, total: int | None) -> Iterator[Callable[...,
 
     with progress:
         yield update
+
+
+@contextlib.contextmanager
+def token_progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar by tokens on stderr when it is a terminal; the callback takes tokens advanced."""
+    with step_progress(description, total) as update:
+        yield lambda n: update(advance=n)

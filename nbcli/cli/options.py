@@ -54,3 +54,31 @@ RoleMapOption = Annotated[
         help=f"Use TENSOR for ROLE ({', '.join(ROLES)}); repeatable.",
     ),
 ]
+LmCheckpointArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="CHECKPOINT", show_default=False,
+        help="An nb train checkpoint (.safetensors), or a Hugging Face causal-LM directory (config.json + "
+        "safetensors; needs pip install 'nbcli\\[hf]').",
+    ),
+]
+LambdasOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scale-ln-bias", metavar="L1,L2,...",
+        help="Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (paper 003 sec. 3.3): "
+        "e.g. 1,0.5,0 or 0,0.1,...,1. Default: the model as saved.",
+    ),
+]
+RemoveDirectionOption = Annotated[
+    bool,
+    typer.Option(
+        "--remove-frequency-direction",
+        help="Also project the b_LN direction out of every output-embedding row, in memory (paper 003 sec. 3.2).",
+    ),
+]
+BatchSizeOption = Annotated[int, typer.Option("--batch-size", min=1, help="Sequences per forward pass.")]
+DeviceOption = Annotated[
+    str,
+    typer.Option("--device", metavar="auto|cpu|cuda", help="auto: CUDA when present, else CPU. Weights keep their saved dtype."),
+]

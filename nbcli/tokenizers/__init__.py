@@ -72,6 +72,12 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         return self.encode_documents([text])[0]
 
+    def decode(self, ids: list[int]) -> str:
+        """Text of token ids (special tokens dropped), for generated continuations."""
+        if self.kind == "sentencepiece":
+            return self.impl.decode([i for i in ids if i not in self.special_ids])
+        return self.impl.decode(ids, skip_special_tokens=True)
+
     def serialized(self) -> bytes:
         """The tokenizer file's bytes (to rebuild it in another process or on another machine)."""
         return self.data

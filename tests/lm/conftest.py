@@ -23,7 +23,7 @@ def save_nb_model(path: Path, vocab_size: int, tokenizer_sha256: str | None, *, 
         for name, p in model.named_parameters():
             if name.endswith("bias"):
                 p.normal_(0, 0.3)
-        model.tok_emb.weight.normal_(0, 0.3)
+        model.tok_emb.weight.normal_(0, 1.0)  # peaked predictions, as a trained model's
         if not ln_bias:
             model.ln_f.bias.zero_()
     metadata = {"nb.format": FORMAT, "nb.config": cfg.to_json()}

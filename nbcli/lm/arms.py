@@ -1,0 +1,161 @@
+"""The arms of an eval/generate study: one per lambda (b_LN <- lambda b_LN, paper 003 sec. 3.3),
+and logit adjustment (logits - tau log p(y), Menon et al. 2021) as a comparison arm that needs no
+b_LN. Parsing of the lambda list, the surgery each arm applies, and its log-prior."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbcli.errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.lm.runner import Runner
+    from nbcli.surgery import SurgeryOptions
+
+
+def parse_lambdas(spec: str) -> list[float]:
+    """`1`, `0,0.5,1`, or `0,0.1,...,1` (an arithmetic progression from the first two values to the last)."""
+    parts = [p.strip() for p in spec.split(",")]
+    try:
+        if "..." in parts:
+            if len(parts) != 4 or parts[2] != "...":
+                raise ValueError
+            first, second, last = float(parts[0]), float(parts[1]), float(parts[3])
+            step = second - first
+            if step == 0 or (last - first) / step < 0:
+                raise ValueError
+            n = round((last - first) / step)
+            if abs(first + n * step - last) > 1e-9 * max(1.0, abs(last)):
+                raise ValueError
+            values = [round(first + i * step, 12) for i in range(n + 1)]
+        else:
+            values = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--scale-ln-bias {spec!r}: expected numbers separated by commas, e.g. 1,0.5,0 "
+                          "or 0,0.1,...,1") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"--scale-ln-bias {spec!r}: every LAMBDA must be a finite number")
+    return list(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One row of the study: b_LN scaled by `lam` (None: as saved) and/or logit adjustment `tau`."""
+
+    lam: float | None = None
+    tau: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.tau is not None:
+            return f"logit-adjust {self.tau:g}"
+        return "as saved" if self.lam is None else f"lambda {self.lam:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arm": self.label, "lambda": self.lam, "logit_adjust": self.tau}
+
+
+def build_arms(runner: Runner, lambdas: list[float] | None, tau: float | None) -> list[Arm]:
+    """One arm per lambda (an error when the model has no b_LN), else one 'as saved' arm; plus the
+    logit-adjustment arm when tau is given."""
+    if lambdas and not runner.has_ln_bias():
+        raise CheckpointError(f"{runner.path}: --scale-ln-bias needs a final LayerNorm bias b_LN, and this "
+                              f"{runner.architecture} model has none (RMSNorm or a bias-free LayerNorm); "
+                              "use --logit-adjust TAU --counts C instead")
+    arms = [Arm(lam=lam) for lam in lambdas] if lambdas else [Arm()]
+    if tau is not None:
+        if not math.isfinite(tau):
+            raise ConfigError(f"--logit-adjust {tau!r}: TAU must be a finite number")
+        arms.append(Arm(tau=tau))
+    return arms
+
+
+def arm_surgery(arm: Arm, base: SurgeryOptions) -> SurgeryOptions:
+    """The in-memory surgery of `arm`: the base operations plus its lambda."""
+    return replace(base, scale_ln_bias=arm.lam)
+
+
+def counts_log_prior(path: Path, runner: Runner, k: float = 1.0) -> tuple[torch.Tensor, dict[str, Any]]:
+    """log p(y) [V] from a counts file (nb's one smoothing formula), checked against the model's
+    tokenizer hash when both are known."""
+    from nbcli.counts import read_counts
+    from nbcli.errors import CountsError
+    from nbcli.lm.decoding import log_prior_from_counts
+    from nbcli.provenance import sha256_file
+
+    counts = read_counts(path, allow_foreign=True)
+    ours = runner.checkpoint.metadata.get("nb.tokenizer_sha256")
+    if ours and counts.tokenizer_sha256 and ours != counts.tokenizer_sha256:
+        raise CountsError(f"{path}: counts were made with another tokenizer than {runner.path}'s")
+    if counts.vocab_size > runner.vocab_size:
+        raise CountsError(f"{path}: {counts.vocab_size} counts but the model has {runner.vocab_size} output rows")
+    info = {"path": str(path), "sha256": sha256_file(path), "smoothing": f"add-k:{k:g}"}
+    return log_prior_from_counts(counts.counts, runner.vocab_size, k), info
+
+
+@dataclass
+class Study:
+    """What eval and generate share: the loaded model, its tokenizer, the arms and their surgery."""
+
+    runner: Runner
+    tokenizer: Any
+    arms: list[Arm]
+    base: SurgeryOptions
+    log_prior: torch.Tensor | None
+    counts_info: dict[str, Any] | None
+
+    def provenance(self) -> dict[str, Any]:
+        from nbcli.provenance import tool_version, utc_now
+
+        return {"nb_version": tool_version(), "created": utc_now(), "model": self.runner.describe(),
+                "tokenizer": {"path": str(self.tokenizer.path), "sha256": self.tokenizer.sha256},
+                "surgery": self.base.operations(), "counts": self.counts_info}
+
+
+def open_study(checkpoint: Path, tokenizer_path: Path, lambdas: str | None, *, remove_direction: bool = False,
+               tau: float | None = None, counts: Path | None = None, smoothing_k: float = 1.0, arch: str = "auto",
+               mapping: dict[str, str] | None = None, device: str = "auto") -> Study:
+    """Load the model and tokenizer, check they belong together, and build the arms."""
+    from nbcli.lm.runner import load_runner
+    from nbcli.surgery import SurgeryOptions
+    from nbcli.tokenizers import load_tokenizer
+
+    lams = parse_lambdas(lambdas) if lambdas is not None else None
+    if tau is not None and counts is None:
+        raise ConfigError("--logit-adjust TAU needs --counts C (log p(y) comes from a counts file)")
+    tokenizer = load_tokenizer(tokenizer_path)
+    runner = load_runner(checkpoint, arch=arch, overrides=mapping, device=device)
+    try:
+        runner.check_tokenizer(tokenizer)
+        arms = build_arms(runner, lams, tau)
+        log_prior, info = counts_log_prior(counts, runner, smoothing_k) if counts is not None else (None, None)
+        base = SurgeryOptions(remove_frequency_direction=remove_direction)
+        if remove_direction and not runner.has_ln_bias():
+            runner.roles.require("final_ln_bias", "--remove-frequency-direction")
+    except BaseException:
+        runner.close()
+        raise
+    return Study(runner, tokenizer, arms, base, log_prior, info)
+
+
+def each_arm(runner: Runner, arms: Sequence[Arm], base: SurgeryOptions, log_prior: torch.Tensor | None,
+             warnings: list[str]) -> Iterator[tuple[Arm, torch.Tensor | None]]:
+    """Apply each arm's surgery to the runner in memory and yield it with its logit adjustment
+    (tau log p(y), or None); warnings are appended to `warnings`; the model is restored at the end."""
+    try:
+        for arm in arms:
+            warnings += [w for w in runner.set_surgery(arm_surgery(arm, base)) if w not in warnings]
+            if arm.tau is None:
+                yield arm, None
+            else:
+                if log_prior is None:
+                    raise ConfigError("--logit-adjust TAU needs --counts C (log p(y) comes from a counts file)")
+                yield arm, arm.tau * log_prior
+    finally:
+        runner.set_surgery(None)

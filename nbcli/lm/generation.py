@@ -1,0 +1,210 @@
+"""Continuations of held-out prompts per arm, and the columns of paper 003 table 2.
+
+Prompts are the first `prompt_words` whitespace-separated words of each held-out document (app. B:
+"the first 10 words of each sequence"), kept verbatim; documents with no word after the prompt are
+skipped. Each prompt is fed after the context marker eval uses (EOS, else BOS), and continued until
+EOS or `max_new_tokens` (or the model's context, whichever comes first).
+
+Seeding: sample s of prompt p draws its uniforms from its own generator seeded with
+SeedSequence([seed, p, s]), so a sample does not depend on batching, on the KV cache, or on the other
+arms; every arm uses the same seeds (common random numbers: the arms differ only in the model).
+Rows are batched by prompt length, so no row is padded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbcli.errors import ConfigError, CorpusError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.lm.decoding import Decoding
+    from nbcli.lm.runner import Runner
+    from nbcli.tokenizers import Tokenizer
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    index: int        # document number among the prompts file's documents
+    text: str         # the first prompt_words words, verbatim
+    human: str        # the rest of the document (the human continuation, for MAUVE)
+
+
+def make_prompts(documents: Sequence[str], prompt_words: int, limit: int | None = None) -> list[Prompt]:
+    """The first `prompt_words` words of each document that has more words than that."""
+    if prompt_words < 1:
+        raise ConfigError(f"--prompt-words must be >= 1, got {prompt_words}")
+    prompts = []
+    for i, doc in enumerate(documents):
+        words = list(_WORD.finditer(doc))
+        if len(words) <= prompt_words:
+            continue
+        end = words[prompt_words - 1].end()
+        prompts.append(Prompt(i, doc[:end], doc[end:].strip()))
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise CorpusError(f"no document has more than {prompt_words} words to make a prompt from")
+    return prompts
+
+
+def row_seed(seed: int, prompt: int, sample: int) -> int:
+    """The seed of one sample (a function of the three numbers only)."""
+    return int(np.random.SeedSequence([seed, prompt, sample]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+@dataclass
+class GenerationOptions:
+    decoding: Decoding
+    max_new_tokens: int = 256
+    samples: int = 1
+    seed: int = 0
+    batch_size: int = 16
+    use_cache: bool = True
+
+
+@dataclass
+class Sample:
+    prompt_index: int
+    sample: int
+    seed: int
+    prompt: str
+    tokens: list[int]
+    eos: bool
+    text: str = ""
+    words: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("words")
+        return out
+
+
+def generate(runner: Runner, tokenizer: Tokenizer, prompts: Sequence[Prompt], opts: GenerationOptions,
+             adjust: torch.Tensor | None = None, progress: Callable[[int], None] | None = None) -> list[Sample]:
+    """Sample continuations (opts.samples per prompt); `adjust` [V] is subtracted from the logits
+    before the decoding rule (logit adjustment). Returned in (prompt, sample) order."""
+    import torch
+
+    eos = tokenizer.eos_id
+    start = eos if eos is not None else tokenizer.bos_id
+    encoded = tokenizer.encode_batch([p.text for p in prompts])
+    rows = [(p, s, ([start] if start is not None else []) + ids)
+            for p, ids in zip(prompts, encoded) for s in range(opts.samples)]
+    by_length: dict[int, list[tuple[Prompt, int, list[int]]]] = {}
+    for row in rows:
+        by_length.setdefault(len(row[2]), []).append(row)
+    out: dict[tuple[int, int], Sample] = {}
+    shift = None if adjust is None else adjust.to(runner.device)
+    for length, group in sorted(by_length.items()):
+        cap = opts.max_new_tokens if runner.context is None else min(opts.max_new_tokens, runner.context - length)
+        if cap < 1:
+            raise ConfigError(f"prompt {group[0][0].index} is {length} tokens, no room left in the model's "
+                              f"context of {runner.context}; use fewer --prompt-words")
+        for b in range(0, len(group), opts.batch_size):
+            batch = group[b:b + opts.batch_size]
+            seeds = [row_seed(opts.seed, p.index, s) for p, s, _ in batch]
+            tokens = _continue(runner, torch.tensor([ids for _, _, ids in batch]), cap, opts, seeds, eos, shift)
+            for (p, s, _), seed, toks in zip(batch, seeds, tokens):
+                ended = eos is not None and eos in toks
+                toks = toks[:toks.index(eos)] if ended else toks
+                out[(p.index, s)] = Sample(p.index, s, seed, p.text, toks, ended)
+                if progress is not None:
+                    progress(1)
+    samples = [out[(p.index, s)] for p in prompts for s in range(opts.samples)]
+    for sample in samples:
+        sample.text = tokenizer.decode(sample.tokens)
+    return samples
+
+
+def _continue(runner: Runner, ids: torch.Tensor, cap: int, opts: GenerationOptions, seeds: list[int],
+              eos: int | None, shift: torch.Tensor | None) -> list[list[int]]:
+    """Up to `cap` new tokens for each row of ids [B, T] (all rows stop once every row saw EOS)."""
+    import torch
+
+    gens = [torch.Generator().manual_seed(seed) for seed in seeds]
+    B = ids.shape[0]
+    done = torch.zeros(B, dtype=torch.bool)
+    new: list[torch.Tensor] = []
+    if opts.use_cache:
+        logits, state = runner.prefill(ids)
+    else:
+        logits = runner.logits(ids)[:, -1]
+    for t in range(cap):
+        if shift is not None:
+            logits = logits - shift
+        uniforms = torch.cat([torch.rand(1, generator=g) for g in gens]) if opts.decoding.stochastic else None
+        token = opts.decoding.choose(logits, None if uniforms is None else uniforms.to(logits.device)).cpu()
+        new.append(token)
+        if eos is not None:
+            done |= token == eos
+            if bool(done.all()):
+                break
+        if t + 1 < cap:
+            if opts.use_cache:
+                logits = runner.step(state, token)
+            else:
+                logits = runner.logits(torch.cat([ids, torch.stack(new, 1)], 1))[:, -1]
+    return torch.stack(new, 1).tolist() if new else [[] for _ in range(B)]
+
+
+def mauve_score(human: Sequence[str], generated: Sequence[str], featurizer: str | None,
+                device: str) -> tuple[float | None, str]:
+    """MAUVE (Pillutla et al. 2021) of generated vs human continuations when mauve-text is installed
+    and a featurizer model is named; otherwise None and why."""
+    try:
+        import mauve  # type: ignore[import-not-found]
+    except ImportError:
+        return None, "absent: mauve-text is not installed (pip install mauve-text)"
+    if not featurizer:
+        return None, "absent: no featurizer named (--mauve-featurizer MODEL, e.g. a local gpt2-large)"
+    out = mauve.compute_mauve(p_text=list(human), q_text=list(generated), featurize_model_name=featurizer,
+                              device_id=0 if device.startswith("cuda") else -1, verbose=False)
+    return float(out.mauve), f"featurizer {featurizer}"
+
+
+def summarise(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Diversity (D_1..D_4, D over NLTK words, paper 003 eqs. 5-6), mean length, EOS rate."""
+    from nbcli.lm.diversity import diversity_report, word_tokenize
+
+    for sample in samples:
+        sample.words = word_tokenize(sample.text)
+    n = len(samples)
+    return {**diversity_report([s.words for s in samples]),
+            "mean_tokens": sum(len(s.tokens) for s in samples) / n,
+            "mean_words": sum(len(s.words) for s in samples) / n,
+            "eos_rate": sum(s.eos for s in samples) / n, "samples": n}
+
+
+def generation_study(runner: Runner, tokenizer: Tokenizer, arms: Sequence[Any], base: Any, prompts: Sequence[Prompt],
+                     opts: GenerationOptions, *, log_prior: torch.Tensor | None = None, eval_scored: Any = None,
+                     eval_batch_size: int = 8, featurizer: str | None = None,
+                     progress: Callable[[int], None] | None = None,
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Per arm: generate, summarise, and (with `eval_scored`) the perplexity of human text under the
+    same arm. Returns (table rows, sample records, warnings); the model is restored afterwards."""
+    from nbcli.lm.arms import each_arm
+    from nbcli.lm.perplexity import evaluate
+
+    rows: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    humans = [p.human for p in prompts for _ in range(opts.samples)]
+    for arm, adjust in each_arm(runner, arms, base, log_prior, warnings):
+        samples = generate(runner, tokenizer, prompts, opts, adjust, progress)
+        row = {**arm.as_dict(), **summarise(samples), "perplexity": None}
+        if eval_scored is not None:
+            row["perplexity"] = evaluate(runner, eval_scored, batch_size=eval_batch_size, adjust=adjust).perplexity
+        row["mauve"], row["mauve_note"] = mauve_score(humans, [s.text for s in samples], featurizer, str(runner.device))
+        rows.append(row)
+        records += [{**arm.as_dict(), **s.record()} for s in samples]
+    return rows, records, warnings

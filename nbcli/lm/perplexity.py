@@ -1,0 +1,219 @@
+"""Token-level loss and perplexity of a causal LM on a held-out corpus, and paper 003 table 1's KL.
+
+Documents are the non-empty lines of the inputs (JSONL: the `text` field), read as `nb train` reads
+them, tokenised once (int32 in memory). Each document is scored as count-unigrams counts it: its
+tokens, then one EOS when the tokenizer has one and a causal template (`document_markers`); the
+first token is predicted from an EOS (as in nb's packed training stream and GPT-2's
+<|endoftext|> convention), or, without EOS, from BOS when there is one, else it is not scored.
+
+Documents longer than the model's context are scored with a sliding window (stride S, default half
+the context): every target is scored exactly once, each after at least C - S tokens of context
+(the first window's targets after fewer). Windows are batched with right padding.
+
+Per-word perplexity: exp(total NLL / words), words = whitespace-separated words of the scored
+documents plus one per scored EOS.
+
+Table 1 (paper 003 sec. 3.1): the model's average prediction p_bar = mean over scored positions of
+p_theta(. | context), and KL(p_bar || unigram) with the unigram of the corpus (the scored targets
+themselves, or a counts file), add-k smoothed by nb's one formula (`log_unigram`). "Without b_LN"
+uses logits - W b_LN at the same positions (b_LN enters the logits linearly when the final LayerNorm
+feeds the output projection), so both come from one pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nbcli.errors import ConfigError, CorpusError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.lm.runner import Runner
+    from nbcli.tokenizers import Tokenizer
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class Scored:
+    """A tokenised held-out corpus: per document the model input ids (context marker first when the
+    first token is scored) and how many leading positions are context only."""
+
+    sequences: list[np.ndarray]
+    words: int
+    documents: int
+    eos_id: int | None
+    first_from: str
+
+    @property
+    def targets(self) -> int:
+        return sum(len(s) - 1 for s in self.sequences)
+
+    def target_counts(self, vocab_size: int) -> np.ndarray:
+        """Unigram counts of the scored targets (count-unigrams' counts of these documents)."""
+        counts = np.zeros(vocab_size, dtype=np.int64)
+        for s in self.sequences:
+            counts += np.bincount(s[1:], minlength=vocab_size)[:vocab_size]
+        return counts
+
+
+def read_documents(inputs: Sequence[str]) -> list[str]:
+    """The documents of `inputs` (as `nb train` reads them); CorpusError when there are none."""
+    from nbcli.train.data import _documents
+
+    docs = list(_documents(list(inputs), None))
+    if not docs:
+        raise CorpusError(f"{', '.join(inputs)}: no non-empty documents")
+    return docs
+
+
+def tokenize_documents(documents: Sequence[str], tokenizer: Tokenizer, vocab_size: int,
+                       batch: int = 512) -> Scored:
+    """Encode documents with EOS as count-unigrams adds it; the first token conditioned on EOS/BOS."""
+    from nbcli.counting import CountOptions, document_markers
+
+    eos, _bos = document_markers(tokenizer, CountOptions())
+    start = eos if eos is not None else tokenizer.bos_id
+    sequences, words = [], 0
+    for i in range(0, len(documents), batch):
+        part = documents[i:i + batch]
+        for text, ids in zip(part, tokenizer.encode_batch(list(part))):
+            seq = ([start] if start is not None else []) + ids + ([eos] if eos is not None else [])
+            if len(seq) < 2:
+                continue
+            array = np.asarray(seq, dtype=np.int64)
+            if array.max() >= vocab_size:
+                raise ConfigError(f"tokenizer {tokenizer.name} produced id {int(array.max())}, outside the "
+                                  f"model's vocabulary of {vocab_size}")
+            sequences.append(array)
+            words += len(text.split()) + (eos is not None)
+    if not sequences:
+        raise CorpusError("no document has a token to score")
+    first = "eos" if eos is not None else ("bos" if start is not None else "not scored")
+    return Scored(sequences, words, len(sequences), eos, first)
+
+
+def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]]:
+    """Sliding windows over a sequence of `length` tokens: (start, end, first scored position).
+    Targets 1..length-1 are each scored once; position t is predicted from [start, t)."""
+    if length <= context:
+        return [(0, length, 1)]
+    out, scored_to, start = [], 1, 0
+    while scored_to < length:
+        end = min(start + context, length)
+        out.append((start, end, scored_to))
+        scored_to = end
+        start = min(start + stride, end - 1, length - context) if end < length else end
+    return out
+
+
+@dataclass
+class EvalResult:
+    tokens: int
+    nll: float
+    words: int
+    kl_unigram: float
+    kl_unigram_without_ln_bias: float | None
+
+    @property
+    def loss(self) -> float:
+        return self.nll / self.tokens
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.loss)
+
+    @property
+    def word_perplexity(self) -> float:
+        return math.exp(self.nll / self.words)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "loss": self.loss, "perplexity": self.perplexity, "words": self.words,
+                "word_perplexity": self.word_perplexity, "kl_unigram": self.kl_unigram,
+                "kl_unigram_without_ln_bias": self.kl_unigram_without_ln_bias}
+
+
+def kl_divergence(p: torch.Tensor, log_q: torch.Tensor) -> float:
+    """KL(p || q) = sum_i p_i (log p_i - log q_i) in nats (0 log 0 = 0), float64."""
+    import torch
+
+    p = p.double()
+    logp = torch.where(p > 0, p.log(), torch.zeros_like(p))
+    return float((p * (logp - log_q.double())).sum())
+
+
+def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int | None = None,
+             unigram_log: torch.Tensor | None = None, adjust: torch.Tensor | None = None,
+             progress: Progress | None = None) -> EvalResult:
+    """Sum the NLL of every scored target; average the predicted distributions (with and without
+    the current b_LN). `unigram_log` [V]: log q for the KL (default: the targets' own add-1 unigram).
+    `adjust` [V]: subtracted from every position's logits first (logit adjustment tau * log p(y))."""
+    import torch
+
+    from nbcli.lm.decoding import log_prior_from_counts
+
+    V = runner.vocab_size
+    context = runner.context or max(len(s) for s in scored.sequences)
+    stride = stride or max(1, context // 2)
+    if not 0 < stride <= context:
+        raise ConfigError(f"--stride {stride}: must be in [1, {context}] (the model's context)")
+    shift = runner.ln_bias_logit_shift()
+    jobs = [(s, w) for s in scored.sequences for w in windows(len(s), context, stride)]
+    nll = torch.zeros((), dtype=torch.float64, device=runner.device)
+    p_sum = torch.zeros(V, dtype=torch.float64, device=runner.device)
+    p_sum_wo = torch.zeros(V, dtype=torch.float64, device=runner.device) if shift is not None else None
+    tokens = 0
+    for b in range(0, len(jobs), batch_size):
+        chunk = jobs[b:b + batch_size]
+        width = max(end - start for _s, (start, end, _f) in chunk)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        mask = torch.zeros(len(chunk), width, dtype=torch.bool)
+        score = torch.zeros(len(chunk), width, dtype=torch.bool)  # position j predicts token j + 1
+        for row, (seq, (start, end, first)) in enumerate(chunk):
+            ids[row, :end - start] = torch.from_numpy(seq[start:end])
+            mask[row, :end - start] = True
+            score[row, first - start - 1:end - start - 1] = True
+        logits = runner.logits(ids, mask if not bool(mask.all()) else None)      # [B, W, V]
+        if adjust is not None:
+            logits = logits - adjust.to(logits.device)
+        targets = ids[:, 1:].to(logits.device)
+        sel = score[:, :-1].to(logits.device)
+        picked = logits[:, :-1][sel]                                             # [N, V]
+        logp = torch.log_softmax(picked, dim=-1)
+        nll += torch.nn.functional.nll_loss(logp, targets[sel], reduction="sum").double()
+        p_sum += logp.exp().sum(0).double()
+        if p_sum_wo is not None:
+            p_sum_wo += torch.softmax(picked - shift, dim=-1).sum(0).double()
+        n = int(sel.sum())
+        tokens += n
+        if progress is not None:
+            progress(n)
+    if unigram_log is None:
+        unigram_log = log_prior_from_counts(scored.target_counts(V), V)
+    log_q = unigram_log.to(runner.device)
+    kl = kl_divergence(p_sum / tokens, log_q)
+    kl_wo = kl_divergence(p_sum_wo / tokens, log_q) if p_sum_wo is not None else None
+    return EvalResult(tokens=tokens, nll=float(nll), words=scored.words, kl_unigram=kl,
+                      kl_unigram_without_ln_bias=kl_wo)
+
+
+def evaluate_arms(runner: Runner, scored: Scored, arms: Sequence[Any], base: Any, *, batch_size: int = 8,
+                  stride: int | None = None, unigram_log: torch.Tensor | None = None,
+                  log_prior: torch.Tensor | None = None, progress: Progress | None = None,
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One `evaluate` per arm (nbcli.lm.arms.Arm) with its surgery applied in memory; rows and warnings."""
+    from nbcli.lm.arms import each_arm
+
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for arm, adjust in each_arm(runner, arms, base, log_prior, warnings):
+        result = evaluate(runner, scored, batch_size=batch_size, stride=stride, unigram_log=unigram_log,
+                          adjust=adjust, progress=progress)
+        rows.append({**arm.as_dict(), **result.as_dict()})
+    return rows, warnings
