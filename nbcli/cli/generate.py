@@ -79,7 +79,6 @@ def generate_command(
     as_json: JsonOption = False,
 ) -> None:
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501
-    from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import print_json, stderr_console, step_progress
     from nbcli.counts import parse_smoothing
@@ -91,7 +90,7 @@ def generate_command(
 
     rule = parse_decoding(decoding)
     if out is not None:
-        check_output_dir(out / "samples.jsonl" if out.is_dir() else out)  # DIR, or a new DIR in an existing parent
+        _check_out(out, [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])])
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, tau=logit_adjust,
                        counts=counts, smoothing_k=parse_smoothing(smoothing), arch=arch,
@@ -116,6 +115,21 @@ def generate_command(
         print_json(report)
     else:
         _render(report)
+
+
+OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
+
+
+def _check_out(out: Path, inputs: list[Any]) -> None:
+    """--out DIR: a directory (or a new one in an existing parent) whose files are none of the inputs."""
+    from nbcli.atomic import check_output_dir
+    from nbcli.errors import OutputError
+    from nbcli.outputs import check_outputs
+
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a directory")
+    check_output_dir(out / OUT_NAMES[0] if out.is_dir() else out)
+    check_outputs([out / name for name in OUT_NAMES], inputs)
 
 
 def _write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:

@@ -74,6 +74,12 @@ def test_bad_inputs_are_one_line_errors(nb_lm: Path, sp_model: Path, sp_unigram_
     assert_one_line_error(result.stderr, "--scale-ln-bias")
     result = invoke("generate", nb_lm, "--prompts", heldout, "-t", sp_model, "--logit-adjust", "1")
     assert_one_line_error(result.stderr, "--counts")
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    (clash / "samples.jsonl").write_text(heldout.read_text())
+    result = invoke("generate", nb_lm, "--prompts", clash / "samples.jsonl", "-t", sp_model, "--out", clash)
+    assert_one_line_error(result.stderr, "same file as the input")
+    assert (clash / "samples.jsonl").read_text() == heldout.read_text()
 
 
 def test_logit_adjust_arm_on_a_model_without_ln_bias(sp_model: Path, heldout: Path, tmp_path: Path) -> None:
