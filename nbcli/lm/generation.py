@@ -70,6 +70,7 @@ class GenerationOptions:
     seed: int = 0
     batch_size: int = 16
     use_cache: bool = True
+    stop_at_eos: bool = True   # False: always max_new_tokens (throughput benchmarks)
 
 
 @dataclass
@@ -95,8 +96,8 @@ def generate(runner: Runner, tokenizer: Tokenizer, prompts: Sequence[Prompt], op
     before the decoding rule (logit adjustment). Returned in (prompt, sample) order."""
     import torch
 
-    eos = tokenizer.eos_id
-    start = eos if eos is not None else tokenizer.bos_id
+    start = tokenizer.eos_id if tokenizer.eos_id is not None else tokenizer.bos_id
+    eos = tokenizer.eos_id if opts.stop_at_eos else None
     encoded = tokenizer.encode_batch([p.text for p in prompts])
     rows = [(p, s, ([start] if start is not None else []) + ids)
             for p, ids in zip(prompts, encoded) for s in range(opts.samples)]

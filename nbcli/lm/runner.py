@@ -255,6 +255,7 @@ def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.dev
         raise CheckpointError(f"{path}: neither an nb checkpoint (no nb.format metadata) nor a transformers "
                               f"model directory (no config.json in {directory})")
     try:
+        import transformers
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
     except ImportError:
@@ -262,8 +263,10 @@ def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.dev
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype="auto", local_files_only=True,
-                                                     use_safetensors=True)
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        saved_dtype = {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": "auto"}  # renamed in 4.56
+        model = AutoModelForCausalLM.from_pretrained(str(directory), local_files_only=True, use_safetensors=True,
+                                                     **saved_dtype)
     except (OSError, ValueError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"{directory}: transformers cannot load this causal LM ({first})") from None

@@ -31,7 +31,7 @@ def test_eval_rows_per_lambda_json(nb_lm: Path, sp_model: Path, heldout: Path) -
 def test_generate_table_outputs_and_seeded_determinism(nb_lm: Path, sp_model: Path, heldout: Path,
                                                         tmp_path: Path) -> None:
     args = ["generate", nb_lm, "--prompts", heldout, "-t", sp_model, "--scale-ln-bias", "0,0.5,...,1",
-            "--prompt-words", "3", "--max-new-tokens", "12", "--samples", "2", "--seed", "5",
+            "--prompt-words", "3", "--max-new-tokens", "10", "--samples", "2", "--seed", "5", "--max-prompts", "4",
             "--eval-corpus", heldout]
     first = invoke(*args, "--out", tmp_path / "a", "--json")
     assert first.exit_code == 0, first.stderr
@@ -105,5 +105,3 @@ def test_real_nb_subprocess_eval(nb_lm: Path, sp_model: Path, heldout: Path) -> 
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
     assert "lambda 1" in out and "lambda 0" in out and "KL w/o b_LN" in out
-    done = run_nb("generate", nb_lm, "--prompts", heldout, "-t", sp_model, "--scale-ln-bias", "2,x")
-    assert done.returncode == 1 and done.stderr.decode().startswith("nb: error: --scale-ln-bias")
