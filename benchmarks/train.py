@@ -69,6 +69,21 @@ from nbcli.train.data import tokenize_corpus  # noqa: E402
 from nbcli.train.loop import read_log, train  # noqa: E402
 
 
+# Arms. AG in the paper's released units (--ag-reduction mse): alpha_0 = 100 is table 11's value for
+# RoBERTa-8; auto sets alpha_0 L_AG = L_MLM at step 0 (sec. 4.5's rule).
+ARMS: dict[str, dict[str, Any]] = {
+    "clm-bias-unigram": dict(objective="clm", bias_init="unigram"),
+    "clm-bias-zero": dict(objective="clm", bias_init="zero"),
+    "clm-untied-unigram": dict(objective="clm", bias_init="unigram", tie_embeddings=False),
+    "clm-untied-rescale-fro": dict(objective="clm", bias_init="unigram", tie_embeddings=False, rescale_w="fro"),
+    "mlm-no-ag": dict(objective="mlm", bias_init="zero"),
+    "mlm-ag-alpha100": dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=100.0),
+    "mlm-ag-auto": dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha="auto"),
+}
+COMPARISONS = (("clm-bias-unigram", "clm-bias-zero"), ("clm-untied-rescale-fro", "clm-untied-unigram"),
+               ("mlm-ag-alpha100", "mlm-no-ag"), ("mlm-ag-auto", "mlm-no-ag"))
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -146,8 +161,8 @@ def val_at(curve: list[tuple[int, float]], step: int) -> float:
 
 
 def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workdir: Path, eval_every: int,
-            eval_batches: int, **options: Any) -> dict[str, Any]:
-    cfg = build_config("tiny", steps=steps, seed=seed, eval_every=eval_every, eval_batches=eval_batches,
+            eval_batches: int, preset: str = "tiny", **options: Any) -> dict[str, Any]:
+    cfg = build_config(preset, steps=steps, seed=seed, eval_every=eval_every, eval_batches=eval_batches,
                        val_fraction=VAL_FRACTION, device="cpu", **options)
     out = workdir / f"{name}-s{seed}"
     t0 = time.perf_counter()
@@ -162,11 +177,13 @@ def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workd
         "step0_loss": records[0]["loss"], "val_step0": val_at(curve, 0),
         **{f"val_{pct}pct": val_at(curve, step) for pct, step in marks.items()},
         "alc": result.alc, "wall_s": wall, "train_tokens_per_s_median": statistics.median(train_tps),
+        "run_dir": str(out), "ag_alpha0": result.ag_alpha0, "warnings": result.warnings,
         "unigram_entropy": result.unigram_entropy, "log_v": result.log_v,
     }
     ag = [r["ag_loss"] for r in records if "ag_loss" in r]
     if ag:
         row["ag_loss_first"], row["ag_loss_last"] = ag[0], ag[-1]
+        row["ag_weighted_first"] = records[0]["ag_alpha"] * ag[0]
     log(f"  {name} seed {seed}: step0 {row['step0_loss']:.4f} val@1% {row['val_1pct']:.4f} @10% {row['val_10pct']:.4f} "
         f"@100% {row['val_100pct']:.4f} ALC {row['alc']:.4f} ({wall:.0f} s, "
         f"{row['train_tokens_per_s_median']:,.0f} tokens/s, load {os.getloadavg()[0]:.1f})")
@@ -208,6 +225,11 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, help="validation every N steps (default: 1; --real: steps/100)")
     parser.add_argument("--eval-batches", type=int, help="validation batches per evaluation (default: 2; --real: 1)")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--preset", default="tiny", help="nb train preset of the effect runs (default: tiny)")
+    parser.add_argument("--arms", help=f"comma-separated subset of: {', '.join(ARMS)} (default: all)")
+    parser.add_argument("--keep", type=Path, help="keep the run directories here (for nb plot-run) instead of a "
+                        "temporary directory")
+    parser.add_argument("--no-throughput", action="store_true", help="skip the tiny-preset throughput run")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "train.json")
     args = parser.parse_args()
@@ -228,13 +250,11 @@ def main() -> None:
     if args.eval_every is None:
         args.eval_every = max(1, args.steps // 100)
 
-    arms = [
-        ("clm-bias-unigram", dict(objective="clm", bias_init="unigram")),
-        ("clm-bias-zero", dict(objective="clm", bias_init="zero")),
-        ("mlm-ag", dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=100.0)),
-        ("mlm-no-ag", dict(objective="mlm", bias_init="zero")),
-        ("mlm-ag-alpha10", dict(objective="mlm", bias_init="zero", ag_fraction=0.5, ag_alpha=10.0)),
-    ]
+    names = args.arms.split(",") if args.arms else list(ARMS)
+    unknown = [n for n in names if n not in ARMS]
+    if unknown:
+        raise SystemExit(f"benchmarks/train.py: unknown arms {unknown}; choose from {', '.join(ARMS)}")
+    arms = [(n, ARMS[n]) for n in names]
     data = tokenize_corpus([args.corpus], load_tokenizer(args.tokenizer), "clm", VAL_FRACTION)
     tokens = {"train": int(data.train.size), "val": int(data.val.size), "documents": data.documents,
               "per_run": args.steps * args.batch_size * args.seq_len}
@@ -245,17 +265,20 @@ def main() -> None:
     load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nb-train-bench-") as tmp:
-        workdir = Path(tmp)
-        log("throughput (tiny preset, CPU) ...")
-        speed = throughput(args.corpus, args.tokenizer, workdir, 20)
+        workdir = args.keep or Path(tmp)
+        speed = None
+        if not args.no_throughput:
+            log("throughput (tiny preset, CPU) ...")
+            speed = throughput(args.corpus, args.tokenizer, workdir, 20)
         for name, options in arms:
             log(f"{name} ...")
             for seed in range(args.seeds):
                 rows.append(run_arm(name, args.corpus, args.tokenizer, seed, args.steps, workdir, args.eval_every,
-                                    args.eval_batches, seq_len=args.seq_len, batch_size=args.batch_size, **options))
+                                    args.eval_batches, preset=args.preset, seq_len=args.seq_len,
+                                    batch_size=args.batch_size, **options))
     total = time.perf_counter() - t_start
 
-    print(f"\nnb train benchmark: tiny preset (2x4x128) at T={args.seq_len}, batch {args.batch_size}, {args.steps} steps, "
+    print(f"\nnb train benchmark: {args.preset} preset at T={args.seq_len}, batch {args.batch_size}, {args.steps} steps, "
           f"{args.seeds} seeds, corpus {Path(args.corpus).name}, tokenizer {Path(args.tokenizer).name}, "
           f"{args.threads} CPU threads")
     print(f"{tokens['documents']:,} documents: {tokens['train']:,} training and {tokens['val']:,} validation tokens "
@@ -263,8 +286,9 @@ def main() -> None:
     marks = rows[0]["marks"]
     print(f"validation every {args.eval_every} steps on {args.eval_batches} batch(es); 1% / 10% / 100% = steps "
           f"{marks[1]} / {marks[10]} / {marks[100]}")
-    print(f"CPU tiny-preset training throughput (as shipped: T=128, batch 16): "
-          f"{speed['tokens_per_s_median']:,.0f} tokens/s (median)\n")
+    if speed is not None:
+        print(f"CPU tiny-preset training throughput (as shipped: T=128, batch 16): "
+              f"{speed['tokens_per_s_median']:,.0f} tokens/s (median)\n")
     keys = ["step0_loss", "val_1pct", "val_10pct", "val_100pct", "alc"]
     print(f"{'arm':<18}" + "".join(f"{k:>20}" for k in keys))
     summary: dict[str, dict[str, list[float]]] = {}
@@ -273,18 +297,24 @@ def main() -> None:
         summary[name] = {k: list(summarise(arm_rows, k)) for k in keys}
         print(f"{name:<18}" + "".join(f"{m:>12.4f} ±{s:>6.4f}" for m, s in (summarise(arm_rows, k) for k in keys)))
     comparisons = {}
-    for a, b in (("clm-bias-unigram", "clm-bias-zero"), ("mlm-ag", "mlm-no-ag"), ("mlm-ag-alpha10", "mlm-no-ag")):
+    for a, b in COMPARISONS:
+        if a not in summary or b not in summary:
+            continue
         comparisons[f"{a} - {b}"] = {k: summary[a][k][0] - summary[b][k][0] for k in keys}
         print(f"{a} minus {b}: " + ", ".join(f"{k} {v:+.4f}" for k, v in comparisons[f'{a} - {b}'].items()))
-    ag_speed = {name: statistics.median(r["train_tokens_per_s_median"] for r in rows if r["arm"] == name)
-                for name in ("mlm-ag", "mlm-no-ag")}
-    overhead = ag_speed["mlm-no-ag"] / ag_speed["mlm-ag"] - 1
-    print(f"AG overhead on CPU (median step tokens/s without / with AG - 1): {overhead:+.1%}")
+    overhead = None
+    if "mlm-ag-alpha100" in summary and "mlm-no-ag" in summary:
+        ag_speed = {name: statistics.median(r["train_tokens_per_s_median"] for r in rows if r["arm"] == name)
+                    for name in ("mlm-ag-alpha100", "mlm-no-ag")}
+        overhead = ag_speed["mlm-no-ag"] / ag_speed["mlm-ag-alpha100"] - 1
+        print(f"AG overhead on CPU (median step tokens/s without / with AG - 1): {overhead:+.1%}")
     for name, _ in arms:
         ag_rows = [r for r in rows if r["arm"] == name and "ag_loss_first" in r]
         if ag_rows:
-            print(f"{name}: ag_loss first step {statistics.mean(r['ag_loss_first'] for r in ag_rows):.4f}, "
-                  f"last step {statistics.mean(r['ag_loss_last'] for r in ag_rows):.4f}")
+            print(f"{name}: ag_loss first step {statistics.mean(r['ag_loss_first'] for r in ag_rows):.5f} "
+                  f"(x alpha_0 = {statistics.mean(r['ag_weighted_first'] for r in ag_rows):.3f} nats vs step-0 LM "
+                  f"loss {statistics.mean(r['step0_loss'] for r in ag_rows):.3f}), last step "
+                  f"{statistics.mean(r['ag_loss_last'] for r in ag_rows):.5f}")
     h, logv = rows[0]["unigram_entropy"], rows[0]["log_v"]
     print(f"unigram entropy of the training tokens {h:.3f} nats, log V {logv:.3f}")
     print(f"\ntotal wall time {total:.0f} s")
@@ -292,6 +322,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
                     "cpus": os.cpu_count(), "threads": args.threads, "cuda": torch.cuda.is_available()},
         "corpus": args.corpus, "tokenizer": args.tokenizer, "steps": args.steps, "seeds": args.seeds,
+        "preset": args.preset, "arms": names,
         "seq_len": args.seq_len, "batch_size": args.batch_size, "eval_every": args.eval_every,
         "eval_batches": args.eval_batches, "val_fraction": VAL_FRACTION, "real_sample": sample_info, "tokens": tokens,
         "load_average_start": load_start, "load_average_end": os.getloadavg(),

@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train eval generate --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -22,20 +22,25 @@ _nb() {
             ;;
         probe-bias) opts="--counts -c --arch --map --plot --bins --smoothing --partition --no-partition --json --help -h"
             ;;
-        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
+        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear" -- "$cur")); return;; esac
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
-            case "$prev" in --embedding-standardise) COMPREPLY=($(compgen -W "xavier" -- "$cur")); return;; esac
+            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
         eval) opts="--corpus --tokenizer -t --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --batch-size --arch --map --device --json --help -h"
             ;;
         generate) opts="--prompts --tokenizer -t --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
+            ;;
+        transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --json --help -h"
+            case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
+            ;;
+        plot-run) opts="--output -o --json --help -h"
             ;;
     esac
     if [[ "$cur" == -* ]]; then

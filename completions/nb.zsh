@@ -12,6 +12,8 @@ _nb() {
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
         'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
+        'transplant-embeddings:Build a target tokenizer’s input embedding from SOURCE_CKPT’s by vocabulary over'
+        'plot-run:Plot nb train runs- validation loss with ALC, divergence from unigram/uniform, o'
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -70,7 +72,7 @@ _nb() {
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
                 '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
                 '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
-                '--standardise-embeddings[Standardise the input embedding (paper 002 eq. 1): xavier = mean 0, std sqrt(2/(]:value: ' \
+                '--standardise-embeddings[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--seed[Seed for --shuffle-embeddings (0 to 2^63-1).]:value: ' \
@@ -136,8 +138,9 @@ _nb() {
                 '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
-                '--embedding-standardise[Standardise the embedding to Xavier’s mean 0 / std sqrt(2/(V+d)) (paper 002 eq. ]:value:(xavier)' \
-                '--embedding-shuffle[Shuffle the embedding’s rows (paper 002 Pre-trained_Shuffled).]' \
+                '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
+                '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
+                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--eval-every[Evaluate every K steps (and at the end).]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
@@ -197,6 +200,30 @@ _nb() {
                 '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        transplant-embeddings)
+            _arguments -s '--source-tokenizer[The tokenizer SOURCE_CKPT was trained with (.model, tokenizer.json or a folder).]:path:_files' \
+                '--target-tokenizer[The tokenizer of the model to initialise.]:path:_files' \
+                '--output[Output safetensors file (tok_emb.weight (V_t, d) and transplant.source_row (V_t)]:path:_files' \
+                '-o[Output safetensors file (tok_emb.weight (V_t, d) and transplant.source_row (V_t)]:path:_files' \
+                '--missing[Rows of target pieces the source lacks: xavier U(+-sqrt(6/(V+d))) (paper 002 sec]:value:(xavier mean neighbours)' \
+                '--counts[Target-corpus counts (nb count-unigrams with T2): coverage by token mass, and --]:path:_files' \
+                '-c[Target-corpus counts (nb count-unigrams with T2): coverage by token mass, and --]:path:_files' \
+                '--min-count[Copy only pieces counted at least K times (paper 002’s minimum frequency); the r]:value: ' \
+                '--standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
+                '--seed[Seed for --missing xavier.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        plot-run)
+            _arguments -s '--output[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
+                '-o[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -1,4 +1,4 @@
-"""PNG figures for `nb probe-bias` (matplotlib, an optional extra: `pip install nbcli[plot]`).
+"""PNG figures for `nb probe-bias` and `nb plot-run` (matplotlib, an optional extra: `pip install nbcli[plot]`).
 
 matplotlib is imported inside the functions, never at import time, and only through its
 object-oriented API (Figure + Agg canvas), so no global pyplot state and no display is needed.
@@ -115,3 +115,124 @@ def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, 
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     _save(fig, path, metadata, outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# nb plot-run: curves of nb train runs, several overlaid (one colour per arm, seeds share it)
+
+RUN_FIGURES = ("val_loss", "divergence", "bias", "attention_guidance")
+
+
+def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    groups = list(dict.fromkeys(r.group for r in runs))
+    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
+
+
+def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
+    """One legend entry per arm (its group); seeds of an arm share colour and entry."""
+    if run.group in seen:
+        return None
+    seen.add(run.group)
+    return run.group + extra
+
+
+def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str]) -> list[Path]:
+    """The PNGs of `nb plot-run` in `out_dir` (written atomically); figures whose curves no run logged
+    are skipped. `runs` are `nbcli.train.runs.RunLog`s."""
+    written: list[Path] = []
+    colours = _run_colours(runs) if runs else {}
+    n = {g: sum(r.group == g for r in runs) for g in colours}
+
+    # 1. validation loss with the area under it (ALC, paper 000 sec. 4.2) shaded
+    if any(r.has("val_loss") for r in runs):
+        fig = _figure(7.5, 4.6)
+        ax = fig.add_subplot()
+        seen: set[str] = set()
+        for r in runs:
+            if not r.has("val_loss"):
+                continue
+            steps, values = r.series["val_loss"]
+            alcs = [x.alc() for x in runs if x.group == r.group and x.alc() is not None]
+            extra = f"  (ALC {np.mean(alcs):.3f}" + (f", {n[r.group]} runs)" if n[r.group] > 1 else ")")
+            ax.plot(steps, values, color=colours[r.group], linewidth=1.4, label=_label(r, seen, extra))
+            ax.fill_between(steps, 0, values, color=colours[r.group], alpha=0.06 / max(1, n[r.group]) * 2)
+        lo = min(float(r.series["val_loss"][1].min()) for r in runs if r.has("val_loss"))
+        hi = max(float(r.series["val_loss"][1].max()) for r in runs if r.has("val_loss"))
+        ax.set_ylim(max(0.0, lo - 0.1 * (hi - lo)), hi + 0.05 * (hi - lo))
+        ax.set_xlabel("training step")
+        ax.set_ylabel("validation loss (nats/token)")
+        ax.set_title("Validation loss; shaded: area under the curve (ALC = area / span, paper 000 sec. 4.2)",
+                     fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+        written.append(_save_named(fig, out_dir, "val_loss", metadata))
+
+    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
+    if any(r.has("kl_unigram") for r in runs):
+        fig = _figure(7.5, 4.6)
+        ax = fig.add_subplot()
+        seen = set()
+        for r in runs:
+            for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
+                if r.has(key):
+                    steps, values = r.series[key]
+                    ax.plot(steps, values, linestyle=style, color=colours[r.group], linewidth=1.3,
+                            label=_label(r, seen) if key == "kl_unigram" else None)
+        ax.plot([], [], "k-", label="KL(p_θ ‖ unigram)")
+        ax.plot([], [], "k--", label="KL(p_θ ‖ uniform)")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel("training step (log scale; 0 shown linearly)")
+        ax.set_ylabel("mean per-token divergence (nats)")
+        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)",
+                     fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "divergence", metadata))
+
+    # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
+    if any(r.has("bias_norm") for r in runs):
+        fig = _figure(10.0, 4.0)
+        axes = fig.subplots(1, 2)
+        for ax, key, ylabel in ((axes[0], "bias_norm", "‖b‖₂"), (axes[1], "bias_kl_unigram", "KL(softmax(b) ‖ unigram)")):
+            seen = set()
+            for r in runs:
+                if r.has(key):
+                    steps, values = r.series[key]
+                    ax.plot(steps, values, color=colours[r.group], linewidth=1.3, label=_label(r, seen))
+            ax.set_xlabel("training step")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+        axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
+        axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "bias", metadata))
+
+    # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
+    if any(r.has("ag_loss") for r in runs):
+        fig = _figure(10.0, 4.0)
+        axes = fig.subplots(1, 2)
+        for ax, key, ylabel in ((axes[0], "ag_loss", "L_AG (log scale)"), (axes[1], "ag_alpha", "α_t")):
+            seen = set()
+            for r in runs:
+                if r.has(key):
+                    steps, values = r.series[key]
+                    ax.plot(steps, values, color=colours[r.group], linewidth=1.2, label=_label(r, seen))
+            ax.set_xlabel("training step")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, which="both", alpha=0.3)
+        if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
+            axes[0].set_yscale("log")
+        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
+        axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "attention_guidance", metadata))
+    return written
+
+
+def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str]) -> Path:
+    path = out_dir / f"{name}.png"
+    _save(fig, path, metadata, None)
+    return path

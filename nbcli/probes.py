@@ -322,12 +322,17 @@ def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int |
 
 
 def partition_isotropy(rows: Rows, block_rows: int | None = None) -> PartitionIsotropy:
-    """Partition-function isotropy (Mu & Viswanath 2018, sec. 2; used by paper 003's isotropy).
+    """Partition-function isotropy (Mu & Viswanath 2018, sec. 2), an extra beside paper 003's measure.
 
-    Z(c) = sum_i exp(<c, w_i>) over output embedding rows w_i, and I(W) = min_c Z(c) / max_c Z(c)
-    with c ranging over the unit eigenvectors of W^T W (d x d, never V x V). An eigenvector's sign
-    is arbitrary (LAPACK picks one), so both c and -c are candidates; this makes I(W) a property
-    of W alone. Cost: two passes over W and O(V d^2) arithmetic (W^T W, then W C).
+    Paper 003 does not use it: its isotropy is the mean pairwise cosine (sec. 3.2, `mean_pairwise_cosine`
+    here). Z(c) = sum_i exp(<c, w_i>) over output embedding rows w_i, and I(W) = min_c Z(c) / max_c Z(c)
+    with c ranging over the unit eigenvectors of W^T W (d x d, never V x V).
+
+    Departure from the original, on purpose: Mu & Viswanath take each eigenvector once, with
+    whatever sign the eigensolver returns; nb takes both c and -c (2 d candidates), because that sign
+    is arbitrary (LAPACK's choice) and would otherwise change the result. So nb's ratio is a property
+    of W alone and is <= the one-sign ratio computed with any sign choice. Cost: two passes over W and
+    O(V d^2) arithmetic (W^T W, then W C).
     """
     return partition_isotropy_from_gram(rows, gram_matrix(rows, block_rows), block_rows)
 

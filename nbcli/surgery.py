@@ -10,6 +10,7 @@ for float64 input; they never modify their argument):
     embedding_stats(x) -> (mean, std)                 paper 002 eq. 1 (sample std, all entries)
     xavier_std(n, d)                                  paper 002 sec. 3.1: sqrt(2/(N+D))
     standardise_embeddings(x, target_mean, target_std) paper 002 eq. 1 / eq. 4
+    standardise_to(x, spec)                           the same, target named by a --standardise spec
     shuffle_embeddings(x, seed, mode="rows")          paper 002 sec. 3.4 Pre-trained_Shuffled
     scale_ln_bias(b, lam)                             paper 003 sec. 3.3 b_LN <- lam * b_LN
     remove_direction(w, direction)                    paper 003 sec. 3.2 w_i <- w_i - <w_i,u> u
@@ -452,6 +453,21 @@ def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
         return embedding_stats(other.get_float(spec.match_tensor))
 
 
+def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
+    """`standardise_embeddings` to the target a --standardise spec names: xavier (paper 002 eq. 1),
+    match:FILE:TENSOR (eq. 4: that tensor's mean and sample std) or explicit mean/std. Shared by
+    patch-checkpoint, train and transplant-embeddings."""
+    if spec.kind == "xavier":
+        if x.ndim != 2:
+            raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(x.shape)}")
+        mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
+    elif spec.kind == "match":
+        mean, std = _match_stats(spec)
+    else:
+        mean, std = spec.mean, spec.std
+    return standardise_embeddings(x, mean, std)
+
+
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                 ) -> tuple[dict[str, torch.Tensor], _Workspace, list[str]]:
     """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""
@@ -543,18 +559,11 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         emb = roles.require("input_embedding", "--standardise-embeddings")
         if tied:
             warnings.append(f"--standardise-embeddings: {emb!r} is also the (tied) output weight")
-        spec = options.standardise
         x = ws.read(emb)
         with naming(f"{checkpoint.path}: --standardise-embeddings of {emb!r} {list(x.shape)}"):
             if x.ndim != 2:
                 raise CheckpointError("expected a [V, d] matrix")
-            if spec.kind == "xavier":
-                mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
-            elif spec.kind == "match":
-                mean, std = _match_stats(spec)
-            else:
-                mean, std = spec.mean, spec.std
-            ws.write(emb, "input_embedding", standardise_embeddings(x, mean, std))
+            ws.write(emb, "input_embedding", standardise_to(x, options.standardise))
 
     # 4. Pre-trained_Shuffled (paper 002 sec. 3.4)
     if options.shuffle:

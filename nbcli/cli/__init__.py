@@ -50,11 +50,12 @@ def _register() -> None:
     from nbcli.cli import eval as eval_cmd
     from nbcli.cli import generate as generate_cmd
     from nbcli.cli import inspect as inspect_cmd
-    from nbcli.cli import patch_checkpoint
+    from nbcli.cli import patch_checkpoint, plot_run
     from nbcli.cli import train as train_cmd
+    from nbcli.cli import transplant_embeddings
 
     for module in (quickstart, count_unigrams, merge_counts, patch_checkpoint, inspect_cmd, probe_bias, train_cmd,
-                   eval_cmd, generate_cmd):
+                   eval_cmd, generate_cmd, transplant_embeddings, plot_run):
         module.register(app)
 
 

@@ -82,3 +82,21 @@ DeviceOption = Annotated[
     str,
     typer.Option("--device", metavar="auto|cpu|cuda", help="auto: CUDA when present, else CPU. Weights keep their saved dtype."),
 ]
+
+
+def standardise_option(name: str) -> typer.models.OptionInfo:
+    """The embedding-standardisation option (paper 002 eq. 1 / eq. 4), one help text for
+    patch-checkpoint, train and transplant-embeddings; parsed by `nbcli.surgery.parse_standardise`."""
+    return typer.Option(
+        name, metavar="xavier|match:FILE:TENSOR|mean=M,std=S", show_default=False,
+        help="Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, s sqrt(2/(N+D)) "
+        "(uniform Xavier's std for N x D; paper 002 eq. 1, Pre-trained_Xavier); match = another tensor's mean "
+        "and sample std (eq. 4, Xavier_Pre-trained); or explicit values.")
+
+
+def shuffle_mode_option(name: str = "--shuffle-mode") -> typer.models.OptionInfo:
+    """How Pre-trained_Shuffled shuffles (paper 002 sec. 3.4); `nbcli.surgery.shuffle_embeddings`."""
+    return typer.Option(
+        name, help="rows: permute token rows (vectors kept, assigned to other tokens); rows-columns: also "
+        "permute dimensions (the paper's wording, 'the rows and columns of X_p are randomly shuffled'); "
+        "elements: permute all entries.")

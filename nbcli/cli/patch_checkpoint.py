@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import MAX_SEED, ArchOption, JsonOption, RoleMapOption, SmoothingOption
+from nbcli.cli.options import (MAX_SEED, ArchOption, JsonOption, RoleMapOption, SmoothingOption, shuffle_mode_option,
+                               standardise_option)
 
 EPILOG = """\
 [bold]Operations, applied in this order[/bold] (any combination in one run)
@@ -69,16 +70,10 @@ def patch_checkpoint(
         "--untie", help="Write a separate output weight (copy of the tied input embedding) so output-side "
         "operations leave the input embedding alone. Loaders must not re-tie it (transformers: "
         "tie_word_embeddings=false; nb: nb.config is updated).")] = False,
-    standardise: Annotated[Optional[str], typer.Option(
-        "--standardise-embeddings", metavar="xavier|match:FILE:TENSOR|mean=M,std=S",
-        help="Standardise the input embedding (paper 002 eq. 1): xavier = mean 0, std sqrt(2/(N+D)) "
-        "(uniform Xavier's std for N x D); match = another tensor's mean and sample std (eq. 4); or "
-        "explicit values.")] = None,
+    standardise: Annotated[Optional[str], standardise_option("--standardise-embeddings")] = None,
     shuffle: Annotated[bool, typer.Option(
         "--shuffle-embeddings", help="Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).")] = False,
-    shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], typer.Option(
-        "--shuffle-mode", help="rows: permute token rows (vectors kept, assigned to other tokens); "
-        "rows-columns: also permute dimensions (the paper's wording); elements: permute all entries.")] = "rows",
+    shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
     seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed for --shuffle-embeddings (0 to 2^63-1).")] = 0,
     scale_ln_bias: Annotated[Optional[str], typer.Option(
         "--scale-ln-bias", metavar="LAMBDA",

@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import MAX_SEED, JsonOption, SmoothingOption, TokenizerOption
+from nbcli.cli.options import (MAX_SEED, JsonOption, SmoothingOption, TokenizerOption, shuffle_mode_option,
+                               standardise_option)
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -102,11 +103,11 @@ def train(
         "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
         help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
         "safetensors file (default tensor: the file's input-embedding role).")] = "normal",
-    embedding_standardise: Annotated[Optional[Literal["xavier"]], typer.Option(
-        "--embedding-standardise", show_default=False,
-        help="Standardise the embedding to Xavier's mean 0 / std sqrt(2/(V+d)) (paper 002 eq. 1).")] = None,
+    embedding_standardise: Annotated[Optional[str], standardise_option("--embedding-standardise")] = None,
     embedding_shuffle: Annotated[bool, typer.Option(
-        "--embedding-shuffle", help="Shuffle the embedding's rows (paper 002 Pre-trained_Shuffled).")] = False,
+        "--embedding-shuffle", help="Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the "
+        "patch-checkpoint function, seeded by --seed).")] = False,
+    shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
     eval_every: Annotated[int, typer.Option("--eval-every", metavar="K", min=1, max=MAX_STEPS,
                                             help="Evaluate every K steps (and at the end).")] = 50,
     eval_batches: Annotated[int, typer.Option("--eval-batches", min=1, max=MAX_SEQUENCES,
@@ -154,6 +155,7 @@ def train(
         ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
         ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, embedding_init=embedding_init,
         embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle,
+        embedding_shuffle_mode=shuffle_mode,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
         device=device, dtype=dtype, compile=compile_model, seed=seed)
     total = min(cfg.steps, stop_at) if stop_at else cfg.steps
@@ -162,11 +164,18 @@ def train(
             if "loss" in record:
                 progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
-        result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step)
+        result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                              on_warning=_print_warning)
     if as_json:
         print_json(result.as_dict())
     else:
         _render(result.as_dict())
+
+
+def _print_warning(message: str) -> None:
+    from nbcli.cli.console import stderr_console
+
+    stderr_console().print(f"[yellow]warning:[/] {message}", markup=True, highlight=False)
 
 
 def _alpha_or_auto(value: float | None) -> float | str:

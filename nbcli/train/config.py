@@ -60,8 +60,9 @@ class TrainConfig:
     ag_reduction: Literal["mse", "frobenius"] = "mse"
     lr_schedule: Literal["cosine", "linear"] = "cosine"
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
-    embedding_standardise: Literal["xavier"] | None = None
+    embedding_standardise: str | None = None   # xavier | match:FILE:TENSOR | mean=M,std=S (surgery spec)
     embedding_shuffle: bool = False
+    embedding_shuffle_mode: Literal["rows", "rows-columns", "elements"] = "rows"
     mask_rate: float = 0.15
     val_fraction: float = 0.05    # every 1/val_fraction-th document goes to validation
     eval_every: int = 50
@@ -99,7 +100,8 @@ class TrainConfig:
             (self.lr_schedule in ("cosine", "linear"), "--lr-schedule must be cosine or linear"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier or pretrained:FILE[:TENSOR]"),
-            (self.embedding_standardise in (None, "xavier"), "--embedding-standardise must be xavier"),
+            (self.embedding_shuffle_mode in ("rows", "rows-columns", "elements"),
+             "--shuffle-mode must be rows, rows-columns or elements"),
             (0.0 < self.mask_rate < 1.0, "mask rate must be in (0, 1)"),
             (0.0 < self.val_fraction < 0.5, "--val-fraction must be in (0, 0.5)"),
             (self.eval_every >= 1, "--eval-every must be >= 1"),
@@ -121,6 +123,10 @@ class TrainConfig:
             raise ConfigError("--rescale-w matches ||W|| to the output bias norm: it needs --bias-init unigram")
         if self.rescale_w is not None and self.tie_embeddings:
             raise ConfigError("--rescale-w would rescale the tied input embedding too: add --untie-embeddings")
+        if self.embedding_standardise is not None:
+            from nbcli.surgery import parse_standardise
+
+            parse_standardise(self.embedding_standardise)   # raises ConfigError on a bad spec
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
         if self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:

@@ -1,12 +1,17 @@
 """`nb train` data: tokenise the corpus once, count training unigrams on the way, serve fixed blocks.
 
 Documents are the non-empty lines of the inputs (JSONL inputs: the `text` field), read through
-`nbcli.corpus` and tokenised with the one tokenizer loader. Each document becomes
-`[BOS] ids EOS` (BOS only for MLM, EOS when the tokenizer has one) and documents are concatenated
-(GPT-2/RoBERTa "full sentences" packing). Every round(1/val_fraction)-th document goes to
-validation. Unigram counts of the training stream are accumulated batch by batch while tokenising
-(paper 000 sec. 3: "very little extra computational cost"); BOS is not counted (it is never a
-prediction target), EOS is (as `nb count-unigrams` does by default).
+`nbcli.corpus` and tokenised with the one tokenizer loader. Each document becomes `ids EOS` (EOS when
+the tokenizer has one) and documents are concatenated (GPT-2/RoBERTa "full sentences" packing).
+For MLM every block then starts with BOS, as RoBERTa's do (fairseq: blocks of T-1 stream tokens,
+`<s>` prepended), so paper 001's [First] heads always look at `<s>`: `BlockStream(prefix=bos)`.
+Every round(1/val_fraction)-th document goes to validation.
+
+Unigram counts of the training stream are accumulated batch by batch while tokenising (paper 000
+sec. 3: "very little extra computational cost") and count what the objective predicts: for CLM every
+stream token, EOS included (as `nb count-unigrams` by default); for MLM only tokens that can be
+selected for prediction, i.e. not `never_predicted` ids (BOS, EOS, padding, the tokenizer's special
+ids: MLM never masks them, so the output bias should not spend mass on them).
 
 The token streams are held in memory as int32 (4 bytes a token). Training order: non-overlapping
 blocks of T tokens, reshuffled each epoch by a generator seeded from (seed, epoch), so the data
@@ -36,7 +41,7 @@ class TokenData:
 
     train: np.ndarray          # int32 [N_train]
     val: np.ndarray            # int32 [N_val]
-    counts: np.ndarray         # int64 [V] unigram counts of the training stream (BOS excluded)
+    counts: np.ndarray         # int64 [V] unigram counts of what the objective predicts (module docstring)
     documents: int
     inputs: list[str]
     fingerprint: str           # sha256 of both streams (resume checks it)
@@ -61,13 +66,29 @@ def _documents(inputs: list[str], progress: Callable[[int, int | None], None] | 
                     yield text
 
 
+def never_predicted(tokenizer: Tokenizer) -> frozenset[int]:
+    """Ids MLM never selects for prediction (so never a label): BOS, EOS, padding and the tokenizer's
+    special ids. The one definition for masking (`nbcli.model.mlm_mask` via ModelConfig.special_ids)
+    and for the MLM unigram counts."""
+    extra = {i for i in (tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id) if i is not None}
+    return frozenset(set(tokenizer.special_ids) | extra)
+
+
+def block_prefix(tokenizer: Tokenizer, objective: str) -> int | None:
+    """The id every MLM block starts with: BOS (RoBERTa's `<s>`), else EOS, else none. CLM: none."""
+    if objective != "mlm":
+        return None
+    return tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
+
+
 def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val_fraction: float,
                     progress: Callable[[int, int | None], None] | None = None) -> TokenData:
     """Tokenise `inputs` once; split documents into train/val; count training unigrams as we go."""
     V = tokenizer.vocab_size
     every = max(2, round(1 / val_fraction))
-    bos = tokenizer.bos_id if objective == "mlm" else None
     eos = tokenizer.eos_id
+    skip = np.array(sorted(i for i in never_predicted(tokenizer) if i < V), dtype=np.int64) \
+        if objective == "mlm" else np.zeros(0, np.int64)
     train_parts: list[np.ndarray] = []
     val_parts: list[np.ndarray] = []
     counts = np.zeros(V, dtype=np.int64)
@@ -76,14 +97,12 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
     def flush(batch: list[str]) -> None:
         nonlocal n_docs
         for ids in tokenizer.encode_batch(batch):
-            doc = np.asarray(([bos] if bos is not None else []) + ids + ([eos] if eos is not None else []),
-                             dtype=np.int32)
+            doc = np.asarray(ids + ([eos] if eos is not None else []), dtype=np.int32)
             if n_docs % every == every - 1:
                 val_parts.append(doc)
             else:
                 train_parts.append(doc)
-                body = doc[1:] if bos is not None else doc
-                counts[:] += np.bincount(body, minlength=V)[:V]
+                counts[:] += np.bincount(doc, minlength=V)[:V]
             n_docs += 1
 
     batch: list[str] = []
@@ -98,6 +117,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
     val = np.concatenate(val_parts) if val_parts else np.zeros(0, np.int32)
     if train.size and (train.min() < 0 or train.max() >= V):
         raise CorpusError(f"tokenizer {tokenizer.name} produced ids outside [0, {V})")
+    counts[skip] = 0
     fingerprint = sha256_bytes(train.tobytes() + b"|" + val.tobytes())
     return TokenData(train=train, val=val, counts=counts, documents=n_docs, inputs=list(inputs),
                      fingerprint=fingerprint)
@@ -111,17 +131,22 @@ class Batch:
 
 
 class BlockStream:
-    """Fixed blocks of T tokens from one stream. CLM blocks carry T+1 tokens (inputs and shifted labels)."""
+    """Fixed blocks of T tokens from one stream. CLM blocks carry T+1 tokens (inputs and shifted labels).
+    With `prefix` (MLM: BOS) each block is `prefix` + the next T-1 stream tokens."""
 
     def __init__(self, tokens: np.ndarray, seq_len: int, objective: str, pad_id: int, name: str,
-                 allow_partial: bool = False) -> None:
+                 allow_partial: bool = False, prefix: int | None = None) -> None:
+        if prefix is not None and objective == "clm":
+            raise ConfigError("a block prefix is for MLM blocks only")
         self.tokens = tokens
         self.T = seq_len
+        self.prefix = prefix
+        self.body = seq_len - (prefix is not None)          # stream tokens per block
         self.shift = 1 if objective == "clm" else 0
         self.pad_id = pad_id
         span = seq_len + self.shift
-        self.n_full = max(0, (len(tokens) - self.shift) // seq_len)
-        tail = len(tokens) - self.n_full * seq_len
+        self.n_full = max(0, (len(tokens) - self.shift) // self.body)
+        tail = len(tokens) - self.n_full * self.body
         self.partial = allow_partial and tail > self.shift
         if self.n_blocks == 0:
             raise ConfigError(f"{name} split has {len(tokens)} tokens, fewer than one block of {span}: "
@@ -133,8 +158,10 @@ class BlockStream:
 
     def block(self, b: int) -> tuple[np.ndarray, np.ndarray, int]:
         """(inputs [T], labels [T], length) of block b; the partial last block is padded."""
-        start = b * self.T
-        chunk = self.tokens[start:start + self.T + self.shift]
+        start = b * self.body
+        chunk = self.tokens[start:start + self.body + self.shift]
+        if self.prefix is not None:
+            chunk = np.concatenate([np.array([self.prefix], dtype=chunk.dtype), chunk])
         n = len(chunk) - self.shift
         x = np.full(self.T, self.pad_id, dtype=np.int64)
         y = np.full(self.T, -100, dtype=np.int64)

@@ -4,9 +4,11 @@
   `nbcli.counts.log_unigram`) of the training-token counts.
 * W rescaling (paper 000 sec. 4.1): `surgery.rescale_w`, as `nb patch-checkpoint --rescale-w`.
 * Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1), or
-  rows of a pretrained safetensors tensor (same vocabulary size required), optionally standardised
-  to Xavier's statistics (eq. 1, `surgery.standardise_embeddings`) and/or row-shuffled (sec. 3.4,
-  `surgery.shuffle_embeddings`, seeded by --seed).
+  rows of a pretrained safetensors tensor (same vocabulary size required; `nb transplant-embeddings`
+  makes one for another tokenizer's vocabulary, sec. 3.3), optionally standardised (eq. 1 Xavier's
+  statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
+  function) and/or shuffled (sec. 3.4, rows / rows-columns / elements: `surgery.shuffle_embeddings`,
+  seeded by --seed).
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ def parse_pretrained(spec: str) -> tuple[Path, str | None]:
     return Path(path), (tensor or None)
 
 
-def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
+def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: int | None = None) -> torch.Tensor:
     """The [V, d] input-embedding tensor of a safetensors file: TENSOR, else the file's only matrix,
-    else the `input_embedding` role of the detected architecture. Its shape must equal the model's."""
+    else the `input_embedding` role of the detected architecture. Its shape must equal the model's,
+    or have `tokenizer_rows` rows when the model appends rows after the tokenizer's (MLM `<mask>`)."""
     from nbcli.checkpoint.io import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
 
@@ -59,7 +62,7 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
         rows = ckpt.get_float(name)
     if rows.ndim != 2:
         raise CheckpointError(f"{path}: tensor {name!r} has shape {list(rows.shape)}, expected [V, d]")
-    if rows.shape[0] != vocab_size:
+    if rows.shape[0] != vocab_size and rows.shape[0] != tokenizer_rows:
         raise ConfigError(f"--embedding-init: {path} tensor {name!r} has {rows.shape[0]} rows but the "
                           f"vocabulary has {vocab_size} (vocabulary sizes must match)")
     if rows.shape[1] != d_model:
@@ -71,8 +74,10 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int) -> torch.Tensor:
     return rows
 
 
-def input_embedding(cfg: TrainConfig, current: torch.Tensor) -> torch.Tensor:
-    """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw)."""
+def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int | None = None) -> torch.Tensor:
+    """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw). A
+    pretrained file with only the tokenizer's rows leaves the appended rows (MLM `<mask>`) at their
+    current init."""
     V, d = current.shape
     if cfg.embedding_init == "normal":
         emb = current.detach().clone()
@@ -81,10 +86,12 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor) -> torch.Tensor:
         g = torch.Generator().manual_seed(cfg.seed)
         emb = (torch.rand(V, d, generator=g) * 2 - 1) * bound
     else:
-        emb = pretrained_rows(cfg.embedding_init, V, d)
+        rows = pretrained_rows(cfg.embedding_init, V, d, tokenizer_rows)
+        emb = current.detach().clone().to(rows.dtype)
+        emb[:rows.shape[0]] = rows
     with naming(f"--embedding-init {cfg.embedding_init}"):
-        if cfg.embedding_standardise == "xavier":
-            emb = surgery.standardise_embeddings(emb)
+        if cfg.embedding_standardise is not None:
+            emb = surgery.standardise_to(emb, surgery.parse_standardise(cfg.embedding_standardise))
         if cfg.embedding_shuffle:
-            emb = surgery.shuffle_embeddings(emb, cfg.seed)
+            emb = surgery.shuffle_embeddings(emb, cfg.seed, cfg.embedding_shuffle_mode)
     return emb.to(current.dtype)

@@ -17,7 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,11 @@ from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import Batch, BlockStream, TokenData, TrainSampler, tokenize_corpus
+from nbcli.train.data import (Batch, BlockStream, TokenData, TrainSampler, block_prefix, never_predicted,
+                              tokenize_corpus)
 from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
                                   period_piece_ids)
+from nbcli.train.runs import area_under_curve
 
 FORMAT = "nb-model/1"
 STATE_FORMAT = "nb-train-state/1"
@@ -140,9 +142,7 @@ def model_config(cfg: TrainConfig, tokenizer: Tokenizer) -> ModelConfig:
     specials: tuple[int, ...] = ()
     if cfg.objective == "mlm":
         mask_id, vocab = mask_token_id(tokenizer)
-        ids = set(tokenizer.special_ids) | {i for i in (tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
-                                            if i is not None}
-        specials = tuple(sorted(ids | {mask_id}))
+        specials = tuple(sorted(never_predicted(tokenizer) | {mask_id}))
     return ModelConfig(vocab_size=vocab, seq_len=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                        d_model=cfg.d_model, dropout=cfg.dropout, objective=cfg.objective,
                        tie_embeddings=cfg.tie_embeddings, output_bias=cfg.bias_init != "none",
@@ -155,12 +155,13 @@ def padded_counts(counts: np.ndarray, vocab: int) -> np.ndarray:
     return out
 
 
-def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray) -> Transformer:
+def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokenizer_rows: int | None = None,
+                ) -> Transformer:
     """The model with paper 000's bias init (+ W rescale) and paper 002's embedding init applied."""
     torch.manual_seed(cfg.seed)
     model = Transformer(mcfg)
     with torch.no_grad():
-        emb = init.input_embedding(cfg, model.tok_emb.weight)
+        emb = init.input_embedding(cfg, model.tok_emb.weight, tokenizer_rows)
         model.tok_emb.weight.copy_(emb)
         if model.head_bias is not None and cfg.bias_init == "unigram":
             model.head_bias.copy_(init.output_bias(counts, mcfg.vocab_size, cfg.smoothing_k))
@@ -209,17 +210,27 @@ def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cf
     return auto_alpha(float(totals[0]) / max(1.0, float(n_labels)), float(totals[1]) / rt.world)
 
 
+START_MARGIN = 0.5   # nats above log V before check_start warns
+
+
+def check_start(loss: float, vocab_size: int, cfg: TrainConfig, warn: Callable[[str], None]) -> None:
+    """Warn when the step-0 loss exceeds log V, the loss of a uniform guess, by more than START_MARGIN
+    (an initialisation clearly worse than chance; paper 000's --rescale-w in nb's model is the known
+    case, see the README). The margin: small random logits (std s) already cost about s^2 / 2 nats
+    over log V, so an ordinary zero-bias start sits a few hundredths above log V (0.03 for the tiny
+    preset, 0.19 for roberta-8 in BENCHMARKS.md) and should not warn."""
+    log_v = math.log(vocab_size)
+    if not loss > log_v + START_MARGIN:
+        return
+    cause = (f" --rescale-w {cfg.rescale_w} scaled W to ||b||_2: the logits' noise then has about the rms of b "
+             "(several nats) because the final hidden state has unit-variance coordinates; see README "
+             "'--rescale-w'" if cfg.rescale_w else "")
+    warn(f"step-0 loss {loss:.2f} nats exceeds log V = {log_v:.2f} (a uniform guess) by more than {START_MARGIN} "
+         f"nats: the initialisation starts worse than chance.{cause}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Metrics
-
-
-def area_under_curve(points: list[tuple[int, float]]) -> float | None:
-    """ALC: trapezoid area under (step, value), normalised by the step span (paper 000 sec. 4.2)."""
-    if len(points) < 2:
-        return points[0][1] if points else None
-    xs = np.array([p[0] for p in points], dtype=np.float64)
-    ys = np.array([p[1] for p in points], dtype=np.float64)
-    return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2) / (xs[-1] - xs[0]))
 
 
 def generator_for(cfg: TrainConfig, *parts: int, device: torch.device | None = None) -> torch.Generator:
@@ -432,6 +443,7 @@ class TrainResult:
     log_v: float
     resumed_from: int | None
     ag_alpha0: float | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -496,9 +508,11 @@ def _check_inputs_outside(out: Path, cfg: TrainConfig, corpus: list[str], tokeni
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None,
-          on_bytes: Callable[[int, int | None], None] | None = None) -> TrainResult:
+          on_bytes: Callable[[int, int | None], None] | None = None,
+          on_warning: Callable[[str], None] | None = None) -> TrainResult:
     """Run `nb train`. `stop_at` stops after that many updates (checkpoint + state saved) while the
-    schedule still follows cfg.steps; `--resume` continues from the last saved state.
+    schedule still follows cfg.steps; `--resume` continues from the last saved state. Warnings go to
+    `on_warning` when they arise and to TrainResult.warnings / summary.json.
 
     A new run that fails or is interrupted before its first saved state (train-state.json)
     removes what it created in `out` (and `out` itself if it made it), so the same command can
@@ -507,7 +521,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     before = set(os.listdir(out)) if out.is_dir() else None
     try:
         return _train(cfg, corpus, tokenizer_path, out, resume=resume, stop_at=stop_at, on_step=on_step,
-                      on_bytes=on_bytes)
+                      on_bytes=on_bytes, on_warning=on_warning)
     except BaseException:
         if not resume and os.environ.get("RANK", "0") == "0" and not (out / "train-state.json").exists():
             _remove_new_entries(out, before)
@@ -534,7 +548,15 @@ def _remove_new_entries(out: Path, before: set[str] | None) -> None:
 
 def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
            stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
-           on_bytes: Callable[[int, int | None], None] | None) -> TrainResult:
+           on_bytes: Callable[[int, int | None], None] | None,
+           on_warning: Callable[[str], None] | None) -> TrainResult:
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning is not None and rt.is_main:
+            on_warning(message)
+
     rt = setup_runtime(cfg)
     if rt.is_main:
         if out.exists() and not out.is_dir():
@@ -554,9 +576,11 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     mcfg = model_config(cfg, tokenizer)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
     shown = ", ".join(data.inputs[:3]) + (f" and {len(data.inputs) - 3} more" if len(data.inputs) > 3 else "")
+    prefix = block_prefix(tokenizer, cfg.objective)
     with naming(f"--corpus {shown or '(no input)'} ({data.documents} documents)"):
-        train_stream = BlockStream(data.train, cfg.seq_len, cfg.objective, pad_id, "training")
-        val_stream = BlockStream(data.val, cfg.seq_len, cfg.objective, pad_id, "validation", allow_partial=True)
+        train_stream = BlockStream(data.train, cfg.seq_len, cfg.objective, pad_id, "training", prefix=prefix)
+        val_stream = BlockStream(data.val, cfg.seq_len, cfg.objective, pad_id, "validation", allow_partial=True,
+                                 prefix=prefix)
     counts = padded_counts(data.counts, mcfg.vocab_size)
     log_u = torch.from_numpy(log_unigram(counts, cfg.smoothing_k)).float().to(rt.device)
     heads = assign_heads(cfg.n_head, cfg.ag_fraction, cfg.ag_patterns, mcfg.causal)
@@ -567,7 +591,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                         period_ids=period_piece_ids(tokenizer.pieces()),
                         reduction=cfg.ag_reduction) if heads else None
 
-    model = build_model(cfg, mcfg, counts).to(rt.device)
+    model = build_model(cfg, mcfg, counts, tokenizer.vocab_size).to(rt.device)
     if rt.is_main:  # created only once the corpus and options have been accepted
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -692,6 +716,8 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 record["ag_alpha"] = alpha
                 record["ag_weighted"] = alpha * record["ag_loss"]
             write(record)
+            if step == 0:
+                check_start(record["loss"], mcfg.vocab_size, cfg, warn)
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < last_step:
                 checkpoint(step + 1)
         step = last_step
@@ -716,7 +742,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
         alc=area_under_curve(val_points), checkpoint=ckpt_path, tokens=run_tokens, seconds=seconds,
         tokens_per_s=run_tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
         device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.vocab_size),
-        resumed_from=resumed_from, ag_alpha0=alpha0 if guidance is not None else None)
+        resumed_from=resumed_from, ag_alpha0=alpha0 if guidance is not None else None, warnings=warnings)
     if rt.is_main:
         write_text_atomic(out / "summary.json", json.dumps(result.as_dict(), indent=2) + "\n")
     return result

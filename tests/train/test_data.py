@@ -10,7 +10,7 @@ import pytest
 
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.tokenizers import load_tokenizer
-from nbcli.train.data import BlockStream, TrainSampler, tokenize_corpus
+from nbcli.train.data import BlockStream, TrainSampler, block_prefix, never_predicted, tokenize_corpus
 
 
 def test_counts_are_the_training_stream_unigrams(sp_model: Path, train_corpus: Path) -> None:
@@ -28,16 +28,30 @@ def test_counts_are_the_training_stream_unigrams(sp_model: Path, train_corpus: P
     np.testing.assert_array_equal(data.counts, np.bincount(expected_train, minlength=tok.vocab_size))
 
 
-def test_mlm_documents_get_bos_which_is_not_counted(sp_model: Path, tmp_path: Path) -> None:
+def test_mlm_counts_only_what_mlm_predicts_and_blocks_start_with_bos(sp_model: Path, tmp_path: Path) -> None:
     tok = load_tokenizer(sp_model)
     corpus = tmp_path / "c.txt.gz"
     with gzip.open(corpus, "wt", encoding="utf-8") as handle:
         handle.write("the model.\n\n  \nthe bias of the model.\nthird one\n")
     data = tokenize_corpus([str(corpus)], tok, "mlm", 0.3)  # every 3rd document to validation
     assert data.documents == 3
-    assert data.train[0] == tok.bos_id and data.val[0] == tok.bos_id
-    assert data.counts[tok.bos_id] == 0 and data.counts[tok.eos_id] == 2
-    assert data.counts.sum() == len(data.train) - 2
+    docs = [tok.encode_batch([t])[0] + [tok.eos_id] for t in ("the model.", "the bias of the model.")]
+    np.testing.assert_array_equal(data.train, np.concatenate(docs))          # documents end with EOS
+    specials = never_predicted(tok)
+    assert {tok.bos_id, tok.eos_id} <= specials
+    predicted = [i for i in data.train.tolist() if i not in specials]
+    np.testing.assert_array_equal(data.counts, np.bincount(predicted, minlength=tok.vocab_size))
+    assert data.counts[tok.eos_id] == 0 and data.counts[tok.bos_id] == 0
+    clm = tokenize_corpus([str(corpus)], tok, "clm", 0.3)
+    assert clm.counts[tok.eos_id] == 2                                         # CLM predicts EOS
+    # RoBERTa blocks: <s> then T-1 stream tokens, every block
+    prefix = block_prefix(tok, "mlm")
+    assert prefix == tok.bos_id and block_prefix(tok, "clm") is None
+    stream = BlockStream(data.train, 4, "mlm", pad_id=0, name="t", allow_partial=True, prefix=prefix)
+    for b in range(stream.n_blocks):
+        x, y, n = stream.block(b)
+        assert x[0] == tok.bos_id
+        assert list(x[1:n]) == data.train[3 * b:3 * b + n - 1].tolist()
 
 
 def test_jsonl_documents_and_bad_lines(sp_model: Path, tmp_path: Path) -> None:
@@ -64,6 +78,11 @@ def test_blocks_clm_shift_and_padded_partial_block() -> None:
     assert stream.batch([0, 1], device="cpu").lengths is None
     with pytest.raises(ConfigError, match="fewer than one block"):
         BlockStream(tokens[:5], 5, "clm", pad_id=0, name="training")
+    mlm = BlockStream(tokens, 5, "mlm", pad_id=0, name="val", allow_partial=True, prefix=99)
+    assert mlm.n_full == 5 and mlm.n_blocks == 6                     # 23 tokens, 4 a block
+    assert list(mlm.block(1)[0]) == [99, 5, 6, 7, 8] and mlm.block(1)[2] == 5
+    x, y, n = mlm.block(5)
+    assert n == 4 and list(x) == [99, 21, 22, 23, 0] and list(y) == [99, 21, 22, 23, -100]
 
 
 def test_sampler_is_a_pure_function_of_seed_and_index() -> None:

@@ -36,8 +36,10 @@ def test_step0_loss_unigram_vs_zero_bias(tmp_path: Path, sp_model: Path, train_c
     entropy = unigram_entropy(read_counts(tmp_path / "u" / "counts.safetensors").counts)
     assert math.isclose(entropy, res.unigram_entropy)
     assert abs(step0 - entropy) < 0.3
-    run(tmp_path, train_corpus, sp_model, "z", steps=1, bias_init="zero")
+    assert res.warnings == []
+    zres = run(tmp_path, train_corpus, sp_model, "z", steps=1, bias_init="zero")
     zero0 = read_log(tmp_path / "z")[0]["loss"]
+    assert zres.warnings == []            # a few hundredths above log V: within the 0.5-nat margin
     V = load_tokenizer(sp_model).vocab_size
     assert abs(zero0 - math.log(V)) < 0.1
     assert zero0 - step0 > 1.0   # the unigram start is far better on this Zipfian corpus
@@ -153,8 +155,11 @@ def test_checkpoint_layout_and_roles(tmp_path: Path, sp_model: Path, train_corpu
 def test_rescale_w_and_embedding_inits(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
     V = load_tokenizer(sp_model).vocab_size
     # lr ~ 0 so the step-1 checkpoint still holds the initialisation
-    run(tmp_path, train_corpus, sp_model, "w", steps=1, bias_init="unigram", tie_embeddings=False,
-        rescale_w="fro", lr=1e-12)
+    res = run(tmp_path, train_corpus, sp_model, "w", steps=1, bias_init="unigram", tie_embeddings=False,
+              rescale_w="fro", lr=1e-12)
+    assert read_log(tmp_path / "w")[0]["loss"] > math.log(V)           # paper 000's rescale, read literally
+    assert len(res.warnings) == 1 and "exceeds log V" in res.warnings[0] and "--rescale-w fro" in res.warnings[0]
+    assert json.loads((tmp_path / "w" / "summary.json").read_text())["warnings"] == res.warnings
     with open_checkpoint(tmp_path / "w" / "step-1.safetensors") as ckpt:
         w, b = ckpt.get("head.weight"), ckpt.get("head.bias")
         assert float(w.norm()) == pytest.approx(float(b.norm()), rel=1e-3)
@@ -168,6 +173,28 @@ def test_rescale_w_and_embedding_inits(tmp_path: Path, sp_model: Path, train_cor
     assert float(emb.std()) == pytest.approx(math.sqrt(2 / (V + 128)), rel=1e-2)
     expected = (source.double() - source.double().mean()) / source.double().std() * math.sqrt(2 / (V + 128))
     torch.testing.assert_close(emb, expected, atol=1e-5, rtol=1e-3)
+    # an MLM model appends a <mask> row: a file with the tokenizer's V rows fills the rest, which keeps its init
+    run(tmp_path, train_corpus, sp_model, "mlm-p", steps=1, objective="mlm",
+        embedding_init=f"pretrained:{tmp_path}/emb.safetensors:emb", lr=1e-12)
+    with open_checkpoint(tmp_path / "mlm-p" / "step-1.safetensors") as ckpt:
+        mlm_emb = ckpt.get("tok_emb.weight")
+    assert mlm_emb.shape[0] == V + 1
+    torch.testing.assert_close(mlm_emb[:V], source, atol=1e-5, rtol=1e-5)
+    # eq. 4 (another tensor's statistics) and rows-and-columns shuffling: the patch-checkpoint functions
+    other = torch.randn(50, 7) * 0.3 - 2
+    save_tensors(tmp_path / "other.safetensors", {"x": other})
+    run(tmp_path, train_corpus, sp_model, "m", steps=1, embedding_init=f"pretrained:{tmp_path}/emb.safetensors:emb",
+        embedding_standardise=f"match:{tmp_path}/other.safetensors:x", embedding_shuffle=True,
+        embedding_shuffle_mode="rows-columns", lr=1e-12, seed=5)
+    with open_checkpoint(tmp_path / "m" / "step-1.safetensors") as ckpt:
+        emb = ckpt.get("tok_emb.weight").double()
+    mean, std = float(other.double().mean()), float(other.double().std())
+    standardised = (source.double() - source.double().mean()) / source.double().std() * std + mean
+    g = torch.Generator().manual_seed(5)
+    rows, cols = torch.randperm(V, generator=g), torch.randperm(128, generator=g)
+    torch.testing.assert_close(emb, standardised[rows][:, cols], atol=1e-5, rtol=1e-3)
+    with pytest.raises(ConfigError, match="--standardise-embeddings"):
+        build_config("tiny", embedding_standardise="match:nothing")
     save_tensors(tmp_path / "bad.safetensors", {"emb": torch.randn(V + 1, 128)})
     with pytest.raises(ConfigError, match="vocabulary sizes must match"):
         run(tmp_path, train_corpus, sp_model, "q", steps=1, embedding_init=f"pretrained:{tmp_path}/bad.safetensors")
