@@ -69,6 +69,9 @@ _nb() {
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--tokenizer[The model’s tokenizer file (or a folder holding one), to check the counts’ token]:path:_files' \
+                '--allow-vocab-mismatch[Use counts whose tokenizer hash differs from the model’s, or that are shorter th]' \
+                '--new-tensor-dtype[dtype of a created output bias (--bias-name). Default float32: no loader needs t]:value:(float32 bfloat16 float16 float64)' \
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
                 '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
                 '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
@@ -99,6 +102,8 @@ _nb() {
         probe-bias)
             _arguments -s '--counts[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
+                '--tokenizer[The model’s tokenizer file (or a folder holding one), to check the counts’ token]:path:_files' \
+                '--allow-vocab-mismatch[Use counts whose tokenizer hash differs from the model’s, or that are shorter th]' \
                 '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \

@@ -29,7 +29,7 @@ ROLES_USED = ("output_weight", "final_ln_bias", "output_bias")
 class ProbeInputs:
     """Tensors by role (None = the checkpoint has no such tensor) and the corpus counts."""
 
-    counts: np.ndarray  # int64 [V] (padded with zeros to the embedding's rows when shorter)
+    counts: np.ndarray | None  # int64 [V] (padded with zeros to the embedding's rows when shorter); None: no --counts
     output_weight: probes.Rows | None = None  # [V, d], read lazily by row blocks
     final_ln_bias: np.ndarray | None = None  # [d] float32
     output_bias: np.ndarray | None = None  # [V] float32
@@ -49,7 +49,7 @@ def _finite_or_none(value: float) -> float | None:
 
 def report_steps(inputs: ProbeInputs, partition: bool) -> int:
     """How many progress steps `build_report` will announce (for a progress bar's total)."""
-    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None)
+    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None and inputs.counts is not None)
 
 
 def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, partition: bool = True,
@@ -64,9 +64,9 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     """
     counts = inputs.counts
     w, b_ln, b_out = inputs.output_weight, inputs.final_ln_bias, inputs.output_bias
-    seen = int((counts > 0).sum())
-    report: dict[str, Any] = {"counts": {"tokens_seen": seen, "vocab_size": int(counts.size),
-                                         "total": exact_total(counts), "smoothing_k": smoothing_k}}
+    seen = int((counts > 0).sum()) if counts is not None else None
+    report: dict[str, Any] = {"counts": None if counts is None else {
+        "tokens_seen": seen, "vocab_size": int(counts.size), "total": exact_total(counts), "smoothing_k": smoothing_k}}
     arrays: dict[str, Any] = {}
     ln_usable = b_ln is not None and bool(np.any(b_ln != 0))
 
@@ -101,6 +101,8 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
         fd["b_ln_norm"] = float(np.linalg.norm(b_ln.astype(np.float64)))
         if scores is None:
             fd["note"] = "b_LN is all zeros (e.g. an untrained model): it defines no direction"
+        elif counts is None:
+            fd["note"] = "needs corpus counts (--counts)"
         else:
             corr = probes.frequency_correlation(scores.values, counts)
             fd.update(present=True, spearman=_finite_or_none(corr.spearman),
@@ -132,7 +134,10 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     ob: dict[str, Any] = {"present": b_out is not None, "spearman": None, "tokens": seen,
                           "kl_unigram_to_bias": None, "kl_bias_to_unigram": None, "norm": None,
                           "note": None if b_out is not None else "no output bias"}
-    if b_out is not None:
+    if b_out is not None and counts is None:
+        ob.update(norm=float(np.linalg.norm(b_out.astype(np.float64))),
+                  note="Spearman and KL to the unigram need corpus counts (--counts)")
+    elif b_out is not None:
         progress("output bias")
         ob["spearman"] = _finite_or_none(probes.frequency_correlation(b_out, counts).spearman)
         kl = probes.bias_vs_unigram(b_out, log_unigram(counts, smoothing_k))
@@ -156,31 +161,32 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
 # Reading the inputs
 
 
-def load_counts_for(path: Path, vocab_rows: int | None) -> tuple[np.ndarray, dict[str, Any], list[str]]:
+def load_counts_for(path: Path, vocab_rows: int | None, checkpoint: Any = None, *, tokenizer: Path | None = None,
+                    allow_mismatch: bool = False) -> tuple[np.ndarray, dict[str, Any], list[str]]:
     """Counts as int64 [vocab_rows] plus their description and warnings.
 
     Accepts nb counts files and any safetensors file with an integer `counts` vector (warning that
-    no tokenizer hash can be checked). Counts shorter than the embedding (a vocabulary padded to a
-    multiple of 64, say) are padded with zeros: padding rows never occur in a corpus. Longer counts
-    cannot belong to this checkpoint and are an error.
+    no tokenizer hash can be checked). The counts are checked against the checkpoint's tokenizer
+    and vocabulary (nbcli.checkpoint.vocab: another tokenizer's counts are an error); counts
+    shorter than the embedding by vocabulary padding are padded with zeros: padding rows never
+    occur in a corpus.
     """
+    from nbcli.checkpoint.vocab import check_counts
     from nbcli.counts import read_counts
-    from nbcli.errors import CountsError
     from nbcli.provenance import sha256_file
 
     unigram = read_counts(path, allow_foreign=True)
-    warnings = []
-    if unigram.tokenizer_sha256 is None:
-        warnings.append(f"{path}: no nb tokenizer hash; cannot check that these counts match the checkpoint's tokenizer")
     counts = unigram.counts
-    if vocab_rows is not None and counts.size != vocab_rows:
-        if counts.size > vocab_rows:
-            raise CountsError(f"{path}: {counts.size} counts but the checkpoint's vocabulary has {vocab_rows} rows")
-        warnings.append(f"{path}: {counts.size} counts for {vocab_rows} embedding rows; the last "
-                        f"{vocab_rows - counts.size} rows (vocabulary padding) padded with count 0")
-        counts = np.concatenate([counts, np.zeros(vocab_rows - counts.size, dtype=np.int64)])
+    warnings: list[str] = []
+    check = None
+    if vocab_rows is not None:
+        check = check_counts(path, unigram.tokenizer_sha256, int(counts.size), vocab_rows, checkpoint,
+                             tokenizer=tokenizer, allow_mismatch=allow_mismatch)
+        warnings.extend(check.warnings)
+        if counts.size < vocab_rows:
+            counts = np.concatenate([counts, np.zeros(vocab_rows - counts.size, dtype=np.int64)])
     info = {"path": str(path), "sha256": sha256_file(path), "tokenizer_sha256": unigram.tokenizer_sha256,
-            "nb_file": unigram.is_nb_file}
+            "nb_file": unigram.is_nb_file, **(check.as_dict() if check else {})}
     return counts, info, warnings
 
 
@@ -249,8 +255,9 @@ def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) ->
     return values
 
 
-def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "auto",
-                      mapping: list[str] | tuple[str, ...] = ()) -> tuple[ProbeInputs, dict[str, Any], list[str]]:
+def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: str = "auto",
+                      mapping: list[str] | tuple[str, ...] = (), tokenizer: Path | None = None,
+                      allow_vocab_mismatch: bool = False) -> tuple[ProbeInputs, dict[str, Any], list[str]]:
     """Open the checkpoint, resolve roles (architecture table + ROLE=TENSOR overrides), read counts.
 
     Returns the inputs, a header for the report (checkpoint, architecture, roles, shapes, counts
@@ -283,11 +290,11 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path, *, arch: str = "
     b_out = _vector(checkpoint, names.get("output_bias"), vocab, "output_bias")
     if vocab is None and b_out is not None:
         vocab = int(b_out.shape[0])
-    counts, counts_info, warnings = load_counts_for(counts_path, vocab)
-    model_tokenizer = checkpoint.metadata.get("nb.tokenizer_sha256")
-    if model_tokenizer and counts_info["tokenizer_sha256"] and model_tokenizer != counts_info["tokenizer_sha256"]:
-        warnings.append(f"{counts_path}: counted with tokenizer sha256 {counts_info['tokenizer_sha256'][:12]}…, but "
-                        f"{checkpoint_path} records tokenizer {model_tokenizer[:12]}…; token ids may not correspond")
+    if counts_path is not None:
+        counts, counts_info, warnings = load_counts_for(counts_path, vocab, checkpoint, tokenizer=tokenizer,
+                                                        allow_mismatch=allow_vocab_mismatch)
+    else:
+        counts, counts_info, warnings = None, None, []
     inputs = ProbeInputs(counts=counts, output_weight=weight, final_ln_bias=b_ln, output_bias=b_out,
                          names={role: names.get(role) for role in ROLES_USED})
     header = {"checkpoint": str(checkpoint_path), "architecture": architecture,

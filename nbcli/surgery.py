@@ -270,13 +270,29 @@ class StandardiseSpec:
     """Target of --standardise-embeddings: xavier (paper 002 eq. 1), match (eq. 4) or explicit."""
 
     kind: Literal["xavier", "match", "explicit"]
-    mean: float = 0.0
+    mean: float | None = None
     std: float | None = None
+    """target mean and std; for xavier and match filled in by `resolved` (the values recorded in
+    nb.provenance are the ones used)"""
     match_file: str | None = None
     match_tensor: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def resolved(self, shape: tuple[int, ...]) -> StandardiseSpec:
+        """This target with its mean and std computed: xavier from the embedding's `shape` (mean 0,
+        sqrt(2/(N+D))), match from the other tensor (mean and sample std, eq. 4)."""
+        if self.std is not None and self.mean is not None:
+            return self
+        if self.kind == "xavier":
+            if len(shape) != 2:
+                raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(shape)}")
+            return dataclasses.replace(self, mean=0.0, std=xavier_std(shape[0], shape[1]))
+        if self.kind == "match":
+            mean, std = _match_stats(self)
+            return dataclasses.replace(self, mean=mean, std=std)
+        raise ConfigError("explicit standardisation needs mean=M,std=S")
 
 
 def parse_standardise(spec: str) -> StandardiseSpec:
@@ -322,13 +338,18 @@ class SurgeryOptions:
     allow_nonfinite: bool = False
     new_tensor_dtype: str = "F32"
     """safetensors dtype of a created output bias (F32 default: no loader needs the checkpoint's)."""
+    tokenizer: Path | None = None
+    """the model's tokenizer file, to check the counts' tokenizer hash against"""
+    allow_vocab_mismatch: bool = False
 
     def operations(self) -> list[dict[str, Any]]:
         """The operations requested, in the order they are applied, with their arguments."""
         ops: list[dict[str, Any]] = []
         if self.output_bias_counts is not None:
             ops.append({"op": "set-output-bias", "counts": str(self.output_bias_counts),
-                        "smoothing": f"add-k:{self.smoothing_k:g}", "bias_name": self.bias_name})
+                        "smoothing": f"add-k:{self.smoothing_k:g}", "bias_name": self.bias_name,
+                        "new_tensor_dtype": self.new_tensor_dtype,
+                        **({"allow_vocab_mismatch": True} if self.allow_vocab_mismatch else {})})
         if self.untie:
             ops.append({"op": "untie"})
         if self.rescale_w is not None:
@@ -432,15 +453,16 @@ class _Workspace:
         return final
 
 
-def _counts_for(path: Path, checkpoint: Checkpoint) -> np.ndarray:
+def _counts_for(path: Path, checkpoint: Checkpoint, rows: int, options: SurgeryOptions) -> tuple[np.ndarray, list[str]]:
+    """The counts vector, checked against the checkpoint's tokenizer and vocabulary (see
+    nbcli.checkpoint.vocab), and the warnings that check gave."""
+    from nbcli.checkpoint.vocab import check_counts
     from nbcli.counts import read_counts
 
     counts = read_counts(path)
-    ours, theirs = checkpoint.metadata.get("nb.tokenizer_sha256"), counts.tokenizer_sha256
-    if ours and theirs and ours != theirs:
-        raise CountsError(f"{path}: counts were made with tokenizer {theirs[:12]}..., but the checkpoint was "
-                          f"trained with tokenizer {ours[:12]}... (vocab mismatch)")
-    return counts.counts
+    check = check_counts(path, counts.tokenizer_sha256, int(counts.counts.size), rows, checkpoint,
+                         tokenizer=options.tokenizer, allow_mismatch=options.allow_vocab_mismatch)
+    return counts.counts, check.warnings
 
 
 def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
@@ -457,15 +479,9 @@ def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
     """`standardise_embeddings` to the target a --standardise spec names: xavier (paper 002 eq. 1),
     match:FILE:TENSOR (eq. 4: that tensor's mean and sample std) or explicit mean/std. Shared by
     patch-checkpoint, train and transplant-embeddings."""
-    if spec.kind == "xavier":
-        if x.ndim != 2:
-            raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(x.shape)}")
-        mean, std = 0.0, xavier_std(x.shape[0], x.shape[1])
-    elif spec.kind == "match":
-        mean, std = _match_stats(spec)
-    else:
-        mean, std = spec.mean, spec.std
-    return standardise_embeddings(x, mean, std)
+    spec = spec.resolved(tuple(x.shape))  # the target recorded in provenance is the one used
+    assert spec.mean is not None and spec.std is not None
+    return standardise_embeddings(x, spec.mean, spec.std)
 
 
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
@@ -494,7 +510,8 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                                   f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
         if bias_name in checkpoint:
             ws.read(bias_name)  # validates dtype and finiteness
-        counts = _counts_for(options.output_bias_counts, checkpoint)
+        counts, counts_warnings = _counts_for(options.output_bias_counts, checkpoint, vocab, options)
+        warnings.extend(counts_warnings)
         with naming(f"{options.output_bias_counts} for {checkpoint.path} (tensor {w_name!r})"):
             bias = unigram_log_prior(counts, vocab, options.smoothing_k)
         ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
@@ -730,6 +747,10 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     from concurrent.futures import ThreadPoolExecutor
 
     from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
+
+    emb = roles.get("input_embedding")
+    if options.standardise is not None and emb is not None:  # provenance records the target used
+        options = dataclasses.replace(options, standardise=options.standardise.resolved(checkpoint.shape(emb)))
     operations = options.operations()
     folder = output is not None and folder_output(checkpoint, output)
     checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
@@ -742,7 +763,11 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         inputs["counts"] = Path(options.output_bias_counts)
     if options.standardise is not None and options.standardise.match_file:
         inputs["match"] = Path(options.standardise.match_file)
-    others = [path for key, path in inputs.items() if key in ("counts", "match")]
+    if options.tokenizer is not None:
+        input_stat(options.tokenizer, "tokenizer", allow_dir=True, error=CountsError)
+        if Path(options.tokenizer).is_file():
+            inputs["tokenizer"] = Path(options.tokenizer)
+    others = [path for key, path in inputs.items() if key in ("counts", "match", "tokenizer")]
     for key, path in inputs.items():  # before a hashing thread opens them (a FIFO would block it)
         if key in ("counts", "match"):
             input_stat(path, "counts file" if key == "counts" else "checkpoint",

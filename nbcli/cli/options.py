@@ -100,3 +100,22 @@ def shuffle_mode_option(name: str = "--shuffle-mode") -> typer.models.OptionInfo
         name, help="rows: permute token rows (vectors kept, assigned to other tokens); rows-columns: also "
         "permute dimensions (the paper's wording, 'the rows and columns of X_p are randomly shuffled'); "
         "elements: permute all entries.")
+
+
+ModelTokenizerOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--tokenizer", metavar="TOK",
+        help="The model's tokenizer file (or a folder holding one), to check the counts' tokenizer "
+        "sha256 against. Default: the checkpoint's nb metadata, else the tokenizer files of its model "
+        "folder.",
+    ),
+]
+AllowVocabMismatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-vocab-mismatch",
+        help="Use counts whose tokenizer hash differs from the model's, or that are shorter than the "
+        "vocabulary by more than padding (a warning instead of an error).",
+    ),
+]

@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import (MAX_SEED, ArchOption, JsonOption, RoleMapOption, SmoothingOption, shuffle_mode_option,
-                               standardise_option)
+from nbcli.cli.options import (
+    MAX_SEED, AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
+    shuffle_mode_option, standardise_option,
+)
 
 EPILOG = """\
 [bold]Operations, applied in this order[/bold] (any combination in one run)
@@ -56,6 +58,13 @@ def patch_checkpoint(
         "Counts shorter than the vocabulary (padded vocabularies) give padding rows the smoothed floor; "
         "longer counts are an error.")] = None,
     smoothing: SmoothingOption = "add-k:1",
+    tokenizer: ModelTokenizerOption = None,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
+    new_tensor_dtype: Annotated[Literal["float32", "bfloat16", "float16", "float64"], typer.Option(
+        "--new-tensor-dtype", metavar="float32|bfloat16|float16|float64",
+        help="dtype of a created output bias (--bias-name). Default float32: no loader needs the "
+        "checkpoint's dtype (transformers casts each tensor to its parameter's), and bfloat16 keeps "
+        "only 2-3 digits of log-unigram values near -20.")] = "float32",
     bias_name: Annotated[Optional[str], typer.Option(
         "--bias-name", metavar="NAME",
         help="Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which have none). "
@@ -129,7 +138,9 @@ def patch_checkpoint(
         output_bias_counts=set_output_bias, smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
         rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
-        remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite)
+        remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite,
+        new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
+        tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
         raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
                           "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")

@@ -8,7 +8,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, SmoothingOption
+from nbcli.cli.options import (
+    AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
+)
 
 EPILOG = """\
 [bold]Definitions[/] (W = output embedding rows w_i, b_LN = final LayerNorm bias, b = output bias)
@@ -45,10 +47,13 @@ converted to float32. Counts shorter than the embedding (padded vocabularies) ar
 def probe_bias(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding either.")],
-    counts: Annotated[Path, typer.Option(
+    counts: Annotated[Optional[Path], typer.Option(
         "--counts", "-c", metavar="COUNTS.safetensors",
         help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
-        "of the vocabulary's length (then no tokenizer hash can be checked).")],
+        "of the vocabulary's length (then no tokenizer hash can be checked). Without counts only what "
+        "needs none is computed: isotropy, partition ratio, ||b_LN||, ||b||.")] = None,
+    tokenizer: ModelTokenizerOption = None,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     plot: Annotated[Optional[Path], typer.Option(
@@ -72,8 +77,9 @@ def probe_bias(
 
     k = parse_smoothing(smoothing)
     if plot is not None:
-        _check_plot_dir(plot, [checkpoint, counts])
-    inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [])
+        _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])])
+    inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
+                                                 tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     err = stderr_console()
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {esc(warning)}")
@@ -81,7 +87,9 @@ def probe_bias(
         report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition,
                               progress=lambda status: advance(1, status=status))
     arrays = report.pop("_arrays")
-    report["counts"].update(header.pop("counts_file"))
+    counts_file = header.pop("counts_file")
+    if report["counts"] is not None:
+        report["counts"].update(counts_file)
     report = {**header, **report, "warnings": warnings}
     if plot is not None:
         report["plots"] = _write_plots(plot, inputs, report, arrays)
@@ -125,8 +133,9 @@ def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: d
     from nbcli.provenance import tool_version
 
     name = Path(report["checkpoint"]).name
+    cnt = report["counts"] or {}
     meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
-            "nb.counts": report["counts"]["path"], "nb.counts_sha256": report["counts"]["sha256"] or ""}
+            "nb.counts": cnt.get("path") or "", "nb.counts_sha256": cnt.get("sha256") or ""}
     written = []
     with OutputSet() as outputs:  # the figures are committed together (or none)
         if "scores" in arrays:
@@ -167,8 +176,11 @@ def _render(report: dict[str, Any]) -> None:
     for note in report.get("notes", []):
         console.print(f"note: {esc(note)}")
     cnt = report["counts"]
-    console.print(f"counts: {esc(cnt['path'])} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
-                  f"{cnt['vocab_size']:,} vocabulary entries seen)")
+    if cnt is None:
+        console.print("counts: none (--counts): only what needs no corpus counts is computed")
+    else:
+        console.print(f"counts: {esc(cnt['path'])} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
+                      f"{cnt['vocab_size']:,} vocabulary entries seen)")
 
     def table(title: str) -> Table:
         t = Table(title=title, title_justify="left", show_header=False)
@@ -185,10 +197,10 @@ def _render(report: dict[str, Any]) -> None:
         t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
     else:
         t.add_row("absent", "", esc(fd["note"]))
-    ob = report["output_bias"]
-    if ob["present"]:
-        t.add_row("Spearman ρ(b_last, count)", _fmt(ob["spearman"]), f"over {ob['tokens']:,} tokens with count > 0")
+        if fd["b_ln_norm"] is not None:
+            t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
     console.print(t)
+    ob = report["output_bias"]
 
     iso = report["isotropy"]
     t = table("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)")
@@ -202,10 +214,13 @@ def _render(report: dict[str, Any]) -> None:
     console.print(t)
 
     t = table("3. output bias vs unigram (paper 000 app. B.5)")
-    if ob["present"]:
+    if ob["present"] and cnt is not None:
+        t.add_row("Spearman ρ(b, count)", _fmt(ob["spearman"]), f"over {ob['tokens']:,} tokens with count > 0")
         t.add_row("KL(unigram ‖ softmax(b))", _fmt(ob["kl_unigram_to_bias"]), f"nats, add-k:{cnt['smoothing_k']:g} unigram")
         t.add_row("KL(softmax(b) ‖ unigram)", _fmt(ob["kl_bias_to_unigram"]), "nats")
         t.add_row("‖b‖₂", _fmt(ob["norm"]), "")
+    elif ob["present"]:
+        t.add_row("‖b‖₂", _fmt(ob["norm"]), ob["note"] or "")
     else:
         t.add_row("no output bias", "", "")
     console.print(t)

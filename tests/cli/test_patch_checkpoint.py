@@ -152,8 +152,11 @@ def test_padded_vocabulary_counts(tmp_path: Path) -> None:
     tensors, meta = nb_tensors()
     src = save(tmp_path / "m.safetensors", tensors, meta)
     out = tmp_path / "o.safetensors"
+    refused = invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", tmp_path / "c.safetensors")
+    assert refused.exit_code == 1 and "not vocabulary padding" in refused.stderr  # 30 of 40 rows: not padding
+    assert not out.exists()
     assert invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", tmp_path / "c.safetensors",
-                  "--smoothing", "add-k:0.5").exit_code == 0
+                  "--smoothing", "add-k:0.5", "--allow-vocab-mismatch").exit_code == 0
     bias = load_file(str(out))["head.bias"].double().numpy()
     assert np.allclose(bias[30:], math.log(0.5 / (300 + 0.5 * V)), atol=1e-6)
     assert np.exp(bias).sum() == pytest.approx(1.0, abs=1e-5)
@@ -283,7 +286,7 @@ def test_counts_of_another_format_and_vocab_mismatch(tmp_path: Path) -> None:
     result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--set-output-bias",
                     tmp_path / "big.safetensors")
     assert result.exit_code == 1
-    assert_one_line_error(result.stderr, f"{V + 1} entries", f"{V} rows")
+    assert_one_line_error(result.stderr, f"{V + 1} counts", f"{V} rows")
     assert not (tmp_path / "o.safetensors").exists()
 
 
@@ -295,7 +298,10 @@ def test_tokenizer_hash_mismatch(tmp_path: Path) -> None:
     result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--set-output-bias",
                     tmp_path / "c.safetensors")
     assert result.exit_code == 1
-    assert_one_line_error(result.stderr, "c.safetensors", "vocab mismatch")
+    assert_one_line_error(result.stderr, "c.safetensors", "another tokenizer", "--allow-vocab-mismatch")
+    result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--set-output-bias",
+                    tmp_path / "c.safetensors", "--allow-vocab-mismatch")
+    assert result.exit_code == 0 and "another tokenizer" in result.stderr
 
 
 def test_missing_role_and_missing_bias_name(tmp_path: Path, counts_file) -> None:  # noqa: ANN001
@@ -468,3 +474,60 @@ def test_map_and_arch_for_unknown_names(tmp_path: Path) -> None:
                     "--scale-ln-bias", "0.5")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "no tensor named 'nope'")
+
+
+def test_standardise_provenance_records_the_target_used(tmp_path: Path) -> None:
+    other = save(tmp_path / "other.safetensors", {"emb": torch.randn(50, 8, generator=torch.Generator().manual_seed(4)) * 3 + 1})
+    src = save(tmp_path / "g.safetensors", gpt2_tensors())
+    for spec, out in ((f"match:{other}:emb", tmp_path / "m.safetensors"), ("xavier", tmp_path / "x.safetensors")):
+        assert invoke("patch-checkpoint", src, "-o", out, "--standardise-embeddings", spec).exit_code == 0
+        op = json.loads(open_checkpoint(out).metadata["nb.provenance"])["operations"][0]
+        emb = open_checkpoint(out).get_float("wte.weight").double()
+        assert op["mean"] == pytest.approx(float(emb.mean()), abs=1e-5)
+        assert op["std"] == pytest.approx(float(emb.std()), rel=1e-5)
+    source = load_file(str(other))["emb"].double()
+    match = json.loads(open_checkpoint(tmp_path / "m.safetensors").metadata["nb.provenance"])["operations"][0]
+    assert match["mean"] == pytest.approx(float(source.mean())) and match["mean"] != 0.0
+    assert match["std"] == pytest.approx(float(source.std()))
+    xavier = json.loads(open_checkpoint(tmp_path / "x.safetensors").metadata["nb.provenance"])["operations"][0]
+    assert xavier["mean"] == 0.0 and xavier["std"] == pytest.approx(math.sqrt(2 / (V + 8)))
+
+
+@pytest.mark.parametrize(("option", "stored"), [((), "F32"), (("--new-tensor-dtype", "bfloat16"), "BF16")])
+def test_created_bias_dtype_in_a_bf16_checkpoint(tmp_path: Path, counts_file, option, stored) -> None:  # noqa: ANN001
+    src = save(tmp_path / "l.safetensors", llama_tensors(dtype=torch.bfloat16))
+    out = tmp_path / "o.safetensors"
+    result = invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", counts_file[0],
+                    "--bias-name", "lm_head.bias", *option)
+    assert result.exit_code == 0, result.output
+    ckpt = open_checkpoint(out)
+    assert ckpt.dtype("lm_head.bias") == stored and ckpt.dtype("lm_head.weight") == "BF16"
+    expected = torch.from_numpy(log_unigram(counts_file[1], 1.0))
+    got = ckpt.get_float("lm_head.bias")
+    assert torch.equal(got, expected.float() if stored == "F32" else expected.bfloat16().float())
+
+
+def test_model_folder_tokenizer_is_compared(tmp_path: Path) -> None:
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    save(folder / "model.safetensors", gpt2_tensors())
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": V}))
+    (folder / "tokenizer.json").write_text('{"model": {"type": "BPE"}}')
+    other = tmp_path / "other-tokenizer.json"
+    other.write_text('{"model": {"type": "WordPiece"}}')
+    counts = np.arange(V, dtype=np.int64)
+    for name, tok in (("ours", folder / "tokenizer.json"), ("theirs", other)):
+        write_counts(tmp_path / f"{name}.safetensors", UnigramCounts(
+            counts=counts, metadata={"nb.format": "unigram-counts/1", "nb.tokenizer_sha256": sha256_file(tok)}))
+    ok = invoke("patch-checkpoint", folder, "-o", tmp_path / "a", "--set-output-bias", tmp_path / "ours.safetensors",
+                "--bias-name", "lm_head.bias")
+    assert ok.exit_code == 0, ok.output
+    for command in (("patch-checkpoint", folder, "-o", tmp_path / "b", "--set-output-bias",
+                     tmp_path / "theirs.safetensors", "--bias-name", "lm_head.bias"),
+                    ("probe-bias", folder, "-c", tmp_path / "theirs.safetensors")):
+        refused = invoke(*command)
+        assert refused.exit_code == 1
+        assert_one_line_error(refused.stderr, "theirs.safetensors", "another tokenizer", "tokenizer.json")
+        checked = invoke(*command, "--tokenizer", other)  # the tokenizer named on the command line wins
+        assert checked.exit_code == 0, checked.output
+    assert not (tmp_path / "b").exists() or (tmp_path / "b" / "model.safetensors").exists()

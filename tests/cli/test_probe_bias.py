@@ -40,7 +40,7 @@ def nb_layout(t: dict[str, torch.Tensor], dtype: torch.dtype = torch.float32) ->
 
 
 def nb_metadata(tied: bool = True) -> dict[str, str]:
-    return {"nb.format": "nb-model/1", "nb.config": json.dumps(
+    return {"nb.format": "nb-model/1", "nb.tokenizer_sha256": "0" * 64, "nb.config": json.dumps(
         {"vocab_size": V, "d_model": D, "tie_embeddings": tied, "objective": "clm"})}
 
 
@@ -187,8 +187,11 @@ def test_foreign_counts_warn_and_short_counts_are_padded(tmp_path: Path, t: dict
     assert json.loads(result.stdout)["frequency_direction"]["spearman"] > 0.95
     short = tmp_path / "short.safetensors"
     save_numpy({"counts": t["counts"].numpy()[: V - 10]}, str(short))
-    padded = json.loads(invoke("probe-bias", ckpt, "-c", short, "--json").stdout)
-    assert any("padded" in w for w in padded["warnings"])
+    refused = invoke("probe-bias", ckpt, "-c", short)  # 10 rows short of V is not vocabulary padding
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, str(short), "not vocabulary padding", "--allow-vocab-mismatch")
+    padded = json.loads(invoke("probe-bias", ckpt, "-c", short, "--allow-vocab-mismatch", "--json").stdout)
+    assert any("padding" in w for w in padded["warnings"])
     long = tmp_path / "long.safetensors"
     save_numpy({"counts": np.ones(V + 5, dtype=np.int64)}, str(long))
     result = invoke("probe-bias", ckpt, "-c", long)
@@ -262,11 +265,37 @@ def test_plot_without_frequency_direction_draws_the_histogram_only(tmp_path: Pat
     assert [Path(p).name for p in report["plots"]] == ["cosine_histogram.png"]
 
 
-def test_tokenizer_hash_mismatch_warns(tmp_path: Path, t: dict, counts_file: Path) -> None:
+def test_counts_from_another_tokenizer_are_refused(tmp_path: Path, t: dict) -> None:
     ckpt = tmp_path / "model.safetensors"
-    save_file(nb_layout(t), str(ckpt), metadata={**nb_metadata(), "nb.tokenizer_sha256": "f" * 64})
-    report = probe(ckpt, "-c", counts_file)
-    assert any("token ids may not correspond" in w for w in report["warnings"])
+    save_file(nb_layout(t), str(ckpt), metadata=nb_metadata())
+    other = tmp_path / "other.safetensors"
+    write_counts(other, UnigramCounts(counts=t["counts"].numpy(), metadata={"nb.tokenizer_sha256": "1" * 64}))
+    result = invoke("probe-bias", ckpt, "-c", other)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(other), "another tokenizer", "--allow-vocab-mismatch")
+    allowed = invoke("probe-bias", ckpt, "-c", other, "--allow-vocab-mismatch", "--json")
+    assert allowed.exit_code == 0 and any("another tokenizer" in w for w in json.loads(allowed.stdout)["warnings"])
+
+
+def test_without_counts_computes_what_needs_none(tmp_path: Path, t: dict) -> None:
+    ckpt = tmp_path / "model.safetensors"
+    save_file(nb_layout(t), str(ckpt), metadata=nb_metadata())
+    report = probe(ckpt)
+    with_counts = probe(ckpt, "-c", _counts(tmp_path, t))
+    assert report["counts"] is None
+    assert report["isotropy"] == with_counts["isotropy"]
+    assert report["frequency_direction"]["present"] is False and "--counts" in report["frequency_direction"]["note"]
+    assert report["frequency_direction"]["b_ln_norm"] == pytest.approx(with_counts["frequency_direction"]["b_ln_norm"])
+    assert report["output_bias"]["norm"] == pytest.approx(with_counts["output_bias"]["norm"], rel=1e-6)
+    assert report["output_bias"]["kl_unigram_to_bias"] is None and report["frequency_bins"] == []
+    text = invoke("probe-bias", ckpt)
+    assert text.exit_code == 0 and "counts: none" in text.stdout and "partition ratio" in text.stdout
+
+
+def _counts(tmp_path: Path, t: dict) -> Path:
+    path = tmp_path / "c.safetensors"
+    write_counts(path, UnigramCounts(counts=t["counts"].numpy(), metadata={"nb.tokenizer_sha256": "0" * 64}))
+    return path
 
 
 @pytest.mark.parametrize("seen", [0, 1, 2])
