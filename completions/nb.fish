@@ -32,7 +32,7 @@ complete -c nb -n '__fish_seen_subcommand_from merge-counts' -l help -s h -d 'Sh
 complete -c nb -n '__fish_seen_subcommand_from merge-counts' -F
 complete -c nb -n __fish_use_subcommand -a patch-checkpoint -d 'Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardise'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l output -s o -r -F -d 'Output file; a directory for a sharded input (same shard layout, rewritten index'
-complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l arch -x -d 'Architecture whose tensor names give the roles (auto: detect from names and meta'
+complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l set-output-bias -r -F -d 'Set the output bias to the log-unigram distribution of this counts file (nb coun'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
@@ -56,7 +56,7 @@ complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l json -d 'Pri
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -F
 complete -c nb -n __fish_use_subcommand -a inspect -d 'Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
-complete -c nb -n '__fish_seen_subcommand_from inspect' -l arch -x -d 'Architecture whose tensor names give the roles (auto: detect from names and meta'
+complete -c nb -n '__fish_seen_subcommand_from inspect' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from inspect' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from inspect' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from inspect' -l help -s h -d 'Show help and exit.'
@@ -65,7 +65,7 @@ complete -c nb -n __fish_use_subcommand -a probe-bias -d 'Print frequency-direct
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l counts -s c -r -F -d 'Counts from nb count-unigrams, or any safetensors file with an integer counts ve'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l tokenizer -r -F -d 'The model’s tokenizer file (or a folder holding one), to check the counts’ token'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l allow-vocab-mismatch -d 'Use counts whose tokenizer hash differs from the model’s, or that are shorter th'
-complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l arch -x -d 'Architecture whose tensor names give the roles (auto: detect from names and meta'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l plot -r -F -d 'Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l bins -x -d 'Log-frequency bins in the binned table.'

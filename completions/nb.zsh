@@ -65,7 +65,7 @@ _nb() {
         patch-checkpoint)
             _arguments -s '--output[Output file; a directory for a sharded input (same shard layout, rewritten index]:path:_files' \
                 '-o[Output file; a directory for a sharded input (same shard layout, rewritten index]:path:_files' \
-                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
@@ -92,7 +92,7 @@ _nb() {
                 '*:file:_files'
             ;;
         inspect)
-            _arguments -s '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+            _arguments -s '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
@@ -104,7 +104,7 @@ _nb() {
                 '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '--tokenizer[The model’s tokenizer file (or a folder holding one), to check the counts’ token]:path:_files' \
                 '--allow-vocab-mismatch[Use counts whose tokenizer hash differs from the model’s, or that are shorter th]' \
-                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
                 '--bins[Log-frequency bins in the binned table.]:value: ' \

@@ -77,11 +77,15 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     lo = min(float(x.min()) for x in data if x.size) if any(x.size for x in data) else -1.0
     hi = max(float(x.max()) for x in data if x.size) if any(x.size for x in data) else 1.0
     edges = np.linspace(lo, hi, 81)
-    ax.hist(before, bins=edges, alpha=0.55, color="tab:blue",
+    # Step outlines over light fills: where the two series overlap, both outlines stay visible
+    # (an opaque or same-alpha bar of one series hid the other).
+    ax.hist(before, bins=edges, histtype="stepfilled", alpha=0.2, color="tab:blue")
+    ax.hist(before, bins=edges, histtype="step", linewidth=1.6, color="tab:blue",
             label=f"W (mean cosine, all pairs incl. i = j: {mean_before:.3g})")
     ax.axvline(mean_before, color="tab:blue", linestyle="--", linewidth=1)
     if after is not None and mean_after is not None:
-        ax.hist(after, bins=edges, alpha=0.55, color="tab:orange",
+        ax.hist(after, bins=edges, histtype="stepfilled", alpha=0.2, color="tab:orange")
+        ax.hist(after, bins=edges, histtype="step", linewidth=1.6, linestyle=(0, (4, 1.5)), color="tab:orange",
                 label=f"W without the b_LN direction ({mean_after:.3g})")
         ax.axvline(mean_after, color="tab:orange", linestyle="--", linewidth=1)
     ax.set_xlabel(r"$\cos(w_i, w_j)$, $i \neq j$")

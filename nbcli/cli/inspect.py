@@ -87,8 +87,8 @@ def _render(report: dict[str, Any]) -> None:
         console.print(f"architecture: [bold]{esc(report['architecture'])}[/]"
                       + (" (output weight tied to the input embedding)" if report["tied"] else ""))
         roles = Table(title="roles", title_justify="left")
-        roles.add_column("role")
-        roles.add_column("tensor")
+        roles.add_column("role", overflow="fold")
+        roles.add_column("tensor", overflow="fold")
         for role, name in report["roles"].items():
             why = (report["absent"] or {}).get(role)
             roles.add_row(esc(role), esc(name) if name else f"[dim]absent{': ' + esc(why) if why else ''}[/]")
@@ -97,7 +97,7 @@ def _render(report: dict[str, Any]) -> None:
         console.print(f"architecture: [yellow]not recognised[/] ({esc(report['architecture_error'])})")
     tensors = Table(title="tensors", title_justify="left")
     for column in ("name", "dtype", "shape", "bytes") + (("shard",) if report["sharded"] else ()):
-        tensors.add_column(column, justify="right" if column == "bytes" else "left")
+        tensors.add_column(column, justify="right" if column == "bytes" else "left", overflow="fold")
     for t in report["tensors"]:
         row = [esc(t["name"]), esc(t["dtype"]), "x".join(map(str, t["shape"])) or "scalar", f"{t['bytes']:,}"]
         tensors.add_row(*row, *([esc(t["file"])] if report["sharded"] else []))

@@ -43,8 +43,9 @@ OutputOption = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", hel
 ArchOption = Annotated[
     str,
     typer.Option(
-        "--arch", metavar="|".join(["auto", *ARCHITECTURES]),
-        help="Architecture whose tensor names give the roles (auto: detect from names and metadata).",
+        "--arch", metavar="ARCH",
+        help="Architecture whose tensor names give the roles: auto (detect from names, nb metadata and a "
+        f"model folder's config.json), {', '.join(ARCHITECTURES)} (custom: every role from --map).",
     ),
 ]
 RoleMapOption = Annotated[

@@ -185,8 +185,9 @@ def _render(report: dict[str, Any]) -> None:
     ops = ", ".join(op["op"] for op in report["operations"])
     console.print(f"[bold]{esc(title)}[/] ({esc(report['architecture'])}; {esc(ops)})")
     table = Table(title_justify="left")
-    for column in ("tensor", "role", "shape", "dtype", "stat", "before", "after"):
-        table.add_column(column, justify="right" if column in ("before", "after") else "left")
+    for column in ("tensor", "role", "shape", "dtype", "stat", "before", "after"):  # names fold, never cut
+        table.add_column(column, justify="right" if column in ("before", "after") else "left",
+                         overflow="fold", min_width=6 if column in ("before", "after") else None)
     for entry in report["tensors"]:
         before = entry["before"] or {}
         for i, stat in enumerate(("norm", "mean", "std", "min", "max")):

@@ -52,11 +52,11 @@ def quickstart(
                             DEFAULT_SMOOTHING_K)
         report = count_report(result, tok, target, None)
         if output is None:
-            report["output"] = "(temporary; pass -o to keep it)"
+            report["output"] = None  # the file was temporary: JSON says null, never a sentence
         if as_json:
             print_json(report)
         else:
-            render_count_summary(report)
+            render_count_summary({**report, "output": report["output"] or "(temporary; pass -o to keep it)"})
 
 
 def register(app: typer.Typer) -> None:

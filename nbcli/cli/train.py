@@ -18,7 +18,8 @@ EPILOG = """\
   nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
   nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100
   nb train --corpus corpus.txt -t spm.model --out runs/ag --preset roberta-8 --ag-fraction 0.5 --ag-alpha auto
-  nb train --corpus corpus.txt -t spm.model --out runs/ag --resume
+  nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --stop-at 100
+  nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --resume
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
 """

@@ -231,6 +231,8 @@ def test_subprocess_text_and_json(tmp_path: Path, t: dict, counts_file: Path) ->
     text = proc.stdout.decode()
     for title in ("frequency direction", "isotropy", "output bias vs unigram", "log-frequency bin"):
         assert title in text
+    # the output bias's correlation sits in its own section, named with the b the definitions define
+    assert "b_last" not in text and text.index("Spearman ρ(b, count)") > text.index("output bias vs unigram")
     assert proc.stderr == b""  # no progress bar when piped
     proc = run_nb("probe-bias", ckpt, "-c", counts_file, "--json", "--no-partition")
     report = json.loads(proc.stdout)

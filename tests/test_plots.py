@@ -1,0 +1,29 @@
+"""probe-bias figures: both histogram series stay visible where they overlap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nbcli import plots
+
+pytest.importorskip("matplotlib")
+
+
+def test_cosine_histogram_series_do_not_hide_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = []
+    real_save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path, meta: (figures.append(fig), real_save(fig, path, meta)))
+    rng = np.random.default_rng(0)
+    before, after = rng.normal(0.3, 0.1, 5000), rng.normal(0.3, 0.1, 5000)  # fully overlapping
+    plots.plot_cosine_histogram(tmp_path / "c.png", before, after, mean_before=0.3, mean_after=0.3, title="t",
+                                metadata={"nb.version": "test"})
+    assert (tmp_path / "c.png").stat().st_size > 0
+    ax = figures[0].axes[0]
+    outlines = [p for p in ax.patches if not p.get_fill()]
+    fills = [p for p in ax.patches if p.get_fill()]
+    assert len(outlines) == 2, "each series is drawn as an unfilled step outline"
+    assert all(p.get_facecolor()[3] <= 0.25 for p in fills), "fills are light enough to see through"
+    assert {tuple(np.round(p.get_edgecolor()[:3], 3)) for p in outlines}.__len__() == 2
