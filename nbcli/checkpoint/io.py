@@ -913,7 +913,7 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
             for path, content in plan.extra:
                 if isinstance(content, Path) and file_identity(content) == file_identity(path):
                     continue  # in place: the file is already there
-                handle = stack.enter_context(atomic_write(path))
+                handle = outputs.open(path)  # committed with the tensors, after them
                 if isinstance(content, Path):
                     with open(content, "rb") as source_file:
                         shutil.copyfileobj(source_file, handle, 1 << 20)
