@@ -294,6 +294,12 @@ def test_encoder_without_prediction_head(tmp_path: Path, counts_path) -> None:  
         result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o", *args)
         assert result.exit_code == 1 and "no prediction head" in result.stderr, (args, result.output)
         assert not (tmp_path / "o").exists()
+    probe = invoke("probe-bias", folder, "--json")  # what is used instead: the input embedding, said so
+    assert probe.exit_code == 0, probe.output
+    probed = json.loads(probe.stdout)
+    assert probed["roles"]["output_weight"] == "embeddings.word_embeddings.weight"
+    assert any("no prediction head" in note for note in probed["notes"]) and probed["isotropy"]["present"]
+    assert probed["frequency_direction"]["present"] is False
     result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o", "--standardise-embeddings", "xavier")
     assert result.exit_code == 0, result.output
     loaded, info = transformers.BertModel.from_pretrained(tmp_path / "o", output_loading_info=True)

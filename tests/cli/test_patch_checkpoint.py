@@ -531,3 +531,27 @@ def test_model_folder_tokenizer_is_compared(tmp_path: Path) -> None:
         checked = invoke(*command, "--tokenizer", other)  # the tokenizer named on the command line wins
         assert checked.exit_code == 0, checked.output
     assert not (tmp_path / "b").exists() or (tmp_path / "b" / "model.safetensors").exists()
+
+
+def test_custom_architecture_from_map_in_every_command(tmp_path: Path, counts_file) -> None:  # noqa: ANN001
+    """A layout no table row matches: refused with look-alikes per role; --map alone defines
+    architecture `custom` in inspect, patch-checkpoint and probe-bias."""
+    tensors = {"net.tok.weight": torch.randn(V, 8), "net.out.weight": torch.randn(V, 8),
+               "net.final_norm.weight": torch.ones(8), "net.final_norm.bias": torch.randn(8),
+               "net.blocks.0.norm.bias": torch.randn(8)}
+    src = save(tmp_path / "odd.safetensors", tensors)
+    refused = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--scale-ln-bias", "0.5")
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, "cannot tell the architecture", "final_ln_bias: net.final_norm.bias",
+                          "output_weight: net.out.weight")
+    maps = ["--map", "output_weight=net.out.weight", "--map", "final_ln_bias=net.final_norm.bias"]
+    report = json.loads(invoke("inspect", src, *maps, "--json").stdout)
+    assert report["architecture"] == "custom" and report["roles"]["output_weight"] == "net.out.weight"
+    result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", *maps, "--scale-ln-bias", "0.5",
+                    "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["architecture"] == "custom"
+    assert torch.equal(load_file(str(tmp_path / "o.safetensors"))["net.final_norm.bias"], tensors["net.final_norm.bias"] * 0.5)
+    probe = invoke("probe-bias", src, *maps, "--json")
+    assert probe.exit_code == 0, probe.output
+    assert json.loads(probe.stdout)["architecture"] == "custom"
