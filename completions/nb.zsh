@@ -172,7 +172,7 @@ _nb() {
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--stride[Sliding-window stride for long documents (default: half the context).]:value: ' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
-                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
@@ -202,7 +202,7 @@ _nb() {
                 '-o[Write samples.jsonl, table.json and the plot into DIR.]:path:_files' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--no-kv-cache[Recompute the whole sequence every step (a reference for the cache).]' \
-                '--arch[Architecture whose tensor names give the roles (auto: detect from names and meta]:value: ' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \

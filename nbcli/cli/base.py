@@ -55,8 +55,9 @@ def help_width() -> int:
 
 
 def plain(text: str) -> str:
-    """`text` without rich markup tags ([bold], [/bold], [/], [dim]...); other brackets are kept."""
-    return _MARKUP.sub("", text)
+    """`text` without rich markup tags ([bold], [/bold], [/], [dim]...); other brackets are kept,
+    and rich's escaped bracket (\\[) is shown as the bracket."""
+    return _MARKUP.sub("", text).replace("\\[", "[")
 
 
 def _paragraphs(text: str, width: int, indent: str) -> list[str]:
