@@ -126,6 +126,8 @@ def _load_sentencepiece(data: bytes, path: Path) -> dict[str, Any]:
 
     from nbcli.tokenizers.sentencepiece import sentencepiece_segmenter
 
+    if not data.strip():  # SentencePiece would log to fd 2 (absl) before refusing it
+        raise TokenizerError(f"{path}: empty file, not a tokenizer")
     try:
         sp = spm.SentencePieceProcessor(model_proto=data)
     except RuntimeError:
