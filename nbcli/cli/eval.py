@@ -57,7 +57,7 @@ def eval_command(
 ) -> None:
     """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA."""  # noqa: E501
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_json, stderr_console, token_progress
+    from nbcli.cli.console import esc, print_json, stderr_console, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.arms import open_study
     from nbcli.lm.decoding import log_prior_from_counts
@@ -78,7 +78,7 @@ def eval_command(
               "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{k:g}"},
               "rows": rows, "warnings": warnings}
     for warning in warnings:
-        stderr_console().print(f"[yellow]warning:[/] {warning}", markup=True)
+        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
     if as_json:
         print_json(report)
     else:
@@ -88,18 +88,18 @@ def eval_command(
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     model = report["model"]
-    console.print(f"[bold]{model['path']}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
+    console.print(f"[bold]{esc(model['path'])}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
                   f"{report['documents']} documents, {report['rows'][0]['tokens']} tokens")
     table = Table(title_justify="left")
     for column in ("arm", "loss", "ppl", "word ppl", "KL", "KL w/o b_LN"):
         table.add_column(column, justify="left" if column == "arm" else "right", no_wrap=True)
     for row in report["rows"]:
         wo = row["kl_unigram_without_ln_bias"]
-        table.add_row(row["arm"], f"{row['loss']:.4f}", f"{row['perplexity']:.3f}", f"{row['word_perplexity']:.3f}",
+        table.add_row(esc(row["arm"]), f"{row['loss']:.4f}", f"{row['perplexity']:.3f}", f"{row['word_perplexity']:.3f}",
                       f"{row['kl_unigram']:.4f}", "-" if wo is None else f"{wo:.4f}")
     console.print(table)
 

@@ -80,7 +80,7 @@ def generate_command(
 ) -> None:
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_json, stderr_console, step_progress
+    from nbcli.cli.console import esc, print_json, stderr_console, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.arms import open_study
     from nbcli.lm.decoding import parse_decoding
@@ -110,7 +110,7 @@ def generate_command(
     if out is not None:
         report["outputs"] = _write_outputs(out, report, records)
     for warning in warnings:
-        stderr_console().print(f"[yellow]warning:[/] {warning}", markup=True)
+        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
     if as_json:
         print_json(report)
     else:
@@ -171,28 +171,28 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from nbcli.cli.console import stdout_console
+    from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     model = report["model"]
-    console.print(f"[bold]{model['path']}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
+    console.print(f"[bold]{esc(model['path'])}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
                   f"{report['prompt_count']} prompts x {report['samples']} samples, {report['decoding']}, "
                   f"seed {report['seed']}")
     table = Table(title_justify="left")
     for column in ("arm", "D-1", "D-2", "D-3", "D-4", "D", "len", "EOS", "ppl", "MAUVE"):
         table.add_column(column, justify="left" if column == "arm" else "right", no_wrap=True)
     for row in report["rows"]:
-        table.add_row(row["arm"], *(_fmt(row[f"distinct_{n}"]) for n in (1, 2, 3, 4)), _fmt(row["diversity"]),
+        table.add_row(esc(row["arm"]), *(_fmt(row[f"distinct_{n}"]) for n in (1, 2, 3, 4)), _fmt(row["diversity"]),
                       _fmt(row["mean_tokens"], ".1f"), _fmt(row["eos_rate"], ".2f"), _fmt(row["perplexity"], ".2f"),
                       _fmt(row["mauve"]))
     console.print(table)
     notes = {row["mauve_note"] for row in report["rows"] if row["mauve"] is None}
     for note in sorted(notes):
-        console.print(f"MAUVE {note}")
+        console.print(f"MAUVE {esc(note)}")
     if report.get("plot_note"):
-        console.print(f"plot {report['plot_note']}")
+        console.print(f"plot {esc(report['plot_note'])}")
     for path in report["outputs"]:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {esc(path)}")
 
 
 def register(app: typer.Typer) -> None:

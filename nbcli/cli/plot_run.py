@@ -39,7 +39,7 @@ def plot_run(
 
     Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import print_json, stdout_console
+    from nbcli.cli.console import esc, print_json, stdout_console
     from nbcli.errors import OutputError
     from nbcli.outputs import check_outputs
     from nbcli.plots import RUN_FIGURES, plot_run_figures
@@ -67,7 +67,7 @@ def plot_run(
         return
     console = stdout_console()
     for f in files:
-        console.print(str(f), highlight=False)
+        console.print(esc(f), highlight=False)
     if not files:
         console.print("no figures: the runs logged no curves yet", highlight=False)
 

@@ -52,7 +52,7 @@ def transplant_embeddings(
 
     Rows of pieces both vocabularies share are copied (matched across the space markers ▁, Ġ and ##); the others are initialised by --missing; then --standardise optionally rescales the whole matrix (eq. 1 / eq. 4). Prints the coverage (pieces matched; with --counts the share of the target corpus's tokens). OUT is written atomically with provenance; `nb train --embedding-init pretrained:OUT` reads it.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import print_json, stdout_console
+    from nbcli.cli.console import esc, print_json, stdout_console
     from nbcli.transplant import transplant
 
     result = transplant(source, source_tokenizer, target_tokenizer, output, missing=missing, counts_path=counts,
@@ -63,7 +63,7 @@ def transplant_embeddings(
     from rich.table import Table
 
     cov = result.coverage
-    table = Table(title=f"nb transplant-embeddings: {output}", show_header=False)
+    table = Table(title=f"nb transplant-embeddings: {esc(output)}", show_header=False)
     rows = [("source tensor", f"{result.source_tensor} -> tok_emb.weight {result.shape}"),
             ("pieces matched", f"{cov.matched:,} of {cov.target_pieces:,} ({cov.matched_fraction:.1%})"),
             ("initialised", f"{cov.initialised:,} ({missing}"
@@ -75,7 +75,7 @@ def transplant_embeddings(
     if result.standardised is not None:
         rows.append(("standardised", str(result.standardised)))
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(esc(key), esc(value))
     stdout_console().print(table)
 
 

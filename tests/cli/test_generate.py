@@ -105,3 +105,13 @@ def test_real_nb_subprocess_eval(nb_lm: Path, sp_model: Path, heldout: Path) -> 
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
     assert "lambda 1" in out and "lambda 0" in out and "KL w/o b_LN" in out
+
+
+def test_eval_table_prints_markup_in_names_exactly(nb_lm: Path, sp_model: Path, heldout: Path,
+                                                   tmp_path: Path) -> None:
+    """Data that reaches rich (here a checkpoint named like a rich tag) is printed as it is."""
+    named = tmp_path / "[bold]x[red].safetensors"
+    named.write_bytes(nb_lm.read_bytes())
+    result = invoke("eval", named, "--corpus", heldout, "-t", sp_model)
+    assert result.exit_code == 0, result.stderr
+    assert "[bold]x[red].safetensors" in result.stdout.replace("\n", "")
