@@ -144,8 +144,14 @@ def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
 
 
 def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str]) -> list[Path]:
-    """The PNGs of `nb plot-run` in `out_dir` (written atomically); figures whose curves no run logged
-    are skipped. `runs` are `nbcli.train.runs.RunLog`s."""
+    """The PNGs of `nb plot-run` in `out_dir`, committed together or not at all (one OutputSet);
+    figures whose curves no run logged are skipped. `runs` are `nbcli.train.runs.RunLog`s."""
+    with OutputSet() as outputs:
+        return _plot_run_figures(out_dir, runs, metadata, outputs)
+
+
+def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
+                      outputs: OutputSet) -> list[Path]:
     written: list[Path] = []
     colours = _run_colours(runs) if runs else {}
     n = {g: sum(r.group == g for r in runs) for g in colours}
@@ -172,7 +178,7 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
                      fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
-        written.append(_save_named(fig, out_dir, "val_loss", metadata))
+        written.append(_save_named(fig, out_dir, "val_loss", metadata, outputs))
 
     # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
     if any(r.has("kl_unigram") for r in runs):
@@ -194,7 +200,7 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
                      fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "divergence", metadata))
+        written.append(_save_named(fig, out_dir, "divergence", metadata, outputs))
 
     # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
     if any(r.has("bias_norm") for r in runs):
@@ -212,7 +218,7 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
         axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
         axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
         axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "bias", metadata))
+        written.append(_save_named(fig, out_dir, "bias", metadata, outputs))
 
     # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
     if any(r.has("ag_loss") for r in runs):
@@ -232,11 +238,11 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
         axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
         axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
         axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "attention_guidance", metadata))
+        written.append(_save_named(fig, out_dir, "attention_guidance", metadata, outputs))
     return written
 
 
-def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str]) -> Path:
+def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet) -> Path:
     path = out_dir / f"{name}.png"
-    _save(fig, path, metadata, None)
+    _save(fig, path, metadata, outputs)
     return path

@@ -84,3 +84,23 @@ def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sampl
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["attention_guidance.png", "bias.png",
                                                                     "divergence.png", "val_loss.png"]
+
+
+def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure while drawing a later figure leaves none of the earlier ones (one OutputSet)."""
+    import nbcli.plots as plots
+
+    original = plots._save_named
+
+    def failing(fig, out_dir, name, metadata, outputs):  # type: ignore[no-untyped-def]
+        if name == "bias":
+            raise OSError(28, "No space left on device")
+        return original(fig, out_dir, name, metadata, outputs)
+
+    monkeypatch.setattr(plots, "_save_named", failing)
+    run = fake_run(tmp_path / "ag-s0", 0.0, True)
+    out = tmp_path / "fig"
+    out.mkdir()
+    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(out)])
+    assert result.exit_code != 0
+    assert sorted(p.name for p in out.iterdir()) == []
