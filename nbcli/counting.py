@@ -35,6 +35,7 @@ from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.jsonsafe import jsonl_field
 from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
+from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
 CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
 ENCODE_BATCH = 4096
@@ -157,13 +158,45 @@ class _Counter:
 
     # -- one block of whole lines ------------------------------------------------------------
     def count_block(self, path: str, data: bytes, first_line: int | None, offset: int) -> TaskResult:
+        """Count a block of whole lines (`offset`: its file offset; `first_line`: its first line's
+        number, None to find it on demand). Text lines the segmenter's byte rule covers are counted
+        on the bytes; the others (invalid UTF-8, CR, bytes the rule cannot cut) one by one as str."""
         counts = np.zeros(self.tokenizer.vocab_size, dtype=np.int64)
         result = TaskResult(counts, bytes_read=len(data))
+        bail = self.segmenter.line_bail if self.segmenter is not None and self.options.format == "text" else None
+        if bail is None or not data:
+            documents = self._text_documents(path, data, first_line, offset, result)
+        else:
+            dirty = dirty_lines(data, bail)
+            clean = without_ranges(data, dirty)
+            if clean:
+                assert self.segmenter is not None
+                result.documents += self._count_spans(clean, self.segmenter.spans(clean), counts)
+            documents = []
+            lines_before = previous = 0
+            for start, end in dirty:
+                if first_line is not None:
+                    lines_before += data.count(b"\n", previous, start)
+                    previous = start
+                documents += self._text_documents(
+                    path, data[start:end], None if first_line is None else first_line + lines_before,
+                    offset + start, result)
+        result.documents += len(documents)
+        self._count_documents(documents, counts)
+        if self.eos_id is not None:
+            counts[self.eos_id] += result.documents
+        if self.bos_id is not None:
+            counts[self.bos_id] += result.documents
+        return result
+
+    def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,
+                        result: TaskResult) -> list[str]:
+        """The non-empty documents of whole lines `data` as str (CRLF or LF ends a line); invalid
+        UTF-8 is replaced and counted in `result` (an error with --strict)."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raw_lines = data.split(b"\n")
-            for index, raw in enumerate(raw_lines):
+            for index, raw in enumerate(data.split(b"\n")):
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError as err:
@@ -174,29 +207,12 @@ class _Counter:
                         ) from None
                     result.bad_utf8_lines += 1
             text = data.decode("utf-8", errors="replace")
-        spans = None
-        if (self.segmenter is not None and self.options.format == "text" and not result.bad_utf8_lines
-                and b"\r" not in data and data):
-            spans = self.segmenter.spans(data)  # clean UTF-8 text without CR: chunks found on the bytes
-        if spans is not None:
-            result.documents = self._count_spans(data, spans, counts)
-        else:
-            text = text.replace("\r\n", "\n")
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()  # the block ends with a newline
-            if self.options.format == "jsonl":
-                documents = self._jsonl_documents(path, lines, first_line, offset, result)
-            else:
-                documents = lines
-            documents = [d for d in documents if d]  # empty lines are not documents
-            result.documents = len(documents)
-            self._count_documents(documents, counts)
-        if self.eos_id is not None:
-            counts[self.eos_id] += result.documents
-        if self.bos_id is not None:
-            counts[self.bos_id] += result.documents
-        return result
+        lines = text.replace("\r\n", "\n").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the block ends with a newline
+        if self.options.format == "jsonl":
+            lines = self._jsonl_documents(path, lines, first_line, offset, result)
+        return [line for line in lines if line]  # empty lines are not documents
 
     def _jsonl_documents(
         self, path: str, lines: list[str], first_line: int | None, offset: int, result: TaskResult
@@ -218,6 +234,8 @@ class _Counter:
 
     def _count_documents(self, documents: list[str], counts: np.ndarray) -> None:
         """Add the token counts of `documents` to `counts`."""
+        if not documents:
+            return
         if self.segmenter is None:
             for start in range(0, len(documents), ENCODE_BATCH):
                 encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])

@@ -56,13 +56,17 @@ class Segmenter(Protocol):
         (only segmenters whose `spans` returns variants use it)."""
         ...
 
-    def spans(self, data: bytes) -> Spans | None:
-        """Optional vectorised `split` of a block of clean UTF-8 text documents (one per line, no
-        CR): the byte spans of its chunks. None when the segmenter has no byte rule."""
+    # Bytes a line must not hold for `spans` (CR always; non-ASCII whitespace and the like per
+    # family); None when the segmenter has no byte rule. Such lines take the str path (`split`).
+    line_bail: re.Pattern[bytes] | None
+
+    def spans(self, data: bytes) -> Spans:
+        """Vectorised `split` of a block of clean lines (valid UTF-8, one document per line, no
+        match of `line_bail`): the byte spans of its chunks."""
         ...
 
 
-# Non-ASCII White_Space characters in UTF-8: a block holding one takes the str path.
+# Non-ASCII White_Space characters in UTF-8: a line holding one takes the str path.
 NON_ASCII_WS = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80")
 LITERAL_METASPACE = re.compile("\u2581".encode())
 
@@ -71,7 +75,7 @@ LITERAL_METASPACE = re.compile("\u2581".encode())
 class ByteRule:
     """A pattern's chunks of a text block, found on the bytes (`line_spans`): the ASCII bytes that
     form whitespace runs, those a cut may start at, whether a trailing run stays with the chunk
-    before it, and the bytes whose presence sends a block to the str path."""
+    before it, and the bytes whose presence sends a line to the str path."""
 
     run: bytes
     cut: bytes
@@ -86,7 +90,7 @@ def line_spans(data: bytes, rule: ByteRule) -> Spans:
     least one) that follows a non-whitespace byte and starts with a byte of `rule.cut` (with
     `keep_trailing`, not at a run that ends its line); it ends at the next start or line end. This
     is `split` of the family's pattern on ASCII text: multi-byte UTF-8 characters never contain
-    ASCII bytes, and blocks with non-ASCII whitespace (or other `rule.bail` bytes) never get here.
+    ASCII bytes, and lines with non-ASCII whitespace (or other `rule.bail` bytes) never get here.
     """
     b = np.frombuffer(data, dtype=np.uint8)
     n = b.shape[0]
@@ -126,6 +130,7 @@ class PatternSegmenter:
         self._encode = encode
         self.reason = reason
         self.byte_rule = byte_rule
+        self.line_bail = None if byte_rule is None else with_cr(byte_rule.bail)
 
     def split(self, documents: list[str]) -> list[str]:
         return list(itertools.chain.from_iterable(map(self.pattern.findall, documents)))
@@ -133,9 +138,8 @@ class PatternSegmenter:
     def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
         return self._encode(chunks)
 
-    def spans(self, data: bytes) -> Spans | None:
-        if self.byte_rule is None or self.byte_rule.bail.search(data):
-            return None
+    def spans(self, data: bytes) -> Spans:
+        assert self.byte_rule is not None, "spans() needs a byte rule (line_bail is None)"
         return line_spans(data, self.byte_rule)
 
 
@@ -175,3 +179,45 @@ class SpaceRunSegmenter(PatternSegmenter):
             else:
                 chunks = [c if first else c[1:] for c, first in zip(chunks, variant.tolist())]
         return self._encode(chunks)
+
+
+def with_cr(bail: re.Pattern[bytes] | None) -> re.Pattern[bytes]:
+    """`bail` extended with CR (the str path reads CRLF as a line end, the byte path would not)."""
+    return re.compile(b"\\r" if bail is None else b"\\r|" + bail.pattern)
+
+
+def dirty_lines(data: bytes, bail: re.Pattern[bytes]) -> list[tuple[int, int]]:
+    """Byte ranges [start, end) of the lines of `data` that the byte path cannot count: lines
+    holding invalid UTF-8 or a match of `bail`. Adjacent lines form one range; a range ends after
+    its last line's newline (or at the end of `data`)."""
+    marks = [m.start() for m in bail.finditer(data)]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        start = 0
+        for line in data.split(b"\n"):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                marks.append(start)
+            start += len(line) + 1
+        marks.sort()
+    ranges: list[tuple[int, int]] = []
+    for mark in marks:
+        if ranges and mark < ranges[-1][1]:
+            continue  # in a line already taken
+        start = data.rfind(b"\n", 0, mark) + 1
+        end = data.find(b"\n", mark) + 1 or len(data)
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return ranges
+
+
+def without_ranges(data: bytes, ranges: list[tuple[int, int]]) -> bytes:
+    """`data` without the byte ranges `ranges` (sorted, disjoint)."""
+    if not ranges:
+        return data
+    gaps = zip([0] + [end for _, end in ranges], [start for start, _ in ranges] + [len(data)])
+    return b"".join(data[a:b] for a, b in gaps)

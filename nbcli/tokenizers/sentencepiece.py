@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans
+from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans, with_cr
 
 _CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
 TRAINER_SPEC, NORMALIZER_SPEC = 2, 3  # ModelProto fields
@@ -37,6 +37,7 @@ class SentencePieceWords:
     """
 
     name = "sp"
+    line_bail = with_cr(None)  # only ASCII spaces cut: every other line goes on the bytes
 
     def __init__(self, sp: Any, data: bytes, reason: str) -> None:
         self._sp = sp
@@ -81,7 +82,7 @@ class SentencePieceWords:
             self._cuts = _sentencepiece_cuts(self._data, self._sp)
         return self._cuts if self._cuts is not False else None
 
-    def spans(self, data: bytes) -> Spans | None:
+    def spans(self, data: bytes) -> Spans:
         """Chunks are the maximal runs of bytes other than b' ' and b'\\n' (UTF-8 never uses these
         bytes inside a multi-byte character, so they are `split`'s chunks), cut further where
         `cut_table` allows; variant marks parts after such a cut (encoded without the dummy prefix)."""

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import RAW_DOC_LINES
 from nbcli.counting import CountOptions, _Counter
+from nbcli.errors import CorpusError
 from nbcli.tokenizers import load_tokenizer
 from tests.tokenizers.test_loader import ADVERSARIAL, library_encoder
 
@@ -112,3 +113,30 @@ def test_space_run_vocabulary_checked(tmp_path: Path, hf_metaspace_runs_json: Pa
     path.write_text(json.dumps(config))
     tok = load_tokenizer(path)
     assert tok.segmenter is None and "spans the start of a space run" in tok.method_reason
+
+
+# Lines the byte path must hand to the str path, among lines it counts itself.
+DIRTY_LINES = [b"bad \xff\xfe byte", b"crlf line\r", b"lone \r cr", "nbsp\u00a0here".encode(),
+               "ideographic\u3000space".encode(), "literal \u2581 metaspace".encode(), b"truncated \xc3"]
+
+
+@pytest.mark.parametrize("fixture", list(FAMILIES))
+@settings(max_examples=25, deadline=None)
+@given(picks=st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=40))
+def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int]], request: pytest.FixtureRequest) -> None:
+    """A block mixing clean lines with lines the byte rule cannot cut (invalid UTF-8, CR, Unicode
+    spaces, a literal '▁') counts as the library encodes each line, CRLF read as a line end and
+    invalid bytes replaced; the --strict error names the first bad line's number."""
+    path = request.getfixturevalue(fixture)
+    tok = load_tokenizer(path)
+    clean = [line.encode() for line in RAW_DOC_LINES if line]
+    lines = [(DIRTY_LINES if dirty else clean)[i % len(DIRTY_LINES if dirty else clean)] for dirty, i in picks]
+    data = b"\n".join(lines) + b"\n"
+    result = _Counter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
+    texts = [t for t in (line.decode("utf-8", errors="replace").removesuffix("\r") for line in lines) if t]
+    np.testing.assert_array_equal(result.counts, _reference(path, texts, tok.vocab_size))
+    bad = [n for n, line in enumerate(lines, 1) if b"\xff" in line or line.endswith(b"\xc3")]
+    assert (result.documents, result.bad_utf8_lines) == (len(texts), len(bad))
+    if bad:
+        with pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
+            _Counter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)

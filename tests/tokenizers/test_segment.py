@@ -1,0 +1,39 @@
+"""The byte path's line routing (`nbcli.tokenizers.segment.dirty_lines`) against a per-line check."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings, strategies as st
+
+from nbcli.tokenizers.segment import dirty_lines, with_cr, without_ranges
+
+BAIL = with_cr(re.compile("\u00a0".encode()))
+pieces = st.sampled_from([b"a", b" ", b"\n", b"\r", b"\xff", b"\xc3", b"\xc3\xa9", "\u00a0".encode(), b"\xa0", b"xyz"])
+
+
+def _is_dirty(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return BAIL.search(line) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(pieces, max_size=40))
+def test_dirty_lines_are_exactly_the_lines_the_bytes_cannot_take(parts: list[bytes]) -> None:
+    data = b"".join(parts)
+    lines = re.findall(rb"[^\n]*\n|[^\n]+\Z", data)  # each line with its newline
+    assert b"".join(lines) == data
+    spans, start = [], 0
+    for line in lines:
+        spans.append((start, start + len(line), _is_dirty(line.rstrip(b"\n"))))
+        start += len(line)
+    ranges = dirty_lines(data, BAIL)
+    # Each range is a run of whole dirty lines; together they hold every dirty line and nothing else.
+    inside = [(s, e) for s, e, dirty in spans if any(a <= s and e <= b for a, b in ranges)]
+    assert inside == [(s, e) for s, e, dirty in spans if dirty]
+    assert sum(b - a for a, b in ranges) == sum(e - s for s, e, dirty in spans if dirty)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))  # adjacent dirty lines form one range
+    assert without_ranges(data, ranges) == b"".join(line for line, (_, _, dirty) in zip(lines, spans) if not dirty)
