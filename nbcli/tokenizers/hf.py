@@ -16,6 +16,7 @@ Anything else counts whole documents, and `hf_segmenter` says why.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -26,8 +27,8 @@ from typing import Any
 from nbcli.errors import TokenizerError
 from nbcli.jsonsafe import load_bytes
 from nbcli.tokenizers.segment import (
-    LITERAL_METASPACE, NON_ASCII_WS, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn, PatternSegmenter,
-    SpaceRunSegmenter,
+    DIGIT, LETTER, LITERAL_METASPACE, NON_ASCII_WS, PUNCT, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn,
+    PatternSegmenter, SpaceRunSegmenter,
 )
 
 # Normalisers that map each character on its own (or compose only with following combining marks,
@@ -47,6 +48,12 @@ PREFIX_SPACE_CHUNK = _chunk_pattern(WS)
 # newline ends a line, CR never reaches the byte path), or of WS_NOT_CONTROL.
 WS_BYTES = ByteRule(b"\t\x0b\x0c\r ", b"\t\x0b\x0c\r ", False, NON_ASCII_WS)
 WS_NOT_CONTROL_BYTES = ByteRule(b"\t\r ", b"\t\r ", False, NON_ASCII_WS)
+# Cuts inside chunks between ASCII classes (`segment.ByteRule.class_cuts`; the apostrophe is in no
+# class for the byte-level families): each family's docstring proves its set.
+L, N, P = LETTER, DIGIT, PUNCT
+GPT2_CLASS_CUTS = ((L, N), (N, L), (L, P), (P, L), (N, P), (P, N))
+SPLIT_REGEX_CLASS_CUTS = ((L, N), (N, L), (L, P), (N, P), (P, N))
+BERT_CLASS_CUTS = ((L, P), (N, P), (P, P), (P, L), (P, N))
 
 
 class ByteLevelChunks(PatternSegmenter):
@@ -61,6 +68,14 @@ class ByteLevelChunks(PatternSegmenter):
     pre-token is byte-mapped and BPE-encoded on its own. With `add_prefix_space` (applied once to
     the whole text) a chunk is cut only before a run that starts with " ", so a later chunk gets no
     second prefix; a run starting with a tab or newline stays with the chunk before it.
+
+    Without `add_prefix_space`, the byte path also cuts between ASCII letters, digits and
+    punctuation (`GPT2_CLASS_CUTS`; the apostrophe, which starts the contractions, in no class).
+    Proof. A match holding a letter is a contraction or `` ?\\p{L}+``, both ending at a non-letter;
+    one holding a digit is `` ?\\p{N}+``; one holding punctuation is `` ?[^\\s\\p{L}\\p{N}]+``, which
+    ends before a letter or digit. So every match ends at such a class change, and a regex without
+    look-behind, whose one look-ahead concerns whitespace, matches each side alone the same way:
+    no earlier alternative can match a prefix of the text that it could not match in the whole.
     """
 
     name = "bytelevel"
@@ -99,6 +114,16 @@ class SplitRegexChunks(PatternSegmenter):
     add_prefix_space acts per pre-token). NFC composes a character only with following combining
     marks (never whitespace), so it is chunk-local; where NFC turns a letter or number into a form
     ending in a mark (e.g. U+0958), `nfc_exceptions` keeps the run after it joined too.
+
+    The byte path also cuts between ASCII classes (`SPLIT_REGEX_CLASS_CUTS`: letter|digit,
+    digit|letter, letter|punctuation, digit|punctuation, punctuation|digit; the apostrophe in no
+    class). Proof. Matches holding a letter (``[^\\r\\n\\p{L}\\p{N}]?\\p{L}+``, o200k's cased forms,
+    contractions) end at the first character that is neither a letter nor a mark, unless a
+    contraction (an apostrophe) follows; ``\\p{N}{1,3}`` ends at a non-digit; punctuation
+    (`` ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*``) ends before a digit and cannot be part of a letter match
+    followed by a digit. Punctuation before a letter is *not* a cut: the letter alternative takes one
+    such character. NFC composes only non-ASCII characters after the cut. As for GPT-2, each side
+    then matches alone as in the whole.
     """
 
     name = "split-regex"
@@ -142,6 +167,10 @@ class WhitespaceChunks(PatternSegmenter):
     own, so cutting at whitespace changes no pre-token. BertNormalizer(clean_text) deletes control
     characters, joining the text around them, so control characters do not count as whitespace
     here (`WS_NOT_CONTROL`).
+
+    With `BertPreTokenizer` alone, the byte path also cuts before and after each ASCII punctuation
+    character (`BERT_CLASS_CUTS`, the apostrophe included): BERT isolates every punctuation
+    character as a pre-token of its own, whatever surrounds it.
     """
 
     name = "whitespace"
@@ -218,6 +247,19 @@ def _no_piece_spans_space(vocab: dict[str, int]) -> str | None:
     return None
 
 
+def _with_class_cuts(rule: ByteRule, cuts: tuple[tuple[int, int], ...], config: dict[str, Any],
+                     norm_kinds: list[Any], apostrophe_is_punct: bool = False) -> ByteRule:
+    """`rule` cutting chunks between the ASCII classes `cuts` as well. The tokenizer finds added
+    tokens in the raw text before pre-tokenizing, so a line holding one's text goes to the str path;
+    where a normalised added token could match text other than its own (a normaliser runs first),
+    the rule stays as it is."""
+    added = [a for a in config.get("added_tokens") or [] if isinstance(a, dict) and a.get("content")]
+    if norm_kinds and any(a.get("normalized", True) for a in added):
+        return rule
+    bail = rule.bail.pattern + b"".join(b"|" + re.escape(str(a["content"]).encode("utf-8")) for a in added)
+    return dataclasses.replace(rule, bail=re.compile(bail), class_cuts=cuts, apostrophe_is_punct=apostrophe_is_punct)
+
+
 def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn) -> tuple[Any, str]:
     """The segmenter for this tokenizer.json and why, or (None, why not): whole documents."""
     whole = "; encoding whole documents"
@@ -278,7 +320,8 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         # On the byte path lines hold no CR or LF, so the one joining case never arises there.
         return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
                                 f"{family} Split regex + ByteLevel: pre-tokens never join across a "
-                                "whitespace run, except punctuation + CR/LF", WS_BYTES), ""
+                                "whitespace run, except punctuation + CR/LF",
+                                _with_class_cuts(WS_BYTES, SPLIT_REGEX_CLASS_CUTS, config, norm_kinds)), ""
 
     if "ByteLevel" in kinds:
         if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
@@ -287,16 +330,19 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         if not level.get("use_regex", True):
             return None, "ByteLevel without its regex and without a Split regex before it" + whole
         prefix = bool(level.get("add_prefix_space", True))
-        rule = ByteRule(WS_BYTES.run, b" ", False, NON_ASCII_WS) if prefix else WS_BYTES
+        rule = (ByteRule(WS_BYTES.run, b" ", False, NON_ASCII_WS) if prefix
+                else _with_class_cuts(WS_BYTES, GPT2_CLASS_CUTS, config, norm_kinds))
         return ByteLevelChunks(ByteLevelChunks.pattern_for(prefix), encode,
                                "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
                                "boundary", rule), ""
 
     if any(k in _SPLITTING for k in kinds) and all(k in _SPLITTING | _ONLY_SPLIT for k in kinds):
         clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
+        rule = WS_NOT_CONTROL_BYTES if clean else WS_BYTES
+        if kinds == ["BertPreTokenizer"]:
+            rule = _with_class_cuts(rule, BERT_CLASS_CUTS, config, norm_kinds, apostrophe_is_punct=True)
         return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
-                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens",
-                                WS_NOT_CONTROL_BYTES if clean else WS_BYTES), ""
+                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens", rule), ""
     return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + whole
 
 

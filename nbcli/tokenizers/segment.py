@@ -17,6 +17,7 @@ Two mechanisms cover every family:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -71,16 +72,51 @@ NON_ASCII_WS = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\
 LITERAL_METASPACE = re.compile("\u2581".encode())
 
 
+# ASCII classes for cuts inside a chunk (`ByteRule.class_cuts`); 0 is every other byte.
+LETTER, DIGIT, PUNCT = 1, 2, 3
+APOSTROPHE = 0x27
+
+
+def ascii_classes(apostrophe_is_punct: bool) -> np.ndarray:
+    """Byte -> LETTER (A-Z a-z), DIGIT (0-9), PUNCT (printable ASCII punctuation and symbols,
+    the apostrophe only if `apostrophe_is_punct`), 0 (whitespace, control bytes, non-ASCII bytes)."""
+    table = np.zeros(256, dtype=np.uint8)
+    for code in range(0x21, 0x7F):
+        ch = chr(code)
+        table[code] = LETTER if ch.isalpha() else DIGIT if ch.isdigit() else PUNCT
+    if not apostrophe_is_punct:
+        table[APOSTROPHE] = 0
+    return table
+
+
 @dataclass(frozen=True)
 class ByteRule:
     """A pattern's chunks of a text block, found on the bytes (`line_spans`): the ASCII bytes that
     form whitespace runs, those a cut may start at, whether a trailing run stays with the chunk
-    before it, and the bytes whose presence sends a line to the str path."""
+    before it, and the bytes whose presence sends a line to the str path.
+
+    `class_cuts` are (left, right) pairs of ASCII classes (`ascii_classes(apostrophe_is_punct)`)
+    between which the family's pre-tokenizer always ends a pre-token: a chunk is cut there too, and
+    each part encodes alone (the family's segmenter states why)."""
 
     run: bytes
     cut: bytes
     keep_trailing: bool
     bail: re.Pattern[bytes]
+    class_cuts: tuple[tuple[int, int], ...] = ()
+    apostrophe_is_punct: bool = False
+
+    @functools.cached_property
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(is_run, is_cut, class of each byte, cut between classes l and r at 4 * l + r)."""
+        is_run = np.zeros(256, dtype=bool)
+        is_run[list(self.run)] = True
+        is_cut = np.zeros(256, dtype=bool)
+        is_cut[list(self.cut)] = True
+        pairs = np.zeros(16, dtype=bool)
+        for left, right in self.class_cuts:
+            pairs[4 * left + right] = True
+        return is_run, is_cut, ascii_classes(self.apostrophe_is_punct), pairs
 
 
 def line_spans(data: bytes, rule: ByteRule) -> Spans:
@@ -91,28 +127,35 @@ def line_spans(data: bytes, rule: ByteRule) -> Spans:
     `keep_trailing`, not at a run that ends its line); it ends at the next start or line end. This
     is `split` of the family's pattern on ASCII text: multi-byte UTF-8 characters never contain
     ASCII bytes, and lines with non-ASCII whitespace (or other `rule.bail` bytes) never get here.
+    Chunks are then cut between the ASCII classes of `rule.class_cuts`.
     """
+    is_run, is_cut, classes, pairs = rule.tables
     b = np.frombuffer(data, dtype=np.uint8)
     n = b.shape[0]
-    is_run = np.zeros(256, dtype=bool)
-    is_run[list(rule.run)] = True
-    is_cut = np.zeros(256, dtype=bool)
-    is_cut[list(rule.cut)] = True
-    prev = np.empty(n, dtype=np.uint8)
-    prev[0] = 10
-    prev[1:] = b[:-1]
-    cut = is_cut[b] & ~is_run[prev] & (prev != 10)
+    newline = b == 10
+    run = is_run[b]
+    after_solid = np.zeros(n, dtype=bool)  # the byte before is neither whitespace nor a newline
+    after_solid[1:] = ~(run[:-1] | newline[:-1])
+    cut = is_cut[b] & after_solid
     if rule.keep_trailing:
-        candidates = np.flatnonzero(cut)
-        solid = np.flatnonzero(~is_run[b])  # the run's end: the next byte outside runs
-        after = np.searchsorted(solid, candidates)
-        trailing = after >= solid.shape[0]
-        trailing[~trailing] = b[solid[after[~trailing]]] == 10
+        candidates = np.flatnonzero(cut)  # each starts a run of whitespace
+        run_ends = np.flatnonzero(run & ~np.append(run[1:], False))  # the last byte of each run
+        last = run_ends[np.searchsorted(run_ends, candidates)]
+        trailing = last + 1 >= n
+        trailing[~trailing] = newline[last[~trailing] + 1]
         cut[candidates[trailing]] = False
-    line_start = (prev == 10) & (b != 10)
-    starts = np.flatnonzero(cut | line_start)
-    stops = np.append(np.flatnonzero(cut | line_start | (b == 10)), n)
-    ends = stops[np.searchsorted(stops, starts, side="right")]
+    line_start = np.empty(n, dtype=bool)
+    line_start[0] = True
+    line_start[1:] = newline[:-1]
+    line_start &= ~newline
+    start = cut | line_start
+    if rule.class_cuts:
+        kind = classes[b]
+        start[1:] |= pairs[4 * kind[:-1] + kind[1:]]
+    bounds = np.flatnonzero(start | newline)
+    starts_at = np.flatnonzero(start[bounds])
+    starts = bounds[starts_at]
+    ends = np.append(bounds, n)[starts_at + 1]
     return starts, ends, line_start[starts]
 
 

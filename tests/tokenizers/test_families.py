@@ -140,3 +140,19 @@ def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int
     if bad:
         with pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
             _Counter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
+
+
+# Code and prose where letters, digits, punctuation and apostrophes meet (the byte path's cuts
+# between ASCII classes), with some non-ASCII letters next to them.
+CODE_PIECES = list("aZq09_'\"().,:;!?-+*/=<>[]{}#@$%&|\\^`~ ") + [
+    "'s", "'T", "'re", "'ll", "don't", "x1", "1x", "x.y", "3.14", "a,b", "f(x)", "->", "==", "...",
+    "é", "ß", "日", "٣", "\u0301", "\t", "  ", "ǅ", "Ⅻ",
+]
+code_text = st.lists(st.sampled_from(CODE_PIECES), min_size=1, max_size=40).map("".join)
+
+
+@pytest.mark.parametrize("fixture", list(FAMILIES))
+@settings(max_examples=60, deadline=None)
+@given(documents=st.lists(code_text, min_size=1, max_size=8))
+def test_family_exact_where_classes_meet(fixture: str, documents: list[str], request: pytest.FixtureRequest) -> None:
+    assert_exact(request.getfixturevalue(fixture), documents)
