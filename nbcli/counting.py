@@ -446,11 +446,26 @@ def _process_counter(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, opti
 
 
 def _init_worker(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, options: CountOptions) -> None:
+    """A spawned worker: load the tokenizer from its bytes."""
+    _quiet_worker()
+    _process_counter(tokenizer_bytes, tokenizer_name, sha, options)
+
+
+def _init_forked_worker(tokenizer: Tokenizer, options: CountOptions) -> None:
+    """A forked worker: the parent's tokenizer is already in memory (nothing to load or parse)."""
+    _quiet_worker()
+    _PROCESS_COUNTERS[(tokenizer.sha256, options)] = _Counter(tokenizer, options)
+
+
+def _quiet_worker() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _process_counter(tokenizer_bytes, tokenizer_name, sha, options)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker
+
+
+def _worker_ready() -> None:
+    """A no-op task: submitting it starts every worker."""
 
 
 def _run_in_worker(task: _Task, sha: str, options: CountOptions) -> TaskResult:
@@ -515,8 +530,11 @@ def count_corpus(
         raise ConfigError(f"--workers must be >= 1, got {n_workers}")
     total_bytes = None if any(s.path == "-" for s in sources) else sum(s.size for s in sources)
     report = progress or (lambda advance, total: None)
-    report(0, total_bytes)
     started = time.perf_counter()
+    # Workers start before the first progress report: the progress display's thread starts there,
+    # and forked workers must not inherit a thread (see `_start_pool`).
+    pool = _start_pool(tokenizer, options, n_workers) if n_workers > 1 and not dask_address else None
+    report(0, total_bytes)
     total = TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64))
 
     def on_done(task: _Task, result: TaskResult) -> None:
@@ -526,12 +544,12 @@ def count_corpus(
     tasks = _tasks(sources, n_workers)
     if dask_address:
         _schedule_dask(tasks, tokenizer, options, dask_address, on_done, total)
-    elif n_workers == 1:
+    elif pool is None:
         counter = _Counter(tokenizer, options)
         for task in tasks:
             on_done(task, counter.run(task))
     else:
-        _schedule_pool(tasks, tokenizer, options, n_workers, on_done)
+        _schedule_pool(pool, tasks, tokenizer, options, n_workers, on_done)
     seconds = time.perf_counter() - started
     if total.documents == 0:
         names = ", ".join(s.path for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
@@ -550,16 +568,41 @@ def count_corpus(
     )
 
 
+def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> Any:
+    """A process pool with every worker started and holding the tokenizer.
+
+    On Linux workers are forked: they share the parent's loaded tokenizer (a 151k-entry
+    tokenizer.json takes ~1 s to load, per process when spawned). The caller forks before starting
+    any thread of its own (nb's progress display starts after), and the tokenizer was used without
+    its thread pool (`load_hf` probes with a single encode), so no lock can be held in a child.
+    Elsewhere (no fork, or fork unsafe as on macOS) workers are spawned and load the tokenizer.
+    """
+    import multiprocessing
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    if sys.platform == "linux":
+        context = multiprocessing.get_context("fork")
+        init: Callable[..., None] = _init_forked_worker
+        init_args: tuple[Any, ...] = (tokenizer, options)
+    else:
+        context = multiprocessing.get_context("spawn")
+        init, init_args = _init_worker, (tokenizer.serialized(), str(tokenizer.path), tokenizer.sha256, options)
+    pool = ProcessPoolExecutor(n_workers, mp_context=context, initializer=init, initargs=init_args)
+    try:
+        pool.submit(_worker_ready).result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return pool
+
+
 def _schedule_pool(
-    tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, n_workers: int,
+    pool: Any, tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, n_workers: int,
     on_done: Callable[[_Task, TaskResult], None],
 ) -> None:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-    context = multiprocessing.get_context("spawn")
-    init_args = (tokenizer.serialized(), str(tokenizer.path), tokenizer.sha256, options)
-    pool = ProcessPoolExecutor(n_workers, mp_context=context, initializer=_init_worker, initargs=init_args)
     pending: dict[Future[TaskResult], _Task] = {}
     try:
         for task in tasks:

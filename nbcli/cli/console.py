@@ -87,10 +87,15 @@ def byte_progress(description: str) -> Iterator[Callable[[int, int | None], None
     task = progress.add_task(description, total=None)
 
     def update(advance: int, total: int | None) -> None:
+        if not progress.live.is_started:
+            progress.start()  # at the first report: its refresh thread starts after any fork
         progress.update(task, advance=advance, total=total)
 
-    with progress:
+    try:
         yield update
+    finally:
+        if progress.live.is_started:
+            progress.stop()
 
 
 @contextlib.contextmanager

@@ -414,7 +414,9 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
             raise
         raise TokenizerError(f"{path}: not a valid tokenizer.json: {_one_line(err)}") from None
     try:  # a model can load and still fail on every text (WordLevel whose unk token is missing)
-        tok.encode_batch(["nb probe: Aa 0 ?! é 日本 \U0001f642"], add_special_tokens=False)
+        # encode, not encode_batch: a batch may start the library's thread pool, and count-unigrams
+        # forks its workers after loading (the library warns in a child forked after its pool ran)
+        tok.encode("nb probe: Aa 0 ?! é 日本 \U0001f642", add_special_tokens=False)
     except Exception as err:
         if type(err) is not Exception:
             raise

@@ -225,3 +225,38 @@ def test_hub_bert_tokenizer_json(tmp_path: Path, hf_bert_hub_json: Path, hf_bert
     text = " ".join(human.stdout.split())
     assert f"EOS per document │ no ([SEP], id {sep})" in text
     assert "padding" in text and "switched off" in text
+
+
+@pytest.mark.parametrize("fixture", ["hf_qwen2_json", "sp_llama2_model"])
+def test_terminal_progress_with_forked_workers(tmp_path: Path, fixture: str, request: pytest.FixtureRequest) -> None:
+    """On a terminal (a pty) the progress display runs while two workers count: they are forked
+    before its thread starts, the run ends (no worker stuck on an inherited lock), the tokenizer
+    library prints no fork warning, and the counts equal one process's."""
+    import os
+    import pty
+
+    tok = request.getfixturevalue(fixture)
+    corpus = tmp_path / "big.txt"
+    corpus.write_text("\n".join(english_like_lines(4000, seed=9)) * 8 + "\n")
+    master, slave = pty.openpty()
+    out = tmp_path / "tty.safetensors"
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    env.pop("TOKENIZERS_PARALLELISM", None)
+    proc = subprocess.Popen(["nb", "count-unigrams", str(corpus), "-t", str(tok), "-o", str(out), "-j", "2"],
+                            stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=max(1.0, deadline - time.monotonic())) == 0, seen[-2000:]
+    assert b"huggingface/tokenizers" not in seen and b"Traceback" not in seen, seen[-2000:]
+    assert invoke("count-unigrams", corpus, "-t", tok, "-o", tmp_path / "one.safetensors", "-j", "1").exit_code == 0
+    np.testing.assert_array_equal(read_counts(out).counts, read_counts(tmp_path / "one.safetensors").counts)
