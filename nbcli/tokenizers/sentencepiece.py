@@ -4,7 +4,7 @@
   `SentencePieceWords`, chunks between ASCII spaces, cut further between ASCII pairs no piece joins.
 * BPE with the Llama-2/Mistral settings (`remove_extra_whitespaces=false`,
   `allow_whitespace_only_pieces`, identity normaliser): `SentencePieceSpaceRuns`, cut before each run
-  of spaces.
+  of spaces, and further between ASCII pairs no piece joins.
 * Unigram models: no chunk rule (whole documents), see `sentencepiece_segmenter`.
 """
 
@@ -20,47 +20,21 @@ _CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
 TRAINER_SPEC, NORMALIZER_SPEC = 2, 3  # ModelProto fields
 
 
-class SentencePieceWords:
-    """SentencePiece BPE with the default settings: chunks are the text between ASCII spaces.
+class _BPECuts:
+    """Cuts inside chunks between ASCII pairs that no vocabulary piece contains (SentencePiece BPE).
 
-    Proof. With `remove_extra_whitespaces` the normaliser drops leading and trailing spaces and
-    collapses runs, and with `add_dummy_prefix` the text starts with one "▁": the normalised document
-    is "▁" + the chunks joined by "▁". `split_by_whitespace` makes every "▁"-led run a word, BPE never
-    merges across words, and no piece holds "▁" after its first character (checked at load), so the
-    document's ids are the concatenation of each chunk encoded alone, its dummy prefix playing the
-    space before it. Empty chunks (from runs of spaces) encode to nothing.
-
-    Chunks are cut further (`cut_table`) between ASCII pairs that no vocabulary piece contains: no BPE
-    merge can span such a pair, merges are ordered by score then position (shifting positions changes
-    nothing), so ``encode("▁" + left + right) == encode("▁" + left) + continuation(right)`` where a
-    continuing part is encoded without the dummy prefix (a proto copy with add_dummy_prefix=false).
+    No BPE merge can span such a pair, and merges are ordered by score then position (shifting
+    positions changes nothing), so ``encode(left + right) == encode(left) + continuation(right)``
+    where a continuing part is encoded without the dummy prefix (a proto copy with
+    add_dummy_prefix=false): its characters start as they would inside the word.
     """
 
-    name = "sp"
-    line_bail = with_cr(None)  # only ASCII spaces cut: every other line goes on the bytes
-
-    def __init__(self, sp: Any, data: bytes, reason: str) -> None:
+    def __init__(self, sp: Any, data: bytes) -> None:
         self._sp = sp
         self._data = data
-        self.reason = reason
         self._cuts: Any = None
         self._pair_table: Any = None
         self._continuation: Any = None
-
-    def split(self, documents: list[str]) -> list[str]:
-        # In JSONL documents may hold '\n'; it stays inside its chunk, so only ASCII spaces cut.
-        return " ".join(documents).split(" ")
-
-    def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
-        if variant is None or not variant.any():
-            return self._sp.encode(chunks, num_threads=1)
-        encoded: list[list[int]] = [[] for _ in chunks]
-        for group, encode in ((np.flatnonzero(~variant), self._sp.encode),
-                              (np.flatnonzero(variant), self.encode_continuations)):
-            indices = group.tolist()
-            for i, ids in zip(indices, encode([chunks[i] for i in indices])):
-                encoded[i] = ids
-        return encoded
 
     def encode_continuations(self, texts: list[str]) -> list[list[int]]:
         """Token ids of parts that continue a chunk (SentencePiece without the dummy prefix)."""
@@ -69,6 +43,18 @@ class SentencePieceWords:
 
             self._continuation = spm.SentencePieceProcessor(model_proto=without_dummy_prefix(self._data))
         return self._continuation.encode(texts, num_threads=1)
+
+    def encode_parts(self, chunks: list[str], variant: np.ndarray) -> list[list[int]]:
+        """Ids of parts, each as it is: with the dummy prefix, or without where `variant` (continuing)."""
+        if not variant.any():
+            return self._sp.encode(chunks, num_threads=1)
+        encoded: list[list[int]] = [[] for _ in chunks]
+        for group, encode in ((np.flatnonzero(~variant), self._sp.encode),
+                              (np.flatnonzero(variant), self.encode_continuations)):
+            indices = group.tolist()
+            for i, ids in zip(indices, encode([chunks[i] for i in indices])):
+                encoded[i] = ids
+        return encoded
 
     def cut_table(self) -> Any:
         """A [128, 128] bool table, True at (a, b) when no vocabulary piece contains the ASCII pair ab
@@ -82,21 +68,51 @@ class SentencePieceWords:
             self._cuts = _sentencepiece_cuts(self._data, self._sp)
         return self._cuts if self._cuts is not False else None
 
+    def cut(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        """Chunks [starts, ends) of `data` cut where `cut_table` allows; variant marks continuing parts."""
+        if self._pair_table is None:
+            self._pair_table = _cut_pair_table(self.cut_table())
+        if self._pair_table is not False and len(data) > 1:
+            return _cut_parts(np.frombuffer(data, dtype=np.uint8), starts, ends, self._pair_table)
+        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+
+
+class SentencePieceWords(_BPECuts):
+    """SentencePiece BPE with the default settings: chunks are the text between ASCII spaces.
+
+    Proof. With `remove_extra_whitespaces` the normaliser drops leading and trailing spaces and
+    collapses runs, and with `add_dummy_prefix` the text starts with one "▁": the normalised document
+    is "▁" + the chunks joined by "▁". `split_by_whitespace` makes every "▁"-led run a word, BPE never
+    merges across words, and no piece holds "▁" after its first character (checked at load), so the
+    document's ids are the concatenation of each chunk encoded alone, its dummy prefix playing the
+    space before it. Empty chunks (from runs of spaces) encode to nothing.
+
+    Chunks are cut further between ASCII pairs that no vocabulary piece contains (`_BPECuts`).
+    """
+
+    name = "sp"
+    line_bail = with_cr(None)  # only ASCII spaces cut: every other line goes on the bytes
+
+    def __init__(self, sp: Any, data: bytes, reason: str) -> None:
+        super().__init__(sp, data)
+        self.reason = reason
+
+    def split(self, documents: list[str]) -> list[str]:
+        # In JSONL documents may hold '\n'; it stays inside its chunk, so only ASCII spaces cut.
+        return " ".join(documents).split(" ")
+
+    def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
+        return self._sp.encode(chunks, num_threads=1) if variant is None else self.encode_parts(chunks, variant)
+
     def spans(self, data: bytes) -> Spans:
         """Chunks are the maximal runs of bytes other than b' ' and b'\\n' (UTF-8 never uses these
         bytes inside a multi-byte character, so they are `split`'s chunks), cut further where
         `cut_table` allows; variant marks parts after such a cut (encoded without the dummy prefix)."""
         b = np.frombuffer(data, dtype=np.uint8)
-        n = b.shape[0]
-        edge = np.ones(n + 2, dtype=np.int8)
+        edge = np.ones(b.shape[0] + 2, dtype=np.int8)
         edge[1:-1] = (b == 32) | (b == 10)
         change = np.flatnonzero(np.diff(edge))  # separator -> chunk, chunk -> separator, alternating
-        starts, ends = change[0::2], change[1::2]
-        if self._pair_table is None:
-            self._pair_table = _cut_pair_table(self.cut_table())
-        if self._pair_table is not False and n > 1:
-            return _cut_parts(b, starts, ends, self._pair_table)
-        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+        return self.cut(data, change[0::2], change[1::2])
 
 
 class SentencePieceSpaceRuns(SpaceRunSegmenter):
@@ -112,12 +128,29 @@ class SentencePieceSpaceRuns(SpaceRunSegmenter):
     without its first space gets that "▁" back from the dummy prefix, so it forms the same single word.
     A trailing run is kept with the chunk before it: encoded together they still form the same two
     words. Checked at load: BPE, identity normaliser, no piece holds "▁" after a non-"▁" character.
+
+    On the byte path a chunk's span leaves out the space the dummy prefix restores (a line's first
+    chunk has none), so every part is encoded as it is, and chunks are cut further between ASCII
+    pairs no piece contains (`_BPECuts`: the pairs are printable, never spaces, so each cut lies
+    inside one word).
     """
 
     name = "sp-space-runs"
 
-    def __init__(self, sp: Any, reason: str) -> None:
+    def __init__(self, sp: Any, data: bytes, reason: str) -> None:
         super().__init__(lambda chunks: sp.encode(chunks, num_threads=1), reason, drop_first_space=True)
+        self._cuts = _BPECuts(sp, data)
+
+    def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
+        """`split`'s chunks (variant None) lose their first space; the byte path's parts are encoded as
+        they are, without the dummy prefix where `variant` (a part continuing a word)."""
+        if variant is None:
+            return super().encode(chunks)
+        return self._cuts.encode_parts(chunks, variant)
+
+    def spans(self, data: bytes) -> Spans:
+        starts, ends, line_first = super().spans(data)
+        return self._cuts.cut(data, starts + ~line_first, ends)  # past the space the dummy prefix restores
 
 
 def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
@@ -161,7 +194,7 @@ def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
     if collapse:
         return SentencePieceWords(sp, data, "split_by_whitespace with dummy prefix: each "
                                   "space-delimited chunk encodes alone"), ""
-    return SentencePieceSpaceRuns(sp, "remove_extra_whitespaces=false (Llama-2/Mistral form): words are a "
+    return SentencePieceSpaceRuns(sp, data, "remove_extra_whitespaces=false (Llama-2/Mistral form): words are a "
                                   "run of spaces and the word after it; cut before each run"), ""
 
 
