@@ -21,14 +21,17 @@ import functools
 import itertools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from nbcli.errors import TokenizerError
 from nbcli.jsonsafe import load_bytes
 from nbcli.tokenizers.segment import (
     DIGIT, LETTER, LITERAL_METASPACE, NON_ASCII_WS, PUNCT, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn,
-    PatternSegmenter, SpaceRunSegmenter,
+    PatternSegmenter, SpaceRunSegmenter, Spans, cut_parts, encode_two_ways, pair_table,
 )
 
 # Normalisers that map each character on its own (or compose only with following combining marks,
@@ -198,12 +201,37 @@ class MetaspaceRuns(SpaceRunSegmenter):
     encoded alone. A later chunk starts with "▁", so the prepend scheme adds nothing to it; the first
     chunk is the document's start. Unknown characters cannot fuse across the cut: "▁" is in the
     vocabulary (checked).
+
+    On the byte path chunks are cut further between printable ASCII pairs that are both tokens and
+    that no vocabulary token holds (`bpe_cut_table`): every merge makes a vocabulary token, so none
+    spans the pair, and BPE again treats both sides apart (neither side is unknown, so no fusing). A
+    continuing part is encoded by the same tokenizer with `prepend_scheme="never"` (`continuation`),
+    as its characters stand inside the word.
     """
 
     name = "metaspace-runs"
 
-    def __init__(self, encode: EncodeFn, reason: str) -> None:
+    def __init__(self, encode: EncodeFn, reason: str, cut_table: np.ndarray | None = None,
+                 continuation: Callable[[], EncodeFn] | None = None) -> None:
         super().__init__(encode, reason, drop_first_space=False)
+        self._pairs = pair_table(cut_table) if continuation is not None else False
+        self._make_continuation = continuation
+        self._continuation: EncodeFn | None = None
+
+    def encode(self, chunks: list[str], variant: np.ndarray | None = None) -> list[list[int]]:
+        """Ids of chunks as they are; parts continuing a word (`variant`) without the prepended "▁"."""
+        if variant is None or not variant.any():
+            return self._encode(chunks)
+        if self._continuation is None:
+            assert self._make_continuation is not None
+            self._continuation = self._make_continuation()
+        return encode_two_ways(chunks, variant, self._encode, self._continuation)
+
+    def spans(self, data: bytes) -> Spans:
+        starts, ends, _ = super().spans(data)
+        if self._pairs is False or len(data) < 2:
+            return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+        return cut_parts(np.frombuffer(data, dtype=np.uint8), starts, ends, self._pairs)
 
 
 class PrependRuns(SpaceRunSegmenter):
@@ -239,6 +267,18 @@ def _components(node: Any, key: str) -> list[dict[str, Any]]:
     return [node]
 
 
+def bpe_cut_table(vocab: dict[str, int]) -> np.ndarray:
+    """[128, 128] bool, True at (a, b) when the printable ASCII characters a and b are tokens and no
+    vocabulary token holds the pair ab."""
+    spans = np.ones((128, 128), dtype=bool)
+    for piece in vocab:
+        for a, b in zip(piece, piece[1:]):
+            if a < "\x80" and b < "\x80":
+                spans[ord(a), ord(b)] = False
+    known = np.array([0x21 <= code < 0x7F and chr(code) in vocab for code in range(128)])
+    return spans & known[:, None] & known[None, :]
+
+
 def _no_piece_spans_space(vocab: dict[str, int]) -> str | None:
     """The first piece holding "▁" (or " ") after another character, or None."""
     for piece in vocab:
@@ -260,8 +300,11 @@ def _with_class_cuts(rule: ByteRule, cuts: tuple[tuple[int, int], ...], config: 
     return dataclasses.replace(rule, bail=re.compile(bail), class_cuts=cuts, apostrophe_is_punct=apostrophe_is_punct)
 
 
-def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn) -> tuple[Any, str]:
-    """The segmenter for this tokenizer.json and why, or (None, why not): whole documents."""
+def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn,
+                 encoder_for: Callable[[dict[str, Any]], EncodeFn] | None = None) -> tuple[Any, str]:
+    """The segmenter for this tokenizer.json and why, or (None, why not): whole documents.
+
+    `encoder_for(config)` makes the encoder of a variant of the tokenizer (continuing parts)."""
     whole = "; encoding whole documents"
     model = config.get("model", {})
     if model.get("dropout"):
@@ -304,8 +347,12 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         why = _space_run_bpe_check(model, vocab)
         if why:
             return None, why + whole
+        continuation = None
+        if encoder_for is not None:
+            never = {**config, "pre_tokenizer": {**meta, "prepend_scheme": "never", "add_prefix_space": False}}
+            continuation = functools.partial(encoder_for, never)
         return MetaspaceRuns(encode, "Metaspace(split=false) BPE: no piece spans a space run's start; "
-                                     "cut before each run of spaces"), ""
+                                     "cut before each run of spaces", bpe_cut_table(vocab), continuation), ""
 
     if (len(pres) == 2 and kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True)):
         split = pres[0]
@@ -397,6 +444,21 @@ def _special_by_name(vocab: dict[str, int], names: tuple[str, ...]) -> int | Non
     return None
 
 
+def _encoder(tok: Any, path: Path) -> EncodeFn:
+    """Token ids of texts by a `tokenizers.Tokenizer` (no special tokens); errors name `path`."""
+
+    def encode(texts: list[str]) -> list[list[int]]:
+        try:
+            encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
+        except Exception as err:  # tokenizers raises bare Exceptions (e.g. a missing unk token)
+            if type(err) is not Exception:
+                raise
+            raise TokenizerError(f"{path}: tokenizer failed to encode text: {_one_line(err)}") from None
+        return [enc.ids for enc in encodings]
+
+    return encode
+
+
 def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     """The fields of a `Tokenizer` for a tokenizer.json (`body`: its bytes without a BOM)."""
     from tokenizers import Tokenizer as HFTokenizer
@@ -438,16 +500,13 @@ def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
         adjustments.append(f"truncation (max_length {config['truncation'].get('max_length', '?')}) switched off")
     vocab = tok.get_vocab(with_added_tokens=True)
 
-    def encode(texts: list[str]) -> list[list[int]]:
-        try:
-            encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
-        except Exception as err:  # tokenizers raises bare Exceptions (e.g. a missing unk token)
-            if type(err) is not Exception:
-                raise
-            raise TokenizerError(f"{path}: tokenizer failed to encode text: {_one_line(err)}") from None
-        return [enc.ids for enc in encodings]
+    def encoder_for(variant: dict[str, Any]) -> EncodeFn:
+        """The encoder of a variant of this tokenizer.json (continuing parts, see hf_segmenter)."""
+        other = HFTokenizer.from_str(json.dumps({**variant, "padding": None, "truncation": None}))
+        return _encoder(other, path)
 
-    segmenter, reason = hf_segmenter(config, vocab, encode)
+    encode = _encoder(tok, path)
+    segmenter, reason = hf_segmenter(config, vocab, encode, encoder_for)
     eos_on, eos_reason = eos_default(config)
     return dict(
         kind="tokenizer.json", vocab_size=tok.get_vocab_size(with_added_tokens=True),

@@ -264,3 +264,47 @@ def without_ranges(data: bytes, ranges: list[tuple[int, int]]) -> bytes:
         return data
     gaps = zip([0] + [end for _, end in ranges], [start for start, _ in ranges] + [len(data)])
     return b"".join(data[a:b] for a, b in gaps)
+
+
+def pair_table(cuts: Any) -> Any:
+    """A [128, 128] table of ASCII pairs a chunk may be cut between, as a flat [65536] table indexed by (byte a) << 8 | (byte b); False if none."""
+    if cuts is None:
+        return False
+    table = np.zeros((256, 256), dtype=bool)
+    table[:128, :128] = cuts
+    table[:0x21, :] = table[:, :0x21] = False  # never at spaces, newlines or control bytes
+    table[0x7F, :] = table[:, 0x7F] = False
+    return table.reshape(-1)
+
+
+def cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, cut_pairs: np.ndarray) -> Spans:
+    """Cut chunks [starts, ends) of bytes `b` wherever `cut_pairs[b[i-1] << 8 | b[i]]` holds.
+
+    Returns the parts' starts, ends and whether each continues a chunk. Cut pairs are printable
+    ASCII, never b' ' or b'\\n', so every cut lies strictly inside a chunk.
+    """
+    pairs = (b[:-1].astype(np.uint16) << 8) | b[1:]
+    cut_at = np.flatnonzero(cut_pairs[pairs]) + 1
+    if cut_at.size == 0:
+        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
+    marks = np.zeros(b.shape[0] + 1, dtype=np.int8)
+    marks[starts] = 1
+    marks[cut_at] = 2
+    part_starts = np.flatnonzero(marks)
+    continued = marks[part_starts] == 2
+    marks[:] = 0
+    marks[ends] = 1
+    marks[cut_at] = 1
+    return part_starts, np.flatnonzero(marks), continued
+
+
+def encode_two_ways(chunks: list[str], variant: np.ndarray, first: EncodeFn, second: EncodeFn) -> list[list[int]]:
+    """Ids of `chunks`, by `second` where `variant` holds and by `first` elsewhere, in order."""
+    if not variant.any():
+        return first(chunks)
+    encoded: list[list[int]] = [[] for _ in chunks]
+    for group, encode in ((np.flatnonzero(~variant), first), (np.flatnonzero(variant), second)):
+        indices = group.tolist()
+        for i, ids in zip(indices, encode([chunks[i] for i in indices])):
+            encoded[i] = ids
+    return encoded

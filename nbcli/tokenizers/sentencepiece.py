@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans, with_cr
+from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans, cut_parts, encode_two_ways, pair_table, with_cr
 
 _CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
 TRAINER_SPEC, NORMALIZER_SPEC = 2, 3  # ModelProto fields
@@ -46,15 +46,8 @@ class _BPECuts:
 
     def encode_parts(self, chunks: list[str], variant: np.ndarray) -> list[list[int]]:
         """Ids of parts, each as it is: with the dummy prefix, or without where `variant` (continuing)."""
-        if not variant.any():
-            return self._sp.encode(chunks, num_threads=1)
-        encoded: list[list[int]] = [[] for _ in chunks]
-        for group, encode in ((np.flatnonzero(~variant), self._sp.encode),
-                              (np.flatnonzero(variant), self.encode_continuations)):
-            indices = group.tolist()
-            for i, ids in zip(indices, encode([chunks[i] for i in indices])):
-                encoded[i] = ids
-        return encoded
+        return encode_two_ways(chunks, variant, lambda texts: self._sp.encode(texts, num_threads=1),
+                               self.encode_continuations)
 
     def cut_table(self) -> Any:
         """A [128, 128] bool table, True at (a, b) when no vocabulary piece contains the ASCII pair ab
@@ -71,9 +64,9 @@ class _BPECuts:
     def cut(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Spans:
         """Chunks [starts, ends) of `data` cut where `cut_table` allows; variant marks continuing parts."""
         if self._pair_table is None:
-            self._pair_table = _cut_pair_table(self.cut_table())
+            self._pair_table = pair_table(self.cut_table())
         if self._pair_table is not False and len(data) > 1:
-            return _cut_parts(np.frombuffer(data, dtype=np.uint8), starts, ends, self._pair_table)
+            return cut_parts(np.frombuffer(data, dtype=np.uint8), starts, ends, self._pair_table)
         return starts, ends, np.zeros(starts.shape[0], dtype=bool)
 
 
@@ -307,35 +300,3 @@ def _varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
-
-
-def _cut_pair_table(cuts: Any) -> Any:
-    """`cut_table` as a flat [65536] table indexed by (byte a) << 8 | (byte b); False if none."""
-    if cuts is None:
-        return False
-    table = np.zeros((256, 256), dtype=bool)
-    table[:128, :128] = cuts
-    table[:0x21, :] = table[:, :0x21] = False  # never at spaces, newlines or control bytes
-    table[0x7F, :] = table[:, 0x7F] = False
-    return table.reshape(-1)
-
-
-def _cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, cut_pairs: np.ndarray) -> Spans:
-    """Cut chunks [starts, ends) of bytes `b` wherever `cut_pairs[b[i-1] << 8 | b[i]]` holds.
-
-    Returns the parts' starts, ends and whether each continues a chunk. Cut pairs are printable
-    ASCII, never b' ' or b'\\n', so every cut lies strictly inside a chunk.
-    """
-    pairs = (b[:-1].astype(np.uint16) << 8) | b[1:]
-    cut_at = np.flatnonzero(cut_pairs[pairs]) + 1
-    if cut_at.size == 0:
-        return starts, ends, np.zeros(starts.shape[0], dtype=bool)
-    marks = np.zeros(b.shape[0] + 1, dtype=np.int8)
-    marks[starts] = 1
-    marks[cut_at] = 2
-    part_starts = np.flatnonzero(marks)
-    continued = marks[part_starts] == 2
-    marks[:] = 0
-    marks[ends] = 1
-    marks[cut_at] = 1
-    return part_starts, np.flatnonzero(marks), continued

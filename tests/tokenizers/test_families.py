@@ -146,7 +146,7 @@ def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int
 # between ASCII classes), with some non-ASCII letters next to them.
 CODE_PIECES = list("aZq09_'\"().,:;!?-+*/=<>[]{}#@$%&|\\^`~ ") + [
     "'s", "'T", "'re", "'ll", "don't", "x1", "1x", "x.y", "3.14", "a,b", "f(x)", "->", "==", "...",
-    "é", "ß", "日", "٣", "\u0301", "\t", "  ", "ǅ", "Ⅻ",
+    "é", "ß", "日", "٣", "\u0301", "\t", "  ", "ǅ", "Ⅻ", "<s>", "</s>", "<unk>", "<|endoftext|>", "[SEP]",
 ]
 code_text = st.lists(st.sampled_from(CODE_PIECES), min_size=1, max_size=40).map("".join)
 
@@ -156,3 +156,16 @@ code_text = st.lists(st.sampled_from(CODE_PIECES), min_size=1, max_size=40).map(
 @given(documents=st.lists(code_text, min_size=1, max_size=8))
 def test_family_exact_where_classes_meet(fixture: str, documents: list[str], request: pytest.FixtureRequest) -> None:
     assert_exact(request.getfixturevalue(fixture), documents)
+
+
+@pytest.mark.parametrize("fixture", ["sp_model", "sp_llama2_model", "hf_bytelevel_json", "hf_llama3_json",
+                                     "hf_qwen2_json", "hf_o200k_json", "hf_bert_json", "hf_metaspace_runs_json"])
+def test_byte_path_cuts_inside_chunks(fixture: str, request: pytest.FixtureRequest) -> None:
+    """The families with cuts inside chunks make them on code-like text (so the exactness tests above
+    exercise those cuts), and the parts tile each chunk's bytes."""
+    tok = load_tokenizer(request.getfixturevalue(fixture))
+    assert tok.segmenter is not None
+    data = b"f(x)=g.h[1]+x2, y:z; call(foo) x.y\n"
+    starts, ends, _ = tok.segmenter.spans(data)
+    assert len(starts) > len(data.split()), (fixture, starts, ends)
+    assert all(a < b for a, b in zip(starts, ends)) and all(e <= s for e, s in zip(ends, starts[1:]))
