@@ -37,7 +37,7 @@ from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
-CACHE_LIMIT = 4_000_000  # distinct chunks kept per worker; beyond it misses are encoded uncached
+CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
 ENCODE_BATCH = 4096
 # Masks of the low k bytes of a uint64; chunk keys are bytes (little-endian) | length << 56.
 _SHORT_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)], dtype=np.uint64)
@@ -313,6 +313,8 @@ class _Counter:
         which of them continue a chunk (encoded without the dummy prefix; None: none do).
         """
         table = self.table
+        if len(table.index) >= table.limit:
+            table.purge()
         rows = table.rows(keys)
         missing = np.flatnonzero(rows < 0)
         if missing.size:
@@ -333,6 +335,7 @@ class _Counter:
                 rows, freqs = rows[keep], freqs[keep]
         if rows.size:
             counts += table.token_counts(rows, freqs, counts.shape[0])
+            table.hits[rows] += freqs  # rows are distinct within a call
 
     def _encode(self, texts: list[str], variant: np.ndarray | None, offset: int) -> list[list[int]]:
         """Ids of chunks (a batch starting at `offset` of `variant`), by the segmenter."""
@@ -397,6 +400,7 @@ class _ChunkTable:
         self.ids = np.zeros(1 << 16, dtype=np.int32)
         self.starts = np.zeros(1 << 12, dtype=np.int64)
         self.lengths = np.zeros(1 << 12, dtype=np.int64)
+        self.hits = np.zeros(1 << 12, dtype=np.int64)  # occurrences counted through each row
         self.used = 0
         self.add([""], [[]])
 
@@ -414,6 +418,7 @@ class _ChunkTable:
             grown = max(first + n, 2 * self.starts.shape[0])
             self.starts = _grown(self.starts, first, grown)
             self.lengths = _grown(self.lengths, first, grown)
+            self.hits = _grown(self.hits, first, grown)
         if self.used + total > self.ids.shape[0]:
             self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
         self.ids[self.used:self.used + total] = np.fromiter(
@@ -422,6 +427,30 @@ class _ChunkTable:
         self.lengths[first:first + n] = lengths
         self.used += total
         self.index.update(zip(keys, range(first, first + n)))
+
+    def purge(self) -> None:
+        """Keep the most used half of the rows (row 0 always), renumbered, so memory stays bounded
+        however long the corpus: the frequent chunks of a Zipfian corpus stay, rare ones go."""
+        n = len(self.index)
+        if n <= 1:
+            return
+        hits = self.hits[:n].copy()
+        hits[0] = np.iinfo(np.int64).max
+        keep = np.zeros(n, dtype=bool)
+        keep[np.argsort(-hits, kind="stable")[:max(1, self.limit // 2)]] = True
+        new_row = (np.cumsum(keep) - 1).tolist()
+        kept_flags = keep.tolist()
+        self.index = {key: new_row[row] for key, row in self.index.items() if kept_flags[row]}
+        rows = np.flatnonzero(keep)
+        lengths = self.lengths[rows]
+        ends = np.cumsum(lengths)
+        gather = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(self.starts[rows] - (ends - lengths), lengths)
+        self.ids[:gather.shape[0]] = self.ids[gather]
+        self.used = gather.shape[0]
+        self.starts[:rows.shape[0]] = ends - lengths
+        self.lengths[:rows.shape[0]] = lengths
+        self.hits[:rows.shape[0]] = self.hits[rows] // 2  # older counts weigh less
+        self.hits[0] = 0
 
     def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
         """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""

@@ -198,11 +198,12 @@ def _punctuated_corpus(seed: int = 5) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@pytest.mark.parametrize("cache_limit", [None, 50])
+@pytest.mark.parametrize("cache_limit", [None, 50, 7])
 def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: Path, cache_limit: int | None,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks cut into parts (SentencePieceWords.cut_table) on the byte path, with the chunk table full after 50
-    entries (later parts are encoded and counted without being kept): still the exact count."""
+    """Chunks cut into parts (SentencePieceWords.cut_table) on the byte path, with the chunk table full after a
+    few entries (it drops its less used half, and parts beyond the limit are encoded and counted without
+    being kept): still the exact count, and the table never holds more than the limit."""
     import nbcli.counting
 
     if cache_limit is not None:
@@ -215,3 +216,12 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
     assert tok.segmenter.cut_table() is not None
     result = count_corpus([str(path)], tok, workers=1)
     np.testing.assert_array_equal(result.counts, _reference_counts(sp_bpe_punct_model, data))
+    if cache_limit is not None:
+        counter = nbcli.counting._Counter(tok, CountOptions())
+        total, start = np.zeros_like(result.counts), 0
+        while start < len(data):  # many blocks: the table fills and is purged again and again
+            end = data.find(b"\n", start + 2000) + 1 or len(data)
+            total += counter.count_block(str(path), data[start:end], None, start).counts
+            assert len(counter.table.index) <= cache_limit
+            start = end
+        np.testing.assert_array_equal(total, result.counts)
