@@ -611,6 +611,8 @@ def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> 
     from concurrent.futures import ProcessPoolExecutor
 
     if sys.platform == "linux":
+        if tokenizer.segmenter is not None:
+            tokenizer.segmenter.prepare()  # built once here, not once per worker
         context = multiprocessing.get_context("fork")
         init: Callable[..., None] = _init_forked_worker
         init_args: tuple[Any, ...] = (tokenizer, options)

@@ -227,6 +227,11 @@ class MetaspaceRuns(SpaceRunSegmenter):
             self._continuation = self._make_continuation()
         return encode_two_ways(chunks, variant, self._encode, self._continuation)
 
+    def prepare(self) -> None:
+        super().prepare()
+        if self._pairs is not False and self._continuation is None and self._make_continuation is not None:
+            self._continuation = self._make_continuation()
+
     def spans(self, data: bytes) -> Spans:
         starts, ends, _ = super().spans(data)
         if self._pairs is False or len(data) < 2:

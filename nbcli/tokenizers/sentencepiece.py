@@ -61,6 +61,13 @@ class _BPECuts:
             self._cuts = _sentencepiece_cuts(self._data, self._sp)
         return self._cuts if self._cuts is not False else None
 
+    def prepare(self) -> None:
+        """Build the pair table and the continuation model now (see `Segmenter.prepare`)."""
+        if self._pair_table is None:
+            self._pair_table = pair_table(self.cut_table())
+        if self._pair_table is not False:
+            self.encode_continuations([])
+
     def cut(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> Spans:
         """Chunks [starts, ends) of `data` cut where `cut_table` allows; variant marks continuing parts."""
         if self._pair_table is None:
@@ -140,6 +147,10 @@ class SentencePieceSpaceRuns(SpaceRunSegmenter):
         if variant is None:
             return super().encode(chunks)
         return self._cuts.encode_parts(chunks, variant)
+
+    def prepare(self) -> None:
+        super().prepare()
+        self._cuts.prepare()
 
     def spans(self, data: bytes) -> Spans:
         starts, ends, line_first = super().spans(data)
