@@ -204,10 +204,10 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
     """Chunks cut into parts (SentencePieceWords.cut_table) on the byte path, with the chunk table full after a
     few entries (it drops its less used half, and parts beyond the limit are encoded and counted without
     being kept): still the exact count, and the table never holds more than the limit."""
-    import nbcli.counting
+    import nbcli.counting.blocks
 
     if cache_limit is not None:
-        monkeypatch.setattr(nbcli.counting, "CACHE_LIMIT", cache_limit)
+        monkeypatch.setattr(nbcli.counting.blocks, "CACHE_LIMIT", cache_limit)
     data = _punctuated_corpus()
     assert b"\r" not in data
     path = tmp_path / "punct.txt"
@@ -217,7 +217,7 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
     result = count_corpus([str(path)], tok, workers=1)
     np.testing.assert_array_equal(result.counts, _reference_counts(sp_bpe_punct_model, data))
     if cache_limit is not None:
-        counter = nbcli.counting._Counter(tok, CountOptions())
+        counter = nbcli.counting.BlockCounter(tok, CountOptions())
         total, start = np.zeros_like(result.counts), 0
         while start < len(data):  # many blocks: the table fills and is purged again and again
             end = data.find(b"\n", start + 2000) + 1 or len(data)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import RAW_DOC_LINES
-from nbcli.counting import CountOptions, _Counter
+from nbcli.counting import BlockCounter, CountOptions
 from nbcli.errors import CorpusError
 from nbcli.tokenizers import load_tokenizer
 from tests.tokenizers.test_loader import ADVERSARIAL, library_encoder
@@ -62,13 +62,13 @@ def assert_exact(path: Path, documents: list[str]) -> None:
     format (documents without line breaks, byte path where the family has one) and JSONL."""
     tok = load_tokenizer(path)
     assert tok.segmenter is not None, tok.method_reason
-    counter = _Counter(tok, CountOptions(eos=False))
+    counter = BlockCounter(tok, CountOptions(eos=False))
     lines = [d for d in (d.replace("\n", " ").replace("\r", " ") for d in documents) if d]
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     as_text = counter.count_block("raw.txt", data, 1, 0)
     np.testing.assert_array_equal(as_text.counts, _reference(path, lines, tok.vocab_size))
     jsonl = "".join(json.dumps({"text": d}) + "\n" for d in documents).encode("utf-8")
-    as_jsonl = _Counter(tok, CountOptions(eos=False, format="jsonl")).count_block("raw.jsonl", jsonl, 1, 0)
+    as_jsonl = BlockCounter(tok, CountOptions(eos=False, format="jsonl")).count_block("raw.jsonl", jsonl, 1, 0)
     np.testing.assert_array_equal(as_jsonl.counts, _reference(path, [d for d in documents if d], tok.vocab_size))
 
 
@@ -132,14 +132,14 @@ def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int
     clean = [line.encode() for line in RAW_DOC_LINES if line]
     lines = [(DIRTY_LINES if dirty else clean)[i % len(DIRTY_LINES if dirty else clean)] for dirty, i in picks]
     data = b"\n".join(lines) + b"\n"
-    result = _Counter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
+    result = BlockCounter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
     texts = [t for t in (line.decode("utf-8", errors="replace").removesuffix("\r") for line in lines) if t]
     np.testing.assert_array_equal(result.counts, _reference(path, texts, tok.vocab_size))
     bad = [n for n, line in enumerate(lines, 1) if b"\xff" in line or line.endswith(b"\xc3")]
     assert (result.documents, result.bad_utf8_lines) == (len(texts), len(bad))
     if bad:
         with pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
-            _Counter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
+            BlockCounter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
 
 
 # Code and prose where letters, digits, punctuation and apostrophes meet (the byte path's cuts

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nbcli.counting import CountOptions, _Counter
+from nbcli.counting import BlockCounter, CountOptions
 from nbcli.errors import TokenizerError
 from nbcli.samples import SAMPLE_TOKENIZER
 from nbcli.tokenizers import load_tokenizer
@@ -141,8 +141,8 @@ def _chunked_equals_full(path: Path, lines: list[str], chunked: bool = True) -> 
     tok = load_tokenizer(path)
     assert (tok.chunk_rule is not None) == chunked
     data = "\n".join(lines).encode("utf-8") + b"\n"
-    fast = _Counter(tok, CountOptions(eos=False)).count_block("adv.txt", data, 1, 0)
-    slow = _Counter(tok, CountOptions(eos=False, chunked=False)).count_block("adv.txt", data, 1, 0)
+    fast = BlockCounter(tok, CountOptions(eos=False)).count_block("adv.txt", data, 1, 0)
+    slow = BlockCounter(tok, CountOptions(eos=False, chunked=False)).count_block("adv.txt", data, 1, 0)
     # Independent reference: the tokenizer library directly, one document at a time.
     encode = library_encoder(Path(path))
     reference = np.zeros(tok.vocab_size, dtype=np.int64)

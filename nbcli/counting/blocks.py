@@ -1,40 +1,25 @@
-"""Counting token unigrams in a corpus, in parallel, bit-exactly.
+"""Counting one block of lines in one process, bit-exactly (`BlockCounter`).
 
-The work is cut into tasks (byte ranges of plain files, line-aligned blocks of compressed files and
-stdin). Each task returns an int64 count vector; integer sums do not depend on order, so the result
-is identical for any number of workers, local or on a Dask cluster.
-
-Speed comes from the tokenizer family's segmenter (`nbcli.tokenizers.segment`), the only thing
-counting knows of a tokenizer besides whole-document encoding: each distinct chunk of a Zipfian
-corpus is encoded once per worker and its ids multiplied by its frequency. Tokenizers for which no
-rule is provably exact are counted by encoding whole documents.
+Lines the tokenizer family's segmenter (`nbcli.tokenizers.segment`) can cut on their bytes are cut
+into parts with numpy, keyed, grouped and looked up in a `ChunkTable` of parts already encoded; the
+rest go through the segmenter's str rule, or are encoded whole where the family has no rule. Each
+distinct part of a Zipfian corpus is encoded once per worker and its ids multiplied by its frequency.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from nbcli.atomic import write_all_atomic
-
-from nbcli.corpus import (
-    ByteRange, CorpusSource, discover_inputs, line_number_at, plan_ranges, read_range_blocks,
-    read_stream_blocks,
-)
-from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
-from nbcli.errors import ConfigError, CorpusError, Interrupted
+from nbcli.corpus import ByteRange, line_number_at, read_range_blocks
+from nbcli.errors import ConfigError, CorpusError
 from nbcli.jsonsafe import jsonl_field
-from nbcli.provenance import tool_version, utc_now
-from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
+from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
@@ -80,34 +65,9 @@ class TaskResult:
         return self
 
 
-@dataclass
-class CountResult:
-    """The outcome of `count_corpus`."""
-
-    counts: np.ndarray
-    documents: int
-    bytes_read: int
-    bad_utf8_lines: int
-    skipped_lines: int
-    sources: list[CorpusSource]
-    seconds: float
-    method: str
-    eos: bool
-    bos: bool
-    workers: int
-    options: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def total_tokens(self) -> int:
-        return int(self.counts.sum())
-
-
-# ---------------------------------------------------------------------------------------------
-# Work inside one process
-
 
 @dataclass
-class _Task:
+class Task:
     path: str
     range: ByteRange | None = None  # read by the worker
     data: bytes | None = None  # already read (compressed file or stdin block)
@@ -131,18 +91,18 @@ def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int |
     return (tokenizer.eos_id if add_eos else None), (tokenizer.bos_id if options.bos else None)
 
 
-class _Counter:
+class BlockCounter:
     """Per-process counting state: the tokenizer and the cache of encoded chunks."""
 
     def __init__(self, tokenizer: Tokenizer, options: CountOptions) -> None:
         self.tokenizer = tokenizer
         self.options = options
         self.segmenter = tokenizer.segmenter if options.chunked else None
-        self.table = _ChunkTable(CACHE_LIMIT)
+        self.table = ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
     # -- tasks -------------------------------------------------------------------------------
-    def run(self, task: _Task) -> TaskResult:
+    def run(self, task: Task) -> TaskResult:
         result = TaskResult(np.zeros(self.tokenizer.vocab_size, dtype=np.int64))
         if task.range is not None:
             for offset, data in read_range_blocks(task.range):
@@ -386,7 +346,7 @@ def _grown(array: np.ndarray, used: int, size: int) -> np.ndarray:
     return bigger
 
 
-class _ChunkTable:
+class ChunkTable:
     """Distinct chunks seen by one process, each encoded once: chunk -> row, row -> its token ids.
 
     Token ids are stored back to back in one array (row r is ids[starts[r]:starts[r] + lengths[r]]),
@@ -396,7 +356,7 @@ class _ChunkTable:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.index: dict[Any, int] = {}  # str, int or bytes chunk keys (see _Counter._add_rows)
+        self.index: dict[Any, int] = {}  # str, int or bytes chunk keys (see BlockCounter._add_rows)
         self.ids = np.zeros(1 << 16, dtype=np.int32)
         self.starts = np.zeros(1 << 12, dtype=np.int64)
         self.lengths = np.zeros(1 << 12, dtype=np.int64)
@@ -460,324 +420,3 @@ class _ChunkTable:
         return _exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
 
 
-# Worker processes hold one _Counter each, built once by the pool initialiser (or, under Dask,
-# on first use), keyed by the tokenizer's hash and the options.
-_PROCESS_COUNTERS: dict[tuple[str, CountOptions], _Counter] = {}
-
-
-def _process_counter(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, options: CountOptions) -> _Counter:
-    key = (sha, options)
-    counter = _PROCESS_COUNTERS.get(key)
-    if counter is None:
-        counter = _Counter(tokenizer_from_bytes(tokenizer_bytes, tokenizer_name), options)
-        _PROCESS_COUNTERS[key] = counter
-    return counter
-
-
-def _init_worker(tokenizer_bytes: bytes, tokenizer_name: str, sha: str, options: CountOptions) -> None:
-    """A spawned worker: load the tokenizer from its bytes."""
-    _quiet_worker()
-    _process_counter(tokenizer_bytes, tokenizer_name, sha, options)
-
-
-def _init_forked_worker(tokenizer: Tokenizer, options: CountOptions) -> None:
-    """A forked worker: the parent's tokenizer is already in memory (nothing to load or parse)."""
-    _quiet_worker()
-    _PROCESS_COUNTERS[(tokenizer.sha256, options)] = _Counter(tokenizer, options)
-
-
-def _quiet_worker() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker
-
-
-def _worker_ready() -> None:
-    """A no-op task: submitting it starts every worker."""
-
-
-def _run_in_worker(task: _Task, sha: str, options: CountOptions) -> TaskResult:
-    return _PROCESS_COUNTERS[(sha, options)].run(task)
-
-
-def _run_on_dask(task: _Task, tokenizer_bytes: bytes, name: str, sha: str, options: CountOptions) -> TaskResult:
-    return _process_counter(tokenizer_bytes, name, sha, options).run(task)
-
-
-def _add_results(a: TaskResult, b: TaskResult) -> TaskResult:
-    """A new sum (inputs are left alone: Dask may hold them elsewhere)."""
-    return TaskResult(a.counts + b.counts, a.documents + b.documents, a.bytes_read + b.bytes_read,
-                      a.bad_utf8_lines + b.bad_utf8_lines, a.skipped_lines + b.skipped_lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# Planning and scheduling
-
-
-def _tasks(sources: list[CorpusSource], workers: int) -> Iterator[_Task]:
-    for source in sources:
-        if source.splittable:
-            for rng in plan_ranges(source, workers):
-                yield _Task(path=source.path, range=rng, progress_bytes=rng.end - rng.start)
-        else:
-            for first_line, offset, data in read_stream_blocks(source):
-                # stdin progress counts bytes read; a compressed file's counts its size once done
-                shown = len(data) if source.path == "-" else 0
-                yield _Task(path=source.path, data=data, first_line=first_line, offset=offset,
-                            progress_bytes=shown)
-            if source.compression is not None:
-                # Progress of a compressed file is its size on disk, reported when it is done.
-                yield _Task(path=source.path, data=None, progress_bytes=source.size)
-
-
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-ProgressCallback = Callable[[int, int | None], None]
-
-
-def count_corpus(
-    inputs: list[str],
-    tokenizer: Tokenizer,
-    options: CountOptions = CountOptions(),
-    *,
-    workers: int | None = None,
-    dask_address: str | None = None,
-    progress: ProgressCallback | None = None,
-) -> CountResult:
-    """Count token unigrams in `inputs` (paths, directories, globs, '-').
-
-    `progress(advance_bytes, total_bytes)` is called as work completes (total is None when the
-    size is unknown, i.e. stdin). Raises CorpusError for an empty corpus.
-    """
-    document_markers(tokenizer, options)  # fail before any work if --eos/--bos cannot be honoured
-    sources = discover_inputs(inputs)
-    n_workers = default_workers() if not workers else workers
-    if n_workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {n_workers}")
-    total_bytes = None if any(s.path == "-" for s in sources) else sum(s.size for s in sources)
-    report = progress or (lambda advance, total: None)
-    started = time.perf_counter()
-    # Workers start before the first progress report: the progress display's thread starts there,
-    # and forked workers must not inherit a thread (see `_start_pool`).
-    pool = _start_pool(tokenizer, options, n_workers) if n_workers > 1 and not dask_address else None
-    report(0, total_bytes)
-    total = TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64))
-
-    def on_done(task: _Task, result: TaskResult) -> None:
-        total.add(result)
-        report(task.progress_bytes, total_bytes)
-
-    tasks = _tasks(sources, n_workers)
-    if dask_address:
-        _schedule_dask(tasks, tokenizer, options, dask_address, on_done, total)
-    elif pool is None:
-        counter = _Counter(tokenizer, options)
-        for task in tasks:
-            on_done(task, counter.run(task))
-    else:
-        _schedule_pool(pool, tasks, tokenizer, options, n_workers, on_done)
-    seconds = time.perf_counter() - started
-    if total.documents == 0:
-        names = ", ".join(s.path for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
-        raise CorpusError(f"{names}: empty corpus (no non-empty documents); nothing written")
-    eos_id, bos_id = document_markers(tokenizer, options)
-    chunked = options.chunked and tokenizer.chunk_rule is not None
-    method = f"chunked ({tokenizer.chunk_rule})" if chunked else "whole documents"
-    # `chunked` records the method used; `chunk_cache` what was asked (off: --no-chunk-cache).
-    recorded = {**asdict(options), "chunked": chunked, "chunk_cache": options.chunked}
-    return CountResult(
-        counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
-        bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, sources=sources,
-        seconds=seconds, method=method, eos=eos_id is not None,
-        bos=bos_id is not None, workers=n_workers,
-        options={**recorded, "workers": n_workers, "dask": dask_address},
-    )
-
-
-def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> Any:
-    """A process pool with every worker started and holding the tokenizer.
-
-    On Linux workers are forked: they share the parent's loaded tokenizer (a 151k-entry
-    tokenizer.json takes ~1 s to load, per process when spawned). The caller forks before starting
-    any thread of its own (nb's progress display starts after), and the tokenizer was used without
-    its thread pool (`load_hf` probes with a single encode), so no lock can be held in a child.
-    Elsewhere (no fork, or fork unsafe as on macOS) workers are spawned and load the tokenizer.
-    """
-    import multiprocessing
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
-    if sys.platform == "linux":
-        if tokenizer.segmenter is not None:
-            tokenizer.segmenter.prepare()  # built once here, not once per worker
-        context = multiprocessing.get_context("fork")
-        init: Callable[..., None] = _init_forked_worker
-        init_args: tuple[Any, ...] = (tokenizer, options)
-    else:
-        context = multiprocessing.get_context("spawn")
-        init, init_args = _init_worker, (tokenizer.serialized(), str(tokenizer.path), tokenizer.sha256, options)
-    pool = ProcessPoolExecutor(n_workers, mp_context=context, initializer=init, initargs=init_args)
-    try:
-        pool.submit(_worker_ready).result()
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    return pool
-
-
-def _schedule_pool(
-    pool: Any, tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, n_workers: int,
-    on_done: Callable[[_Task, TaskResult], None],
-) -> None:
-    from concurrent.futures import FIRST_COMPLETED, Future, wait
-
-    pending: dict[Future[TaskResult], _Task] = {}
-    try:
-        for task in tasks:
-            if task.range is None and task.data is None:
-                on_done(task, TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64)))
-                continue
-            while len(pending) >= 2 * n_workers:  # bounded memory: few blocks in flight
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    on_done(pending.pop(future), future.result())
-            pending[pool.submit(_run_in_worker, task, tokenizer.sha256, options)] = task
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                on_done(pending.pop(future), future.result())
-    except KeyboardInterrupt:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise Interrupted("interrupted; no output written") from None
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-
-
-def _schedule_dask(
-    tasks: Iterator[_Task], tokenizer: Tokenizer, options: CountOptions, address: str,
-    on_done: Callable[[_Task, TaskResult], None], total: TaskResult,
-) -> None:
-    """Run the same tasks on a Dask cluster; partial sums are tree-reduced on the workers."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ConfigError("--dask needs the 'distributed' package: pip install 'nbcli[dask]'") from None
-    try:
-        client = Client(address, timeout=30)
-    except OSError as err:
-        raise ConfigError(f"--dask {address}: cannot reach the scheduler ({err})") from None
-    try:
-        blob = client.scatter(tokenizer.serialized(), broadcast=True)
-        leaves = {}
-        for task in tasks:
-            if task.range is None and task.data is None:
-                on_done(task, TaskResult(np.zeros_like(total.counts)))
-                continue
-            future = client.submit(_run_on_dask, task, blob, str(tokenizer.path), tokenizer.sha256,
-                                   options, pure=False)
-            leaves[future] = task
-        level = list(leaves)
-        while len(level) > 1:  # tree reduction: log2(n) rounds of pairwise sums on the cluster
-            level = [client.submit(_add_results, level[i], level[i + 1]) if i + 1 < len(level)
-                     else level[i] for i in range(0, len(level), 2)]
-        for future in as_completed(list(leaves)):
-            future.result()  # raises a worker's CorpusError here
-            task = leaves[future]
-            on_done(task, TaskResult(np.zeros_like(total.counts)))
-        if level:
-            reduced: TaskResult = level[0].result()
-            total.add(reduced)
-    finally:
-        client.close()
-
-
-def throughput(result: CountResult) -> tuple[float, float]:
-    """(MB/s, tokens/s) of a count (MB = 10^6 bytes of decompressed text)."""
-    seconds = max(result.seconds, 1e-9)
-    return result.bytes_read / 1e6 / seconds, result.total_tokens / seconds
-
-
-
-# ---------------------------------------------------------------------------------------------
-# From a count to its file and its report
-
-
-def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: float) -> UnigramCounts:
-    """Attach provenance metadata (tokenizer hash, inputs, options, version, time) to the counts."""
-    metadata = {
-        "nb.version": tool_version(),
-        "nb.created": utc_now(),
-        "nb.tokenizer": tokenizer.name,
-        "nb.tokenizer_sha256": tokenizer.sha256,
-        "nb.vocab_size": str(tokenizer.vocab_size),
-        "nb.total_tokens": str(result.total_tokens),
-        "nb.documents": str(result.documents),
-        "nb.bytes_read": str(result.bytes_read),
-        "nb.inputs": json.dumps([{"file": s.path, "bytes": s.size} for s in result.sources]),
-        "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
-                                  "smoothing": f"add-k:{smoothing_k:g}"}),
-        "nb.method": result.method,
-        "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
-        "nb.bad_utf8_lines": str(result.bad_utf8_lines),
-        "nb.skipped_lines": str(result.skipped_lines),
-    }
-    return UnigramCounts(counts=result.counts, metadata=metadata)
-
-
-def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, tokenizer: Tokenizer,
-                        smoothing_k: float) -> None:
-    """Write the counts file (and the TSV) as one commit: both files or neither (nbcli.atomic.OutputSet)."""
-    outputs = {output: counts_file_bytes(counts)}
-    if tsv is not None:
-        outputs[tsv] = counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k).encode("utf-8")
-    write_all_atomic(outputs)
-
-
-def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: Path | None) -> dict[str, Any]:
-    """The summary printed by `nb count-unigrams` (and its --json form)."""
-    summary = summarize_counts(result.counts)
-    mb_per_s, tokens_per_s = throughput(result)
-    return {
-        "output": str(output),
-        "tsv": str(tsv) if tsv else None,
-        "tokenizer": tokenizer.name,
-        "tokenizer_sha256": tokenizer.sha256,
-        "vocab_size": tokenizer.vocab_size,
-        "tokens": summary.total_tokens,
-        "documents": result.documents,
-        "bytes_read": result.bytes_read,
-        "inputs": len(result.sources),
-        "distinct_types": summary.distinct_types,
-        "vocab_coverage": summary.coverage,
-        "entropy_nats": summary.entropy_nats,
-        "entropy_bits": summary.entropy_bits,
-        "top": [{"id": i, "piece": tokenizer.piece(i), "count": c, "share": c / max(1, summary.total_tokens)}
-                for i, c in summary.top],
-        "eos": result.eos,
-        "eos_token": _marker(tokenizer, tokenizer.eos_id),
-        "eos_reason": ("--eos/--no-eos" if result.options.get("eos") is not None
-                       else tokenizer.eos_default_reason),
-        "bos": result.bos,
-        "bos_token": _marker(tokenizer, tokenizer.bos_id),
-        "tokenizer_adjustments": list(tokenizer.adjustments),
-        "method": result.method,
-        "method_reason": tokenizer.method_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
-        "workers": result.workers,
-        "seconds": result.seconds,
-        "mb_per_s": mb_per_s,
-        "tokens_per_s": tokens_per_s,
-        "bad_utf8_lines": result.bad_utf8_lines,
-        "skipped_lines": result.skipped_lines,
-    }
-
-
-def _marker(tokenizer: Tokenizer, token_id: int | None) -> dict[str, Any] | None:
-    """{"piece", "id"} of a document marker, None when the tokenizer has none."""
-    return None if token_id is None else {"piece": tokenizer.piece(token_id), "id": token_id}

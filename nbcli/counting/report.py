@@ -1,0 +1,87 @@
+"""From a count to its counts file (with provenance) and the summary `nb count-unigrams` prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nbcli.atomic import write_all_atomic
+from nbcli.counting.run import CountResult, throughput
+from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
+from nbcli.provenance import tool_version, utc_now
+from nbcli.tokenizers import Tokenizer
+
+
+def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: float) -> UnigramCounts:
+    """Attach provenance metadata (tokenizer hash, inputs, options, version, time) to the counts."""
+    metadata = {
+        "nb.version": tool_version(),
+        "nb.created": utc_now(),
+        "nb.tokenizer": tokenizer.name,
+        "nb.tokenizer_sha256": tokenizer.sha256,
+        "nb.vocab_size": str(tokenizer.vocab_size),
+        "nb.total_tokens": str(result.total_tokens),
+        "nb.documents": str(result.documents),
+        "nb.bytes_read": str(result.bytes_read),
+        "nb.inputs": json.dumps([{"file": s.path, "bytes": s.size} for s in result.sources]),
+        "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
+                                  "smoothing": f"add-k:{smoothing_k:g}"}),
+        "nb.method": result.method,
+        "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
+        "nb.bad_utf8_lines": str(result.bad_utf8_lines),
+        "nb.skipped_lines": str(result.skipped_lines),
+    }
+    return UnigramCounts(counts=result.counts, metadata=metadata)
+
+
+def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, tokenizer: Tokenizer,
+                        smoothing_k: float) -> None:
+    """Write the counts file (and the TSV) as one commit: both files or neither (nbcli.atomic.OutputSet)."""
+    outputs = {output: counts_file_bytes(counts)}
+    if tsv is not None:
+        outputs[tsv] = counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k).encode("utf-8")
+    write_all_atomic(outputs)
+
+
+def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: Path | None) -> dict[str, Any]:
+    """The summary printed by `nb count-unigrams` (and its --json form)."""
+    summary = summarize_counts(result.counts)
+    mb_per_s, tokens_per_s = throughput(result)
+    return {
+        "output": str(output),
+        "tsv": str(tsv) if tsv else None,
+        "tokenizer": tokenizer.name,
+        "tokenizer_sha256": tokenizer.sha256,
+        "vocab_size": tokenizer.vocab_size,
+        "tokens": summary.total_tokens,
+        "documents": result.documents,
+        "bytes_read": result.bytes_read,
+        "inputs": len(result.sources),
+        "distinct_types": summary.distinct_types,
+        "vocab_coverage": summary.coverage,
+        "entropy_nats": summary.entropy_nats,
+        "entropy_bits": summary.entropy_bits,
+        "top": [{"id": i, "piece": tokenizer.piece(i), "count": c, "share": c / max(1, summary.total_tokens)}
+                for i, c in summary.top],
+        "eos": result.eos,
+        "eos_token": _marker(tokenizer, tokenizer.eos_id),
+        "eos_reason": ("--eos/--no-eos" if result.options.get("eos") is not None
+                       else tokenizer.eos_default_reason),
+        "bos": result.bos,
+        "bos_token": _marker(tokenizer, tokenizer.bos_id),
+        "tokenizer_adjustments": list(tokenizer.adjustments),
+        "method": result.method,
+        "method_reason": tokenizer.method_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
+        "workers": result.workers,
+        "seconds": result.seconds,
+        "mb_per_s": mb_per_s,
+        "tokens_per_s": tokens_per_s,
+        "bad_utf8_lines": result.bad_utf8_lines,
+        "skipped_lines": result.skipped_lines,
+    }
+
+
+def _marker(tokenizer: Tokenizer, token_id: int | None) -> dict[str, Any] | None:
+    """{"piece", "id"} of a document marker, None when the tokenizer has none."""
+    return None if token_id is None else {"piece": tokenizer.piece(token_id), "id": token_id}
