@@ -65,7 +65,6 @@ class TaskResult:
         return self
 
 
-
 @dataclass
 class Task:
     path: str

@@ -305,6 +305,14 @@ def _with_class_cuts(rule: ByteRule, cuts: tuple[tuple[int, int], ...], config: 
     return dataclasses.replace(rule, bail=re.compile(bail), class_cuts=cuts, apostrophe_is_punct=apostrophe_is_punct)
 
 
+def _class_cut_note(rule: ByteRule) -> str:
+    """What `method_reason` adds for a rule that also cuts between ASCII classes."""
+    if not rule.class_cuts:
+        return ""
+    return ("; also where ASCII letters, digits and punctuation meet and the pre-tokenizer always "
+            "splits (lines holding an added token's text whole)")
+
+
 def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn,
                  encoder_for: Callable[[dict[str, Any]], EncodeFn] | None = None) -> tuple[Any, str]:
     """The segmenter for this tokenizer.json and why, or (None, why not): whole documents.
@@ -357,7 +365,8 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
             never = {**config, "pre_tokenizer": {**meta, "prepend_scheme": "never", "add_prefix_space": False}}
             continuation = functools.partial(encoder_for, never)
         return MetaspaceRuns(encode, "Metaspace(split=false) BPE: no piece spans a space run's start; "
-                                     "cut before each run of spaces", bpe_cut_table(vocab), continuation), ""
+                                     "cut before each run of spaces, and between ASCII pairs no token holds",
+                             bpe_cut_table(vocab), continuation), ""
 
     if (len(pres) == 2 and kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True)):
         split = pres[0]
@@ -370,10 +379,10 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         if norm_kinds not in ([], ["NFC"]):
             return None, f"normaliser {', '.join(norm_kinds)} before a Split regex" + whole
         # On the byte path lines hold no CR or LF, so the one joining case never arises there.
+        rule = _with_class_cuts(WS_BYTES, SPLIT_REGEX_CLASS_CUTS, config, norm_kinds)
         return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
                                 f"{family} Split regex + ByteLevel: pre-tokens never join across a "
-                                "whitespace run, except punctuation + CR/LF",
-                                _with_class_cuts(WS_BYTES, SPLIT_REGEX_CLASS_CUTS, config, norm_kinds)), ""
+                                "whitespace run, except punctuation + CR/LF" + _class_cut_note(rule), rule), ""
 
     if "ByteLevel" in kinds:
         if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
@@ -386,7 +395,7 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
                 else _with_class_cuts(WS_BYTES, GPT2_CLASS_CUTS, config, norm_kinds))
         return ByteLevelChunks(ByteLevelChunks.pattern_for(prefix), encode,
                                "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
-                               "boundary", rule), ""
+                               "boundary" + _class_cut_note(rule), rule), ""
 
     if any(k in _SPLITTING for k in kinds) and all(k in _SPLITTING | _ONLY_SPLIT for k in kinds):
         clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
@@ -394,7 +403,8 @@ def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn
         if kinds == ["BertPreTokenizer"]:
             rule = _with_class_cuts(rule, BERT_CLASS_CUTS, config, norm_kinds, apostrophe_is_punct=True)
         return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
-                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens", rule), ""
+                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens"
+                                + _class_cut_note(rule), rule), ""
     return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + whole
 
 
