@@ -31,7 +31,7 @@ from nbcli.errors import TokenizerError
 from nbcli.jsonsafe import load_bytes
 from nbcli.tokenizers.segment import (
     DIGIT, LETTER, LITERAL_METASPACE, NON_ASCII_WS, PUNCT, SPACES, WS, WS_NOT_CONTROL, ByteRule, EncodeFn,
-    PatternSegmenter, SpaceRunSegmenter, Spans, cut_parts, encode_two_ways, pair_table,
+    PatternSegmenter, SpaceRunSegmenter, Spans, ascii_pairs_absent, cut_parts, encode_two_ways, pair_table,
 )
 
 # Normalisers that map each character on its own (or compose only with following combining marks,
@@ -275,11 +275,7 @@ def _components(node: Any, key: str) -> list[dict[str, Any]]:
 def bpe_cut_table(vocab: dict[str, int]) -> np.ndarray:
     """[128, 128] bool, True at (a, b) when the printable ASCII characters a and b are tokens and no
     vocabulary token holds the pair ab."""
-    spans = np.ones((128, 128), dtype=bool)
-    for piece in vocab:
-        for a, b in zip(piece, piece[1:]):
-            if a < "\x80" and b < "\x80":
-                spans[ord(a), ord(b)] = False
+    spans = ascii_pairs_absent(list(vocab))
     known = np.array([0x21 <= code < 0x7F and chr(code) in vocab for code in range(128)])
     return spans & known[:, None] & known[None, :]
 

@@ -287,6 +287,19 @@ def without_ranges(data: bytes, ranges: list[tuple[int, int]]) -> bytes:
     return b"".join(data[a:b] for a, b in gaps)
 
 
+def ascii_pairs_absent(pieces: list[str]) -> np.ndarray:
+    """[128, 128] bool, True at (a, b) when no piece holds the ASCII characters a, b side by side.
+
+    Vectorised over the pieces joined by NUL bytes: in UTF-8 two adjacent ASCII bytes are two adjacent
+    ASCII characters, and pairs with the NUL separator are never cut pairs (not printable)."""
+    blob = np.frombuffer("\0".join(pieces).encode("utf-8"), dtype=np.uint8)
+    left, right = blob[:-1], blob[1:]
+    held = (left < 0x80) & (right < 0x80) & (left != 0) & (right != 0)
+    absent = np.ones((128, 128), dtype=bool)
+    absent[left[held], right[held]] = False
+    return absent
+
+
 def pair_table(cuts: Any) -> Any:
     """A [128, 128] table of ASCII pairs a chunk may be cut between, as a flat [65536] table indexed by (byte a) << 8 | (byte b); False if none."""
     if cuts is None:

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.tokenizers.segment import SpaceRunSegmenter, Spans, cut_parts, encode_two_ways, pair_table, with_cr
+from nbcli.tokenizers.segment import (
+    SpaceRunSegmenter, Spans, ascii_pairs_absent, cut_parts, encode_two_ways, pair_table, with_cr,
+)
 
 _CUT_NORMALIZERS = {"nmt_nfkc", "nfkc", "identity"}
 TRAINER_SPEC, NORMALIZER_SPEC = 2, 3  # ModelProto fields
@@ -252,14 +254,8 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
         return False
-    spans = np.ones((128, 128), dtype=bool)
-    for i in range(sp.get_piece_size()):
-        if sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i):
-            continue  # never matched against text
-        piece = sp.id_to_piece(i)
-        for a, b in zip(piece, piece[1:]):
-            if a < "\x80" and b < "\x80":
-                spans[ord(a), ord(b)] = False
+    spans = ascii_pairs_absent([sp.id_to_piece(i) for i in range(sp.get_piece_size())  # byte, control and
+                                if not (sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i))])  # unknown: never text
     known = np.zeros(128, dtype=bool)
     for code in range(0x21, 0x7F):
         token = sp.piece_to_id(chr(code))

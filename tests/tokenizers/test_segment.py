@@ -37,3 +37,18 @@ def test_dirty_lines_are_exactly_the_lines_the_bytes_cannot_take(parts: list[byt
     assert sum(b - a for a, b in ranges) == sum(e - s for s, e, dirty in spans if dirty)
     assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))  # adjacent dirty lines form one range
     assert without_ranges(data, ranges) == b"".join(line for line, (_, _, dirty) in zip(lines, spans) if not dirty)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.text(alphabet=st.sampled_from(list("ab.,\x00é日 ▁\x7f")), max_size=6), max_size=12))
+def test_ascii_pairs_absent_matches_a_loop(pieces: list[str]) -> None:
+    import numpy as np
+
+    from nbcli.tokenizers.segment import ascii_pairs_absent
+
+    expected = np.ones((128, 128), dtype=bool)
+    for piece in pieces:
+        for a, b in zip(piece, piece[1:]):
+            if a < "\x80" and b < "\x80" and "\x00" not in (a, b):
+                expected[ord(a), ord(b)] = False
+    np.testing.assert_array_equal(ascii_pairs_absent(pieces), expected)
