@@ -297,8 +297,8 @@ def _with_class_cuts(rule: ByteRule, cuts: tuple[tuple[int, int], ...], config: 
     added = [a for a in config.get("added_tokens") or [] if isinstance(a, dict) and a.get("content")]
     if norm_kinds and any(a.get("normalized", True) for a in added):
         return rule
-    bail = rule.bail.pattern + b"".join(b"|" + re.escape(str(a["content"]).encode("utf-8")) for a in added)
-    return dataclasses.replace(rule, bail=re.compile(bail), class_cuts=cuts, apostrophe_is_punct=apostrophe_is_punct)
+    bail = rule.bail + tuple(str(a["content"]).encode("utf-8") for a in added)
+    return dataclasses.replace(rule, bail=bail, class_cuts=cuts, apostrophe_is_punct=apostrophe_is_punct)
 
 
 def _class_cut_note(rule: ByteRule) -> str:

@@ -59,11 +59,11 @@ class Segmenter(Protocol):
 
     # Bytes a line must not hold for `spans` (CR always; non-ASCII whitespace and the like per
     # family); None when the segmenter has no byte rule. Such lines take the str path (`split`).
-    line_bail: re.Pattern[bytes] | None
+    line_bail: tuple[bytes, ...] | None
 
     def spans(self, data: bytes) -> Spans:
         """Vectorised `split` of a block of clean lines (valid UTF-8, one document per line, no
-        match of `line_bail`): the byte spans of its chunks."""
+        `line_bail` sequence): the byte spans of its chunks."""
         ...
 
     def prepare(self) -> None:
@@ -73,8 +73,9 @@ class Segmenter(Protocol):
 
 
 # Non-ASCII White_Space characters in UTF-8: a line holding one takes the str path.
-NON_ASCII_WS = re.compile(rb"\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80")
-LITERAL_METASPACE = re.compile("\u2581".encode())
+NON_ASCII_WS = tuple(chr(code).encode("utf-8") for code in (0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+                                                            0x2028, 0x2029, 0x202F, 0x205F, 0x3000))
+LITERAL_METASPACE = ("\u2581".encode("utf-8"),)
 
 
 # ASCII classes for cuts inside a chunk (`ByteRule.class_cuts`); 0 is every other byte.
@@ -107,7 +108,7 @@ class ByteRule:
     run: bytes
     cut: bytes
     keep_trailing: bool
-    bail: re.Pattern[bytes]
+    bail: tuple[bytes, ...]
     class_cuts: tuple[tuple[int, int], ...] = ()
     apostrophe_is_punct: bool = False
 
@@ -245,16 +246,35 @@ class SpaceRunSegmenter(PatternSegmenter):
         return self._encode(chunks)
 
 
-def with_cr(bail: re.Pattern[bytes] | None) -> re.Pattern[bytes]:
+def with_cr(bail: tuple[bytes, ...] | None) -> tuple[bytes, ...]:
     """`bail` extended with CR (the str path reads CRLF as a line end, the byte path would not)."""
-    return re.compile(b"\\r" if bail is None else b"\\r|" + bail.pattern)
+    return (b"\r", *(bail or ()))
 
 
-def dirty_lines(data: bytes, bail: re.Pattern[bytes]) -> list[tuple[int, int]]:
+def find_all(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
+    """Sorted start positions of every occurrence of the (non-empty) `needles` in `data`, with numpy:
+    one comparison pass per distinct first byte, then the candidates narrowed byte by byte (a regex
+    alternation scans a 4 MiB block in ~45 ms, this in a few)."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    found: list[np.ndarray] = []
+    by_first: dict[int, list[bytes]] = {}
+    for needle in needles:
+        by_first.setdefault(needle[0], []).append(needle)
+    for first, group in by_first.items():
+        candidates = np.flatnonzero(b == first)
+        for needle in group:
+            at = candidates[candidates + len(needle) <= b.shape[0]]
+            for k in range(1, len(needle)):
+                at = at[b[at + k] == needle[k]]
+            found.append(at)
+    return np.unique(np.concatenate(found)).tolist() if found else []
+
+
+def dirty_lines(data: bytes, bail: tuple[bytes, ...]) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of the lines of `data` that the byte path cannot count: lines
-    holding invalid UTF-8 or a match of `bail`. Adjacent lines form one range; a range ends after
-    its last line's newline (or at the end of `data`)."""
-    marks = [m.start() for m in bail.finditer(data)]
+    holding invalid UTF-8 or one of the `bail` sequences. Adjacent lines form one range; a range
+    ends after its last line's newline (or at the end of `data`)."""
+    marks = find_all(data, bail)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

@@ -6,9 +6,9 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
-from nbcli.tokenizers.segment import dirty_lines, with_cr, without_ranges
+from nbcli.tokenizers.segment import dirty_lines, find_all, with_cr, without_ranges
 
-BAIL = with_cr(re.compile("\u00a0".encode()))
+BAIL = with_cr(("\u00a0".encode(),))
 pieces = st.sampled_from([b"a", b" ", b"\n", b"\r", b"\xff", b"\xc3", b"\xc3\xa9", "\u00a0".encode(), b"\xa0", b"xyz"])
 
 
@@ -17,7 +17,7 @@ def _is_dirty(line: bytes) -> bool:
         line.decode("utf-8")
     except UnicodeDecodeError:
         return True
-    return BAIL.search(line) is not None
+    return any(needle in line for needle in BAIL)
 
 
 @settings(max_examples=300, deadline=None)
@@ -52,3 +52,12 @@ def test_ascii_pairs_absent_matches_a_loop(pieces: list[str]) -> None:
             if a < "\x80" and b < "\x80" and "\x00" not in (a, b):
                 expected[ord(a), ord(b)] = False
     np.testing.assert_array_equal(ascii_pairs_absent(pieces), expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(pieces, max_size=40),
+       needles=st.lists(st.sampled_from([b"a", b"\r", b"\xc3", b"\xc3\xa9", b"xy", b"yz", b"\xa0a", b"aa"]), max_size=4))
+def test_find_all_matches_a_regex(parts: list[bytes], needles: list[bytes]) -> None:
+    data = b"".join(parts)
+    expected = sorted({m.start() for needle in needles for m in re.finditer(b"(?=" + re.escape(needle) + b")", data)})
+    assert find_all(data, tuple(needles)) == expected
