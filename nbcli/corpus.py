@@ -27,7 +27,7 @@ from nbcli.limits import input_stat, max_line_bytes
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
 STDIN = "-"
-BLOCK_BYTES = 1 << 22  # 4 MiB of lines per block
+BLOCK_BYTES = 1 << 20  # 1 MiB of lines per block
 MIN_RANGE_BYTES = 1 << 20
 MAX_RANGE_BYTES = 1 << 25
 
