@@ -83,25 +83,13 @@ LETTER, DIGIT, PUNCT = 1, 2, 3
 APOSTROPHE = 0x27
 
 
-def ascii_classes(apostrophe_is_punct: bool) -> np.ndarray:
-    """Byte -> LETTER (A-Z a-z), DIGIT (0-9), PUNCT (printable ASCII punctuation and symbols,
-    the apostrophe only if `apostrophe_is_punct`), 0 (whitespace, control bytes, non-ASCII bytes)."""
-    table = np.zeros(256, dtype=np.uint8)
-    for code in range(0x21, 0x7F):
-        ch = chr(code)
-        table[code] = LETTER if ch.isalpha() else DIGIT if ch.isdigit() else PUNCT
-    if not apostrophe_is_punct:
-        table[APOSTROPHE] = 0
-    return table
-
-
 @dataclass(frozen=True)
 class ByteRule:
     """A pattern's chunks of a text block, found on the bytes (`line_spans`): the ASCII bytes that
     form whitespace runs, those a cut may start at, whether a trailing run stays with the chunk
     before it, and the bytes whose presence sends a line to the str path.
 
-    `class_cuts` are (left, right) pairs of ASCII classes (`ascii_classes(apostrophe_is_punct)`)
+    `class_cuts` are (left, right) pairs of ASCII classes (`byte_classes(b, apostrophe_is_punct)`)
     between which the family's pre-tokenizer always ends a pre-token: a chunk is cut there too, and
     each part encodes alone (the family's segmenter states why)."""
 
@@ -129,10 +117,17 @@ def byte_in(b: np.ndarray, members: bytes) -> np.ndarray:
     return out
 
 
-def byte_classes(b: np.ndarray, apostrophe_is_punct: bool) -> np.ndarray:
-    """`ascii_classes(apostrophe_is_punct)[b]` as uint8, by comparisons."""
+def ascii_letters(b: np.ndarray) -> np.ndarray:
+    """b[i] is an ASCII letter (A-Z, a-z)."""
     folded = b | np.uint8(0x20)
-    letter = (folded >= ord("a")) & (folded <= ord("z"))
+    return (folded >= ord("a")) & (folded <= ord("z"))
+
+
+def byte_classes(b: np.ndarray, apostrophe_is_punct: bool) -> np.ndarray:
+    """Class of each byte as uint8, by comparisons: LETTER (A-Z a-z), DIGIT (0-9), PUNCT (printable
+    ASCII punctuation and symbols, the apostrophe only if `apostrophe_is_punct`), 0 (whitespace,
+    control and non-ASCII bytes)."""
+    letter = ascii_letters(b)
     digit = (b >= ord("0")) & (b <= ord("9"))
     punct = (b >= 0x21) & (b <= 0x7E) & ~letter & ~digit
     if not apostrophe_is_punct:
@@ -353,8 +348,7 @@ def cut_parts(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, cut_pairs: np
     only leaves a part longer, never a count different.
     """
     printable = (b >= 0x21) & (b <= 0x7E)
-    folded = b | np.uint8(0x20)
-    letter = (folded >= ord("a")) & (folded <= ord("z"))
+    letter = ascii_letters(b)
     candidates = np.flatnonzero(printable[:-1] & printable[1:] & ~(letter[:-1] & letter[1:]))
     codes = (b[candidates].astype(np.uint16) << 8) | b[candidates + 1]
     cut_at = candidates[cut_pairs.take(codes)] + 1

@@ -61,3 +61,17 @@ def test_find_all_matches_a_regex(parts: list[bytes], needles: list[bytes]) -> N
     data = b"".join(parts)
     expected = sorted({m.start() for needle in needles for m in re.finditer(b"(?=" + re.escape(needle) + b")", data)})
     assert find_all(data, tuple(needles)) == expected
+
+
+def test_byte_classes_match_str_predicates() -> None:
+    """Every byte's class against Python's own character predicates."""
+    import numpy as np
+
+    from nbcli.tokenizers.segment import DIGIT, LETTER, PUNCT, byte_classes
+
+    every = np.arange(256, dtype=np.uint8)
+    for apostrophe in (False, True):
+        expected = [0 if not 0x21 <= code < 0x7F else LETTER if chr(code).isalpha() else
+                    DIGIT if chr(code).isdigit() else 0 if code == 0x27 and not apostrophe else PUNCT
+                    for code in range(256)]
+        assert byte_classes(every, apostrophe).tolist() == expected
