@@ -135,6 +135,23 @@ def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
     return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
 
 
+def _series_pair(runs: list[Any], colours: dict[Any, Any], panels: tuple[tuple[str, str], tuple[str, str]],
+                 linewidth: float, grid: str) -> tuple[Any, Any]:
+    """A figure of two side-by-side panels, each one logged series (key, y label) per run against the step."""
+    fig = _figure(10.0, 4.0)
+    axes = fig.subplots(1, 2)
+    for ax, (key, ylabel) in zip(axes, panels):
+        seen: set[str] = set()
+        for r in runs:
+            if r.has(key):
+                steps, values = r.series[key]
+                ax.plot(steps, values, color=colours[r.group], linewidth=linewidth, label=_label(r, seen))
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which=grid, alpha=0.3)
+    return fig, axes
+
+
 def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
     """One legend entry per arm (its group); seeds of an arm share colour and entry."""
     if run.group in seen:
@@ -204,17 +221,8 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
 
     # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
     if any(r.has("bias_norm") for r in runs):
-        fig = _figure(10.0, 4.0)
-        axes = fig.subplots(1, 2)
-        for ax, key, ylabel in ((axes[0], "bias_norm", "‖b‖₂"), (axes[1], "bias_kl_unigram", "KL(softmax(b) ‖ unigram)")):
-            seen = set()
-            for r in runs:
-                if r.has(key):
-                    steps, values = r.series[key]
-                    ax.plot(steps, values, color=colours[r.group], linewidth=1.3, label=_label(r, seen))
-            ax.set_xlabel("training step")
-            ax.set_ylabel(ylabel)
-            ax.grid(True, alpha=0.3)
+        fig, axes = _series_pair(runs, colours, (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)")),
+                                 linewidth=1.3, grid="major")
         axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
         axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
         axes[0].legend(loc="best", fontsize=8)
@@ -222,17 +230,8 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
 
     # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
     if any(r.has("ag_loss") for r in runs):
-        fig = _figure(10.0, 4.0)
-        axes = fig.subplots(1, 2)
-        for ax, key, ylabel in ((axes[0], "ag_loss", "L_AG (log scale)"), (axes[1], "ag_alpha", "α_t")):
-            seen = set()
-            for r in runs:
-                if r.has(key):
-                    steps, values = r.series[key]
-                    ax.plot(steps, values, color=colours[r.group], linewidth=1.2, label=_label(r, seen))
-            ax.set_xlabel("training step")
-            ax.set_ylabel(ylabel)
-            ax.grid(True, which="both", alpha=0.3)
+        fig, axes = _series_pair(runs, colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
+                                 linewidth=1.2, grid="both")
         if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
             axes[0].set_yscale("log")
         axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
