@@ -221,8 +221,8 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
 
     # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
     if any(r.has("bias_norm") for r in runs):
-        fig, axes = _series_pair(runs, colours, (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)")),
-                                 linewidth=1.3, grid="major")
+        panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major")
         axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
         axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
         axes[0].legend(loc="best", fontsize=8)

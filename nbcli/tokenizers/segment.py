@@ -328,7 +328,8 @@ def ascii_pairs_absent(pieces: list[str]) -> np.ndarray:
 
 
 def pair_table(cuts: Any) -> Any:
-    """A [128, 128] table of ASCII pairs a chunk may be cut between, as a flat [65536] table indexed by (byte a) << 8 | (byte b); False if none."""
+    """A [128, 128] table of ASCII pairs a chunk may be cut between, as a flat [65536] table indexed
+    by (byte a) << 8 | (byte b); False if none."""
     if cuts is None:
         return False
     table = np.zeros((256, 256), dtype=bool)

@@ -199,7 +199,8 @@ def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
             return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
     if collapse:
         return SentencePieceWords(sp, data, "split_by_whitespace with dummy prefix: each "
-                                  "space-delimited chunk encodes alone, and is cut between ASCII pairs no piece joins"), ""
+                                  "space-delimited chunk encodes alone, and is cut between ASCII pairs "
+                                  "no piece joins"), ""
     return SentencePieceSpaceRuns(sp, data, "remove_extra_whitespaces=false (Llama-2/Mistral form): words are a "
                                   "run of spaces and the word after it; cut before each run, and between "
                                   "ASCII pairs no piece joins"), ""
