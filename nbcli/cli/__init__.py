@@ -7,7 +7,9 @@ stderr and exit code 1; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterable
 from typing import Annotated
 
 import typer
@@ -15,19 +17,13 @@ from nbcli import __version__
 from nbcli.cli.base import NbGroup
 
 
-app = typer.Typer(
-    name="nb",
-    cls=NbGroup,
-    help="nb: study and exploit how Transformers handle word frequency.\n\n"
-    "Count unigrams, patch checkpoints (log-unigram output bias, rescaled W, standardised "
-    "embeddings, scaled final-LayerNorm bias), probe frequency directions, and train a reference "
-    "Transformer with the papers' initialisations and losses.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,  # static scripts in completions/ (nb completions are generated, not typer's)
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# Each command's CLI module (nbcli/cli/<module>.py, with a `register(app)`), in `nb --help` order.
+COMMAND_MODULES = {
+    "quickstart": "quickstart", "count-unigrams": "count_unigrams", "merge-counts": "merge_counts",
+    "patch-checkpoint": "patch_checkpoint", "inspect": "inspect", "probe-bias": "probe_bias", "train": "train",
+    "eval": "eval", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
+    "plot-run": "plot_run",
+}
 
 
 def _version(value: bool) -> None:
@@ -36,7 +32,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print nb's version and exit.")
@@ -45,24 +40,41 @@ def _root(
     """nb: study and exploit how Transformers handle word frequency."""
 
 
-def _register() -> None:
-    from nbcli.cli import count_unigrams, merge_counts, probe_bias, quickstart
-    from nbcli.cli import eval as eval_cmd
-    from nbcli.cli import generate as generate_cmd
-    from nbcli.cli import inspect as inspect_cmd
-    from nbcli.cli import patch_checkpoint, plot_run
-    from nbcli.cli import train as train_cmd
-    from nbcli.cli import transplant_embeddings
+def build_app(commands: Iterable[str] | None = None) -> typer.Typer:
+    """The `nb` typer app with `commands` (names of COMMAND_MODULES; None: all of them)."""
+    app = typer.Typer(
+        name="nb",
+        cls=NbGroup,
+        help="nb: study and exploit how Transformers handle word frequency.\n\n"
+        "Count unigrams, patch checkpoints (log-unigram output bias, rescaled W, standardised "
+        "embeddings, scaled final-LayerNorm bias), probe frequency directions, and train a reference "
+        "Transformer with the papers' initialisations and losses.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,  # static scripts in completions/ (nb completions are generated, not typer's)
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for name in COMMAND_MODULES if commands is None else commands:
+        importlib.import_module(f"nbcli.cli.{COMMAND_MODULES[name]}").register(app)
+    return app
 
-    for module in (quickstart, count_unigrams, merge_counts, patch_checkpoint, inspect_cmd, probe_bias, train_cmd,
-                   eval_cmd, generate_cmd, transplant_embeddings, plot_run):
-        module.register(app)
 
-
-_register()
+def __getattr__(name: str) -> typer.Typer:
+    """`nbcli.cli.app`: the app with every command, built on first use (PEP 562)."""
+    if name == "app":
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="nb")
+    """Console-script entry point. typer builds every command's parameters up front (~0.1 s for all
+    of them), so an invocation of one command builds that command alone; anything else (no command,
+    --help, --version, a misspelt command) gets the whole app."""
+    argv = sys.argv[1:]
+    only = [argv[0]] if argv and argv[0] in COMMAND_MODULES else None
+    build_app(only)(prog_name="nb")
     sys.exit(0)

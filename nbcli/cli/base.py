@@ -21,6 +21,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from nbcli.cli.coercion import install_fast_coercion
 from nbcli.errors import Interrupted, NbError
 
 
@@ -204,7 +205,12 @@ def render_help(command: Any, ctx: Any, width: int | None = None) -> str:
 
 
 class NbCommand(TyperCommand):
-    """A leaf command (`nb count-unigrams`, ...)."""
+    """A leaf command (`nb count-unigrams`, ...), converting plain option values without pydantic
+    (`nbcli.cli.coercion`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        install_fast_coercion(self)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _lean_help_option(super().get_help_option(ctx))
