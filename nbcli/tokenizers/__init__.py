@@ -124,7 +124,7 @@ def tokenizer_from_bytes(data: bytes, path: Path | str) -> Tokenizer:
 def _load_sentencepiece(data: bytes, path: Path) -> dict[str, Any]:
     import sentencepiece as spm
 
-    from nbcli.tokenizers.sentencepiece import sentencepiece_segmenter
+    from nbcli.tokenizers.sentencepiece import sentencepiece_segmenter, special_ids
 
     if not data.strip():  # SentencePiece would log to fd 2 (absl) before refusing it
         raise TokenizerError(f"{path}: empty file, not a tokenizer")
@@ -145,7 +145,7 @@ def _load_sentencepiece(data: bytes, path: Path) -> dict[str, Any]:
     return dict(
         kind="sentencepiece", vocab_size=size,
         bos_id=opt(sp.bos_id()), eos_id=opt(sp.eos_id()), pad_id=opt(sp.pad_id()), unk_id=opt(sp.unk_id()),
-        special_ids=frozenset(i for i in range(size) if sp.is_control(i) or sp.is_unknown(i)),
+        special_ids=special_ids(data, sp),
         segmenter=segmenter, method_reason=segmenter.reason if segmenter else reason,
         encode_documents=lambda texts: sp.encode(texts, num_threads=1), id_to_piece=sp.id_to_piece, impl=sp,
         eos_default_reason="SentencePiece model: a language model predicts EOS at each document end",

@@ -246,3 +246,21 @@ def test_chunked_counting_exact_on_fixed_hard_cases(fixture: str, request: pytes
 def test_prefix_space_chunks_cover_the_text() -> None:
     text = "  a  b\t c\u3000d \x1ce  "
     assert "".join(PREFIX_SPACE_CHUNK.findall(text)) == text
+
+
+@pytest.mark.parametrize("fixture", ["sp_model", "sp_unigram_model", "sp_bpe_punct_model", "sp_llama2_model", "bundled"])
+def test_piece_types_read_from_the_proto_match_sentencepiece(fixture: str, request: pytest.FixtureRequest) -> None:
+    import sentencepiece as spm
+
+    from nbcli.tokenizers.sentencepiece import read_model_settings, special_ids
+
+    path = SAMPLE_TOKENIZER if fixture == "bundled" else request.getfixturevalue(fixture)
+    data = Path(path).read_bytes()
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    types = read_model_settings(data).piece_types
+    assert len(types) == sp.get_piece_size()
+    for i, kind in enumerate(types):
+        assert (kind == 2, kind == 3, kind == 5, kind == 6) == (
+            sp.is_unknown(i), sp.is_control(i), sp.is_unused(i), sp.is_byte(i)), i
+    assert special_ids(data, sp) == {i for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)}
+    assert {2, 3} <= set(types)  # the fixtures have <unk>, <s> and </s>
