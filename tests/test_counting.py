@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import english_like_lines
 from nbcli.counting import CountOptions, count_corpus
@@ -222,6 +224,37 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
         while start < len(data):  # many blocks: the table fills and is purged again and again
             end = data.find(b"\n", start + 2000) + 1 or len(data)
             total += counter.count_block(str(path), data[start:end], None, start).counts
-            assert len(counter.table.index) <= cache_limit
+            assert counter.table.size <= cache_limit
+            assert len(counter.table.index) + len(counter.table.short) + len(counter.table.mid) == counter.table.size
             start = end
         np.testing.assert_array_equal(total, result.counts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["u8", "S16"]),
+       st.lists(st.lists(st.integers(0, 40), max_size=12), min_size=1, max_size=8),
+       st.lists(st.integers(0, 60), max_size=20), st.integers(0, 2**32))
+def test_sorted_keys_behave_as_a_dict(kind: str, batches: list[list[int]], queries: list[int], seed: int) -> None:
+    """SortedKeys (the chunk table's index of short parts) against a dict: adds, lookups, renumbering."""
+    from nbcli.counting.blocks import SortedKeys
+
+    def keys_of(values: list[int]) -> np.ndarray:
+        raw = np.array(values, dtype=np.uint64)
+        if kind == "u8":
+            return raw * np.uint64(0x9E3779B97F4A7C15)  # spread over the whole range
+        pairs = np.zeros((raw.shape[0], 2), dtype=np.uint64)
+        pairs[:, 1] = raw  # equal high words, trailing zero bytes: S16 must still tell keys apart
+        return pairs.view("S16").ravel()
+
+    index, model, row = SortedKeys(np.uint64 if kind == "u8" else "S16"), {}, 0
+    for batch in batches:
+        fresh = [v for v in dict.fromkeys(batch) if v not in model]
+        index.add(keys_of(fresh), np.arange(row, row + len(fresh)))
+        model.update({v: row + i for i, v in enumerate(fresh)})
+        row += len(fresh)
+    assert index.lookup(keys_of(queries)).tolist() == [model.get(v, -1) for v in queries]
+    new_row = np.random.default_rng(seed).integers(-1, 5, size=max(row, 1))
+    index.renumber(new_row)
+    expected = {v: int(new_row[r]) for v, r in model.items() if new_row[r] >= 0}
+    assert index.lookup(keys_of(queries)).tolist() == [expected.get(v, -1) for v in queries]
+    assert len(index) == len(expected)
