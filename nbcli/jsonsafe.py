@@ -38,7 +38,9 @@ MAX_INT_DIGITS = 30
 """Longest integer literal accepted: offsets, shapes and counts fit in 20 digits (2^64)."""
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]", re.ASCII)
+_SURROGATE_CODE = re.compile(r"\\u([dD][89a-fA-F][0-9a-fA-F]{2})", re.ASCII)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_WALK_BYTES = 1 << 16  # larger texts are checked on their bytes with numpy (`_TextFacts`)
 
 
 class JsonProblem(ValueError):
@@ -89,6 +91,75 @@ def _depth_and_strings(value: Any, max_depth: int, strings: bool) -> None:
                 stack.append((child, depth + 1))
 
 
+class _TextFacts:
+    """Facts of a valid JSON text read off its UTF-8 bytes with numpy, where walking a parsed
+    tokenizer.json (10^5-10^6 strings and numbers) takes seconds:
+
+    * nesting: the most brackets open at once outside strings (a string's quotes are the b'"' not
+      escaped, i.e. not after an odd run of backslashes; bytes of multi-byte UTF-8 are never ASCII);
+    * the longest run of digits, and of bytes that may form a number (0-9 . e E + -): no integer
+      literal is longer than the first, no number literal than the second;
+    * whether a \\u escape leaves a lone UTF-16 surrogate in a string or key (json.loads joins a high
+      one followed at once by a low one into one character; raw surrogates cannot come from UTF-8).
+    """
+
+    def __init__(self, text: str) -> None:
+        import numpy as np
+
+        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        self.longest_digits = _longest_run((raw >= 0x30) & (raw <= 0x39))
+        self.longest_number = _longest_run(((raw >= 0x30) & (raw <= 0x39)) | (raw == 0x2E) | (raw == 0x65)
+                                           | (raw == 0x45) | (raw == 0x2B) | (raw == 0x2D))
+        quotes = np.flatnonzero(raw == 0x22)
+        runs = _runs(raw == 0x5C)  # backslash runs (starts, ends)
+        after_run = np.searchsorted(runs[1], quotes)  # the first run ending at or after each quote
+        ends_here = after_run < runs[1].shape[0]
+        escaped = np.zeros(quotes.shape[0], dtype=bool)
+        run = after_run[ends_here]
+        escaped[ends_here] = (runs[1][run] == quotes[ends_here]) & ((runs[1][run] - runs[0][run]) % 2 == 1)
+        delimiters = quotes[~escaped]
+        brackets = np.flatnonzero((raw == 0x5B) | (raw == 0x5D) | (raw == 0x7B) | (raw == 0x7D))
+        outside = brackets[np.searchsorted(delimiters, brackets) % 2 == 0]
+        steps = np.where((raw[outside] == 0x5B) | (raw[outside] == 0x7B), 1, -1)
+        self.nesting = int(np.cumsum(steps).max()) if steps.size else 0
+        self.lone_surrogate = _SURROGATE_ESCAPE.search(text) is not None and _lone_surrogate_escape(text)
+
+
+def _runs(mask: Any) -> tuple[Any, Any]:
+    """(starts, ends) of the runs of True in a bool array, ends exclusive."""
+    import numpy as np
+
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], mask, [False])).view(np.int8)))
+    return edges[0::2], edges[1::2]
+
+
+def _longest_run(mask: Any) -> int:
+    starts, ends = _runs(mask)
+    return int((ends - starts).max()) if starts.size else 0
+
+
+def _lone_surrogate_escape(text: str) -> bool:
+    """Whether a \\u escape of `text` (valid JSON) leaves a lone surrogate (see `_TextFacts`)."""
+    escapes = []
+    for match in _SURROGATE_CODE.finditer(text):
+        backslashes, at = 1, match.start() - 1
+        while at >= 0 and text[at] == "\\":
+            backslashes, at = backslashes + 1, at - 1
+        if backslashes % 2:  # an escape, not a literal "\\u..." after an escaped backslash
+            escapes.append((match.start(), int(match.group(1), 16)))
+    paired = set()
+    for index, (at, code) in enumerate(escapes):
+        if code >= 0xDC00:
+            if at not in paired:
+                return True
+            continue
+        following = escapes[index + 1] if index + 1 < len(escapes) else None
+        if following is None or following[0] != at + 6 or following[1] < 0xDC00:
+            return True
+        paired.add(following[0])
+    return False
+
+
 def _check_str(text: str) -> None:
     problem = check_text(text)
     if problem:
@@ -109,8 +180,12 @@ def parse(text: str, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False, wal
     or refuse with another exception. `walk=False` skips the depth and surrogate check of the
     parsed value (the caller checks the one string it uses; the parser's own recursion limit
     still applies)."""
-    try:
-        value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
+    facts = _TextFacts(text) if walk and len(text) > _WALK_BYTES else None
+    try:  # the literal hooks only where a literal could be long (a tokenizer.json holds ~10^5 numbers)
+        long_int = facts is None or facts.longest_digits > MAX_INT_DIGITS
+        long_number = facts is None or facts.longest_number > 400
+        value = json.loads(text, parse_int=_parse_int if long_int else None,
+                           parse_float=_parse_float if long_number else None,
                            parse_constant=_nan_constant if allow_nan else _no_constant)
     except JsonProblem:
         raise
@@ -121,6 +196,12 @@ def parse(text: str, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False, wal
     except (ValueError, OverflowError, MemoryError) as err:
         raise JsonProblem(str(err).split(";")[0]) from None
     if not walk:
+        return value
+    if facts is not None and isinstance(value, (dict, list)):
+        if facts.nesting > max_depth:
+            raise JsonProblem(f"nested more than {max_depth} levels deep")
+        if facts.lone_surrogate:  # the walk names the surrogate
+            _depth_and_strings(value, max_depth, strings=True)
         return value
     if isinstance(value, (dict, list)):
         _depth_and_strings(value, max_depth, strings=_SURROGATE_ESCAPE.search(text) is not None)

@@ -98,3 +98,52 @@ def test_metadata_values() -> None:
         with pytest.raises(CheckpointError, match="expected a non-negative integer"):
             metadata_count(meta, key, "m", error=CheckpointError)
     assert check_text("plain") is None
+
+
+# Pieces of JSON text where the byte-level checks of large texts (`_TextFacts`) could go wrong:
+# brackets and quotes inside strings, escaped quotes and backslashes before them, surrogate
+# escapes paired, lone or after an escaped backslash, long digit runs inside and outside strings.
+_STRING_PARTS = ["a", "[", "]", "{", "}", "\\\"", "\\\\", "\\\\\\\"", "\\ud83d\\ude00", "\\ud83d", "\\ude00",
+                 "\\\\ud83d", "\\\\\\ud800", "\\ud800\\ud800\\udc00", "7" * 31, "1e5", "é", "\\u0041"]
+_json_string = st.lists(st.sampled_from(_STRING_PARTS), max_size=6).map(lambda parts: '"' + "".join(parts) + '"')
+_json_number = st.sampled_from(["0", "-12", "1.5e3", "7" * 31, "-" + "9" * 40, "1." + "0" * 400, "2E-7"])
+_json_text = st.recursive(
+    _json_string | _json_number | st.sampled_from(["true", "null"]),
+    lambda inner: st.lists(inner, max_size=4).map(lambda xs: "[" + ",".join(xs) + "]")
+    | st.lists(st.tuples(_json_string, inner), max_size=4).map(
+        lambda kvs: "{" + ",".join(f"{k}:{v}" for k, v in kvs) + "}"),
+    max_leaves=30)
+
+
+def _outcome(text: str, max_depth: int) -> tuple[str, object]:
+    try:
+        return "value", parse(text, max_depth=max_depth)
+    except JsonProblem as err:
+        return "problem", re.sub(r"U\+[0-9A-F]{4}", "U+?", str(err))  # which lone surrogate is named may differ
+
+
+@given(_json_text.map(lambda t: "[" * 3 + t + "]" * 3), st.integers(1, 12))
+def test_byte_level_checks_of_large_texts_decide_as_the_walk(text: str, max_depth: int) -> None:
+    """Texts over _WALK_BYTES are checked on their bytes (nesting, literal lengths, lone surrogates):
+    the same value, or the same refusal, as walking the parsed value."""
+    import nbcli.jsonsafe as jsonsafe
+
+    walked = _outcome(text, max_depth)
+    original = jsonsafe._WALK_BYTES
+    jsonsafe._WALK_BYTES = 0
+    try:
+        assert _outcome(text, max_depth) == walked
+    finally:
+        jsonsafe._WALK_BYTES = original
+
+
+def test_a_large_tokenizer_like_text_is_checked_on_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbcli.jsonsafe as jsonsafe
+
+    vocab = {f"tok{i}\\\"[{{": i for i in range(20000)}
+    text = json.dumps({"model": {"vocab": vocab, "merges": [["a", "b"]] * 20000}, "x": "\ud83d\ude00"})
+    assert len(text) > jsonsafe._WALK_BYTES
+    monkeypatch.setattr(jsonsafe, "_depth_and_strings", lambda *a, **k: pytest.fail("walked"))
+    assert parse(text, max_depth=4) == json.loads(text)  # {model: {merges: [[a, b]]}}: 4 levels
+    with pytest.raises(JsonProblem, match="nested more than 4 levels"):
+        parse(text.replace('[["a", "b"]', '[[["a"], "b"]', 1), max_depth=4)
