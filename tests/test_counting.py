@@ -258,3 +258,20 @@ def test_sorted_keys_behave_as_a_dict(kind: str, batches: list[list[int]], queri
     expected = {v: int(new_row[r]) for v, r in model.items() if new_row[r] >= 0}
     assert index.lookup(keys_of(queries)).tolist() == [expected.get(v, -1) for v in queries]
     assert len(index) == len(expected)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from Linux /proc")
+def test_a_full_size_chunk_table_costs_memory_only_as_it_fills() -> None:
+    """The table's arrays are sized for 2^20 parts up front (no doubling copies) in pages the
+    system fills on first write: creating one must not add their ~40 MB to the RSS."""
+    from nbcli.counting.blocks import CACHE_LIMIT, ChunkTable
+
+    def rss_kb() -> int:
+        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+
+    before = rss_kb()
+    table = ChunkTable(CACHE_LIMIT)
+    assert table.ids.nbytes + table.starts.nbytes + table.lengths.nbytes + table.hits.nbytes > 40_000_000
+    assert rss_kb() - before < 4_000
+    table.add(["a", "b"], [[1, 2], [3]])
+    assert table.ids[:4].tolist() == [1, 2, 3, 0] and table.rows(["b", "c"]).tolist() == [2, -1]

@@ -9,6 +9,7 @@ distinct part of a Zipfian corpus is encoded once per worker and its ids multipl
 from __future__ import annotations
 
 import itertools
+import mmap
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -340,6 +341,14 @@ def _weighted_token_counts(encoded: list[list[int]], freqs: np.ndarray, size: in
     return _exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
 
 
+def _lazy_zeros(size: int, dtype: Any) -> np.ndarray:
+    """A zero array in an anonymous memory map: its pages are zero-filled by the system on first
+    write, so an array sized for the worst case costs RSS only for what is written (np.zeros may
+    take, and clear, memory the allocator already holds)."""
+    buffer = mmap.mmap(-1, max(1, size * np.dtype(dtype).itemsize))
+    return np.frombuffer(buffer, dtype=dtype, count=size)
+
+
 def _grown(array: np.ndarray, used: int, size: int) -> np.ndarray:
     """A larger copy of `array` keeping its first `used` entries."""
     bigger = np.zeros(size, dtype=array.dtype)
@@ -397,10 +406,12 @@ class ChunkTable:
         self.short = SortedKeys(np.uint64)
         self.mid = SortedKeys("S16")
         self.size = 0  # rows in use
-        self.ids = np.zeros(1 << 16, dtype=np.int32)
-        self.starts = np.zeros(1 << 12, dtype=np.int64)
-        self.lengths = np.zeros(1 << 12, dtype=np.int64)
-        self.hits = np.zeros(1 << 12, dtype=np.int64)  # occurrences counted through each row
+        # Sized for a full table up front, in pages the system zero-fills on first write (RSS grows with
+        # use): growing by doubling would copy, holding old and new arrays at once, at every doubling.
+        self.ids = _lazy_zeros(4 * limit + 1, np.int32)  # more only for parts of > 4 tokens on average
+        self.starts = _lazy_zeros(limit + 1, np.int64)
+        self.lengths = _lazy_zeros(limit + 1, np.int64)
+        self.hits = _lazy_zeros(limit + 1, np.int64)  # occurrences counted through each row
         self.used = 0
         self.add([""], [[]])
 
