@@ -181,6 +181,20 @@ def count_corpus(
     )
 
 
+def release_free_heap() -> bool:
+    """Give the memory the C allocator holds freed back to the system (glibc's `malloc_trim`; False
+    where there is none). glibc keeps freed heap: parsing the Qwen2-form tokenizer.json leaves ~160 MB
+    of it in a 280 MB process, and forked workers would each count it in their RSS."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
+
+
 def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> Any:
     """A process pool with every worker started and holding the tokenizer.
 
@@ -197,6 +211,7 @@ def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> 
     if sys.platform == "linux":
         if tokenizer.segmenter is not None:
             tokenizer.segmenter.prepare()  # built once here, not once per worker
+        release_free_heap()  # what loading freed, before each worker would carry it
         context = multiprocessing.get_context("fork")
         init: Callable[..., None] = _init_forked_worker
         init_args: tuple[Any, ...] = (tokenizer, options)
