@@ -39,13 +39,14 @@ def _number(value: Any, kind: type, info: Any) -> Any:
     return number if _within(number, info) else NOT_FAST
 
 
-def fast_value(annotation: Any, info: Any, value: Any) -> Any:
-    """`value` (a command-line string, or a default) as `annotation`, or NOT_FAST to let typer decide."""
+def fast_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: Any = None) -> Any:
+    """`value` (a command-line string, or a default) as `annotation`, or NOT_FAST to let typer decide;
+    `param` and `ctx` name the option in the errors of typer's own path checks."""
     if get_origin(annotation) is list:
         if not isinstance(value, (list, tuple)) or info.parser is not None:
             return NOT_FAST
         (item,) = get_args(annotation)
-        items = [fast_value(item, info, v) for v in value]
+        items = [fast_value(item, info, v, param, ctx) for v in value]
         return NOT_FAST if any(v is NOT_FAST for v in items) else items
     if info.parser is not None:
         return NOT_FAST
@@ -63,7 +64,7 @@ def fast_value(annotation: Any, info: Any, value: Any) -> Any:
             return NOT_FAST
         from typer._param_types import coerce_cli_path  # typer's own checks (readable), given a Path
 
-        return coerce_cli_path(Path(value), info, path_type=Path)
+        return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
     return NOT_FAST
 
 
@@ -76,7 +77,7 @@ def install_fast_coercion(command: Any) -> None:
 
     class FastRuntimeParam(RuntimeParam):  # type: ignore[misc,valid-type]
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            fast = fast_value(self.annotation, self.parameter_info, value)
+            fast = fast_value(self.annotation, self.parameter_info, value, param, ctx)
             if fast is not NOT_FAST:
                 return fast
             return build_runtime_param(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)

@@ -200,7 +200,8 @@ class BlockCounter:
             for start in range(0, len(documents), ENCODE_BATCH):
                 encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
                 lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-                flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32, count=int(lengths.sum()))  # int32: half the bytes, ~2x faster
+                flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32,  # ~2x faster than int64
+                                   count=int(lengths.sum()))
                 counts += np.bincount(flat, minlength=counts.shape[0])
             return
         # A per-block Counter is small and cache-friendly: the table is probed once per distinct chunk.

@@ -271,7 +271,8 @@ def read_model_settings(data: bytes) -> ModelSettings:
     model = _proto_fields(data)
     pieces = model.get(PIECES, [])
     # A piece's type (field 3, key byte 0x18) is written only when it is not NORMAL.
-    types = tuple(1 if b"\x18" not in raw else int(_proto_fields(raw).get(3, [1])[-1])  # type: ignore[arg-type, operator]
+    types = tuple(1 if b"\x18" not in raw
+                  else int(_proto_fields(raw).get(3, [1])[-1])  # type: ignore[arg-type, operator]
                   for raw in pieces)
     return ModelSettings(trainer=_proto_fields(model.get(TRAINER_SPEC, [b""])[-1]),  # type: ignore[arg-type]
                          normalizer=_proto_fields(model.get(NORMALIZER_SPEC, [b""])[-1]),  # type: ignore[arg-type]

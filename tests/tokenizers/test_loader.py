@@ -248,7 +248,8 @@ def test_prefix_space_chunks_cover_the_text() -> None:
     assert "".join(PREFIX_SPACE_CHUNK.findall(text)) == text
 
 
-@pytest.mark.parametrize("fixture", ["sp_model", "sp_unigram_model", "sp_bpe_punct_model", "sp_llama2_model", "bundled"])
+@pytest.mark.parametrize("fixture",
+                         ["sp_model", "sp_unigram_model", "sp_bpe_punct_model", "sp_llama2_model", "bundled"])
 def test_piece_types_read_from_the_proto_match_sentencepiece(fixture: str, request: pytest.FixtureRequest) -> None:
     import sentencepiece as spm
 
