@@ -96,7 +96,8 @@ class _TextFacts:
     tokenizer.json (10^5-10^6 strings and numbers) takes seconds:
 
     * nesting: the most brackets open at once outside strings (a string's quotes are the b'"' not
-      escaped, i.e. not after an odd run of backslashes; bytes of multi-byte UTF-8 are never ASCII);
+      escaped, i.e. not after an odd run of backslashes; bytes of multi-byte UTF-8 are never ASCII),
+      the text's own depth: a deeper value that a duplicate key dropped from the parse still counts;
     * the longest run of digits, and of bytes that may form a number (0-9 . e E + -): no integer
       literal is longer than the first, no number literal than the second;
     * whether a \\u escape leaves a lone UTF-16 surrogate in a string or key (json.loads joins a high

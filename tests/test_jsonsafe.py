@@ -122,19 +122,57 @@ def _outcome(text: str, max_depth: int) -> tuple[str, object]:
         return "problem", re.sub(r"U\+[0-9A-F]{4}", "U+?", str(err))  # which lone surrogate is named may differ
 
 
+def _text_nesting(text: str) -> int:
+    """The most brackets open at once outside strings, by a plain character loop."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 @given(_json_text.map(lambda t: "[" * 3 + t + "]" * 3), st.integers(1, 12))
 def test_byte_level_checks_of_large_texts_decide_as_the_walk(text: str, max_depth: int) -> None:
     """Texts over _WALK_BYTES are checked on their bytes (nesting, literal lengths, lone surrogates):
-    the same value, or the same refusal, as walking the parsed value."""
+    the same value, or the same refusal, as walking the parsed value; except that a text nesting
+    deeper than allowed is always refused (the walk accepts it where a duplicate key dropped the
+    deeper value), and for its depth where a string would also be refused (the walk names the string;
+    a too-long literal is named by both, the parser meets it first)."""
     import nbcli.jsonsafe as jsonsafe
 
     walked = _outcome(text, max_depth)
     original = jsonsafe._WALK_BYTES
     jsonsafe._WALK_BYTES = 0
     try:
-        assert _outcome(text, max_depth) == walked
+        on_bytes = _outcome(text, max_depth)
     finally:
         jsonsafe._WALK_BYTES = original
+    too_deep = ("problem", f"nested more than {max_depth} levels deep")
+    if _text_nesting(text) > max_depth:  # refused, even where a duplicate key hid the depth from the walk
+        assert on_bytes[0] == "problem" and on_bytes in (too_deep, walked), (on_bytes, walked)
+    else:
+        assert on_bytes == walked
+
+
+def test_duplicate_keys_do_not_hide_nesting_in_a_large_text() -> None:
+    import nbcli.jsonsafe as jsonsafe
+
+    text = '[[[{"":[],"":""}]]]' + " " * jsonsafe._WALK_BYTES  # nests 5 deep; the parse keeps 4
+    with pytest.raises(JsonProblem, match="nested more than 4 levels"):
+        parse(text, max_depth=4)
 
 
 def test_a_large_tokenizer_like_text_is_checked_on_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
