@@ -439,11 +439,7 @@ class ChunkTable:
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
         total = int(lengths.sum())
         first = self.size
-        if first + n > self.starts.shape[0]:
-            grown = max(first + n, 2 * self.starts.shape[0])
-            self.starts = _grown(self.starts, first, grown)
-            self.lengths = _grown(self.lengths, first, grown)
-            self.hits = _grown(self.hits, first, grown)
+        assert first + n <= self.starts.shape[0], "rows beyond the table's limit"  # callers purge first
         if self.used + total > self.ids.shape[0]:
             self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
         self.ids[self.used:self.used + total] = np.fromiter(
@@ -473,22 +469,25 @@ class ChunkTable:
         self.short.renumber(new_row)
         self.mid.renumber(new_row)
         rows = np.flatnonzero(keep)
-        lengths = self.lengths[rows]
-        ends = np.cumsum(lengths)
-        gather = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(self.starts[rows] - (ends - lengths), lengths)
+        gather, lengths = self._id_positions(rows)
         self.ids[:gather.shape[0]] = self.ids[gather]
         self.used = gather.shape[0]
         self.size = rows.shape[0]
-        self.starts[:rows.shape[0]] = ends - lengths
+        self.starts[:rows.shape[0]] = np.cumsum(lengths) - lengths
         self.lengths[:rows.shape[0]] = lengths
         self.hits[:rows.shape[0]] = self.hits[rows] // 2  # older counts weigh less
         self.hits[0] = 0
 
-    def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
-        """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
+    def _id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in `ids` of rows' token ids, back to back in row order; each row's length)."""
         lengths = self.lengths[rows]
         ends = np.cumsum(lengths)
-        gather = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(self.starts[rows] - (ends - lengths), lengths)
+        total = int(ends[-1]) if ends.size else 0
+        return np.arange(total) + np.repeat(self.starts[rows] - (ends - lengths), lengths), lengths
+
+    def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
+        """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
+        gather, lengths = self._id_positions(rows)
         return _exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
 
 

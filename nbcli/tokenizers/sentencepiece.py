@@ -191,9 +191,7 @@ def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
     if not collapse and rule_name != "identity":
         return None, (f"remove_extra_whitespaces=false with the {rule_name} normaliser (the space-run "
                       "rule is proven for the identity normaliser only); encoding whole documents")
-    for i, (piece, kind) in enumerate(zip(sp.id_to_piece(list(range(sp.get_piece_size()))), settings.piece_types)):
-        if kind in (UNKNOWN, CONTROL, BYTE):
-            continue
+    for i, piece in _text_pieces(settings, sp):
         if " " in piece or "\u2581" in piece.lstrip("\u2581"):
             return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
         if collapse and "\u2581" in piece[1:]:
@@ -279,6 +277,13 @@ def read_model_settings(data: bytes) -> ModelSettings:
                          piece_types=types)
 
 
+def _text_pieces(settings: ModelSettings, sp: Any) -> list[tuple[int, str]]:
+    """(id, piece) of the pieces matched against text: not byte, control or unknown pieces."""
+    pieces = sp.id_to_piece(list(range(sp.get_piece_size())))
+    return [(i, piece) for i, (piece, kind) in enumerate(zip(pieces, settings.piece_types))
+            if kind not in (UNKNOWN, CONTROL, BYTE)]
+
+
 def _flag(fields: dict[int, list[int | bytes]], number: int, default: bool) -> bool:
     values = fields.get(number)
     return bool(values[-1]) if values else default
@@ -293,9 +298,7 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
         return False
-    pieces = sp.id_to_piece(list(range(sp.get_piece_size())))
-    spans = ascii_pairs_absent([piece for piece, kind in zip(pieces, settings.piece_types)  # byte, control and
-                                if kind not in (UNKNOWN, CONTROL, BYTE)])  # unknown pieces: never text
+    spans = ascii_pairs_absent([piece for _, piece in _text_pieces(settings, sp)])
     known = np.zeros(128, dtype=bool)
     for code in range(0x21, 0x7F):
         token = sp.piece_to_id(chr(code))
