@@ -296,3 +296,24 @@ def test_freed_heap_goes_back_before_workers_fork() -> None:
     assert release_free_heap()
     assert rss_kb() < held - 60_000, (held, rss_kb())
     assert len(survivors) == 9375
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 49), max_size=12), st.integers(1, 10**6)), max_size=20))
+def test_tally_equals_counter(rows: list[tuple[list[int], int]]) -> None:
+    """token_counts / weighted_token_counts equal a Counter over the ids (times each text's frequency)."""
+    from nbcli.counting.tally import token_counts, weighted_token_counts
+
+    encoded = [ids for ids, _ in rows]
+    freqs = np.array([f for _, f in rows], dtype=np.int64)
+    plain, weighted = Counter(), Counter()
+    for ids, f in rows:
+        for i in ids:
+            plain[i] += 1
+            weighted[i] += f
+    expected_plain = np.array([plain[i] for i in range(50)], dtype=np.int64)
+    expected_weighted = np.array([weighted[i] for i in range(50)], dtype=np.int64)
+    got_plain = token_counts(encoded, 50)
+    got_weighted = weighted_token_counts(encoded, freqs, 50)
+    assert got_plain.dtype == got_weighted.dtype == np.int64
+    assert np.array_equal(got_plain, expected_plain) and np.array_equal(got_weighted, expected_weighted)

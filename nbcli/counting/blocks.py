@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nbcli.corpus import ByteRange, line_number_at, read_range_blocks
+from nbcli.counting.tally import exact_bincount, token_counts, weighted_token_counts
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.jsonsafe import jsonl_field
 from nbcli.tokenizers import Tokenizer
@@ -198,11 +199,8 @@ class BlockCounter:
             return
         if self.segmenter is None:
             for start in range(0, len(documents), ENCODE_BATCH):
-                encoded = self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH])
-                lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-                flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32,  # ~2x faster than int64
-                                   count=int(lengths.sum()))
-                counts += np.bincount(flat, minlength=counts.shape[0])
+                counts += token_counts(self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH]),
+                                       counts.shape[0])
             return
         # A per-block Counter is small and cache-friendly: the table is probed once per distinct chunk.
         block = Counter(self.segmenter.split(documents))
@@ -298,8 +296,8 @@ class BlockCounter:
                 table.add(new[start:stop], self._encode(texts[start:stop], continued, start))
             for start in range(kept, len(new), ENCODE_BATCH):  # table full: count without keeping
                 stop = min(start + ENCODE_BATCH, len(new))
-                counts += _weighted_token_counts(self._encode(texts[start:stop], continued, start),
-                                                 freqs[missing[start:stop]], counts.shape[0])
+                counts += weighted_token_counts(self._encode(texts[start:stop], continued, start),
+                                                freqs[missing[start:stop]], counts.shape[0])
             rows[missing[:kept]] = np.arange(first, first + kept)
             if kept < len(new):
                 keep = rows >= 0
@@ -335,19 +333,6 @@ def _long_key_texts(names: list[bytes]) -> tuple[list[str], np.ndarray]:
 def _decode_chunks(chunks: list[bytes]) -> list[str]:
     """Decode many UTF-8 chunks (none holds a newline) in one call."""
     return b"\n".join(chunks).decode("utf-8").split("\n")
-
-
-def _exact_bincount(tokens: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
-    """Integer weighted bincount. Float64 sums are exact here: every partial sum is an integer
-    below the block's token count, far below 2**53."""
-    return np.bincount(tokens, weights=weights, minlength=size).astype(np.int64)
-
-
-def _weighted_token_counts(encoded: list[list[int]], freqs: np.ndarray, size: int) -> np.ndarray:
-    """Sum over i of freqs[i] x (one count per token id in encoded[i]), as int64 [size]."""
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    tokens = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32, count=int(lengths.sum()))
-    return _exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
 
 
 def _lazy_zeros(size: int, dtype: Any) -> np.ndarray:
@@ -488,6 +473,6 @@ class ChunkTable:
     def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
         """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
         gather, lengths = self._id_positions(rows)
-        return _exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
+        return exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
 
 
