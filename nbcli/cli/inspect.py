@@ -79,7 +79,7 @@ def _render(report: dict[str, Any]) -> None:
 
     console = stdout_console()
     for note in report["recovered"]:
-        console.print(f"[yellow]recovered:[/] {escape(note)}")
+        console.print(f"[yellow]recovered:[/] {esc(note)}")
     files = len(report["files"])
     console.print(f"[bold]{esc(report['checkpoint'])}[/]: {report['tensor_count']} tensors, "
                   f"{report['total_bytes']:,} bytes" + (f" in {files} shards" if report["sharded"] else ""))

@@ -135,6 +135,21 @@ def test_sharded_in_place_killed_is_old_or_new_after_the_next_run(sharded, fault
         assert len(provenance) == 1
 
 
+@pytest.mark.parametrize("fault", ["temp-created:1", "mid-commit"])
+def test_inspect_table_reports_what_it_recovered(sharded, fault: str) -> None:  # noqa: ANN001
+    """The rich (non --json) report of `nb inspect` names the recovery, as one line, no traceback."""
+    src, _, _ = sharded
+    killed = run("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "0.5", "--no-hash-inputs", fault=fault)
+    assert killed.returncode == -signal.SIGKILL and leftovers(src)
+    inspected = run("inspect", src)
+    assert inspected.returncode == 0, inspected.stderr
+    assert "Traceback" not in inspected.stderr
+    recovered = [line for line in inspected.stdout.splitlines() if line.startswith("recovered:")]
+    expected = "stale temporary" if fault.startswith("temp-created") else "completed an interrupted commit"
+    assert recovered and expected in " ".join(recovered)
+    assert leftovers(src) == []
+
+
 @pytest.mark.parametrize("fault", ["temp-created", "after-commit"])
 @pytest.mark.parametrize("in_place", [False, True])
 def test_single_file_patch_killed(tmp_path: Path, fault: str, in_place: bool) -> None:
