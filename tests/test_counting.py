@@ -236,7 +236,7 @@ def test_byte_path_with_cut_parts_is_exact(tmp_path: Path, sp_bpe_punct_model: P
        st.lists(st.integers(0, 60), max_size=20), st.integers(0, 2**32))
 def test_sorted_keys_behave_as_a_dict(kind: str, batches: list[list[int]], queries: list[int], seed: int) -> None:
     """SortedKeys (the chunk table's index of short parts) against a dict: adds, lookups, renumbering."""
-    from nbcli.counting.blocks import SortedKeys
+    from nbcli.counting.table import SortedKeys
 
     def keys_of(values: list[int]) -> np.ndarray:
         raw = np.array(values, dtype=np.uint64)
@@ -260,14 +260,18 @@ def test_sorted_keys_behave_as_a_dict(kind: str, batches: list[list[int]], queri
     assert len(index) == len(expected)
 
 
+def rss_kb() -> int:
+    """This process's resident memory in kB (Linux /proc)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from Linux /proc")
 def test_a_full_size_chunk_table_costs_memory_only_as_it_fills() -> None:
     """The table's arrays are sized for 2^20 parts up front (no doubling copies) in pages the
     system fills on first write: creating one must not add their ~40 MB to the RSS."""
-    from nbcli.counting.blocks import CACHE_LIMIT, ChunkTable
-
-    def rss_kb() -> int:
-        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+    from nbcli.counting.blocks import CACHE_LIMIT
+    from nbcli.counting.table import ChunkTable
 
     before = rss_kb()
     table = ChunkTable(CACHE_LIMIT)
@@ -283,9 +287,6 @@ def test_freed_heap_goes_back_before_workers_fork() -> None:
     parent trims before forking, so workers do not each count it in their RSS."""
     from nbcli.counting.run import release_free_heap
 
-    def rss_kb() -> int:
-        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
-
     junk, survivors = [], []
     for i in range(150_000):  # ~150 MB from malloc (not pymalloc), every 16th object kept
         junk.append(b"x" * 1000 + bytes([i % 256]))
@@ -297,23 +298,3 @@ def test_freed_heap_goes_back_before_workers_fork() -> None:
     assert rss_kb() < held - 60_000, (held, rss_kb())
     assert len(survivors) == 9375
 
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(0, 49), max_size=12), st.integers(1, 10**6)), max_size=20))
-def test_tally_equals_counter(rows: list[tuple[list[int], int]]) -> None:
-    """token_counts / weighted_token_counts equal a Counter over the ids (times each text's frequency)."""
-    from nbcli.counting.tally import token_counts, weighted_token_counts
-
-    encoded = [ids for ids, _ in rows]
-    freqs = np.array([f for _, f in rows], dtype=np.int64)
-    plain, weighted = Counter(), Counter()
-    for ids, f in rows:
-        for i in ids:
-            plain[i] += 1
-            weighted[i] += f
-    expected_plain = np.array([plain[i] for i in range(50)], dtype=np.int64)
-    expected_weighted = np.array([weighted[i] for i in range(50)], dtype=np.int64)
-    got_plain = token_counts(encoded, 50)
-    got_weighted = weighted_token_counts(encoded, freqs, 50)
-    assert got_plain.dtype == got_weighted.dtype == np.int64
-    assert np.array_equal(got_plain, expected_plain) and np.array_equal(got_weighted, expected_weighted)

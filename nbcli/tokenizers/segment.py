@@ -283,7 +283,8 @@ def dirty_lines(data: bytes, bail: tuple[bytes, ...]) -> list[tuple[int, int]]:
     ends after its last line's newline (or at the end of `data`)."""
     marks = find_all(data, bail)
     try:
-        data.decode("utf-8")
+        if not data.isascii():  # isascii allocates nothing; decode makes the whole str
+            data.decode("utf-8")
     except UnicodeDecodeError:
         start = 0
         for line in data.split(b"\n"):

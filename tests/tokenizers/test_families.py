@@ -8,7 +8,9 @@ no padding and no truncation.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import RAW_DOC_LINES
+import nbcli.counting.blocks as blocks
 from nbcli.counting import BlockCounter, CountOptions
 from nbcli.errors import CorpusError
 from nbcli.tokenizers import load_tokenizer
@@ -57,6 +60,18 @@ def _reference(path: Path, documents: list[str], size: int) -> np.ndarray:
     return reference
 
 
+@contextlib.contextmanager
+def small_slices(size: int = 61) -> Iterator[None]:
+    """Key blocks in slices of `size` bytes (SLICE_BYTES), so that small test blocks take the
+    many-slice path (keys merged across slices, dirty lines found slice by slice)."""
+    old = blocks.SLICE_BYTES
+    blocks.SLICE_BYTES = size
+    try:
+        yield
+    finally:
+        blocks.SLICE_BYTES = old
+
+
 def assert_exact(path: Path, documents: list[str]) -> None:
     """Counts through the segmenter == the library's own encoding of each document, for the text
     format (documents without line breaks, byte path where the family has one) and JSONL."""
@@ -67,6 +82,10 @@ def assert_exact(path: Path, documents: list[str]) -> None:
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     as_text = counter.count_block("raw.txt", data, 1, 0)
     np.testing.assert_array_equal(as_text.counts, _reference(path, lines, tok.vocab_size))
+    with small_slices():
+        sliced = BlockCounter(tok, CountOptions(eos=False)).count_block("raw.txt", data, 1, 0)
+    np.testing.assert_array_equal(sliced.counts, as_text.counts)
+    assert sliced.documents == as_text.documents == len(lines)
     jsonl = "".join(json.dumps({"text": d}) + "\n" for d in documents).encode("utf-8")
     as_jsonl = BlockCounter(tok, CountOptions(eos=False, format="jsonl")).count_block("raw.jsonl", jsonl, 1, 0)
     np.testing.assert_array_equal(as_jsonl.counts, _reference(path, [d for d in documents if d], tok.vocab_size))
@@ -137,9 +156,14 @@ def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int
     np.testing.assert_array_equal(result.counts, _reference(path, texts, tok.vocab_size))
     bad = [n for n, line in enumerate(lines, 1) if b"\xff" in line or line.endswith(b"\xc3")]
     assert (result.documents, result.bad_utf8_lines) == (len(texts), len(bad))
+    with small_slices():
+        sliced = BlockCounter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
+    np.testing.assert_array_equal(sliced.counts, result.counts)
+    assert (sliced.documents, sliced.bad_utf8_lines) == (len(texts), len(bad))
     if bad:
-        with pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
-            BlockCounter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
+        for size in (blocks.SLICE_BYTES, 61):
+            with small_slices(size), pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
+                BlockCounter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
 
 
 # Code and prose where letters, digits, punctuation and apostrophes meet (the byte path's cuts
