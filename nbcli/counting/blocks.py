@@ -27,7 +27,7 @@ from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
-SLICE_BYTES = 256 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
+SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
 ENCODE_BATCH = 4096
 
 
