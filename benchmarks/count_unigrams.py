@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import io
 import json
 import os
 import platform
@@ -523,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'-' * width}  {'-' * 60}")
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    print(f"\ncorpus sources:")
+    print("\ncorpus sources:")
     for s in sources:
         print(f"  {s['source']}: {int(s['bytes']) / 1e6:.1f} MB ({s['obtained_by']})")
     print(f"JSON: {args.out}")

@@ -42,9 +42,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -68,8 +66,6 @@ NB_RUNS = 3
 
 
 def _raw_sources(cache: Path) -> list[tuple[str, list[Path]]]:
-    import gzip  # noqa: F401  (dictd and reST sources are gzip files)
-
     debs = base._fetch_debs(cache)
     out: list[tuple[str, list[Path]]] = []
     if "dict-gcide" in debs:

@@ -212,9 +212,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"| input | size GB | cp s | cp+sync s | nb s | cp MB/s | nb MB/s | nb/cp throughput | nb/(cp+sync) | "
-          f"nb peak RSS MB | RSS limit MB | nb --no-hash-inputs s | its nb/cp | sha256 alone s | "
-          f"nb again (hash cached) s | its nb/cp |")
+    print("| input | size GB | cp s | cp+sync s | nb s | cp MB/s | nb MB/s | nb/cp throughput | nb/(cp+sync) | "
+          "nb peak RSS MB | RSS limit MB | nb --no-hash-inputs s | its nb/cp | sha256 alone s | "
+          "nb again (hash cached) s | its nb/cp |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in ("single", "sharded"):
         r = results[key]

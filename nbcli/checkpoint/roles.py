@@ -33,7 +33,6 @@ tiny models in tests/checkpoint/test_transformers_layouts.py.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from nbcli.checkpoint import open_checkpoint
 from nbcli.counts import UnigramCounts, log_unigram, write_counts
