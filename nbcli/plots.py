@@ -7,7 +7,10 @@ Every figure is written atomically (with `outputs`, as part of one commit) and c
 
 from __future__ import annotations
 
+
 import contextlib
+import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nbcli.atomic import OutputSet, atomic_write
-from nbcli.errors import ConfigError
+from nbcli.errors import ConfigError, InputError
 from nbcli.probes import FrequencyBin
 
 #: At most this many points in a scatter plot (a random subset beyond; binned means use all tokens).
@@ -164,7 +167,13 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
     """The PNGs of `nb plot-run` in `out_dir`, committed together or not at all (one OutputSet);
     figures whose curves no run logged are skipped. `runs` are `nbcli.train.runs.RunLog`s."""
     with OutputSet() as outputs:
-        return _plot_run_figures(out_dir, runs, metadata, outputs)
+        try:
+            with warnings.catch_warnings():  # overflow inside matplotlib's tick maths: the error below says it
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return _plot_run_figures(out_dir, runs, metadata, outputs)
+        except (OverflowError, ValueError) as err:  # values no figure can draw (|loss| near 1e308)
+            logs = ", ".join(str(Path(r.path) / "log.jsonl") for r in runs)
+            raise InputError(f"{logs}: matplotlib cannot draw these curves ({err})") from None
 
 
 def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
@@ -188,7 +197,9 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
             ax.fill_between(steps, 0, values, color=colours[r.group], alpha=0.06 / max(1, n[r.group]) * 2)
         lo = min(float(r.series["val_loss"][1].min()) for r in runs if r.has("val_loss"))
         hi = max(float(r.series["val_loss"][1].max()) for r in runs if r.has("val_loss"))
-        ax.set_ylim(max(0.0, lo - 0.1 * (hi - lo)), hi + 0.05 * (hi - lo))
+        bottom, top = max(0.0, lo - 0.1 * (hi - lo)), hi + 0.05 * (hi - lo)
+        if math.isfinite(bottom) and math.isfinite(top) and top > bottom:  # else matplotlib's own limits
+            ax.set_ylim(bottom, top)
         ax.set_xlabel("training step")
         ax.set_ylabel("validation loss (nats/token)")
         ax.set_title("Validation loss; shaded: area under the curve (ALC = area / span, paper 000 sec. 4.2)",

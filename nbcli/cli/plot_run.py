@@ -19,7 +19,8 @@ EPILOG = """\
   attention_guidance.png  L_AG and α_t over steps (paper 001 eqs. 3-4)
 
 Runs whose directory names differ only by a seed suffix (-s0, -s1, _seed2) share a colour and a legend
-entry (the ALC shown is their mean).
+entry (the ALC shown is their mean). A non-finite value (the NaN loss nb train logs for a diverged
+step) is left out of its curve and of the ALC.
 
 [bold]Examples[/bold]
 
@@ -53,10 +54,16 @@ def plot_run(
         raise OutputError(f"-o {output}: parent directory {output.resolve().parent} does not exist")
     check_outputs([output / f"{name}.png" for name in RUN_FIGURES],
                   [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")])
+    created = not output.exists()
     output.mkdir(exist_ok=True)
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
                 "nb.runs": ",".join(str(d) for d in runs)}
-    files = plot_run_figures(output, logs, metadata)
+    try:
+        files = plot_run_figures(output, logs, metadata)
+    except BaseException:
+        if created and not any(output.iterdir()):
+            output.rmdir()  # a failed run leaves no output, not even the folder it made
+        raise
     report = {"output": str(output), "files": [str(f) for f in files],
               "runs": [{"dir": str(r.path), "group": r.group, "steps": int(r.series["val_loss"][0].max())
                         if r.has("val_loss") else None, "alc": r.alc(),

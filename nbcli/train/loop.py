@@ -28,8 +28,7 @@ import torch.nn.functional as F
 from nbcli.atomic import write_text_atomic
 from nbcli.counts import log_unigram
 from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError, TrainingDiverged, naming
-from nbcli.jsonsafe import JsonProblem, load_file
-from nbcli.jsonsafe import parse as parse_json
+from nbcli.jsonsafe import load_file
 from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
 from nbcli.probes import bias_vs_unigram
 from nbcli.provenance import tool_version, utc_now
@@ -40,7 +39,7 @@ from nbcli.train.data import (Batch, BlockStream, TokenData, TrainSampler, block
                               tokenize_corpus)
 from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
                                   period_piece_ids)
-from nbcli.train.runs import area_under_curve
+from nbcli.train.runs import area_under_curve, read_log_records
 
 FORMAT = "nb-model/1"
 STATE_FORMAT = "nb-train-state/1"
@@ -485,7 +484,7 @@ def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
 def _truncate_log(path: Path, before_step: int) -> None:
     if not path.exists():
         return
-    kept = [json.dumps(record) for record in _read_log(path) if record["step"] < before_step]
+    kept = [json.dumps(record) for record in read_log_records(path) if record["step"] < before_step]
     write_text_atomic(path, "".join(line + "\n" for line in kept))
 
 
@@ -569,7 +568,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 raise ConfigError(f"--resume: {out / 'config.json'} not found (no run to resume)")
             _check_resume_config(out, cfg)
             read_state(out)
-            _read_log(out / "log.jsonl")
+            read_log_records(out / "log.jsonl")
 
     tokenizer = load_tokenizer(tokenizer_path)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
@@ -631,7 +630,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     flops_per_token = model.flops_per_token()
     val_points: list[tuple[int, float]] = []
     if resume:
-        val_points = [(r["step"], r["val_loss"]) for r in _read_log(out / "log.jsonl") if "val_loss" in r]
+        val_points = [(r["step"], r["val_loss"]) for r in read_log_records(out / "log.jsonl") if "val_loss" in r]
     log_file = open(out / "log.jsonl", "a", encoding="utf-8") if rt.is_main else None
     last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
     t_start = time.perf_counter()
@@ -748,32 +747,6 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     return result
 
 
-def _read_log(path: Path) -> list[dict[str, Any]]:
-    """The records of a log.jsonl; CheckpointError naming file and line for one nb did not write."""
-    if not path.exists():
-        return []
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CheckpointError(f"{path}: not UTF-8 (byte {err.start})") from None
-    records = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = parse_json(line, allow_nan=True)  # json.dumps writes NaN for a NaN loss
-        except JsonProblem as err:
-            raise CheckpointError(f"{path}:{number}: not valid JSON ({err})") from None
-        if (not isinstance(record, dict) or not isinstance(record.get("step"), int)
-                or isinstance(record["step"], bool)):
-            raise CheckpointError(f"{path}:{number}: not a log record (a JSON object with an integer 'step')")
-        for key in ("val_loss", "loss"):
-            if key in record and (not isinstance(record[key], (int, float)) or isinstance(record[key], bool)):
-                raise CheckpointError(f"{path}:{number}: {key!r} is not a number")
-        records.append(record)
-    return records
-
-
 def read_log(out: Path | str) -> list[dict[str, Any]]:
     """The records of DIR/log.jsonl."""
-    return _read_log(Path(out) / "log.jsonl")
+    return read_log_records(Path(out) / "log.jsonl")

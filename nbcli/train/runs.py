@@ -6,7 +6,7 @@ the training loop.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.errors import ConfigError
+from nbcli.errors import CheckpointError, ConfigError
+from nbcli.jsonsafe import JsonProblem, load_file
+from nbcli.jsonsafe import parse as parse_json
 
 
 def area_under_curve(points: list[tuple[int, float]]) -> float | None:
@@ -56,22 +58,13 @@ def read_run(directory: Path | str) -> RunLog:
     log = directory / "log.jsonl"
     if not log.is_file():
         raise ConfigError(f"{directory}: no log.jsonl (not an nb train run directory)")
-    records: list[dict[str, Any]] = []
-    for n, line in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise ConfigError(f"{log}:{n}: not a JSON object") from None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ConfigError(f"{log}:{n}: a log record needs an integer 'step'")
-        records.append(record)
+    records = read_log_records(log)
     keys = sorted({k for r in records for k, v in r.items()
                    if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)})
     series = {}
-    for key in keys:
-        pts = [(r["step"], float(r[key])) for r in records if isinstance(r.get(key), (int, float))]
+    for key in keys:  # a non-finite value (NaN loss of a diverged step) is no point of a curve
+        pts = [(r["step"], float(r[key])) for r in records
+               if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
         series[key] = (np.array([p[0] for p in pts], dtype=np.int64), np.array([p[1] for p in pts]))
     name = directory.resolve().name
     return RunLog(path=directory, name=name, group=SEED_SUFFIX.sub("", name),
@@ -80,10 +73,41 @@ def read_run(directory: Path | str) -> RunLog:
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
+    """A run's config.json or summary.json: {} when absent or not an object; ConfigError naming
+    the file when it is not UTF-8 JSON (nb writes NaN for a NaN loss, so NaN is read)."""
     if not path.is_file():
         return {}
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        raise ConfigError(f"{path}: not valid JSON") from None
+    value = load_file(path, error=ConfigError, allow_nan=True)
     return value if isinstance(value, dict) else {}
+
+
+def read_log_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a log.jsonl (none when absent); CheckpointError naming file and line for one
+    nb did not write (not UTF-8, not JSON, too deep, no integer 'step', a loss that is no number)."""
+    if not path.exists():
+        return []
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path}: not UTF-8 (byte {err.start})") from None
+    records = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = parse_json(line, allow_nan=True)  # json.dumps writes NaN for a NaN loss
+        except JsonProblem as err:
+            raise CheckpointError(f"{path}:{number}: not valid JSON ({err})") from None
+        if (not isinstance(record, dict) or not isinstance(record.get("step"), int)
+                or isinstance(record["step"], bool)):
+            raise CheckpointError(f"{path}:{number}: not a log record (a JSON object with an integer 'step')")
+        if not 0 <= record["step"] < 2**53:
+            raise CheckpointError(f"{path}:{number}: step {record['step']} is out of range")
+        for key, value in record.items():  # every number must be a float (plots, ALC)
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1023:
+                raise CheckpointError(f"{path}:{number}: {key!r} is out of range")
+        for key in ("val_loss", "loss"):
+            if key in record and (not isinstance(record[key], (int, float)) or isinstance(record[key], bool)):
+                raise CheckpointError(f"{path}:{number}: {key!r} is not a number")
+        records.append(record)
+    return records

@@ -72,6 +72,23 @@ def test_runs_without_curves_and_errors(tmp_path: Path) -> None:
     assert read_run(run).group == "r"
 
 
+def test_a_diverged_step_is_left_out_of_the_curves(tmp_path: Path) -> None:
+    """nb train logs NaN for a NaN loss: that point is no point of the curve (ALC over the others),
+    and a config.json that is not UTF-8 JSON is a one-line error naming it."""
+    run = fake_run(tmp_path / "d", 0.0, False)
+    with open(run / "log.jsonl", "a") as log:
+        log.write('{"step": 11, "loss": NaN, "val_loss": NaN}\n')
+    logged = read_run(run)
+    assert logged.series["val_loss"][0].tolist() == [0, 5, 10]
+    assert logged.alc() == pytest.approx(((7.2 + 5.95) / 2 * 5 + (5.95 + 4.7) / 2 * 5) / 10)
+    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / "fig"), "--json"])
+    assert result.exit_code == 0, result.output
+    (run / "config.json").write_bytes(b"\xff{}")
+    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / "fig2")])
+    assert result.exit_code == 1 and "config.json" in result.output and "not UTF-8" in result.output
+    assert not (tmp_path / "fig2").exists()
+
+
 def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sample_lines: list[str]) -> None:
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(sample_lines[:400]) + "\n")

@@ -79,7 +79,8 @@ def _bitflip(table: Callable[[], dict[str, bytes]], index: int, name: str) -> Ca
 
 # Every broken file meets every command that reads it under the fuzz_slow marker; the default suite
 # crosses each with the first command of its family and samples the others (the same reader runs).
-FAST_EVERY = {"inspect": 1, "patch": 2, "probe": 4, "merge": 1, "set-bias": 2}
+FAST_EVERY = {"inspect": 1, "patch": 2, "probe": 4, "merge": 1, "set-bias": 2, "eval": 8, "generate": 8,
+              "transplant": 8}
 
 
 def header_cases() -> Iterator[Case]:
@@ -88,6 +89,10 @@ def header_cases() -> Iterator[Case]:
         "inspect": ("inspect", "{DIR}/" + m),
         "patch": ("patch-checkpoint", "{DIR}/" + m, "--scale-ln-bias", "0.5", "-o", "{DIR}/out.safetensors"),
         "probe": ("probe-bias", "{DIR}/" + m, "-c", "{COUNTS}"),
+        "eval": ("eval", "{DIR}/" + m, "--corpus", "{CORPUS}", "-t", "{SP}"),
+        "generate": ("generate", "{DIR}/" + m, "--prompts", "{CORPUS}", "-t", "{SP}"),
+        "transplant": ("transplant-embeddings", "{DIR}/" + m, "--source-tokenizer", "{SP}", "--target-tokenizer",
+                       "{HF}", "-o", "{DIR}/out.safetensors"),
     }
     for i, key in enumerate(CHECKPOINT_IDS):
         for cmd, args in commands.items():
@@ -354,6 +359,15 @@ def resume_cases() -> Iterator[Case]:
     for name, variants in damaged.items():
         for i, data in enumerate(variants):
             yield Case(f"resume-{name}-{i}", resume, _run_with(name, data), (name,), "resume", timeout=180)
+    # plot-run reads the same log: a damaged one is refused, and no figure (nor the -o folder) is left
+    plot = ("plot-run", "{DIR}/run", "-o", "{DIR}/figures")
+    logs = [*damaged["log.jsonl"], b'{"step": 0, "val_loss": 1.7e308}\n{"step": 1, "val_loss": 0.5}\n',
+            b'{"step": 1e400}\n',
+            b'{"step": 0, "val_loss": 1.0}\n' * 3 + b'{"step": 1, "val_loss": [1]}\n',
+            b'{"step": 1' + b"0" * 40 + b'}\n', b'{"step": -3}\n', b'{"step": 1, "val_loss": 1' + b"0" * 400 + b'}\n']
+    for i, data in enumerate(logs):
+        yield Case(f"plot-run-log-{i}", plot, _run_with("log.jsonl", data), ("log.jsonl",), "resume",
+                   fast=i % 3 == 0)
     yield Case("resume-no-state", resume, _run_with("train-state.json", None), ("train-state.json",), "resume")
 
 
