@@ -27,6 +27,7 @@ from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
+CACHED_PART_CHARS = 256  # longer parts are encoded each time they occur, never kept in the table
 SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
 ENCODE_BATCH = 4096
 
@@ -255,19 +256,27 @@ class BlockCounter:
         without the dummy prefix; None: none do).
         """
         table = self.table
-        if table.size >= table.limit:
+        if table.full():
             table.purge()
         rows = table.rows(keys)
         missing = np.flatnonzero(rows < 0)
         if missing.size:
-            new = keys[missing] if isinstance(keys, np.ndarray) else [keys[i] for i in missing]
             texts, continued = texts_of(missing)
-            kept = min(len(new), max(0, table.limit - table.size))
+            # Parts longer than CACHED_PART_CHARS (a DNA line, a base64 blob, a run of letters) are
+            # rarely seen twice and hold many ids: counted, never kept, so the table's ids stay bounded.
+            sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+            cacheable = int(np.count_nonzero(sizes <= CACHED_PART_CHARS))
+            if cacheable < len(texts):
+                order = np.argsort(sizes > CACHED_PART_CHARS, kind="stable")  # cacheable ones first
+                missing, texts = missing[order], [texts[i] for i in order.tolist()]
+                continued = None if continued is None else continued[order]
+            new = keys[missing] if isinstance(keys, np.ndarray) else [keys[i] for i in missing]
+            kept = min(cacheable, max(0, table.limit - table.size))
             first = table.size
             for start in range(0, kept, ENCODE_BATCH):
                 stop = min(start + ENCODE_BATCH, kept)
                 table.add(new[start:stop], self._encode(texts[start:stop], continued, start))
-            for start in range(kept, len(new), ENCODE_BATCH):  # table full: count without keeping
+            for start in range(kept, len(new), ENCODE_BATCH):  # too long, or table full: count, not kept
                 stop = min(start + ENCODE_BATCH, len(new))
                 counts += weighted_token_counts(self._encode(texts[start:stop], continued, start),
                                                 freqs[missing[start:stop]], counts.shape[0])

@@ -1,8 +1,9 @@
 """The chunk table: the token ids of each distinct part a worker has encoded (`ChunkTable`).
 
-Bounded: at most `limit` rows; when full, the most used half stays (`purge`). Short parts are
-keyed in sorted numpy arrays (`SortedKeys`), longer ones in a dict of their bytes; the row arrays
-are reserved once in anonymous memory maps whose pages count only once written.
+Bounded: at most `limit` rows and about `ids_limit` token ids; when either is reached, the most
+used rows stay, at most half of each (`purge`). Short parts are keyed in sorted numpy arrays
+(`SortedKeys`), longer ones in a dict of their bytes; the row arrays are reserved once in anonymous
+memory maps whose pages count only once written.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class ChunkTable:
     empty strings.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, ids_limit: int | None = None) -> None:
         self.limit = limit
+        self.ids_limit = 16 * limit if ids_limit is None else ids_limit  # token ids kept, at most
         self.index: dict[Any, int] = {}  # str chunks and the bytes of parts over 15 bytes
         self.short = SortedKeys(np.uint64)
         self.mid = SortedKeys("S16")
@@ -89,6 +91,10 @@ class ChunkTable:
         self.hits = _lazy_zeros(limit + 1, np.int64)  # occurrences counted through each row
         self.used = 0
         self.add([""], [[]])
+
+    def full(self) -> bool:
+        """Whether the next rows need a purge first: `limit` rows, or `ids_limit` ids, in use."""
+        return self.size >= self.limit or self.used >= self.ids_limit
 
     def _sorted_index(self, keys: np.ndarray) -> SortedKeys:
         return self.short if keys.dtype == np.uint64 else self.mid
@@ -120,15 +126,19 @@ class ChunkTable:
             self.index.update(zip(keys, range(first, first + n)))
 
     def purge(self) -> None:
-        """Keep the most used half of the rows (row 0 always), renumbered, so memory stays bounded
-        however long the corpus: the frequent chunks of a Zipfian corpus stay, rare ones go."""
+        """Keep the most used rows (row 0 always), at most half of `limit` and of `ids_limit`,
+        renumbered, so memory stays bounded however long the corpus: the frequent chunks of a
+        Zipfian corpus stay, rare ones go."""
         n = self.size
         if n <= 1:
             return
         hits = self.hits[:n].copy()
         hits[0] = np.iinfo(np.int64).max
+        ranked = np.argsort(-hits, kind="stable")[:max(1, self.limit // 2)]
+        ids_kept = np.cumsum(self.lengths[ranked])  # and at most half the ids budget
+        ranked = ranked[:max(1, int(np.searchsorted(ids_kept, self.ids_limit // 2, side="right")))]
         keep = np.zeros(n, dtype=bool)
-        keep[np.argsort(-hits, kind="stable")[:max(1, self.limit // 2)]] = True
+        keep[ranked] = True
         new_row = np.where(keep, np.cumsum(keep) - 1, -1)
         listed, kept_flags = new_row.tolist(), keep.tolist()
         self.index = {key: listed[row] for key, row in self.index.items() if kept_flags[row]}
