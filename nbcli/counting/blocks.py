@@ -153,10 +153,11 @@ class BlockCounter:
         """Count the lines of `data` the segmenter's byte rule covers, on their bytes with numpy;
         return the byte ranges of the other lines (invalid UTF-8, `bail` bytes).
 
-        The block is read in slices of about SLICE_BYTES whole lines (`part_keys`), so that the
-        byte-length temporaries of a dense block (~20 MB for 1 MiB of code in one piece) stay
-        small and alike from block to block (the allocator then reuses its memory instead of
-        growing); the slices' distinct keys are merged and looked up in the table once."""
+        The block is checked, cut and keyed in slices of at most SLICE_BYTES of whole lines
+        (`line_slices`, `part_keys`), so that the byte-length temporaries of a dense block (~20 MB
+        for 1 MiB of code in one piece) stay small and alike from block to block (the allocator
+        then reuses its memory instead of growing); the slices' distinct keys are merged and
+        looked up in the table once."""
         assert self.segmenter is not None
         dirty: list[tuple[int, int]] = []
         short: list[tuple[np.ndarray, np.ndarray]] = []

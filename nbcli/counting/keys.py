@@ -85,8 +85,8 @@ def part_keys(data: bytes, spans: Any) -> PartKeys:
     return PartKeys(lines - empty, short, mid, long_keys)
 
 
-def grouped_pairs(high: np.ndarray, low: np.ndarray, freqs: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def grouped_pairs(high: np.ndarray, low: np.ndarray,
+                  freqs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (high, low) uint64 pairs as a sorted [k, 2] array, and how often each occurs
     (weighted by `freqs` when given)."""
     order = np.lexsort((low, high))
