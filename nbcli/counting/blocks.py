@@ -27,7 +27,7 @@ from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
-CACHED_PART_CHARS = 256  # longer parts are encoded each time they occur, never kept in the table
+CACHED_PART_CHARS = 256  # longer parts are kept in the table only when repeated within a block
 SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
 ENCODE_BATCH = 4096
 
@@ -264,11 +264,13 @@ class BlockCounter:
         if missing.size:
             texts, continued = texts_of(missing)
             # Parts longer than CACHED_PART_CHARS (a DNA line, a base64 blob, a run of letters) are
-            # rarely seen twice and hold many ids: counted, never kept, so the table's ids stay bounded.
+            # rarely seen twice and hold many ids: kept only when repeated within the block, else
+            # counted and dropped (the table's ids_limit bounds what is kept).
             sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-            cacheable = int(np.count_nonzero(sizes <= CACHED_PART_CHARS))
+            uncached = (sizes > CACHED_PART_CHARS) & (freqs[missing] < 2)
+            cacheable = len(texts) - int(np.count_nonzero(uncached))
             if cacheable < len(texts):
-                order = np.argsort(sizes > CACHED_PART_CHARS, kind="stable")  # cacheable ones first
+                order = np.argsort(uncached, kind="stable")  # cacheable ones first
                 missing, texts = missing[order], [texts[i] for i in order.tolist()]
                 continued = None if continued is None else continued[order]
             new = keys[missing] if isinstance(keys, np.ndarray) else [keys[i] for i in missing]

@@ -45,7 +45,8 @@ def test_purge_keeps_the_most_used_rows_within_both_bounds(rows: list[tuple[int,
 
 def test_long_parts_are_counted_but_never_kept(tmp_path: Path, sp_model: Path) -> None:
     """Letters without a break (DNA, a run of letters) make one part per line: such parts are
-    counted exactly and never kept, so the table's ids do not grow with them."""
+    counted exactly and not kept, so the table's ids do not grow with them; one repeated within a
+    block is kept (its ids are then reused)."""
     rng = np.random.default_rng(0)
     lines = ["".join(rng.choice(list("acgt"), size=int(n))) for n in rng.integers(CACHED_PART_CHARS + 1, 3000, size=60)]
     lines += ["short words here"] * 5
@@ -58,10 +59,19 @@ def test_long_parts_are_counted_but_never_kept(tmp_path: Path, sp_model: Path) -
     sp = spm.SentencePieceProcessor(model_file=str(sp_model))
     expected = Counter(i for line in lines for i in sp.encode(line))
     assert counts.tolist() == [expected[i] for i in range(tok.vocab_size)]
+
+    def expected_one(line: str, token: int) -> int:
+        return sp.encode(line).count(token)
+
     kept = counter.table.lengths[:counter.table.size]
     assert counter.table.used == int(kept.sum()) < 200  # only the short parts' ids
     again = counter.count_block("dna.txt", data, 1, 0).counts  # long parts encoded again: same counts
     assert again.tolist() == counts.tolist()
+    repeated = ("\n".join([lines[0]] * 3 + [lines[1]]) + "\n").encode()  # a long part seen 3 times in a block
+    thrice = counter.count_block("dna.txt", repeated, 1, 0).counts
+    assert thrice.tolist() == [3 * expected_one(lines[0], i) + expected_one(lines[1], i) for i in range(tok.vocab_size)]
+    assert counter.table.rows([lines[0]])[0] < 0  # the byte path keys long parts by their bytes
+    assert counter.table.rows([lines[0].encode()])[0] > 0 and counter.table.rows([lines[1].encode()])[0] < 0
 
 
 @pytest.mark.parametrize("ids_limit", [8, 64])
