@@ -86,8 +86,9 @@ class ChunkTable:
         # Sized for a full table up front, in pages the system zero-fills on first write (RSS grows with
         # use): growing by doubling would copy, holding old and new arrays at once, at every doubling.
         self.ids = _lazy_zeros(4 * limit + 1, np.int32)  # more only for parts of > 4 tokens on average
-        self.starts = _lazy_zeros(limit + 1, np.int64)
-        self.lengths = _lazy_zeros(limit + 1, np.int64)
+        # int32 positions: ids stay below ids_limit plus one call's parts of <= CACHED_PART_CHARS.
+        self.starts = _lazy_zeros(limit + 1, np.int32)
+        self.lengths = _lazy_zeros(limit + 1, np.int32)
         self.hits = _lazy_zeros(limit + 1, np.int64)  # occurrences counted through each row
         self.used = 0
         self.add([""], [[]])
@@ -112,6 +113,7 @@ class ChunkTable:
         total = int(lengths.sum())
         first = self.size
         assert first + n <= self.starts.shape[0], "rows beyond the table's limit"  # callers purge first
+        assert self.used + total < 2**31, "ids beyond int32 positions"
         if self.used + total > self.ids.shape[0]:
             self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
         self.ids[self.used:self.used + total] = np.fromiter(
