@@ -26,7 +26,7 @@ from nbcli.jsonsafe import jsonl_field
 from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
-CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker: when full, the less used half is dropped
+CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker (and 16x as many ids); when full, the most used stay
 CACHED_PART_CHARS = 256  # longer parts are kept in the table only when repeated within a block
 SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
 ENCODE_BATCH = 4096

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.counting.tally import exact_bincount
+from nbcli.counting.tally import flat_ids, weighted_bincount
 
 
 def _lazy_zeros(size: int, dtype: Any) -> np.ndarray:
@@ -109,15 +109,14 @@ class ChunkTable:
     def add(self, keys: list[Any] | np.ndarray, encoded: list[list[int]]) -> None:
         """New rows for chunk keys not in the table, with their token ids."""
         n = len(keys)
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
-        total = int(lengths.sum())
+        tokens, lengths = flat_ids(encoded)
+        total = tokens.shape[0]
         first = self.size
         assert first + n <= self.starts.shape[0], "rows beyond the table's limit"  # callers purge first
         assert self.used + total < 2**31, "ids beyond int32 positions"
         if self.used + total > self.ids.shape[0]:
             self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
-        self.ids[self.used:self.used + total] = np.fromiter(
-            itertools.chain.from_iterable(encoded), dtype=np.int32, count=total)
+        self.ids[self.used:self.used + total] = tokens
         self.starts[first:first + n] = self.used + np.cumsum(lengths) - lengths
         self.lengths[first:first + n] = lengths
         self.used += total
@@ -166,4 +165,4 @@ class ChunkTable:
     def token_counts(self, rows: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
         """Sum over i of freqs[i] x (one count per token id of row rows[i]), as int64 [size]."""
         gather, lengths = self._id_positions(rows)
-        return exact_bincount(self.ids[gather], np.repeat(freqs.astype(np.float64), lengths), size)
+        return weighted_bincount(self.ids[gather], lengths, freqs, size)

@@ -21,10 +21,15 @@ def flat_ids(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return tokens, lengths
 
 
+def weighted_bincount(tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray, size: int) -> np.ndarray:
+    """Counts of `tokens`, texts back to back (text i has lengths[i] ids), each id weighted by its
+    text's frequency freqs[i]; int64 [size]."""
+    return exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
+
+
 def weighted_token_counts(encoded: list[list[int]], freqs: np.ndarray, size: int) -> np.ndarray:
     """Sum over i of freqs[i] x (one count per token id in encoded[i]), as int64 [size]."""
-    tokens, lengths = flat_ids(encoded)
-    return exact_bincount(tokens, np.repeat(freqs.astype(np.float64), lengths), size)
+    return weighted_bincount(*flat_ids(encoded), freqs, size)
 
 
 def token_counts(encoded: list[list[int]], size: int) -> np.ndarray:
