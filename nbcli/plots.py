@@ -7,7 +7,6 @@ Every figure is written atomically (with `outputs`, as part of one commit) and c
 
 from __future__ import annotations
 
-
 import contextlib
 import math
 import warnings

@@ -40,8 +40,7 @@ def _spans(lines: list[str], cuts: list[int]) -> tuple[bytes, tuple[np.ndarray, 
             ends.append(len(data) + b)
             flags.append(k > 0)
         data += raw + b"\n"
-    as_array = lambda v, t: np.array(v, dtype=t)  # noqa: E731
-    return data, (as_array(starts, np.int64), as_array(ends, np.int64), as_array(flags, bool))
+    return data, (np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64), np.array(flags, dtype=bool))
 
 
 @settings(max_examples=200, deadline=None)
