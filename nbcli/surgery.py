@@ -1,23 +1,11 @@
-"""Checkpoint surgery: the papers' operations as pure tensor functions, and a plan that composes them.
+"""Checkpoint surgery: the papers' operations (`nbcli.ops`) applied to a checkpoint's tensors.
 
-Pure functions (a tensor in, a tensor out, same dtype as the input; computed in float32, or float64
-for float64 input; they never modify their argument):
-
-    unigram_log_prior(counts, vocab_size, k)          paper 000 sec. 3   b = log p(y)
-    rescale_to_norm(w, target_norm, norm)             paper 000 sec. 4.1 ||W|| = target
-    rescale_w(w, bias, norm="fro")                    paper 000 sec. 4.1 ||W|| = ||b||_2
-    matrix_norm(w, norm)                              Frobenius or spectral (largest singular value)
-    embedding_stats(x) -> (mean, std)                 paper 002 eq. 1 (sample std, all entries)
-    xavier_std(n, d)                                  paper 002 sec. 3.1: sqrt(2/(N+D))
-    standardise_embeddings(x, target_mean, target_std) paper 002 eq. 1 / eq. 4
-    standardise_to(x, spec)                           the same, target named by a --standardise spec
-    shuffle_embeddings(x, seed, mode="rows")          paper 002 sec. 3.4 Pre-trained_Shuffled
-    scale_ln_bias(b, lam)                             paper 003 sec. 3.3 b_LN <- lam * b_LN
-    remove_direction(w, direction)                    paper 003 sec. 3.2 w_i <- w_i - <w_i,u> u
-
-The plan layer (`SurgeryOptions`, `plan_surgery`, `apply_surgery`) applies them to a checkpoint in
-the documented order: 1 output bias, 2 rescale W, 3 standardise embeddings, 4 shuffle embeddings,
-5 scale final-LN bias, 6 remove the frequency direction.
+`SurgeryOptions` says what to do; `run_surgery` applies the pure functions of `nbcli.ops` to the
+tensors their roles name, in the documented order: 1 output bias, 2 rescale W, 3 standardise
+embeddings, 4 shuffle embeddings, 5 scale final-LN bias, 6 remove the frequency direction
+(OPERATION_ORDER); `apply_surgery` runs it and writes OUT, streamed, with the input hashes in
+`nb.provenance`. torch (through `nbcli.ops`) is imported inside the functions that need it, so that
+patch-checkpoint's copy starts while torch loads on the surgery thread.
 """
 
 from __future__ import annotations
@@ -37,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from nbcli.counts import log_unigram
 from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted, naming
 from nbcli.jsonsafe import JsonProblem, metadata_object
 from nbcli.jsonsafe import parse as parse_json
@@ -48,209 +35,7 @@ if TYPE_CHECKING:
 
     from nbcli.checkpoint.io import Checkpoint
     from nbcli.checkpoint.roles import Roles
-
-Norm = Literal["fro", "spectral"]
-ShuffleMode = Literal["rows", "rows-columns", "elements"]
-_ROW_BLOCK = 1 << 14
-
-
-def _work_dtype(x: torch.Tensor) -> torch.dtype:
-    import torch
-
-    if not x.is_floating_point():
-        raise ConfigError(f"expected a floating-point tensor, got {x.dtype}")
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-# ---------------------------------------------------------------------------------------------
-# Pure functions
-
-
-def unigram_log_prior(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> torch.Tensor:
-    """Output bias b = log p(y), the add-k smoothed log-unigram distribution (paper 000, sec. 3).
-
-    Counts shorter than the model's vocabulary (padded vocabularies, e.g. 50257 vs 50304) are
-    padded with zero counts, so padding rows get the smoothed floor log(k / (N + k V_model)) and the
-    distribution is normalised over the model's vocabulary. Longer counts are an error. The
-    smoothing formula is `nbcli.counts.log_unigram`, the one place it lives. Returns float32 [V].
-    """
-    import torch
-
-    counts = np.asarray(counts)
-    if counts.ndim != 1:
-        raise CountsError(f"counts must be a vector, got shape {list(counts.shape)}")
-    if counts.size > vocab_size:
-        raise CountsError(f"counts have {counts.size} entries but the model's vocabulary has {vocab_size} "
-                          "rows; these counts were made with another tokenizer")
-    padded = np.zeros(vocab_size, dtype=np.int64)
-    padded[: counts.size] = counts
-    return torch.from_numpy(log_unigram(padded, k).astype(np.float32))
-
-
-def matrix_norm(w: torch.Tensor, norm: Norm = "fro") -> float:
-    """||W||_F (sqrt of the sum of squares) or ||W||_2 (largest singular value), in float64.
-
-    The spectral norm is sqrt(largest eigenvalue of W^T W), with W^T W accumulated in float64 in row
-    blocks: O(V d^2) time and O(d^2) extra memory, never a copy of W.
-    """
-    import torch
-
-    if w.ndim != 2:
-        raise ConfigError(f"expected a matrix, got shape {list(w.shape)}")
-    if norm == "fro":
-        total = 0.0
-        for start in range(0, w.shape[0], _ROW_BLOCK):
-            block = w[start:start + _ROW_BLOCK].to(torch.float64)
-            total += float((block * block).sum())
-        return math.sqrt(total)
-    if norm == "spectral":
-        gram = torch.zeros(w.shape[1], w.shape[1], dtype=torch.float64)
-        for start in range(0, w.shape[0], _ROW_BLOCK):
-            block = w[start:start + _ROW_BLOCK].to(torch.float64)
-            gram += block.T @ block
-        return math.sqrt(max(float(torch.linalg.eigvalsh(gram)[-1]), 0.0))
-    raise ConfigError(f"unknown matrix norm {norm!r}: expected fro or spectral")
-
-
-def rescale_to_norm(w: torch.Tensor, target_norm: float, norm: Norm = "fro") -> torch.Tensor:
-    """W * target / ||W|| so that the chosen matrix norm of the result equals `target_norm`."""
-    current = matrix_norm(w, norm)
-    if current == 0 or not math.isfinite(current):
-        raise ConfigError(f"cannot rescale a matrix whose {norm} norm is {current}")
-    if not math.isfinite(target_norm) or target_norm < 0:
-        raise ConfigError(f"target norm must be a finite number >= 0, got {target_norm}")
-    return (w.to(_work_dtype(w)) * (target_norm / current)).to(w.dtype)
-
-
-def rescale_w(w: torch.Tensor, bias: torch.Tensor, norm: Norm = "fro") -> torch.Tensor:
-    """Paper 000 sec. 4.1: scale the output projection W so that its matrix norm equals the bias's
-    l2 norm. The paper says "matrix l2 norm"; nb's default is Frobenius (the l2 norm of the entries,
-    what `W.norm()` gives, like for like with the bias vector's l2 norm); `spectral` is the induced
-    2-norm."""
-    import torch
-
-    target = math.sqrt(float((bias.to(torch.float64) ** 2).sum()))
-    return rescale_to_norm(w, target, norm)
-
-
-def embedding_stats(x: torch.Tensor) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof = 1) over all entries, float64 in row blocks
-    (paper 002 eq. 1: "the mean of the values in X_p", "(sample) standard deviations")."""
-    import torch
-
-    n = x.numel()
-    if n < 2:
-        raise ConfigError(f"standardising needs at least two values, the tensor has {n} ({list(x.shape)})")
-    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
-    total = 0.0
-    for start in range(0, flat.shape[0], _ROW_BLOCK):
-        total += float(flat[start:start + _ROW_BLOCK].to(torch.float64).sum())
-    mean = total / n
-    squares = 0.0
-    for start in range(0, flat.shape[0], _ROW_BLOCK):
-        centred = flat[start:start + _ROW_BLOCK].to(torch.float64) - mean
-        squares += float((centred * centred).sum())
-    return mean, math.sqrt(squares / (n - 1))
-
-
-def xavier_std(n: int, d: int) -> float:
-    """Standard deviation of uniform Xavier init U(-sqrt(6/(N+D)), sqrt(6/(N+D))) for an N x D
-    matrix: sqrt(2/(N+D)) (paper 002 sec. 3.1; Glorot and Bengio, 2010)."""
-    if n + d <= 0:
-        raise ConfigError("xavier_std needs a non-empty matrix")
-    return math.sqrt(2.0 / (n + d))
-
-
-def standardise_embeddings(x: torch.Tensor, target_mean: float = 0.0, target_std: float | None = None,
-                           ) -> torch.Tensor:
-    """x* = (x - mean(X)) * sigma_target / sigma(X) + mean_target.
-
-    Paper 002 eq. 1 (Pre-trained_Xavier: target mean 0, sigma = Xavier's sqrt(2/(N+D)), the default
-    here when `target_std` is None) and eq. 4 (match another matrix's mean and std)."""
-    if target_std is None:
-        if x.ndim != 2:
-            raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(x.shape)}")
-        target_std = xavier_std(x.shape[0], x.shape[1])
-    if not (math.isfinite(target_mean) and math.isfinite(target_std)) or target_std < 0:
-        raise ConfigError(f"target mean/std must be finite (std >= 0), got {target_mean}, {target_std}")
-    mean, std = embedding_stats(x)
-    if std == 0:
-        raise ConfigError("cannot standardise a tensor whose values are all equal (std 0)")
-    work = x.to(_work_dtype(x))
-    return ((work - mean) * (target_std / std) + target_mean).to(x.dtype)
-
-
-def shuffle_embeddings(x: torch.Tensor, seed: int, mode: ShuffleMode = "rows") -> torch.Tensor:
-    """Paper 002 sec. 3.4 Pre-trained_Shuffled, with a seeded torch.Generator (same seed, same result).
-
-    rows: permute the rows (each token gets another token's vector: word-to-vector relation gone,
-    every statistic of the matrix kept). rows-columns: also permute the columns, as the paper's text
-    says ("the rows and columns of X_p are randomly shuffled"). elements: permute all entries
-    (the paper's finding 3 wording, "shuffling the elements"); destroys the vectors' geometry too.
-    """
-    import torch
-
-    if x.ndim != 2:
-        raise ConfigError(f"shuffling needs a matrix, got shape {list(x.shape)}")
-    generator = torch.Generator().manual_seed(int(seed))
-    if mode == "rows":
-        return x[torch.randperm(x.shape[0], generator=generator)].clone()
-    if mode == "rows-columns":
-        rows = torch.randperm(x.shape[0], generator=generator)
-        cols = torch.randperm(x.shape[1], generator=generator)
-        return x[rows][:, cols].clone()
-    if mode == "elements":
-        flat = x.reshape(-1)
-        return flat[torch.randperm(flat.numel(), generator=generator)].reshape(x.shape).clone()
-    raise ConfigError(f"unknown shuffle mode {mode!r}: expected rows, rows-columns or elements")
-
-
-def scale_ln_bias(b: torch.Tensor, lam: float) -> torch.Tensor:
-    """Paper 003 sec. 3.3: b_LN <- lam * b_LN (lam in [0, 1] in the paper; any finite value here)."""
-    check_lambda(lam)
-    return (b.to(_work_dtype(b)) * lam).to(b.dtype)
-
-
-def check_lambda(lam: float) -> float:
-    if not isinstance(lam, (int, float)) or not math.isfinite(lam):
-        raise ConfigError(f"--scale-ln-bias {lam!r}: LAMBDA must be a finite number")
-    return float(lam)
-
-
-def remove_direction(w: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
-    """Paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u with u = direction / ||direction|| for every row
-    w_i of W (the frequency direction when `direction` is b_LN)."""
-    import torch
-
-    if w.ndim != 2 or direction.ndim != 1 or direction.shape[0] != w.shape[1]:
-        raise ConfigError(f"cannot project a {list(direction.shape)} direction out of a {list(w.shape)} matrix")
-    dtype = _work_dtype(w)
-    u = direction.to(torch.float64)
-    length = float(u.norm())
-    if length == 0 or not math.isfinite(length):
-        raise ConfigError(f"the direction vector has norm {length}; nothing to remove")
-    u = (u / length).to(dtype)
-    work = w.to(dtype)
-    return (work - (work @ u)[:, None] * u[None, :]).to(w.dtype)
-
-
-def tensor_summary(x: torch.Tensor) -> dict[str, float]:
-    """l2 norm (Frobenius for matrices), mean, std, min, max; float64, row blocks."""
-    import torch
-
-    if x.numel() == 0:
-        return {"norm": 0.0, "mean": math.nan, "std": math.nan, "min": math.nan, "max": math.nan}
-    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
-    lo, hi, total, squares = math.inf, -math.inf, 0.0, 0.0
-    for start in range(0, flat.shape[0], _ROW_BLOCK):
-        block = flat[start:start + _ROW_BLOCK].to(torch.float64)
-        lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
-        total += float(block.sum())
-        squares += float((block * block).sum())
-    n = flat.numel()
-    mean = total / n
-    var = max(squares / n - mean * mean, 0.0) * n / (n - 1) if n > 1 else 0.0
-    return {"norm": math.sqrt(squares), "mean": mean, "std": math.sqrt(var), "min": lo, "max": hi}
+    from nbcli.ops import Norm, ShuffleMode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +71,8 @@ class StandardiseSpec:
         if self.std is not None and self.mean is not None:
             return self
         if self.kind == "xavier":
+            from nbcli.ops import xavier_std
+
             if len(shape) != 2:
                 raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(shape)}")
             return dataclasses.replace(self, mean=0.0, std=xavier_std(shape[0], shape[1]))
@@ -318,6 +105,13 @@ def parse_standardise(spec: str) -> StandardiseSpec:
     if set(values) != {"mean", "std"} or values["std"] < 0:
         raise ConfigError(f"--standardise-embeddings {spec!r}: give both mean=M and std=S (S >= 0)")
     return StandardiseSpec("explicit", mean=values["mean"], std=values["std"])
+
+
+def check_lambda(lam: float) -> float:
+    """LAMBDA of --scale-ln-bias as a float (a finite number), for the plan and its record."""
+    if not isinstance(lam, (int, float)) or not math.isfinite(lam):
+        raise ConfigError(f"--scale-ln-bias {lam!r}: LAMBDA must be a finite number")
+    return float(lam)
 
 
 @dataclass
@@ -424,6 +218,8 @@ class _Workspace:
     def write(self, name: str, role: str, value: torch.Tensor, *, dtype: str | None = None,
               anchor: str | None = None) -> None:
         """Record the new value of `name` (a new tensor when it is not in the checkpoint)."""
+        from nbcli.ops import tensor_summary
+
         if name not in self.touched:
             created = name not in self.checkpoint
             if created:
@@ -440,6 +236,7 @@ class _Workspace:
         import torch
 
         from nbcli.checkpoint.io import torch_dtype
+        from nbcli.ops import tensor_summary
 
         final: dict[str, torch.Tensor] = {}
         for name, entry in self.touched.items():
@@ -467,6 +264,7 @@ def _counts_for(path: Path, checkpoint: Checkpoint, rows: int, options: SurgeryO
 
 def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
     from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.ops import embedding_stats
 
     assert spec.match_file is not None and spec.match_tensor is not None
     with open_checkpoint(spec.match_file) as other:
@@ -479,6 +277,8 @@ def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
     """`standardise_embeddings` to the target a --standardise spec names: xavier (paper 002 eq. 1),
     match:FILE:TENSOR (eq. 4: that tensor's mean and sample std) or explicit mean/std. Shared by
     patch-checkpoint, train and transplant-embeddings."""
+    from nbcli.ops import standardise_embeddings
+
     spec = spec.resolved(tuple(x.shape))  # the target recorded in provenance is the one used
     assert spec.mean is not None and spec.std is not None
     return standardise_embeddings(x, spec.mean, spec.std)
@@ -487,6 +287,8 @@ def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                 ) -> tuple[dict[str, torch.Tensor], _Workspace, list[str]]:
     """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""
+    from nbcli.ops import remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, unigram_log_prior
+
     ws = _Workspace(checkpoint, options.allow_nonfinite)
     warnings: list[str] = []
     arch = roles.architecture
@@ -598,7 +400,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     if options.scale_ln_bias is not None:
         ln = roles.require("final_ln_bias", "--scale-ln-bias")
         with naming(f"{checkpoint.path}: --scale-ln-bias of {ln!r}"):
-            ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), options.scale_ln_bias))
+            ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), check_lambda(options.scale_ln_bias)))
 
     # 6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2)
     if options.remove_frequency_direction:

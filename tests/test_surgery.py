@@ -1,4 +1,4 @@
-"""Surgery functions against independent numpy computations on random inputs of every float dtype."""
+"""The surgery plan and its streamed write: run_surgery composes nbcli.ops in the documented order."""
 
 from __future__ import annotations
 
@@ -9,158 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from nbcli import surgery
+from nbcli import ops, surgery
 from nbcli.checkpoint import open_checkpoint, resolve_roles
 from nbcli.counts import UnigramCounts, write_counts
-from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted
+from nbcli.errors import CheckpointError, ConfigError, Interrupted
 from tests.checkpoint.builders import gpt2_tensors, nb_tensors, save, save_sharded
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
-# relative tolerance of one rounding to each dtype, with headroom for the fp32 compute
-RTOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-10}
-FAST = settings(max_examples=25, deadline=None)
-
-
-def matrix_from(seed: int, rows: int, cols: int, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
-    rng = np.random.default_rng(seed)
-    return torch.from_numpy(rng.normal(0.3, scale, size=(rows, cols))).to(dtype)
-
-
-def np64(x: torch.Tensor) -> np.ndarray:
-    return x.to(torch.float64).numpy()
-
-
-def assert_close_in(dtype: torch.dtype, got: torch.Tensor, expected: np.ndarray) -> None:
-    """`got` (in `dtype`) equals numpy's float64 answer rounded to `dtype`, up to one rounding."""
-    assert got.dtype == dtype
-    reference = torch.from_numpy(expected).to(dtype).to(torch.float64).numpy()
-    scale = max(np.abs(expected).max(), 1e-30)
-    np.testing.assert_allclose(np64(got), reference, rtol=RTOL[dtype], atol=RTOL[dtype] * scale)
-
-
-shapes = st.tuples(st.integers(2, 30), st.integers(2, 12))
-
-
-@FAST
-@given(st.lists(st.integers(0, 1000), min_size=1, max_size=50), st.integers(0, 20),
-       st.sampled_from([0.5, 1.0, 2.0]))
-def test_unigram_log_prior_matches_hand_formula(counts: list[int], pad: int, k: float) -> None:
-    vocab = len(counts) + pad
-    got = surgery.unigram_log_prior(np.array(counts), vocab, k)
-    c = np.array(counts + [0] * pad, dtype=np.float64)
-    expected = np.log((c + k) / (c.sum() + k * vocab))
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6, atol=1e-6)
-    assert got.dtype == torch.float32 and got.shape == (vocab,)
-    if pad:
-        floor = math.log(k / (sum(counts) + k * vocab))
-        np.testing.assert_allclose(got.numpy()[len(counts):], floor, rtol=1e-6)
-
-
-def test_unigram_log_prior_rejects_longer_counts() -> None:
-    with pytest.raises(CountsError, match="another tokenizer"):
-        surgery.unigram_log_prior(np.ones(11, dtype=np.int64), 10)
-
-
-@FAST
-@given(st.integers(0, 10_000), shapes, st.sampled_from(DTYPES), st.sampled_from(["fro", "spectral"]))
-def test_rescale_w_matches_numpy_norms(seed: int, shape: tuple[int, int], dtype: torch.dtype, norm: str) -> None:
-    w = matrix_from(seed, *shape, dtype)
-    bias = matrix_from(seed + 1, 1, shape[0], dtype, scale=5.0)[0]
-    got = surgery.rescale_w(w, bias, norm)  # type: ignore[arg-type]
-    w64, b64 = np64(w), np64(bias)
-    ord_ = "fro" if norm == "fro" else 2
-    expected = w64 * (np.linalg.norm(b64) / np.linalg.norm(w64, ord_))
-    assert_close_in(dtype, got, expected)
-    assert surgery.matrix_norm(w, norm) == pytest.approx(np.linalg.norm(w64, ord_), rel=1e-9)  # type: ignore[arg-type]
-
-
-@FAST
-@given(st.integers(0, 10_000), shapes, st.sampled_from(DTYPES), st.floats(-1, 1), st.floats(0.01, 3))
-def test_standardise_matches_paper_002_eq1_and_eq4(seed: int, shape: tuple[int, int], dtype: torch.dtype,
-                                                     mean: float, std: float) -> None:
-    x = matrix_from(seed, *shape, dtype, scale=4.0)
-    x64 = np64(x)
-    if x64.std() == 0:
-        return
-    explicit = surgery.standardise_embeddings(x, mean, std)
-    assert_close_in(dtype, explicit, (x64 - x64.mean()) * std / x64.std(ddof=1) + mean)
-    xavier = surgery.standardise_embeddings(x)  # eq. 1 with sigma_x = sqrt(2/(N+D))
-    sigma = math.sqrt(2 / (shape[0] + shape[1]))
-    assert_close_in(dtype, xavier, (x64 - x64.mean()) * sigma / x64.std(ddof=1))
-
-
-def test_xavier_std_is_the_uniform_xavier_std() -> None:
-    n, d = 300, 100
-    bound = math.sqrt(6 / (n + d))
-    samples = np.random.default_rng(0).uniform(-bound, bound, size=(200, n * d // 200))
-    assert surgery.xavier_std(n, d) == pytest.approx(samples.std(), rel=5e-3)
-
-
-@FAST
-@given(st.integers(0, 10_000), shapes, st.sampled_from(DTYPES), st.integers(0, 2**31 - 1))
-def test_shuffles_are_seeded_permutations(seed: int, shape: tuple[int, int], dtype: torch.dtype, s: int) -> None:
-    x = matrix_from(seed, *shape, dtype)
-    rows = surgery.shuffle_embeddings(x, s, "rows")
-    assert torch.equal(rows, surgery.shuffle_embeddings(x, s, "rows"))
-    assert sorted(map(tuple, np64(rows).tolist())) == sorted(map(tuple, np64(x).tolist()))
-    both = surgery.shuffle_embeddings(x, s, "rows-columns")
-    assert sorted(np64(both).ravel().tolist()) == sorted(np64(x).ravel().tolist())
-    # column permutation keeps each row's multiset: rows-columns rows are permuted rows of x
-    assert sorted(tuple(sorted(r)) for r in np64(both).tolist()) == sorted(tuple(sorted(r)) for r in np64(x).tolist())
-    elements = surgery.shuffle_embeddings(x, s, "elements")
-    assert sorted(np64(elements).ravel().tolist()) == sorted(np64(x).ravel().tolist())
-    assert rows.dtype == both.dtype == elements.dtype == dtype
-
-
-def test_shuffle_seeds_differ_and_mode_checked() -> None:
-    x = torch.arange(200.0).reshape(50, 4)
-    assert not torch.equal(surgery.shuffle_embeddings(x, 1), surgery.shuffle_embeddings(x, 2))
-    with pytest.raises(ConfigError):
-        surgery.shuffle_embeddings(x, 1, "columns")  # type: ignore[arg-type]
-
-
-@FAST
-@given(st.integers(0, 10_000), st.integers(1, 40), st.sampled_from(DTYPES), st.floats(-2, 2))
-def test_scale_ln_bias(seed: int, d: int, dtype: torch.dtype, lam: float) -> None:
-    b = matrix_from(seed, 1, d, dtype)[0]
-    assert_close_in(dtype, surgery.scale_ln_bias(b, lam), np64(b) * lam)
-
-
-@pytest.mark.parametrize("lam", [math.nan, math.inf, -math.inf])
-def test_scale_ln_bias_refuses_nonfinite(lam: float) -> None:
-    with pytest.raises(ConfigError, match="finite"):
-        surgery.scale_ln_bias(torch.ones(3), lam)
-
-
-@FAST
-@given(st.integers(0, 10_000), shapes, st.sampled_from(DTYPES))
-def test_remove_direction_matches_numpy(seed: int, shape: tuple[int, int], dtype: torch.dtype) -> None:
-    w = matrix_from(seed, *shape, dtype)
-    b = matrix_from(seed + 7, 1, shape[1], torch.float64)[0]
-    got = surgery.remove_direction(w, b)
-    w64, u = np64(w), np64(b) / np.linalg.norm(np64(b))
-    expected = w64 - np.outer(w64 @ u, u)
-    assert_close_in(dtype, got, expected)
-    if dtype in (torch.float32, torch.float64):
-        assert np.abs(np64(got) @ u).max() < 1e-4 * max(1.0, np.abs(w64).max())
-
-
-def test_remove_zero_direction_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="norm 0"):
-        surgery.remove_direction(torch.ones(3, 2), torch.zeros(2))
-
-
-def test_inputs_are_not_modified() -> None:
-    w = torch.randn(6, 3)
-    copy = w.clone()
-    surgery.rescale_w(w, torch.ones(6))
-    surgery.standardise_embeddings(w)
-    surgery.remove_direction(w, torch.ones(3))
-    surgery.shuffle_embeddings(w, 0)
-    assert torch.equal(w, copy)
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
@@ -195,11 +51,11 @@ def test_composed_operations_equal_their_sequence(tmp_path: Path, dtype: torch.d
     assert len(warnings) == 1 and "vocabulary padding (the tokenizer hash matched)" in warnings[0]
 
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    bias = surgery.unigram_log_prior(counts, 40, 0.5).to(work)
-    w = surgery.rescale_w(tensors["head.weight"].to(work), bias, "spectral")
-    emb = surgery.shuffle_embeddings(surgery.standardise_embeddings(tensors["tok_emb.weight"].to(work), 0.0, 0.05), 3)
-    ln = surgery.scale_ln_bias(tensors["ln_f.bias"].to(work), 0.25)
-    w = surgery.remove_direction(w, tensors["ln_f.bias"].to(work))
+    bias = ops.unigram_log_prior(counts, 40, 0.5).to(work)
+    w = ops.rescale_w(tensors["head.weight"].to(work), bias, "spectral")
+    emb = ops.shuffle_embeddings(ops.standardise_embeddings(tensors["tok_emb.weight"].to(work), 0.0, 0.05), 3)
+    ln = ops.scale_ln_bias(tensors["ln_f.bias"].to(work), 0.25)
+    w = ops.remove_direction(w, tensors["ln_f.bias"].to(work))
     expected = {"head.bias": bias, "head.weight": w, "tok_emb.weight": emb, "ln_f.bias": ln}
     assert set(new) == set(expected)
     for name, value in expected.items():
@@ -216,7 +72,7 @@ def test_tied_output_side_warns_and_untie_separates(tmp_path: Path) -> None:
     opts = surgery.SurgeryOptions(remove_frequency_direction=True, untie=True)
     new, ws, warnings = surgery.run_surgery(ckpt, roles, opts)
     assert set(new) == {"lm_head.weight"} and ws.touched["lm_head.weight"].created
-    expected = surgery.remove_direction(ckpt.get("wte.weight"), ckpt.get("ln_f.bias"))
+    expected = ops.remove_direction(ckpt.get("wte.weight"), ckpt.get("ln_f.bias"))
     assert torch.allclose(new["lm_head.weight"], expected, atol=1e-6)
 
 

@@ -1,13 +1,13 @@
-"""Initialisations from the papers, built on the shared pure functions of `nbcli.surgery`.
+"""Initialisations from the papers, built on the shared pure functions of `nbcli.ops`.
 
-* Output bias (paper 000 sec. 3): `surgery.unigram_log_prior` (the one smoothing formula,
+* Output bias (paper 000 sec. 3): `ops.unigram_log_prior` (the one smoothing formula,
   `nbcli.counts.log_unigram`) of the training-token counts.
-* W rescaling (paper 000 sec. 4.1): `surgery.rescale_w`, as `nb patch-checkpoint --rescale-w`.
+* W rescaling (paper 000 sec. 4.1): `ops.rescale_w`, as `nb patch-checkpoint --rescale-w`.
 * Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1), or
   rows of a pretrained safetensors tensor (same vocabulary size required; `nb transplant-embeddings`
   makes one for another tokenizer's vocabulary, sec. 3.3), optionally standardised (eq. 1 Xavier's
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
-  function) and/or shuffled (sec. 3.4, rows / rows-columns / elements: `surgery.shuffle_embeddings`,
+  function) and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
   seeded by --seed).
 """
 
@@ -19,19 +19,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nbcli import surgery
+from nbcli import ops, surgery
 from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.train.config import TrainConfig
 
 
 def output_bias(counts: np.ndarray, vocab_size: int, k: float) -> torch.Tensor:
     """b = log p_unigram (float32 [V]), counts zero-padded to the model's vocabulary."""
-    return surgery.unigram_log_prior(counts, vocab_size, k)
+    return ops.unigram_log_prior(counts, vocab_size, k)
 
 
 def rescale_output_weight(weight: torch.Tensor, bias: torch.Tensor, norm: str) -> torch.Tensor:
     """W scaled so its (fro|spectral) norm equals ||b||_2 (paper 000 sec. 4.1)."""
-    return surgery.rescale_w(weight, bias, norm)  # type: ignore[arg-type]
+    return ops.rescale_w(weight, bias, norm)  # type: ignore[arg-type]
 
 
 def parse_pretrained(spec: str) -> tuple[Path, str | None]:
@@ -93,5 +93,5 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
         if cfg.embedding_standardise is not None:
             emb = surgery.standardise_to(emb, surgery.parse_standardise(cfg.embedding_standardise))
         if cfg.embedding_shuffle:
-            emb = surgery.shuffle_embeddings(emb, cfg.seed, cfg.embedding_shuffle_mode)
+            emb = ops.shuffle_embeddings(emb, cfg.seed, cfg.embedding_shuffle_mode)
     return emb.to(current.dtype)

@@ -25,7 +25,7 @@ transformers = pytest.importorskip("transformers")  # in the test extras; never 
 
 from nbcli.checkpoint import open_checkpoint  # noqa: E402
 from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
-from nbcli.surgery import (  # noqa: E402
+from nbcli.ops import (  # noqa: E402
     remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, standardise_embeddings, unigram_log_prior,
     xavier_std,
 )

@@ -1,0 +1,212 @@
+"""The papers' operations on weights as pure functions: a tensor in, a tensor out.
+
+The file to read beside nanoGPT's model.py: every formula nb applies to a checkpoint (`nb
+patch-checkpoint`), to a model in memory (`nb eval`, `nb generate`) or at initialisation (`nb train`)
+is one function here, named after what it computes. They never modify their argument; a result has
+the input's dtype and is computed in float32 (float64 for float64 input); statistics (norms, means,
+standard deviations) are accumulated in float64 over row blocks, so no full-size copy is made.
+
+    unigram_log_prior(counts, V, k)        paper 000 sec. 3      b = log p(y), add-k smoothed, padded to V
+    matrix_norm(w, norm)                   paper 000 sec. 4.1    ||W||_F or ||W||_2 (largest singular value)
+    rescale_to_norm(w, target, norm)       paper 000 sec. 4.1    W * target / ||W||
+    rescale_w(w, b, norm)                  paper 000 sec. 4.1    ||W|| = ||b||_2
+    embedding_stats(x)                     paper 002 eq. 1       (mean, sample std) over all entries
+    xavier_std(n, d)                       paper 002 sec. 3.1    sqrt(2 / (N + D))
+    standardise_embeddings(x, mean, std)   paper 002 eq. 1, 4    (x - mean(X)) * sigma_t / sigma(X) + mean_t
+    shuffle_embeddings(x, seed, mode)      paper 002 sec. 3.4    Pre-trained_Shuffled
+    scale_ln_bias(b, lam)                  paper 003 sec. 3.3    b_LN <- lam * b_LN
+    remove_direction(w, u)                 paper 003 sec. 3.2    w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN||
+    tensor_summary(x)                      norm, mean, std, min, max (what patch-checkpoint reports)
+
+The smoothing formula itself is `nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
+these functions into a plan over a checkpoint's tensors and writes the result.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+
+from nbcli.counts import log_unigram
+from nbcli.errors import ConfigError, CountsError
+
+Norm = Literal["fro", "spectral"]
+ShuffleMode = Literal["rows", "rows-columns", "elements"]
+_ROW_BLOCK = 1 << 14
+
+
+def _work_dtype(x: torch.Tensor) -> torch.dtype:
+    if not x.is_floating_point():
+        raise ConfigError(f"expected a floating-point tensor, got {x.dtype}")
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def unigram_log_prior(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> torch.Tensor:
+    """Output bias b = log p(y), the add-k smoothed log-unigram distribution (paper 000, sec. 3).
+
+    Counts shorter than the model's vocabulary (padded vocabularies, e.g. 50257 vs 50304) are
+    padded with zero counts, so padding rows get the smoothed floor log(k / (N + k V_model)) and the
+    distribution is normalised over the model's vocabulary. Longer counts are an error. The
+    smoothing formula is `nbcli.counts.log_unigram`, the one place it lives. Returns float32 [V].
+    """
+    counts = np.asarray(counts)
+    if counts.ndim != 1:
+        raise CountsError(f"counts must be a vector, got shape {list(counts.shape)}")
+    if counts.size > vocab_size:
+        raise CountsError(f"counts have {counts.size} entries but the model's vocabulary has {vocab_size} "
+                          "rows; these counts were made with another tokenizer")
+    padded = np.zeros(vocab_size, dtype=np.int64)
+    padded[: counts.size] = counts
+    return torch.from_numpy(log_unigram(padded, k).astype(np.float32))
+
+
+def matrix_norm(w: torch.Tensor, norm: Norm = "fro") -> float:
+    """||W||_F (sqrt of the sum of squares) or ||W||_2 (largest singular value), in float64.
+
+    The spectral norm is sqrt(largest eigenvalue of W^T W), with W^T W accumulated in float64 in row
+    blocks: O(V d^2) time and O(d^2) extra memory, never a copy of W.
+    """
+    if w.ndim != 2:
+        raise ConfigError(f"expected a matrix, got shape {list(w.shape)}")
+    if norm == "fro":
+        total = 0.0
+        for start in range(0, w.shape[0], _ROW_BLOCK):
+            block = w[start:start + _ROW_BLOCK].to(torch.float64)
+            total += float((block * block).sum())
+        return math.sqrt(total)
+    if norm == "spectral":
+        gram = torch.zeros(w.shape[1], w.shape[1], dtype=torch.float64)
+        for start in range(0, w.shape[0], _ROW_BLOCK):
+            block = w[start:start + _ROW_BLOCK].to(torch.float64)
+            gram += block.T @ block
+        return math.sqrt(max(float(torch.linalg.eigvalsh(gram)[-1]), 0.0))
+    raise ConfigError(f"unknown matrix norm {norm!r}: expected fro or spectral")
+
+
+def rescale_to_norm(w: torch.Tensor, target_norm: float, norm: Norm = "fro") -> torch.Tensor:
+    """W * target / ||W|| so that the chosen matrix norm of the result equals `target_norm`."""
+    current = matrix_norm(w, norm)
+    if current == 0 or not math.isfinite(current):
+        raise ConfigError(f"cannot rescale a matrix whose {norm} norm is {current}")
+    if not math.isfinite(target_norm) or target_norm < 0:
+        raise ConfigError(f"target norm must be a finite number >= 0, got {target_norm}")
+    return (w.to(_work_dtype(w)) * (target_norm / current)).to(w.dtype)
+
+
+def rescale_w(w: torch.Tensor, bias: torch.Tensor, norm: Norm = "fro") -> torch.Tensor:
+    """Paper 000 sec. 4.1: scale the output projection W so that its matrix norm equals the bias's
+    l2 norm. The paper says "matrix l2 norm"; nb's default is Frobenius (the l2 norm of the entries,
+    what `W.norm()` gives, like for like with the bias vector's l2 norm); `spectral` is the induced
+    2-norm."""
+    target = math.sqrt(float((bias.to(torch.float64) ** 2).sum()))
+    return rescale_to_norm(w, target, norm)
+
+
+def embedding_stats(x: torch.Tensor) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof = 1) over all entries, float64 in row blocks
+    (paper 002 eq. 1: "the mean of the values in X_p", "(sample) standard deviations")."""
+    n = x.numel()
+    if n < 2:
+        raise ConfigError(f"standardising needs at least two values, the tensor has {n} ({list(x.shape)})")
+    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
+    total = 0.0
+    for start in range(0, flat.shape[0], _ROW_BLOCK):
+        total += float(flat[start:start + _ROW_BLOCK].to(torch.float64).sum())
+    mean = total / n
+    squares = 0.0
+    for start in range(0, flat.shape[0], _ROW_BLOCK):
+        centred = flat[start:start + _ROW_BLOCK].to(torch.float64) - mean
+        squares += float((centred * centred).sum())
+    return mean, math.sqrt(squares / (n - 1))
+
+
+def xavier_std(n: int, d: int) -> float:
+    """Standard deviation of uniform Xavier init U(-sqrt(6/(N+D)), sqrt(6/(N+D))) for an N x D
+    matrix: sqrt(2/(N+D)) (paper 002 sec. 3.1; Glorot and Bengio, 2010)."""
+    if n + d <= 0:
+        raise ConfigError("xavier_std needs a non-empty matrix")
+    return math.sqrt(2.0 / (n + d))
+
+
+def standardise_embeddings(x: torch.Tensor, target_mean: float = 0.0, target_std: float | None = None,
+                           ) -> torch.Tensor:
+    """x* = (x - mean(X)) * sigma_target / sigma(X) + mean_target.
+
+    Paper 002 eq. 1 (Pre-trained_Xavier: target mean 0, sigma = Xavier's sqrt(2/(N+D)), the default
+    here when `target_std` is None) and eq. 4 (match another matrix's mean and std)."""
+    if target_std is None:
+        if x.ndim != 2:
+            raise ConfigError(f"xavier standardisation needs a matrix, got shape {list(x.shape)}")
+        target_std = xavier_std(x.shape[0], x.shape[1])
+    if not (math.isfinite(target_mean) and math.isfinite(target_std)) or target_std < 0:
+        raise ConfigError(f"target mean/std must be finite (std >= 0), got {target_mean}, {target_std}")
+    mean, std = embedding_stats(x)
+    if std == 0:
+        raise ConfigError("cannot standardise a tensor whose values are all equal (std 0)")
+    work = x.to(_work_dtype(x))
+    return ((work - mean) * (target_std / std) + target_mean).to(x.dtype)
+
+
+def shuffle_embeddings(x: torch.Tensor, seed: int, mode: ShuffleMode = "rows") -> torch.Tensor:
+    """Paper 002 sec. 3.4 Pre-trained_Shuffled, with a seeded torch.Generator (same seed, same result).
+
+    rows: permute the rows (each token gets another token's vector: word-to-vector relation gone,
+    every statistic of the matrix kept). rows-columns: also permute the columns, as the paper's text
+    says ("the rows and columns of X_p are randomly shuffled"). elements: permute all entries
+    (the paper's finding 3 wording, "shuffling the elements"); destroys the vectors' geometry too.
+    """
+    if x.ndim != 2:
+        raise ConfigError(f"shuffling needs a matrix, got shape {list(x.shape)}")
+    generator = torch.Generator().manual_seed(int(seed))
+    if mode == "rows":
+        return x[torch.randperm(x.shape[0], generator=generator)].clone()
+    if mode == "rows-columns":
+        rows = torch.randperm(x.shape[0], generator=generator)
+        cols = torch.randperm(x.shape[1], generator=generator)
+        return x[rows][:, cols].clone()
+    if mode == "elements":
+        flat = x.reshape(-1)
+        return flat[torch.randperm(flat.numel(), generator=generator)].reshape(x.shape).clone()
+    raise ConfigError(f"unknown shuffle mode {mode!r}: expected rows, rows-columns or elements")
+
+
+def scale_ln_bias(b: torch.Tensor, lam: float) -> torch.Tensor:
+    """Paper 003 sec. 3.3: b_LN <- lam * b_LN (lam in [0, 1] in the paper; any finite value here)."""
+    if not isinstance(lam, (int, float)) or not math.isfinite(lam):
+        raise ConfigError(f"lambda must be a finite number, got {lam!r}")
+    return (b.to(_work_dtype(b)) * lam).to(b.dtype)
+
+
+def remove_direction(w: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """Paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u with u = direction / ||direction|| for every row
+    w_i of W (the frequency direction when `direction` is b_LN)."""
+    if w.ndim != 2 or direction.ndim != 1 or direction.shape[0] != w.shape[1]:
+        raise ConfigError(f"cannot project a {list(direction.shape)} direction out of a {list(w.shape)} matrix")
+    dtype = _work_dtype(w)
+    u = direction.to(torch.float64)
+    length = float(u.norm())
+    if length == 0 or not math.isfinite(length):
+        raise ConfigError(f"the direction vector has norm {length}; nothing to remove")
+    u = (u / length).to(dtype)
+    work = w.to(dtype)
+    return (work - (work @ u)[:, None] * u[None, :]).to(w.dtype)
+
+
+def tensor_summary(x: torch.Tensor) -> dict[str, float]:
+    """l2 norm (Frobenius for matrices), mean, std, min, max; float64, row blocks."""
+    if x.numel() == 0:
+        return {"norm": 0.0, "mean": math.nan, "std": math.nan, "min": math.nan, "max": math.nan}
+    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
+    lo, hi, total, squares = math.inf, -math.inf, 0.0, 0.0
+    for start in range(0, flat.shape[0], _ROW_BLOCK):
+        block = flat[start:start + _ROW_BLOCK].to(torch.float64)
+        lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
+        total += float(block.sum())
+        squares += float((block * block).sum())
+    n = flat.numel()
+    mean = total / n
+    var = max(squares / n - mean * mean, 0.0) * n / (n - 1) if n > 1 else 0.0
+    return {"norm": math.sqrt(squares), "mean": mean, "std": math.sqrt(var), "min": lo, "max": hi}
