@@ -1,34 +1,37 @@
-"""Checkpoint surgery: the papers' operations (`nbcli.ops`) applied to a checkpoint's tensors.
+"""The surgery plan: which tensors change and how, computed in memory.
 
 `SurgeryOptions` says what to do; `run_surgery` applies the pure functions of `nbcli.ops` to the
-tensors their roles name, in the documented order: 1 output bias, 2 rescale W, 3 standardise
-embeddings, 4 shuffle embeddings, 5 scale final-LN bias, 6 remove the frequency direction
-(OPERATION_ORDER); `apply_surgery` runs it and writes OUT, streamed, with the input hashes in
-`nb.provenance`. torch (through `nbcli.ops`) is imported inside the functions that need it, so that
+tensors their roles name (`nbcli.checkpoint.roles`), in the documented order (OPERATION_ORDER):
+
+    1 set-output-bias              b = log p(y)                      paper 000 sec. 3
+      untie                        a separate output weight (the tied head's scale kept)
+    2 rescale-w                    ||W|| = ||b||_2                   paper 000 sec. 4.1
+    3 standardise-embeddings       Pre-trained_Xavier / eq. 4        paper 002 eq. 1, eq. 4
+    4 shuffle-embeddings           Pre-trained_Shuffled              paper 002 sec. 3.4
+    5 scale-ln-bias                b_LN <- lambda b_LN               paper 003 sec. 3.3
+    6 remove-frequency-direction   w_i <- w_i - <w_i, u> u           paper 003 sec. 3.2
+
+It reads each touched tensor once into a `Workspace` (float32, float64 stays float64) and returns
+the new tensors in their stored dtypes; `held_tensors` says beforehand which existing tensors that
+will be, and `provenance_entry` the `nb.provenance` record. Writing them is `nbcli.surgery.write`.
+torch (through `nbcli.ops`) is imported inside the functions that need it, so that
 patch-checkpoint's copy starts while torch loads on the surgery thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
-import mmap
-import os
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted, naming
-from nbcli.jsonsafe import JsonProblem, metadata_object
+from nbcli.errors import CheckpointError, ConfigError, naming
+from nbcli.jsonsafe import JsonProblem
 from nbcli.jsonsafe import parse as parse_json
-from nbcli.limits import input_stat
 
 if TYPE_CHECKING:
     import torch
@@ -37,9 +40,6 @@ if TYPE_CHECKING:
     from nbcli.checkpoint.roles import Roles
     from nbcli.ops import Norm, ShuffleMode
 
-
-# ---------------------------------------------------------------------------------------------
-# Plan and apply: the operations on a checkpoint, in the documented order
 
 OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "standardise-embeddings", "shuffle-embeddings",
                    "scale-ln-bias", "remove-frequency-direction")
@@ -188,7 +188,7 @@ class SurgeryResult:
         return dataclasses.asdict(self)
 
 
-class _Workspace:
+class Workspace:
     """Touched tensors as float32 (float64 stays float64) working copies, read once each."""
 
     def __init__(self, checkpoint: Checkpoint, allow_nonfinite: bool) -> None:
@@ -285,11 +285,11 @@ def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
 
 
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
-                ) -> tuple[dict[str, torch.Tensor], _Workspace, list[str]]:
+                ) -> tuple[dict[str, torch.Tensor], Workspace, list[str]]:
     """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""
     from nbcli.ops import remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, unigram_log_prior
 
-    ws = _Workspace(checkpoint, options.allow_nonfinite)
+    ws = Workspace(checkpoint, options.allow_nonfinite)
     warnings: list[str] = []
     arch = roles.architecture
     output_name = roles.get("output_weight")
@@ -459,50 +459,6 @@ def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], prev
     return json.dumps(doc, sort_keys=False, separators=(",", ":"))
 
 
-def _sha256_until(path: Path, stop: threading.Event, block: int = 1 << 26) -> str:
-    """sha256 of a file (same digest as `nbcli.provenance.sha256_file`), abandoned when `stop` is set.
-
-    Hashes the file through read-only mmaps of `block` bytes (64 MiB; rounded to the mmap
-    granularity), each unmapped after use: no copy into user space (~20% less CPU than reads),
-    hashlib releases the GIL for each block, so this thread runs beside the copy and the surgery
-    on another core, and at most one block is mapped (resident size stays bounded). Like every
-    mmap reader it dies of SIGBUS if another process truncates the file meanwhile; OUT is then
-    never renamed into place."""
-    digest = hashlib.sha256()
-    block = max(block - block % mmap.ALLOCATIONGRANULARITY, mmap.ALLOCATIONGRANULARITY)
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        for start in range(0, size, block):
-            if stop.is_set():
-                raise Interrupted("hashing abandoned")
-            with mmap.mmap(handle.fileno(), min(block, size - start), access=mmap.ACCESS_READ,
-                           offset=start) as mapped:
-                if hasattr(mapped, "madvise"):
-                    mapped.madvise(mmap.MADV_SEQUENTIAL)
-                with memoryview(mapped) as view:
-                    digest.update(view)
-    return digest.hexdigest()
-
-
-def _hash_input(path: Path, stop: threading.Event) -> tuple[str, bool]:
-    """(sha256, whether it came from the hash cache) of an input file.
-
-    A checkpoint patched again (a sweep over --scale-ln-bias values, say) is not read again: the
-    digest is remembered in the hash cache (`nbcli.provenance.hash_cache_dir`) under the file's
-    device, inode, size, mtime and ctime, and stored only if the identity did not change while
-    hashing."""
-    from nbcli.provenance import cached_sha256, file_identity, remember_sha256
-
-    identity = file_identity(path)
-    digest = cached_sha256(path, identity)
-    if digest is not None:
-        return digest, True
-    digest = _sha256_until(path, stop)
-    if file_identity(path) == identity:
-        remember_sha256(path, identity, digest)
-    return digest, False
-
-
 #: The role each operation rewrites (run_surgery is the authority; this only says which tensors to
 #: hold back from the bulk copy, and a wrong guess costs time, never correctness: see apply_surgery).
 _OPERATION_ROLES = {"set-output-bias": "output_bias", "rescale-w": "output_weight",
@@ -527,172 +483,3 @@ def held_tensors(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions) 
         names.add(name)
         names.update(alias for alias in roles.aliases.get(role, ()) if alias in checkpoint)
     return frozenset(names)
-
-
-class _LayoutChanged(Exception):
-    """The surgery's tensors do not fit the byte ranges held back for them (see apply_surgery)."""
-
-
-def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path | None, *,
-                  in_place: bool = False, dry_run: bool = False, hash_checkpoint: bool = True,
-                  progress: Callable[[int], None] | None = None, overlap: bool = True) -> SurgeryResult:
-    """Run the operations and (unless dry_run) write OUT: touched tensors recomputed in fp32 and cast
-    back to their dtype, every other tensor copied byte for byte, metadata kept plus `nb.provenance`.
-
-    Input hashes are computed in a background thread while the output is written; with
-    hash_checkpoint=False the checkpoint files are recorded by size and mtime instead (counts and
-    match files are still hashed). With `overlap` (default), when the operations create no tensor
-    the output layout is the input's, so the copy of every untouched tensor starts at once while
-    the surgery (torch import included) runs in a thread; the touched tensors are then written into
-    the byte ranges kept for them. Should the surgery touch anything else, that copy is discarded
-    and the output written again (slower, same bytes). The output is the same either way."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
-
-    emb = roles.get("input_embedding")
-    if options.standardise is not None and emb is not None:  # provenance records the target used
-        options = dataclasses.replace(options, standardise=options.standardise.resolved(checkpoint.shape(emb)))
-    operations = options.operations()
-    folder = output is not None and folder_output(checkpoint, output)
-    checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
-    if checkpoint.index_path is not None:
-        checkpoint_files[f"checkpoint:{checkpoint.index_path.name}"] = checkpoint.index_path
-    inputs = dict(checkpoint_files) if hash_checkpoint else {}
-    unhashed = {} if hash_checkpoint else {
-        key: {"bytes": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns} for key, path in checkpoint_files.items()}
-    if options.output_bias_counts is not None:
-        inputs["counts"] = Path(options.output_bias_counts)
-    if options.standardise is not None and options.standardise.match_file:
-        inputs["match"] = Path(options.standardise.match_file)
-    if options.tokenizer is not None:
-        input_stat(options.tokenizer, "tokenizer", allow_dir=True, error=CountsError)
-        if Path(options.tokenizer).is_file():
-            inputs["tokenizer"] = Path(options.tokenizer)
-    others = [path for key, path in inputs.items() if key in ("counts", "match", "tokenizer")]
-    for key, path in inputs.items():  # before a hashing thread opens them (a FIFO would block it)
-        if key in ("counts", "match"):
-            input_stat(path, "counts file" if key == "counts" else "checkpoint",
-                       error=CountsError if key == "counts" else CheckpointError)
-    if output is not None and not dry_run:
-        check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others, folder=folder)
-    held = held_tensors(checkpoint, roles, options) if overlap and not dry_run and output is not None else None
-    # Hash the inputs from the start, overlapping torch's import, the surgery and the copy; on
-    # failure the hashing stops at its next block instead of finishing a huge file.
-    stop = threading.Event()
-    hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-hash")
-    surgery_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-surgery")
-    futures = {} if dry_run else {key: hash_pool.submit(_hash_input, path, stop) for key, path in inputs.items()}
-    try:
-        written: list[Path] | None = None
-        if held is not None:
-            assert output is not None
-            resolve_output(checkpoint, output, folder)
-            surgery = surgery_pool.submit(run_surgery, checkpoint, roles, options)
-            written = _write_overlapped(checkpoint, roles, options, output, held, surgery, futures, unhashed,
-                                        in_place=in_place, progress=progress, others=others, folder=folder)
-            new_tensors, ws, warnings = surgery.result()
-        else:
-            new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
-        result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
-                               tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run,
-                               config_updates=dict(ws.config_updates), model_folder=folder)
-        if ws.config_updates and not folder and roles.architecture != "nb":
-            changes = ", ".join(f"{k}={json.dumps(v)}" for k, v in ws.config_updates.items())
-            where = ("OUT is a bare .safetensors file, so no config.json is written (give a directory as OUT "
-                     "for a model folder)" if checkpoint.model_dir is not None else "the input has no config.json")
-            warnings.append(f"{where}: load it with {changes} in its config")
-        if dry_run:
-            return result
-        if output is None:
-            raise ConfigError("an output path is required (-o OUT), or --dry-run")
-        if written is None:
-            written = _write_after(checkpoint, roles, options, output, new_tensors, ws, futures, unhashed,
-                                   in_place=in_place, progress=progress, others=others, folder=folder)
-    finally:
-        stop.set()
-        hash_pool.shutdown(wait=False, cancel_futures=True)
-        surgery_pool.shutdown(wait=False, cancel_futures=True)
-    result.outputs = [str(p) for p in written]
-    return result
-
-
-def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[tuple[str, bool]]], previous: str | None,
-                     unhashed: dict[str, Any]) -> Callable[[], dict[str, str]]:
-    """The late metadata: `nb.provenance` with the input hashes, once the hashing threads finish."""
-
-    def late() -> dict[str, str]:
-        results = {key: future.result() for key, future in futures.items()}
-        hashes = {key: digest for key, (digest, _) in results.items()}
-        from_cache = [key for key, (_, cached) in results.items() if cached]
-        return {"nb.provenance": provenance_entry(options, hashes, previous, unhashed, from_cache)}
-
-    return late
-
-
-def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
-                      held: frozenset[str], surgery: Future[tuple[dict[str, torch.Tensor], _Workspace, list[str]]],
-                      futures: dict[str, Future[tuple[str, bool]]], unhashed: dict[str, Any], *, in_place: bool,
-                      progress: Callable[[int], None] | None, others: list[Path],
-                      folder: bool = False) -> list[Path] | None:
-    """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
-    for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
-    from nbcli.checkpoint.io import Deferred, dtype_code, write_like
-
-    previous = checkpoint.metadata.get("nb.provenance")
-    placeholder = provenance_entry(options, {k: "0" * 64 for k in futures}, previous, unhashed)
-
-    def poll() -> None:
-        if surgery.done() and surgery.exception() is not None:
-            surgery.result()  # raises the surgery's error in this thread
-
-    def compute() -> dict[str, torch.Tensor]:
-        new_tensors, _ws, _warnings = surgery.result()
-        for name, tensor in new_tensors.items():
-            if (name not in held or tuple(tensor.shape) != checkpoint.shape(name)
-                    or dtype_code(tensor.dtype) != checkpoint.dtype(name)):
-                raise _LayoutChanged(name)
-        return new_tensors
-
-    try:
-        return write_like(checkpoint, output, update_metadata={"nb.provenance": placeholder}, in_place=in_place,
-                          progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                          late_reserve=1024 + sum(128 + len(key) for key in futures), deferred=Deferred(held, compute, poll),
-                          folder=folder, extra_files=_folder_files(checkpoint, {}) if folder else None)
-    except _LayoutChanged:  # the temporaries are gone; apply_surgery writes again from the result
-        return None
-
-
-def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, output: Path,
-                 new_tensors: dict[str, torch.Tensor], ws: _Workspace, futures: dict[str, Future[tuple[str, bool]]],
-                 unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
-                 others: list[Path], folder: bool = False) -> list[Path]:
-    """Write OUT from the finished surgery (new tensors placed after their anchors)."""
-    from nbcli.checkpoint.io import resolve_output, write_like
-
-    resolve_output(checkpoint, output, folder)
-    update: dict[str, str] = {}
-    if roles.architecture == "nb" and any(t.role == "output_weight" and t.created for t in ws.touched.values()):
-        config = metadata_object(checkpoint.metadata, "nb.config", checkpoint.path, error=CheckpointError) or {}
-        config["tie_embeddings"] = False
-        update["nb.config"] = json.dumps(config, sort_keys=True)
-    previous = checkpoint.metadata.get("nb.provenance")
-    update["nb.provenance"] = provenance_entry(options, {k: "0" * 64 for k in futures}, previous, unhashed)
-    replace = {n: t for n, t in new_tensors.items() if n in checkpoint}
-    add = {n: (t, ws.anchor.get(n)) for n, t in new_tensors.items() if n not in checkpoint}
-    return write_like(checkpoint, output, replace=replace, add=add, update_metadata=update, in_place=in_place,
-                      progress=progress, other_inputs=others, late_metadata=_late_provenance(options, futures, previous, unhashed),
-                      late_reserve=1024 + sum(128 + len(key) for key in futures), folder=folder,
-                      extra_files=_folder_files(checkpoint, ws.config_updates) if folder else None)
-
-
-def _folder_files(checkpoint: Checkpoint, config_updates: dict[str, Any]) -> dict[str, Path | bytes]:
-    """The model folder's other files for OUT: copied as they are, config.json with the surgery's
-    changes (indented and key-sorted as transformers writes it)."""
-    from nbcli.checkpoint.io import model_folder_files
-
-    files: dict[str, Path | bytes] = {p.name: p for p in model_folder_files(checkpoint)}
-    if config_updates and checkpoint.model_config is not None:
-        config = {**checkpoint.model_config, **config_updates}
-        files["config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    return files

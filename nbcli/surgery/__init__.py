@@ -1,0 +1,23 @@
+"""Checkpoint surgery: the papers' operations (`nbcli.ops`) applied to a checkpoint's tensors.
+
+    plan.py    SurgeryOptions (what to do), StandardiseSpec / parse_standardise, check_lambda, the
+               Workspace, run_surgery (which tensors change and how, in OPERATION_ORDER),
+               held_tensors, provenance_entry
+    write.py   apply_surgery: the streamed write of OUT, overlapped with hashing the inputs, and a
+               model folder's other files (config.json rewritten)
+
+`nb patch-checkpoint` calls `apply_surgery`; `nb eval` and `nb generate` run `run_surgery` on a
+model in memory; `nb train` and `nb transplant-embeddings` use `standardise_to`.
+"""
+
+from nbcli.surgery.plan import (
+    CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, SurgeryResult, TouchedTensor, Workspace,
+    check_lambda, held_tensors, parse_standardise, provenance_entry, run_surgery, standardise_to,
+)
+from nbcli.surgery.write import apply_surgery
+
+__all__ = [
+    "CREATED_BIAS_NOTE", "OPERATION_ORDER", "StandardiseSpec", "SurgeryOptions", "SurgeryResult", "TouchedTensor",
+    "Workspace", "apply_surgery", "check_lambda", "held_tensors", "parse_standardise", "provenance_entry",
+    "run_surgery", "standardise_to",
+]
