@@ -4,7 +4,9 @@ The counts file (`nb.format = unigram-counts/1`) is a safetensors file with one 
 `counts` of shape [vocab_size] and string metadata recording how it was made.
 
 `log_unigram` is the single place where counts become log-probabilities (paper 000, sec. 3: the
-output bias is initialised to log p(y), the log-unigram distribution of the training data).
+output bias is initialised to log p(y), the log-unigram distribution of the training data);
+`pad_counts` fits counts to a model's (padded) vocabulary. `nbcli.ops.unigram_log_prior` is the two
+together, as the tensor a model uses.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ def log_unigram(counts: np.ndarray, k: float = DEFAULT_SMOOTHING_K) -> np.ndarra
     if total <= 0:
         raise ConfigError("counts sum to zero; nothing to estimate")
     return np.log(c + k) - math.log(total)
+
+
+def pad_counts(counts: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Counts as int64 [vocab_size]: a model vocabulary padded past the tokenizer's (e.g. 50257 ->
+    50304 rows) gets count 0 for the padding rows, which never occur in a corpus. Longer counts
+    were made with another tokenizer: an error."""
+    c = np.asarray(counts)
+    if c.ndim != 1:
+        raise CountsError(f"counts must be a vector, got shape {list(c.shape)}")
+    if c.size > vocab_size:
+        raise CountsError(f"counts have {c.size} entries but the model's vocabulary has {vocab_size} "
+                          "rows; these counts were made with another tokenizer")
+    padded = np.zeros(vocab_size, dtype=np.int64)
+    padded[:c.size] = c
+    return padded
 
 
 def parse_smoothing(spec: str) -> float:

@@ -30,8 +30,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from nbcli.counts import log_unigram
-from nbcli.errors import ConfigError, CountsError
+from nbcli.counts import log_unigram, pad_counts
+from nbcli.errors import ConfigError
 
 Norm = Literal["fro", "spectral"]
 ShuffleMode = Literal["rows", "rows-columns", "elements"]
@@ -45,22 +45,16 @@ def _work_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def unigram_log_prior(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> torch.Tensor:
-    """Output bias b = log p(y), the add-k smoothed log-unigram distribution (paper 000, sec. 3).
+    """Output bias b = log p(y), the add-k smoothed log-unigram distribution (paper 000, sec. 3), as
+    float32 [vocab_size]: the one counts -> log-prior step (bias init, logit adjustment, the
+    unigram of the KL to the model's predictions).
 
     Counts shorter than the model's vocabulary (padded vocabularies, e.g. 50257 vs 50304) are
-    padded with zero counts, so padding rows get the smoothed floor log(k / (N + k V_model)) and the
-    distribution is normalised over the model's vocabulary. Longer counts are an error. The
-    smoothing formula is `nbcli.counts.log_unigram`, the one place it lives. Returns float32 [V].
+    padded with zero counts (`nbcli.counts.pad_counts`), so padding rows get the smoothed floor
+    log(k / (N + k V_model)) and the distribution is normalised over the model's vocabulary. Longer
+    counts are an error. The smoothing formula is `nbcli.counts.log_unigram`, the one place it lives.
     """
-    counts = np.asarray(counts)
-    if counts.ndim != 1:
-        raise CountsError(f"counts must be a vector, got shape {list(counts.shape)}")
-    if counts.size > vocab_size:
-        raise CountsError(f"counts have {counts.size} entries but the model's vocabulary has {vocab_size} "
-                          "rows; these counts were made with another tokenizer")
-    padded = np.zeros(vocab_size, dtype=np.int64)
-    padded[: counts.size] = counts
-    return torch.from_numpy(log_unigram(padded, k).astype(np.float32))
+    return torch.from_numpy(log_unigram(pad_counts(counts, vocab_size), k).astype(np.float32))
 
 
 def matrix_norm(w: torch.Tensor, norm: Norm = "fro") -> float:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nbcli import probes
-from nbcli.counts import exact_total, log_unigram
+from nbcli.counts import exact_total, log_unigram, pad_counts
 from nbcli.errors import CheckpointError
 
 #: Roles the report uses, in the order the error message lists them.
@@ -183,8 +183,7 @@ def load_counts_for(path: Path, vocab_rows: int | None, checkpoint: Any = None, 
         check = check_counts(path, unigram.tokenizer_sha256, int(counts.size), vocab_rows, checkpoint,
                              tokenizer=tokenizer, allow_mismatch=allow_mismatch)
         warnings.extend(check.warnings)
-        if counts.size < vocab_rows:
-            counts = np.concatenate([counts, np.zeros(vocab_rows - counts.size, dtype=np.int64)])
+        counts = pad_counts(counts, vocab_rows)
     info = {"path": str(path), "sha256": sha256_file(path), "tokenizer_sha256": unigram.tokenizer_sha256,
             "nb_file": unigram.is_nb_file, **(check.as_dict() if check else {})}
     return counts, info, warnings

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from nbcli.counts import (
-    UnigramCounts, counts_tsv, log_unigram, merge_counts, parse_smoothing, read_counts, unigram_entropy,
+    UnigramCounts, counts_tsv, log_unigram, merge_counts, pad_counts, parse_smoothing, read_counts, unigram_entropy,
     write_counts,
 )
 from nbcli.errors import ConfigError, CountsError
@@ -33,6 +33,16 @@ def test_log_unigram_k0_refuses_zeros() -> None:
     np.testing.assert_allclose(log_unigram(np.array([1, 3]), 0.0), np.log([0.25, 0.75]))
     with pytest.raises(ConfigError, match="-inf"):
         log_unigram(np.array([0, 3]), 0.0)
+
+
+@given(counts=counts_arrays, extra=st.integers(0, 20))
+def test_pad_counts_appends_zero_rows_and_refuses_longer_counts(counts: np.ndarray, extra: int) -> None:
+    padded = pad_counts(counts, counts.size + extra)
+    assert padded.dtype == np.int64 and padded.shape == (counts.size + extra,)
+    np.testing.assert_array_equal(padded[:counts.size], counts)
+    assert not padded[counts.size:].any()
+    with pytest.raises(CountsError, match="another tokenizer"):
+        pad_counts(counts, counts.size - 1)
 
 
 def test_parse_smoothing() -> None:

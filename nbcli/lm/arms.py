@@ -86,7 +86,7 @@ def counts_log_prior(path: Path, runner: Runner, k: float = 1.0) -> tuple[torch.
     tokenizer hash when both are known."""
     from nbcli.counts import read_counts
     from nbcli.errors import CountsError
-    from nbcli.lm.decoding import log_prior_from_counts
+    from nbcli.ops import unigram_log_prior
     from nbcli.provenance import sha256_file
 
     counts = read_counts(path, allow_foreign=True)
@@ -96,7 +96,7 @@ def counts_log_prior(path: Path, runner: Runner, k: float = 1.0) -> tuple[torch.
     if counts.vocab_size > runner.vocab_size:
         raise CountsError(f"{path}: {counts.vocab_size} counts but the model has {runner.vocab_size} output rows")
     info = {"path": str(path), "sha256": sha256_file(path), "smoothing": f"add-k:{k:g}"}
-    return log_prior_from_counts(counts.counts, runner.vocab_size, k), info
+    return unigram_log_prior(counts.counts, runner.vocab_size, k), info
 
 
 @dataclass

@@ -11,7 +11,7 @@ k = 50, top-p with p = 0.9; plus greedy):
                                 (nucleus sampling, Holtzman et al. 2020); the top token always stays
     logit_adjust(logits, log_prior, tau)   logits - tau * log p(y)  (Menon et al. 2021; paper 003
                                 sec. 4.1 relates it to b_LN), log p(y) from a counts file through
-                                nb's one smoothing formula (nbcli.counts.log_unigram)
+                                nb's one log-prior function (nbcli.ops.unigram_log_prior)
 
 Sampling is inverse-CDF with one uniform draw per row from that row's own generator, so a row's
 sample depends only on its seed (not on the batch it is in), and the KV-cache and full-forward
@@ -72,22 +72,6 @@ def logit_adjust(logits: torch.Tensor, log_prior: torch.Tensor, tau: float) -> t
     if not math.isfinite(tau):
         raise ConfigError(f"--logit-adjust {tau!r}: TAU must be a finite number")
     return logits - tau * log_prior.to(logits.dtype)
-
-
-def log_prior_from_counts(counts: object, vocab_size: int, k: float = 1.0) -> torch.Tensor:
-    """log p(y) [vocab_size] from unigram counts via nbcli.counts.log_unigram (add-k); rows past the
-    counts' length (a padded model vocabulary) get the smoothed floor."""
-    import numpy as np
-    import torch
-
-    from nbcli.counts import log_unigram
-
-    c = np.asarray(counts, dtype=np.int64)
-    if c.size > vocab_size:
-        raise ConfigError(f"the counts cover {c.size} tokens but the model has only {vocab_size}")
-    padded = np.zeros(vocab_size, dtype=np.int64)
-    padded[:c.size] = c
-    return torch.from_numpy(log_unigram(padded, k)).float()
 
 
 def sample_rows(logits: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:

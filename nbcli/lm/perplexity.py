@@ -156,7 +156,7 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
     `adjust` [V]: subtracted from every position's logits first (logit adjustment tau * log p(y))."""
     import torch
 
-    from nbcli.lm.decoding import log_prior_from_counts
+    from nbcli.ops import unigram_log_prior
 
     V = runner.vocab_size
     context = runner.context or max(len(s) for s in scored.sequences)
@@ -195,7 +195,7 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
         if progress is not None:
             progress(n)
     if unigram_log is None:
-        unigram_log = log_prior_from_counts(scored.target_counts(V), V)
+        unigram_log = unigram_log_prior(scored.target_counts(V), V)
     log_q = unigram_log.to(runner.device)
     kl = kl_divergence(p_sum / tokens, log_q)
     kl_wo = kl_divergence(p_sum_wo / tokens, log_q) if p_sum_wo is not None else None

@@ -7,10 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbcli.errors import ConfigError
+from nbcli.errors import ConfigError, CountsError
 from nbcli.lm.decoding import (
-    Decoding, log_prior_from_counts, logit_adjust, parse_decoding, sample_rows, top_k_filter, top_p_filter,
+    Decoding, logit_adjust, parse_decoding, sample_rows, top_k_filter, top_p_filter,
 )
+from nbcli.ops import unigram_log_prior
 
 logit_rows = st.lists(st.lists(st.floats(-20, 20, allow_nan=False, width=32), min_size=2, max_size=30),
                       min_size=1, max_size=4).filter(lambda rows: len({len(r) for r in rows}) == 1)
@@ -58,12 +59,12 @@ def test_sampling_follows_the_distribution_and_seed() -> None:
 def test_logit_adjustment_uses_the_one_smoothing_formula() -> None:
     from nbcli.counts import log_unigram
 
-    prior = log_prior_from_counts([3, 0, 1], 4, k=1.0)
+    prior = unigram_log_prior([3, 0, 1], 4, k=1.0)
     assert torch.allclose(prior.double(), torch.from_numpy(log_unigram([3, 0, 1, 0], 1.0)))
     logits = torch.zeros(1, 4)
     assert torch.allclose(logit_adjust(logits, prior, 0.5), -0.5 * prior)
-    with pytest.raises(ConfigError):
-        log_prior_from_counts([1, 2, 3], 2)
+    with pytest.raises(CountsError):
+        unigram_log_prior([1, 2, 3], 2)
 
 
 def test_parse_decoding() -> None:
