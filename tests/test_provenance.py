@@ -1,14 +1,20 @@
-"""The sha256 cache behind patch-checkpoint's input hashes: hits only for unchanged files."""
+"""The one file hasher (stoppable) and the sha256 cache behind patch-checkpoint's input hashes: hits
+only for unchanged files."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
+import numpy
 import pytest
 
-from nbcli.provenance import cached_sha256, file_identity, hash_cache_dir, remember_sha256, sha256_file
+from nbcli.errors import Interrupted
+from nbcli.provenance import (
+    cached_sha256, file_identity, hash_cache_dir, remember_sha256, sha256_file, sha256_file_cached,
+)
 
 
 @pytest.fixture
@@ -59,3 +65,37 @@ def test_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("NB_CACHE_DIR", str(blocker))  # mkdir fails: the cache is best effort
     remember_sha256(path, file_identity(path), sha256_file(path))
     assert cached_sha256(path, file_identity(path)) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5])
+def test_sha256_file_is_sha256_and_stops(tmp_path: Path, size: int) -> None:
+    """Block by block through mmaps (block 64 is rounded up to the 4 KiB mmap granularity)."""
+    data = numpy.random.default_rng(size).integers(0, 256, size=size, dtype=numpy.uint8).tobytes()
+    (tmp_path / "f").write_bytes(data)
+    assert sha256_file(tmp_path / "f", threading.Event(), block=64) == hashlib.sha256(data).hexdigest()
+    stop = threading.Event()
+    stop.set()
+    if size:
+        with pytest.raises(Interrupted):
+            sha256_file(tmp_path / "f", stop, block=64)
+
+
+def test_sha256_file_of_a_pipe(tmp_path: Path) -> None:
+    """A FIFO cannot be mmapped: it is read in blocks, same digest."""
+    data = bytes(range(256)) * 70_000  # 17.9 MB: more than one 4 MiB read
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    assert sha256_file(fifo) == hashlib.sha256(data).hexdigest()
+    writer.join()
+
+
+def test_sha256_file_cached_hashes_once_per_unchanged_file(tmp_path: Path, cache_on: Path) -> None:
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"weights" * 1000)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert sha256_file_cached(path) == (digest, False)
+    assert sha256_file_cached(path) == (digest, True)
+    path.write_bytes(b"other")
+    assert sha256_file_cached(path) == (hashlib.sha256(b"other").hexdigest(), False)

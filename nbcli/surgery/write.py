@@ -11,19 +11,17 @@ OUT gets the input folder's other files, config.json rewritten with the surgery'
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import mmap
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.errors import CheckpointError, ConfigError, CountsError, Interrupted
+from nbcli.errors import CheckpointError, ConfigError, CountsError
 from nbcli.jsonsafe import metadata_object
 from nbcli.limits import input_stat
+from nbcli.provenance import sha256_file_cached
 from nbcli.surgery.plan import SurgeryOptions, SurgeryResult, Workspace, held_tensors, provenance_entry, run_surgery
 
 if TYPE_CHECKING:
@@ -31,50 +29,6 @@ if TYPE_CHECKING:
 
     from nbcli.checkpoint.io import Checkpoint
     from nbcli.checkpoint.roles import Roles
-
-
-def _sha256_until(path: Path, stop: threading.Event, block: int = 1 << 26) -> str:
-    """sha256 of a file (same digest as `nbcli.provenance.sha256_file`), abandoned when `stop` is set.
-
-    Hashes the file through read-only mmaps of `block` bytes (64 MiB; rounded to the mmap
-    granularity), each unmapped after use: no copy into user space (~20% less CPU than reads),
-    hashlib releases the GIL for each block, so this thread runs beside the copy and the surgery
-    on another core, and at most one block is mapped (resident size stays bounded). Like every
-    mmap reader it dies of SIGBUS if another process truncates the file meanwhile; OUT is then
-    never renamed into place."""
-    digest = hashlib.sha256()
-    block = max(block - block % mmap.ALLOCATIONGRANULARITY, mmap.ALLOCATIONGRANULARITY)
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        for start in range(0, size, block):
-            if stop.is_set():
-                raise Interrupted("hashing abandoned")
-            with mmap.mmap(handle.fileno(), min(block, size - start), access=mmap.ACCESS_READ,
-                           offset=start) as mapped:
-                if hasattr(mapped, "madvise"):
-                    mapped.madvise(mmap.MADV_SEQUENTIAL)
-                with memoryview(mapped) as view:
-                    digest.update(view)
-    return digest.hexdigest()
-
-
-def _hash_input(path: Path, stop: threading.Event) -> tuple[str, bool]:
-    """(sha256, whether it came from the hash cache) of an input file.
-
-    A checkpoint patched again (a sweep over --scale-ln-bias values, say) is not read again: the
-    digest is remembered in the hash cache (`nbcli.provenance.hash_cache_dir`) under the file's
-    device, inode, size, mtime and ctime, and stored only if the identity did not change while
-    hashing."""
-    from nbcli.provenance import cached_sha256, file_identity, remember_sha256
-
-    identity = file_identity(path)
-    digest = cached_sha256(path, identity)
-    if digest is not None:
-        return digest, True
-    digest = _sha256_until(path, stop)
-    if file_identity(path) == identity:
-        remember_sha256(path, identity, digest)
-    return digest, False
 
 
 class _LayoutChanged(Exception):
@@ -130,7 +84,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     stop = threading.Event()
     hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-hash")
     surgery_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-surgery")
-    futures = {} if dry_run else {key: hash_pool.submit(_hash_input, path, stop) for key, path in inputs.items()}
+    futures = {} if dry_run else {key: hash_pool.submit(sha256_file_cached, path, stop) for key, path in inputs.items()}
     try:
         written: list[Path] | None = None
         if held is not None:

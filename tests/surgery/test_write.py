@@ -1,5 +1,5 @@
 """The streamed write of a surgery: the overlapped path (copy while the surgery runs) against the
-sequential one, failures that leave no output, the stoppable input hasher."""
+sequential one, failures that leave no output."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from nbcli import surgery
 from nbcli.checkpoint import open_checkpoint, resolve_roles
 from nbcli.counts import UnigramCounts, write_counts
-from nbcli.errors import CheckpointError, Interrupted
+from nbcli.errors import CheckpointError
 from nbcli.surgery import write
 from tests.checkpoint.builders import gpt2_tensors, nb_tensors, save, save_sharded
 
@@ -97,19 +97,3 @@ def test_surgery_error_during_the_copy_leaves_no_output(tmp_path: Path, sharded:
     with pytest.raises(CheckpointError, match="'ln_f.bias' contains NaN"):
         surgery.apply_surgery(ckpt, resolve_roles(ckpt), surgery.SurgeryOptions(scale_ln_bias=0.5), out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
-
-
-@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5])
-def test_sha256_until_is_sha256(tmp_path: Path, size: int) -> None:
-    """Block by block through mmaps (block 64 is rounded up to the 4 KiB mmap granularity)."""
-    import hashlib
-    import threading
-
-    data = np.random.default_rng(size).integers(0, 256, size=size, dtype=np.uint8).tobytes()
-    (tmp_path / "f").write_bytes(data)
-    assert write._sha256_until(tmp_path / "f", threading.Event(), block=64) == hashlib.sha256(data).hexdigest()
-    stop = threading.Event()
-    stop.set()
-    if size:
-        with pytest.raises(Interrupted):
-            write._sha256_until(tmp_path / "f", stop, block=64)
