@@ -19,8 +19,10 @@ from nbcli.errors import OutputError
 PathLike = Path | str
 
 
-def file_identity(path: PathLike) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of the existing file or directory `path` names (links followed), else None."""
+def device_inode(path: PathLike) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the existing file or directory `path` names (links followed), else None:
+    equal for two paths that name the same file. (Whether a file's bytes changed is
+    `nbcli.provenance.file_change_stamp`.)"""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -28,13 +30,18 @@ def file_identity(path: PathLike) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def stdin_identity() -> tuple[int, int] | None:
-    """Identity of the regular file standard input is redirected from (`< file`), else None."""
+def stdin_device_inode() -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the regular file standard input is redirected from (`< file`), else None."""
     try:
         st = os.fstat(0)
     except (OSError, ValueError):
         return None
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+#: The old name of `device_inode`, still imported by nbcli/checkpoint/io.py (being split on another
+#: branch): rename that import at the merge and delete this line.
+file_identity = device_inode
 
 
 def _resolved(path: PathLike) -> str:
@@ -49,18 +56,18 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
     `replaceable` lists inputs an output may replace (`--in-place`): they are not compared.
     """
     outs = [Path(p) for p in outputs if p is not None]
-    skip = {ident for ident in map(file_identity, replaceable) if ident is not None}
+    skip = {ident for ident in map(device_inode, replaceable) if ident is not None}
     known: dict[tuple[int, int], str] = {}
     for item in inputs:
         if item is None:
             continue
-        ident = stdin_identity() if str(item) == "-" else file_identity(item)
+        ident = stdin_device_inode() if str(item) == "-" else device_inode(item)
         if ident is not None and ident not in skip:
             known.setdefault(ident, "standard input" if str(item) == "-" else str(item))
     seen_ident: dict[tuple[int, int], Path] = {}
     seen_name: dict[str, Path] = {}
     for out in outs:
-        ident = file_identity(out)
+        ident = device_inode(out)
         if ident is not None and ident in known:
             same = "" if known[ident] == str(out) else f" {known[ident]}"
             raise OutputError(f"{out}: output is the same file as the input{same}; {hint}")
@@ -76,7 +83,7 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
 
 def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Path | None:
     """The first input file that lies inside `directory` (by identity of its parent directories)."""
-    target = file_identity(directory)
+    target = device_inode(directory)
     if target is None:
         return None
     for item in inputs:
@@ -84,6 +91,6 @@ def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Pat
             continue
         parent = Path(_resolved(item)).parent
         for folder in (parent, *parent.parents):
-            if file_identity(folder) == target:
+            if device_inode(folder) == target:
                 return Path(item)
     return None

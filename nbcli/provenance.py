@@ -1,7 +1,7 @@
 """Provenance recorded in every output file: tool version, input hashes, options, time.
 
 `sha256_file` is nb's one file hasher (stoppable, for hashing threads); `sha256_file_cached` goes
-through the hash cache, which remembers the digests of large inputs by file identity.
+through the hash cache, which remembers the digests of large inputs under their `file_change_stamp`.
 """
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ def sha256_file_cached(path: Path | str, stop: threading.Event | None = None) ->
     """(sha256, whether it came from the hash cache) of a file: `sha256_file` through the cache.
 
     A checkpoint patched again (a sweep over --scale-ln-bias values, say) is not read again: the
-    digest is remembered in the hash cache (`hash_cache_dir`) under the file's `file_identity`
+    digest is remembered in the hash cache (`hash_cache_dir`) under the file's `file_change_stamp`
     (device, inode, size, mtime, ctime), and stored only if that did not change while hashing."""
-    identity = file_identity(path)
-    digest = cached_sha256(path, identity)
+    stamp = file_change_stamp(path)
+    digest = cached_sha256(path, stamp)
     if digest is not None:
         return digest, True
     digest = sha256_file(path, stop)
-    if file_identity(path) == identity:
-        remember_sha256(path, identity, digest)
+    if file_change_stamp(path) == stamp:
+        remember_sha256(path, stamp, digest)
     return digest, False
 
 
@@ -85,10 +85,12 @@ def hash_cache_dir() -> Path | None:
     return Path(root) / "sha256"
 
 
-def file_identity(path: Path | str) -> str:
-    """Device, inode, size, mtime and ctime of a file (nanoseconds). Any write to the file changes
-    its ctime, which no user-space call can set back, so an unchanged identity means unchanged bytes
-    (the stat check git's index and rsync rely on, with ctime added)."""
+def file_change_stamp(path: Path | str) -> str:
+    """Device, inode, size, mtime and ctime of a file (nanoseconds): a stamp that changes whenever
+    the file's bytes may have. Any write to the file changes its ctime, which no user-space call can
+    set back, so an unchanged stamp means unchanged bytes (the stat check git's index and rsync rely
+    on, with ctime added). Which file a path names, for the output guard, is
+    `nbcli.outputs.device_inode`."""
     st = os.stat(path)
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
@@ -101,8 +103,8 @@ def _cache_entry(path: Path | str) -> Path | None:
     return root / f"{st.st_dev:x}-{st.st_ino:x}.json"
 
 
-def cached_sha256(path: Path | str, identity: str) -> str | None:
-    """The sha256 remembered for `path` if its identity is still `identity`, else None."""
+def cached_sha256(path: Path | str, stamp: str) -> str | None:
+    """The sha256 remembered for `path` if its `file_change_stamp` is still `stamp`, else None."""
     entry = _cache_entry(path)
     if entry is None:
         return None
@@ -110,15 +112,15 @@ def cached_sha256(path: Path | str, identity: str) -> str | None:
         record = parse_json(entry.read_text())
     except (OSError, ValueError):  # JsonProblem is a ValueError
         return None
-    if not isinstance(record, dict) or record.get("identity") != identity:
+    if not isinstance(record, dict) or record.get("identity") != stamp:
         return None
     digest = record.get("sha256")
     return digest if isinstance(digest, str) and len(digest) == 64 else None
 
 
-def remember_sha256(path: Path | str, identity: str, digest: str) -> None:
-    """Remember a sha256 computed while the file had `identity` (best effort: a cache directory
-    that cannot be written only means the next run hashes again)."""
+def remember_sha256(path: Path | str, stamp: str, digest: str) -> None:
+    """Remember a sha256 computed while the file's `file_change_stamp` was `stamp` (best effort: a
+    cache directory that cannot be written only means the next run hashes again)."""
     entry = _cache_entry(path)
     if entry is None:
         return
@@ -126,7 +128,8 @@ def remember_sha256(path: Path | str, identity: str, digest: str) -> None:
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
         with os.fdopen(fd, "w") as handle:
-            json.dump({"identity": identity, "sha256": digest, "path": str(Path(path).resolve())}, handle)
+            # the key "identity" is the cache format's, kept so that existing entries stay valid
+            json.dump({"identity": stamp, "sha256": digest, "path": str(Path(path).resolve())}, handle)
         os.replace(tmp, entry)
     except OSError:
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nbcli.errors import OutputError
-from nbcli.outputs import check_outputs, file_identity, inputs_inside
+from nbcli.outputs import check_outputs, device_inode, inputs_inside
 
 
 @pytest.fixture()
@@ -81,4 +81,4 @@ def test_inputs_inside_a_directory(tmp_path: Path, data: Path) -> None:
     assert inputs_inside(run, [data, inner]) == inner
     assert inputs_inside(run, [data, "-"]) is None
     assert inputs_inside(tmp_path / "absent", [inner]) is None
-    assert file_identity(tmp_path / "absent") is None
+    assert device_inode(tmp_path / "absent") is None

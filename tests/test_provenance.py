@@ -13,7 +13,7 @@ import pytest
 
 from nbcli.errors import Interrupted
 from nbcli.provenance import (
-    cached_sha256, file_identity, hash_cache_dir, remember_sha256, sha256_file, sha256_file_cached,
+    cached_sha256, file_change_stamp, hash_cache_dir, remember_sha256, sha256_file, sha256_file_cached,
 )
 
 
@@ -27,10 +27,10 @@ def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_remembered_digest_is_returned_while_the_file_is_unchanged(tmp_path: Path, cache_on: Path) -> None:
     path = tmp_path / "w.bin"
     path.write_bytes(os.urandom(4096))
-    identity = file_identity(path)
-    assert cached_sha256(path, identity) is None
-    remember_sha256(path, identity, sha256_file(path))
-    assert cached_sha256(path, file_identity(path)) == hashlib.sha256(path.read_bytes()).hexdigest()
+    stamp = file_change_stamp(path)
+    assert cached_sha256(path, stamp) is None
+    remember_sha256(path, stamp, sha256_file(path))
+    assert cached_sha256(path, file_change_stamp(path)) == hashlib.sha256(path.read_bytes()).hexdigest()
     assert hash_cache_dir() == cache_on and len(list(cache_on.iterdir())) == 1
 
 
@@ -40,7 +40,7 @@ def test_any_write_invalidates(tmp_path: Path, cache_on: Path, change: str) -> N
     path = tmp_path / "w.bin"
     path.write_bytes(b"a" * 4096)
     before = os.stat(path)
-    remember_sha256(path, file_identity(path), sha256_file(path))
+    remember_sha256(path, file_change_stamp(path), sha256_file(path))
     if change == "append":
         with open(path, "ab") as handle:
             handle.write(b"b")
@@ -49,7 +49,7 @@ def test_any_write_invalidates(tmp_path: Path, cache_on: Path, change: str) -> N
             handle.write(b"b")
         if change == "restored-mtime":
             os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert cached_sha256(path, file_identity(path)) is None
+    assert cached_sha256(path, file_change_stamp(path)) is None
 
 
 def test_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,14 +57,14 @@ def test_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     path.write_bytes(b"x")
     monkeypatch.setenv("NB_HASH_CACHE", "0")
     assert hash_cache_dir() is None
-    remember_sha256(path, file_identity(path), sha256_file(path))
-    assert cached_sha256(path, file_identity(path)) is None
+    remember_sha256(path, file_change_stamp(path), sha256_file(path))
+    assert cached_sha256(path, file_change_stamp(path)) is None
     monkeypatch.setenv("NB_HASH_CACHE", "1")
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("NB_CACHE_DIR", str(blocker))  # mkdir fails: the cache is best effort
-    remember_sha256(path, file_identity(path), sha256_file(path))
-    assert cached_sha256(path, file_identity(path)) is None
+    remember_sha256(path, file_change_stamp(path), sha256_file(path))
+    assert cached_sha256(path, file_change_stamp(path)) is None
 
 
 @pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5])
