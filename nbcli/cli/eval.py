@@ -60,8 +60,8 @@ def eval_command(
     from nbcli.cli.console import esc, print_json, stderr_console, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.arms import open_study
-    from nbcli.ops import unigram_log_prior
     from nbcli.lm.perplexity import evaluate_arms, read_documents, tokenize_documents
+    from nbcli.ops import unigram_log_prior
 
     k = parse_smoothing(smoothing)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, counts=counts,
