@@ -264,7 +264,8 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
     file) and warnings. Roles the checkpoint lacks are None; if none of the sections can be computed
     (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
     """
-    from nbcli.checkpoint.io import FLOAT_CODES, open_checkpoint
+    from nbcli.checkpoint.format import FLOAT_CODES
+    from nbcli.checkpoint.io import open_checkpoint
 
     checkpoint = open_checkpoint(checkpoint_path)
     architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)

@@ -439,7 +439,7 @@ class _Workspace:
         """Cast every touched tensor back to its stored dtype; check it is finite; summarise it."""
         import torch
 
-        from nbcli.checkpoint.io import torch_dtype
+        from nbcli.checkpoint.format import torch_dtype
 
         final: dict[str, torch.Tensor] = {}
         for name, entry in self.touched.items():
@@ -835,7 +835,8 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
                       folder: bool = False) -> list[Path] | None:
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
-    from nbcli.checkpoint.io import Deferred, dtype_code, write_like
+    from nbcli.checkpoint.format import dtype_code
+    from nbcli.checkpoint.io import Deferred, write_like
 
     previous = checkpoint.metadata.get("nb.provenance")
     placeholder = provenance_entry(options, {k: "0" * 64 for k in futures}, previous, unhashed)

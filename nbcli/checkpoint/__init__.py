@@ -3,10 +3,8 @@
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
 """
 
-from nbcli.checkpoint.io import (
-    Checkpoint, TensorInfo, dtype_code, open_checkpoint, read_header, resolve_output, save_tensors,
-    torch_dtype, write_like, write_safetensors,
-)
+from nbcli.checkpoint.format import TensorInfo, dtype_code, read_header, torch_dtype
+from nbcli.checkpoint.io import Checkpoint, open_checkpoint, resolve_output, save_tensors, write_like, write_safetensors
 from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
 
 __all__ = [
