@@ -265,7 +265,7 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
     (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
     """
     from nbcli.checkpoint.format import FLOAT_CODES
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
 
     checkpoint = open_checkpoint(checkpoint_path)
     architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)

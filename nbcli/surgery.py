@@ -46,7 +46,7 @@ from nbcli.limits import input_stat
 if TYPE_CHECKING:
     import torch
 
-    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.roles import Roles
 
 Norm = Literal["fro", "spectral"]
@@ -466,7 +466,7 @@ def _counts_for(path: Path, checkpoint: Checkpoint, rows: int, options: SurgeryO
 
 
 def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
 
     assert spec.match_file is not None and spec.match_tensor is not None
     with open_checkpoint(spec.match_file) as other:

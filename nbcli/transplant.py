@@ -247,7 +247,7 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
 def source_embedding(path: Path) -> tuple[torch.Tensor, str, dict[str, str]]:
     """(rows, tensor name, metadata) of a checkpoint's input embedding (its only matrix, else the
     `input_embedding` role of the detected architecture)."""
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
 
     with open_checkpoint(path) as ckpt:

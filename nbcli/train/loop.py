@@ -349,7 +349,7 @@ def save_model(path: Path, model: Transformer, metadata: dict[str, str]) -> None
 
 
 def load_model_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
 
     with open_checkpoint(path) as ckpt:
         tensors = {name: ckpt.get(name).clone() for name in ckpt.names()}
