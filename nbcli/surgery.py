@@ -746,7 +746,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     and the output written again (slower, same bytes). The output is the same either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
+    from nbcli.checkpoint.layout import check_output_paths, folder_output, resolve_output
 
     emb = roles.get("input_embedding")
     if options.standardise is not None and emb is not None:  # provenance records the target used
@@ -867,7 +867,8 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
                  others: list[Path], folder: bool = False) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
-    from nbcli.checkpoint.io import resolve_output, write_like
+    from nbcli.checkpoint.io import write_like
+    from nbcli.checkpoint.layout import resolve_output
 
     resolve_output(checkpoint, output, folder)
     update: dict[str, str] = {}
@@ -888,7 +889,7 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
 def _folder_files(checkpoint: Checkpoint, config_updates: dict[str, Any]) -> dict[str, Path | bytes]:
     """The model folder's other files for OUT: copied as they are, config.json with the surgery's
     changes (indented and key-sorted as transformers writes it)."""
-    from nbcli.checkpoint.io import model_folder_files
+    from nbcli.checkpoint.layout import model_folder_files
 
     files: dict[str, Path | bytes] = {p.name: p for p in model_folder_files(checkpoint)}
     if config_updates and checkpoint.model_config is not None:

@@ -4,7 +4,8 @@
 """
 
 from nbcli.checkpoint.format import TensorInfo, dtype_code, read_header, torch_dtype
-from nbcli.checkpoint.io import resolve_output, save_tensors, write_like, write_safetensors
+from nbcli.checkpoint.io import save_tensors, write_like, write_safetensors
+from nbcli.checkpoint.layout import resolve_output
 from nbcli.checkpoint.reader import Checkpoint, open_checkpoint
 from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
 

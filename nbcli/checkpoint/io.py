@@ -1,23 +1,7 @@
-"""The one safetensors reader/writer: validated headers, lazy mmap tensors, streaming atomic writes.
+"""The one safetensors writer: streamed writes, held (deferred) tensors, one commit for every file.
 
-Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
+Public API (stable; used by patch-checkpoint, train and transplant):
 
-    open_checkpoint(path) -> Checkpoint
-        `path`: a `.safetensors` file, a sharded Hugging Face checkpoint directory, or its
-        `*.safetensors.index.json`. `.bin`/`.pt`/`.pth`/`.ckpt` are refused (never unpickled).
-        Every header is parsed and validated up front; any defect is a CheckpointError naming the
-        file and, where it applies, the tensor.
-    Checkpoint (context manager; also fine to leave to the garbage collector)
-        .path, .files (shard paths, in index order), .sharded, .index_path, .metadata (dict[str, str])
-        .names() -> list[str]           all tensor names, file order (shard by shard)
-        .dtype(name) -> str             safetensors code: "F32", "F16", "BF16", "I64", ...
-        .shape(name) -> tuple[int, ...]
-        .info(name) -> TensorInfo       file, byte range, dtype, shape
-        .get(name) -> torch.Tensor      lazy: a copy-on-write mmap view (writing to it never
-                                        touches the file); only the pages you read are loaded
-        .get_float(name) -> torch.Tensor  float32 copy (for computing; cast back with .to(dtype))
-        .shard_of(name) -> Path
-        .recovered -> list[str]         notes: an interrupted nb commit in its folder completed on open
     save_tensors(path, tensors, metadata=None, progress=None)
         Write a dict of torch tensors (+ string metadata) as one safetensors file, atomically.
     write_safetensors(path, entries, metadata, progress=None)
@@ -27,20 +11,12 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
         Write a copy of `source` (single file or sharded: same shard names and layout, rewritten
         index) with some tensors replaced or added; untouched tensors are copied byte for byte.
         All outputs are temp files in the target directory, renamed into place only when every one
-        is complete. OUT == IN is refused unless in_place=True.
+        is complete. Where they go and which paths are refused (OUT == IN unless in_place=True,
+        any of `other_inputs`) is `layout`.
         `deferred=Deferred(names, compute, poll)`: those source tensors are held back; every other
         tensor is copied first, then compute() gives their new values (same dtype and shape), which
         are written into the byte ranges kept for them (the rest of them copied from the source).
         This lets the caller compute them (e.g. in a thread) while the bulk copy runs.
-        `other_inputs`: files the caller reads besides `source` (counts, match file); no output
-        may be one of them (see nbcli.outputs).
-    check_output_paths(source, out, in_place=False, other_inputs=()) the same check, up front
-    resolve_output(source, out) -> Path   where write_like will write (file, or directory if sharded)
-    torch_dtype(code) / dtype_code(torch_dtype)
-
-Byte layout (https://github.com/huggingface/safetensors): u64 little-endian header length N, N
-bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}},
-then the data buffer; offsets are relative to the buffer's start.
 """
 
 from __future__ import annotations
@@ -57,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
-from nbcli.atomic import OutputSet, atomic_write, check_output_dir, start_writeback
+from nbcli.atomic import OutputSet, atomic_write, start_writeback
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code, stored_layout
+from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 
@@ -292,53 +269,6 @@ def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
     write_safetensors(path, list(tensors.items()), metadata, progress)
 
 
-def resolve_output(source: Checkpoint, out: Path | str, folder: bool = False) -> Path:
-    """Where write_like writes: a file for a single-file source (OUT, or OUT/<input name> if OUT is a
-    directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index).
-    `folder`: OUT is a model folder (created if absent): the file goes to OUT/<input name>."""
-    out = Path(out)
-    if source.sharded:
-        if out.name.endswith(".index.json"):
-            return out.parent
-        if out.suffix == ".safetensors":
-            raise ConfigError(f"{out}: the input is sharded, so the output is a directory of shards; "
-                              "give a directory (or an index.json path)")
-        return out
-    if folder:
-        if out.exists() and not out.is_dir():
-            raise OutputError(f"{out}: exists and is not a directory (the input is a model folder, so the "
-                              "output is one; end OUT with .safetensors to write the tensors alone)")
-        return out / source.files[0].name
-    if out.is_dir():
-        return out / source.files[0].name
-    return out
-
-
-def folder_output(source: Checkpoint, out: Path | str) -> bool:
-    """Whether OUT is written as a model folder: the source sits in a Hugging Face model folder
-    (config.json beside it) and OUT names no .safetensors file or index."""
-    name = Path(out).name
-    return source.model_dir is not None and not name.endswith((".safetensors", ".index.json"))
-
-
-#: Files of a model folder that are never copied beside a patched checkpoint: the tensors nb writes
-#: itself, and weights in other formats (stale once the safetensors are patched; pickles never read).
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack",
-                   ".onnx", ".gguf", ".ot", ".tflite", ".nbtmp")
-
-
-def model_folder_files(source: Checkpoint) -> list[Path]:
-    """The non-tensor files of the source's model folder (config.json, generation_config.json,
-    tokenizer files, README, ...): regular, non-hidden files at its top level that hold no weights."""
-    folder = source.model_dir
-    if folder is None:
-        return []
-    skip = {p.name for p in source.files} | ({source.index_path.name} if source.index_path else set())
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.name not in skip
-                  and not p.name.lower().endswith(WEIGHT_SUFFIXES) and not p.name.endswith(".index.json"))
-
-
 @dataclass
 class _Plan:
     files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
@@ -408,12 +338,7 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
             return add[name][0]
         return source.info(name)
 
-    target_dir = target if source.sharded else target.parent if folder else None
-    if target_dir is not None:
-        if not target_dir.exists():
-            check_output_dir(target_dir)
-        elif not target_dir.is_dir():
-            raise OutputError(f"{target_dir}: exists and is not a directory")
+    target_dir = checked_output_dir(source, target, folder)
     if source.sharded:
         assert target_dir is not None
         weight_map: dict[str, str] = {}
@@ -443,36 +368,6 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
         plan.extra = [(target_dir / name, content) for name, content in extra_files.items()]
     late = _LateMetadata(late_metadata, late_reserve) if late_metadata is not None else None
     return _execute(plan, target_dir, progress, late, deferred, held)
-
-
-def output_paths(source: Checkpoint, out: Path | str, folder: bool = False, extra: Sequence[str] = ()) -> list[Path]:
-    """The files write_like(source, out) writes: the shards (or the one file), the index, and in a
-    folder output the `extra` file names."""
-    target = resolve_output(source, out, folder)
-    directory = target if source.sharded else target.parent
-    if not source.sharded:
-        return [target] + [directory / name for name in extra]
-    assert source.index_path is not None
-    return ([target / path.name for path in source.files] + [target / source.index_path.name]
-            + [directory / name for name in extra])
-
-
-def check_output_paths(source: Checkpoint, out: Path | str, *, in_place: bool = False,
-                       other_inputs: Sequence[Path | str] = (), folder: bool = False,
-                       extra: Sequence[str] | None = None) -> None:
-    """OutputError unless writing `out` leaves every input intact: no output may be (a link to) a
-    file of `other_inputs`, nor of the checkpoint (its model folder's files included) unless
-    `in_place`. `extra`: the folder output's other file names (default: the model folder's)."""
-    from nbcli.outputs import check_outputs
-
-    folder_files = model_folder_files(source) if folder else []
-    names = [p.name for p in folder_files] if extra is None else list(extra)
-    outputs = output_paths(source, out, folder, names)
-    ours = list(source.files) + ([source.index_path] if source.index_path else []) + folder_files
-    check_outputs(outputs, other_inputs, replaceable=ours if in_place else ())
-    if not in_place:
-        check_outputs(outputs, ours, hint="pass --in-place to overwrite it (it stays intact until the new "
-                                          "file is complete)")
 
 
 def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, late: _LateMetadata | None,
