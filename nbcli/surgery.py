@@ -836,7 +836,7 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
     from nbcli.checkpoint.format import dtype_code
-    from nbcli.checkpoint.io import Deferred, write_like
+    from nbcli.checkpoint.writer import Deferred, write_like
 
     previous = checkpoint.metadata.get("nb.provenance")
     placeholder = provenance_entry(options, {k: "0" * 64 for k in futures}, previous, unhashed)
@@ -867,7 +867,7 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
                  others: list[Path], folder: bool = False) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
-    from nbcli.checkpoint.io import write_like
+    from nbcli.checkpoint.writer import write_like
     from nbcli.checkpoint.layout import resolve_output
 
     resolve_output(checkpoint, output, folder)

@@ -315,18 +315,18 @@ def read_header_bytes(raw: bytes) -> dict:
 def test_layout_surprise_falls_back_to_sequential_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the surgery touches a tensor that was not held back, the copy is discarded and OUT is
     written again from the result: same bytes as the sequential path, no stray temporaries."""
-    import nbcli.checkpoint.io as ckio
+    import nbcli.checkpoint.writer as ckwriter
 
     tensors, meta = nb_tensors(tied=True)
     monkeypatch.setattr(surgery, "held_tensors", lambda *args: frozenset({"ln_f.bias"}))  # misses head.bias
     calls: list[bool] = []
-    real_write_like = ckio.write_like
+    real_write_like = ckwriter.write_like
 
     def counting(*args: object, **kwargs: object) -> list[Path]:
         calls.append(kwargs.get("deferred") is not None)
         return real_write_like(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ckio, "write_like", counting)
+    monkeypatch.setattr(ckwriter, "write_like", counting)
     write_counts(tmp_path / "c.safetensors", UnigramCounts(counts=np.arange(40)))
     options = surgery.SurgeryOptions(output_bias_counts=tmp_path / "c.safetensors", scale_ln_bias=0.5)
     files = _patch_both_ways(tmp_path, monkeypatch, options, False, tensors, meta)

@@ -1,16 +1,25 @@
-"""Checkpoint I/O (`io`: the one safetensors reader/writer) and the architecture table (`roles`).
+"""The checkpoint room: the one safetensors reader/writer and the one architecture table.
+
+    format.py   dtypes, TensorInfo, header read/build: bytes <-> structs, nothing else
+    reader.py   open_checkpoint -> Checkpoint (mmap), shards + index, config.json, model folders
+    writer.py   streamed writes, held (deferred) tensors, one commit for every output file
+    layout.py   where outputs go (file, model folder, shard directory), checks before any rename
+    roles.py    the architecture table and role resolution (tensor names -> roles)
+    vocab.py    counts vs the checkpoint's tokenizer and vocabulary
 
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
 """
 
-from nbcli.checkpoint.format import TensorInfo, dtype_code, read_header, torch_dtype
-from nbcli.checkpoint.io import save_tensors, write_like, write_safetensors
-from nbcli.checkpoint.layout import resolve_output
-from nbcli.checkpoint.reader import Checkpoint, open_checkpoint
+from nbcli.checkpoint.format import DTYPE_SIZES, FLOAT_CODES, TensorInfo, build_header, dtype_code, read_header, torch_dtype
+from nbcli.checkpoint.layout import check_output_paths, folder_output, model_folder_files, output_paths, resolve_output
+from nbcli.checkpoint.reader import Checkpoint, find_checkpoint_files, open_checkpoint, read_model_config
 from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
+from nbcli.checkpoint.writer import Deferred, save_tensors, write_like, write_safetensors
 
 __all__ = [
-    "ARCHITECTURES", "ROLES", "Checkpoint", "Roles", "TensorInfo", "detect_architecture", "dtype_code",
-    "open_checkpoint", "parse_role_map", "read_header", "resolve_output", "resolve_roles", "save_tensors",
-    "torch_dtype", "write_like", "write_safetensors",
+    "ARCHITECTURES", "DTYPE_SIZES", "FLOAT_CODES", "ROLES", "Checkpoint", "Deferred", "Roles", "TensorInfo",
+    "build_header", "check_output_paths", "detect_architecture", "dtype_code", "find_checkpoint_files",
+    "folder_output", "model_folder_files", "open_checkpoint", "output_paths", "parse_role_map", "read_header",
+    "read_model_config", "resolve_output", "resolve_roles", "save_tensors", "torch_dtype", "write_like",
+    "write_safetensors",
 ]

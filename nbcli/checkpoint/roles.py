@@ -47,7 +47,7 @@ ROLES = ("input_embedding", "output_weight", "output_bias", "final_ln_weight", "
 
 
 class _Tensors(Protocol):
-    """What the table needs from a checkpoint (nbcli.checkpoint.io.Checkpoint provides it)."""
+    """What the table needs from a checkpoint (nbcli.checkpoint.reader.Checkpoint provides it)."""
 
     path: object
     metadata: dict[str, str]

@@ -1,4 +1,4 @@
-"""The one safetensors reader/writer: validation, lazy reads, byte-for-byte copies, shards, atomicity."""
+"""The one safetensors writer: byte-for-byte copies, held tensors, late metadata, shards, atomicity."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from nbcli.checkpoint import io as ckio
+from nbcli.checkpoint import writer
 from nbcli.checkpoint import open_checkpoint, read_header, save_tensors, write_like, write_safetensors
 from nbcli.checkpoint.format import DTYPE_SIZES
 from nbcli.errors import CheckpointError, ConfigError, OutputError
@@ -182,7 +182,7 @@ def _deferred_values(source: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
 @pytest.mark.parametrize("sharded", [False, True])
 def test_deferred_output_is_byte_identical_to_replace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       sharded: bool) -> None:
-    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)  # many blocks per tensor: offsets must still line up
+    monkeypatch.setattr(writer, "_COPY_BLOCK", 64)  # many blocks per tensor: offsets must still line up
     tensors = gpt2_tensors(dtype=torch.bfloat16)
     src = save_sharded(tmp_path / "in", tensors) if sharded else save(tmp_path / "in.safetensors", tensors)
     new = _deferred_values(tensors)
@@ -200,7 +200,7 @@ def test_deferred_output_is_byte_identical_to_replace(tmp_path: Path, monkeypatc
         assert sum(copied) == non_held  # every other tensor is already in place
         return new
 
-    deferred = ckio.Deferred(frozenset({*new, "wte.weight"}), compute)  # wte.weight held, not recomputed
+    deferred = writer.Deferred(frozenset({*new, "wte.weight"}), compute)  # wte.weight held, not recomputed
     got = write_like(ckpt, tmp_path / "b" / target, deferred=deferred, progress=copied.append, **late)
     assert sum(copied) == ckpt.total_bytes
     assert [p.name for p in got] == [p.name for p in expected]
@@ -215,7 +215,7 @@ def _only(directory: Path, *names: str) -> None:
 
 
 def test_deferred_poll_error_abandons_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)
+    monkeypatch.setattr(writer, "_COPY_BLOCK", 64)
     src = save(tmp_path / "in.safetensors", gpt2_tensors())
     calls: list[int] = []
 
@@ -229,7 +229,7 @@ def test_deferred_poll_error_abandons_the_write(tmp_path: Path, monkeypatch: pyt
 
     with pytest.raises(CheckpointError, match="surgery failed"):
         write_like(open_checkpoint(src), tmp_path / "out.safetensors",
-                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), compute, poll))
+                   deferred=writer.Deferred(frozenset({"ln_f.bias"}), compute, poll))
     _only(tmp_path, "in.safetensors")
 
 
@@ -240,7 +240,7 @@ def test_deferred_compute_error_leaves_no_output(tmp_path: Path) -> None:
         raise CheckpointError("tensor 'ln_f.bias' contains NaN")
 
     with pytest.raises(CheckpointError, match="NaN"):
-        write_like(open_checkpoint(src), tmp_path / "out", deferred=ckio.Deferred(frozenset({"ln_f.bias"}), compute))
+        write_like(open_checkpoint(src), tmp_path / "out", deferred=writer.Deferred(frozenset({"ln_f.bias"}), compute))
     _only(tmp_path, "in")
 
 
@@ -249,20 +249,20 @@ def test_deferred_value_must_fit_its_range(tmp_path: Path, value: torch.Tensor) 
     src = save(tmp_path / "in.safetensors", gpt2_tensors())
     with pytest.raises(ConfigError, match="reserved bytes hold F32"):
         write_like(open_checkpoint(src), tmp_path / "out.safetensors",
-                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), lambda: {"ln_f.bias": value}))
+                   deferred=writer.Deferred(frozenset({"ln_f.bias"}), lambda: {"ln_f.bias": value}))
     with pytest.raises(ConfigError, match="not held back"):
         write_like(open_checkpoint(src), tmp_path / "out.safetensors",
-                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), lambda: {"wte.weight": torch.zeros(40, 8)}))
+                   deferred=writer.Deferred(frozenset({"ln_f.bias"}), lambda: {"wte.weight": torch.zeros(40, 8)}))
     with pytest.raises(ConfigError, match="both replaced and deferred"):
         write_like(open_checkpoint(src), tmp_path / "out.safetensors", replace={"ln_f.bias": torch.zeros(8)},
-                   deferred=ckio.Deferred(frozenset({"ln_f.bias"}), dict))
+                   deferred=writer.Deferred(frozenset({"ln_f.bias"}), dict))
     _only(tmp_path, "in.safetensors")
 
 
 def test_copies_start_writeback_of_what_they_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ckio, "_COPY_BLOCK", 64)
+    monkeypatch.setattr(writer, "_COPY_BLOCK", 64)
     ranges: list[tuple[int, int]] = []
-    monkeypatch.setattr(ckio, "start_writeback", lambda fd, offset, n: ranges.append((offset, n)))
+    monkeypatch.setattr(writer, "start_writeback", lambda fd, offset, n: ranges.append((offset, n)))
     src = save(tmp_path / "in.safetensors", gpt2_tensors())
     out = tmp_path / "out.safetensors"
     write_like(open_checkpoint(src), out, replace={"ln_f.bias": torch.zeros(8)})
@@ -279,7 +279,7 @@ def test_copies_start_writeback_of_what_they_wrote(tmp_path: Path, monkeypatch: 
 def test_adjacent_source_tensors_are_copied_as_one_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One copy per run of back-to-back untouched tensors (not one per tensor), same bytes."""
     sizes: list[int] = []
-    monkeypatch.setattr(ckio, "start_writeback", lambda fd, offset, n: sizes.append(n))
+    monkeypatch.setattr(writer, "start_writeback", lambda fd, offset, n: sizes.append(n))
     tensors = gpt2_tensors()
     src = save(tmp_path / "in.safetensors", tensors)
     ckpt = open_checkpoint(src)

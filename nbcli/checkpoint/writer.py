@@ -46,9 +46,6 @@ Progress = Callable[[int], None]
 """Called with the number of bytes just written."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing
-
 @dataclass(frozen=True)
 class Held:
     """A source tensor whose bytes are written last: from `Deferred.compute()` if it returns a new
