@@ -1,7 +1,8 @@
 """The checkpoint room: the one safetensors reader/writer and the one architecture table.
 
     format.py   dtypes, TensorInfo, header read/build: bytes <-> structs, nothing else
-    reader.py   open_checkpoint -> Checkpoint (mmap), shards + index, config.json, model folders
+    reader.py   open_checkpoint -> Checkpoint (mmap), shards + index, config.json, model folders,
+                row-block reads (Checkpoint.rows)
     writer.py   streamed writes, held (deferred) tensors, one commit for every output file
     layout.py   where outputs go (file, model folder, shard directory), checks before any rename
     roles.py    the architecture table and role resolution (tensor names -> roles)
@@ -12,7 +13,7 @@
 
 from nbcli.checkpoint.format import DTYPE_SIZES, FLOAT_CODES, TensorInfo, build_header, dtype_code, read_header, torch_dtype
 from nbcli.checkpoint.layout import check_output_paths, folder_output, model_folder_files, output_paths, resolve_output
-from nbcli.checkpoint.reader import Checkpoint, find_checkpoint_files, open_checkpoint, read_model_config
+from nbcli.checkpoint.reader import Checkpoint, RowBlocks, find_checkpoint_files, open_checkpoint, read_model_config
 from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
 from nbcli.checkpoint.writer import Deferred, save_tensors, write_like, write_safetensors
 
@@ -20,6 +21,6 @@ __all__ = [
     "ARCHITECTURES", "DTYPE_SIZES", "FLOAT_CODES", "ROLES", "Checkpoint", "Deferred", "Roles", "TensorInfo",
     "build_header", "check_output_paths", "detect_architecture", "dtype_code", "find_checkpoint_files",
     "folder_output", "model_folder_files", "open_checkpoint", "output_paths", "parse_role_map", "read_header",
-    "read_model_config", "resolve_output", "resolve_roles", "save_tensors", "torch_dtype", "write_like",
+    "read_model_config", "resolve_output", "RowBlocks", "resolve_roles", "save_tensors", "torch_dtype", "write_like",
     "write_safetensors",
 ]

@@ -7,6 +7,7 @@ Bytes <-> structs, nothing else: opening checkpoints is `reader`, writing files 
     build_header(entries, metadata) -> bytes the length-prefixed header for tensors laid out in order
     TensorInfo                               one tensor: file, absolute byte range, dtype, shape
     torch_dtype(code) / dtype_code(torch_dtype) / DTYPE_SIZES / FLOAT_CODES
+    NUMPY_STORED / float32_from_stored(words, code)   F32/F16/BF16/F64 bytes as float32 without torch
 
 Byte layout (https://github.com/huggingface/safetensors): u64 little-endian header length N, N
 bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}},
@@ -28,6 +29,7 @@ from nbcli.jsonsafe import load_bytes, metadata_count, metadata_object
 from nbcli.limits import input_stat, max_read_bytes
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 #: safetensors dtype code -> bytes per element
@@ -43,6 +45,19 @@ _TORCH_NAMES = {
     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
     "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
 }
+
+
+#: dtype codes read without torch: the numpy dtype of their stored words (BF16: raw 16-bit words)
+NUMPY_STORED: dict[str, str] = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+
+def float32_from_stored(words: np.ndarray, code: str) -> np.ndarray:
+    """float32 values of stored words read as NUMPY_STORED[code] (bfloat16 is the top half of a float32)."""
+    import numpy as np
+
+    if code == "BF16":
+        return (words.astype(np.uint32) << 16).view(np.float32)
+    return words.astype(np.float32, copy=False)
 
 
 def torch_dtype(code: str) -> torch.dtype:

@@ -18,6 +18,7 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
                                         touches the file); only the pages you read are loaded
         .get_float(name) -> torch.Tensor  float32 copy (for computing; cast back with .to(dtype))
         .shard_of(name) -> Path
+        .rows(name) -> RowBlocks        the tensor read by row blocks (pread), as float32 numpy
         .recovered -> list[str]         notes: an interrupted nb commit in its folder completed on open
     find_checkpoint_files(path) -> (shard files, index path or None, index data)
     read_model_config(directory) -> dict | None
@@ -25,16 +26,21 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
 
 from __future__ import annotations
 
+import math
 import mmap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.checkpoint.format import DTYPE_SIZES, FLOAT_CODES, SafetensorsHeader, TensorInfo, read_header, torch_dtype
+from nbcli.checkpoint.format import (
+    DTYPE_SIZES, FLOAT_CODES, NUMPY_STORED, SafetensorsHeader, TensorInfo, float32_from_stored, read_header,
+    torch_dtype,
+)
 from nbcli.errors import CheckpointError, OutputError
 from nbcli.jsonsafe import load_bytes, load_file
 from nbcli.limits import input_stat, read_capped
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -138,6 +144,10 @@ class Checkpoint:
             raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, expected a floating-point tensor")
         return self.get(name).to(torch.float32, copy=True)
 
+    def rows(self, name: str) -> RowBlocks:
+        """The tensor read by contiguous row slices, as float32 numpy (see RowBlocks)."""
+        return RowBlocks(self, name)
+
     def close(self) -> None:
         """Forget the mmaps (they are unmapped once no tensor views them)."""
         self._maps.clear()
@@ -147,6 +157,55 @@ class Checkpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RowBlocks:
+    """A [V, d] (or [V]) checkpoint tensor read by contiguous row slices with pread, as float32 numpy.
+
+    Reads the byte range the header validated (`info`); nothing is mmapped, so only the block being
+    processed is resident (a 16 MiB block, not the whole tensor's pages), and F32 / F16 / BF16 / F64
+    need neither torch nor a copy of the tensor. Other dtypes (F8, integers) go through
+    `Checkpoint.get` (a mmapped torch view).
+    """
+
+    def __init__(self, checkpoint: Checkpoint, name: str) -> None:
+        self.info = checkpoint.info(name)
+        self.name = name
+        self._checkpoint = checkpoint
+        self.shape = self.info.shape
+        self._row_items = math.prod(self.shape[1:]) if len(self.shape) > 1 else 1
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        import numpy as np
+
+        start, stop, step = key.indices(int(self.shape[0]))
+        if step != 1:
+            raise ValueError("RowBlocks supports contiguous row slices only")
+        stop = max(start, stop)
+        code = self.info.dtype
+        if code not in NUMPY_STORED:
+            import torch
+
+            return np.ascontiguousarray(self._checkpoint.get(self.name)[start:stop].to(torch.float32).numpy())
+        dtype = np.dtype(NUMPY_STORED[code])
+        count = (stop - start) * self._row_items
+        offset = self.info.start + start * self._row_items * dtype.itemsize
+        buffer = np.empty(count, dtype=dtype)
+        view = memoryview(buffer).cast("B")
+        got = 0
+        with open(self.info.file, "rb", buffering=0) as handle:
+            handle.seek(offset)
+            while got < buffer.nbytes:
+                n = handle.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+        if got != buffer.nbytes:
+            raise CheckpointError(f"{self.info.file}: tensor {self.name!r} ended early (file truncated?)")
+        return float32_from_stored(buffer, code).reshape((stop - start, *self.shape[1:]))
+
+    def read_all(self) -> np.ndarray:
+        return self[0:int(self.shape[0])]
 
 
 def read_model_config(directory: Path) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -97,3 +98,30 @@ def test_bad_index(tmp_path: Path, mutate, message: str) -> None:  # noqa: ANN00
     index_path.write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match=message):
         open_checkpoint(src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.float8_e4m3fn])
+def test_row_blocks_are_the_tensor_as_float32(tmp_path: Path, dtype: torch.dtype) -> None:
+    """Row blocks (pread, or the mmapped view for F8 and integers) equal the tensor's float32 rows."""
+    matrix = (torch.randn(7, 5, generator=torch.Generator().manual_seed(0)) * 4).to(dtype)
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", {"pad": torch.zeros(3), "w": matrix, "v": matrix[0].clone()}))
+    rows = ckpt.rows("w")
+    assert rows.shape == (7, 5)
+    expected = matrix.to(torch.float32).numpy()
+    for start, stop in [(0, 7), (2, 5), (6, 100), (4, 4)]:
+        block = rows[start:stop]
+        assert block.dtype == np.float32 and block.flags.c_contiguous
+        assert np.array_equal(block, expected[start:stop])
+    assert np.array_equal(ckpt.rows("v").read_all(), expected[0])
+
+
+def test_row_blocks_refuse_strides_and_name_a_file_truncated_after_open(tmp_path: Path) -> None:
+    path = save(tmp_path / "m.safetensors", {"w": torch.randn(6, 4)})
+    ckpt = open_checkpoint(path)
+    with pytest.raises(ValueError, match="contiguous"):
+        ckpt.rows("w")[::2]
+    path.write_bytes(path.read_bytes()[:-20])
+    assert ckpt.rows("w")[0:1].shape == (1, 4)  # the first row is still whole
+    with pytest.raises(CheckpointError, match=r"m\.safetensors: tensor 'w' ended early"):
+        ckpt.rows("w")[0:6]
