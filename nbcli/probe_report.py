@@ -256,10 +256,9 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
 
 
 def _candidates(architecture: str, role: str) -> list[str]:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import candidate_names
 
-    spec = ARCHITECTURES.get(architecture)
-    return list(spec.candidates.get(role, ())) if spec else []
+    return list(candidate_names(architecture, role))
 
 
 def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, ...]) -> tuple[str, dict[str, str | None], list[str]]:

@@ -523,7 +523,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
     # untie: a separate output weight, so output-side operations leave the input embedding alone
     if options.untie:
-        from nbcli.checkpoint.roles import ARCHITECTURES, untie_rule
+        from nbcli.checkpoint.architectures import untie_bias_names, untie_rule
 
         emb = roles.require("input_embedding", "--untie")
         if not roles.head:
@@ -542,8 +542,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             tied = False
             # the loader reads the output bias under these names too once the head is untied
             bias_now = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
-            spec = ARCHITECTURES.get(arch)
-            for extra in (spec.untie_bias_names if spec else ()):
+            for extra in untie_bias_names(arch):
                 if bias_now is not None and extra not in checkpoint and extra != bias_now:
                     source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
                     anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
@@ -623,18 +622,16 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
 
 def _suggest_bias_name(arch: str) -> str:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import candidate_names
 
-    spec = ARCHITECTURES.get(arch)
-    candidates = spec.candidates.get("output_bias", ()) if spec else ()
+    candidates = candidate_names(arch, "output_bias")
     return candidates[0] if candidates else "lm_head.bias"
 
 
 def _untied_name(arch: str) -> str:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import untied_output_name
 
-    spec = ARCHITECTURES.get(arch)
-    return spec.untied_output if spec and spec.untied_output else "lm_head.weight"
+    return untied_output_name(arch)
 
 
 def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None,
