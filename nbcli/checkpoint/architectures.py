@@ -9,7 +9,8 @@ This is the one file to edit to teach nb a model. To add one:
      `untie_bias_names`, `scaled_tied_head`).
   2. Put its name in DETECTION_ORDER before any entry whose signature would also match its names.
   3. Add a tiny checkpoint of its layout to tests/checkpoint/builders.py and a case to
-     tests/checkpoint/test_roles.py.
+     tests/checkpoint/test_roles.py; where transformers has the model, add its tiny random model to
+     LAYOUTS in tests/cli/test_model_folders.py (inspect, every operation, from_pretrained, logits).
 Resolving roles for a checkpoint from this table is `nbcli.checkpoint.roles`.
 
 Entries: gpt2 (also GPT-Neo), gptj, gpt_neox (Pythia), opt, bloom, falcon, phi, llama (Mistral,
