@@ -864,8 +864,8 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
                  others: list[Path], folder: bool = False) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
-    from nbcli.checkpoint.writer import write_like
     from nbcli.checkpoint.layout import resolve_output
+    from nbcli.checkpoint.writer import write_like
 
     resolve_output(checkpoint, output, folder)
     update: dict[str, str] = {}
