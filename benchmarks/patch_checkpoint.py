@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nbcli.checkpoint.io import TensorInfo, build_header
+from nbcli.checkpoint.format import TensorInfo, build_header
 from nbcli.counts import UnigramCounts, write_counts
 from nbcli.provenance import sha256_file
 

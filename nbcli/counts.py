@@ -133,7 +133,7 @@ def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCoun
     The header is read and validated by nb's one safetensors reader. Counts stored as any integer
     dtype are read exactly; a uint64 count above 2^63-1 (which int64 cannot hold) and floating-point
     or bool counts are refused, never rounded or wrapped."""
-    from nbcli.checkpoint.io import read_header
+    from nbcli.checkpoint.format import read_header
 
     path = Path(path)
     input_stat(path, "counts file", error=CountsError)

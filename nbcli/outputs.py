@@ -39,11 +39,6 @@ def stdin_device_inode() -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
-#: The old name of `device_inode`, still imported by nbcli/checkpoint/io.py (being split on another
-#: branch): rename that import at the merge and delete this line.
-file_identity = device_inode
-
-
 def _resolved(path: PathLike) -> str:
     return os.path.realpath(os.path.abspath(path))
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from nbcli import probes
+from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram, pad_counts
 from nbcli.errors import CheckpointError
 
@@ -88,7 +89,7 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
         finite = (scores is None or np.all(np.isfinite(scores.values))) and math.isfinite(cosine.total.sum()) and (
             gram is None or np.all(np.isfinite(gram.matrix)))
         if not finite:
-            where = f"{w.info.file}: " if isinstance(w, RowReader) else ""
+            where = f"{w.info.file}: " if isinstance(w, RowBlocks) else ""
             raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values")
 
     # 1. frequency direction: <b_LN, w_i> vs counts
@@ -189,62 +190,11 @@ def load_counts_for(path: Path, vocab_rows: int | None, checkpoint: Any = None, 
     return counts, info, warnings
 
 
-class RowReader:
-    """A [V, d] (or [V]) checkpoint tensor read by row slices with pread, as float32 numpy.
-
-    Uses the byte range that `nbcli.checkpoint.io` validated (`TensorInfo`); nothing is mmapped, so
-    only the block being processed is resident (a 16 MiB block, not the whole tensor's pages), and
-    F32 / F16 / BF16 need neither torch nor a copy of the tensor. Other float dtypes (F64, F8) go
-    through the reader's own `get` (mmapped torch view).
-    """
-
-    _NUMPY = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
-
-    def __init__(self, checkpoint: Any, name: str) -> None:
-        self.info = checkpoint.info(name)
-        self.name = name
-        self._checkpoint = checkpoint
-        self.shape = self.info.shape
-        self._row_items = math.prod(self.shape[1:]) if len(self.shape) > 1 else 1
-
-    def __getitem__(self, key: slice) -> np.ndarray:
-        start, stop, step = key.indices(int(self.shape[0]))
-        if step != 1:
-            raise ValueError("RowReader supports contiguous row slices only")
-        stop = max(start, stop)
-        code = self.info.dtype
-        if code not in self._NUMPY:
-            return probes._float32(self._checkpoint.get(self.name)[start:stop])
-        dtype = np.dtype(self._NUMPY[code])
-        count = (stop - start) * self._row_items
-        offset = self.info.start + start * self._row_items * dtype.itemsize
-        buffer = np.empty(count, dtype=dtype)
-        view = memoryview(buffer).cast("B")
-        got = 0
-        with open(self.info.file, "rb", buffering=0) as handle:
-            handle.seek(offset)
-            while got < buffer.nbytes:
-                n = handle.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-        if got != buffer.nbytes:
-            raise CheckpointError(f"{self.info.file}: tensor {self.name!r} ended early (file truncated?)")
-        if code == "BF16":  # bfloat16 is the top half of a float32
-            values = (buffer.astype(np.uint32) << 16).view(np.float32)
-        else:
-            values = buffer.astype(np.float32, copy=False)
-        return values.reshape((stop - start, *self.shape[1:]))
-
-    def read_all(self) -> np.ndarray:
-        return self[0:int(self.shape[0])]
-
-
 def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) -> np.ndarray | None:
     """A 1-D role tensor as float32, checked for shape and finiteness."""
     if name is None:
         return None
-    reader = RowReader(checkpoint, name)
+    reader = checkpoint.rows(name)
     if len(reader.shape) != 1 or (length is not None and reader.shape[0] != length):
         want = f"[{length}]" if length is not None else "1-D"
         raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has shape {list(reader.shape)}, expected {want}")
@@ -263,7 +213,8 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
     file) and warnings. Roles the checkpoint lacks are None; if none of the sections can be computed
     (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
     """
-    from nbcli.checkpoint.io import FLOAT_CODES, open_checkpoint
+    from nbcli.checkpoint.format import FLOAT_CODES
+    from nbcli.checkpoint.reader import open_checkpoint
 
     checkpoint = open_checkpoint(checkpoint_path)
     architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)
@@ -277,7 +228,7 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
                            for role in ROLES_USED)
         raise CheckpointError(f"{checkpoint_path}: nothing to probe: found none of the roles {looked}; "
                               "name them with --arch or --map ROLE=TENSOR")
-    weight = RowReader(checkpoint, names["output_weight"]) if names.get("output_weight") else None
+    weight = checkpoint.rows(names["output_weight"]) if names.get("output_weight") else None
     if weight is not None and len(weight.shape) != 2:
         raise CheckpointError(f"{weight.info.file}: tensor {weight.name!r} (output_weight) has shape "
                               f"{list(weight.shape)}, expected [vocab, d]")
@@ -304,10 +255,9 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
 
 
 def _candidates(architecture: str, role: str) -> list[str]:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import candidate_names
 
-    spec = ARCHITECTURES.get(architecture)
-    return list(spec.candidates.get(role, ())) if spec else []
+    return list(candidate_names(architecture, role))
 
 
 def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, ...]) -> tuple[str, dict[str, str | None], list[str]]:

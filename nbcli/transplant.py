@@ -21,7 +21,7 @@ embedding matrix [V_t, d] is made from a source checkpoint's input embedding [V_
   corpus's token mass that got a copied row.
 
 Pure functions (lists and tensors in, tensors and dataclasses out); `transplant` reads the source
-checkpoint through nbcli/checkpoint/io.py and `write_transplant` writes the result with provenance.
+checkpoint through nbcli/checkpoint/reader.py and `write_transplant` writes the result with provenance.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
 def source_embedding(path: Path) -> tuple[torch.Tensor, str, dict[str, str]]:
     """(rows, tensor name, metadata) of a checkpoint's input embedding (its only matrix, else the
     `input_embedding` role of the detected architecture)."""
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
 
     with open_checkpoint(path) as ckpt:
@@ -262,7 +262,7 @@ def write_transplant(output: Path, emb: torch.Tensor, match: np.ndarray, provena
     pretrained:OUT` takes it) and `transplant.source_row` [V_t]; metadata nb.format and nb.provenance."""
     import torch
 
-    from nbcli.checkpoint.io import save_tensors
+    from nbcli.checkpoint.writer import save_tensors
 
     save_tensors(output, {TENSOR: emb.contiguous(), SOURCE_ROW: torch.from_numpy(match.astype(np.int64))},
                  {"nb.format": FORMAT, "nb.provenance": json.dumps(provenance, sort_keys=True)})

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from nbcli.checkpoint.io import open_checkpoint, save_tensors
+from nbcli.checkpoint.writer import save_tensors
+from nbcli.checkpoint.reader import open_checkpoint
 from nbcli.cli import app
 from nbcli.counts import COUNTS_FORMAT, UnigramCounts, write_counts
 from nbcli.errors import ConfigError, OutputError

@@ -1,16 +1,28 @@
-"""Checkpoint I/O (`io`: the one safetensors reader/writer) and the architecture table (`roles`).
+"""The checkpoint room: the one safetensors reader/writer and the one architecture table.
+
+    format.py   dtypes, TensorInfo, header read/build: bytes <-> structs, nothing else
+    reader.py   open_checkpoint -> Checkpoint (mmap), shards + index, config.json, model folders,
+                row-block reads (Checkpoint.rows)
+    writer.py   streamed writes, held (deferred) tensors, one commit for every output file
+    layout.py   where outputs go (file, model folder, shard directory), checks before any rename
+    architectures.py  THE architecture table: one entry per model family (the file to add a model)
+    roles.py    resolving roles from tensor names / config.json, and the hints in error messages
+    vocab.py    counts vs the checkpoint's tokenizer and vocabulary
 
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
 """
 
-from nbcli.checkpoint.io import (
-    Checkpoint, TensorInfo, dtype_code, open_checkpoint, read_header, resolve_output, save_tensors,
-    torch_dtype, write_like, write_safetensors,
-)
-from nbcli.checkpoint.roles import ARCHITECTURES, ROLES, Roles, detect_architecture, parse_role_map, resolve_roles
+from nbcli.checkpoint.architectures import ARCHITECTURES, ROLES, candidate_names, untie_rule
+from nbcli.checkpoint.format import DTYPE_SIZES, FLOAT_CODES, TensorInfo, build_header, dtype_code, read_header, torch_dtype
+from nbcli.checkpoint.layout import check_output_paths, folder_output, model_folder_files, output_paths, resolve_output
+from nbcli.checkpoint.reader import Checkpoint, RowBlocks, find_checkpoint_files, open_checkpoint, read_model_config
+from nbcli.checkpoint.roles import Roles, detect_architecture, look_alikes, parse_role_map, resolve_roles
+from nbcli.checkpoint.writer import Deferred, save_tensors, write_like, write_safetensors
 
 __all__ = [
-    "ARCHITECTURES", "ROLES", "Checkpoint", "Roles", "TensorInfo", "detect_architecture", "dtype_code",
-    "open_checkpoint", "parse_role_map", "read_header", "resolve_output", "resolve_roles", "save_tensors",
-    "torch_dtype", "write_like", "write_safetensors",
+    "ARCHITECTURES", "DTYPE_SIZES", "FLOAT_CODES", "ROLES", "Checkpoint", "Deferred", "Roles", "RowBlocks",
+    "TensorInfo", "build_header", "candidate_names", "check_output_paths", "detect_architecture",
+    "dtype_code", "find_checkpoint_files", "folder_output", "look_alikes", "model_folder_files",
+    "open_checkpoint", "output_paths", "parse_role_map", "read_header", "read_model_config", "resolve_output",
+    "resolve_roles", "save_tensors", "torch_dtype", "untie_rule", "write_like", "write_safetensors",
 ]

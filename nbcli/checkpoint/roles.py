@@ -1,11 +1,10 @@
-"""THE architecture table: which tensor of a checkpoint plays which role.
+"""Resolving roles: which tensor of a checkpoint plays each role, from the architecture table.
+
+The table itself (one entry per model family) is `nbcli.checkpoint.architectures`; this module
+applies it to a checkpoint and explains what it cannot find.
 
 Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
 
-    ROLES                      the role names, in display order
-    ARCHITECTURES              dict name -> Architecture: gpt2 (also GPT-Neo), gptj, gpt_neox (Pythia),
-                               opt, bloom, falcon, phi, llama (Mistral, Mixtral, Qwen2/3), gemma, t5,
-                               bert, roberta, distilbert, nb, and custom (every role from --map)
     detect_architecture(checkpoint) -> str       raises CheckpointError listing, for each role, the
                                tensor names that look like it
     resolve_roles(checkpoint, arch="auto", overrides=None) -> Roles
@@ -16,38 +15,28 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
         .head (False: an encoder saved without its prediction head), .notes (role -> why absent)
         .get(role) -> str | None     .require(role, purpose) -> str (CheckpointError saying why)
         .candidates(role) -> list[str]  tensor names whose shape could fit the role
+    look_alikes(shapes) -> {role: names}   the hints an error message gives when nothing matches
     parse_role_map(["output_bias=lm_head.bias", ...]) -> dict[str, str]
-
-Roles: input_embedding [V, d]; output_weight [V, d] (may be tied to input_embedding, then both
-names are the same tensor and `tied` is True); output_bias [V]; final_ln_weight / final_ln_bias [d]
-(the norm right before the output projection: GPT-2's ln_f, BERT's MLM-head transform LayerNorm,
-RoBERTa's lm_head.layer_norm, DistilBERT's vocab_layer_norm, Pythia's final_layer_norm, OPT's
-decoder.final_layer_norm, nb's ln_f or mlm.ln; Llama's, Gemma's and T5's are RMS-style: a weight, no
-bias); position_embedding [T, d] (absent for rotary, ALiBi and relative-position models).
 
 Detection: nb metadata; else the `model_type` of a Hugging Face config.json beside the checkpoint
 (Gemma has Llama's tensor names, and an encoder without its head is BERT's or RoBERTa's only by
-config); else the tensor names (DETECTION_ORDER). Each layout is checked against transformers' own
-tiny models in tests/checkpoint/test_transformers_layouts.py.
+config); else the tensor names (DETECTION_ORDER).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from nbcli.checkpoint.architectures import ARCHITECTURES, DETECTION_ORDER, ROLES, by_model_type
 from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.jsonsafe import metadata_object
 
-ROLES = ("input_embedding", "output_weight", "output_bias", "final_ln_weight", "final_ln_bias",
-         "position_embedding")
-
 
 class _Tensors(Protocol):
-    """What the table needs from a checkpoint (nbcli.checkpoint.io.Checkpoint provides it)."""
+    """What resolving needs from a checkpoint (nbcli.checkpoint.reader.Checkpoint provides it)."""
 
     path: object
     metadata: dict[str, str]
@@ -55,186 +44,6 @@ class _Tensors(Protocol):
     def names(self) -> list[str]: ...
 
     def shape(self, name: str) -> tuple[int, ...]: ...
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """Candidate tensor names per role (first present wins) and the names that identify it.
-
-    `signature`: regular expressions; a checkpoint with a tensor name matching one is this
-    architecture (tried in DETECTION_ORDER). `model_types`: config.json `model_type` values that name
-    it (a model folder's config wins over names). `tie_to_input`: when no output weight is found,
-    the output projection is the input embedding. `head_prefixes`: for encoder families, the
-    prediction head exists only when some tensor name starts with one of these. `absent`: roles the
-    architecture does not have, and why (said instead of suggesting a wrong tensor).
-    """
-
-    name: str
-    description: str
-    signature: tuple[str, ...]
-    candidates: dict[str, tuple[str, ...]]
-    model_types: tuple[str, ...] = ()
-    tie_to_input: bool = True
-    head_prefixes: tuple[str, ...] = ()
-    absent: dict[str, str] = field(default_factory=dict)
-    untied_output: str = ""
-    """Name for a separate output weight written by `--untie`."""
-    untie_bias_names: tuple[str, ...] = ()
-    """Further names the loader reads for the output bias once the output layer is untied
-    (BERT's cls.predictions.decoder.bias): `--untie` writes them too."""
-    input_aliases: tuple[str, ...] = ()
-    """Other names of the input embedding that some saves hold (T5's encoder/decoder.embed_tokens)."""
-
-
-def _prefixed(prefixes: Sequence[str], suffix: str) -> tuple[str, ...]:
-    return tuple(f"{p}{suffix}" for p in prefixes)
-
-
-_GPT2 = ("", "transformer.")
-_BERT = ("bert.", "")
-_ROBERTA = ("roberta.", "")
-_DISTIL = ("distilbert.", "")
-_BLOOM = ("transformer.", "")
-_RMS = "its final norm is an RMSNorm (a scale, no bias), so it has no b_LN"
-_ROTARY = "rotary position embeddings: no position-embedding tensor"
-_NO_LM_BIAS = "its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers ignores it)"
-
-
-def _decoder(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
-             embedding: tuple[str, ...], output: str, ln: tuple[str, ...], bias: tuple[str, ...] = (),
-             position: tuple[str, ...] = (), absent: dict[str, str] | None = None) -> Architecture:
-    """A decoder-only language model: one input embedding, an output layer, a final norm."""
-    return Architecture(
-        name, description, signature=signature, model_types=model_types,
-        candidates={"input_embedding": embedding, "output_weight": (output,),
-                    "output_bias": bias or (output.rsplit(".", 1)[0] + ".bias",),
-                    "final_ln_weight": tuple(f"{p}.weight" for p in ln),
-                    "final_ln_bias": tuple(f"{p}.bias" for p in ln), "position_embedding": position},
-        absent={**({} if bias else {"output_bias": _NO_LM_BIAS}),
-                **({} if position else {"position_embedding": _ROTARY}), **(absent or {})},
-        untied_output=output)
-
-
-ARCHITECTURES: dict[str, Architecture] = {
-    "gpt2": _decoder(
-        "gpt2", "GPT-2 (wte/wpe/ln_f; hub layout or transformer.-prefixed), also GPT-Neo",
-        (r"^(transformer\.)?wte\.weight$",), ("gpt2", "gpt_neo"),
-        embedding=_prefixed(_GPT2, "wte.weight"), output="lm_head.weight", ln=_prefixed(_GPT2, "ln_f"),
-        position=_prefixed(_GPT2, "wpe.weight")),
-    "gptj": _decoder(
-        "gptj", "GPT-J (transformer.wte, transformer.ln_f, lm_head with bias; rotary)",
-        (r"^transformer\.h\.\d+\.mlp\.fc_in\.weight$",), ("gptj",),
-        embedding=("transformer.wte.weight",), output="lm_head.weight", ln=("transformer.ln_f",),
-        bias=("lm_head.bias",)),
-    "gpt_neox": _decoder(
-        "gpt_neox", "GPT-NeoX / Pythia (gpt_neox.embed_in, embed_out, gpt_neox.final_layer_norm)",
-        (r"^gpt_neox\.embed_in\.weight$", r"^embed_out\.weight$"), ("gpt_neox",),
-        embedding=("gpt_neox.embed_in.weight", "embed_in.weight"), output="embed_out.weight",
-        ln=("gpt_neox.final_layer_norm", "final_layer_norm")),
-    "opt": _decoder(
-        "opt", "OPT (model.decoder.embed_tokens, model.decoder.final_layer_norm, tied lm_head)",
-        (r"^(model\.)?decoder\.embed_tokens\.weight$",), ("opt",),
-        embedding=("model.decoder.embed_tokens.weight", "decoder.embed_tokens.weight"), output="lm_head.weight",
-        ln=("model.decoder.final_layer_norm", "decoder.final_layer_norm"),
-        position=("model.decoder.embed_positions.weight", "decoder.embed_positions.weight")),
-    "bloom": _decoder(
-        "bloom", "BLOOM (transformer.word_embeddings + word_embeddings_layernorm, ln_f; ALiBi)",
-        (r"^(transformer\.)?word_embeddings_layernorm\.weight$",), ("bloom",),
-        embedding=_prefixed(_BLOOM, "word_embeddings.weight"), output="lm_head.weight",
-        ln=_prefixed(_BLOOM, "ln_f"), absent={"position_embedding": "ALiBi: no position-embedding tensor"}),
-    "falcon": _decoder(
-        "falcon", "Falcon (transformer.word_embeddings, transformer.ln_f; rotary or ALiBi)",
-        (r"^transformer\.word_embeddings\.weight$",), ("falcon",),
-        embedding=("transformer.word_embeddings.weight",), output="lm_head.weight", ln=("transformer.ln_f",),
-        absent={"position_embedding": "rotary or ALiBi positions: no position-embedding tensor"}),
-    "phi": _decoder(
-        "phi", "Phi-1/1.5/2 (model.embed_tokens, model.final_layernorm, lm_head with bias)",
-        (r"^model\.final_layernorm\.weight$",), ("phi",),
-        embedding=("model.embed_tokens.weight",), output="lm_head.weight", ln=("model.final_layernorm",),
-        bias=("lm_head.bias",)),
-    "llama": _decoder(
-        "llama", "Llama family: Llama, Mistral, Mixtral, Qwen2/3 (model.embed_tokens, lm_head, RMSNorm model.norm)",
-        (r"^model\.embed_tokens\.weight$",), ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3"),
-        embedding=("model.embed_tokens.weight", "embed_tokens.weight"), output="lm_head.weight",
-        ln=("model.norm", "norm"), absent={"final_ln_bias": _RMS}),
-    "gemma": _decoder(
-        "gemma", "Gemma (Llama's tensor names; told apart by config.json model_type; RMSNorm, tied)",
-        (), ("gemma", "gemma2", "gemma3_text"),
-        embedding=("model.embed_tokens.weight",), output="lm_head.weight", ln=("model.norm",),
-        absent={"final_ln_bias": _RMS}),
-    "t5": Architecture(
-        "t5", "T5 / mT5 encoder-decoder (shared, lm_head, RMS-style decoder.final_layer_norm)",
-        signature=(r"^shared\.weight$", r"^(encoder|decoder)\.block\.\d+\.layer\.\d+\."),
-        model_types=("t5", "mt5", "umt5"),
-        candidates={"input_embedding": ("shared.weight",), "output_weight": ("lm_head.weight",),
-                    "output_bias": ("lm_head.bias",), "final_ln_weight": ("decoder.final_layer_norm.weight",),
-                    "final_ln_bias": (), "position_embedding": ()},
-        head_prefixes=("decoder.",),
-        absent={"final_ln_bias": "T5's layer norms are RMS-style (a scale, no bias), so it has no b_LN",
-                "output_bias": _NO_LM_BIAS,
-                "position_embedding": "relative position buckets: no position-embedding tensor"},
-        untied_output="lm_head.weight", input_aliases=("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")),
-    "bert": Architecture(
-        "bert", "BERT with its MLM head (cls.predictions.*), or an encoder without one",
-        signature=(r"^bert\.embeddings\.word_embeddings\.weight$", r"^cls\.predictions\.",
-                   r"^(bert\.)?encoder\.layer\.\d+\.", r"^embeddings\.word_embeddings\.weight$"),
-        model_types=("bert",),
-        candidates={
-            "input_embedding": _prefixed(_BERT, "embeddings.word_embeddings.weight"),
-            "output_weight": ("cls.predictions.decoder.weight",),
-            "output_bias": ("cls.predictions.bias", "cls.predictions.decoder.bias"),
-            "final_ln_weight": ("cls.predictions.transform.LayerNorm.weight",),
-            "final_ln_bias": ("cls.predictions.transform.LayerNorm.bias",),
-            "position_embedding": _prefixed(_BERT, "embeddings.position_embeddings.weight"),
-        },
-        head_prefixes=("cls.predictions.",), untied_output="cls.predictions.decoder.weight",
-        untie_bias_names=("cls.predictions.decoder.bias",)),
-    "roberta": Architecture(
-        "roberta", "RoBERTa / XLM-R with its LM head (lm_head.*), or an encoder without one",
-        signature=(r"^roberta\.", r"^lm_head\.layer_norm\.", r"^lm_head\.dense\."),
-        model_types=("roberta", "xlm-roberta", "camembert"),
-        candidates={
-            "input_embedding": _prefixed(_ROBERTA, "embeddings.word_embeddings.weight"),
-            "output_weight": ("lm_head.decoder.weight",),
-            "output_bias": ("lm_head.bias", "lm_head.decoder.bias"),
-            "final_ln_weight": ("lm_head.layer_norm.weight",),
-            "final_ln_bias": ("lm_head.layer_norm.bias",),
-            "position_embedding": _prefixed(_ROBERTA, "embeddings.position_embeddings.weight"),
-        },
-        head_prefixes=("lm_head.",), untied_output="lm_head.decoder.weight", untie_bias_names=("lm_head.decoder.bias",)),
-    "distilbert": Architecture(
-        "distilbert", "DistilBERT with its MLM head (vocab_transform/vocab_layer_norm/vocab_projector)",
-        signature=(r"^distilbert\.", r"^vocab_projector\.", r"^transformer\.layer\.\d+\.attention\.q_lin\."),
-        model_types=("distilbert",),
-        candidates={
-            "input_embedding": _prefixed(_DISTIL, "embeddings.word_embeddings.weight"),
-            "output_weight": ("vocab_projector.weight",), "output_bias": ("vocab_projector.bias",),
-            "final_ln_weight": ("vocab_layer_norm.weight",), "final_ln_bias": ("vocab_layer_norm.bias",),
-            "position_embedding": _prefixed(_DISTIL, "embeddings.position_embeddings.weight"),
-        },
-        head_prefixes=("vocab_projector.", "vocab_layer_norm.", "vocab_transform."),
-        untied_output="vocab_projector.weight"),
-    "nb": Architecture(
-        "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
-        signature=(r"^tok_emb\.weight$",),
-        candidates={
-            "input_embedding": ("tok_emb.weight",),
-            "output_weight": ("head.weight",),
-            "output_bias": ("head.bias",),
-            "final_ln_weight": ("mlm.ln.weight", "ln_f.weight"),
-            "final_ln_bias": ("mlm.ln.bias", "ln_f.bias"),
-            "position_embedding": ("pos_emb.weight",),
-        }, untied_output="head.weight"),
-    "custom": Architecture(
-        "custom", "no table entry: every role comes from --map ROLE=TENSOR (tied when output_weight and "
-        "input_embedding name the same tensor)", signature=(), candidates={}, tie_to_input=False),
-}
-
-#: The order signatures are tried in: the more specific layouts first (GPT-J's transformer.wte
-#: would match GPT-2's; BLOOM's word_embeddings Falcon's; Phi's model.embed_tokens Llama's;
-#: RoBERTa's and DistilBERT's unprefixed encoders BERT's).
-DETECTION_ORDER = ("nb", "t5", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "llama", "gpt2", "distilbert",
-                   "roberta", "bert")
 
 
 @dataclass(frozen=True)
@@ -365,20 +174,13 @@ def _model_config(checkpoint: _Tensors) -> dict[str, object] | None:
     return config if isinstance(config, dict) else None
 
 
-def _by_model_type(model_type: object) -> str | None:
-    for name, spec in ARCHITECTURES.items():
-        if model_type in spec.model_types:
-            return name
-    return None
-
-
 def detect_architecture(checkpoint: _Tensors) -> str:
     """The architecture of a checkpoint: nb metadata, then the model_type of a Hugging Face
     config.json beside it, then the first signature (in DETECTION_ORDER) its tensor names match."""
     if checkpoint.metadata.get("nb.format", "").startswith("nb-model/"):
         return "nb"
     config = _model_config(checkpoint)
-    if config is not None and (by_type := _by_model_type(config.get("model_type"))) is not None:
+    if config is not None and (by_type := by_model_type(config.get("model_type"))) is not None:
         return by_type
     names = checkpoint.names()
     for arch in DETECTION_ORDER:
@@ -477,24 +279,6 @@ def resolve_roles(checkpoint: _Tensors, arch: str = "auto",
     return Roles(architecture=arch, tensors=tensors, tied=tied, checkpoint_path=str(checkpoint.path),
                  aliases=aliases, notes=notes, head=head,
                  model_type=model_type if isinstance(model_type, str) else None, _shapes=shapes)
-
-
-def untie_rule(arch: str, config: Mapping[str, object] | None) -> tuple[float, dict[str, object]]:
-    """How `--untie` keeps the model's function: (factor for the copied output weight, config.json
-    changes). transformers re-ties the output layer unless `tie_word_embeddings` is false. T5 with a
-    tied head scales the decoder output by d_model^-0.5 before lm_head (`scale_decoder_outputs`,
-    which transformers 5 derives from tie_word_embeddings): the untied copy carries that factor and
-    the scaling is switched off, so the logits are unchanged."""
-    changes: dict[str, object] = {"tie_word_embeddings": False}
-    if arch != "t5":
-        return 1.0, changes
-    config = config or {}
-    scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True)) is not False
-    d_model = config.get("d_model")
-    if not scaled:
-        return 1.0, changes
-    changes["scale_decoder_outputs"] = False
-    return (float(d_model) ** -0.5 if isinstance(d_model, (int, float)) and d_model > 0 else math.nan), changes
 
 
 def parse_role_map(items: Sequence[str]) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nbcli.checkpoint.roles import ARCHITECTURES, ROLES  # the one architecture table (no torch import)
+from nbcli.checkpoint.architectures import ARCHITECTURES, ROLES  # the one architecture table (no torch import)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
 TokenizerOption = Annotated[

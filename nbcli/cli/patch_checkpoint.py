@@ -121,7 +121,7 @@ def patch_checkpoint(
     atexit.register(gc.freeze)
     from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
-    from nbcli.checkpoint.io import folder_output
+    from nbcli.checkpoint.layout import folder_output
     from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError

@@ -105,7 +105,7 @@ PLOT_NAMES = ("frequency_direction.png", "cosine_histogram.png")
 def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
     import importlib.util
 
-    from nbcli.checkpoint.io import find_checkpoint_files
+    from nbcli.checkpoint.reader import find_checkpoint_files
     from nbcli.errors import ConfigError, NbError, OutputError
     from nbcli.outputs import check_outputs
 

@@ -29,7 +29,7 @@ from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 if TYPE_CHECKING:
     import torch
 
-    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.roles import Roles
     from nbcli.surgery import SurgeryOptions
     from nbcli.tokenizers import Tokenizer

@@ -36,7 +36,7 @@ from nbcli.jsonsafe import parse as parse_json
 if TYPE_CHECKING:
     import torch
 
-    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.roles import Roles
     from nbcli.ops import Norm, ShuffleMode
 
@@ -235,7 +235,7 @@ class Workspace:
         """Cast every touched tensor back to its stored dtype; check it is finite; summarise it."""
         import torch
 
-        from nbcli.checkpoint.io import torch_dtype
+        from nbcli.checkpoint.format import torch_dtype
         from nbcli.ops import tensor_summary
 
         final: dict[str, torch.Tensor] = {}
@@ -263,7 +263,7 @@ def _counts_for(path: Path, checkpoint: Checkpoint, rows: int, options: SurgeryO
 
 
 def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.ops import embedding_stats
 
     assert spec.match_file is not None and spec.match_tensor is not None
@@ -325,7 +325,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
     # untie: a separate output weight, so output-side operations leave the input embedding alone
     if options.untie:
-        from nbcli.checkpoint.roles import ARCHITECTURES, untie_rule
+        from nbcli.checkpoint.architectures import untie_bias_names, untie_rule
 
         emb = roles.require("input_embedding", "--untie")
         if not roles.head:
@@ -344,8 +344,7 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             tied = False
             # the loader reads the output bias under these names too once the head is untied
             bias_now = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
-            spec = ARCHITECTURES.get(arch)
-            for extra in (spec.untie_bias_names if spec else ()):
+            for extra in untie_bias_names(arch):
                 if bias_now is not None and extra not in checkpoint and extra != bias_now:
                     source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
                     anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
@@ -425,18 +424,16 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
 
 def _suggest_bias_name(arch: str) -> str:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import candidate_names
 
-    spec = ARCHITECTURES.get(arch)
-    candidates = spec.candidates.get("output_bias", ()) if spec else ()
+    candidates = candidate_names(arch, "output_bias")
     return candidates[0] if candidates else "lm_head.bias"
 
 
 def _untied_name(arch: str) -> str:
-    from nbcli.checkpoint.roles import ARCHITECTURES
+    from nbcli.checkpoint.architectures import untied_output_name
 
-    spec = ARCHITECTURES.get(arch)
-    return spec.untied_output if spec and spec.untied_output else "lm_head.weight"
+    return untied_output_name(arch)
 
 
 def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], previous: str | None,

@@ -1,7 +1,7 @@
 """The streamed write of a surgery: OUT written while the plan runs and the inputs are hashed.
 
 `apply_surgery` runs `nbcli.surgery.plan.run_surgery` and writes OUT through the one checkpoint
-writer (`nbcli.checkpoint.io.write_like`): touched tensors in their stored dtypes, every other
+writer (`nbcli.checkpoint.writer.write_like`): touched tensors in their stored dtypes, every other
 tensor copied byte for byte, metadata kept plus `nb.provenance`. Three things overlap on threads:
 the sha256 of every input (abandoned when the command fails), the surgery itself (torch import
 included) and, when no tensor is created, the copy of the untouched tensors into OUT. A model-folder
@@ -27,7 +27,7 @@ from nbcli.surgery.plan import SurgeryOptions, SurgeryResult, Workspace, held_te
 if TYPE_CHECKING:
     import torch
 
-    from nbcli.checkpoint.io import Checkpoint
+    from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.roles import Roles
 
 
@@ -50,7 +50,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
     and the output written again (slower, same bytes). The output is the same either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nbcli.checkpoint.io import check_output_paths, folder_output, resolve_output
+    from nbcli.checkpoint.layout import check_output_paths, folder_output, resolve_output
 
     emb = roles.get("input_embedding")
     if options.standardise is not None and emb is not None:  # provenance records the target used
@@ -139,7 +139,8 @@ def _write_overlapped(checkpoint: Checkpoint, roles: Roles, options: SurgeryOpti
                       folder: bool = False) -> list[Path] | None:
     """Copy every tensor but `held` while `surgery` runs, then write its tensors into the ranges kept
     for them. Returns None (nothing written) when the surgery's tensors do not fit those ranges."""
-    from nbcli.checkpoint.io import Deferred, dtype_code, write_like
+    from nbcli.checkpoint.format import dtype_code
+    from nbcli.checkpoint.writer import Deferred, write_like
 
     previous = checkpoint.metadata.get("nb.provenance")
     placeholder = provenance_entry(options, {k: "0" * 64 for k in futures}, previous, unhashed)
@@ -170,7 +171,8 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
                  unhashed: dict[str, Any], *, in_place: bool, progress: Callable[[int], None] | None,
                  others: list[Path], folder: bool = False) -> list[Path]:
     """Write OUT from the finished surgery (new tensors placed after their anchors)."""
-    from nbcli.checkpoint.io import resolve_output, write_like
+    from nbcli.checkpoint.layout import resolve_output
+    from nbcli.checkpoint.writer import write_like
 
     resolve_output(checkpoint, output, folder)
     update: dict[str, str] = {}
@@ -191,7 +193,7 @@ def _write_after(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions, 
 def _folder_files(checkpoint: Checkpoint, config_updates: dict[str, Any]) -> dict[str, Path | bytes]:
     """The model folder's other files for OUT: copied as they are, config.json with the surgery's
     changes (indented and key-sorted as transformers writes it)."""
-    from nbcli.checkpoint.io import model_folder_files
+    from nbcli.checkpoint.layout import model_folder_files
 
     files: dict[str, Path | bytes] = {p.name: p for p in model_folder_files(checkpoint)}
     if config_updates and checkpoint.model_config is not None:

@@ -47,7 +47,7 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: in
     """The [V, d] input-embedding tensor of a safetensors file: TENSOR, else the file's only matrix,
     else the `input_embedding` role of the detected architecture. Its shape must equal the model's,
     or have `tokenizer_rows` rows when the model appends rows after the tokenizer's (MLM `<mask>`)."""
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
 
     path, name = parse_pretrained(spec)

@@ -342,14 +342,14 @@ def write_training_counts(path: Path, data: TokenData, tokenizer: Tokenizer, cfg
 
 
 def save_model(path: Path, model: Transformer, metadata: dict[str, str]) -> None:
-    from nbcli.checkpoint.io import save_tensors
+    from nbcli.checkpoint.writer import save_tensors
 
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.nb_state_dict().items()}
     save_tensors(path, tensors, metadata)
 
 
 def load_model_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
 
     with open_checkpoint(path) as ckpt:
         tensors = {name: ckpt.get(name).clone() for name in ckpt.names()}
@@ -360,7 +360,7 @@ def load_model_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, s
 def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.AdamW, model: Transformer,
                fingerprint: str, alpha0: float | None = None) -> None:
     """train-state.safetensors (AdamW moments by parameter name) + train-state.json (position)."""
-    from nbcli.checkpoint.io import save_tensors
+    from nbcli.checkpoint.writer import save_tensors
 
     names = {id(p): n for n, p in model.named_parameters()}
     tensors: dict[str, torch.Tensor] = {}

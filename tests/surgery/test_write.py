@@ -67,7 +67,7 @@ def read_header_bytes(raw: bytes) -> dict:
 def test_layout_surprise_falls_back_to_sequential_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If the surgery touches a tensor that was not held back, the copy is discarded and OUT is
     written again from the result: same bytes as the sequential path, no stray temporaries."""
-    import nbcli.checkpoint.io as ckio
+    import nbcli.checkpoint.writer as ckio
 
     tensors, meta = nb_tensors(tied=True)
     monkeypatch.setattr(write, "held_tensors", lambda *args: frozenset({"ln_f.bias"}))  # misses head.bias

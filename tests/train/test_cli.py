@@ -77,7 +77,7 @@ def test_missing_corpus_and_tiny_corpus(tmp_path: Path, sp_model: Path) -> None:
 def test_patch_checkpoint_reads_and_patches_nb_checkpoints(tmp_path: Path, sp_model: Path,
                                                            train_corpus: Path) -> None:
     """A zero-bias run patched with the run's own counts gets exactly the bias `--bias-init unigram` sets."""
-    from nbcli.checkpoint.io import open_checkpoint
+    from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.counts import read_counts
     from nbcli.model import ModelConfig, Transformer
     from nbcli.train.init import output_bias

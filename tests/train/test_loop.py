@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nbcli.checkpoint.io import open_checkpoint, save_tensors
+from nbcli.checkpoint.writer import save_tensors
+from nbcli.checkpoint.reader import open_checkpoint
 from nbcli.checkpoint.roles import resolve_roles
 from nbcli.counts import read_counts, unigram_entropy
 from nbcli.errors import ConfigError, OutputError

@@ -1,0 +1,110 @@
+"""Where a checkpoint write goes, and the checks made before anything is written or renamed.
+
+    resolve_output(source, out, folder=False) -> Path   the file, or the directory if sharded
+    folder_output(source, out) -> bool                  whether OUT is written as a model folder
+    model_folder_files(source) -> list[Path]            the source folder's non-weight files
+    output_paths(source, out, folder, extra) -> list[Path]   every file a write creates
+    check_output_paths(source, out, in_place=False, other_inputs=())
+        OutputError unless every input stays intact (OUT == IN needs in_place=True)
+    checked_output_dir(source, target, folder) -> Path | None   the directory a write creates or
+        fills, checked: its parent must allow it, an existing one must be a directory
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from nbcli.atomic import check_output_dir
+from nbcli.checkpoint.reader import Checkpoint
+from nbcli.errors import ConfigError, OutputError
+
+
+def resolve_output(source: Checkpoint, out: Path | str, folder: bool = False) -> Path:
+    """Where write_like writes: a file for a single-file source (OUT, or OUT/<input name> if OUT is a
+    directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index).
+    `folder`: OUT is a model folder (created if absent): the file goes to OUT/<input name>."""
+    out = Path(out)
+    if source.sharded:
+        if out.name.endswith(".index.json"):
+            return out.parent
+        if out.suffix == ".safetensors":
+            raise ConfigError(f"{out}: the input is sharded, so the output is a directory of shards; "
+                              "give a directory (or an index.json path)")
+        return out
+    if folder:
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"{out}: exists and is not a directory (the input is a model folder, so the "
+                              "output is one; end OUT with .safetensors to write the tensors alone)")
+        return out / source.files[0].name
+    if out.is_dir():
+        return out / source.files[0].name
+    return out
+
+
+def folder_output(source: Checkpoint, out: Path | str) -> bool:
+    """Whether OUT is written as a model folder: the source sits in a Hugging Face model folder
+    (config.json beside it) and OUT names no .safetensors file or index."""
+    name = Path(out).name
+    return source.model_dir is not None and not name.endswith((".safetensors", ".index.json"))
+
+
+#: Files of a model folder that are never copied beside a patched checkpoint: the tensors nb writes
+#: itself, and weights in other formats (stale once the safetensors are patched; pickles never read).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack",
+                   ".onnx", ".gguf", ".ot", ".tflite", ".nbtmp")
+
+
+def model_folder_files(source: Checkpoint) -> list[Path]:
+    """The non-tensor files of the source's model folder (config.json, generation_config.json,
+    tokenizer files, README, ...): regular, non-hidden files at its top level that hold no weights."""
+    folder = source.model_dir
+    if folder is None:
+        return []
+    skip = {p.name for p in source.files} | ({source.index_path.name} if source.index_path else set())
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.name not in skip
+                  and not p.name.lower().endswith(WEIGHT_SUFFIXES) and not p.name.endswith(".index.json"))
+
+
+def output_paths(source: Checkpoint, out: Path | str, folder: bool = False, extra: Sequence[str] = ()) -> list[Path]:
+    """The files write_like(source, out) writes: the shards (or the one file), the index, and in a
+    folder output the `extra` file names."""
+    target = resolve_output(source, out, folder)
+    directory = target if source.sharded else target.parent
+    if not source.sharded:
+        return [target] + [directory / name for name in extra]
+    assert source.index_path is not None
+    return ([target / path.name for path in source.files] + [target / source.index_path.name]
+            + [directory / name for name in extra])
+
+
+def check_output_paths(source: Checkpoint, out: Path | str, *, in_place: bool = False,
+                       other_inputs: Sequence[Path | str] = (), folder: bool = False,
+                       extra: Sequence[str] | None = None) -> None:
+    """OutputError unless writing `out` leaves every input intact: no output may be (a link to) a
+    file of `other_inputs`, nor of the checkpoint (its model folder's files included) unless
+    `in_place`. `extra`: the folder output's other file names (default: the model folder's)."""
+    from nbcli.outputs import check_outputs
+
+    folder_files = model_folder_files(source) if folder else []
+    names = [p.name for p in folder_files] if extra is None else list(extra)
+    outputs = output_paths(source, out, folder, names)
+    ours = list(source.files) + ([source.index_path] if source.index_path else []) + folder_files
+    check_outputs(outputs, other_inputs, replaceable=ours if in_place else ())
+    if not in_place:
+        check_outputs(outputs, ours, hint="pass --in-place to overwrite it (it stays intact until the new "
+                                          "file is complete)")
+
+
+def checked_output_dir(source: Checkpoint, target: Path, folder: bool) -> Path | None:
+    """The directory that holds a sharded or model-folder output (`target` from resolve_output),
+    checked before anything is written: a new one must be creatable, an existing one a directory.
+    None for a lone file."""
+    target_dir = target if source.sharded else target.parent if folder else None
+    if target_dir is not None:
+        if not target_dir.exists():
+            check_output_dir(target_dir)
+        elif not target_dir.is_dir():
+            raise OutputError(f"{target_dir}: exists and is not a directory")
+    return target_dir
