@@ -25,7 +25,8 @@ EPILOG = """\
 
   D-1..D-4, D  Distinct-n = unique n-grams / n-grams over all continuations; D = their mean (eqs. 5-6);
                words as NLTK's word tokenizer splits them (no NLTK data needed; pip install 'nbcli\\[lm]').
-  len          mean continuation length in tokens;  EOS  share of continuations that ended with EOS.
+  len          mean continuation length in tokens.
+  EOS          share of continuations that ended with EOS.
   ppl          perplexity of --eval-corpus (human text) under the same arm (as nb eval computes it).
   MAUVE        with mauve-text installed and --mauve-featurizer named; otherwise the reason it is absent.
 
