@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption
+from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -26,8 +26,8 @@ def count_unigrams(
         metavar="INPUT...", show_default=False,
         help="Files, directories (recursed), globs, or - for stdin. Plain text, .gz, .bz2, .xz or .zst.")],
     tokenizer: TokenizerOption,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors",
-                                         help="Counts file to write (int64 `counts` tensor + provenance).")],
+    output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
+                                          "OUT.safetensors")],
     tsv: Annotated[Optional[Path], typer.Option(
         "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
     workers: WorkersOption = 0,

@@ -10,7 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption,
+    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, corpus_option, counts_option,
 )
 
 EPILOG = """\
@@ -35,16 +35,14 @@ context); every token is scored once.
 
 def eval_command(
     checkpoint: LmCheckpointArgument,
-    corpus: Annotated[list[str], typer.Option(
-        "--corpus", metavar="FILE", show_default=False,
-        help="Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
+    corpus: Annotated[list[str], corpus_option(
+        "Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
         "non-empty line; .jsonl: the `text` field.")],
     tokenizer: TokenizerOption,
     scale_ln_bias: LambdasOption = None,
     remove_direction: RemoveDirectionOption = False,
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors",
-        help="Unigram for the KL columns (e.g. the training corpus's, as in paper 003 table 1); "
+    counts: Annotated[Optional[Path], counts_option(
+        "Unigram for the KL columns (e.g. the training corpus's, as in paper 003 table 1); "
         "default: the held-out corpus's own tokens.")] = None,
     smoothing: SmoothingOption = "add-k:1",
     stride: Annotated[Optional[int], typer.Option(

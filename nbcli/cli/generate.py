@@ -10,7 +10,8 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption,
+    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, counts_option, out_dir_option,
+    seed_option,
 )
 
 EPILOG = """\
@@ -57,20 +58,18 @@ def generate_command(
     samples: Annotated[int, typer.Option("--samples", min=1, help="Continuations per prompt.")] = 1,
     max_prompts: Annotated[Optional[int], typer.Option(
         "--max-prompts", min=1, help="Use at most this many prompts (the first documents).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every sample's generator.")] = 0,
+    seed: Annotated[int, seed_option("Seed of every sample's generator")] = 0,
     eval_corpus: Annotated[Optional[list[str]], typer.Option(
         "--eval-corpus", metavar="FILE", help="Human text whose perplexity each arm reports (repeatable).")] = None,
     logit_adjust: Annotated[Optional[float], typer.Option(
         "--logit-adjust", metavar="TAU", help="Add an arm decoding with logits - TAU log p(y) (Menon et al. "
         "2021; needs --counts). Works on models without b_LN.")] = None,
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors", help="Unigram counts for --logit-adjust.")] = None,
+    counts: Annotated[Optional[Path], counts_option("Unigram counts for --logit-adjust.")] = None,
     smoothing: SmoothingOption = "add-k:1",
     remove_direction: RemoveDirectionOption = False,
     mauve_featurizer: Annotated[Optional[str], typer.Option(
         "--mauve-featurizer", metavar="MODEL", help="Featurizer model for MAUVE (needs mauve-text).")] = None,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="DIR", help="Write samples.jsonl, table.json and the plot into DIR.")] = None,
+    out: Annotated[Optional[Path], out_dir_option("Write samples.jsonl, table.json and the plot into DIR.")] = None,
     batch_size: BatchSizeOption = 16,
     no_cache: Annotated[bool, typer.Option(
         "--no-kv-cache", help="Recompute the whole sequence every step (a reference for the cache).")] = False,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import JsonOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -20,7 +20,7 @@ EPILOG = """\
 
 def merge_counts(
     inputs: Annotated[list[Path], typer.Argument(metavar="COUNTS...", help="Counts files to sum.")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors", help="Merged counts file.")],
+    output: Annotated[Path, output_option("Merged counts file.", "OUT.safetensors")],
     as_json: JsonOption = False,
 ) -> None:
     """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import JsonOption, output_option
 
 EPILOG = """\
 [bold]Figures[/bold] (a figure is skipped when no run logged its curves)
@@ -32,8 +32,8 @@ step) is left out of its curve and of the ALC.
 def plot_run(
     runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="nb train run directories (log.jsonl).",
                                                show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUTDIR",
-                                         help="Directory for the PNGs (created if missing; its parent must exist).")],
+    output: Annotated[Path, output_option("Directory for the PNGs (created if missing; its parent must exist).",
+                                          "OUTDIR")],
     as_json: JsonOption = False,
 ) -> None:
     """Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, output-bias drift, AG loss and alpha.

@@ -10,6 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
+    counts_option,
 )
 
 EPILOG = """\
@@ -47,9 +48,8 @@ converted to float32. Counts shorter than the embedding (padded vocabularies) ar
 def probe_bias(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding either.")],
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors",
-        help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
+    counts: Annotated[Optional[Path], counts_option(
+        "Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
         "of the vocabulary's length (then no tokenizer hash can be checked). Without counts only what "
         "needs none is computed: isotropy, partition ratio, ||b_LN||, ||b||.")] = None,
     tokenizer: ModelTokenizerOption = None,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, WorkersOption
+from nbcli.cli.options import JsonOption, WorkersOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -19,9 +19,9 @@ EPILOG = """\
 
 
 def quickstart(
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", metavar="OUT.safetensors",
-        help="Where to write the counts file (default: a temporary directory, removed afterwards).")] = None,
+    output: Annotated[Optional[Path], output_option(
+        "Where to write the counts file (default: a temporary directory, removed afterwards).",
+        "OUT.safetensors")] = None,
     workers: WorkersOption = 0,
     as_json: JsonOption = False,
 ) -> None:
