@@ -29,7 +29,7 @@ def test_shared_options_have_one_declaration() -> None:
     assert {"--output", "--counts", "--seed", "--rescale-w", "--corpus"} <= set(shared)
     for opt, uses in shared.items():
         shapes = {(tuple(sorted(p.opts)), getattr(p, "min", None), getattr(p, "max", None),
-                   str(getattr(getattr(p, "type_descriptor", None), "annotation", p.type)).replace("typing.Optional[", "").rstrip("]"))
+                   str(getattr(getattr(p, "type_descriptor", None), "annotation", None)).replace("typing.Optional[", "").rstrip("]"))
                   for _, p in uses}  # the metavar may say more (OUT.safetensors, OUTDIR)
         assert len(shapes) == 1, (opt, shapes)
 
