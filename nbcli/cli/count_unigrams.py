@@ -69,20 +69,16 @@ def count_unigrams(
     """
     from nbcli.cli.console import byte_progress, print_json, stderr_console
     from nbcli.cli.render import render_count_summary
-    from nbcli.atomic import check_output_dir
     from nbcli.counting import (
         CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs,
     )
     from nbcli.corpus import corpus_files
     from nbcli.counts import parse_smoothing
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
     k = parse_smoothing(smoothing)
-    check_output_dir(output)
-    if tsv is not None:
-        check_output_dir(tsv)
-    check_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer)])
+    guard_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer)])
     tok = load_tokenizer(tokenizer)
     options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=not exact_only)

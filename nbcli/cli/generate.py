@@ -87,10 +87,12 @@ def generate_command(
     from nbcli.lm.diversity import word_tokenize
     from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
     from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.outputs import guard_outputs
 
     rule = parse_decoding(decoding)
     if out is not None:
-        _check_out(out, [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])])
+        guard_outputs([out / name for name in OUT_NAMES], [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])],
+                      folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, tau=logit_adjust,
                        counts=counts, smoothing_k=parse_smoothing(smoothing), arch=arch,
@@ -118,18 +120,6 @@ def generate_command(
 
 
 OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
-
-
-def _check_out(out: Path, inputs: list[Any]) -> None:
-    """--out DIR: a directory (or a new one in an existing parent) whose files are none of the inputs."""
-    from nbcli.atomic import check_output_dir
-    from nbcli.errors import OutputError
-    from nbcli.outputs import check_outputs
-
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out}: exists and is not a directory")
-    check_output_dir(out / OUT_NAMES[0] if out.is_dir() else out)
-    check_outputs([out / name for name in OUT_NAMES], inputs)
 
 
 def _write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:

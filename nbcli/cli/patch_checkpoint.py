@@ -117,12 +117,12 @@ def patch_checkpoint(
     # At exit, Python's final garbage collections walk every object torch created (~0.4 s on this
     # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
     atexit.register(gc.freeze)
-    from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
     from nbcli.checkpoint.io import folder_output
     from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
+    from nbcli.outputs import guard_outputs
     from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
 
     lam = None
@@ -151,10 +151,8 @@ def patch_checkpoint(
             folder = folder_output(ckpt, output)
             target = resolve_output(ckpt, output, folder)
             directory = target if ckpt.sharded else target.parent if folder else None
-            if directory is None or not directory.is_dir():
-                check_output_dir(directory or target)  # its parent must exist and be writable
-            else:
-                check_output_dir(directory / "x")  # an existing output directory must be writable
+            # where OUT goes; whether it is one of the inputs, the writer checks (--in-place may allow it)
+            guard_outputs([] if directory else [target], folder=directory)
         roles = resolve_roles(ckpt, arch, parse_role_map(mapping or []))
         with byte_progress("patching") as progress:
             total = ckpt.total_bytes

@@ -41,19 +41,14 @@ def plot_run(
     Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
     """  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.cli.console import esc, print_json, stdout_console
-    from nbcli.errors import OutputError
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.plots import RUN_FIGURES, plot_run_figures
     from nbcli.provenance import tool_version, utc_now
     from nbcli.train.runs import read_run
 
     logs = [read_run(d) for d in runs]
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"-o {output}: exists and is not a directory")
-    if not output.resolve().parent.is_dir():
-        raise OutputError(f"-o {output}: parent directory {output.resolve().parent} does not exist")
-    check_outputs([output / f"{name}.png" for name in RUN_FIGURES],
-                  [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")])
+    guard_outputs([output / f"{name}.png" for name in RUN_FIGURES],
+                  [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")], folder=output)
     created = not output.exists()
     output.mkdir(exist_ok=True)
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",

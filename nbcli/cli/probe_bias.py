@@ -107,22 +107,19 @@ def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
 
     from nbcli.checkpoint.io import find_checkpoint_files
     from nbcli.errors import ConfigError, NbError, OutputError
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
 
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
-
-    if directory.exists() and not directory.is_dir():
-        raise OutputError(f"--plot {directory}: exists and is not a directory")
     read: list[Path | None] = list(inputs)
     try:
         files, index, _ = find_checkpoint_files(inputs[0])
         read += [*files, index]
     except NbError:
         pass  # reported when the checkpoint is opened
-    check_outputs([directory / name for name in PLOT_NAMES], read)
+    guard_outputs([directory / name for name in PLOT_NAMES], read, folder=directory, option="--plot")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
     except OSError as err:
         raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
 
