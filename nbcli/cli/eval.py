@@ -58,16 +58,14 @@ def eval_command(
     from nbcli.cli.console import esc, print_json, stderr_console, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.arms import open_study
-    from nbcli.lm.decoding import log_prior_from_counts
-    from nbcli.lm.perplexity import evaluate_arms, read_documents, tokenize_documents
+    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
 
     k = parse_smoothing(smoothing)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, counts=counts,
                        smoothing_k=k, arch=arch, mapping=parse_role_map(mapping or []), device=device)
     runner = study.runner
     scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
-    unigram = study.log_prior if study.log_prior is not None else log_prior_from_counts(
-        scored.target_counts(runner.vocab_size), runner.vocab_size, k)
+    unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
     with token_progress("scoring", scored.targets * len(study.arms)) as progress:
         rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
                                        stride=stride, unigram_log=unigram, progress=progress)

@@ -59,11 +59,7 @@ def plot_run(
         if created and not any(output.iterdir()):
             output.rmdir()  # a failed run leaves no output, not even the folder it made
         raise
-    report = {"output": str(output), "files": [str(f) for f in files],
-              "runs": [{"dir": str(r.path), "group": r.group, "steps": int(r.series["val_loss"][0].max())
-                        if r.has("val_loss") else None, "alc": r.alc(),
-                        "final_val_loss": float(r.series["val_loss"][1][-1]) if r.has("val_loss") else None}
-                       for r in logs]}
+    report = {"output": str(output), "files": [str(f) for f in files], "runs": [r.as_dict() for r in logs]}
     if as_json:
         print_json(report)
         return
