@@ -78,7 +78,7 @@ _nb() {
                 '--standardise-embeddings[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
-                '--seed[Seed for --shuffle-embeddings (0 to 2^63-1).]:value: ' \
+                '--seed[Seed for --shuffle-embeddings (0 to 2^63-1: the range torch’s and numpy’s genera]:value: ' \
                 '--scale-ln-bias[Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper ]:value: ' \
                 '--remove-frequency-direction[Project the b_LN direction (of the input checkpoint) out of every output-embeddi]' \
                 '--allow-nonfinite[Operate on touched tensors that contain NaN/Inf (default: error).]' \
@@ -154,7 +154,7 @@ _nb() {
                 '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
                 '--compile[torch.compile the model.]' \
-                '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1).]:value: ' \
+                '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
@@ -190,7 +190,7 @@ _nb() {
                 '--max-new-tokens[Length cap per continuation.]:value: ' \
                 '--samples[Continuations per prompt.]:value: ' \
                 '--max-prompts[Use at most this many prompts (the first documents).]:value: ' \
-                '--seed[Seed of every sample’s generator.]:value: ' \
+                '--seed[Seed of every sample’s generator (0 to 2^63-1: the range torch’s and numpy’s gen]:value: ' \
                 '--eval-corpus[Human text whose perplexity each arm reports (repeatable).]:value: ' \
                 '--logit-adjust[Add an arm decoding with logits - TAU log p(y) (Menon et al. 2021; needs --count]:value: ' \
                 '--counts[Unigram counts for --logit-adjust.]:path:_files' \
@@ -220,7 +220,7 @@ _nb() {
                 '-c[Target-corpus counts (nb count-unigrams with T2): coverage by token mass, and --]:path:_files' \
                 '--min-count[Copy only pieces counted at least K times (paper 002’s minimum frequency); the r]:value: ' \
                 '--standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
-                '--seed[Seed for --missing xavier.]:value: ' \
+                '--seed[Seed for --missing xavier (0 to 2^63-1: the range torch’s and numpy’s generators]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

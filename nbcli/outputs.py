@@ -1,9 +1,9 @@
-"""The one output-versus-inputs guard: no command writes over one of its own inputs.
+"""The one output guard: no command writes over one of its own inputs, or where it cannot write.
 
-Every command calls `check_outputs` with all the paths it will write and all the files it reads
-before it writes anything. Files are compared by identity, (st_dev, st_ino) of the file a path
-resolves to, so a hard link, a symbolic link, `./x` or a bind mount of an input is caught as well
-as the same name. Two outputs of one command that are the same file (`--tsv` equal to `-o`) are
+Every command calls `guard_outputs` with all the paths it will write and all the files it reads
+before it reads or writes anything; `check_outputs` is its identity part. Files are compared by
+identity, (st_dev, st_ino) of the file a path resolves to, so a hard link, a symbolic link, `./x` or
+a bind mount of an input is caught as well as the same name. Two outputs of one command that are the same file (`--tsv` equal to `-o`) are
 refused the same way (by resolved path where neither exists yet).
 """
 
@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from nbcli.atomic import check_output_dir
 from nbcli.errors import OutputError
 
 PathLike = Path | str
@@ -89,3 +90,25 @@ def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Pat
             if device_inode(folder) == target:
                 return Path(item)
     return None
+
+
+def guard_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike | None] = (), *,
+                  folder: PathLike | None = None, option: str = "-o") -> None:
+    """The checks every writing command makes before any work: OutputError naming the path if an
+    output is (a link to) an input or another output (`check_outputs`), if `folder` (the directory a
+    command writes its files into, created when missing) exists and is not a directory, or if an
+    output's directory does not exist or is not writable, or its name is too long. A new `folder`
+    needs an existing, writable parent; `option` names the folder's option in the message."""
+    outs = [Path(p) for p in outputs if p is not None]
+    if folder is not None:
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise OutputError(f"{option} {folder}: exists and is not a directory")
+    check_outputs(outs, inputs)
+    if folder is not None and not folder.is_dir():
+        check_output_dir(folder)  # the command makes it: its parent must be there and writable
+        return
+    if folder is not None and not outs:
+        check_output_dir(folder / "x")  # an existing folder must be writable
+    for out in outs:
+        check_output_dir(out)

@@ -277,3 +277,59 @@ def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, .
     else:
         notes.extend(f"{role}: {why}" for role, why in roles.notes.items() if role in ROLES_USED and names[role] is None)
     return roles.architecture, names, notes
+
+
+#: The figures `write_probe_plots` draws, in this order.
+PROBE_PLOTS = ("frequency_direction.png", "cosine_histogram.png")
+
+
+def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[str], *, bins: int = 10,
+                  smoothing_k: float = 1.0, partition: bool = True,
+                  progress: Callable[[str], None] = _none) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The whole `nb probe-bias` report (what `--json` prints) from `load_probe_inputs`' result:
+    `build_report`'s sections after the checkpoint's header, the counts file's identity in the
+    counts section, and the warnings. Returns (report, arrays the figures draw)."""
+    report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, partition=partition, progress=progress)
+    arrays = report.pop("_arrays")
+    header = dict(header)
+    counts_file = header.pop("counts_file")
+    if report["counts"] is not None:
+        report["counts"].update(counts_file)
+    return {**header, **report, "warnings": warnings}, arrays
+
+
+def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, Any],
+                      arrays: dict[str, Any]) -> list[str]:
+    """PROBE_PLOTS into `directory` (which exists), committed together or not at all: corpus
+    frequency against <b_LN, w_i> (paper 003 fig. 3) where counts and b_LN allow it, and the
+    histogram of sampled pairwise cosines of W with and without the b_LN direction. Each PNG
+    carries the checkpoint and counts it was drawn from. Returns the paths written."""
+    from nbcli import plots
+    from nbcli.atomic import OutputSet
+    from nbcli.provenance import tool_version
+
+    name = Path(report["checkpoint"]).name
+    cnt = report["counts"] or {}
+    meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
+            "nb.counts": cnt.get("path") or "", "nb.counts_sha256": cnt.get("sha256") or ""}
+    written = []
+    with OutputSet() as outputs:
+        if "scores" in arrays:
+            path = directory / PROBE_PLOTS[0]
+            plots.plot_frequency_direction(
+                path, inputs.counts, arrays["scores"], arrays["bins"],
+                rho=report["frequency_direction"]["spearman"] or float("nan"),
+                title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta, outputs=outputs)
+            written.append(str(path))
+        if inputs.output_weight is not None:
+            iso = report["isotropy"]
+            b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
+            cosines = probes.cosine_sample(inputs.output_weight, remove=b_ln)
+            path = directory / PROBE_PLOTS[1]
+            plots.plot_cosine_histogram(
+                path, cosines.before, cosines.after, mean_before=iso["mean_cosine"],
+                mean_after=iso["mean_cosine_without_bias_direction"],
+                title=f"{name}\npairwise cosines of output embeddings ({cosines.rows:,} sampled tokens)",
+                metadata=meta, outputs=outputs)
+            written.append(str(path))
+    return written

@@ -258,6 +258,25 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     return cos[np.triu_indices(units.shape[0], k=1)].astype(np.float32)
 
 
+@dataclass(frozen=True)
+class CosineSample:
+    """Pairwise cosines of `rows` sampled output-embedding rows, for the isotropy histogram."""
+
+    rows: int
+    before: np.ndarray
+    after: np.ndarray | None  # with the b_LN direction projected out; None without b_LN
+
+
+def cosine_sample(rows: Rows, remove: np.ndarray | None = None, sample: int = 2000) -> CosineSample:
+    """The cosines the histogram of W's pairwise cosines draws (paper 003 sec. 3.2): all distinct
+    pairs among min(sample, V) rows, as they are and, given `remove` (b_LN), after projecting its
+    direction out of every row."""
+    picked = min(sample, int(rows.shape[0]))
+    before = sample_pairwise_cosines(rows, sample=picked)
+    after = sample_pairwise_cosines(rows, sample=picked, remove=remove) if remove is not None else None
+    return CosineSample(picked, before, after)
+
+
 class Gram:
     """W^T W, float64 [d, d], accumulated over row blocks (each block product in float32)."""
 

@@ -288,8 +288,7 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
                standardise: str | None = None, seed: int = 0) -> TransplantResult:
     """`nb transplant-embeddings`: read, match, fill, optionally standardise (surgery.standardise_to,
     paper 002 eq. 1 / eq. 4), write atomically. Inputs are only read."""
-    from nbcli.atomic import check_output_dir
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.provenance import sha256_file, tool_version, utc_now
     from nbcli.surgery import parse_standardise, standardise_to
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
@@ -299,10 +298,9 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
     if min_count > 0 and counts_path is None:
         raise ConfigError("--min-count needs --counts (target-corpus counts from nb count-unigrams)")
     spec = parse_standardise(standardise) if standardise else None
-    check_output_dir(output)
     match_file = spec.match_file if spec is not None else None
-    check_outputs([output], [source_ckpt, *tokenizer_files(source_tokenizer), *tokenizer_files(target_tokenizer),
-                             counts_path, match_file])
+    guard_outputs([output], [source_ckpt, *tokenizer_files(source_tokenizer), *tokenizer_files(target_tokenizer),
+                   counts_path, match_file])
     source = load_tokenizer(source_tokenizer)
     target = load_tokenizer(target_tokenizer)
     counts = None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nbcli.errors import OutputError
-from nbcli.outputs import check_outputs, device_inode, inputs_inside
+from nbcli.outputs import check_outputs, device_inode, guard_outputs, inputs_inside
 
 
 @pytest.fixture()
@@ -82,3 +82,19 @@ def test_inputs_inside_a_directory(tmp_path: Path, data: Path) -> None:
     assert inputs_inside(run, [data, "-"]) is None
     assert inputs_inside(tmp_path / "absent", [inner]) is None
     assert device_inode(tmp_path / "absent") is None
+
+
+def test_guard_outputs_checks_identity_folder_and_directory(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("x")
+    guard_outputs([tmp_path / "new.txt", None], [src])
+    with pytest.raises(OutputError, match="same file as the input"):
+        guard_outputs([tmp_path / "." / "in.txt"], [src])
+    with pytest.raises(OutputError, match="does not exist"):
+        guard_outputs([tmp_path / "missing" / "out.txt"], [src])
+    with pytest.raises(OutputError, match="--plot .*exists and is not a directory"):
+        guard_outputs([src / "a.png"], [], folder=src, option="--plot")
+    guard_outputs([tmp_path / "figs" / "a.png"], [src], folder=tmp_path / "figs")  # made later, parent exists
+    with pytest.raises(OutputError, match="does not exist"):
+        guard_outputs([tmp_path / "a" / "b" / "x.png"], [], folder=tmp_path / "a" / "b")
+    assert not (tmp_path / "figs").exists() and not (tmp_path / "a").exists()

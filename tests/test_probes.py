@@ -266,3 +266,14 @@ def test_rows_parallel_to_the_removed_direction_are_left_out() -> None:
     keep[[3, 17]] = False
     got = probes.mean_pairwise_cosine(w.astype(np.float32), remove=b, block_rows=8)
     assert got == pytest.approx(brute_mean_cosine(projected[keep]), rel=1e-5)
+
+
+def test_cosine_sample_draws_pairs_with_and_without_the_bias_direction() -> None:
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=16)
+    rows = rng.normal(size=(50, 16)) + 5 * direction  # every row leans along one shared direction
+    sample = probes.cosine_sample(rows, sample=30)
+    assert sample.rows == 30 and sample.before.shape == (30 * 29 // 2,) and sample.after is None
+    both = probes.cosine_sample(rows, remove=direction, sample=1000)
+    assert both.rows == 50 and both.after is not None and both.after.shape == both.before.shape
+    assert float(both.before.mean()) > 0.5 > abs(float(both.after.mean()))

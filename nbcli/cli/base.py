@@ -6,8 +6,10 @@ names and help text with an ellipsis: each option on its own line (names and a m
 what to give: a flag has none, a choice lists its values, a number is N or X), its help below,
 indented and wrapped to the terminal (COLUMNS) width, clamped to 40-100 columns. Rich markup
 tags in help strings ([bold], [/]) are removed; any other bracket ([plot], [default: ...]) stays.
-Example lines of an epilog that do not fit are continued with a shell backslash, so they still
-copy and paste.
+An epilog is read as items: paragraphs (refilled at their own indent), `term  definition` lines
+(hanging under the definition), and example command lines, which are continued with a shell
+backslash where they do not fit, so they still copy and paste. Words are never cut: a word too
+long for its indented line moves left, and one longer than the whole width stands alone on its line.
 """
 
 from __future__ import annotations
@@ -61,16 +63,6 @@ def plain(text: str) -> str:
     return _MARKUP.sub("", text).replace("\\[", "[")
 
 
-def _paragraphs(text: str, width: int, indent: str) -> list[str]:
-    """Blank-line separated paragraphs, each reflowed to `width` with `indent`."""
-    lines: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", plain(text).strip()):
-        joined = " ".join(part.strip() for part in paragraph.splitlines())
-        lines += textwrap.wrap(joined, width, initial_indent=indent, subsequent_indent=indent,
-                               break_on_hyphens=False, break_long_words=False) + [""]
-    return lines[:-1] if lines else []
-
-
 def _metavar(param: Any, ctx: Any) -> str:
     """What to type after the option: its declared metavar, a choice's values, N, X, PATH ..."""
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
@@ -103,50 +95,133 @@ def _extras(param: Any) -> str:
     return " ".join(f"[{note}]" for note in notes)
 
 
-def _wrap_example(line: str, width: int) -> list[str]:
-    """A command line longer than `width`, continued with ` \\` so it still pastes into a shell."""
-    indent = line[: len(line) - len(line.lstrip())]
-    out: list[str] = []
-    current = line.rstrip()
-    while len(current) > width:
-        cut = current.rfind(" ", len(indent) + 4, width - 2)
-        if cut <= 0:
-            break
-        out.append(current[:cut] + " \\")
-        current = indent + "    " + current[cut + 1:]
-    return out + [current]
+def _wrap(text: str, width: int, indent: str, hang: str | None = None) -> list[str]:
+    """`text` filled greedily to `width`: the first line at `indent`, the others at `hang` (default:
+    `indent`). Words are never broken; a word too long for its indented line moves left as far as it
+    must, and one longer than `width` stands alone at column 0."""
+    lines = textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent if hang is None else hang,
+                          break_on_hyphens=False, break_long_words=False)
+    return [line if len(line) <= width else line.strip().rjust(width) for line in lines]
+
+
+def _paragraphs(text: str, width: int, indent: str) -> list[str]:
+    """Blank-line separated paragraphs, each reflowed to `width` with `indent`."""
+    lines: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", plain(text).strip()):
+        lines += _wrap(" ".join(paragraph.split()), width, indent) + [""]
+    return lines[:-1] if lines else []
+
+
+def _shell_words(command: str) -> list[str]:
+    """`command` split at the spaces outside quotes (the words stay as written, quotes included)."""
+    words, current, quote, escaped = [], "", "", False
+    for ch in command.strip():
+        if escaped:
+            current, escaped = current + ch, False
+        elif ch == "\\" and quote != "'":
+            current, escaped = current + ch, True
+        elif quote:
+            current += ch
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            current, quote = current + ch, ch
+        elif ch == " ":
+            words, current = words + [current] if current else words, ""
+        else:
+            current += ch
+    return words + [current] if current else words
+
+
+def _wrap_command(command: str, width: int, indent: str) -> list[str]:
+    """A shell command line filled to `width`, each line but the last continued with ` \\` so the
+    whole still pastes into a shell; a trailing `# comment` follows it, on lines of its own if need be."""
+    words = _shell_words(command)
+    comment = next((i for i, word in enumerate(words) if word.startswith("#")), len(words))
+    words, remark = words[:comment], " ".join(words[comment:]).lstrip("#").strip()
+    hang = indent + "    "
+    lines: list[str] = []
+    current = indent + words[0]
+    for i, word in enumerate(words[1:], 2):
+        room = width if i == len(words) else width - 2
+        if len(current) + 1 + len(word) <= room:
+            current += " " + word
+            continue
+        lines.append(current + " \\")
+        current = hang + word if len(hang) + len(word) <= room else word.rjust(room)
+    if remark and len(current) + 4 + len(remark) <= width:
+        return lines + [f"{current}  # {remark}"]
+    return lines + [current] + (_wrap(remark, width, hang + "# ", hang + "# ") if remark else [])
 
 
 _EXAMPLE = re.compile(r"\s*(nb|torchrun|python3?|pip|zcat|cat|dask|sh) ")
+_TERM_GAP = re.compile(r" *\S.*?(?<=\S)( {2,})(?=\S)")  # `  term   definition`: the gap after the term
 
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _epilog(text: str, width: int) -> list[str]:
-    """Preformatted epilog lines kept as written where they fit; an item (a line and the more
-    indented lines that continue it) that does not fit is reflowed with a hanging indent, and a
-    command line is continued with a backslash."""
-    lines: list[str] = []
+def _epilog_items(text: str) -> list[tuple[str, list[str]]]:
+    """The epilog's items, each ("blank" | "example" | "text", its source lines):
+
+    - an example: a command line (nb, torchrun, zcat ...) with the lines its ` \\` continues;
+    - a text item: a line and the lines that continue it: more indented lines (a definition's
+      hanging lines), or lines at its own indent while neither holds a `term  definition` gap
+      (a paragraph);
+    - a blank line."""
     raw = plain(text).splitlines()
+    items: list[tuple[str, list[str]]] = []
     i = 0
     while i < len(raw):
-        item = [raw[i]]
+        first = raw[i]
+        item = [first]
         i += 1
-        while (i < len(raw) and raw[i].strip() and item[0].strip() and not _EXAMPLE.match(item[0])
-               and (_indent(raw[i]) > _indent(item[0]) or _indent(item[0]) == 0)):
+        if not first.strip():
+            items.append(("blank", item))
+            continue
+        if _EXAMPLE.match(first):
+            while item[-1].rstrip().endswith("\\") and i < len(raw):
+                item.append(raw[i])
+                i += 1
+            items.append(("example", item))
+            continue
+        while i < len(raw) and raw[i].strip() and not _EXAMPLE.match(raw[i]) and (
+                _indent(raw[i]) > _indent(first)
+                or (_indent(raw[i]) == _indent(first) and _indent(item[-1]) == _indent(first)
+                    and not _TERM_GAP.match(first) and not _TERM_GAP.match(raw[i]))):
             item.append(raw[i])
             i += 1
-        if all(len(line) <= width for line in item):
-            lines += item
-        elif _EXAMPLE.match(item[0]):
-            lines += _wrap_example(item[0], width) + item[1:]
+        items.append(("text", item))
+    return items
+
+
+def _epilog(text: str, width: int) -> list[str]:
+    """Epilog lines filled to `width`: a paragraph keeps its indent, a `term  definition` item hangs
+    under its definition (or under its continuation lines' indent), and an example line that does
+    not fit is continued with a shell backslash."""
+    lines: list[str] = []
+    for kind, item in _epilog_items(text):
+        first = " " * _indent(item[0])
+        if kind == "blank":
+            lines.append("")
+        elif kind == "example":
+            command = " ".join(line.strip().removesuffix("\\").strip() for line in item)
+            fits = len(item) == 1 and len(item[0].rstrip()) <= width
+            lines += [item[0].rstrip()] if fits else _wrap_command(command, width, first)
         else:
-            first = " " * _indent(item[0])
-            rest = " " * (_indent(item[1]) if len(item) > 1 else _indent(item[0]) + 4 if _indent(item[0]) else 0)
-            lines += textwrap.wrap(" ".join(line.strip() for line in item), width, initial_indent=first,
-                                   subsequent_indent=rest, break_on_hyphens=False, break_long_words=False)
+            gap = _TERM_GAP.match(item[0])
+            if len(item) > 1:
+                hang = " " * _indent(item[1])
+            elif gap and gap.end() <= width // 2:
+                hang = " " * gap.end()
+            else:
+                hang = first + "    " if gap else first
+            head = item[0].strip()
+            if gap:  # the term and its gap stay as written; the rest is one run of words
+                term = item[0][len(first):gap.end()]
+                head = term + " ".join(item[0][gap.end():].split())
+            body = " ".join([head] + [" ".join(line.split()) for line in item[1:]])
+            lines += _wrap(body, width, first, hang)
     return lines
 
 
@@ -158,9 +233,7 @@ def render_help(command: Any, ctx: Any, width: int | None = None) -> str:
         (p.metavar or p.name.upper()) + ("..." if getattr(p, "nargs", 1) == -1 else "")
         for p in params if getattr(p, "param_type_name", "") == "argument"]
         + (["COMMAND [ARGS]..."] if getattr(command, "commands", None) else []))
-    usage = textwrap.wrap(f"{ctx.command_path} {pieces}", width - 7, subsequent_indent="  ",
-                          break_on_hyphens=False, break_long_words=False)
-    lines = [f"Usage: {usage[0]}", *[f"       {rest}" for rest in usage[1:]], ""]
+    lines = _wrap(f"{ctx.command_path} {pieces}", width, "Usage: ", " " * 9) + [""]
     if command.help:
         lines += _paragraphs(command.help, width, "  ") + [""]
     arguments = [p for p in params if getattr(p, "param_type_name", "") == "argument"]
@@ -181,8 +254,7 @@ def render_help(command: Any, ctx: Any, width: int | None = None) -> str:
                 names += " / " + ", ".join(param.secondary_opts)
             metavar = _metavar(param, ctx)
             head = f"  {names}" + (f" {metavar}" if metavar else "")
-            lines += textwrap.wrap(head, width, subsequent_indent="      ", break_on_hyphens=False,
-                                   break_long_words=False) or [head]
+            lines += _wrap(head.strip(), width, "  ", "      ")
             text = " ".join(x for x in (plain(getattr(param, "help", None) or ""), _extras(param)) if x)
             lines += _paragraphs(text, width, "      ") if text else []
         lines.append("")
@@ -196,8 +268,7 @@ def render_help(command: Any, ctx: Any, width: int | None = None) -> str:
             summary = plain((sub.short_help or sub.help or "").strip().split("\n\n")[0])
             summary = " ".join(summary.split())
             lines.append(f"  {name}")
-            lines += textwrap.wrap(summary, width, initial_indent="      ", subsequent_indent="      ",
-                                   break_on_hyphens=False, break_long_words=False)
+            lines += _wrap(summary, width, "      ")
         lines.append("")
     if command.epilog:
         lines += _epilog(command.epilog, width) + [""]

@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption
+from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -26,8 +26,8 @@ def count_unigrams(
         metavar="INPUT...", show_default=False,
         help="Files, directories (recursed), globs, or - for stdin. Plain text, .gz, .bz2, .xz or .zst.")],
     tokenizer: TokenizerOption,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors",
-                                         help="Counts file to write (int64 `counts` tensor + provenance).")],
+    output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
+                                          "OUT.safetensors")],
     tsv: Annotated[Optional[Path], typer.Option(
         "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
     workers: WorkersOption = 0,
@@ -69,20 +69,16 @@ def count_unigrams(
     """
     from nbcli.cli.console import byte_progress, print_json, stderr_console
     from nbcli.cli.render import render_count_summary
-    from nbcli.atomic import check_output_dir
     from nbcli.counting import (
         CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs,
     )
     from nbcli.corpus import corpus_files
     from nbcli.counts import parse_smoothing
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
     k = parse_smoothing(smoothing)
-    check_output_dir(output)
-    if tsv is not None:
-        check_output_dir(tsv)
-    check_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer)])
+    guard_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer)])
     tok = load_tokenizer(tokenizer)
     options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=not exact_only)

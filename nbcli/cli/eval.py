@@ -10,7 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption,
+    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, corpus_option, counts_option,
 )
 
 EPILOG = """\
@@ -35,16 +35,14 @@ context); every token is scored once.
 
 def eval_command(
     checkpoint: LmCheckpointArgument,
-    corpus: Annotated[list[str], typer.Option(
-        "--corpus", metavar="FILE", show_default=False,
-        help="Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
+    corpus: Annotated[list[str], corpus_option(
+        "Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
         "non-empty line; .jsonl: the `text` field.")],
     tokenizer: TokenizerOption,
     scale_ln_bias: LambdasOption = None,
     remove_direction: RemoveDirectionOption = False,
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors",
-        help="Unigram for the KL columns (e.g. the training corpus's, as in paper 003 table 1); "
+    counts: Annotated[Optional[Path], counts_option(
+        "Unigram for the KL columns (e.g. the training corpus's, as in paper 003 table 1); "
         "default: the held-out corpus's own tokens.")] = None,
     smoothing: SmoothingOption = "add-k:1",
     stride: Annotated[Optional[int], typer.Option(
@@ -60,16 +58,14 @@ def eval_command(
     from nbcli.cli.console import esc, print_json, stderr_console, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.arms import open_study
-    from nbcli.lm.perplexity import evaluate_arms, read_documents, tokenize_documents
-    from nbcli.ops import unigram_log_prior
+    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
 
     k = parse_smoothing(smoothing)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, counts=counts,
                        smoothing_k=k, arch=arch, mapping=parse_role_map(mapping or []), device=device)
     runner = study.runner
     scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
-    unigram = study.log_prior if study.log_prior is not None else unigram_log_prior(
-        scored.target_counts(runner.vocab_size), runner.vocab_size, k)
+    unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
     with token_progress("scoring", scored.targets * len(study.arms)) as progress:
         rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
                                        stride=stride, unigram_log=unigram, progress=progress)

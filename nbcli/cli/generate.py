@@ -10,7 +10,8 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption,
+    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, counts_option, out_dir_option,
+    seed_option,
 )
 
 EPILOG = """\
@@ -25,7 +26,8 @@ EPILOG = """\
 
   D-1..D-4, D  Distinct-n = unique n-grams / n-grams over all continuations; D = their mean (eqs. 5-6);
                words as NLTK's word tokenizer splits them (no NLTK data needed; pip install 'nbcli\\[lm]').
-  len          mean continuation length in tokens;  EOS  share of continuations that ended with EOS.
+  len          mean continuation length in tokens.
+  EOS          share of continuations that ended with EOS.
   ppl          perplexity of --eval-corpus (human text) under the same arm (as nb eval computes it).
   MAUVE        with mauve-text installed and --mauve-featurizer named; otherwise the reason it is absent.
 
@@ -56,20 +58,18 @@ def generate_command(
     samples: Annotated[int, typer.Option("--samples", min=1, help="Continuations per prompt.")] = 1,
     max_prompts: Annotated[Optional[int], typer.Option(
         "--max-prompts", min=1, help="Use at most this many prompts (the first documents).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every sample's generator.")] = 0,
+    seed: Annotated[int, seed_option("Seed of every sample's generator")] = 0,
     eval_corpus: Annotated[Optional[list[str]], typer.Option(
         "--eval-corpus", metavar="FILE", help="Human text whose perplexity each arm reports (repeatable).")] = None,
     logit_adjust: Annotated[Optional[float], typer.Option(
         "--logit-adjust", metavar="TAU", help="Add an arm decoding with logits - TAU log p(y) (Menon et al. "
         "2021; needs --counts). Works on models without b_LN.")] = None,
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors", help="Unigram counts for --logit-adjust.")] = None,
+    counts: Annotated[Optional[Path], counts_option("Unigram counts for --logit-adjust.")] = None,
     smoothing: SmoothingOption = "add-k:1",
     remove_direction: RemoveDirectionOption = False,
     mauve_featurizer: Annotated[Optional[str], typer.Option(
         "--mauve-featurizer", metavar="MODEL", help="Featurizer model for MAUVE (needs mauve-text).")] = None,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="DIR", help="Write samples.jsonl, table.json and the plot into DIR.")] = None,
+    out: Annotated[Optional[Path], out_dir_option("Write samples.jsonl, table.json and the plot into DIR.")] = None,
     batch_size: BatchSizeOption = 16,
     no_cache: Annotated[bool, typer.Option(
         "--no-kv-cache", help="Recompute the whole sequence every step (a reference for the cache).")] = False,
@@ -87,10 +87,12 @@ def generate_command(
     from nbcli.lm.diversity import word_tokenize
     from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
     from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.outputs import guard_outputs
 
     rule = parse_decoding(decoding)
     if out is not None:
-        _check_out(out, [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])])
+        guard_outputs([out / name for name in OUT_NAMES], [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])],
+                      folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, tau=logit_adjust,
                        counts=counts, smoothing_k=parse_smoothing(smoothing), arch=arch,
@@ -118,18 +120,6 @@ def generate_command(
 
 
 OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
-
-
-def _check_out(out: Path, inputs: list[Any]) -> None:
-    """--out DIR: a directory (or a new one in an existing parent) whose files are none of the inputs."""
-    from nbcli.atomic import check_output_dir
-    from nbcli.errors import OutputError
-    from nbcli.outputs import check_outputs
-
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out}: exists and is not a directory")
-    check_output_dir(out / OUT_NAMES[0] if out.is_dir() else out)
-    check_outputs([out / name for name in OUT_NAMES], inputs)
 
 
 def _write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import JsonOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -20,18 +20,16 @@ EPILOG = """\
 
 def merge_counts(
     inputs: Annotated[list[Path], typer.Argument(metavar="COUNTS...", help="Counts files to sum.")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.safetensors", help="Merged counts file.")],
+    output: Annotated[Path, output_option("Merged counts file.", "OUT.safetensors")],
     as_json: JsonOption = False,
 ) -> None:
     """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts
     made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""
-    from nbcli.atomic import check_output_dir
     from nbcli.cli.console import esc, print_json, stdout_console
     from nbcli.counts import merge_counts as merge, read_counts, write_counts
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
 
-    check_output_dir(output)
-    check_outputs([output], inputs)
+    guard_outputs([output], inputs)
     merged = merge([read_counts(p) for p in inputs])
     write_counts(output, merged)
     report = {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,

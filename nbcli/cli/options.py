@@ -1,9 +1,14 @@
-"""Option declarations shared by several commands (one definition, one help text)."""
+"""Option declarations shared by several commands: one definition and one validation per option.
+
+An option whose meaning is the same everywhere is an `Annotated` alias (`JsonOption`); one whose
+help says what it is for in each command comes from a small factory (`output_option(help)`), so the
+names, metavar and bounds stay in one place and only the sentence differs.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -26,6 +31,40 @@ WorkersOption = Annotated[
 ]
 MAX_SEED = 2**63 - 1  # torch generators take 64-bit seeds, numpy's non-negative ones
 
+
+def seed_option(purpose: str) -> typer.models.OptionInfo:
+    """--seed: one bound for every command, the widest range every generator nb seeds accepts."""
+    return typer.Option("--seed", min=0, max=MAX_SEED,
+                        help=f"{purpose} (0 to 2^63-1: the range torch's and numpy's generators both take).")
+
+
+def output_option(help: str, metavar: str = "OUT") -> typer.models.OptionInfo:
+    """-o/--output: the file (or folder) a command writes; `help` says what it holds."""
+    return typer.Option("--output", "-o", metavar=metavar, show_default=False, help=help)
+
+
+def out_dir_option(help: str, short: bool = True) -> typer.models.OptionInfo:
+    """--out DIR: the folder a command writes several files into (a run, a study)."""
+    return typer.Option("--out", *(["-o"] if short else []), metavar="DIR", show_default=False, help=help)
+
+
+def counts_option(help: str) -> typer.models.OptionInfo:
+    """-c/--counts: a unigram-counts file; `help` says what the command uses it for."""
+    return typer.Option("--counts", "-c", metavar="COUNTS.safetensors", show_default=False, help=help)
+
+
+def corpus_option(help: str) -> typer.models.OptionInfo:
+    """--corpus FILE (repeatable): text read as documents, one per non-empty line."""
+    return typer.Option("--corpus", metavar="FILE", show_default=False, help=help)
+
+
+RescaleNorm = Literal["fro", "spectral"]
+
+
+def rescale_w_option(help: str) -> typer.models.OptionInfo:
+    """--rescale-w fro|spectral: ||W|| = ||b|| (paper 000 sec. 4.1)."""
+    return typer.Option("--rescale-w", metavar="fro|spectral", show_default=False, help=help)
+
 SmoothingOption = Annotated[
     str,
     typer.Option(
@@ -34,12 +73,6 @@ SmoothingOption = Annotated[
         "no token gets -inf.",
     ),
 ]
-CountsOption = Annotated[
-    Path,
-    typer.Option("--counts", "-c", metavar="COUNTS.safetensors",
-                 help="Unigram counts file from `nb count-unigrams`."),
-]
-OutputOption = Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Output file.")]
 ArchOption = Annotated[
     str,
     typer.Option(

@@ -9,8 +9,8 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    MAX_SEED, AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
-    shuffle_mode_option, standardise_option,
+    AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RescaleNorm, RoleMapOption, SmoothingOption,
+    output_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
 EPILOG = """\
@@ -44,9 +44,8 @@ def patch_checkpoint(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
         help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", metavar="OUT",
-        help="Output file; a directory for a sharded input (same shard layout, rewritten index) or a model "
+    output: Annotated[Optional[Path], output_option(
+        "Output file; a directory for a sharded input (same shard layout, rewritten index) or a model "
         "folder (config.json beside IN): OUT is then a model folder, with config.json (updated where the "
         "surgery needs it, e.g. tie_word_embeddings after --untie), tokenizer and other non-weight files "
         "copied. End OUT with .safetensors to write the tensors alone.")] = None,
@@ -70,9 +69,8 @@ def patch_checkpoint(
         help="Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which have none). "
         "A created bias is read by nb's own model and probe-bias and by loaders whose output layer has a "
         "bias; transformers' GPT-2 and Llama classes ignore it.")] = None,
-    rescale_w: Annotated[Optional[Literal["fro", "spectral"]], typer.Option(
-        "--rescale-w", metavar="fro|spectral",
-        help="Scale the output weight W so its matrix norm equals the output bias's l2 norm (paper 000 sec. "
+    rescale_w: Annotated[Optional[RescaleNorm], rescale_w_option(
+        "Scale the output weight W so its matrix norm equals the output bias's l2 norm (paper 000 sec. "
         "4.1, 'matrix l2 norm'). fro = Frobenius (the entries' l2 norm, like for like with the bias vector; "
         "recommended), spectral = largest singular value.")] = None,
     untie: Annotated[bool, typer.Option(
@@ -83,7 +81,7 @@ def patch_checkpoint(
     shuffle: Annotated[bool, typer.Option(
         "--shuffle-embeddings", help="Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).")] = False,
     shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
-    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed for --shuffle-embeddings (0 to 2^63-1).")] = 0,
+    seed: Annotated[int, seed_option("Seed for --shuffle-embeddings")] = 0,
     scale_ln_bias: Annotated[Optional[str], typer.Option(
         "--scale-ln-bias", metavar="LAMBDA",
         help="Multiply the final LayerNorm bias b_LN by LAMBDA (paper 003 sec. 3.3; the paper uses [0, 1]).")] = None,
@@ -119,12 +117,12 @@ def patch_checkpoint(
     # At exit, Python's final garbage collections walk every object torch created (~0.4 s on this
     # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
     atexit.register(gc.freeze)
-    from nbcli.atomic import check_output_dir
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
     from nbcli.checkpoint.layout import folder_output
     from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
+    from nbcli.outputs import guard_outputs
     from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
 
     lam = None
@@ -153,10 +151,8 @@ def patch_checkpoint(
             folder = folder_output(ckpt, output)
             target = resolve_output(ckpt, output, folder)
             directory = target if ckpt.sharded else target.parent if folder else None
-            if directory is None or not directory.is_dir():
-                check_output_dir(directory or target)  # its parent must exist and be writable
-            else:
-                check_output_dir(directory / "x")  # an existing output directory must be writable
+            # where OUT goes; whether it is one of the inputs, the writer checks (--in-place may allow it)
+            guard_outputs([] if directory else [target], folder=directory)
         roles = resolve_roles(ckpt, arch, parse_role_map(mapping or []))
         with byte_progress("patching") as progress:
             total = ckpt.total_bytes

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import JsonOption, output_option
 
 EPILOG = """\
 [bold]Figures[/bold] (a figure is skipped when no run logged its curves)
@@ -32,8 +32,8 @@ step) is left out of its curve and of the ALC.
 def plot_run(
     runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="nb train run directories (log.jsonl).",
                                                show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUTDIR",
-                                         help="Directory for the PNGs (created if missing; its parent must exist).")],
+    output: Annotated[Path, output_option("Directory for the PNGs (created if missing; its parent must exist).",
+                                          "OUTDIR")],
     as_json: JsonOption = False,
 ) -> None:
     """Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, output-bias drift, AG loss and alpha.
@@ -41,19 +41,14 @@ def plot_run(
     Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
     """  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.cli.console import esc, print_json, stdout_console
-    from nbcli.errors import OutputError
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.plots import RUN_FIGURES, plot_run_figures
     from nbcli.provenance import tool_version, utc_now
     from nbcli.train.runs import read_run
 
     logs = [read_run(d) for d in runs]
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"-o {output}: exists and is not a directory")
-    if not output.resolve().parent.is_dir():
-        raise OutputError(f"-o {output}: parent directory {output.resolve().parent} does not exist")
-    check_outputs([output / f"{name}.png" for name in RUN_FIGURES],
-                  [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")])
+    guard_outputs([output / f"{name}.png" for name in RUN_FIGURES],
+                  [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")], folder=output)
     created = not output.exists()
     output.mkdir(exist_ok=True)
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
@@ -64,11 +59,7 @@ def plot_run(
         if created and not any(output.iterdir()):
             output.rmdir()  # a failed run leaves no output, not even the folder it made
         raise
-    report = {"output": str(output), "files": [str(f) for f in files],
-              "runs": [{"dir": str(r.path), "group": r.group, "steps": int(r.series["val_loss"][0].max())
-                        if r.has("val_loss") else None, "alc": r.alc(),
-                        "final_val_loss": float(r.series["val_loss"][1][-1]) if r.has("val_loss") else None}
-                       for r in logs]}
+    report = {"output": str(output), "files": [str(f) for f in files], "runs": [r.as_dict() for r in logs]}
     if as_json:
         print_json(report)
         return

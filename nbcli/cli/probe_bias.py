@@ -10,6 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
+    counts_option,
 )
 
 EPILOG = """\
@@ -47,9 +48,8 @@ converted to float32. Counts shorter than the embedding (padded vocabularies) ar
 def probe_bias(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding either.")],
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors",
-        help="Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
+    counts: Annotated[Optional[Path], counts_option(
+        "Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
         "of the vocabulary's length (then no tokenizer hash can be checked). Without counts only what "
         "needs none is computed: isotropy, partition ratio, ||b_LN||, ||b||.")] = None,
     tokenizer: ModelTokenizerOption = None,
@@ -73,7 +73,7 @@ def probe_bias(
     """
     from nbcli.cli.console import esc, print_json, stderr_console, step_progress
     from nbcli.counts import parse_smoothing
-    from nbcli.probe_report import build_report, load_probe_inputs, report_steps
+    from nbcli.probe_report import finish_report, load_probe_inputs, report_steps, write_probe_plots
 
     k = parse_smoothing(smoothing)
     if plot is not None:
@@ -84,81 +84,38 @@ def probe_bias(
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {esc(warning)}")
     with step_progress("probing", report_steps(inputs, partition)) as advance:
-        report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition,
-                              progress=lambda status: advance(1, status=status))
-    arrays = report.pop("_arrays")
-    counts_file = header.pop("counts_file")
-    if report["counts"] is not None:
-        report["counts"].update(counts_file)
-    report = {**header, **report, "warnings": warnings}
+        report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
+                                       progress=lambda status: advance(1, status=status))
     if plot is not None:
-        report["plots"] = _write_plots(plot, inputs, report, arrays)
+        report["plots"] = write_probe_plots(plot, inputs, report, arrays)
     if as_json:
         print_json(report)
     else:
         _render(report)
 
 
-PLOT_NAMES = ("frequency_direction.png", "cosine_histogram.png")
-
-
 def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
+    """--plot DIR: matplotlib present, DIR writable, its figures none of the inputs; DIR is made."""
     import importlib.util
 
     from nbcli.checkpoint.reader import find_checkpoint_files
     from nbcli.errors import ConfigError, NbError, OutputError
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
+    from nbcli.probe_report import PROBE_PLOTS
 
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
-
-    if directory.exists() and not directory.is_dir():
-        raise OutputError(f"--plot {directory}: exists and is not a directory")
     read: list[Path | None] = list(inputs)
     try:
         files, index, _ = find_checkpoint_files(inputs[0])
         read += [*files, index]
     except NbError:
         pass  # reported when the checkpoint is opened
-    check_outputs([directory / name for name in PLOT_NAMES], read)
+    guard_outputs([directory / name for name in PROBE_PLOTS], read, folder=directory, option="--plot")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
     except OSError as err:
         raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
-
-
-def _write_plots(directory: Path, inputs: Any, report: dict[str, Any], arrays: dict[str, Any]) -> list[str]:
-    from nbcli import plots, probes
-    from nbcli.atomic import OutputSet
-    from nbcli.provenance import tool_version
-
-    name = Path(report["checkpoint"]).name
-    cnt = report["counts"] or {}
-    meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
-            "nb.counts": cnt.get("path") or "", "nb.counts_sha256": cnt.get("sha256") or ""}
-    written = []
-    with OutputSet() as outputs:  # the figures are committed together (or none)
-        if "scores" in arrays:
-            path = directory / PLOT_NAMES[0]
-            plots.plot_frequency_direction(
-                path, inputs.counts, arrays["scores"], arrays["bins"],
-                rho=report["frequency_direction"]["spearman"] or float("nan"),
-                title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta, outputs=outputs)
-            written.append(str(path))
-        if inputs.output_weight is not None:
-            iso = report["isotropy"]
-            b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
-            before_n = min(2000, int(inputs.output_weight.shape[0]))
-            before = probes.sample_pairwise_cosines(inputs.output_weight, sample=before_n)
-            after = probes.sample_pairwise_cosines(inputs.output_weight, remove=b_ln) if b_ln is not None else None
-            path = directory / PLOT_NAMES[1]
-            plots.plot_cosine_histogram(
-                path, before, after, mean_before=iso["mean_cosine"],
-                mean_after=iso["mean_cosine_without_bias_direction"],
-                title=f"{name}\npairwise cosines of output embeddings ({before_n:,} sampled tokens)", metadata=meta,
-                outputs=outputs)
-            written.append(str(path))
-    return written
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, WorkersOption
+from nbcli.cli.options import JsonOption, WorkersOption, output_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -19,9 +19,9 @@ EPILOG = """\
 
 
 def quickstart(
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", metavar="OUT.safetensors",
-        help="Where to write the counts file (default: a temporary directory, removed afterwards).")] = None,
+    output: Annotated[Optional[Path], output_option(
+        "Where to write the counts file (default: a temporary directory, removed afterwards).",
+        "OUT.safetensors")] = None,
     workers: WorkersOption = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -32,18 +32,15 @@ def quickstart(
     """
     import tempfile
 
-    from nbcli.atomic import check_output_dir
     from nbcli.cli.console import print_json
     from nbcli.cli.render import render_count_summary
     from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
     from nbcli.counts import DEFAULT_SMOOTHING_K
     from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER
-    from nbcli.outputs import check_outputs
+    from nbcli.outputs import guard_outputs
     from nbcli.tokenizers import load_tokenizer
 
-    check_outputs([output], [SAMPLE_CORPUS, SAMPLE_TOKENIZER])
-    if output is not None:
-        check_output_dir(output)  # before counting, not after
+    guard_outputs([output], [SAMPLE_CORPUS, SAMPLE_TOKENIZER])  # before counting, not after
     tok = load_tokenizer(SAMPLE_TOKENIZER)
     with tempfile.TemporaryDirectory(prefix="nb-quickstart-") as tmp:
         target = output or Path(tmp) / "botchan-counts.safetensors"

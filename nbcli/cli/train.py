@@ -8,8 +8,10 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import (MAX_SEED, JsonOption, SmoothingOption, TokenizerOption, shuffle_mode_option,
-                               standardise_option)
+from nbcli.cli.options import (
+    JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option, out_dir_option, rescale_w_option,
+    seed_option, shuffle_mode_option, standardise_option,
+)
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -34,13 +36,12 @@ PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8"]
 
 
 def train(
-    corpus: Annotated[list[str], typer.Option(
-        "--corpus", metavar="FILE", show_default=False,
-        help="Training text: files, directories, globs (repeatable). One document per non-empty line; "
+    corpus: Annotated[list[str], corpus_option(
+        "Training text: files, directories, globs (repeatable). One document per non-empty line; "
         ".jsonl: the `text` field. Compressed inputs (.gz .bz2 .xz .zst) are read as streams.")],
     tokenizer: TokenizerOption,
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="Run directory (config, log.jsonl, "
-                                      "step-N.safetensors, training state, summary.json).")],
+    out: Annotated[Path, out_dir_option(
+        "Run directory (config, log.jsonl, step-N.safetensors, training state, summary.json).", short=False)],
     objective: Annotated[Optional[Literal["clm", "mlm"]], typer.Option(
         "--objective", help="clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens "
         "selected, 80% <mask> / 10% random / 10% kept. Default: the preset's (clm except roberta-8).",
@@ -73,9 +74,8 @@ def train(
         "--bias-init", help="Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens "
         "(counted while tokenising), zero, or none (no bias parameter).")] = "zero",
     smoothing: SmoothingOption = "add-k:1",
-    rescale_w: Annotated[Optional[Literal["fro", "spectral"]], typer.Option(
-        "--rescale-w", show_default=False,
-        help="Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-checkpoint). "
+    rescale_w: Annotated[Optional[RescaleNorm], rescale_w_option(
+        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-checkpoint). "
         "Needs --bias-init unigram and --untie-embeddings.")] = None,
     ag_patterns: Annotated[Optional[str], typer.Option(
         "--ag-patterns", metavar="LIST", show_default=False,
@@ -126,8 +126,7 @@ def train(
     dtype: Annotated[Literal["auto", "float32", "bfloat16"], typer.Option(
         "--dtype", help="Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).")] = "auto",
     compile_model: Annotated[bool, typer.Option("--compile", help="torch.compile the model.")] = False,
-    seed: Annotated[int, typer.Option(
-        "--seed", min=0, max=MAX_SEED, help="Seed for init, data order, masks and dropout (0 to 2^63-1).")] = 0,
+    seed: Annotated[int, seed_option("Seed for init, data order, masks and dropout")] = 0,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the run in DIR from its last saved state (same options required).")] = False,
     as_json: JsonOption = False,

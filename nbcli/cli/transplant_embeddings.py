@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, standardise_option
+from nbcli.cli.options import JsonOption, counts_option, output_option, seed_option, standardise_option
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -32,20 +32,19 @@ def transplant_embeddings(
         "tokenizer.json or a folder).", show_default=False)],
     target_tokenizer: Annotated[Path, typer.Option(
         "--target-tokenizer", metavar="T2", help="The tokenizer of the model to initialise.", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT", help="Output safetensors file "
-                                         "(tok_emb.weight [V_t, d] and transplant.source_row [V_t]).")],
+    output: Annotated[Path, output_option(
+        "Output safetensors file (tok_emb.weight [V_t, d] and transplant.source_row [V_t]).")],
     missing: Annotated[Literal["xavier", "mean", "neighbours"], typer.Option(
         "--missing", help="Rows of target pieces the source lacks: xavier U(+-sqrt(6/(V+d))) (paper 002 sec. "
         "3.1), the mean source row, or neighbours: the weighted mean (by length in characters) of the source "
         "rows of the piece's sub-pieces as the source tokenizer cuts it (after Dobler & de Melo 2023).")] = "xavier",
-    counts: Annotated[Optional[Path], typer.Option(
-        "--counts", "-c", metavar="COUNTS.safetensors", show_default=False,
-        help="Target-corpus counts (nb count-unigrams with T2): coverage by token mass, and --min-count.")] = None,
+    counts: Annotated[Optional[Path], counts_option(
+        "Target-corpus counts (nb count-unigrams with T2): coverage by token mass, and --min-count.")] = None,
     min_count: Annotated[int, typer.Option(
         "--min-count", metavar="K", min=0, help="Copy only pieces counted at least K times (paper 002's "
         "minimum frequency); the rest are initialised by --missing. Needs --counts.")] = 0,
     standardise: Annotated[Optional[str], standardise_option("--standardise")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --missing xavier.")] = 0,
+    seed: Annotated[int, seed_option("Seed for --missing xavier")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Build a target tokenizer's input embedding from SOURCE_CKPT's by vocabulary overlap (paper 002 sec. 3.3).

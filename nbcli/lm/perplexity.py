@@ -203,6 +203,17 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
                       kl_unigram_without_ln_bias=kl_wo)
 
 
+def kl_reference(scored: Scored, vocab_size: int, smoothing_k: float,
+                 log_prior: torch.Tensor | None = None) -> torch.Tensor:
+    """The unigram the KL columns compare with (paper 003 table 1): `log_prior` (from a counts
+    file) when given, else the add-k smoothed counts of the scored tokens themselves."""
+    from nbcli.ops import unigram_log_prior
+
+    if log_prior is not None:
+        return log_prior
+    return unigram_log_prior(scored.target_counts(vocab_size), vocab_size, smoothing_k)
+
+
 def evaluate_arms(runner: Runner, scored: Scored, arms: Sequence[Any], base: Any, *, batch_size: int = 8,
                   stride: int | None = None, unigram_log: torch.Tensor | None = None,
                   log_prior: torch.Tensor | None = None, progress: Progress | None = None,

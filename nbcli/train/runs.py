@@ -48,6 +48,14 @@ class RunLog:
         steps, values = self.series["val_loss"]
         return area_under_curve(list(zip(steps.tolist(), values.tolist())))
 
+    def as_dict(self) -> dict[str, Any]:
+        """The run as `nb plot-run --json` lists it: directory, colour group, last validated step,
+        ALC (paper 000 sec. 4.2) and final validation loss (None before the first evaluation)."""
+        logged = self.has("val_loss")
+        steps, values = self.series["val_loss"] if logged else (None, None)
+        return {"dir": str(self.path), "group": self.group, "steps": int(steps.max()) if logged else None,
+                "alc": self.alc(), "final_val_loss": float(values[-1]) if logged else None}
+
 
 SEED_SUFFIX = re.compile(r"[-_](s|seed)\d+$")
 

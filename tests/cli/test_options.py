@@ -1,0 +1,43 @@
+"""Options that several commands share are declared once: same names, type and bounds everywhere."""
+
+from __future__ import annotations
+
+import collections
+
+import typer.main
+from typer.testing import CliRunner
+
+from nbcli.cli import app
+from nbcli.cli.options import MAX_SEED
+
+COMMANDS = typer.main.get_command(app).commands
+# Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics):
+DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer"}
+
+
+def _declarations() -> dict[str, list[tuple[str, object]]]:
+    found = collections.defaultdict(list)
+    for name, command in COMMANDS.items():
+        for param in command.params:
+            if getattr(param, "param_type_name", "") == "option":
+                found[param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]].append((name, param))
+    return found
+
+
+def test_shared_options_have_one_declaration() -> None:
+    shared = {opt: uses for opt, uses in _declarations().items() if len(uses) > 1 and opt not in DIFFERENT_MEANING}
+    assert {"--output", "--counts", "--seed", "--rescale-w", "--corpus"} <= set(shared)
+    for opt, uses in shared.items():
+        shapes = {(tuple(sorted(p.opts)), getattr(p, "min", None), getattr(p, "max", None),
+                   str(getattr(getattr(p, "type_descriptor", None), "annotation", None)).replace("typing.Optional[", "").rstrip("]"))
+                  for _, p in uses}  # the metavar may say more (OUT.safetensors, OUTDIR)
+        assert len(shapes) == 1, (opt, shapes)
+
+
+def test_seed_has_one_bound_everywhere() -> None:
+    seeds = _declarations()["--seed"]
+    assert len(seeds) == 4
+    for name, _ in seeds:
+        assert {(p.min, p.max) for n, p in seeds if n == name} == {(0, MAX_SEED)}
+        result = CliRunner().invoke(app, [name, "--seed", str(MAX_SEED + 1)])
+        assert result.exit_code == 2 and "--seed" in result.stderr, (name, result.output)
