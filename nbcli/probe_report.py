@@ -241,11 +241,18 @@ class RowReader:
         return self[0:int(self.shape[0])]
 
 
+def row_reader(checkpoint: Any, name: str) -> Any:
+    """A file checkpoint's tensor as a `RowReader`; an in-memory checkpoint
+    (`nbcli.checkpoint.memory`) reads its own tensors by rows."""
+    rows = getattr(checkpoint, "rows", None)
+    return rows(name) if rows is not None else RowReader(checkpoint, name)
+
+
 def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) -> np.ndarray | None:
     """A 1-D role tensor as float32, checked for shape and finiteness."""
     if name is None:
         return None
-    reader = RowReader(checkpoint, name)
+    reader = row_reader(checkpoint, name)
     if len(reader.shape) != 1 or (length is not None and reader.shape[0] != length):
         want = f"[{length}]" if length is not None else "1-D"
         raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has shape {list(reader.shape)}, expected {want}")
@@ -264,9 +271,20 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
     file) and warnings. Roles the checkpoint lacks are None; if none of the sections can be computed
     (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
     """
-    from nbcli.checkpoint.io import FLOAT_CODES, open_checkpoint
+    from nbcli.checkpoint.io import open_checkpoint
 
-    checkpoint = open_checkpoint(checkpoint_path)
+    return probe_inputs(open_checkpoint(checkpoint_path), counts_path, arch=arch, mapping=mapping,
+                        tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
+
+
+def probe_inputs(checkpoint: Any, counts_path: Path | None, *, arch: str = "auto",
+                 mapping: list[str] | tuple[str, ...] = (), tokenizer: Path | None = None,
+                 allow_vocab_mismatch: bool = False) -> tuple[ProbeInputs, dict[str, Any], list[str]]:
+    """`load_probe_inputs` on an opened checkpoint: a file's (`open_checkpoint`) or one held in memory
+    (`nbcli.checkpoint.memory.MemoryCheckpoint`: a state dict or a loaded transformers model)."""
+    from nbcli.checkpoint.io import FLOAT_CODES
+
+    checkpoint_path = checkpoint.path
     architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)
     for role in ROLES_USED:
         name = names.get(role)
@@ -278,7 +296,7 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
                            for role in ROLES_USED)
         raise CheckpointError(f"{checkpoint_path}: nothing to probe: found none of the roles {looked}; "
                               "name them with --arch or --map ROLE=TENSOR")
-    weight = RowReader(checkpoint, names["output_weight"]) if names.get("output_weight") else None
+    weight = row_reader(checkpoint, names["output_weight"]) if names.get("output_weight") else None
     if weight is not None and len(weight.shape) != 2:
         raise CheckpointError(f"{weight.info.file}: tensor {weight.name!r} (output_weight) has shape "
                               f"{list(weight.shape)}, expected [vocab, d]")
