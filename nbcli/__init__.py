@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
-    "patch", "probe", "train", "transplant_embeddings",
+    "patch", "probe", "train_model", "transplant_embeddings",
 ]
 
 

@@ -490,10 +490,11 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
         rows=rows, warnings=warnings, outputs=[]), samples=records)
 
 
-def train(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
+def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None, **config: Any) -> TrainReport:
-    """Train nb's reference Transformer (`nb train`) into the run directory `out` (config, log.jsonl,
+    """Train nb's reference Transformer (`nb train`; named train_model because `nbcli.train` is the
+    training package) into the run directory `out` (config, log.jsonl,
     step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
     preset's (steps=200, bias_init="unigram", objective="mlm", ag_fraction=0.5, ...); `on_step(step,
     record)` sees every log record. Warnings are in the result's `warnings`."""
@@ -524,5 +525,5 @@ def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_t
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
-    "patch", "probe", "train", "transplant_embeddings",
+    "patch", "probe", "train_model", "transplant_embeddings",
 ]
