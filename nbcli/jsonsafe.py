@@ -12,6 +12,7 @@ and the caller's error class (an `NbError`) naming the file, and the line for JS
     jsonl_field(line, field)                                  -> (document, None) or (None, problem)
     metadata_object(metadata, key, where, error)              a JSON-object metadata value (nb.config)
     metadata_count(metadata, key, where, error)               a non-negative integer metadata value
+    json_ready(value)                                         -> plain JSON data (what --json prints)
 
 `JsonProblem` is a ValueError whose message is one line without the file name; JSONL readers
 add "FILE:LINE: " themselves.
@@ -20,6 +21,7 @@ add "FILE:LINE: " themselves.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -297,3 +299,17 @@ def metadata_count(metadata: Mapping[str, str], key: str, where: str | Path, *,
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
         raise error(f"{where}: metadata {key} is {shown!r}, expected a non-negative integer")
     return int(raw)
+
+
+def json_ready(value: Any) -> Any:
+    """`value` as plain JSON data, as `--json` prints it: NaN -> None, +-inf -> "inf"/"-inf" (strict
+    JSON has neither), tuples -> lists, dict keys -> str, numpy/torch scalars -> Python numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return json_ready(value.item())
+    return value

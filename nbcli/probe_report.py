@@ -213,10 +213,20 @@ def load_probe_inputs(checkpoint_path: Path, counts_path: Path | None, *, arch: 
     file) and warnings. Roles the checkpoint lacks are None; if none of the sections can be computed
     (no output weight and no output bias) this is a CheckpointError listing the roles looked for.
     """
-    from nbcli.checkpoint.format import FLOAT_CODES
     from nbcli.checkpoint.reader import open_checkpoint
 
-    checkpoint = open_checkpoint(checkpoint_path)
+    return probe_inputs(open_checkpoint(checkpoint_path), counts_path, arch=arch, mapping=mapping,
+                        tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
+
+
+def probe_inputs(checkpoint: Any, counts_path: Path | None, *, arch: str = "auto",
+                 mapping: list[str] | tuple[str, ...] = (), tokenizer: Path | None = None,
+                 allow_vocab_mismatch: bool = False) -> tuple[ProbeInputs, dict[str, Any], list[str]]:
+    """`load_probe_inputs` on an opened checkpoint: a file's (`open_checkpoint`) or one held in memory
+    (`nbcli.checkpoint.memory.MemoryCheckpoint`: a state dict or a loaded transformers model)."""
+    from nbcli.checkpoint.format import FLOAT_CODES
+
+    checkpoint_path = checkpoint.path
     architecture, names, notes = _resolve_roles(checkpoint, arch, mapping)
     for role in ROLES_USED:
         name = names.get(role)

@@ -1,0 +1,528 @@
+"""nb's public Python API: what each `nb` command does, as a function for notebooks.
+
+    import nbcli
+    counts = nbcli.count_unigrams("corpus.txt", tokenizer="spm.model", output="counts.safetensors")
+    report = nbcli.probe(model, counts="counts.safetensors")      # a path, a transformers model or a state dict
+    patched = nbcli.patch(state_dict, scale_ln_bias=0.5)          # in memory: patched.state_dict
+    report.to_dict() == json.loads(`nb probe-bias ... --json`)    # the same content
+
+Every function calls the same core functions as its command (docs/python.md), and returns a
+`Report` dataclass: `to_dict()` is the command's `--json` object; its keys also read as attributes
+(`report.isotropy["mean_cosine"]`). Arguments that name files take a `str` or `os.PathLike`; a
+string will also be allowed to name a Hugging Face repo id once nb has its resolver (`_local`).
+Errors are `nbcli.errors.NbError` subclasses with a one-line message, as on the command line.
+
+Internal modules are imported inside the functions, so `import nbcli` stays fast and torch is
+loaded only by the functions that need it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from nbcli.checkpoint.reader import Checkpoint
+    from nbcli.checkpoint.memory import MemoryCheckpoint
+
+PathLike = Union[str, "os.PathLike[str]"]
+"""A local path (a repo id once nb resolves them)."""
+RoleMap = Union[Mapping[str, str], Sequence[str], None]
+"""Role -> tensor name overrides: {"output_bias": "lm_head.bias"} or ["output_bias=lm_head.bias"]."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """A command's result. `to_dict()`: plain JSON data, what `nb COMMAND --json` prints; its
+    top-level keys also read as attributes and items (`report.warnings`, `report["warnings"]`)."""
+
+    data: dict[str, Any] = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        from nbcli.jsonsafe import json_ready
+
+        return json_ready(self.data)
+
+    def __getattr__(self, name: str) -> Any:
+        data = self.__dict__.get("data")
+        if data is not None and name in data:
+            return data[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {k for k in self.data if k.isidentifier()})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self.data)})"
+
+
+@dataclass(frozen=True, repr=False)
+class CountReport(Report):
+    """`count_unigrams`: the summary (tokens, entropy, coverage, top pieces) and the counts vector."""
+
+    counts: np.ndarray | None = None
+    """int64 [V]: the count of each token id, as written to the counts file"""
+
+
+@dataclass(frozen=True, repr=False)
+class CheckpointReport(Report):
+    """`inspect`: tensors, architecture, roles and metadata of a checkpoint."""
+
+
+@dataclass(frozen=True, repr=False)
+class PatchReport(Report):
+    """`patch`: the operations and each touched tensor's statistics before and after."""
+
+    state_dict: dict[str, torch.Tensor] | None = None
+    """In-memory surgery: the patched state dict (the caller's tensors, the touched ones replaced;
+    tied names share the new tensor). None when a file was patched."""
+
+
+@dataclass(frozen=True, repr=False)
+class ProbeReport(Report):
+    """`probe`: frequency direction, isotropy, output bias vs unigram, log-frequency bins."""
+
+    scores: np.ndarray | None = None
+    """float32 [V]: <b_LN, w_i> per token (None without a usable b_LN and counts)"""
+
+
+@dataclass(frozen=True, repr=False)
+class EvalReport(Report):
+    """`evaluate`: one row per arm (lambda): loss, perplexity, word perplexity, KL to the unigram."""
+
+
+@dataclass(frozen=True, repr=False)
+class GenerateReport(Report):
+    """`generate`: one row per arm: Distinct-n, length, EOS rate, perplexity; and every sample."""
+
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    """each continuation with its arm, lambda, prompt and seed (`nb generate --out`'s samples.jsonl)"""
+
+
+@dataclass(frozen=True, repr=False)
+class TrainReport(Report):
+    """`train`: the run's summary (final validation loss, ALC, throughput, checkpoint path)."""
+
+
+@dataclass(frozen=True, repr=False)
+class TransplantReport(Report):
+    """`transplant_embeddings`: the output, its source tensor and the vocabulary coverage."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _local(source: PathLike) -> Path:
+    """The local path a source names (the one place a repo-id resolver will plug in)."""
+    return Path(os.fspath(source))
+
+
+def _optional(source: PathLike | None) -> Path | None:
+    return None if source is None else _local(source)
+
+
+def _paths(sources: PathLike | Sequence[PathLike]) -> list[str]:
+    """One input or several, as the command's INPUT... strings (globs and - allowed)."""
+    if isinstance(sources, (str, os.PathLike)):
+        return [os.fspath(sources)]
+    return [os.fspath(s) for s in sources]
+
+
+def _role_map(mapping: RoleMap) -> dict[str, str]:
+    from nbcli.checkpoint.roles import parse_role_map
+
+    if mapping is None:
+        return {}
+    items = [f"{role}={name}" for role, name in mapping.items()] if isinstance(mapping, Mapping) else list(mapping)
+    return parse_role_map(items)
+
+
+def _role_items(mapping: RoleMap) -> list[str]:
+    return [f"{role}={name}" for role, name in _role_map(mapping).items()]
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _held(model: Any) -> MemoryCheckpoint:
+    """A loaded transformers model (any torch module) or a state dict, as a checkpoint in memory."""
+    from nbcli.checkpoint.memory import MemoryCheckpoint
+    from nbcli.errors import ConfigError
+
+    if isinstance(model, Mapping):
+        return MemoryCheckpoint(model)
+    if hasattr(model, "state_dict") and callable(model.state_dict):
+        return MemoryCheckpoint.from_model(model)
+    raise ConfigError(f"expected a path, a state dict (dict of str -> torch.Tensor) or a loaded model, got "
+                      f"{type(model).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, output: PathLike, *,
+                   tsv: PathLike | None = None, workers: int = 0, format: Literal["text", "jsonl"] = "text",
+                   field: str = "text", eos: bool | None = None, bos: bool = False, strict: bool = False,
+                   skip_bad_lines: bool = False, smoothing: str = "add-k:1", dask: str | None = None,
+                   chunk_cache: bool = True) -> CountReport:
+    """Count token unigrams of a corpus and write the counts file (`nb count-unigrams`).
+
+    `inputs`: files, directories, globs (or a list of them); `tokenizer`: a SentencePiece .model, a
+    tokenizer.json or a model folder; `output`: the .safetensors counts file; `tsv`: also id, piece,
+    count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
+    template's default); `workers=0`: all cores. Counts are exact for any `workers`.
+    """
+    from nbcli.atomic import check_output_dir
+    from nbcli.corpus import corpus_files
+    from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
+    from nbcli.counts import parse_smoothing
+    from nbcli.outputs import check_outputs
+    from nbcli.tokenizers import load_tokenizer, tokenizer_files
+
+    sources, tok_path, out, tsv_path = _paths(inputs), _local(tokenizer), _local(output), _optional(tsv)
+    k = parse_smoothing(smoothing)
+    check_output_dir(out)
+    if tsv_path is not None:
+        check_output_dir(tsv_path)
+    check_outputs([out, tsv_path], [*corpus_files(sources), *tokenizer_files(tok_path)])
+    tok = load_tokenizer(tok_path)
+    options = CountOptions(format=format, field=field, eos=eos, bos=bos, strict=strict,
+                           skip_bad_lines=skip_bad_lines, chunked=chunk_cache)
+    result = count_corpus(sources, tok, options, workers=workers or None, dask_address=dask)
+    counts_file = build_counts_file(result, tok, smoothing_k=k)
+    write_count_outputs(counts_file, out, tsv_path, tok, k)
+    return CountReport(count_report(result, tok, out, tsv_path), counts=counts_file.counts)
+
+
+def open_checkpoint(path: PathLike) -> Checkpoint:
+    """The checkpoint reader: a .safetensors file, a sharded folder or its index.json, opened lazily
+    (`.names()`, `.shape(name)`, `.get(name)` a tensor read through mmap, `.metadata`). Pickled
+    checkpoints (.bin, .pt) are refused, never unpickled."""
+    from nbcli.checkpoint.reader import open_checkpoint as open_file
+
+    return open_file(_local(path))
+
+
+def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
+    """A checkpoint's tensors (name, dtype, shape, bytes, shard), architecture, roles and metadata
+    (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised."""
+    from nbcli.atomic import take_notes
+    from nbcli.checkpoint.reader import open_checkpoint as open_file
+    from nbcli.checkpoint.roles import resolve_roles
+    from nbcli.errors import CheckpointError
+
+    # TODO(merge): the CLI (nbcli/cli/inspect.py) assembles this report in its command body; once it
+    # lives in the core, call that instead of this copy.
+    path = _local(checkpoint)
+    overrides = _role_map(mapping)
+    with open_file(path) as ckpt:
+        take_notes()  # reported below, as part of the checkpoint's report
+        try:
+            roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
+            detect_error = None
+        except CheckpointError as err:
+            if arch != "auto" or overrides:
+                raise
+            roles, detect_error = None, str(err)
+        role = (lambda key: roles[key] if roles else None)
+        report = {
+            "checkpoint": str(path), "recovered": ckpt.recovered, "files": [str(p) for p in ckpt.files],
+            "index": str(ckpt.index_path) if ckpt.index_path else None, "sharded": ckpt.sharded,
+            "tensor_count": len(ckpt.names()), "total_bytes": ckpt.total_bytes, "architecture": role("architecture"),
+            "architecture_error": detect_error, "model_type": role("model_type"), "tied": role("tied"),
+            "head": role("head"), "roles": role("roles"), "absent": role("absent"), "metadata": ckpt.metadata,
+            "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
+                         "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
+        }
+    return CheckpointReport(report)
+
+
+def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
+          allow_vocab_mismatch: bool = False, arch: str = "auto", mapping: RoleMap = None, bins: int = 10,
+          smoothing: str = "add-k:1", partition: bool = True) -> ProbeReport:
+    """Frequency-direction, isotropy and output-bias statistics (`nb probe-bias`; papers 003, 000).
+
+    `checkpoint`: a path (as the command takes), a loaded transformers model, or a state dict
+    (name -> tensor); roles come from the same architecture table either way (a model's
+    `config.model_type` picks it as a model folder's config.json does). `counts`: a counts file;
+    without it only what needs none is computed. Nothing is modified.
+    """
+    from nbcli.counts import parse_smoothing
+    from nbcli.probe_report import build_report, load_probe_inputs, probe_inputs
+
+    from nbcli.errors import ConfigError
+
+    k = parse_smoothing(smoothing)
+    if not 1 <= bins <= 1000:
+        raise ConfigError(f"bins {bins}: expected 1 to 1000")
+    options = {"arch": arch, "mapping": _role_items(mapping), "tokenizer": _optional(tokenizer),
+               "allow_vocab_mismatch": allow_vocab_mismatch}
+    if _is_path(checkpoint):
+        inputs, header, warnings = load_probe_inputs(_local(checkpoint), _optional(counts), **options)
+    else:
+        inputs, header, warnings = probe_inputs(_held(checkpoint), _optional(counts), **options)
+    # TODO(merge): the assembly below is nbcli/cli/probe_bias.py's; call the core's once it moves there.
+    report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition)
+    arrays = report.pop("_arrays")
+    counts_file = header.pop("counts_file")
+    if report["counts"] is not None:
+        report["counts"].update(counts_file)
+    return ProbeReport({**header, **report, "warnings": warnings}, scores=arrays.get("scores"))
+
+
+def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_output_bias: PathLike | None = None,
+          smoothing: str = "add-k:1", tokenizer: PathLike | None = None, allow_vocab_mismatch: bool = False,
+          new_tensor_dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32",
+          bias_name: str | None = None, rescale_w: Literal["fro", "spectral"] | None = None, untie: bool = False,
+          standardise: str | None = None, shuffle: bool = False,
+          shuffle_mode: Literal["rows", "rows-columns", "elements"] = "rows", seed: int = 0,
+          scale_ln_bias: float | None = None, remove_frequency_direction: bool = False,
+          allow_nonfinite: bool = False, arch: str = "auto", mapping: RoleMap = None, in_place: bool = False,
+          dry_run: bool = False, hash_inputs: bool = True) -> PatchReport:
+    """The papers' checkpoint surgery (`nb patch-checkpoint`), applied in its documented order:
+    set_output_bias (b = log p(y) from a counts file, paper 000 sec. 3), untie, rescale_w (||W|| =
+    ||b||, sec. 4.1), standardise ("xavier", "match:FILE:TENSOR", "mean=M,std=S"; paper 002 eq. 1 /
+    eq. 4), shuffle (paper 002 sec. 3.4), scale_ln_bias (b_LN <- lambda b_LN, paper 003 sec. 3.3),
+    remove_frequency_direction (paper 003 sec. 3.2).
+
+    A path: writes `output` (streamed, atomic; `in_place=True` may replace the input; `dry_run`
+    writes nothing). A transformers model or a state dict: in memory; the result's `state_dict` is
+    a new dict holding the caller's tensors with the touched ones replaced (the caller's tensors are
+    not modified); `in_place=True` copies the new values into the given model's or dict's tensors.
+    """
+    from nbcli.counts import parse_smoothing
+    from nbcli.errors import ConfigError
+    from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise
+
+    if scale_ln_bias is not None:
+        check_lambda(float(scale_ln_bias))
+    options = SurgeryOptions(
+        output_bias_counts=_optional(set_output_bias), smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
+        rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
+        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
+        scale_ln_bias=None if scale_ln_bias is None else float(scale_ln_bias),
+        remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
+        new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
+        tokenizer=_optional(tokenizer), allow_vocab_mismatch=allow_vocab_mismatch)
+    if not options.operations():
+        raise ConfigError("no operation given: use set_output_bias, rescale_w, standardise, shuffle, "
+                          "scale_ln_bias, remove_frequency_direction or untie")
+    if _is_path(checkpoint):
+        return _patch_file(_local(checkpoint), _optional(output), options, arch=arch, mapping=mapping,
+                           in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs)
+    if output is not None:
+        raise ConfigError("output is for a checkpoint path; a model or state dict is patched in memory "
+                          "(save the result's state_dict, or patch the saved folder)")
+    return _patch_held(checkpoint, options, arch=arch, mapping=mapping, in_place=in_place)
+
+
+def _patch_file(path: Path, output: Path | None, options: Any, *, arch: str, mapping: RoleMap, in_place: bool,
+                dry_run: bool, hash_inputs: bool) -> PatchReport:
+    from nbcli.atomic import check_output_dir
+    from nbcli.checkpoint.layout import folder_output, resolve_output
+    from nbcli.checkpoint.reader import open_checkpoint as open_file
+    from nbcli.checkpoint.roles import resolve_roles
+    from nbcli.errors import ConfigError
+    from nbcli.surgery import apply_surgery
+
+    # TODO(merge): the output checks are nbcli/cli/patch_checkpoint.py's (its output guard); call the
+    # shared helper once the CLI has one in the core.
+    with open_file(path) as ckpt:
+        if output is None and not dry_run:
+            if not in_place:
+                raise ConfigError("give an output (or in_place=True to overwrite the checkpoint, or dry_run=True)")
+            output = ckpt.model_dir or (ckpt.files[0].parent if ckpt.sharded else ckpt.files[0])
+        if output is not None and not dry_run:
+            folder = folder_output(ckpt, output)
+            target = resolve_output(ckpt, output, folder)
+            directory = target if ckpt.sharded else target.parent if folder else None
+            if directory is None or not directory.is_dir():
+                check_output_dir(directory or target)
+            else:
+                check_output_dir(directory / "x")
+        roles = resolve_roles(ckpt, arch, _role_map(mapping))
+        result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
+                               hash_checkpoint=hash_inputs)
+    return PatchReport(result.as_dict())
+
+
+def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_place: bool) -> PatchReport:
+    """Surgery in memory: the same `run_surgery` plan as a file's, on a state dict's tensors."""
+    import torch
+
+    from nbcli.checkpoint.roles import resolve_roles
+    from nbcli.errors import CheckpointError
+    from nbcli.surgery import SurgeryResult, run_surgery
+
+    held = _held(model)
+    roles = resolve_roles(held, arch, _role_map(mapping))
+    emb = roles.get("input_embedding")
+    if options.standardise is not None and emb is not None:  # the report records the target used
+        options = replace(options, standardise=options.standardise.resolved(held.shape(emb)))
+    tensors, workspace, warnings = run_surgery(held, roles, options)
+    result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=options.operations(),
+                           tensors=list(workspace.touched.values()), warnings=warnings,
+                           config_updates=dict(workspace.config_updates))
+    original = model if isinstance(model, Mapping) else model.state_dict()
+    if in_place:
+        created = [name for name in tensors if name not in original]
+        if created and not isinstance(model, Mapping):
+            raise CheckpointError(f"{held.path}: the surgery creates {', '.join(map(repr, created))}, which the loaded "
+                                  "model has no parameter for; patch its state dict (in_place=False) or its saved folder")
+        with torch.no_grad():
+            for name, value in tensors.items():
+                if name in original:
+                    original[name].copy_(value)  # tied names share this storage
+                else:
+                    model[name] = value
+        return PatchReport(result.as_dict(), state_dict=dict(original) if isinstance(model, Mapping) else None)
+    patched = dict(original)
+    for name, value in tensors.items():
+        kept = original[name] if name in original else None
+        new = value.to(kept.device) if kept is not None else value
+        for alias in [name, *held.aliases.get(name, [])]:
+            if alias == name or alias not in tensors:
+                patched[alias] = new
+    return PatchReport(result.as_dict(), state_dict=patched)
+
+
+def _study_report(study: Any, **fields: Any) -> dict[str, Any]:
+    return {**study.provenance(), **fields}
+
+
+def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
+             scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
+             counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
+             batch_size: int = 8, arch: str = "auto", mapping: RoleMap = None, device: str = "auto") -> EvalReport:
+    """Loss, perplexity, word perplexity and KL of the average prediction from the unigram, with and
+    without b_LN, one row per lambda (`nb eval`; paper 003 table 1). `checkpoint`: an nb train
+    checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
+    list of numbers (b_LN scaled in memory, nothing written)."""
+    from nbcli.counts import parse_smoothing
+    from nbcli.lm.arms import open_study
+    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
+
+    k = parse_smoothing(smoothing)
+    documents = _paths(corpus)
+    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
+                       remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=k, arch=arch,
+                       mapping=_role_map(mapping), device=device)
+    try:
+        runner = study.runner
+        scored = tokenize_documents(read_documents(documents), study.tokenizer, runner.vocab_size)
+        unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
+        rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size, stride=stride,
+                                       unigram_log=unigram)
+    finally:
+        study.runner.close()
+    # TODO(merge): this report's assembly is nbcli/cli/eval.py's; call the core's once it moves there.
+    return EvalReport(_study_report(
+        study, corpus=documents, documents=scored.documents, first_token=f"predicted from {scored.first_from}",
+        eos_scored=scored.eos_id is not None,
+        unigram=study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{k:g}"},
+        rows=rows, warnings=warnings))
+
+
+def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
+    """The command's LAMBDA list spec from a string or numbers."""
+    if values is None or isinstance(values, str):
+        return values
+    if isinstance(values, (int, float)):
+        return repr(float(values))
+    return ",".join(repr(float(v)) for v in values)
+
+
+def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
+             scale_ln_bias: str | Sequence[float] | None = None, decoding: str = "top-p:0.9", prompt_words: int = 10,
+             max_new_tokens: int = 256, samples: int = 1, max_prompts: int | None = None, seed: int = 0,
+             eval_corpus: PathLike | Sequence[PathLike] | None = None, logit_adjust: float | None = None,
+             counts: PathLike | None = None, smoothing: str = "add-k:1", remove_frequency_direction: bool = False,
+             mauve_featurizer: str | None = None, batch_size: int = 16, kv_cache: bool = True, arch: str = "auto",
+             mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
+    """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
+    by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
+    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`."""
+    from nbcli.counts import parse_smoothing
+    from nbcli.lm.arms import open_study
+    from nbcli.lm.decoding import parse_decoding
+    from nbcli.lm.diversity import word_tokenize
+    from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
+    from nbcli.lm.perplexity import read_documents, tokenize_documents
+
+    rule = parse_decoding(decoding)
+    word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
+    prompt_files = _paths(prompts)
+    eval_files = _paths(eval_corpus) if eval_corpus is not None else None
+    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
+                       remove_direction=remove_frequency_direction, tau=logit_adjust, counts=_optional(counts),
+                       smoothing_k=parse_smoothing(smoothing), arch=arch, mapping=_role_map(mapping), device=device)
+    try:
+        runner = study.runner
+        chosen = make_prompts(read_documents(prompt_files), prompt_words, max_prompts)
+        scored = (tokenize_documents(read_documents(eval_files), study.tokenizer, runner.vocab_size)
+                  if eval_files else None)
+        opts = GenerationOptions(rule, max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
+        rows, records, warnings = generation_study(
+            runner, study.tokenizer, study.arms, study.base, chosen, opts, log_prior=study.log_prior,
+            eval_scored=scored, featurizer=mauve_featurizer)
+    finally:
+        study.runner.close()
+    # TODO(merge): this report's assembly is nbcli/cli/generate.py's (as are its --out files).
+    return GenerateReport(_study_report(
+        study, prompts=prompt_files, prompt_count=len(chosen), eval_corpus=eval_files, decoding=rule.spec,
+        prompt_words=prompt_words, max_new_tokens=max_new_tokens, samples=samples, seed=seed, kv_cache=kv_cache,
+        rows=rows, warnings=warnings, outputs=[]), samples=records)
+
+
+def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
+          resume: bool = False, stop_at: int | None = None,
+          on_step: Callable[[int, dict[str, Any]], None] | None = None, **config: Any) -> TrainReport:
+    """Train nb's reference Transformer (`nb train`; named train_model because `nbcli.train` is the
+    training package) into the run directory `out` (config, log.jsonl,
+    step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
+    preset's (steps=200, bias_init="unigram", objective="mlm", ag_fraction=0.5, ...); `on_step(step,
+    record)` sees every log record. Warnings are in the result's `warnings`."""
+    from nbcli.train.config import build_config
+    from nbcli.train.loop import train as run_training
+
+    cfg = build_config(preset, **config)
+    result = run_training(cfg, _paths(corpus), _local(tokenizer), _local(out), resume=resume, stop_at=stop_at,
+                          on_step=on_step)
+    return TrainReport(result.as_dict())
+
+
+def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_tokenizer: PathLike,
+                          output: PathLike, *, missing: Literal["xavier", "mean", "neighbours"] = "xavier",
+                          counts: PathLike | None = None, min_count: int = 0, standardise: str | None = None,
+                          seed: int = 0) -> TransplantReport:
+    """A target tokenizer's input embedding from a checkpoint trained with another vocabulary
+    (`nb transplant-embeddings`; paper 002 sec. 3.3): shared pieces copied, the rest initialised by
+    `missing`, then optionally standardised. `nb train --embedding-init pretrained:OUT` reads it."""
+    from nbcli.transplant import transplant
+
+    result = transplant(_local(source), _local(source_tokenizer), _local(target_tokenizer), _local(output),
+                        missing=missing, counts_path=_optional(counts), min_count=min_count,
+                        standardise=standardise, seed=seed)
+    return TransplantReport(result.as_dict())
+
+
+__all__ = [
+    "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
+    "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
+    "patch", "probe", "train_model", "transplant_embeddings",
+]
