@@ -217,7 +217,7 @@ def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, st
                 device: str = "auto") -> Runner:
     """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode)."""
     from nbcli.checkpoint import open_checkpoint, resolve_roles
-    from nbcli.train.loop import resolve_device
+    from nbcli.train.runtime import resolve_device
 
     path = Path(path)
     checkpoint = open_checkpoint(path)

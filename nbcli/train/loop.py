@@ -40,87 +40,13 @@ from nbcli.train.data import (Batch, BlockStream, TokenData, TrainSampler, block
 from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
                                   period_piece_ids)
 from nbcli.train.runs import area_under_curve, read_log_records
+from nbcli.train.runtime import (Runtime, all_reduce_sum, autocast, model_flops_utilisation, peak_flops,
+                                 setup_runtime, synchronize, wrap_model)
 
 FORMAT = "nb-model/1"
 STATE_FORMAT = "nb-train-state/1"
 # Settings that may change between a run and its --resume (they do not change the trajectory).
 RESUMABLE_CHANGES = {"device", "compile", "eval_every", "eval_batches", "save_every", "extra"}
-# bf16 dense peak FLOP/s by device name (for MFU); unknown devices get no MFU.
-BF16_PEAK = {"H100 SXM": 989e12, "H100 NVL": 835e12, "H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12,
-             "A100": 312e12, "L40S": 362e12, "A10G": 70e12, "4090": 165e12}
-
-
-# ---------------------------------------------------------------------------------------------
-# Environment: device, precision, distributed
-
-
-@dataclass
-class Runtime:
-    device: torch.device
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    amp_dtype: torch.dtype | None = None
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def resolve_device(choice: str) -> torch.device:
-    """auto: CUDA when present, else CPU. cuda without CUDA is a one-line error."""
-    if choice == "cuda" and not torch.cuda.is_available():
-        reason = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
-        raise ConfigError(f"--device cuda: CUDA is not available ({reason}); use --device cpu or --device auto")
-    if choice == "auto":
-        choice = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(choice)
-
-
-def setup_runtime(cfg: TrainConfig) -> Runtime:
-    """Single process, or one rank of a `torchrun` job (RANK/WORLD_SIZE/LOCAL_RANK set): DDP."""
-    device = resolve_device(cfg.device)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if world > 1:
-        import torch.distributed as dist
-
-        if device.type == "cuda":
-            device = torch.device("cuda", local_rank)
-            torch.cuda.set_device(device)
-        if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-        if cfg.batch_size % (world * cfg.grad_accum):
-            raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by world size {world} x "
-                              f"--grad-accum {cfg.grad_accum}")
-    amp: torch.dtype | None = None
-    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.type == "cuda"):
-        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("--dtype bfloat16: this GPU does not support bf16; use --dtype float32")
-        amp = torch.bfloat16
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    return Runtime(device=device, rank=rank, world=world, local_rank=local_rank, amp_dtype=amp)
-
-
-def _all_reduce_sum(values: torch.Tensor, rt: Runtime) -> torch.Tensor:
-    if rt.world > 1:
-        import torch.distributed as dist
-
-        dist.all_reduce(values, op=dist.ReduceOp.SUM)
-    return values
-
-
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    for key, value in BF16_PEAK.items():
-        if key in name:
-            return value
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,11 +125,11 @@ def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cf
     ce_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
     ag_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
     for batch in batches:
-        with _autocast(rt):
+        with autocast(rt):
             logits, qks = model(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided)
         ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
         ag_sum += guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal).double() / len(batches)
-    totals = _all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
+    totals = all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
     if was_training:
         model.train()
     return auto_alpha(float(totals[0]) / max(1.0, float(n_labels)), float(totals[1]) / rt.world)
@@ -283,7 +209,7 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
                                   mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
                     for i, b in enumerate(blocks)]
             batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
-        with _autocast(rt):
+        with autocast(rt):
             logits, _ = model(batch.inputs, key_mask=_key_mask(batch))
         sel = batch.labels != -100
         logp = F.log_softmax(logits[sel].float(), dim=-1)                       # [N, V]
@@ -292,7 +218,7 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
         totals[1] += (p * (logp - log_u)).sum().double()
         totals[2] += ((p * logp).sum(-1) + math.log(V)).sum().double()
         totals[3] += sel.sum()
-    _all_reduce_sum(totals, rt)
+    all_reduce_sum(totals, rt)
     count = max(1.0, float(totals[3]))
     out = {"val_loss": float(totals[0]) / count, "kl_unigram": float(totals[1]) / count,
            "kl_uniform": float(totals[2]) / count}
@@ -304,12 +230,6 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
     if was_training:
         model.train()
     return out
-
-
-def _autocast(rt: Runtime) -> contextlib.AbstractContextManager[Any]:
-    if rt.amp_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=rt.device.type, dtype=rt.amp_dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,13 +535,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
         if resume:
             _truncate_log(out / "log.jsonl", start_step)
 
-    net: torch.nn.Module = model
-    if cfg.compile:
-        net = torch.compile(model)
-    if rt.world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        net = DistributedDataParallel(net, device_ids=[rt.local_rank] if rt.device.type == "cuda" else None)
+    net = wrap_model(model, cfg, rt)
 
     sampler = TrainSampler(train_stream.n_blocks, cfg.seed)
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
@@ -670,7 +584,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 gen = generator_for(cfg, step, rt.rank, m, device=rt.device)
                 batches.append(prepare_batch(train_stream.batch(sampler.blocks(first, micro), rt.device),
                                              mcfg, gen, cfg.mask_rate))
-            n_labels = _all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
+            n_labels = all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
                                                     device=rt.device), rt)
             if guidance is not None and alpha0 is None:
                 alpha0 = step0_alpha(model, batches, guidance, cfg, mcfg, n_labels, rt)
@@ -682,7 +596,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
                 sync = contextlib.nullcontext() if (rt.world == 1 or m == cfg.grad_accum - 1) else net.no_sync()
                 with sync:
-                    with _autocast(rt):
+                    with autocast(rt):
                         logits, qks = net(batch.inputs, key_mask=_key_mask(batch),
                                           guided=guidance.guided if guidance else None)
                     ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
@@ -695,21 +609,20 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                     loss.backward()
                 ce_sum += ce.detach()
                 objective += loss.detach()
-            _check_finite(_all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
+            _check_finite(all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             sequences += cfg.batch_size
-            stats = _all_reduce_sum(torch.stack([ce_sum, ag_sum]).double(), rt)
-            if rt.device.type == "cuda":
-                torch.cuda.synchronize(rt.device)
+            stats = all_reduce_sum(torch.stack([ce_sum, ag_sum]).double(), rt)
+            synchronize(rt)
             dt = time.perf_counter() - t0
             run_tokens += tokens_per_step
             record.update({"loss": float(stats[0]) / max(1.0, float(n_labels)), "lr": lr,
                            "tokens_per_s": tokens_per_step / dt})
             if peak is not None:
-                record["mfu"] = flops_per_token * tokens_per_step / dt / (peak * rt.world)
+                record["mfu"] = model_flops_utilisation(flops_per_token, tokens_per_step, dt, peak, rt.world)
             if guidance is not None:
                 record["ag_loss"] = float(stats[1]) / rt.world
                 record["ag_alpha"] = alpha
