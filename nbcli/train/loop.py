@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,28 +24,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nbcli.atomic import write_text_atomic
 from nbcli.counts import log_unigram
-from nbcli.errors import CheckpointError, ConfigError, Interrupted, OutputError, TrainingDiverged, naming
-from nbcli.jsonsafe import load_file
+from nbcli.errors import Interrupted, TrainingDiverged, naming
 from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
 from nbcli.probes import bias_vs_unigram
-from nbcli.provenance import tool_version, utc_now
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import (Batch, BlockStream, TokenData, TrainSampler, block_prefix, never_predicted,
+from nbcli.train.data import (Batch, BlockStream, TrainSampler, block_prefix, never_predicted,
                               tokenize_corpus)
 from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
                                   period_piece_ids)
+from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
+                                write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
 from nbcli.train.runtime import (Runtime, all_reduce_sum, autocast, model_flops_utilisation, peak_flops,
                                  setup_runtime, synchronize, wrap_model)
-from nbcli.train.state import checkpoint_metadata, read_state, resume_state, save_checkpoint
-
-# Settings that may change between a run and its --resume (they do not change the trajectory).
-RESUMABLE_CHANGES = {"device", "compile", "eval_every", "eval_batches", "save_every", "extra"}
-
+from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint
 
 # ---------------------------------------------------------------------------------------------
 # Model construction
@@ -231,21 +225,6 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
     return out
 
 
-def write_training_counts(path: Path, data: TokenData, tokenizer: Tokenizer, cfg: TrainConfig) -> None:
-    """DIR/counts.safetensors: the training-token unigram counts (nb counts format), for
-    `nb probe-bias -c` and `nb patch-checkpoint --counts`."""
-    from nbcli.counts import UnigramCounts, write_counts
-
-    write_counts(path, UnigramCounts(counts=data.counts, metadata={
-        "nb.version": tool_version(), "nb.created": utc_now(), "nb.tokenizer": tokenizer.name,
-        "nb.tokenizer_sha256": tokenizer.sha256, "nb.vocab_size": str(tokenizer.vocab_size),
-        "nb.total_tokens": str(int(data.counts.sum())), "nb.documents": str(data.documents),
-        "nb.inputs": json.dumps(data.inputs), "nb.method": "nb train (training split only)",
-        "nb.options": json.dumps({"eos": tokenizer.eos_id is not None, "bos": False,
-                                  "smoothing": f"add-k:{cfg.smoothing_k:g}", "val_fraction": cfg.val_fraction}),
-    }))
-
-
 # ---------------------------------------------------------------------------------------------
 # The run
 
@@ -286,48 +265,6 @@ def _check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
             + "); no update was applied, no checkpoint of this step written")
 
 
-def _check_resume_config(out: Path, cfg: TrainConfig) -> None:
-    path = out / "config.json"
-    data = load_file(path, error=CheckpointError, what="run config", max_bytes=1 << 20)
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: run config is a JSON {type(data).__name__}, expected an object")
-    try:
-        saved = TrainConfig.from_dict(data).to_dict()
-    except ConfigError as err:
-        raise CheckpointError(f"{path}: not a valid run config ({err})") from None
-    except (TypeError, ValueError, AttributeError):  # a value of the wrong type reached a check
-        raise CheckpointError(f"{path}: not a valid run config (a value has the wrong type)") from None
-    now = cfg.to_dict()
-    diff = sorted(k for k in now if k not in RESUMABLE_CHANGES and now[k] != saved.get(k))
-    if diff:
-        details = ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in diff[:4])
-        raise ConfigError(f"--resume: options differ from {out / 'config.json'} ({details}); "
-                          "resume with the run's own options")
-
-
-def _truncate_log(path: Path, before_step: int) -> None:
-    if not path.exists():
-        return
-    kept = [json.dumps(record) for record in read_log_records(path) if record["step"] < before_step]
-    write_text_atomic(path, "".join(line + "\n" for line in kept))
-
-
-def _check_inputs_outside(out: Path, cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str) -> None:
-    """OutputError if an input (corpus file, tokenizer, pretrained embedding) lies in the run
-    directory, whose files nb train writes and replaces."""
-    from nbcli.corpus import corpus_files
-    from nbcli.outputs import inputs_inside
-    from nbcli.tokenizers import tokenizer_files
-
-    inputs: list[Path | str] = [*corpus_files(corpus), *tokenizer_files(tokenizer_path)]
-    if cfg.embedding_init.startswith("pretrained:"):
-        inputs.append(init.parse_pretrained(cfg.embedding_init)[0])
-    inside = inputs_inside(out, inputs)
-    if inside is not None:
-        raise OutputError(f"--out {out}: the input {inside} lies in this run directory, whose files nb train "
-                          "writes; choose another --out")
-
-
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None,
@@ -341,32 +278,9 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     removes what it created in `out` (and `out` itself if it made it), so the same command can
     simply be run again; once a state is saved, the run directory stays and `--resume` continues."""
     out = Path(out)
-    before = set(os.listdir(out)) if out.is_dir() else None
-    try:
+    with removed_on_failure(out, resume):
         return _train(cfg, corpus, tokenizer_path, out, resume=resume, stop_at=stop_at, on_step=on_step,
                       on_bytes=on_bytes, on_warning=on_warning)
-    except BaseException:
-        if not resume and os.environ.get("RANK", "0") == "0" and not (out / "train-state.json").exists():
-            _remove_new_entries(out, before)
-        raise
-
-
-def _remove_new_entries(out: Path, before: set[str] | None) -> None:
-    """Remove the files a failed new run created in `out` (not those that were there before), and
-    `out` itself if the run created it and it is now empty."""
-    import shutil
-
-    if not out.is_dir():
-        return
-    for name in set(os.listdir(out)) - (before or set()):
-        path = out / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    if before is None:
-        with contextlib.suppress(OSError):
-            out.rmdir()
 
 
 def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
@@ -382,17 +296,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
 
     rt = setup_runtime(cfg)
     if rt.is_main:
-        if out.exists() and not out.is_dir():
-            raise OutputError(f"--out {out}: exists and is not a directory")
-        _check_inputs_outside(out, cfg, corpus, tokenizer_path)
-        if not resume and (out / "log.jsonl").exists():
-            raise OutputError(f"--out {out}: already holds a run (log.jsonl); use --resume or another directory")
-        if resume:  # everything the run directory holds is checked before anything is read or written
-            if not (out / "config.json").exists():
-                raise ConfigError(f"--resume: {out / 'config.json'} not found (no run to resume)")
-            _check_resume_config(out, cfg)
-            read_state(out)
-            read_log_records(out / "log.jsonl")
+        check_run_directory(out, cfg, corpus, tokenizer_path, resume)
 
     tokenizer = load_tokenizer(tokenizer_path)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
@@ -416,10 +320,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
 
     model = build_model(cfg, mcfg, counts, tokenizer.vocab_size).to(rt.device)
     if rt.is_main:  # created only once the corpus and options have been accepted
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise OutputError(f"--out {out}: cannot create directory ({err.strerror})") from None
+        create_run_directory(out)
     optimizer = make_optimizer(model, cfg, rt.device)
     start_step, sequences, resumed_from = 0, 0, None
     alpha0: float | None = None if cfg.ag_alpha == "auto" else float(cfg.ag_alpha)
@@ -429,10 +330,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
             alpha0 = state.get("ag_alpha0")
         start_step, sequences, resumed_from = state["step"], state["sequences"], state["step"]
     if rt.is_main:
-        write_text_atomic(out / "config.json", cfg.to_json() + "\n")
-        write_training_counts(out / "counts.safetensors", data, tokenizer, cfg)
-        if resume:
-            _truncate_log(out / "log.jsonl", start_step)
+        write_run_files(out, cfg, data, tokenizer, start_step if resume else None)
 
     net = wrap_model(model, cfg, rt)
 
@@ -554,10 +452,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
         device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.vocab_size),
         resumed_from=resumed_from, ag_alpha0=alpha0 if guidance is not None else None, warnings=warnings)
     if rt.is_main:
-        write_text_atomic(out / "summary.json", json.dumps(result.as_dict(), indent=2) + "\n")
+        write_summary(out, result.as_dict())
     return result
 
 
-def read_log(out: Path | str) -> list[dict[str, Any]]:
-    """The records of DIR/log.jsonl."""
-    return read_log_records(Path(out) / "log.jsonl")

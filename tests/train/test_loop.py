@@ -16,7 +16,9 @@ from nbcli.errors import ConfigError, OutputError
 from nbcli.model import ModelConfig
 from nbcli.tokenizers import load_tokenizer
 from nbcli.train.config import build_config
-from nbcli.train.loop import area_under_curve, learning_rate, read_log, train
+from nbcli.train.loop import learning_rate, train
+from nbcli.train.rundir import read_log
+from nbcli.train.runs import area_under_curve
 
 FAST = dict(seq_len=32, batch_size=8, eval_every=2, eval_batches=2, warmup=2)
 
