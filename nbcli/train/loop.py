@@ -11,7 +11,6 @@ the step, and the AdamW moments are saved in float32; so a resumed run repeats t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
@@ -22,25 +21,24 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from nbcli.counts import log_unigram
-from nbcli.errors import Interrupted, TrainingDiverged, naming
-from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
-from nbcli.probes import bias_vs_unigram
+from nbcli.errors import Interrupted, naming
+from nbcli.model import ModelConfig, Transformer
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import (Batch, BlockStream, TrainSampler, block_prefix, never_predicted,
+from nbcli.train.data import (BlockStream, TrainSampler, block_prefix, never_predicted,
                               tokenize_corpus)
-from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, auto_alpha, delimiter_ids,
+from nbcli.train.guidance import (Guidance, ag_alpha, assign_heads, delimiter_ids,
                                   period_piece_ids)
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
                                 write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
-from nbcli.train.runtime import (Runtime, all_reduce_sum, autocast, model_flops_utilisation, peak_flops,
-                                 setup_runtime, synchronize, wrap_model)
+from nbcli.train.runtime import model_flops_utilisation, peak_flops, setup_runtime, synchronize, wrap_model
 from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint
+from nbcli.train.step import (count_labels, evaluate, learning_rate, make_optimizer, micro_batches, optimizer_step,
+                              set_learning_rate, step0_alpha)
 
 # ---------------------------------------------------------------------------------------------
 # Model construction
@@ -88,46 +86,6 @@ def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokeniz
     return model
 
 
-def make_optimizer(model: Transformer, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (never on biases, LayerNorms or the output bias)."""
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
-
-
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up over --warmup steps, then cosine (GPT-2/nanoGPT) or linear (RoBERTa, paper 001's
-    release: `get_linear_schedule_with_warmup`) decay to lr * min_lr_ratio at --steps."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
-    floor = cfg.lr * cfg.min_lr_ratio
-    if cfg.lr_schedule == "linear":
-        return floor + (cfg.lr - floor) * (1.0 - progress)
-    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
-
-
-@torch.no_grad()
-def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cfg: TrainConfig,
-                mcfg: ModelConfig, n_labels: torch.Tensor, rt: Runtime) -> float:
-    """`--ag-alpha auto`: alpha_0 = L_LM / L_AG on the step-0 update's batches (all ranks and
-    micro-steps; evaluation mode, no gradient), so alpha_0 L_AG = L_LM at step 0 (paper 001 sec. 4.5)."""
-    was_training = model.training
-    model.eval()
-    ce_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
-    ag_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
-    for batch in batches:
-        with autocast(rt):
-            logits, qks = model(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided)
-        ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
-        ag_sum += guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal).double() / len(batches)
-    totals = all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
-    if was_training:
-        model.train()
-    return auto_alpha(float(totals[0]) / max(1.0, float(n_labels)), float(totals[1]) / rt.world)
-
-
 START_MARGIN = 0.5   # nats above log V before check_start warns
 
 
@@ -149,80 +107,6 @@ def check_start(loss: float, vocab_size: int, cfg: TrainConfig, warn: Callable[[
 
 # ---------------------------------------------------------------------------------------------
 # Metrics
-
-
-def generator_for(cfg: TrainConfig, *parts: int, device: torch.device | None = None) -> torch.Generator:
-    g = torch.Generator(device=device or "cpu")
-    g.manual_seed(hash((cfg.seed,) + parts) & 0x7FFF_FFFF_FFFF_FFFF)
-    return g
-
-
-def prepare_batch(batch: Batch, mcfg: ModelConfig, gen: torch.Generator | None, mask_rate: float) -> Batch:
-    """MLM: mask the inputs (labels become the original ids at selected positions). CLM: as is."""
-    if mcfg.objective != "mlm":
-        return batch
-    key_mask = _key_mask(batch)
-    inputs, labels = mlm_mask(batch.inputs, mcfg, gen, key_mask, mask_rate)
-    return Batch(inputs=inputs, labels=labels, lengths=batch.lengths)
-
-
-def _key_mask(batch: Batch) -> torch.Tensor | None:
-    if batch.lengths is None:
-        return None
-    T = batch.inputs.size(1)
-    return torch.arange(T, device=batch.inputs.device)[None, :] < batch.lengths[:, None]
-
-
-def _lengths(batch: Batch) -> torch.Tensor:
-    if batch.lengths is not None:
-        return batch.lengths
-    return torch.full((batch.inputs.size(0),), batch.inputs.size(1), device=batch.inputs.device)
-
-
-@torch.no_grad()
-def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: ModelConfig,
-             log_u: torch.Tensor, rt: Runtime) -> dict[str, float]:
-    """val_loss; kl_unigram / kl_uniform: mean over predicted tokens of KL(p_theta(.|ctx) || u) and
-    KL(p_theta || uniform) (paper 000 fig. 1); bias_kl_unigram = KL(softmax(b) || u), bias_norm = ||b||
-    (app. B.5, figs. 11-12)."""
-    was_training = model.training
-    model.eval()
-    # The same blocks and masks whatever the world size / accumulation: eval_batches global batches,
-    # each block masked by a generator seeded from its index.
-    n_blocks = min(stream.n_blocks, cfg.eval_batches * cfg.batch_size)
-    micro = max(1, cfg.batch_size // (cfg.grad_accum * rt.world))
-    totals = torch.zeros(4, dtype=torch.float64, device=rt.device)  # ce, kl_u, kl_uniform, count
-    V = mcfg.vocab_size
-    for start in range(rt.rank * micro, n_blocks, micro * rt.world):
-        blocks = list(range(start, min(start + micro, n_blocks)))
-        batch = stream.batch(blocks, rt.device)
-        if mcfg.objective == "mlm":
-            rows = [prepare_batch(Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1],
-                                        None if batch.lengths is None else batch.lengths[i:i + 1]),
-                                  mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
-                    for i, b in enumerate(blocks)]
-            batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
-        with autocast(rt):
-            logits, _ = model(batch.inputs, key_mask=_key_mask(batch))
-        sel = batch.labels != -100
-        logp = F.log_softmax(logits[sel].float(), dim=-1)                       # [N, V]
-        p = logp.exp()
-        totals[0] += F.nll_loss(logp, batch.labels[sel], reduction="sum").double()
-        totals[1] += (p * (logp - log_u)).sum().double()
-        totals[2] += ((p * logp).sum(-1) + math.log(V)).sum().double()
-        totals[3] += sel.sum()
-    all_reduce_sum(totals, rt)
-    count = max(1.0, float(totals[3]))
-    out = {"val_loss": float(totals[0]) / count, "kl_unigram": float(totals[1]) / count,
-           "kl_uniform": float(totals[2]) / count}
-    bias = model.head_bias
-    if bias is not None:
-        stats = bias_vs_unigram(bias.detach().float().cpu().numpy(), log_u.double().cpu().numpy())
-        out["bias_kl_unigram"] = stats.kl_bias_to_unigram
-        out["bias_norm"] = stats.norm
-    if was_training:
-        model.train()
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,17 +136,6 @@ class TrainResult:
         d["out"] = str(self.out)
         d["checkpoint"] = str(self.checkpoint)
         return d
-
-
-def _check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
-    """Stop before an update from a non-finite loss (it would turn every weight into NaN)."""
-    value = float(objective)
-    if not math.isfinite(value):
-        raise TrainingDiverged(
-            f"training loss is {value} at step {step} (lr {cfg.lr:g}"
-            + (f", ag-alpha {cfg.ag_alpha}" if cfg.ag_fraction else "")
-            + (f", embedding {cfg.embedding_init}" if cfg.embedding_init.startswith("pretrained:") else "")
-            + "); no update was applied, no checkpoint of this step written")
 
 
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,
@@ -335,7 +208,6 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     net = wrap_model(model, cfg, rt)
 
     sampler = TrainSampler(train_stream.n_blocks, cfg.seed)
-    micro = cfg.batch_size // (cfg.grad_accum * rt.world)
     tokens_per_step = cfg.batch_size * cfg.seq_len
     peak = peak_flops(rt.device)
     flops_per_token = model.flops_per_token()
@@ -371,56 +243,24 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 val_points.append((step, record["val_loss"]))
             t0 = time.perf_counter()
             lr = learning_rate(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            set_learning_rate(optimizer, lr)
             # All micro-batches of this step, so the loss can be normalised by the global label count.
-            batches = []
-            for m in range(cfg.grad_accum):
-                first = sequences + (rt.rank * cfg.grad_accum + m) * micro
-                gen = generator_for(cfg, step, rt.rank, m, device=rt.device)
-                batches.append(prepare_batch(train_stream.batch(sampler.blocks(first, micro), rt.device),
-                                             mcfg, gen, cfg.mask_rate))
-            n_labels = all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
-                                                    device=rt.device), rt)
+            batches = micro_batches(train_stream, sampler, cfg, mcfg, rt, step, sequences)
+            n_labels = count_labels(batches, rt)
             if guidance is not None and alpha0 is None:
                 alpha0 = step0_alpha(model, batches, guidance, cfg, mcfg, n_labels, rt)
             alpha = ag_alpha(step, alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
-            ce_sum = torch.zeros((), device=rt.device)
-            ag_sum = torch.zeros((), device=rt.device)
-            objective = torch.zeros((), device=rt.device)
-            for m, batch in enumerate(batches):
-                torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
-                sync = contextlib.nullcontext() if (rt.world == 1 or m == cfg.grad_accum - 1) else net.no_sync()
-                with sync:
-                    with autocast(rt):
-                        logits, qks = net(batch.inputs, key_mask=_key_mask(batch),
-                                          guided=guidance.guided if guidance else None)
-                    ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
-                    # DDP averages gradients over ranks: scale so the total is the global token mean.
-                    loss = ce * rt.world / n_labels.clamp(min=1)
-                    if guidance is not None:
-                        ag = guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal)
-                        loss = loss + alpha * ag / cfg.grad_accum
-                        ag_sum += ag.detach() / cfg.grad_accum
-                    loss.backward()
-                ce_sum += ce.detach()
-                objective += loss.detach()
-            _check_finite(all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            losses = optimizer_step(net, model, optimizer, batches, n_labels, guidance, alpha, step, cfg, mcfg, rt)
             sequences += cfg.batch_size
-            stats = all_reduce_sum(torch.stack([ce_sum, ag_sum]).double(), rt)
             synchronize(rt)
             dt = time.perf_counter() - t0
             run_tokens += tokens_per_step
-            record.update({"loss": float(stats[0]) / max(1.0, float(n_labels)), "lr": lr,
+            record.update({"loss": losses.loss, "lr": lr,
                            "tokens_per_s": tokens_per_step / dt})
             if peak is not None:
                 record["mfu"] = model_flops_utilisation(flops_per_token, tokens_per_step, dt, peak, rt.world)
             if guidance is not None:
-                record["ag_loss"] = float(stats[1]) / rt.world
+                record["ag_loss"] = losses.ag_loss
                 record["ag_alpha"] = alpha
                 record["ag_weighted"] = alpha * record["ag_loss"]
             write(record)
