@@ -205,16 +205,27 @@ class Transformer(nn.Module):
 
     # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
     def reset_parameters(self) -> None:
+        """Weights N(0, init_std); the projections that write into the residual stream (attention
+        and MLP output) N(0, init_std / sqrt(2L)) (GPT-2); biases 0; LayerNorm gains 1. Modules are
+        visited parent first, so the draws come in `named_parameters()` order."""
         std = self.cfg.init_std
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif ".ln" in name or name.startswith("ln_f") or name.startswith("mlm.ln"):
-                nn.init.ones_(p)
-            elif name.endswith("proj.weight"):
-                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layer))
-            else:
-                nn.init.normal_(p, 0.0, std)
+        residual = {m for block in self.blocks for m in (block.attn.proj, block.mlp.proj)}
+        for module in self.modules():
+            if module is self:                                   # the output layer's own W and b
+                if self.head_weight is not None:
+                    nn.init.normal_(self.head_weight, 0.0, std)
+                if self.head_bias is not None:
+                    nn.init.zeros_(self.head_bias)
+            elif isinstance(module, nn.Linear):
+                scale = math.sqrt(2 * self.cfg.n_layer) if module in residual else 1.0
+                nn.init.normal_(module.weight, 0.0, std / scale)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
 
     @property
     def output_weight(self) -> torch.Tensor:

@@ -148,3 +148,20 @@ def test_kv_buffers_give_the_full_forward() -> None:
     with pytest.raises(ConfigError, match="causal"):
         Transformer(tiny(objective="mlm", mask_id=3))(x[:, :2], kv=kv)
 
+
+def test_initialisation_by_module_type() -> None:
+    """GPT-2's init: N(0, 0.02) weights, N(0, 0.02 / sqrt(2L)) residual projections, zero biases, unit LN gains."""
+    cfg = tiny(vocab_size=3000, d_model=64, n_layer=4, tie_embeddings=False)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    for name, p in model.nb_state_dict().items():
+        if name.endswith("bias"):
+            assert not p.any(), name
+        elif ".ln" in name or name.startswith("ln_f"):
+            assert torch.equal(p, torch.ones_like(p)), name
+        else:
+            expected = 0.02 / math.sqrt(8) if name.endswith("proj.weight") else 0.02
+            assert abs(p.std().item() / expected - 1) < 0.1 and abs(p.mean().item()) < 0.1 * expected, name
+    torch.manual_seed(0)
+    again = Transformer(cfg)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
