@@ -1,14 +1,15 @@
-"""`nb train`'s loop: build the model with the papers' initialisations, train, evaluate, checkpoint.
+"""`nb train`, top to bottom: check the run directory, tokenise, build the model with the papers'
+initialisations, then for each update evaluate when due, take one optimizer step, log, and save the
+state every --save-every updates; evaluate, checkpoint and summarise at the end.
 
-DIR layout: config.json (TrainConfig), log.jsonl (one object per step; eval fields on eval steps),
-step-N.safetensors (model after N updates, nb's layout, architecture `nb`), train-state.safetensors
-+ train-state.json (optimizer moments and the data position for --resume; no pickle), summary.json.
+The rooms it orchestrates: runtime.py (device, bf16, DDP, compile), rundir.py (the directory's checks
+and files), init.py (the model at step 0), step.py (one update: accumulation, AG, no_sync; evaluate),
+state.py (checkpoint + optimizer state for --resume).
 
 Exactness of --resume: the data order is a function of (seed, sequence index), MLM masks and dropout
 are drawn from generators seeded by (seed, step, rank, micro-step), the LR schedule is a function of
 the step, and the AdamW moments are saved in float32; so a resumed run repeats the uninterrupted one.
 """
-
 from __future__ import annotations
 
 import json
@@ -23,7 +24,8 @@ import torch
 
 from nbcli.counts import log_unigram
 from nbcli.errors import Interrupted, naming
-from nbcli.tokenizers import load_tokenizer
+from nbcli.model import ModelConfig
+from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import BlockStream, TrainSampler, block_prefix, tokenize_corpus
 from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, delimiter_ids, period_piece_ids
@@ -63,6 +65,18 @@ class TrainResult:
         d["out"] = str(self.out)
         d["checkpoint"] = str(self.checkpoint)
         return d
+
+
+def attention_guidance(cfg: TrainConfig, mcfg: ModelConfig, tokenizer: Tokenizer) -> Guidance | None:
+    """The AG loss of the run's guided heads (paper 001 sec. 3.2), None when no head is guided."""
+    heads = assign_heads(cfg.n_head, cfg.ag_fraction, cfg.ag_patterns, mcfg.causal)
+    if not heads:
+        return None
+    pad_like = {i for i in (tokenizer.pad_id, tokenizer.unk_id) if i is not None}
+    return Guidance(heads=heads,
+                    delim_ids=delimiter_ids(sorted(set(tokenizer.special_ids) - pad_like),
+                                            tokenizer.bos_id, tokenizer.eos_id),
+                    period_ids=period_piece_ids(tokenizer.pieces()), reduction=cfg.ag_reduction)
 
 
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,
@@ -110,13 +124,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                                  prefix=prefix)
     counts = padded_counts(data.counts, mcfg.vocab_size)
     log_u = torch.from_numpy(log_unigram(counts, cfg.smoothing_k)).float().to(rt.device)
-    heads = assign_heads(cfg.n_head, cfg.ag_fraction, cfg.ag_patterns, mcfg.causal)
-    pad_like = {i for i in (tokenizer.pad_id, tokenizer.unk_id) if i is not None}
-    guidance = Guidance(heads=heads,
-                        delim_ids=delimiter_ids(sorted(set(tokenizer.special_ids) - pad_like),
-                                                tokenizer.bos_id, tokenizer.eos_id),
-                        period_ids=period_piece_ids(tokenizer.pieces()),
-                        reduction=cfg.ag_reduction) if heads else None
+    guidance = attention_guidance(cfg, mcfg, tokenizer)
 
     model = build_model(cfg, mcfg, counts, tokenizer.vocab_size).to(rt.device)
     if rt.is_main:  # created only once the corpus and options have been accepted
