@@ -9,8 +9,10 @@ Frequency lives in the output layer (papers 000 and 003): `head.bias` b is optio
 (`output_bias=False` removes the parameter, paper 000's "no bias" arm), and W is either its own
 matrix `head.weight` or tied to the input embedding `tok_emb.weight`.
 
-Attention runs through `F.scaled_dot_product_attention` for every head (flash / memory-efficient
-kernels on CUDA). Attention guidance (paper 001) needs the maps of a few guided heads only: the
+Attention reads qkv -> SDPA -> output projection, every head through `F.scaled_dot_product_attention`
+(flash / memory-efficient kernels on CUDA; `attention_mask` builds the padding/causal mask only when
+one is needed). The model keeps no state between calls: for incremental decoding the caller passes
+per-layer key/value buffers (`nbcli.lm.runner.KVCache` owns and grows them). Attention guidance (paper 001) needs the maps of a few guided heads only: the
 model hands back their queries and keys, and `nbcli.train.guidance` computes the loss from them
 (one-hot patterns in O(T) memory per row; dense patterns materialise probabilities for the guided
 heads only). Tensor names are nb's checkpoint layout (architecture `nb`, see README).
@@ -88,6 +90,24 @@ class ModelConfig:
         return cls(**data)
 
 
+def attention_mask(key_mask: torch.Tensor | None, B: int, T: int, past: int, causal: bool,
+                   device: torch.device) -> tuple[torch.Tensor | None, bool]:
+    """(attn_mask, is_causal) for SDPA with T queries at positions past .. past + T - 1 over S = past + T
+    keys. key_mask [B, S] is True on real tokens: padded keys get no attention. A causal query t sees
+    keys <= past + t. Without padding no mask is built (SDPA then picks its fastest kernel): plain
+    causal when there is no past, none for one query (a decoding step sees every cached key)."""
+    if key_mask is None and past == 0:
+        return None, causal
+    if key_mask is None and (T == 1 or not causal):
+        return None, False
+    S = past + T
+    allowed = (torch.ones(B, S, dtype=torch.bool, device=device) if key_mask is None
+               else key_mask)[:, None, None, :]                                  # [B, 1, 1, S]
+    if causal:
+        allowed = allowed & torch.ones(T, S, dtype=torch.bool, device=device).tril(past)  # [B, 1, T, S]
+    return allowed, False
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: H(s) = softmax(Q K^T / sqrt(dh)) V  (paper 001 eq. 1)."""
 
@@ -101,69 +121,25 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
-                cache: KVCache | None = None, layer: int = 0,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, past: int = 0,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """x [B, T, d] -> ([B, T, d], the guided heads' (q, k) or None). kv: this layer's key/value
+        buffers [B, H, >= past + T, dh] holding the `past` earlier positions (the runner's cache);
+        this step's keys and values are written after them and attention runs over all past + T."""
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
         q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # [B, H, T, dh]
-        past = 0
-        if cache is not None:
-            past = cache.sizes[layer]
-            k, v = cache.update(layer, k, v)                                     # [B, H, past + T, dh]
-        if key_mask is None and past == 0:
-            # No padding: let SDPA pick its fastest kernel (flash on CUDA).
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                               is_causal=self.causal)
-        elif key_mask is None and (T == 1 or not self.causal):
-            # One new query (decoding step): it may attend to every cached key.
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
-        else:
-            # key_mask [B, past + T] True where the key is a real token; padded keys get no attention.
-            S = past + T
-            allowed = (torch.ones(B, S, dtype=torch.bool, device=x.device) if key_mask is None
-                       else key_mask)[:, None, None, :]                          # [B, 1, 1, S]
-            if self.causal:
-                allowed = allowed & torch.ones(T, S, dtype=torch.bool, device=x.device).tril(past)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
-                                               dropout_p=self.dropout if self.training else 0.0)
+        if kv is not None:
+            keys, values = kv
+            keys[:, :, past:past + T] = k
+            values[:, :, past:past + T] = v
+            k, v = keys[:, :, :past + T], values[:, :, :past + T]                # [B, H, past + T, dh]
+        mask, is_causal = attention_mask(key_mask, B, T, past, self.causal, x.device)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                           dropout_p=self.dropout if self.training else 0.0)  # [B, H, T, dh]
         y = y.transpose(1, 2).contiguous().view(B, T, d)                         # [B, T, d]
         qk = (q[:, guided], k[:, guided]) if guided else None                    # [B, G, T, dh] each
         return self.resid_drop(self.proj(y)), qk
-
-
-class KVCache:
-    """Keys and values of the tokens seen so far, per layer ([B, H, S, dh] each), for incremental
-    decoding: the next forward pass feeds only the new tokens and attends to the cached ones.
-    Storage grows in chunks of `grow` positions, so a step writes in place instead of copying."""
-
-    def __init__(self, n_layer: int, grow: int = 64) -> None:
-        self.keys: list[torch.Tensor | None] = [None] * n_layer
-        self.values: list[torch.Tensor | None] = [None] * n_layer
-        self.sizes = [0] * n_layer
-        self.grow = grow
-
-    @property
-    def length(self) -> int:
-        """Positions cached before the current forward pass (layer 0 is updated first: read this
-        before the pass, never between layers)."""
-        return self.sizes[0]
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this step's k, v [B, H, T, dh] to `layer`; return all keys and values so far."""
-        size, new = self.sizes[layer], k.shape[2]
-        store_k, store_v = self.keys[layer], self.values[layer]
-        if store_k is None or store_v is None or size + new > store_k.shape[2]:
-            room = size + new + self.grow
-            grown_k = k.new_empty(k.shape[0], k.shape[1], room, k.shape[3])
-            grown_v = v.new_empty(grown_k.shape)
-            if store_k is not None and store_v is not None:
-                grown_k[:, :, :size] = store_k[:, :, :size]
-                grown_v[:, :, :size] = store_v[:, :, :size]
-            store_k, store_v = self.keys[layer], self.values[layer] = grown_k, grown_v
-        store_k[:, :, size:size + new] = k
-        store_v[:, :, size:size + new] = v
-        self.sizes[layer] = size + new
-        return store_k[:, :, :size + new], store_v[:, :, :size + new]
 
 
 class MLP(nn.Module):
@@ -190,9 +166,9 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
-                cache: KVCache | None = None, layer: int = 0,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, past: int = 0,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        a, qk = self.attn(self.ln1(x), key_mask, guided, cache, layer)
+        a, qk = self.attn(self.ln1(x), key_mask, guided, kv, past)
         x = x + a
         x = x + self.mlp(self.ln2(x))
         return x, qk
@@ -229,16 +205,27 @@ class Transformer(nn.Module):
 
     # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
     def reset_parameters(self) -> None:
+        """Weights N(0, init_std); the projections that write into the residual stream (attention
+        and MLP output) N(0, init_std / sqrt(2L)) (GPT-2); biases 0; LayerNorm gains 1. Modules are
+        visited parent first, so the draws come in `named_parameters()` order."""
         std = self.cfg.init_std
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif ".ln" in name or name.startswith("ln_f") or name.startswith("mlm.ln"):
-                nn.init.ones_(p)
-            elif name.endswith("proj.weight"):
-                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layer))
-            else:
-                nn.init.normal_(p, 0.0, std)
+        residual = {m for block in self.blocks for m in (block.attn.proj, block.mlp.proj)}
+        for module in self.modules():
+            if module is self:                                   # the output layer's own W and b
+                if self.head_weight is not None:
+                    nn.init.normal_(self.head_weight, 0.0, std)
+                if self.head_bias is not None:
+                    nn.init.zeros_(self.head_bias)
+            elif isinstance(module, nn.Linear):
+                scale = math.sqrt(2 * self.cfg.n_layer) if module in residual else 1.0
+                nn.init.normal_(module.weight, 0.0, std / scale)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
 
     @property
     def output_weight(self) -> torch.Tensor:
@@ -246,21 +233,23 @@ class Transformer(nn.Module):
         return self.tok_emb.weight if self.head_weight is None else self.head_weight
 
     def forward(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
-                guided: list[int] | None = None, cache: KVCache | None = None,
-                ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding; with a cache
+                guided: list[int] | None = None, kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                past: int = 0) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding; with kv
         [B, past + T]); guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper
-        001 sec. 3.2); cache: keys/values of earlier positions (`new_cache()`), extended in place, so
-        idx holds only the new tokens, at positions past .. past + T - 1."""
+        001 sec. 3.2). Incremental decoding: kv holds per layer the key/value buffers [B, H, >= past + T,
+        dh] of the `past` earlier positions (the runner's cache, `nbcli.lm.runner.KVCache`); idx holds
+        only the new tokens, at positions past .. past + T - 1, whose keys/values are written into kv."""
         B, T = idx.shape
-        past = 0 if cache is None else cache.length
+        if kv is not None and not self.cfg.causal:
+            raise ConfigError("a key/value cache needs a causal (clm) model")
         if past + T > self.cfg.seq_len:
             raise ConfigError(f"sequence length {past + T} exceeds the model's seq_len {self.cfg.seq_len}")
         pos = torch.arange(past, past + T, device=idx.device)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))                     # [B, T, d]
         qks = []
         for layer, block in enumerate(self.blocks):
-            x, qk = block(x, key_mask, guided, cache, layer)
+            x, qk = block(x, key_mask, guided, None if kv is None else kv[layer], past)
             if qk is not None:
                 qks.append(qk)
         h = self.ln_f(x)                                                         # [B, T, d]
@@ -268,12 +257,6 @@ class Transformer(nn.Module):
             h = self.mlm(h)                                                      # [B, T, d]
         logits = F.linear(h, self.output_weight, self.head_bias)                 # [B, T, V]
         return logits, qks
-
-    def new_cache(self) -> KVCache:
-        """An empty key/value cache for incremental decoding with `forward(idx, cache=...)`."""
-        if not self.cfg.causal:
-            raise ConfigError("a key/value cache needs a causal (clm) model")
-        return KVCache(self.cfg.n_layer)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nbcli.errors import ConfigError
-from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
+from nbcli.model import ModelConfig, Transformer, attention_mask, lm_loss, mlm_mask
 
 
 def tiny(**kw) -> ModelConfig:
@@ -118,3 +118,50 @@ def test_config_validation() -> None:
         tiny(objective="mlm")
     with pytest.raises(ConfigError, match="seq_len"):
         Transformer(tiny())(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_attention_mask_padding_causality_and_past() -> None:
+    key_mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    mask, is_causal = attention_mask(key_mask, 2, 2, 2, True, torch.device("cpu"))
+    assert mask is not None and mask.shape == (2, 1, 2, 4) and not is_causal
+    # query 0 sits at position 2: keys 0..2, less row 0's padded key 3; query 1 at position 3: all real keys
+    assert mask[0, 0].tolist() == [[True, True, True, False], [True, True, True, False]]
+    assert mask[1, 0].tolist() == [[True, True, True, False], [True, True, True, True]]
+    assert attention_mask(None, 2, 5, 0, True, torch.device("cpu")) == (None, True)    # SDPA's own causal kernel
+    assert attention_mask(None, 2, 1, 7, True, torch.device("cpu")) == (None, False)   # one decoding query
+    mask, _ = attention_mask(None, 1, 2, 3, True, torch.device("cpu"))
+    assert mask is not None and mask[0, 0].tolist() == [[True] * 4 + [False], [True] * 5]
+
+
+def test_kv_buffers_give_the_full_forward() -> None:
+    """The model keeps no cache: the caller's per-layer buffers receive each step's keys/values."""
+    torch.manual_seed(0)
+    model = Transformer(tiny()).eval()
+    x = torch.randint(0, 50, (2, 10))
+    full = model(x)[0]
+    kv = [(torch.zeros(2, 4, 16, 8), torch.zeros(2, 4, 16, 8)) for _ in range(2)]
+    head = model(x[:, :6], kv=kv)[0]
+    tail = [model(x[:, t:t + 1], kv=kv, past=t)[0] for t in range(6, 10)]
+    torch.testing.assert_close(torch.cat([head] + tail, 1), full, atol=1e-5, rtol=1e-5)
+    assert kv[0][0][:, :, :10].abs().sum() > 0 and kv[0][0][:, :, 10:].abs().sum() == 0
+    assert not any(torch.is_tensor(v) for v in vars(model).values())
+    with pytest.raises(ConfigError, match="causal"):
+        Transformer(tiny(objective="mlm", mask_id=3))(x[:, :2], kv=kv)
+
+
+def test_initialisation_by_module_type() -> None:
+    """GPT-2's init: N(0, 0.02) weights, N(0, 0.02 / sqrt(2L)) residual projections, zero biases, unit LN gains."""
+    cfg = tiny(vocab_size=3000, d_model=64, n_layer=4, tie_embeddings=False)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    for name, p in model.nb_state_dict().items():
+        if name.endswith("bias"):
+            assert not p.any(), name
+        elif ".ln" in name or name.startswith("ln_f"):
+            assert torch.equal(p, torch.ones_like(p)), name
+        else:
+            expected = 0.02 / math.sqrt(8) if name.endswith("proj.weight") else 0.02
+            assert abs(p.std().item() / expected - 1) < 0.1 and abs(p.mean().item()) < 0.1 * expected, name
+    torch.manual_seed(0)
+    again = Transformer(cfg)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))

@@ -151,10 +151,49 @@ class Runner:
         self.checkpoint.close()
 
 
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer ([B, H, S, dh] each), for incremental
+    decoding with nbcli.model.Transformer: the next forward pass feeds only the new tokens, writes
+    their keys/values after the cached ones and attends to all. Storage grows in chunks of `grow`
+    positions, so a step writes in place instead of copying."""
+
+    def __init__(self, n_layer: int, n_head: int, head_dim: int, grow: int = 64) -> None:
+        self.keys: list[torch.Tensor | None] = [None] * n_layer
+        self.values: list[torch.Tensor | None] = [None] * n_layer
+        self.n_head, self.head_dim, self.grow = n_head, head_dim, grow
+        self.length = 0                                                # positions cached
+
+    def reserve(self, B: int, new: int, dtype: torch.dtype, device: torch.device,
+                ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer (keys, values) buffers with room for `new` more positions after the cached ones
+        (grown, with the cached positions copied, when full): what `Transformer.forward(kv=...)` takes."""
+        import torch
+
+        buffers = []
+        for layer, (keys, values) in enumerate(zip(self.keys, self.values)):
+            if keys is None or values is None or self.length + new > keys.shape[2]:
+                room = self.length + new + self.grow
+                grown_k = torch.empty(B, self.n_head, room, self.head_dim, dtype=dtype, device=device)
+                grown_v = torch.empty_like(grown_k)
+                if keys is not None and values is not None:
+                    grown_k[:, :, :self.length] = keys[:, :, :self.length]
+                    grown_v[:, :, :self.length] = values[:, :, :self.length]
+                keys, values = self.keys[layer], self.values[layer] = grown_k, grown_v
+            buffers.append((keys, values))
+        return buffers
+
+
 class NbRunner(Runner):
-    """nb's own `nb train` checkpoints through nbcli.model.Transformer (and its KVCache)."""
+    """nb's own `nb train` checkpoints through nbcli.model.Transformer, with this runner's KVCache."""
 
     kind = "nb"
+
+    def _extend(self, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
+        """Feed ids [B, T] after the cached positions; the logits [B, T, V]. The cache grows by T."""
+        kv = cache.reserve(ids.shape[0], ids.shape[1], self.dtype, self.device)
+        logits = self.module(ids, kv=kv, past=cache.length)[0]
+        cache.length += ids.shape[1]
+        return logits
 
     def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         return self.module(ids, key_mask=key_mask)[0]
@@ -162,16 +201,17 @@ class NbRunner(Runner):
     def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
         import torch
 
+        cfg = self.module.cfg
         with torch.inference_mode():
-            cache = self.module.new_cache()
-            logits = self.module(ids.to(self.device), cache=cache)[0]
+            cache = KVCache(cfg.n_layer, cfg.n_head, cfg.d_model // cfg.n_head)
+            logits = self._extend(cache, ids.to(self.device))
         return logits[:, -1].float(), cache
 
     def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
         import torch
 
         with torch.inference_mode():
-            return self.module(ids.to(self.device)[:, None], cache=state)[0][:, -1].float()
+            return self._extend(state, ids.to(self.device)[:, None])[:, -1].float()
 
     def _live_tensors(self) -> dict[str, torch.Tensor]:
         return self.module.nb_state_dict()
@@ -217,7 +257,7 @@ def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, st
                 device: str = "auto") -> Runner:
     """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode)."""
     from nbcli.checkpoint import open_checkpoint, resolve_roles
-    from nbcli.train.loop import resolve_device
+    from nbcli.train.runtime import resolve_device
 
     path = Path(path)
     checkpoint = open_checkpoint(path)

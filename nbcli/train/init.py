@@ -9,11 +9,14 @@
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
   function) and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
   seeded by --seed).
+
+`build_model` applies them to a fresh `nbcli.model.Transformer` (GPT-2 init) for `nb train`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +24,10 @@ import torch
 
 from nbcli import ops, surgery
 from nbcli.errors import CheckpointError, ConfigError, naming
+from nbcli.model import ModelConfig, Transformer
+from nbcli.tokenizers import Tokenizer
 from nbcli.train.config import TrainConfig
+from nbcli.train.data import never_predicted
 
 
 def output_bias(counts: np.ndarray, vocab_size: int, k: float) -> torch.Tensor:
@@ -95,3 +101,62 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
         if cfg.embedding_shuffle:
             emb = ops.shuffle_embeddings(emb, cfg.seed, cfg.embedding_shuffle_mode)
     return emb.to(current.dtype)
+
+
+def mask_token_id(tokenizer: Tokenizer) -> tuple[int, int]:
+    """(mask id, model vocabulary size) for MLM: the tokenizer's <mask>/[MASK] piece if it has one,
+    otherwise one extra row appended after the tokenizer's vocabulary."""
+    for i in sorted(tokenizer.special_ids) + list(range(min(tokenizer.vocab_size, 1000))):
+        if tokenizer.piece(i) in ("<mask>", "[MASK]"):
+            return i, tokenizer.vocab_size
+    return tokenizer.vocab_size, tokenizer.vocab_size + 1
+
+
+def model_config(cfg: TrainConfig, tokenizer: Tokenizer) -> ModelConfig:
+    mask_id, vocab = (None, tokenizer.vocab_size)
+    specials: tuple[int, ...] = ()
+    if cfg.objective == "mlm":
+        mask_id, vocab = mask_token_id(tokenizer)
+        specials = tuple(sorted(never_predicted(tokenizer) | {mask_id}))
+    return ModelConfig(vocab_size=vocab, seq_len=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                       d_model=cfg.d_model, dropout=cfg.dropout, objective=cfg.objective,
+                       tie_embeddings=cfg.tie_embeddings, output_bias=cfg.bias_init != "none",
+                       mask_id=mask_id, special_ids=specials)
+
+
+def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokenizer_rows: int | None = None,
+                ) -> Transformer:
+    """The model with paper 000's bias init (+ W rescale) and paper 002's embedding init applied."""
+    torch.manual_seed(cfg.seed)
+    model = Transformer(mcfg)
+    with torch.no_grad():
+        emb = input_embedding(cfg, model.tok_emb.weight, tokenizer_rows)
+        model.tok_emb.weight.copy_(emb)
+        if model.head_bias is not None and cfg.bias_init == "unigram":
+            model.head_bias.copy_(output_bias(counts, mcfg.vocab_size, cfg.smoothing_k))
+            if cfg.rescale_w is not None:
+                model.head_weight.copy_(rescale_output_weight(model.head_weight, model.head_bias, cfg.rescale_w))
+    return model
+
+
+START_MARGIN = 0.5   # nats above log V before check_start warns
+
+
+def check_start(loss: float, vocab_size: int, cfg: TrainConfig, warn: Callable[[str], None]) -> None:
+    """Warn when the step-0 loss exceeds log V, the loss of a uniform guess, by more than START_MARGIN
+    (an initialisation clearly worse than chance; paper 000's --rescale-w in nb's model is the known
+    case, see the README). The margin: small random logits (std s) already cost about s^2 / 2 nats
+    over log V, so an ordinary zero-bias start sits a few hundredths above log V (0.03 for the tiny
+    preset, 0.19 for roberta-8 in BENCHMARKS.md) and should not warn."""
+    log_v = math.log(vocab_size)
+    if not loss > log_v + START_MARGIN:
+        return
+    cause = (f" --rescale-w {cfg.rescale_w} scaled W to ||b||_2: the logits' noise then has about the rms of b "
+             "(several nats) because the final hidden state has unit-variance coordinates; see README "
+             "'--rescale-w'" if cfg.rescale_w else "")
+    warn(f"step-0 loss {loss:.2f} nats exceeds log V = {log_v:.2f} (a uniform guess) by more than {START_MARGIN} "
+         f"nats: the initialisation starts worse than chance.{cause}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics

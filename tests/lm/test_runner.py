@@ -24,6 +24,17 @@ def test_kv_cache_steps_equal_the_full_forward(which: str, request: pytest.Fixtu
     assert torch.allclose(torch.stack(steps, 1), full[:, 5:], atol=1e-5)
 
 
+def test_nb_cache_regrows_in_place_and_keeps_its_positions(nb_lm: Path) -> None:
+    runner = load_runner(nb_lm)
+    ids = _ids(runner.vocab_size, (2, 12))
+    full = runner.logits(ids)
+    last, cache = runner.prefill(ids[:, :3])
+    cache.grow = 1                                       # force a regrowth on almost every step
+    steps = [last] + [runner.step(cache, ids[:, t]) for t in range(3, 12)]
+    assert cache.length == 12 and cache.keys[0] is not None and cache.keys[0].shape[2] >= 12
+    assert torch.allclose(torch.stack(steps, 1), full[:, 2:], atol=1e-5)
+
+
 @pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
 def test_lambda_one_leaves_logits_unchanged_and_sweeps_restore(which: str, request: pytest.FixtureRequest) -> None:
     runner = load_runner(request.getfixturevalue(which))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nbcli.train.loop import read_log
+from nbcli.train.rundir import read_log
 
 ARGS = ["--steps", "3", "--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2",
         "--bias-init", "unigram", "--device", "cpu"]

@@ -17,7 +17,9 @@ from nbcli.errors import ConfigError, OutputError
 from nbcli.model import ModelConfig
 from nbcli.tokenizers import load_tokenizer
 from nbcli.train.config import build_config
-from nbcli.train.loop import area_under_curve, learning_rate, read_log, train
+from nbcli.train.loop import train
+from nbcli.train.rundir import read_log
+from nbcli.train.runs import area_under_curve
 
 FAST = dict(seq_len=32, batch_size=8, eval_every=2, eval_batches=2, warmup=2)
 
@@ -66,21 +68,6 @@ def test_log_fields_eval_metrics_and_summary(tmp_path: Path, sp_model: Path, tra
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["steps"] == 4 and summary["checkpoint"].endswith("step-4.safetensors")
     assert json.loads((tmp_path / "r" / "config.json").read_text())["objective"] == "mlm"
-
-
-def test_alc_is_the_normalised_trapezoid() -> None:
-    assert area_under_curve([(0, 4.0), (10, 2.0), (30, 1.0)]) == pytest.approx((10 * 3 + 20 * 1.5) / 30)
-    assert area_under_curve([(5, 3.0)]) == 3.0
-
-
-def test_lr_schedule() -> None:
-    cfg = build_config("tiny", steps=100, warmup=10, lr=1e-3)
-    assert learning_rate(0, cfg) == pytest.approx(1e-4) and learning_rate(9, cfg) == pytest.approx(1e-3)
-    assert learning_rate(100, cfg) == pytest.approx(1e-4)
-    linear = build_config("roberta-8", steps=110, warmup=10)
-    assert linear.lr_schedule == "linear" and linear.min_lr_ratio == 0.0
-    assert learning_rate(10, linear) == pytest.approx(1e-4) and learning_rate(60, linear) == pytest.approx(5e-5)
-    assert learning_rate(110, linear) == 0.0
 
 
 def test_presets_match_the_papers() -> None:

@@ -1,0 +1,120 @@
+"""Where `nb train` runs: the device, the precision (bf16 autocast), one process or one rank of a
+`torchrun` DDP job, torch.compile, and the peak FLOP/s that MFU is measured against."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from nbcli.errors import ConfigError
+from nbcli.train.config import TrainConfig
+
+# bf16 dense peak FLOP/s by device name (for MFU); unknown devices get no MFU.
+BF16_PEAK = {"H100 SXM": 989e12, "H100 NVL": 835e12, "H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12,
+             "A100": 312e12, "L40S": 362e12, "A10G": 70e12, "4090": 165e12}
+
+
+@dataclass
+class Runtime:
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    amp_dtype: torch.dtype | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(choice: str) -> torch.device:
+    """auto: CUDA when present, else CPU. cuda without CUDA is a one-line error."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        reason = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+        raise ConfigError(f"--device cuda: CUDA is not available ({reason}); use --device cpu or --device auto")
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(choice)
+
+
+def setup_runtime(cfg: TrainConfig) -> Runtime:
+    """Single process, or one rank of a `torchrun` job (RANK/WORLD_SIZE/LOCAL_RANK set): DDP."""
+    device = resolve_device(cfg.device)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+
+        if device.type == "cuda":
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        if cfg.batch_size % (world * cfg.grad_accum):
+            raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by world size {world} x "
+                              f"--grad-accum {cfg.grad_accum}")
+    amp: torch.dtype | None = None
+    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.type == "cuda"):
+        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise ConfigError("--dtype bfloat16: this GPU does not support bf16; use --dtype float32")
+        amp = torch.bfloat16
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Runtime(device=device, rank=rank, world=world, local_rank=local_rank, amp_dtype=amp)
+
+
+def wrap_model(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> torch.nn.Module:
+    """The module the step runs forward/backward through: `model`, compiled with --compile, inside
+    DistributedDataParallel on a multi-rank job. Parameters stay shared with `model`."""
+    net: torch.nn.Module = model
+    if cfg.compile:
+        net = torch.compile(model)  # type: ignore[assignment]
+    if rt.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(net, device_ids=[rt.local_rank] if rt.device.type == "cuda" else None)
+    return net
+
+
+def all_reduce_sum(values: torch.Tensor, rt: Runtime) -> torch.Tensor:
+    """Sum `values` over ranks in place (no-op on one process); returns it."""
+    if rt.world > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values
+
+
+def autocast(rt: Runtime) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast when the run trains in bf16, else nothing."""
+    if rt.amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=rt.device.type, dtype=rt.amp_dtype)
+
+
+def synchronize(rt: Runtime) -> None:
+    """Wait for queued CUDA work, so a wall-clock interval measures it."""
+    if rt.device.type == "cuda":
+        torch.cuda.synchronize(rt.device)
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """The device's bf16 dense peak FLOP/s (BF16_PEAK), None on CPU or an unknown GPU."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, value in BF16_PEAK.items():
+        if key in name:
+            return value
+    return None
+
+
+def model_flops_utilisation(flops_per_token: float, tokens: int, seconds: float, peak: float, world: int) -> float:
+    """MFU: achieved training FLOP/s over the job's peak (PaLM appendix B; nanoGPT's estimate_mfu)."""
+    return flops_per_token * tokens / seconds / (peak * world)

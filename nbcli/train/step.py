@@ -1,0 +1,228 @@
+"""One optimizer step of `nb train` and the evaluation between steps.
+
+One update (`optimizer_step`) sums the gradients of --grad-accum micro-batches per rank, normalised
+by the global count of labelled tokens so the update is that of one batch of --batch-size sequences:
+
+    L = sum_tokens CE / N_labels  +  alpha_t * mean_micro L_AG       (paper 001 eq. 4)
+
+DDP all-reduces gradients only in the last micro-batch's backward (`no_sync` on the others), and no
+update is applied from a non-finite loss. The data order, MLM masks and dropout are functions of
+(seed, step, rank, micro-step), so a resumed run repeats the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nbcli.errors import TrainingDiverged
+from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
+from nbcli.probes import bias_vs_unigram
+from nbcli.train.config import TrainConfig
+from nbcli.train.data import Batch, BlockStream, TrainSampler
+from nbcli.train.guidance import Guidance, auto_alpha
+from nbcli.train.runtime import Runtime, all_reduce_sum, autocast
+
+
+def make_optimizer(model: Transformer, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only (never on biases, LayerNorms or the output bias)."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over --warmup steps, then cosine (GPT-2/nanoGPT) or linear (RoBERTa, paper 001's
+    release: `get_linear_schedule_with_warmup`) decay to lr * min_lr_ratio at --steps."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    floor = cfg.lr * cfg.min_lr_ratio
+    if cfg.lr_schedule == "linear":
+        return floor + (cfg.lr - floor) * (1.0 - progress)
+    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class StepLosses:
+    """One update's losses over all ranks: cross-entropy per labelled token, and the AG loss
+    (mean over micro-batches and ranks; 0.0 without guidance) before alpha weighs it."""
+
+    loss: float
+    ag_loss: float
+
+
+def micro_batches(stream: BlockStream, sampler: TrainSampler, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime,
+                  step: int, sequences: int) -> list[Batch]:
+    """This rank's --grad-accum micro-batches of update `step`, the global batch starting at sequence
+    `sequences` of the sampler's order (MLM-masked by generators seeded from (seed, step, rank, m))."""
+    micro = cfg.batch_size // (cfg.grad_accum * rt.world)
+    batches = []
+    for m in range(cfg.grad_accum):
+        first = sequences + (rt.rank * cfg.grad_accum + m) * micro
+        gen = generator_for(cfg, step, rt.rank, m, device=rt.device)
+        batches.append(prepare_batch(stream.batch(sampler.blocks(first, micro), rt.device), mcfg, gen, cfg.mask_rate))
+    return batches
+
+
+def count_labels(batches: list[Batch], rt: Runtime) -> torch.Tensor:
+    """The number of labelled tokens in the whole update (all micro-batches, all ranks), a scalar tensor."""
+    return all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
+                                       device=rt.device), rt)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def gradient_sync(net: torch.nn.Module, rt: Runtime, last: bool) -> contextlib.AbstractContextManager[Any]:
+    """DDP all-reduces gradients during backward; with accumulation only the last micro-batch needs
+    to (`no_sync` on the others: the gradients sum locally, the result is the same)."""
+    if rt.world == 1 or last:
+        return contextlib.nullcontext()
+    return net.no_sync()  # type: ignore[operator]
+
+
+def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.optim.Optimizer,
+                   batches: list[Batch], n_labels: torch.Tensor, guidance: Guidance | None, alpha: float,
+                   step: int, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime) -> StepLosses:
+    """Forward and backward every micro-batch through `net` (the model, compiled and/or in DDP),
+    check the loss is finite, clip, update `model`'s parameters and clear the gradients."""
+    ce_sum = torch.zeros((), device=rt.device)
+    ag_sum = torch.zeros((), device=rt.device)
+    objective = torch.zeros((), device=rt.device)
+    for m, batch in enumerate(batches):
+        torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
+        with gradient_sync(net, rt, last=m == cfg.grad_accum - 1):
+            with autocast(rt):
+                logits, qks = net(batch.inputs, key_mask=_key_mask(batch),
+                                  guided=guidance.guided if guidance else None)
+            ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
+            # DDP averages gradients over ranks: scale so the total is the global token mean.
+            loss = ce * rt.world / n_labels.clamp(min=1)
+            if guidance is not None:
+                ag = guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal)
+                loss = loss + alpha * ag / cfg.grad_accum
+                ag_sum += ag.detach() / cfg.grad_accum
+            loss.backward()
+        ce_sum += ce.detach()
+        objective += loss.detach()
+    check_finite(all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    stats = all_reduce_sum(torch.stack([ce_sum, ag_sum]).double(), rt)
+    return StepLosses(loss=float(stats[0]) / max(1.0, float(n_labels)), ag_loss=float(stats[1]) / rt.world)
+
+
+def check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
+    """Stop before an update from a non-finite loss (it would turn every weight into NaN)."""
+    value = float(objective)
+    if not math.isfinite(value):
+        raise TrainingDiverged(
+            f"training loss is {value} at step {step} (lr {cfg.lr:g}"
+            + (f", ag-alpha {cfg.ag_alpha}" if cfg.ag_fraction else "")
+            + (f", embedding {cfg.embedding_init}" if cfg.embedding_init.startswith("pretrained:") else "")
+            + "); no update was applied, no checkpoint of this step written")
+
+
+@torch.no_grad()
+def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cfg: TrainConfig,
+                mcfg: ModelConfig, n_labels: torch.Tensor, rt: Runtime) -> float:
+    """`--ag-alpha auto`: alpha_0 = L_LM / L_AG on the step-0 update's batches (all ranks and
+    micro-steps; evaluation mode, no gradient), so alpha_0 L_AG = L_LM at step 0 (paper 001 sec. 4.5)."""
+    was_training = model.training
+    model.eval()
+    ce_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
+    ag_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
+    for batch in batches:
+        with autocast(rt):
+            logits, qks = model(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided)
+        ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
+        ag_sum += guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal).double() / len(batches)
+    totals = all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
+    if was_training:
+        model.train()
+    return auto_alpha(float(totals[0]) / max(1.0, float(n_labels)), float(totals[1]) / rt.world)
+
+
+def generator_for(cfg: TrainConfig, *parts: int, device: torch.device | None = None) -> torch.Generator:
+    g = torch.Generator(device=device or "cpu")
+    g.manual_seed(hash((cfg.seed,) + parts) & 0x7FFF_FFFF_FFFF_FFFF)
+    return g
+
+
+def prepare_batch(batch: Batch, mcfg: ModelConfig, gen: torch.Generator | None, mask_rate: float) -> Batch:
+    """MLM: mask the inputs (labels become the original ids at selected positions). CLM: as is."""
+    if mcfg.objective != "mlm":
+        return batch
+    key_mask = _key_mask(batch)
+    inputs, labels = mlm_mask(batch.inputs, mcfg, gen, key_mask, mask_rate)
+    return Batch(inputs=inputs, labels=labels, lengths=batch.lengths)
+
+
+def _key_mask(batch: Batch) -> torch.Tensor | None:
+    if batch.lengths is None:
+        return None
+    T = batch.inputs.size(1)
+    return torch.arange(T, device=batch.inputs.device)[None, :] < batch.lengths[:, None]
+
+
+def _lengths(batch: Batch) -> torch.Tensor:
+    if batch.lengths is not None:
+        return batch.lengths
+    return torch.full((batch.inputs.size(0),), batch.inputs.size(1), device=batch.inputs.device)
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: ModelConfig,
+             log_u: torch.Tensor, rt: Runtime) -> dict[str, float]:
+    """val_loss; kl_unigram / kl_uniform: mean over predicted tokens of KL(p_theta(.|ctx) || u) and
+    KL(p_theta || uniform) (paper 000 fig. 1); bias_kl_unigram = KL(softmax(b) || u), bias_norm = ||b||
+    (app. B.5, figs. 11-12)."""
+    was_training = model.training
+    model.eval()
+    # The same blocks and masks whatever the world size / accumulation: eval_batches global batches,
+    # each block masked by a generator seeded from its index.
+    n_blocks = min(stream.n_blocks, cfg.eval_batches * cfg.batch_size)
+    micro = max(1, cfg.batch_size // (cfg.grad_accum * rt.world))
+    totals = torch.zeros(4, dtype=torch.float64, device=rt.device)  # ce, kl_u, kl_uniform, count
+    V = mcfg.vocab_size
+    for start in range(rt.rank * micro, n_blocks, micro * rt.world):
+        blocks = list(range(start, min(start + micro, n_blocks)))
+        batch = stream.batch(blocks, rt.device)
+        if mcfg.objective == "mlm":
+            rows = [prepare_batch(Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1],
+                                        None if batch.lengths is None else batch.lengths[i:i + 1]),
+                                  mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
+                    for i, b in enumerate(blocks)]
+            batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
+        with autocast(rt):
+            logits, _ = model(batch.inputs, key_mask=_key_mask(batch))
+        sel = batch.labels != -100
+        logp = F.log_softmax(logits[sel].float(), dim=-1)                       # [N, V]
+        p = logp.exp()
+        totals[0] += F.nll_loss(logp, batch.labels[sel], reduction="sum").double()
+        totals[1] += (p * (logp - log_u)).sum().double()
+        totals[2] += ((p * logp).sum(-1) + math.log(V)).sum().double()
+        totals[3] += sel.sum()
+    all_reduce_sum(totals, rt)
+    count = max(1.0, float(totals[3]))
+    out = {"val_loss": float(totals[0]) / count, "kl_unigram": float(totals[1]) / count,
+           "kl_uniform": float(totals[2]) / count}
+    bias = model.head_bias
+    if bias is not None:
+        stats = bias_vs_unigram(bias.detach().float().cpu().numpy(), log_u.double().cpu().numpy())
+        out["bias_kl_unigram"] = stats.kl_bias_to_unigram
+        out["bias_norm"] = stats.norm
+    if was_training:
+        model.train()
+    return out

@@ -1,0 +1,76 @@
+"""One optimizer step: the LR schedule, gradient accumulation, the finite-loss guard, batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nbcli.errors import TrainingDiverged
+from nbcli.model import ModelConfig, Transformer
+from nbcli.train.config import build_config
+from nbcli.train.data import Batch
+from nbcli.train.runtime import Runtime
+from nbcli.train.step import count_labels, learning_rate, make_optimizer, optimizer_step, prepare_batch
+
+CPU = Runtime(torch.device("cpu"))
+
+
+def test_lr_schedule() -> None:
+    cfg = build_config("tiny", steps=100, warmup=10, lr=1e-3)
+    assert learning_rate(0, cfg) == pytest.approx(1e-4) and learning_rate(9, cfg) == pytest.approx(1e-3)
+    assert learning_rate(100, cfg) == pytest.approx(1e-4)
+    linear = build_config("roberta-8", steps=110, warmup=10)
+    assert linear.lr_schedule == "linear" and linear.min_lr_ratio == 0.0
+    assert learning_rate(10, linear) == pytest.approx(1e-4) and learning_rate(60, linear) == pytest.approx(5e-5)
+    assert learning_rate(110, linear) == 0.0
+
+
+def _model_and_batch(seed: int = 0) -> tuple[Transformer, Batch]:
+    torch.manual_seed(seed)
+    model = Transformer(ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16))
+    inputs = torch.randint(0, 30, (4, 8), generator=torch.Generator().manual_seed(seed))
+    labels = inputs.clone()
+    labels[1, 5:] = -100                                  # unequal label counts per micro-batch
+    return model, Batch(inputs, labels, None)
+
+
+def _one_update(grad_accum: int) -> list[torch.Tensor]:
+    model, batch = _model_and_batch()
+    cfg = build_config("tiny", grad_accum=grad_accum, batch_size=4, grad_clip=0.0, device="cpu")
+    optimizer = make_optimizer(model, cfg, CPU.device)
+    rows = 4 // grad_accum
+    batches = [Batch(batch.inputs[i:i + rows], batch.labels[i:i + rows], None) for i in range(0, 4, rows)]
+    losses = optimizer_step(model, model, optimizer, batches, count_labels(batches, CPU), None, 0.0, 0, cfg,
+                            model.cfg, CPU)
+    assert losses.ag_loss == 0.0 and losses.loss > 0
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_accumulated_micro_batches_make_the_update_of_one_batch() -> None:
+    """Gradients summed over micro-batches, normalised by the whole batch's label count."""
+    for whole, split in zip(_one_update(1), _one_update(2)):
+        torch.testing.assert_close(whole, split, atol=1e-6, rtol=1e-5)
+    before = _model_and_batch()[0]
+    assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), _one_update(1)))
+
+
+def test_a_non_finite_loss_stops_before_the_update() -> None:
+    model, batch = _model_and_batch()
+    cfg = build_config("tiny", device="cpu")
+    optimizer = make_optimizer(model, cfg, CPU.device)
+    with torch.no_grad():
+        model.head_bias[0] = float("nan")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(TrainingDiverged, match="no update was applied"):
+        optimizer_step(model, model, optimizer, [batch], count_labels([batch], CPU), None, 0.0, 3, cfg, model.cfg, CPU)
+    assert all(torch.equal(p.nan_to_num(), q.nan_to_num()) for p, q in zip(model.parameters(), before))
+    assert not optimizer.state                            # AdamW never stepped
+
+
+def test_clm_batches_pass_through_and_mlm_batches_are_masked() -> None:
+    model, batch = _model_and_batch()
+    assert prepare_batch(batch, model.cfg, None, 0.15) is batch
+    mcfg = ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16, objective="mlm", mask_id=3)
+    masked = prepare_batch(batch, mcfg, torch.Generator().manual_seed(0), 0.5)
+    selected = masked.labels != -100
+    assert selected.any() and torch.equal(masked.labels[selected], batch.inputs[selected])
