@@ -2,7 +2,7 @@
 
 A unigram model's Viterbi search decides ties by float sums that include the score of the text before
 a chunk, so encoding chunks alone can order tied pieces differently from encoding the whole line
-(README, count-unigrams, "Unigram SentencePiece models"). This trains a unigram model on part of the
+(docs/design/counting.md, "Unigram SentencePiece models"). This trains a unigram model on part of the
 count benchmark's corpus (run benchmarks/count_unigrams.py first, or pass --corpus) and compares, on
 held-out lines, sp.encode(line) with the concatenation of sp.encode(chunk): ids in order, and counts.
 Prints a table and writes JSON (default benchmarks/out/unigram_chunk_check.json). ~2 minutes.
