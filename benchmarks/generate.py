@@ -28,17 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
-
-import train as train_bench  # noqa: E402  benchmarks/train.py: the real-English sample and tokenizer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (CACHE, OUT, VAL_FRACTION, load_average, machine, real_sample,  # noqa: E402
+                    real_tokenizer, write_json)
 
 
 def log(msg: str) -> None:
@@ -55,12 +52,12 @@ def train_model(sample: Path, tokenizer: Path, steps: int, batch: int, cache: Pa
     if ckpt.is_file() and info_path.is_file():
         return ckpt, json.loads(info_path.read_text())
     cfg = build_config("small", steps=steps, batch_size=batch, seq_len=320, seed=0, device="cpu", warmup=max(10, steps // 10),
-                       val_fraction=train_bench.VAL_FRACTION, eval_every=steps, eval_batches=4)
+                       val_fraction=VAL_FRACTION, eval_every=steps, eval_batches=4)
     log(f"training nb small (T=320, batch {batch}) for {steps} steps on {sample.name} ...")
     t0 = time.perf_counter()
     result = train(cfg, [str(sample)], str(tokenizer), out)
     info = {"steps": steps, "batch_size": batch, "seq_len": 320, "tokens": steps * batch * 320,
-            "wall_s": time.perf_counter() - t0, "load_after": os.getloadavg()[0],
+            "wall_s": time.perf_counter() - t0, "load_after": load_average()[0],
             "summary": {k: v for k, v in result.as_dict().items() if isinstance(v, (int, float, str))}}
     info_path.write_text(json.dumps(info, indent=2))
     return ckpt, info
@@ -68,7 +65,7 @@ def train_model(sample: Path, tokenizer: Path, steps: int, batch: int, cache: Pa
 
 def heldout_documents(sample: Path, limit: int) -> list[str]:
     """nb train's validation documents of the sample (every 20th non-empty line)."""
-    every = max(2, round(1 / train_bench.VAL_FRACTION))
+    every = max(2, round(1 / VAL_FRACTION))
     docs = [line.strip() for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [d for i, d in enumerate(docs) if i % every == every - 1][:limit]
 
@@ -83,7 +80,7 @@ def timed_generate(runner: Any, tokenizer: Any, prompts: Any, opts: Any) -> tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=train_bench.CACHE)
+    parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--train-batch", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4, help="rows generated together in the speed runs")
@@ -95,7 +92,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (1: on a shared, loaded 2-core machine two threads wait on "
                         "each other's time slices; a 4x16 forward measured 2.5 s with 2 threads vs 0.27 s with 1)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "generate.json")
+    parser.add_argument("--out", type=Path, default=OUT / "generate.json")
     args = parser.parse_args()
 
     import torch
@@ -111,29 +108,28 @@ def main() -> None:
     from nbcli.tokenizers import load_tokenizer
 
     threads = torch.get_num_threads()
-    sample, sample_info = train_bench.real_sample(args.cache, 4.0)
-    tok_path = train_bench.real_tokenizer(args.cache, sample_info["every"], 8000)
+    sample, sample_info = real_sample(args.cache, 4.0)
+    tok_path = real_tokenizer(args.cache, sample_info["every"], 8000)
     tokenizer = load_tokenizer(tok_path)
     ckpt, train_info = train_model(sample, tok_path, args.steps, args.train_batch, args.cache)
     log(f"model {ckpt} (trained {train_info['wall_s']:.0f} s)")
     runner = load_runner(ckpt, device="cpu")
     docs = heldout_documents(sample, max(args.eval_docs, args.prompts * 3))
-    report: dict[str, Any] = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                                          "torch_threads": threads, "torch": torch.__version__},
+    report: dict[str, Any] = {"machine": machine(torch_threads=threads, torch=torch.__version__),
                               "sample": sample_info, "tokenizer": str(tok_path), "train": train_info}
 
     # -- 2. KV cache vs full recompute ------------------------------------------------------------
     speed_prompts = make_prompts(docs, 10, args.batch)
     rule = parse_decoding("top-p:0.9")
     opts = GenerationOptions(rule, args.new_tokens, samples=1, seed=0, batch_size=args.batch, stop_at_eos=False)
-    load0 = os.getloadavg()[0]
+    load0 = load_average()[0]
     t_cache, tok_cache = timed_generate(runner, tokenizer, speed_prompts, opts)
     t_full, tok_full = timed_generate(runner, tokenizer, speed_prompts, GenerationOptions(**{**vars(opts), "use_cache": False}))
     n_tokens = sum(len(t) for t in tok_cache)
     report["kv_cache"] = {"rows": len(speed_prompts), "new_tokens": args.new_tokens, "tokens": n_tokens,
                           "cache_s": t_cache, "full_s": t_full, "cache_tokens_per_s": n_tokens / t_cache,
                           "full_tokens_per_s": n_tokens / t_full, "speedup": t_full / t_cache,
-                          "same_tokens": tok_cache == tok_full, "load": [load0, os.getloadavg()[0]]}
+                          "same_tokens": tok_cache == tok_full, "load": [load0, load_average()[0]]}
     log(f"KV cache {n_tokens / t_cache:,.0f} tok/s vs full {n_tokens / t_full:,.0f} tok/s: {t_full / t_cache:.2f}x")
 
     # -- 3. vs transformers' generate on the same tiny GPT-2 ----------------------------------------
@@ -168,7 +164,7 @@ def main() -> None:
     report["vs_transformers"] = {"rows": len(group), "prompt_tokens": length + 1, "new_tokens": args.new_tokens,
                                  "nb_s": t_nb, "transformers_s": t_hf, "nb_tokens_per_s": nb_tokens / t_nb,
                                  "transformers_tokens_per_s": hf_tokens / t_hf, "ratio_nb_over_hf_time": t_nb / t_hf,
-                                 "load": os.getloadavg()[0]}
+                                 "load": load_average()[0]}
     log(f"nb loop {nb_tokens / t_nb:,.0f} tok/s vs transformers generate {hf_tokens / t_hf:,.0f} tok/s "
         f"(nb time / hf time = {t_nb / t_hf:.2f})")
 
@@ -191,7 +187,7 @@ def main() -> None:
                               "eval_documents": scored.documents, "eval_tokens": scored.targets,
                               "counts": counts_info, "wall_s": time.perf_counter() - t0, "rows": rows}
 
-    print(f"\nnb generate benchmark (CPU, {os.cpu_count()} cores, torch threads {threads}; load {os.getloadavg()[0]:.1f})")
+    print(f"\nnb generate benchmark (CPU, {os.cpu_count()} cores, torch threads {threads}; load {load_average()[0]:.1f})")
     print(f"model: nb small 4x256 T=320, trained {train_info['steps']} steps x {train_info['batch_size']} x 320 "
           f"= {train_info['tokens']:,} tokens in {train_info['wall_s']:.0f} s")
     kv = report["kv_cache"]
@@ -210,8 +206,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['arm']:18}{r['distinct_1']:>7.3f}{r['distinct_2']:>7.3f}{r['distinct_3']:>7.3f}{r['distinct_4']:>7.3f}"
               f"{r['diversity']:>7.3f}{r['mean_tokens']:>7.1f}{r['eos_rate']:>6.2f}{r['perplexity']:>9.2f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_json(args.out, report)
     print(f"\nJSON: {args.out}")
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -37,9 +36,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nbcli.checkpoint.format import TensorInfo, build_header
-from nbcli.counts import UnigramCounts, write_counts
-from nbcli.provenance import sha256_file
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUT, machine, write_json  # noqa: E402
+
+from nbcli.checkpoint.format import TensorInfo, build_header  # noqa: E402
+from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
+from nbcli.provenance import sha256_file  # noqa: E402
 
 VOCAB, WIDTH, LAYERS, POSITIONS = 262_144, 2048, 32, 2048
 BLOCK = 1 << 26  # 64 MiB of random bf16 reused as filler for the untouched tensors
@@ -177,7 +179,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="Where to generate (default: a temp dir in the repo's bench-data/).")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/out/patch_checkpoint.json"))
+    parser.add_argument("--out", type=Path, default=OUT / "patch_checkpoint.json")
     args = parser.parse_args()
     base = args.dir or Path("bench-data")
     base.mkdir(parents=True, exist_ok=True)
@@ -186,9 +188,8 @@ def main() -> None:
     if free < 16 * 10**9:
         sys.exit(f"need ~16 GB free in {work}, have {free / 1e9:.1f} GB")
     results: dict[str, object] = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": torch.__version__,
-                    "memory_gb": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9},
+        "machine": machine(torch=torch.__version__,
+                           memory_gb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9),
         "command": "nb patch-checkpoint IN -o OUT --set-output-bias COUNTS --scale-ln-bias 0.5 --json",
         "note": "other agents may have shared this 2-core machine during the run",
     }
@@ -210,8 +211,7 @@ def main() -> None:
         results["shards"] = args.shards
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.out, results)
     print("| input | size GB | cp s | cp+sync s | nb s | cp MB/s | nb MB/s | nb/cp throughput | nb/(cp+sync) | "
           "nb peak RSS MB | RSS limit MB | nb --no-hash-inputs s | its nb/cp | sha256 alone s | "
           "nb again (hash cached) s | its nb/cp |")

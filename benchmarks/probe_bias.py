@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -30,17 +29,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "benchmarks" / "out" / "probe_bias.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUT, load_average, log, machine, write_json  # noqa: E402
+
+DEFAULT_OUT = OUT / "probe_bias.json"
 
 CASES = {
     "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 2.0},
     "llama": {"vocab": 128_256, "d": 4_096, "dtype": "bfloat16", "target_s": 20.0},
 }
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def generate(directory: Path, vocab: int, d: int, dtype: str, seed: int = 0) -> tuple[Path, Path]:
@@ -115,10 +112,9 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="nb-probe-bench-", dir=args.dir))
     results: dict[str, object] = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "machine": machine(),
         "command": "python3 benchmarks/probe_bias.py " + " ".join(sys.argv[1:]),
-        "blas_threads": args.blas_threads, "load_average_at_start": os.getloadavg(), "cases": {}}
+        "blas_threads": args.blas_threads, "load_average_at_start": load_average(), "cases": {}}
     rows = []
     try:
         for name in args.only or list(CASES):
@@ -153,8 +149,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+    write_json(args.out, results, indent=1)
     print(f"{'case':6} {'report':13} {'W':27} {'wall s':>8} {'target s':>8} {'ratio':>6} {'peak RSS MiB':>12} "
           f"{'RSS / W fp32':>12} {'rho':>6}")
     for name, label, shape, secs, target, rss, over, rho in rows:

@@ -45,11 +45,7 @@ measures CPU only and never fakes them.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -59,8 +55,9 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (CACHE, OUT, VAL_FRACTION, load_average, log, machine, real_sample, real_tokenizer,  # noqa: E402
+                    run_arm, summarise, write_json)
 
 from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER  # noqa: E402
 from nbcli.train.config import build_config  # noqa: E402
@@ -84,122 +81,6 @@ ARMS: dict[str, dict[str, Any]] = {
 COMPARISONS = (("clm-bias-unigram", "clm-bias-zero"), ("clm-untied-rescale-fro", "clm-untied-unigram"),
                ("mlm-ag-alpha100", "mlm-no-ag"), ("mlm-ag-auto", "mlm-no-ag"))
 
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-CACHE = ROOT / "benchmarks" / ".cache"
-VAL_FRACTION = 0.05
-
-
-def real_sample(cache: Path, sample_mb: float) -> tuple[Path, dict[str, Any]]:
-    """Every K-th line of the count benchmark's corpus (about `sample_mb` MB), written once to `cache`."""
-    corpus = cache / "corpus.txt"
-    if not corpus.is_file():
-        raise SystemExit(f"benchmarks/train.py: {corpus} is missing; run `python3 benchmarks/count_unigrams.py` "
-                         "first (it assembles the corpus; this script never downloads anything)")
-    every = max(1, math.ceil(corpus.stat().st_size / (sample_mb * 1e6)))
-    sample = cache / f"train-sample-K{every}-{corpus_tag(corpus)}.txt"
-    if not sample.is_file():
-        log(f"writing every {every}th line of {corpus} to {sample} ...")
-        seen: set[str] = set()
-        tmp = sample.with_suffix(".tmp")
-        with corpus.open(encoding="utf-8") as src, tmp.open("w", encoding="utf-8") as dst:
-            for i, line in enumerate(src):
-                if i % every == 0 and line.strip():
-                    if line in seen:
-                        raise SystemExit(f"benchmarks/train.py: {corpus}:{i + 1} repeats an earlier sampled line; "
-                                         "validation documents would not be held out")
-                    seen.add(line)
-                    dst.write(line)
-        tmp.replace(sample)
-    with sample.open(encoding="utf-8") as f:
-        lines = sum(1 for line in f if line.strip())
-    info = {"corpus": str(corpus), "corpus_bytes": corpus.stat().st_size, "every": every, "sample": str(sample),
-            "sample_bytes": sample.stat().st_size, "documents": lines,
-            "validation_documents": lines // round(1 / VAL_FRACTION)}
-    return sample, info
-
-
-def corpus_tag(corpus: Path) -> str:
-    """Cache key of corpus.txt (its size: count_unigrams.py rebuilds it whole or not at all)."""
-    return hashlib.sha256(str(corpus.stat().st_size).encode()).hexdigest()[:8]
-
-
-def real_tokenizer(cache: Path, every: int, vocab_size: int, max_lines: int = 300_000) -> Path:
-    """A BPE SentencePiece model trained (once) on corpus lines disjoint from the sample (i % K == K // 2)."""
-    import sentencepiece as spm
-
-    corpus = cache / "corpus.txt"
-    offset = every // 2 if every > 1 else 0
-    prefix = cache / f"train-bpe{vocab_size}-K{every}-{corpus_tag(corpus)}"
-    model = prefix.with_suffix(".model")
-    if model.is_file():
-        return model
-    if every < 2:
-        raise SystemExit("benchmarks/train.py: the sample is the whole corpus; no disjoint lines left to train a tokenizer on")
-    log(f"training a {vocab_size}-piece BPE tokenizer on lines {offset} mod {every} of {corpus} (cached) ...")
-
-    def lines():
-        n = 0
-        with corpus.open(encoding="utf-8") as src:
-            for i, line in enumerate(src):
-                if i % every == offset and line.strip():
-                    yield line.rstrip("\n")
-                    n += 1
-                    if n >= max_lines:
-                        return
-
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=lines(), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
-        character_coverage=0.9999, byte_fallback=True, num_threads=os.cpu_count() or 1, minloglevel=2)
-    return model
-
-
-def val_at(curve: list[tuple[int, float]], step: int) -> float:
-    return dict(curve)[step]
-
-
-def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workdir: Path, eval_every: int,
-            eval_batches: int, preset: str = "tiny", **options: Any) -> dict[str, Any]:
-    cfg = build_config(preset, steps=steps, seed=seed, eval_every=eval_every, eval_batches=eval_batches,
-                       val_fraction=VAL_FRACTION, device="cpu", **options)
-    out = workdir / f"{name}-s{seed}"
-    t0 = time.perf_counter()
-    result = train(cfg, [corpus], tokenizer, out)
-    wall = time.perf_counter() - t0
-    records = read_log(out)
-    curve = [(r["step"], r["val_loss"]) for r in records if "val_loss" in r]
-    train_tps = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
-    marks = {pct: mark_step(steps, eval_every, pct) for pct in (1, 10, 100)}
-    row = {
-        "arm": name, "seed": seed, "steps": steps, "marks": marks,
-        "step0_loss": records[0]["loss"], "val_step0": val_at(curve, 0),
-        **{f"val_{pct}pct": val_at(curve, step) for pct, step in marks.items()},
-        "alc": result.alc, "wall_s": wall, "train_tokens_per_s_median": statistics.median(train_tps),
-        "run_dir": str(out), "ag_alpha0": result.ag_alpha0, "warnings": result.warnings,
-        "unigram_entropy": result.unigram_entropy, "log_v": result.log_v,
-    }
-    ag = [r["ag_loss"] for r in records if "ag_loss" in r]
-    if ag:
-        row["ag_loss_first"], row["ag_loss_last"] = ag[0], ag[-1]
-        row["ag_weighted_first"] = records[0]["ag_alpha"] * ag[0]
-    log(f"  {name} seed {seed}: step0 {row['step0_loss']:.4f} val@1% {row['val_1pct']:.4f} @10% {row['val_10pct']:.4f} "
-        f"@100% {row['val_100pct']:.4f} ALC {row['alc']:.4f} ({wall:.0f} s, "
-        f"{row['train_tokens_per_s_median']:,.0f} tokens/s, load {os.getloadavg()[0]:.1f})")
-    return row
-
-
-def mark_step(steps: int, eval_every: int, pct: int) -> int:
-    """The evaluated step nearest to pct % of the run (never step 0)."""
-    target = steps * pct / 100
-    return min(max(eval_every, eval_every * round(target / eval_every)), steps)
-
-
-def summarise(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
-    values = [r[key] for r in rows]
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def throughput(corpus: str, tokenizer: str, workdir: Path, steps: int) -> dict[str, Any]:
@@ -232,7 +113,7 @@ def main() -> None:
                         "temporary directory")
     parser.add_argument("--no-throughput", action="store_true", help="skip the tiny-preset throughput run")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "train.json")
+    parser.add_argument("--json", type=Path, default=OUT / "train.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sample_info: dict[str, Any] | None = None
@@ -263,7 +144,7 @@ def main() -> None:
         f"validation tokens (clm); each effect run reads {tokens['per_run']:,}")
     del data
     t_start = time.perf_counter()
-    load_start = os.getloadavg()
+    load_start = load_average()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nb-train-bench-") as tmp:
         workdir = args.keep or Path(tmp)
@@ -320,19 +201,17 @@ def main() -> None:
     print(f"unigram entropy of the training tokens {h:.3f} nats, log V {logv:.3f}")
     print(f"\ntotal wall time {total:.0f} s")
     payload = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-                    "cpus": os.cpu_count(), "threads": args.threads, "cuda": torch.cuda.is_available()},
+        "machine": machine(torch=torch.__version__, threads=args.threads, cuda=torch.cuda.is_available()),
         "corpus": args.corpus, "tokenizer": args.tokenizer, "steps": args.steps, "seeds": args.seeds,
         "preset": args.preset, "arms": names,
         "seq_len": args.seq_len, "batch_size": args.batch_size, "eval_every": args.eval_every,
         "eval_batches": args.eval_batches, "val_fraction": VAL_FRACTION, "real_sample": sample_info, "tokens": tokens,
-        "load_average_start": load_start, "load_average_end": os.getloadavg(),
+        "load_average_start": load_start, "load_average_end": load_average(),
         "throughput": speed, "ag_overhead_cpu": overhead, "runs": rows, "summary": summary, "comparisons": comparisons,
         "gpu": "unmeasured (no CUDA device in this run)" if not torch.cuda.is_available() else "not run by this script",
         "total_wall_s": total,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    write_json(args.json, payload)
     log(f"wrote {args.json}")
     assert all(math.isfinite(r["alc"]) for r in rows)
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -28,11 +26,9 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from train import CACHE, VAL_FRACTION, log, real_sample, real_tokenizer, run_arm, summarise  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (CACHE, OUT, VAL_FRACTION, load_average, log, machine, real_sample,  # noqa: E402
+                    real_tokenizer, run_arm, summarise, tokenizer_lines, write_json)
 
 from nbcli.train.config import build_config  # noqa: E402
 from nbcli.train.loop import train  # noqa: E402
@@ -46,24 +42,12 @@ def bytelevel_tokenizer(cache: Path, every: int, vocab_size: int, max_lines: int
     path = cache / f"transplant-bytelevel{vocab_size}-K{every}.json"
     if path.is_file():
         return path
-    offset = every // 2
-
-    def lines():
-        with (cache / "corpus.txt").open(encoding="utf-8") as src:
-            n = 0
-            for i, line in enumerate(src):
-                if i % every == offset and line.strip():
-                    yield line.rstrip("\n")
-                    n += 1
-                    if n >= max_lines:
-                        return
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(lines(), trainer=trainer)
+    tok.train_from_iterator(tokenizer_lines(cache, every, max_lines), trainer=trainer)
     tmp = path.with_suffix(".tmp")
     tok.save(str(tmp))
     tmp.replace(path)
@@ -83,10 +67,10 @@ def main() -> None:
     parser.add_argument("--eval-batches", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--keep", type=Path, required=True, help="directory for the runs (kept, for nb plot-run)")
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "transplant.json")
+    parser.add_argument("--json", type=Path, default=OUT / "transplant.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    t_start, load_start = time.perf_counter(), os.getloadavg()
+    t_start, load_start = time.perf_counter(), load_average()
     sample, info = real_sample(CACHE, args.sample_mb)
     target_tok = real_tokenizer(CACHE, info["every"], args.vocab_size)
     source_tok = bytelevel_tokenizer(CACHE, info["every"], args.vocab_size)
@@ -134,17 +118,15 @@ def main() -> None:
         comparisons[f"{a} - emb-xavier"] = {k: summary[a][k][0] - summary["emb-xavier"][k][0] for k in keys}
         print(f"{a} minus emb-xavier: " + ", ".join(f"{k} {v:+.4f}" for k, v in comparisons[f'{a} - emb-xavier'].items()))
     total = time.perf_counter() - t_start
-    print(f"\ntotal wall time {total:.0f} s, load average {load_start[0]:.1f} -> {os.getloadavg()[0]:.1f}")
-    payload = {"machine": {"platform": platform.platform(), "torch": torch.__version__, "cpus": os.cpu_count(),
-                           "threads": args.threads},
+    print(f"\ntotal wall time {total:.0f} s, load average {load_start[0]:.1f} -> {load_average()[0]:.1f}")
+    payload = {"machine": machine(torch=torch.__version__, threads=args.threads),
                "source": {"tokenizer": str(source_tok), "steps": args.source_steps, "summary": source_summary},
                "target_tokenizer": str(target_tok), "coverage": cov.as_dict(), "steps": args.steps,
                "seeds": args.seeds, "seq_len": args.seq_len, "batch_size": args.batch_size,
                "eval_every": args.eval_every, "runs": rows, "summary": summary, "comparisons": comparisons,
-               "load_average_start": load_start, "load_average_end": os.getloadavg(), "total_wall_s": total,
+               "load_average_start": load_start, "load_average_end": load_average(), "total_wall_s": total,
                "median_tokens_per_s": statistics.median(r["train_tokens_per_s_median"] for r in rows)}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    write_json(args.json, payload)
     log(f"wrote {args.json}")
 
 

@@ -2,7 +2,7 @@
 
 A unigram model's Viterbi search decides ties by float sums that include the score of the text before
 a chunk, so encoding chunks alone can order tied pieces differently from encoding the whole line
-(README, count-unigrams, "Unigram SentencePiece models"). This trains a unigram model on part of the
+(docs/design/counting.md, "Unigram SentencePiece models"). This trains a unigram model on part of the
 count benchmark's corpus (run benchmarks/count_unigrams.py first, or pass --corpus) and compares, on
 held-out lines, sp.encode(line) with the concatenation of sp.encode(chunk): ids in order, and counts.
 Prints a table and writes JSON (default benchmarks/out/unigram_chunk_check.json). ~2 minutes.
@@ -11,23 +11,24 @@ Prints a table and writes JSON (default benchmarks/out/unigram_chunk_check.json)
 from __future__ import annotations
 
 import argparse
-import json
 import random
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CACHE, OUT, write_json  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=HERE / ".cache" / "corpus.txt")
+    parser.add_argument("--corpus", type=Path, default=CACHE / "corpus.txt")
     parser.add_argument("--vocab-size", type=int, default=16000)
     parser.add_argument("--train-lines", type=int, default=300_000)
     parser.add_argument("--test-lines", type=int, default=200_000)
-    parser.add_argument("--out", type=Path, default=HERE / "out" / "unigram_chunk_check.json")
+    parser.add_argument("--out", type=Path, default=OUT / "unigram_chunk_check.json")
     args = parser.parse_args()
     import sentencepiece as spm
 
@@ -52,8 +53,7 @@ def main() -> None:
               "lines_with_other_counts": changed, "train_seconds": round(train_s, 1)}
     for key, value in result.items():
         print(f"{key:24} {value}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Run one hostile case and check every promise of README "What nb promises when things go wrong".
+"""Run one hostile case and check every promise of docs/guarantees.md ("What nb promises when
+things go wrong").
 
 A case is a command line plus the input files it reads (created fresh in the case's own
 directory). `check_case` runs it in-process (typer's CliRunner, fast) or as a real `nb` process
