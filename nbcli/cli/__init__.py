@@ -38,6 +38,9 @@ def _root(
     ] = False,
 ) -> None:
     """nb: study and exploit how Transformers handle word frequency."""
+    from nbcli.resolve import set_reporter  # notes of the resolver (repo ids, the model's tokenizer) on stderr
+
+    set_reporter(lambda message: typer.echo(f"nb: {message}", err=True))
 
 
 def build_app(commands: Iterable[str] | None = None) -> typer.Typer:
