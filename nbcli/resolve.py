@@ -379,3 +379,12 @@ def checkpoint_file(spec: Path | str) -> Path:
 
     files, index, _ = find_checkpoint_files(found)
     return index if index is not None else files[0]
+
+
+def hub_inputs_metadata(paths: Iterable[Path | str | None]) -> dict[str, str]:
+    """{'nb.hub_inputs': JSON path -> {repo_id, commit}} for the inputs that came from the Hub, else {}:
+    the provenance entry of safetensors outputs (patched checkpoints, training checkpoints)."""
+    import json
+
+    records = hub_records(paths)
+    return {"nb.hub_inputs": json.dumps(records, sort_keys=True)} if records else {}

@@ -32,6 +32,7 @@ from nbcli.jsonsafe import load_file
 from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
 from nbcli.probes import bias_vs_unigram
 from nbcli.provenance import tool_version, utc_now
+from nbcli.resolve import hub_inputs_metadata, local_path
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
@@ -323,6 +324,8 @@ def checkpoint_metadata(cfg: TrainConfig, mcfg: ModelConfig, step: int, tokenize
         "nb.train_config": json.dumps(cfg.to_dict(), sort_keys=True), "nb.step": str(step),
         "nb.tokenizer_sha256": tokenizer.sha256, "nb.data_sha256": data.fingerprint,
         "nb.inputs": json.dumps(data.inputs), "nb.created": utc_now(),
+        **hub_inputs_metadata([tokenizer.path, *([local_path(init.parse_pretrained(cfg.embedding_init)[0])]
+                                                 if cfg.embedding_init.startswith("pretrained:") else [])]),
     }
 
 

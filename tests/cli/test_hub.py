@@ -188,7 +188,12 @@ def test_patch_checkpoint_by_repo_id_equals_the_snapshot_folder(hub: Hub, tmp_pa
     names = sorted(p.name for p in (tmp_path / "by-id").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "by-path").iterdir())
     for name in names:
-        if not name.endswith(".safetensors"):
+        if name.endswith(".index.json"):  # its metadata holds nb.provenance, with the time of the run
+            a_index, b_index = (json.loads((tmp_path / d / name).read_text()) for d in ("by-id", "by-path"))
+            for index in (a_index, b_index):
+                index["metadata"].pop("nb.provenance")
+            assert a_index == b_index
+        elif not name.endswith(".safetensors"):
             assert (tmp_path / "by-id" / name).read_bytes() == (tmp_path / "by-path" / name).read_bytes(), name
     hub_inputs = json.loads(_metadata(tmp_path / "by-id")["nb.hub_inputs"])
     assert {v["repo_id"] for v in hub_inputs.values()} == {repo}
@@ -292,3 +297,17 @@ def test_a_real_nb_process_by_repo_id(hub: Hub) -> None:
                              check=True)
     same_report(json.loads(by_id.stdout), json.loads(by_path.stdout), BERT, hub.main[BERT])
     assert repo_folder(hub.home / "hub", BERT).is_dir()
+
+
+def test_train_with_a_repo_tokenizer_records_it(hub: Hub, tmp_path: Path) -> None:
+    from nbcli.checkpoint.io import read_header
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and the dog sat on the log\n" * 40)
+    nb("train", "--corpus", corpus, "-t", GPT2, "--out", tmp_path / "run", "--steps", "1", "--seq-len", "16",
+       "--batch-size", "2", "--eval-every", "1", "--eval-batches", "1", "--device", "cpu")
+    step = next((tmp_path / "run").glob("step-*.safetensors"))
+    meta = read_header(step).metadata
+    assert meta["nb.tokenizer_sha256"] == __import__("hashlib").sha256(
+        (hub.main[GPT2] / "tokenizer.json").read_bytes()).hexdigest()
+    assert {v["repo_id"] for v in json.loads(meta["nb.hub_inputs"]).values()} == {GPT2}
