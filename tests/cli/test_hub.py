@@ -278,7 +278,7 @@ def test_a_local_folder_wins_and_the_output_says_so(hub: Hub, tmp_path: Path, mo
     monkeypatch.chdir(tmp_path)
     result = nb("inspect", GPT2, "--json")
     assert json.loads(result.stdout)["architecture"] == "llama"
-    assert f"using the local folder ./{GPT2}, not the Hub repo" in result.stderr
+    assert result.stderr.count(f"using the local folder ./{GPT2}, not the Hub repo") == 1
 
 
 def test_in_place_on_a_cached_snapshot_is_refused(hub: Hub) -> None:
