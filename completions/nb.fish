@@ -9,7 +9,7 @@ complete -c nb -n '__fish_seen_subcommand_from quickstart' -l json -d 'Print the
 complete -c nb -n '__fish_seen_subcommand_from quickstart' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from quickstart' -F
 complete -c nb -n __fish_use_subcommand -a count-unigrams -d 'Count token unigrams in a corpus and write them as a safetensors counts file.'
-complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t'
+complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l output -s o -r -F -d 'Counts file to write (int64 counts tensor + provenance).'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tsv -r -F -d 'Also write id, piece, count, smoothed log-probability per token.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l workers -s j -x -d 'Worker processes (0 = all cores available to nb).'
@@ -76,7 +76,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F
 complete -c nb -n __fish_use_subcommand -a train -d 'Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
 complete -c nb -n '__fish_seen_subcommand_from train' -l corpus -x -d 'Training text: files, directories, globs (repeatable). One document per non-empt'
-complete -c nb -n '__fish_seen_subcommand_from train' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t'
+complete -c nb -n '__fish_seen_subcommand_from train' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke'
 complete -c nb -n '__fish_seen_subcommand_from train' -l out -r -F -d 'Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js'
 complete -c nb -n '__fish_seen_subcommand_from train' -l objective -x -a 'clm mlm' -d 'clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec'
 complete -c nb -n '__fish_seen_subcommand_from train' -l preset -x -a 'tiny small gpt2-124m roberta-8' -d 'tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T='
@@ -118,7 +118,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l help -s h -d 'Show help
 complete -c nb -n '__fish_seen_subcommand_from train' -F
 complete -c nb -n __fish_use_subcommand -a eval -d 'Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l corpus -x -d 'Held-out text: files, directories, globs, - for stdin (repeatable). One document'
-complete -c nb -n '__fish_seen_subcommand_from eval' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l tokenizer -s t -r -F -d 'SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l scale-ln-bias -x -d 'Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l remove-frequency-direction -d 'Also project the b_LN direction out of every output-embedding row, in memory (pa'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l counts -s c -r -F -d 'Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)'
@@ -133,7 +133,7 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help 
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
 complete -c nb -n __fish_use_subcommand -a generate -d 'Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l prompts -x -d 'Held-out documents whose first words are the prompts (repeatable; .jsonl: the te'
-complete -c nb -n '__fish_seen_subcommand_from generate' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t'
+complete -c nb -n '__fish_seen_subcommand_from generate' -l tokenizer -s t -r -F -d 'SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l scale-ln-bias -x -d 'Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l decoding -x -d 'Decoding rule (paper 003: top-p:0.9, top-k:50, vanilla sampling).'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l prompt-words -x -d 'Words of each document in its prompt.'

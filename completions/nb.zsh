@@ -31,8 +31,8 @@ _nb() {
                 '*:file:_files'
             ;;
         count-unigrams)
-            _arguments -s '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
-                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+            _arguments -s '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '--output[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
                 '-o[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
                 '--tsv[Also write id, piece, count, smoothed log-probability per token.]:path:_files' \
@@ -118,8 +118,8 @@ _nb() {
             ;;
         train)
             _arguments -s '--corpus[Training text: files, directories, globs (repeatable). One document per non-empt]:value: ' \
-                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
-                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
@@ -163,8 +163,8 @@ _nb() {
             ;;
         eval)
             _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). One document]:value: ' \
-                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
-                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
+                '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
                 '--remove-frequency-direction[Also project the b_LN direction out of every output-embedding row, in memory (pa]' \
                 '--counts[Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)]:path:_files' \
@@ -182,8 +182,8 @@ _nb() {
             ;;
         generate)
             _arguments -s '--prompts[Held-out documents whose first words are the prompts (repeatable; .jsonl: the te]:value: ' \
-                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
-                '-t[SentencePiece .model file, Hugging Face tokenizer.json, or a model folder (its t]:path:_files' \
+                '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
+                '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
                 '--decoding[Decoding rule (paper 003: top-p:0.9, top-k:50, vanilla sampling).]:value: ' \
                 '--prompt-words[Words of each document in its prompt.]:value: ' \

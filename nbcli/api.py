@@ -225,6 +225,7 @@ def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None
     from nbcli.checkpoint.reader import open_checkpoint as open_file
     from nbcli.checkpoint.roles import resolve_roles
     from nbcli.errors import CheckpointError
+    from nbcli.resolve import hub_record
 
     # TODO(merge): the CLI (nbcli/cli/inspect.py) assembles this report in its command body; once it
     # lives in the core, call that instead of this copy.
@@ -241,7 +242,8 @@ def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None
             roles, detect_error = None, str(err)
         role = (lambda key: roles[key] if roles else None)
         report = {
-            "checkpoint": str(path), "recovered": ckpt.recovered, "files": [str(p) for p in ckpt.files],
+            "checkpoint": str(path), "recovered": ckpt.recovered, "hub": hub_record(ckpt.files[0]) or None,
+            "files": [str(p) for p in ckpt.files],
             "index": str(ckpt.index_path) if ckpt.index_path else None, "sharded": ckpt.sharded,
             "tensor_count": len(ckpt.names()), "total_bytes": ckpt.total_bytes, "architecture": role("architecture"),
             "architecture_error": detect_error, "model_type": role("model_type"), "tied": role("tied"),

@@ -92,7 +92,11 @@ def name_max(directory: Path) -> int:
 
 
 def check_output_dir(path: Path) -> None:
-    """Raise OutputError unless `path`'s directory exists and is writable and its name fits."""
+    """Raise OutputError unless `path`'s directory exists and is writable and its name fits (and lies
+    outside the Hugging Face cache: nbcli.outputs.refuse_hub_cache)."""
+    from nbcli.outputs import refuse_hub_cache
+
+    refuse_hub_cache(path)
     parent = path.resolve().parent
     if not parent.is_dir():
         raise OutputError(f"{path}: output directory {parent} does not exist")

@@ -63,6 +63,7 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
     seen_ident: dict[tuple[int, int], Path] = {}
     seen_name: dict[str, Path] = {}
     for out in outs:
+        refuse_hub_cache(out)
         ident = device_inode(out)
         if ident is not None and ident in known:
             same = "" if known[ident] == str(out) else f" {known[ident]}"
@@ -75,6 +76,20 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
         if ident is not None:
             seen_ident[ident] = out
         seen_name[name] = out
+
+
+def refuse_hub_cache(out: PathLike) -> None:
+    """OutputError if `out` lies in the Hugging Face hub cache, leads into it by a symbolic link, or is a
+    hard link to one of its blobs: the cache is an input, never an output (see nbcli.resolve)."""
+    from nbcli.resolve import hub_blob, hub_cache_dir, inside_hub_cache
+
+    if inside_hub_cache(out):
+        raise OutputError(f"{out}: lies in the Hugging Face cache ({hub_cache_dir()}), which nb only reads; "
+                          "write the output outside it (e.g. -o out/)")
+    blob = hub_blob(out)
+    if blob is not None:
+        raise OutputError(f"{out}: is a hard link to the Hugging Face cache blob {blob}, which nb only reads; "
+                          "choose another output path")
 
 
 def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Path | None:

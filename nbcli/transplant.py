@@ -290,6 +290,7 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
     paper 002 eq. 1 / eq. 4), write atomically. Inputs are only read."""
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import sha256_file, tool_version, utc_now
+    from nbcli.resolve import checkpoint_file, hub_records
     from nbcli.surgery import parse_standardise, standardise_to
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
@@ -298,6 +299,7 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
     if min_count > 0 and counts_path is None:
         raise ConfigError("--min-count needs --counts (target-corpus counts from nb count-unigrams)")
     spec = parse_standardise(standardise) if standardise else None
+    source_ckpt = checkpoint_file(source_ckpt)  # a repo id names its snapshot's file (nbcli.resolve)
     match_file = spec.match_file if spec is not None else None
     guard_outputs([output], [source_ckpt, *tokenizer_files(source_tokenizer), *tokenizer_files(target_tokenizer),
                    counts_path, match_file])
@@ -330,6 +332,7 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
         "counts": None if counts_path is None else {"path": str(counts_path), "sha256": sha256_file(counts_path)},
         "options": {"missing": missing, "min_count": min_count, "standardise": standardise, "seed": seed},
         "coverage": coverage.as_dict(),
+        "hub": hub_records([source_ckpt, source.path, target.path]),  # repo id + commit of Hub inputs
     }
     write_transplant(output, emb, match, provenance)
     return TransplantResult(output=output, source_tensor=name, shape=list(emb.shape), coverage=coverage,

@@ -55,6 +55,10 @@ def _no_hash_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     environment is inherited by `nb` subprocesses."""
     monkeypatch.setenv("NB_HASH_CACHE", "0")
     monkeypatch.setenv("NB_CACHE_DIR", str(tmp_path_factory.mktemp("nb-cache")))
+    # Nor the Hugging Face cache or the network: a repo id resolves in an empty cache, offline.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-home")))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -237,8 +237,10 @@ def _index_in_dir(directory: Path) -> Path | None:
 
 
 def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, dict[str, Any]]:
-    """Resolve a user path to (shard files, index path or None, index metadata)."""
-    path = Path(path)
+    """Resolve a user path (or a Hub repo id: nbcli.resolve) to (shard files, index path or None, index metadata)."""
+    from nbcli.resolve import local_path
+
+    path = local_path(path, "model")
     _refuse_pickle(path)
     if path.is_dir():
         index = _index_in_dir(path)
@@ -286,10 +288,12 @@ def open_checkpoint(path: Path | str) -> Checkpoint:
     An interrupted nb write in the checkpoint's directory is completed first (its journal; see
     nbcli.atomic) and stale temporaries are removed; `.recovered` says what was done."""
     from nbcli.atomic import recover_directory
+    from nbcli.resolve import inside_hub_cache, local_path
 
-    path = Path(path)
-    try:
-        recovered = recover_directory(path if path.is_dir() else path.parent, strict=True)
+    path = local_path(path, "model")  # a repo id[@rev] becomes its snapshot folder
+    try:  # the hub cache is never written to, not even to finish an interrupted write
+        recovered = [] if inside_hub_cache(path) else recover_directory(path if path.is_dir() else path.parent,
+                                                                         strict=True)
     except OutputError as err:
         raise CheckpointError(str(err)) from None
     files, index, index_data = find_checkpoint_files(path)

@@ -44,7 +44,9 @@ def tokenizer_hashes(checkpoint: Any, tokenizer: Path | None) -> tuple[dict[str,
     from nbcli.provenance import sha256_file
 
     if tokenizer is not None:
-        path = Path(tokenizer)
+        from nbcli.resolve import local_path
+
+        path = local_path(tokenizer, "tokenizer")
         files = [path / name for name in TOKENIZER_FILES if (path / name).is_file()] if path.is_dir() else [path]
         if not files or not all(f.is_file() for f in files):
             raise CountsError(f"--tokenizer {tokenizer}: no tokenizer file there (looked for {', '.join(TOKENIZER_FILES)})")

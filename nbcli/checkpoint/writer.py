@@ -310,6 +310,10 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     target = resolve_output(source, out, folder)
     check_output_paths(source, out, in_place=in_place, other_inputs=other_inputs, folder=folder,
                        extra=list(extra_files or ()))
+    from nbcli.resolve import hub_inputs_metadata
+
+    if hub := hub_inputs_metadata([source.files[0], *other_inputs]):  # provenance: repo id + commit of Hub inputs
+        update_metadata = {**(update_metadata or {}), **hub}
     after: dict[str, list[str]] = {}
     tail: list[str] = []
     for name, (_tensor, anchor) in add.items():

@@ -38,6 +38,16 @@ def _root(
     ] = False,
 ) -> None:
     """nb: study and exploit how Transformers handle word frequency."""
+    from nbcli.resolve import set_reporter  # notes of the resolver (repo ids, the model's tokenizer) on stderr
+
+    seen: set[str] = set()  # each note once, though several openers resolve the same input
+
+    def note(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            typer.echo(f"nb: {message}", err=True)
+
+    set_reporter(note)
 
 
 def build_app(commands: Iterable[str] | None = None) -> typer.Typer:

@@ -13,6 +13,7 @@ from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, Work
 EPILOG = """\
 [bold]Examples[/bold]
 
+  nb count-unigrams corpus.txt -t openai-community/gpt2 -o counts.safetensors   # a repo's tokenizer
   nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
   nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl -t tokenizer.json -o c.safetensors
   nb count-unigrams corpus.txt -t spm.model -o c.safetensors --tsv c.tsv --smoothing add-k:0.5

@@ -10,7 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, corpus_option, counts_option,
+    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option, counts_option,
 )
 
 EPILOG = """\
@@ -28,6 +28,7 @@ context); every token is scored once.
 
 [bold]Examples[/]
 
+  nb eval openai-community/gpt2 --corpus test.jsonl --scale-ln-bias 1,0.5,0   # its own tokenizer
   nb eval run/step-2000.safetensors --corpus heldout.txt -t tok.model
   nb eval gpt2/ --corpus test.jsonl -t gpt2/tokenizer.json --scale-ln-bias 1,0.5,0 --json
 """
@@ -38,7 +39,7 @@ def eval_command(
     corpus: Annotated[list[str], corpus_option(
         "Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
         "non-empty line; .jsonl: the `text` field.")],
-    tokenizer: TokenizerOption,
+    tokenizer: LmTokenizerOption = None,
     scale_ln_bias: LambdasOption = None,
     remove_direction: RemoveDirectionOption = False,
     counts: Annotated[Optional[Path], counts_option(

@@ -10,7 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    RemoveDirectionOption, RoleMapOption, SmoothingOption, TokenizerOption, counts_option, out_dir_option,
+    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option, out_dir_option,
     seed_option,
 )
 
@@ -37,6 +37,7 @@ Same --seed, same samples: each sample has its own generator, seeded from (seed,
 
 [bold]Examples[/]
 
+  nb generate openai-community/gpt2 --prompts webtext.test.jsonl --scale-ln-bias 1,0.6,0
   nb generate run/step-2000.safetensors --prompts heldout.txt -t tok.model --scale-ln-bias 0,0.1,...,1 --eval-corpus heldout.txt --out study/
   nb generate gpt2/ --prompts webtext.test.jsonl -t gpt2/tokenizer.json --scale-ln-bias 1,0.6,0 --decoding top-k:50
   nb generate llama/ --prompts p.txt -t llama/ --logit-adjust 0.5 --counts counts.safetensors --json
@@ -48,7 +49,7 @@ def generate_command(
     prompts: Annotated[list[str], typer.Option(
         "--prompts", metavar="FILE", show_default=False,
         help="Held-out documents whose first words are the prompts (repeatable; .jsonl: the `text` field).")],
-    tokenizer: TokenizerOption,
+    tokenizer: LmTokenizerOption = None,
     scale_ln_bias: LambdasOption = None,
     decoding: Annotated[str, typer.Option(
         "--decoding", metavar="top-p:P|top-k:K|sample[:T]|greedy",

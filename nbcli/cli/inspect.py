@@ -15,6 +15,7 @@ Reads only the headers (no tensor data, no torch import): instant on any size.
 
 [bold]Examples[/bold]
 
+  nb inspect openai-community/gpt2              # a Hub repo id: cache first, then the Hub
   nb inspect model.safetensors
   nb inspect llama-dir/                      # sharded: directory or its index.json
   nb inspect model.safetensors --json | jq '.roles'
@@ -25,7 +26,8 @@ Reads only the headers (no tensor data, no torch import): instant on any size.
 def inspect_checkpoint(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
-        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json, or a Hub "
+        "repo id org/name[@rev] (cache first; see docs/hub.md).")],
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     as_json: JsonOption = False,
@@ -36,6 +38,7 @@ def inspect_checkpoint(
     from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_roles
     from nbcli.cli.console import print_json
     from nbcli.errors import CheckpointError
+    from nbcli.resolve import hub_record
 
     overrides = parse_role_map(mapping or [])
     with open_checkpoint(checkpoint) as ckpt:
@@ -50,6 +53,7 @@ def inspect_checkpoint(
         report = {
             "checkpoint": str(checkpoint),
             "recovered": ckpt.recovered,
+            "hub": hub_record(ckpt.files[0]) or None,  # repo id + commit of a Hub snapshot (nbcli.resolve)
             "files": [str(p) for p in ckpt.files],
             "index": str(ckpt.index_path) if ckpt.index_path else None,
             "sharded": ckpt.sharded,

@@ -19,8 +19,8 @@ TokenizerOption = Annotated[
     Path,
     typer.Option(
         "--tokenizer", "-t", metavar="TOK",
-        help="SentencePiece .model file, Hugging Face tokenizer.json, or a model folder "
-        "(its tokenizer.json, else its tokenizer.model).",
+        help="SentencePiece .model file, Hugging Face tokenizer.json, a model folder "
+        "(its tokenizer.json, else its tokenizer.model), or a Hub repo id org/name[@rev].",
     ),
 ]
 MAX_WORKERS = 1024
@@ -92,8 +92,8 @@ LmCheckpointArgument = Annotated[
     Path,
     typer.Argument(
         metavar="CHECKPOINT", show_default=False,
-        help="An nb train checkpoint (.safetensors), or a Hugging Face causal-LM directory (config.json + "
-        "safetensors; needs pip install 'nbcli\\[hf]').",
+        help="An nb train checkpoint (.safetensors), a Hugging Face causal-LM directory (config.json + "
+        "safetensors; needs pip install 'nbcli\\[hf]'), or a Hub repo id org/name[@rev] (cache first).",
     ),
 ]
 LambdasOption = Annotated[
@@ -151,5 +151,13 @@ AllowVocabMismatchOption = Annotated[
         "--allow-vocab-mismatch",
         help="Use counts whose tokenizer hash differs from the model's, or that are shorter than the "
         "vocabulary by more than padding (a warning instead of an error).",
+    ),
+]
+LmTokenizerOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--tokenizer", "-t", metavar="TOK",
+        help="SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name[@rev]. "
+        "Default: the model's own tokenizer (its tokenizer.json, else tokenizer.model; nb says which).",
     ),
 ]

@@ -31,6 +31,7 @@ renamed into place.
 
 [bold]Examples[/bold]
 
+  nb patch-checkpoint openai-community/gpt2 -o gpt2-lam05/ --scale-ln-bias 0.5
   nb patch-checkpoint model.safetensors -o patched.safetensors --set-output-bias counts.safetensors
   nb patch-checkpoint gpt2/ -o gpt2-lam05/ --scale-ln-bias 0.5
   nb patch-checkpoint gpt2.safetensors -o g.safetensors --set-output-bias c.safetensors --bias-name lm_head.bias --rescale-w fro --untie
@@ -43,7 +44,8 @@ renamed into place.
 def patch_checkpoint(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
-        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json, or a Hub "
+        "repo id org/name[@rev] (cache first; see docs/hub.md).")],
     output: Annotated[Optional[Path], output_option(
         "Output file; a directory for a sharded input (same shard layout, rewritten index) or a model "
         "folder (config.json beside IN): OUT is then a model folder, with config.json (updated where the "
@@ -123,6 +125,7 @@ def patch_checkpoint(
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.outputs import guard_outputs
+    from nbcli.resolve import local_path
     from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
 
     lam = None
@@ -138,7 +141,7 @@ def patch_checkpoint(
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
         remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite,
         new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
-        tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
+        tokenizer=tokenizer and local_path(tokenizer, "tokenizer"), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
         raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
                           "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")

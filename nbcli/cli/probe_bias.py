@@ -38,6 +38,7 @@ converted to float32. Counts shorter than the embedding (padded vocabularies) ar
 
 [bold]Examples[/]
 
+  nb probe-bias openai-community/gpt2 --counts counts.safetensors
   nb probe-bias gpt2/model.safetensors --counts counts.safetensors
   nb probe-bias bert/ -c counts.safetensors --bins 20 --plot figures/
   nb probe-bias ckpt/ -c counts.safetensors --arch llama --no-partition --json
@@ -47,7 +48,8 @@ converted to float32. Counts shorter than the embedding (padded vocabularies) ar
 
 def probe_bias(
     checkpoint: Annotated[Path, typer.Argument(
-        metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding either.")],
+        metavar="CHECKPOINT", help="A .safetensors file, a sharded model's index JSON, or a directory holding "
+        "either, or a Hub repo id org/name[@rev] (cache first; see docs/hub.md).")],
     counts: Annotated[Optional[Path], counts_option(
         "Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
         "of the vocabulary's length (then no tokenizer hash can be checked). Without counts only what "

@@ -16,6 +16,7 @@ from nbcli.cli.options import (
 EPILOG = """\
 [bold]Examples[/bold]
 
+  nb train --corpus corpus.txt -t openai-community/gpt2 --out runs/g --embedding-init pretrained:openai-community/gpt2
   nb train --corpus corpus.txt -t spm.model --out runs/unigram --bias-init unigram
   nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
   nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100

@@ -13,6 +13,8 @@ from nbcli.cli.options import JsonOption, counts_option, output_option, seed_opt
 EPILOG = """\
 [bold]Examples[/bold]
 
+  nb transplant-embeddings openai-community/gpt2 --source-tokenizer openai-community/gpt2 \\
+      --target-tokenizer b.json -o b-emb.safetensors
   nb transplant-embeddings runs/a/step-2000.safetensors --source-tokenizer a.model --target-tokenizer b.json \\
       -o b-emb.safetensors --missing neighbours --counts b-counts.safetensors
   nb train --corpus corpus.txt -t b.json --out runs/b --embedding-init pretrained:b-emb.safetensors
@@ -24,8 +26,9 @@ by role (BOS, EOS, padding, unknown, mask).
 
 
 def transplant_embeddings(
-    source: Annotated[Path, typer.Argument(metavar="SOURCE_CKPT", help="safetensors checkpoint whose input "
-                                           "embedding is copied (its only matrix, else its input-embedding role).",
+    source: Annotated[Path, typer.Argument(metavar="SOURCE_CKPT", help="safetensors checkpoint (or Hub repo id "
+                                           "org/name[@rev]) whose input embedding is copied (its only matrix, else "
+                                           "its input-embedding role).",
                                            show_default=False)],
     source_tokenizer: Annotated[Path, typer.Option(
         "--source-tokenizer", metavar="T1", help="The tokenizer SOURCE_CKPT was trained with (.model, "

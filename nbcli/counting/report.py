@@ -10,6 +10,7 @@ from nbcli.atomic import write_all_atomic
 from nbcli.counting.run import CountResult, throughput
 from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
 from nbcli.provenance import tool_version, utc_now
+from nbcli.resolve import hub_record
 from nbcli.tokenizers import Tokenizer
 
 
@@ -28,6 +29,7 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
         "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
                                   "smoothing": f"add-k:{smoothing_k:g}"}),
         "nb.method": result.method,
+        **({"nb.tokenizer_hub": json.dumps(hub)} if (hub := hub_record(tokenizer.path)) else {}),
         "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
         "nb.bad_utf8_lines": str(result.bad_utf8_lines),
         "nb.skipped_lines": str(result.skipped_lines),

@@ -112,13 +112,15 @@ class Study:
 
     def provenance(self) -> dict[str, Any]:
         from nbcli.provenance import tool_version, utc_now
+        from nbcli.resolve import hub_records
 
         return {"nb_version": tool_version(), "created": utc_now(), "model": self.runner.describe(),
                 "tokenizer": {"path": str(self.tokenizer.path), "sha256": self.tokenizer.sha256},
-                "surgery": self.base.operations(), "counts": self.counts_info}
+                "surgery": self.base.operations(), "counts": self.counts_info,
+                "hub": hub_records([*self.runner.checkpoint.files, self.tokenizer.path])}
 
 
-def open_study(checkpoint: Path, tokenizer_path: Path, lambdas: str | None, *, remove_direction: bool = False,
+def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | None, *, remove_direction: bool = False,
                tau: float | None = None, counts: Path | None = None, smoothing_k: float = 1.0, arch: str = "auto",
                mapping: dict[str, str] | None = None, device: str = "auto") -> Study:
     """Load the model and tokenizer, check they belong together, and build the arms."""
@@ -129,6 +131,10 @@ def open_study(checkpoint: Path, tokenizer_path: Path, lambdas: str | None, *, r
     lams = parse_lambdas(lambdas) if lambdas is not None else None
     if tau is not None and counts is None:
         raise ConfigError("--logit-adjust TAU needs --counts C (log p(y) comes from a counts file)")
+    if tokenizer_path is None:  # the model's own tokenizer (nbcli.resolve says which file)
+        from nbcli.resolve import model_tokenizer
+
+        tokenizer_path = model_tokenizer(checkpoint)
     tokenizer = load_tokenizer(tokenizer_path)
     runner = load_runner(checkpoint, arch=arch, overrides=mapping, device=device)
     try:

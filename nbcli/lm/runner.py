@@ -257,9 +257,10 @@ def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, st
                 device: str = "auto") -> Runner:
     """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode)."""
     from nbcli.checkpoint import open_checkpoint, resolve_roles
+    from nbcli.resolve import local_path
     from nbcli.train.runtime import resolve_device
 
-    path = Path(path)
+    path = local_path(path, "model")
     checkpoint = open_checkpoint(path)
     try:
         roles = resolve_roles(checkpoint, arch, overrides)

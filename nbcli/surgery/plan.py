@@ -90,7 +90,9 @@ def parse_standardise(spec: str) -> StandardiseSpec:
         file, sep, tensor = spec[len("match:"):].rpartition(":")
         if not sep or not file or not tensor:
             raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE:TENSOR")
-        return StandardiseSpec("match", match_file=file, match_tensor=tensor)
+        from nbcli.resolve import checkpoint_file  # a repo id names its snapshot's file
+
+        return StandardiseSpec("match", match_file=str(checkpoint_file(file)), match_tensor=tensor)
     values: dict[str, float] = {}
     for part in spec.split(","):
         key, sep, value = part.partition("=")

@@ -90,14 +90,18 @@ _BOM = b"\xef\xbb\xbf"
 
 def tokenizer_files(path: Path | str) -> list[Path]:
     """The files load_tokenizer(path) may read (a directory stands for its candidate files)."""
-    path = Path(path)
+    from nbcli.resolve import local_path
+
+    path = local_path(path, "tokenizer")
     return [path, *(path / name for name in DIRECTORY_CANDIDATES)] if path.is_dir() else [path]
 
 
 def load_tokenizer(path: Path | str) -> Tokenizer:
     """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json` (or a model folder holding
-    one of `DIRECTORY_CANDIDATES`); TokenizerError if none."""
-    path = Path(path)
+    one of `DIRECTORY_CANDIDATES`), or a Hub repo id (nbcli.resolve); TokenizerError if none."""
+    from nbcli.resolve import local_path
+
+    path = local_path(path, "tokenizer")
     if path.is_dir():
         for name in DIRECTORY_CANDIDATES:
             if (path / name).is_file():

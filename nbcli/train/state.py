@@ -16,9 +16,11 @@ from nbcli.errors import CheckpointError, ConfigError
 from nbcli.jsonsafe import load_file
 from nbcli.model import ModelConfig, Transformer
 from nbcli.provenance import tool_version, utc_now
+from nbcli.resolve import hub_inputs_metadata, local_path
 from nbcli.tokenizers import Tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import TokenData
+from nbcli.train.init import parse_pretrained
 
 FORMAT = "nb-model/1"
 STATE_FORMAT = "nb-train-state/1"
@@ -31,6 +33,8 @@ def checkpoint_metadata(cfg: TrainConfig, mcfg: ModelConfig, step: int, tokenize
         "nb.train_config": json.dumps(cfg.to_dict(), sort_keys=True), "nb.step": str(step),
         "nb.tokenizer_sha256": tokenizer.sha256, "nb.data_sha256": data.fingerprint,
         "nb.inputs": json.dumps(data.inputs), "nb.created": utc_now(),
+        **hub_inputs_metadata([tokenizer.path, *([local_path(parse_pretrained(cfg.embedding_init)[0])]
+                                                 if cfg.embedding_init.startswith("pretrained:") else [])]),
     }
 
 
