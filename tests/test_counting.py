@@ -80,9 +80,9 @@ def test_counts_equal_independent_count(sp_model: Path, corpus: tuple[Path, byte
 @pytest.mark.parametrize("workers", [2, 7])
 def test_same_counts_for_any_worker_count(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
                                           workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbcli.corpus
+    import nbcli.corpus.text
 
-    monkeypatch.setattr(nbcli.corpus, "MIN_RANGE_BYTES", 4096)  # many ranges, cutting lines everywhere
+    monkeypatch.setattr(nbcli.corpus.text, "MIN_RANGE_BYTES", 4096)  # many ranges, cutting lines everywhere
     result = count_corpus([str(corpus[0])], load_tokenizer(sp_model), workers=workers)
     assert result.counts.dtype == np.int64
     np.testing.assert_array_equal(result.counts, reference)
