@@ -27,6 +27,7 @@ UNIT_BYTES = 64 << 20  # Arrow record batches are grouped into units of about th
 BATCH_TEXT_BYTES = 4 << 20  # a worker reads this much text at a time
 READ_BUFFER_BYTES = 1 << 20  # parquet column chunks are streamed through a buffer of this size
 ARROW_FILE_MAGIC = b"ARROW1"
+PARQUET_MAGIC = b"PAR1"
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,19 @@ def check_field(path: str, schema: Any, field: str) -> int:
 # Planning (in the parent process): footers and schemas, no data
 
 
+def _head(source: CorpusSource, size: int) -> bytes:
+    handle = _open(source.path, source.remote)
+    try:
+        return bytes(handle.read(size))
+    finally:
+        handle.close()
+
+
 def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
     pa = _pyarrow()
+    head = _head(source, len(PARQUET_MAGIC))
+    if head and head != PARQUET_MAGIC:  # pyarrow checks only the footer's magic
+        raise CorpusError(f"{source.path}: not a parquet file (it starts with {head!r}, not {PARQUET_MAGIC!r})")
     try:
         meta = pa.parquet.ParquetFile(_open(source.path, source.remote)).metadata
         schema = meta.schema.to_arrow_schema()
@@ -136,12 +148,7 @@ def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]
 
 
 def _arrow_format(source: CorpusSource) -> str:
-    handle = _open(source.path, source.remote)
-    try:
-        head = handle.read(len(ARROW_FILE_MAGIC))
-    finally:
-        handle.close()
-    return "arrow-file" if head == ARROW_FILE_MAGIC else "arrow-stream"
+    return "arrow-file" if _head(source, len(ARROW_FILE_MAGIC)) == ARROW_FILE_MAGIC else "arrow-stream"
 
 
 def _arrow_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
