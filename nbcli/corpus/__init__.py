@@ -8,7 +8,7 @@
 Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats.
 """
 
-from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, plan_columnar, read_unit
+from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, load_columnar_reader, plan_columnar, read_unit
 from nbcli.corpus.sources import (
     COLUMNAR_SUFFIXES, COMPRESSION_SUFFIXES, STDIN, TEXT_SUFFIXES, CorpusSource, compression_of, corpus_files,
     discover_inputs,
@@ -21,6 +21,6 @@ from nbcli.corpus.text import (
 __all__ = [
     "BLOCK_BYTES", "COLUMNAR_SUFFIXES", "COMPRESSION_SUFFIXES", "MAX_RANGE_BYTES", "MIN_RANGE_BYTES", "STDIN",
     "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "RowUnit", "compression_of", "corpus_files",
-    "discover_inputs", "iter_rows", "line_number_at", "line_too_long", "open_stream", "plan_columnar",
+    "discover_inputs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long", "open_stream", "plan_columnar",
     "plan_ranges", "read_range_blocks", "read_stream_blocks", "read_unit",
 ]

@@ -60,6 +60,12 @@ class DocumentBatch:
     text_bytes: int
 
 
+def load_columnar_reader() -> None:
+    """Import pyarrow now (it starts no thread on import): a parent that forks workers calls this
+    first, so that they inherit it."""
+    _pyarrow()
+
+
 def _pyarrow() -> Any:
     try:
         import pyarrow

@@ -1,8 +1,9 @@
 """INPUT arguments -> corpus sources: files, directories, globs, stdin and remote URLs, each with the
 kind of reader it needs (text lines, parquet row groups, Arrow record batches).
 
-The kind comes from the name (`.parquet`; `.arrow`, `.feather`, `.ipc`), else from the first bytes
-(`PAR1`, `ARROW1`), so a parquet file is never read as text whatever it is called. A `datasets`
+The kind comes from the name (`.parquet`; `.arrow`, `.feather`, `.ipc`), and a file named otherwise
+whose first bytes are a parquet or Arrow file's (`PAR1`, `ARROW1`) is read as one: a parquet file is
+never read as text whatever it is called (compressed copies and stdin are refused in text.py). A `datasets`
 `save_to_disk` folder (state.json + data-*.arrow) contributes its Arrow files, not its JSON.
 """
 
@@ -24,6 +25,7 @@ TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
 COLUMNAR_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow"}
 DATASETS_FILES = {"state.json", "dataset_info.json", "dataset_dict.json"}
 STDIN = "-"
+COLUMNAR_HEADS = {b"PAR1\x15": "parquet", b"ARROW1\x00": "arrow"}  # magic + the byte that always follows it
 
 
 @dataclass(frozen=True)
@@ -69,18 +71,19 @@ def _is_corpus_name(name: str) -> bool:
     return kind_of_name(name) is not None and not name.startswith(".")
 
 
+def columnar_kind(head: bytes) -> str | None:
+    """"parquet" or "arrow" when `head` (a file's first bytes) is a parquet or Arrow IPC file's."""
+    return next((kind for magic, kind in COLUMNAR_HEADS.items() if head.startswith(magic)), None)
+
+
 def _sniff(path: str) -> str:
-    """The kind of a local file without a known suffix, from its first bytes."""
+    """The kind of a local uncompressed file from its first bytes (whatever its name says)."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(6)
+            head = handle.read(8)
     except OSError:
         return "text"  # reported by whoever reads it
-    if head[:4] == b"PAR1":
-        return "parquet"
-    if head == b"ARROW1":
-        return "arrow"
-    return "text"
+    return columnar_kind(head) or "text"
 
 
 def _source(path: str, origin: str) -> CorpusSource:
@@ -90,7 +93,9 @@ def _source(path: str, origin: str) -> CorpusSource:
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: cannot read input: permission denied")
     compression = compression_of(path)
-    kind = kind_of_name(path) or (_sniff(path) if regular and compression is None else "text")
+    kind = kind_of_name(path) or "text"
+    if kind == "text" and regular and compression is None:
+        kind = _sniff(path)
     return CorpusSource(path=path, size=size, compression=compression if kind == "text" else None,
                         pipe=stat.S_ISFIFO(st.st_mode), kind=kind, origin=origin)
 

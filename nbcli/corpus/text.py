@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from nbcli.corpus.sources import STDIN, CorpusSource
+from nbcli.corpus.sources import STDIN, CorpusSource, columnar_kind
 from nbcli.errors import CorpusError, InputError
 from nbcli.limits import max_line_bytes
 
@@ -77,6 +77,8 @@ def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterato
                     raise line_too_long(rng.path, line_number_at(rng.path, offset + start))
                 pos += len(tail)
                 data += tail
+            if offset == 0:
+                refuse_columnar(rng.path, data)
             yield offset, data
 
 
@@ -88,6 +90,16 @@ def _skip_line(handle: BinaryIO) -> int:
         skipped += len(piece)
         if not piece or piece.endswith(b"\n"):
             return skipped
+
+
+def refuse_columnar(path: str, head: bytes) -> None:
+    """CorpusError when text to be read as lines is a parquet or Arrow file (a stream, a compressed
+    copy, a misleading name): its bytes must never be counted as text."""
+    kind = columnar_kind(head)
+    if kind is not None:
+        where = "standard input" if path == STDIN else path
+        raise CorpusError(f"{where}: this is {'a parquet' if kind == 'parquet' else 'an Arrow'} file, not text; "
+                          "give it as an uncompressed file (parquet and Arrow need random access)")
 
 
 def line_too_long(path: str, line: int) -> CorpusError:
@@ -182,10 +194,14 @@ def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> 
                 carry = data
                 continue
             block, carry = data[:cut], data[cut:]
+            if offset == 0:
+                refuse_columnar(source.path, block)
             yield line, offset, block
             line += block.count(b"\n")
             offset += len(block)
         if carry:
+            if offset == 0:
+                refuse_columnar(source.path, carry)
             yield line, offset, carry
     finally:
         if source.path != STDIN:

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.corpus import CorpusSource, RowUnit, discover_inputs, plan_columnar, plan_ranges, read_stream_blocks
+from nbcli.corpus import (
+    CorpusSource, RowUnit, discover_inputs, load_columnar_reader, plan_columnar, plan_ranges, read_stream_blocks,
+)
 from nbcli.counting.blocks import BlockCounter, CountOptions, Task, TaskResult, document_markers
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
@@ -152,6 +154,8 @@ def count_corpus(
     started = time.perf_counter()
     # Workers start before the first progress report: the progress display's thread starts there,
     # and forked workers must not inherit a thread (see `_start_pool`).
+    if any(s.columnar for s in sources):
+        load_columnar_reader()  # imported once here, before forking, not once per worker (~0.3 s)
     pool = _start_pool(tokenizer, options, n_workers) if n_workers > 1 and not dask_address else None
     try:  # after forking: pyarrow may start threads (footers and schemas are read here, before any work)
         units = plan_columnar(sources, options.field)

@@ -226,3 +226,28 @@ def test_fsspec_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(InputError, match=r"memory://x.parquet: .*'fsspec'.*nbcli\[remote\]"):
         discover_inputs(["memory://x.parquet"])
+
+
+def test_parquet_bytes_are_never_text(tmp_path: Path, sp_model: Path, reference: object) -> None:
+    import gzip
+
+    path = write_parquet(tmp_path / "d.parquet", DOCS)
+    named_txt = tmp_path / "d.txt"
+    named_txt.write_bytes(path.read_bytes())
+    np.testing.assert_array_equal(count([str(named_txt)], sp_model).counts, reference.counts)
+    (tmp_path / "d.parquet.gz").write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(CorpusError, match=r"d.parquet.gz: this is a parquet file, not text"):
+        count([str(tmp_path / "d.parquet.gz")], sp_model)
+
+
+def test_parquet_on_stdin_is_refused(tmp_path: Path, sp_model: Path) -> None:
+    import subprocess
+
+    path = write_parquet(tmp_path / "d.parquet", DOCS)
+    out = tmp_path / "out.safetensors"
+    with path.open("rb") as stdin:
+        proc = subprocess.run(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out)], stdin=stdin,
+                              capture_output=True, text=True)
+    assert proc.returncode == 1 and not out.exists()
+    assert proc.stderr.strip() == ("nb: error: standard input: this is a parquet file, not text; give it as an "
+                                   "uncompressed file (parquet and Arrow need random access)")

@@ -356,6 +356,8 @@ def columnar_mutations() -> Iterator[tuple[str, str, bytes]]:
     yield "parquet-only-magic", "c.parquet", b"PAR1"
     yield "parquet-empty-file", "c.parquet", b""
     yield "parquet-unnamed-truncated", "shard-00000", p[: len(p) - 3]  # known by its magic, not its name
+    yield "parquet-named-txt-truncated", "c.txt", p[: len(p) - 3]
+    yield "parquet-gzipped", "c.parquet.gz", _gzip(p)  # parquet needs random access: never read as text
     stream, file = io.BytesIO(), io.BytesIO()
     table = _text_table()
     with ipc.new_stream(stream, table.schema) as writer:
