@@ -251,3 +251,13 @@ def test_parquet_on_stdin_is_refused(tmp_path: Path, sp_model: Path) -> None:
     assert proc.returncode == 1 and not out.exists()
     assert proc.stderr.strip() == ("nb: error: standard input: this is a parquet file, not text; give it as an "
                                    "uncompressed file (parquet and Arrow need random access)")
+
+
+def test_train_reads_parquet_rows_as_jsonl_documents(tmp_path: Path, sp_model: Path) -> None:
+    from nbcli.train.data import tokenize_corpus
+
+    tok = load_tokenizer(sp_model)
+    from_parquet = tokenize_corpus([str(write_parquet(tmp_path / "d.parquet", DOCS))], tok, "clm", 0.1)
+    from_jsonl = tokenize_corpus([str(as_jsonl(tmp_path / "d.jsonl", DOCS))], tok, "clm", 0.1)
+    assert from_parquet.fingerprint == from_jsonl.fingerprint and from_parquet.documents == from_jsonl.documents
+    np.testing.assert_array_equal(from_parquet.counts, from_jsonl.counts)
