@@ -265,7 +265,9 @@ def _columns(pa: Any, unit: RowUnit) -> Iterator[Any]:
         pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                     page_checksum_verification=True)
         meta = pf.metadata.row_group(unit.start)
-        rows = max(64, min(1 << 16, BATCH_TEXT_BYTES * max(1, meta.num_rows) // max(1, meta.total_byte_size)))
+        text_bytes = sum(meta.column(i).total_uncompressed_size for i in range(meta.num_columns)
+                         if meta.column(i).path_in_schema.split(".")[0] == unit.field) or meta.total_byte_size
+        rows = max(64, min(1 << 16, BATCH_TEXT_BYTES * max(1, meta.num_rows) // max(1, text_bytes)))
         for batch in pf.iter_batches(batch_size=rows, row_groups=list(range(unit.start, unit.stop)),
                                      columns=[unit.field], use_threads=False):
             yield batch.column(0)
