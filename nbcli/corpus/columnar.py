@@ -1,8 +1,10 @@
 """Columnar corpora: parquet row groups and Arrow record batches (IPC files and streams, as
 `datasets` save_to_disk writes them), read with pyarrow, one string column (--field) at a time.
 
-One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group, or a run
-of Arrow record batches of about UNIT_BYTES. A worker reads its unit in batches of about
+One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group (a row
+group of more than UNIT_BYTES of text is shared by several units, each counting a slice of its rows
+while decoding the pages before it, which costs ~1% of the counting), or a run of Arrow record
+batches of about UNIT_BYTES. A worker reads its unit in batches of about
 BATCH_TEXT_BYTES of text and hands counting `DocumentBatch`es: documents, never file formats.
 Peak memory per worker is about one batch of text plus what pyarrow holds to decode one column
 chunk page by page (parquet files are opened unbuffered-by-row-group: `pre_buffer=False`).
@@ -23,7 +25,7 @@ import numpy as np
 from nbcli.corpus.sources import CorpusSource
 from nbcli.errors import CorpusError, InputError
 
-UNIT_BYTES = 64 << 20  # Arrow record batches are grouped into units of about this much data
+UNIT_BYTES = 32 << 20  # a unit of work holds about this much data (text, or Arrow batches)
 BATCH_TEXT_BYTES = 4 << 20  # a worker reads this much text at a time
 READ_BUFFER_BYTES = 1 << 20  # parquet column chunks are streamed through a buffer of this size
 ARROW_FILE_MAGIC = b"ARROW1"
@@ -43,6 +45,7 @@ class RowUnit:
     first_row: int
     remote: bool = False
     progress_bytes: int = 0
+    rows: tuple[int, int] | None = None  # parquet: only rows [a, b) of the row group (None: all)
 
 
 @dataclass
@@ -140,17 +143,27 @@ def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]
     except (pa.ArrowException, OSError, ValueError) as err:
         raise CorpusError(f"{source.path}: not a readable parquet file ({_problem(err)})") from None
     check_field(source.path, schema, field)
-    units, row = [], 0
-    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
-    total = max(1, sum(sizes))
-    shown = 0
-    for i in range(meta.num_row_groups):
-        rows = meta.row_group(i).num_rows
-        progress = source.size * sum(sizes[:i + 1]) // total - shown
-        shown += progress
-        units.append(RowUnit(source.path, "parquet", field, i, i + 1, row, source.remote, progress))
-        row += rows
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    texts = [_column_bytes(group, field) for group in groups]
+    total = max(1, sum(texts))
+    units, row, done, shown = [], 0, 0, 0
+    for i, (group, text) in enumerate(zip(groups, texts)):
+        parts = max(1, min(group.num_rows, -(-text // UNIT_BYTES)))
+        for k in range(parts):
+            lo, hi = group.num_rows * k // parts, group.num_rows * (k + 1) // parts
+            done += text * (k + 1) // parts - text * k // parts
+            progress = source.size * done // total - shown
+            shown += progress
+            units.append(RowUnit(source.path, "parquet", field, i, i + 1, row + lo, source.remote, progress,
+                                 (lo, hi) if parts > 1 else None))
+        row += group.num_rows
     return schema, units
+
+
+def _column_bytes(group: Any, field: str) -> int:
+    """Uncompressed bytes of column `field` in a parquet row group's metadata."""
+    return sum(group.column(i).total_uncompressed_size for i in range(group.num_columns)
+               if group.column(i).path_in_schema.split(".")[0] == field) or group.total_byte_size
 
 
 def _arrow_format(source: CorpusSource) -> str:
@@ -265,12 +278,16 @@ def _columns(pa: Any, unit: RowUnit) -> Iterator[Any]:
         pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                     page_checksum_verification=True)
         meta = pf.metadata.row_group(unit.start)
-        text_bytes = sum(meta.column(i).total_uncompressed_size for i in range(meta.num_columns)
-                         if meta.column(i).path_in_schema.split(".")[0] == unit.field) or meta.total_byte_size
-        rows = max(64, min(1 << 16, BATCH_TEXT_BYTES * max(1, meta.num_rows) // max(1, text_bytes)))
+        rows = max(64, min(1 << 16, BATCH_TEXT_BYTES * max(1, meta.num_rows) // max(1, _column_bytes(meta, unit.field))))
+        lo, hi = unit.rows if unit.rows is not None else (0, meta.num_rows)
+        position = 0
         for batch in pf.iter_batches(batch_size=rows, row_groups=list(range(unit.start, unit.stop)),
                                      columns=[unit.field], use_threads=False):
-            yield batch.column(0)
+            start, position = position, position + batch.num_rows
+            if position > lo:
+                yield batch.column(0).slice(max(0, lo - start), hi - max(lo, start))
+            if position >= hi:
+                break
     elif unit.kind == "arrow-file":
         reader = pa.ipc.open_file(handle)
         index = reader.schema.get_field_index(unit.field)

@@ -261,3 +261,18 @@ def test_train_reads_parquet_rows_as_jsonl_documents(tmp_path: Path, sp_model: P
     from_jsonl = tokenize_corpus([str(as_jsonl(tmp_path / "d.jsonl", DOCS))], tok, "clm", 0.1)
     assert from_parquet.fingerprint == from_jsonl.fingerprint and from_parquet.documents == from_jsonl.documents
     np.testing.assert_array_equal(from_parquet.counts, from_jsonl.counts)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_large_row_groups_are_shared_by_units(tmp_path: Path, sp_model: Path, reference: object, workers: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columnar, "UNIT_BYTES", 700)  # each row group of 50 rows is cut into slices
+    monkeypatch.setattr(columnar, "BATCH_TEXT_BYTES", 700)  # slices start and end inside read batches
+    path = write_parquet(tmp_path / "d.parquet", DOCS)
+    units = columnar.plan_columnar(discover_inputs([str(path)]), "text")[str(path)]
+    assert len(units) > 2 * 7 and sum(u.rows is not None for u in units) >= 12  # 7 row groups, the last small
+    assert [u.first_row for u in units] == sorted({u.first_row for u in units})
+    assert sum(u.progress_bytes for u in units) == path.stat().st_size
+    result = count([str(path)], sp_model, workers)
+    np.testing.assert_array_equal(result.counts, reference.counts)
+    assert result.documents == reference.documents and result.skipped_nulls == 2
