@@ -77,8 +77,6 @@ def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterato
                     raise line_too_long(rng.path, line_number_at(rng.path, offset + start))
                 pos += len(tail)
                 data += tail
-            if offset == 0:
-                refuse_columnar(rng.path, data)
             yield offset, data
 
 
@@ -93,8 +91,8 @@ def _skip_line(handle: BinaryIO) -> int:
 
 
 def refuse_columnar(path: str, head: bytes) -> None:
-    """CorpusError when text to be read as lines is a parquet or Arrow file (a stream, a compressed
-    copy, a misleading name): its bytes must never be counted as text."""
+    """CorpusError when a stream to be read as lines (stdin, a compressed file) is a parquet or Arrow
+    file: its bytes must never be counted as text. (Plain files are sniffed when discovered.)"""
     kind = columnar_kind(head)
     if kind is not None:
         where = "standard input" if path == STDIN else path
