@@ -14,7 +14,7 @@ complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l output -s o -r
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l tsv -r -F -d 'Also write id, piece, count, smoothed log-probability per token.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l workers -s j -x -d 'Worker processes (0 = all cores available to nb).'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l format -x -a 'text jsonl' -d 'text: one document per line (line ending removed; empty lines are not documents)'
-complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l field -x -d 'JSONL field that holds the document text.'
+complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l field -x -d 'JSONL field, or parquet/Arrow column, that holds the document text.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l eos -l no-eos -d 'Count one EOS per document. On by default when the tokenizer has an EOS and a ca'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l bos -l no-bos -d 'Count one BOS per document. Off by default: BOS is given as context and never pr'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l strict -d 'Invalid UTF-8 is an error naming file and line (default: replace with U+FFFD, co'

@@ -39,7 +39,7 @@ _nb() {
                 '--workers[Worker processes (0 = all cores available to nb).]:value: ' \
                 '-j[Worker processes (0 = all cores available to nb).]:value: ' \
                 '--format[text: one document per line (line ending removed; empty lines are not documents)]:value:(text jsonl)' \
-                '--field[JSONL field that holds the document text.]:value: ' \
+                '--field[JSONL field, or parquet/Arrow column, that holds the document text.]:value: ' \
                 '--eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
                 '--no-eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
                 '--bos[Count one BOS per document. Off by default: BOS is given as context and never pr]' \

@@ -50,7 +50,7 @@ def test_discover_errors(tmp_path: Path) -> None:
         discover_inputs([str(tmp_path / "missing.txt")])
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "x.bin").write_bytes(b"x")
-    with pytest.raises(InputError, match="directory has no text files"):
+    with pytest.raises(InputError, match="directory has no corpus files"):
         discover_inputs([str(tmp_path / "empty")])
     with pytest.raises(InputError, match="pattern matches no files"):
         discover_inputs([str(tmp_path / "*.nothing")])

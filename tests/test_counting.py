@@ -80,9 +80,9 @@ def test_counts_equal_independent_count(sp_model: Path, corpus: tuple[Path, byte
 @pytest.mark.parametrize("workers", [2, 7])
 def test_same_counts_for_any_worker_count(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
                                           workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbcli.corpus
+    import nbcli.corpus.text
 
-    monkeypatch.setattr(nbcli.corpus, "MIN_RANGE_BYTES", 4096)  # many ranges, cutting lines everywhere
+    monkeypatch.setattr(nbcli.corpus.text, "MIN_RANGE_BYTES", 4096)  # many ranges, cutting lines everywhere
     result = count_corpus([str(corpus[0])], load_tokenizer(sp_model), workers=workers)
     assert result.counts.dtype == np.int64
     np.testing.assert_array_equal(result.counts, reference)
@@ -178,13 +178,19 @@ def test_hf_tokenizer_counts(tmp_path: Path, hf_bytelevel_json: Path) -> None:
 def test_dask_local_cluster(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
                             tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     gz = tmp_path / "more.txt.gz"
     gz.write_bytes(gzip.compress(corpus[1]))
+    parquet = tmp_path / "same.parquet"  # the same documents, a row each, in row groups read by the Dask workers
+    lines = [line for line in corpus[1].decode("utf-8").replace("\r\n", "\n").split("\n") if line]
+    pq.write_table(pa.table({"text": lines}), parquet, row_group_size=max(1, len(lines) // 3))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
-        result = count_corpus([str(corpus[0]), str(gz)], load_tokenizer(sp_model),
+        result = count_corpus([str(corpus[0]), str(gz), str(parquet)], load_tokenizer(sp_model),
                               dask_address=cluster.scheduler_address)
-    np.testing.assert_array_equal(result.counts, 2 * reference)
+    np.testing.assert_array_equal(result.counts, 3 * reference)
 
 
 def _punctuated_corpus(seed: int = 5) -> bytes:

@@ -16,6 +16,8 @@ EPILOG = """\
   nb count-unigrams corpus.txt -t openai-community/gpt2 -o counts.safetensors   # a repo's tokenizer
   nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
   nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl -t tokenizer.json -o c.safetensors
+  nb count-unigrams 'fineweb/*.parquet' my_dataset/ -t tokenizer.json -o c.safetensors
+  nb count-unigrams 'hf://datasets/org/name/data/*.parquet' -t tokenizer.json -o c.safetensors
   nb count-unigrams corpus.txt -t spm.model -o c.safetensors --tsv c.tsv --smoothing add-k:0.5
   zcat big.txt.gz | nb count-unigrams - -t spm.model -o counts.safetensors --json
   nb count-unigrams shard-*.txt -t spm.model -o counts.safetensors --dask tcp://scheduler:8786
@@ -25,7 +27,9 @@ EPILOG = """\
 def count_unigrams(
     inputs: Annotated[list[str], typer.Argument(
         metavar="INPUT...", show_default=False,
-        help="Files, directories (recursed), globs, or - for stdin. Plain text, .gz, .bz2, .xz or .zst.")],
+        help="Files, directories (recursed), globs, URLs (hf://, s3://, https://: the 'remote' extra), or - for "
+        "stdin. Plain text, .gz, .bz2, .xz or .zst; .parquet, Arrow files and `datasets` save_to_disk "
+        "folders (one row a document, the --field column).")],
     tokenizer: TokenizerOption,
     output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
                                           "OUT.safetensors")],
@@ -36,7 +40,8 @@ def count_unigrams(
         "--format",
         help="text: one document per line (line ending removed; empty lines are not documents). "
         "jsonl: one JSON object per line, the document in --field.")] = "text",
-    field: Annotated[str, typer.Option("--field", help="JSONL field that holds the document text.")] = "text",
+    field: Annotated[str, typer.Option(
+        "--field", help="JSONL field, or parquet/Arrow column, that holds the document text.")] = "text",
     eos: Annotated[Optional[bool], typer.Option(
         "--eos/--no-eos", show_default="per template: on for causal, off for [CLS] ... [SEP]",
         help="Count one EOS per document. On by default when the tokenizer has an EOS and a causal "
@@ -95,6 +100,8 @@ def count_unigrams(
                   "counted with U+FFFD replacement (--strict to fail instead)")
     if result.skipped_lines:
         err.print(f"[yellow]warning:[/] skipped {result.skipped_lines} bad JSONL line(s)")
+    if result.skipped_nulls:
+        err.print(f"[yellow]warning:[/] skipped {result.skipped_nulls} null document(s) in --field {field!r}")
     if as_json:
         print_json(report)
     else:

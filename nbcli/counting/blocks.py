@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nbcli.corpus import ByteRange, line_number_at, read_range_blocks
+from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at, read_range_blocks, read_unit
 from nbcli.counting.keys import (
     line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
 )
@@ -59,6 +59,7 @@ class TaskResult:
     bytes_read: int = 0
     bad_utf8_lines: int = 0
     skipped_lines: int = 0
+    skipped_nulls: int = 0  # null documents of parquet/Arrow columns
 
     def add(self, other: TaskResult) -> TaskResult:
         self.counts += other.counts
@@ -66,6 +67,7 @@ class TaskResult:
         self.bytes_read += other.bytes_read
         self.bad_utf8_lines += other.bad_utf8_lines
         self.skipped_lines += other.skipped_lines
+        self.skipped_nulls += other.skipped_nulls
         return self
 
 
@@ -74,10 +76,15 @@ class Task:
     path: str
     range: ByteRange | None = None  # read by the worker
     data: bytes | None = None  # already read (compressed file or stdin block)
-    # A task with neither range nor data only reports progress.
+    rows: RowUnit | None = None  # rows of a parquet/Arrow file, read by the worker as documents
+    # A task with none of range, data, rows only reports progress.
     first_line: int | None = None
     offset: int = 0
     progress_bytes: int = 0
+
+    @property
+    def progress_only(self) -> bool:
+        return self.range is None and self.data is None and self.rows is None
 
 
 def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int | None, int | None]:
@@ -112,6 +119,9 @@ class BlockCounter:
                 result.add(self.count_block(task.path, data, None, offset))
         elif task.data is not None:
             result.add(self.count_block(task.path, task.data, task.first_line, task.offset))
+        elif task.rows is not None:
+            for batch in read_unit(task.rows):
+                result.add(self.count_documents(batch))
         return result
 
     def _line_no(self, path: str, first_line: int | None, offset: int, index: int) -> int:
@@ -120,15 +130,34 @@ class BlockCounter:
         return first_line + index
 
     # -- one block of whole lines ------------------------------------------------------------
-    def count_block(self, path: str, data: bytes, first_line: int | None, offset: int) -> TaskResult:
+    def count_documents(self, batch: DocumentBatch) -> TaskResult:
+        """Count a batch of documents (rows of a column): those without line breaks as text lines
+        (the byte path, as fast as a text file), the others whole as JSONL documents are; one
+        EOS/BOS per document either way."""
+        result = self.count_block(batch.path, batch.lines, batch.first_row, 0, jsonl=False)
+        if batch.documents:
+            counts = np.zeros(self.tokenizer.vocab_size, dtype=np.int64)
+            self._count_documents(batch.documents, counts)
+            for marker in (self.eos_id, self.bos_id):
+                if marker is not None:
+                    counts[marker] += len(batch.documents)
+            result.add(TaskResult(counts, documents=len(batch.documents)))
+        result.bytes_read = batch.text_bytes
+        result.skipped_nulls = batch.nulls
+        return result
+
+    def count_block(self, path: str, data: bytes, first_line: int | None, offset: int,
+                    jsonl: bool | None = None) -> TaskResult:
         """Count a block of whole lines (`offset`: its file offset; `first_line`: its first line's
-        number, None to find it on demand). Text lines the segmenter's byte rule covers are counted
-        on the bytes; the others (invalid UTF-8, CR, bytes the rule cannot cut) one by one as str."""
+        number, None to find it on demand; `jsonl`: lines are JSON objects, by default as --format
+        says). Text lines the segmenter's byte rule covers are counted on the bytes; the others
+        (invalid UTF-8, CR, bytes the rule cannot cut) one by one as str."""
+        jsonl = self.options.format == "jsonl" if jsonl is None else jsonl
         counts = np.zeros(self.tokenizer.vocab_size, dtype=np.int64)
         result = TaskResult(counts, bytes_read=len(data))
-        bail = self.segmenter.line_bail if self.segmenter is not None and self.options.format == "text" else None
+        bail = self.segmenter.line_bail if self.segmenter is not None and not jsonl else None
         if bail is None or not data:
-            documents = self._text_documents(path, data, first_line, offset, result)
+            documents = self._text_documents(path, data, first_line, offset, result, jsonl)
         else:
             dirty = self._count_clean_lines(data, bail, counts, result)
             documents = []
@@ -139,7 +168,7 @@ class BlockCounter:
                     previous = start
                 documents += self._text_documents(
                     path, data[start:end], None if first_line is None else first_line + lines_before,
-                    offset + start, result)
+                    offset + start, result, jsonl)
         result.documents += len(documents)
         self._count_documents(documents, counts)
         if self.eos_id is not None:
@@ -190,7 +219,7 @@ class BlockCounter:
         return dirty
 
     def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,
-                        result: TaskResult) -> list[str]:
+                        result: TaskResult, jsonl: bool) -> list[str]:
         """The non-empty documents of whole lines `data` as str (CRLF or LF ends a line); invalid
         UTF-8 is replaced and counted in `result` (an error with --strict)."""
         try:
@@ -210,7 +239,7 @@ class BlockCounter:
         lines = (text.replace("\r\n", "\n") if "\r" in text else text).split("\n")
         if lines and lines[-1] == "":
             lines.pop()  # the block ends with a newline
-        if self.options.format == "jsonl":
+        if jsonl:
             lines = self._jsonl_documents(path, lines, first_line, offset, result)
         return list(filter(None, lines))  # empty lines are not documents
 

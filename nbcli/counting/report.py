@@ -33,6 +33,7 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
         "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
         "nb.bad_utf8_lines": str(result.bad_utf8_lines),
         "nb.skipped_lines": str(result.skipped_lines),
+        "nb.skipped_nulls": str(result.skipped_nulls),
     }
     return UnigramCounts(counts=result.counts, metadata=metadata)
 
@@ -81,6 +82,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "tokens_per_s": tokens_per_s,
         "bad_utf8_lines": result.bad_utf8_lines,
         "skipped_lines": result.skipped_lines,
+        "skipped_nulls": result.skipped_nulls,
     }
 
 

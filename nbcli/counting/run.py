@@ -1,7 +1,7 @@
 """Counting a corpus in parallel: tasks, worker processes (forked or spawned), a Dask cluster.
 
 The work is cut into tasks (byte ranges of plain files, line-aligned blocks of compressed files and
-stdin), each counted by a `BlockCounter` in a worker. Each task returns an int64 count vector;
+stdin, row groups of parquet and record batches of Arrow files), each counted by a `BlockCounter` in a worker. Each task returns an int64 count vector;
 integer sums do not depend on order, so the result is identical for any number of workers, local
 or on a Dask cluster.
 """
@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.corpus import CorpusSource, discover_inputs, plan_ranges, read_stream_blocks
+from nbcli.corpus import (
+    CorpusSource, RowUnit, discover_inputs, load_columnar_reader, plan_columnar, plan_ranges, read_stream_blocks,
+)
 from nbcli.counting.blocks import BlockCounter, CountOptions, Task, TaskResult, document_markers
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
@@ -37,6 +39,7 @@ class CountResult:
     bos: bool
     workers: int
     options: dict[str, object] = field(default_factory=dict)
+    skipped_nulls: int = 0  # null documents of parquet/Arrow columns, skipped
 
     @property
     def total_tokens(self) -> int:
@@ -92,16 +95,20 @@ def _run_on_dask(task: Task, tokenizer_bytes: bytes, name: str, sha: str, option
 def _add_results(a: TaskResult, b: TaskResult) -> TaskResult:
     """A new sum (inputs are left alone: Dask may hold them elsewhere)."""
     return TaskResult(a.counts + b.counts, a.documents + b.documents, a.bytes_read + b.bytes_read,
-                      a.bad_utf8_lines + b.bad_utf8_lines, a.skipped_lines + b.skipped_lines)
+                      a.bad_utf8_lines + b.bad_utf8_lines, a.skipped_lines + b.skipped_lines,
+                      a.skipped_nulls + b.skipped_nulls)
 
 
 # ---------------------------------------------------------------------------------------------
 # Planning and scheduling
 
 
-def _tasks(sources: list[CorpusSource], workers: int) -> Iterator[Task]:
+def _tasks(sources: list[CorpusSource], workers: int, units: dict[str, list[RowUnit]]) -> Iterator[Task]:
     for source in sources:
-        if source.splittable:
+        if source.columnar:
+            for unit in units[source.path]:
+                yield Task(path=source.path, rows=unit, progress_bytes=unit.progress_bytes)
+        elif source.splittable:
             for rng in plan_ranges(source, workers):
                 yield Task(path=source.path, range=rng, progress_bytes=rng.end - rng.start)
         else:
@@ -131,7 +138,8 @@ def count_corpus(
     dask_address: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> CountResult:
-    """Count token unigrams in `inputs` (paths, directories, globs, '-').
+    """Count token unigrams in `inputs` (paths, directories, globs, '-', URLs; text, JSONL,
+    parquet, Arrow and `datasets` folders, mixed).
 
     `progress(advance_bytes, total_bytes)` is called as work completes (total is None when the
     size is unknown, i.e. stdin). Raises CorpusError for an empty corpus.
@@ -146,7 +154,15 @@ def count_corpus(
     started = time.perf_counter()
     # Workers start before the first progress report: the progress display's thread starts there,
     # and forked workers must not inherit a thread (see `_start_pool`).
+    if any(s.columnar for s in sources):
+        load_columnar_reader()  # imported once here, before forking, not once per worker (~0.3 s)
     pool = _start_pool(tokenizer, options, n_workers) if n_workers > 1 and not dask_address else None
+    try:  # after forking: pyarrow may start threads (footers and schemas are read here, before any work)
+        units = plan_columnar(sources, options.field)
+    except BaseException:
+        if pool is not None:
+            _abandon_pool(pool)
+        raise
     report(0, total_bytes)
     total = TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64))
 
@@ -154,7 +170,7 @@ def count_corpus(
         total.add(result)
         report(task.progress_bytes, total_bytes)
 
-    tasks = _tasks(sources, n_workers)
+    tasks = _tasks(sources, n_workers, units)
     if dask_address:
         _schedule_dask(tasks, tokenizer, options, dask_address, on_done, total)
     elif pool is None:
@@ -174,7 +190,8 @@ def count_corpus(
     recorded = {**asdict(options), "chunked": chunked, "chunk_cache": options.chunked}
     return CountResult(
         counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
-        bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, sources=sources,
+        bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, skipped_nulls=total.skipped_nulls,
+        sources=sources,
         seconds=seconds, method=method, eos=eos_id is not None,
         bos=bos_id is not None, workers=n_workers,
         options={**recorded, "workers": n_workers, "dask": dask_address},
@@ -236,7 +253,7 @@ def _schedule_pool(
     pending: dict[Future[TaskResult], Task] = {}
     try:
         for task in tasks:
-            if task.range is None and task.data is None:
+            if task.progress_only:
                 on_done(task, TaskResult(np.zeros(tokenizer.vocab_size, dtype=np.int64)))
                 continue
             while len(pending) >= 2 * n_workers:  # bounded memory: few blocks in flight
@@ -290,7 +307,7 @@ def _schedule_dask(
         blob = client.scatter(tokenizer.serialized(), broadcast=True)
         leaves = {}
         for task in tasks:
-            if task.range is None and task.data is None:
+            if task.progress_only:
                 on_done(task, TaskResult(np.zeros_like(total.counts)))
                 continue
             future = client.submit(_run_on_dask, task, blob, str(tokenizer.path), tokenizer.sha256,

@@ -1,6 +1,7 @@
 """`nb train` data: tokenise the corpus once, count training unigrams on the way, serve fixed blocks.
 
-Documents are the non-empty lines of the inputs (JSONL inputs: the `text` field), read through
+Documents are the non-empty lines of the inputs (JSONL inputs: the `text` field; parquet and Arrow
+inputs: the rows of the `text` column), read through
 `nbcli.corpus` and tokenised with the one tokenizer loader. Each document becomes `ids EOS` (EOS when
 the tokenizer has one) and documents are concatenated (GPT-2/RoBERTa "full sentences" packing).
 For MLM every block then starts with BOS, as RoBERTa's do (fairseq: blocks of T-1 stream tokens,
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nbcli.corpus import discover_inputs, read_stream_blocks
+from nbcli.corpus import discover_inputs, iter_rows, read_stream_blocks
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.jsonsafe import jsonl_field
 from nbcli.provenance import sha256_bytes
@@ -49,6 +50,9 @@ class TokenData:
 
 def _documents(inputs: list[str], progress: Callable[[int, int | None], None] | None) -> Iterator[str]:
     for source in discover_inputs(inputs):
+        if source.columnar:  # parquet / Arrow: one row a document (column `text`), nulls skipped
+            yield from (text for text in iter_rows(source, "text") if text is not None and text.strip())
+            continue
         is_jsonl = ".jsonl" in source.path or ".ndjson" in source.path
         for first_line, _offset, block in read_stream_blocks(source):
             if progress is not None:

@@ -104,7 +104,7 @@ def _bad_cases(tmp_path: Path, sp_model: Path, corpus: Path) -> list[tuple[list[
     (tmp_path / "notatok.model").write_bytes(b"garbage" * 100)
     return [
         (["count-unigrams", tmp_path / "missing.txt", "-t", sp_model], ("missing.txt", "no such file")),
-        (["count-unigrams", empty_dir, "-t", sp_model], ("nothing", "no text files")),
+        (["count-unigrams", empty_dir, "-t", sp_model], ("nothing", "no corpus files")),
         (["count-unigrams", tmp_path / "empty.txt", "-t", sp_model], ("empty.txt", "empty corpus")),
         (["count-unigrams", tmp_path / "trunc.txt.gz", "-t", sp_model], ("trunc.txt.gz", "truncated")),
         (["count-unigrams", tmp_path / "bad.txt", "-t", sp_model, "--strict"], ("bad.txt:2", "UTF-8")),

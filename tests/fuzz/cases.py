@@ -209,6 +209,39 @@ def corpus_cases() -> Iterator[Case]:
             yield Case(f"{cmd}-{key}", tuple(a.replace("{IN}", where) for a in args), _const(files), (name,), "corpus")
 
 
+def _absent_remote_protocol() -> str:
+    """A URL protocol whose fsspec package is not installed here (hf, https, s3, gs in turn)."""
+    import importlib.util
+
+    for protocol, module in (("hf", "huggingface_hub"), ("https", "aiohttp"), ("s3", "s3fs"), ("gs", "gcsfs")):
+        if importlib.util.find_spec(module) is None:
+            return protocol
+    raise AssertionError("every remote protocol's package is installed: pick another one for this case")
+
+
+def columnar_cases() -> Iterator[Case]:
+    count = ("count-unigrams", "{IN}", "-t", "{SP}", "-o", "{DIR}/out.safetensors", "-j", "1")
+
+    def args(where: str, *extra: str) -> tuple[str, ...]:
+        return tuple(a.replace("{IN}", where) for a in count) + extra
+
+    for key, name, data in inputs.columnar_mutations():
+        yield Case(f"count-{key}", args("{DIR}/" + name), _const({name: data}), (name,), "columnar")
+    yield Case("count-schema-change", args("{DIR}/*.parquet"), _lazy(lambda: iter(inputs.schema_change().items())),
+               ("b.parquet", "id"), "columnar")
+    yield Case("count-column-not-string", args("{DIR}/c.parquet"),
+               _lazy(lambda: iter(inputs.non_string_column().items())), ("c.parquet", "text", "int64"), "columnar")
+    yield Case("count-column-missing", args("{DIR}/c.parquet", "--field", "body"),
+               _lazy(lambda: iter(inputs.non_string_column().items())), ("c.parquet", "body"), "columnar")
+    yield Case("count-remote-unreachable", args("ftp://127.0.0.1:9/corpus/c.parquet"), dict,
+               ("ftp://127.0.0.1:9/corpus/c.parquet",), "columnar")
+    protocol = _absent_remote_protocol()
+    yield Case("count-remote-without-extra", args(f"{protocol}://bucket/corpus/*.parquet"), dict,
+               (f"{protocol}://", "nbcli["), "columnar")
+    yield Case("count-remote-missing", args("memory://nb-fuzz-absent/c.parquet"), dict,
+               ("memory://nb-fuzz-absent/c.parquet",), "columnar")
+
+
 # -- tokenizers ------------------------------------------------------------------------------------
 
 @functools.cache
@@ -435,6 +468,7 @@ def patch_cases() -> Iterator[Case]:
 
 FAST_FAMILIES: dict[str, Callable[[], Iterator[Case]]] = {
     "header": header_cases, "counts": counts_cases, "index": index_cases, "corpus": corpus_cases,
+    "columnar": columnar_cases,
     "tokenizer": tokenizer_cases, "options": option_cases, "names": name_cases, "resume": resume_cases,
     "train": train_cases, "patch": patch_cases,
 }

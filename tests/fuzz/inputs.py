@@ -324,3 +324,62 @@ def gz_member(data: bytes) -> bytes:
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as handle:
         handle.write(data)
     return buf.getvalue()
+
+
+def _parquet(table: object, row_group_size: int = 10) -> bytes:
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(table, out, row_group_size=row_group_size)
+    return out.getvalue()
+
+
+def _text_table(n: int = 40, **extra: object) -> object:
+    import pyarrow as pa
+
+    return pa.table({"text": ["The quick brown fox jumps over the lazy dog."] * n, **extra})
+
+
+def columnar_mutations() -> Iterator[tuple[str, str, bytes]]:
+    """(id, file name, bytes) of parquet and Arrow files that must be refused: bad magic at either
+    end, a broken footer (length, thrift), truncation, junk."""
+    import pyarrow.ipc as ipc
+
+    p = _parquet(_text_table())
+    footer = struct.unpack("<I", p[-8:-4])[0]
+    yield "parquet-truncated", "c.parquet", p[: len(p) // 2]
+    yield "parquet-bad-magic", "c.parquet", b"PAR0" + p[4:]
+    yield "parquet-bad-footer-magic", "c.parquet", p[:-4] + b"PAR0"
+    yield "parquet-footer-length-huge", "c.parquet", p[:-8] + struct.pack("<I", 0xFFFFFFF0) + b"PAR1"
+    yield "parquet-footer-length-zero", "c.parquet", p[:-8] + struct.pack("<I", 0) + b"PAR1"
+    yield "parquet-footer-garbage", "c.parquet", p[: -8 - footer] + b"\x5a" * footer + p[-8:]
+    yield "parquet-only-magic", "c.parquet", b"PAR1"
+    yield "parquet-empty-file", "c.parquet", b""
+    yield "parquet-unnamed-truncated", "shard-00000", p[: len(p) - 3]  # known by its magic, not its name
+    yield "parquet-named-txt-truncated", "c.txt", p[: len(p) - 3]
+    yield "parquet-gzipped", "c.parquet.gz", _gzip(p)  # parquet needs random access: never read as text
+    stream, file = io.BytesIO(), io.BytesIO()
+    table = _text_table()
+    with ipc.new_stream(stream, table.schema) as writer:
+        writer.write_table(table, max_chunksize=10)
+    with ipc.new_file(file, table.schema) as writer:
+        writer.write_table(table, max_chunksize=10)
+    s, f = stream.getvalue(), file.getvalue()
+    yield "arrow-stream-truncated", "data-00000-of-00001.arrow", s[: len(s) // 2]
+    yield "arrow-stream-junk", "data-00000-of-00001.arrow", b"\xff\xff\xff\xff" + b"\x01" * 64
+    yield "arrow-file-truncated", "c.arrow", f[: len(f) // 2]
+    yield "arrow-file-bad-footer", "c.arrow", f[:-6] + b"ARROW0"
+
+
+def schema_change() -> dict[str, bytes]:
+    """Two shards of one glob whose schemas differ (the second has `id` as strings)."""
+    import pyarrow as pa
+
+    return {"a.parquet": _parquet(_text_table(id=pa.array(range(40), pa.int64()))),
+            "b.parquet": _parquet(_text_table(id=pa.array([str(i) for i in range(40)])))}
+
+
+def non_string_column() -> dict[str, bytes]:
+    import pyarrow as pa
+
+    return {"c.parquet": _parquet(pa.table({"text": pa.array(range(40), pa.int64())}))}

@@ -50,7 +50,7 @@ def test_hostile_input_fails_cleanly(case: cases.Case, tmp_path: Path, fuzz_shar
 SAMPLE_IDS = ("header/inspect-header-deep-array", "counts/merge-dtype-bfloat16", "names/inspect-name2",
               "index/inspect-deep", "tokenizer/count-json-deep", "tokenizer/count-random-bytes",
               "corpus/count-gzip-flipped", "corpus/count-jsonl-lone-surrogate", "options/000-count-unigrams-j-1",
-              "tokenizer/train-wordlevel-missing-unk")
+              "tokenizer/train-wordlevel-missing-unk", "columnar/count-parquet-truncated")
 SAMPLE = [c for c in ALL if f"{c.family}/{c.id}" in SAMPLE_IDS]
 
 

@@ -1,4 +1,4 @@
-"""Streaming corpus readers: inputs (files, directories, globs, stdin), compression, byte ranges.
+"""Text corpora: newline-aligned byte ranges of plain files, line-aligned blocks of streams.
 
 Plain files are split into newline-aligned byte ranges that worker processes read themselves; a
 line belongs to the range that holds its first byte, so ranges partition the lines exactly.
@@ -9,42 +9,21 @@ line-aligned blocks. Memory stays bounded by the block size either way.
 from __future__ import annotations
 
 import bz2
-import glob
 import gzip
 import lzma
-import os
-import stat
 import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
+from nbcli.corpus.sources import STDIN, CorpusSource, columnar_kind
 from nbcli.errors import CorpusError, InputError
-from nbcli.limits import input_stat, max_line_bytes
+from nbcli.limits import max_line_bytes
 
-COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
-TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
-STDIN = "-"
 BLOCK_BYTES = 1 << 20  # 1 MiB of lines per block
 MIN_RANGE_BYTES = 1 << 20
 MAX_RANGE_BYTES = 1 << 25
-
-
-@dataclass(frozen=True)
-class CorpusSource:
-    """One input stream: a file path (or '-' for stdin), its size on disk and its compression."""
-
-    path: str
-    size: int
-    compression: str | None
-
-    pipe: bool = False
-
-    @property
-    def splittable(self) -> bool:
-        return self.path != STDIN and self.compression is None and not self.pipe
 
 
 @dataclass(frozen=True)
@@ -54,88 +33,6 @@ class ByteRange:
     path: str
     start: int
     end: int
-
-
-def compression_of(path: str) -> str | None:
-    return COMPRESSION_SUFFIXES.get(Path(path).suffix.lower())
-
-
-def _is_text_name(path: Path) -> bool:
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in TEXT_SUFFIXES
-
-
-def _source(path: str) -> CorpusSource:
-    st = input_stat(path, "corpus file", allow_pipe=True)
-    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{path}: cannot read input: permission denied")
-    return CorpusSource(path=path, size=size, compression=compression_of(path), pipe=stat.S_ISFIFO(st.st_mode))
-
-
-def _distinct(paths: list[str]) -> list[str]:
-    """`paths` without repeats of one file (a directory walk or a glob through a symlink loop
-    reaches the same file under many names): the first name of each (st_dev, st_ino) is kept."""
-    seen: set[tuple[int, int]] = set()
-    kept = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            kept.append(path)  # reported by _source
-            continue
-        if (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            kept.append(path)
-    return kept
-
-
-def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
-    """Expand INPUT arguments into sources, in a stable order.
-
-    Files are taken as given; directories are recursed for text files (names ending in
-    .txt .text .jsonl .ndjson .json .raw .tok, optionally compressed); patterns with * ? [ are
-    globbed (`**` recurses); '-' is standard input. A file that one directory walk or glob reaches
-    under several names (links) is read once.
-    """
-    if not inputs:
-        raise InputError("no input given")
-    sources: list[CorpusSource] = []
-    for item in inputs:
-        if item == STDIN:
-            sources.append(CorpusSource(path=STDIN, size=0, compression=None))
-        elif os.path.isdir(item):
-            found = sorted(
-                str(p) for p in Path(item).rglob("*")
-                if p.is_file() and _is_text_name(p) and not p.name.startswith(".")
-            )
-            if not found:
-                raise InputError(
-                    f"{item}: directory has no text files "
-                    f"(looked for {', '.join(sorted(TEXT_SUFFIXES))}, optionally compressed)"
-                )
-            sources.extend(_source(p) for p in _distinct(found))
-        elif os.path.lexists(item):
-            sources.append(_source(item))
-        elif any(ch in item for ch in "*?["):
-            matches = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
-            if not matches:
-                raise InputError(f"{item}: pattern matches no files")
-            sources.extend(_source(p) for p in _distinct(matches))
-        else:
-            raise InputError(f"{item}: no such file or directory")
-    return sources
-
-
-def corpus_files(inputs: list[str]) -> list[str]:
-    """The files INPUT arguments name (as discover_inputs expands them; '-' kept), or [] when they
-    name nothing readable (the count itself then reports why)."""
-    try:
-        return [source.path for source in discover_inputs(inputs)]
-    except InputError:
-        return [item for item in inputs if item == STDIN or os.path.exists(item)]
 
 
 def plan_ranges(source: CorpusSource, workers: int) -> list[ByteRange]:
@@ -193,6 +90,16 @@ def _skip_line(handle: BinaryIO) -> int:
             return skipped
 
 
+def refuse_columnar(path: str, head: bytes) -> None:
+    """CorpusError when a stream to be read as lines (stdin, a compressed file) is a parquet or Arrow
+    file: its bytes must never be counted as text. (Plain files are sniffed when discovered.)"""
+    kind = columnar_kind(head)
+    if kind is not None:
+        where = "standard input" if path == STDIN else path
+        raise CorpusError(f"{where}: this is {'a parquet' if kind == 'parquet' else 'an Arrow'} file, not text; "
+                          "give it as an uncompressed file (parquet and Arrow need random access)")
+
+
 def line_too_long(path: str, line: int) -> CorpusError:
     cap = max_line_bytes()
     return CorpusError(f"{path}:{line}: line is longer than {cap / 1e6:g} MB, the most nb holds in memory as one "
@@ -241,15 +148,22 @@ def open_stream(source: CorpusSource) -> BinaryIO:
     if source.path == STDIN:
         return sys.stdin.buffer
     try:
+        if source.remote:
+            from nbcli.corpus.remote import open_remote
+
+            target: str | BinaryIO = open_remote(source.path)  # closed with the decompressor or by GC
+        else:
+            target = source.path
         if source.compression == "gzip":
-            return gzip.open(source.path, "rb")  # type: ignore[return-value]
+            return gzip.open(target, "rb")  # type: ignore[return-value]
         if source.compression == "bz2":
-            return bz2.open(source.path, "rb")  # type: ignore[return-value]
+            return bz2.open(target, "rb")  # type: ignore[return-value]
         if source.compression == "xz":
-            return lzma.open(source.path, "rb")  # type: ignore[return-value]
+            return lzma.open(target, "rb")  # type: ignore[return-value]
+        raw = open(target, "rb") if isinstance(target, str) else target
         if source.compression == "zstd":
-            return _ZstdReader(open(source.path, "rb"), source.path)  # type: ignore[return-value]
-        return open(source.path, "rb")
+            return _ZstdReader(raw, source.path)  # type: ignore[return-value]
+        return raw
     except OSError as err:
         raise InputError(f"{source.path}: cannot read input: {err.strerror or err}") from None
 
@@ -278,10 +192,14 @@ def read_stream_blocks(source: CorpusSource, block_bytes: int = BLOCK_BYTES) -> 
                 carry = data
                 continue
             block, carry = data[:cut], data[cut:]
+            if offset == 0:
+                refuse_columnar(source.path, block)
             yield line, offset, block
             line += block.count(b"\n")
             offset += len(block)
         if carry:
+            if offset == 0:
+                refuse_columnar(source.path, carry)
             yield line, offset, carry
     finally:
         if source.path != STDIN:

@@ -1,0 +1,364 @@
+"""Columnar corpora: parquet row groups and Arrow record batches (IPC files and streams, as
+`datasets` save_to_disk writes them), read with pyarrow, one string column (--field) at a time.
+
+One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group (a row
+group of more than UNIT_BYTES of text is shared by several units, each counting a slice of its rows
+while decoding the pages before it, which costs ~1% of the counting), or a run of Arrow record
+batches of about UNIT_BYTES. A worker reads its unit in batches of about
+BATCH_TEXT_BYTES of text and hands counting `DocumentBatch`es: documents, never file formats.
+Peak memory per worker is about one batch of text plus what pyarrow holds to decode one column
+chunk page by page (parquet files are opened unbuffered-by-row-group: `pre_buffer=False`).
+
+Every failure is a CorpusError naming the file (and row group or rows): a file that is not parquet
+or Arrow (bad magic, bad footer, truncated), a missing or non-string column, invalid UTF-8, shards of
+one INPUT whose schemas differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nbcli.corpus.sources import CorpusSource
+from nbcli.errors import CorpusError, InputError
+
+UNIT_BYTES = 32 << 20  # a unit of work holds about this much data (text, or Arrow batches)
+BATCH_TEXT_BYTES = 4 << 20  # a worker reads this much text at a time
+READ_BUFFER_BYTES = 1 << 20  # parquet column chunks are streamed through a buffer of this size
+ARROW_FILE_MAGIC = b"ARROW1"
+PARQUET_MAGIC = b"PAR1"
+
+
+@dataclass(frozen=True)
+class RowUnit:
+    """Rows of one file a worker reads itself: parquet row groups or Arrow record batches
+    [start, stop), whose first row is `first_row` (0-based)."""
+
+    path: str
+    kind: str  # "parquet", "arrow-file" or "arrow-stream"
+    field: str
+    start: int
+    stop: int
+    first_row: int
+    remote: bool = False
+    progress_bytes: int = 0
+    rows: tuple[int, int] | None = None  # parquet: only rows [a, b) of the row group (None: all)
+
+
+@dataclass
+class DocumentBatch:
+    """Documents of consecutive rows: `lines` holds the non-empty documents without a line break
+    (LF or CR) as UTF-8, each ending in LF; `documents` the others. Nulls are counted, not held;
+    empty documents are dropped (as empty JSONL fields are)."""
+
+    path: str
+    first_row: int
+    lines: bytes
+    line_count: int
+    documents: list[str]
+    nulls: int
+    text_bytes: int
+
+
+def load_columnar_reader() -> None:
+    """Import pyarrow now (it starts no thread on import): a parent that forks workers calls this
+    first, so that they inherit it."""
+    _pyarrow()
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.ipc  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise InputError("reading parquet or Arrow needs pyarrow: pip install pyarrow") from None
+    return pyarrow
+
+
+def _problem(err: BaseException) -> str:
+    return " ".join(str(err).split())[:300] or type(err).__name__
+
+
+def _open(path: str, remote: bool) -> Any:
+    pa = _pyarrow()
+    if remote:
+        from nbcli.corpus.remote import open_remote
+
+        return pa.PythonFile(open_remote(path), mode="r")
+    try:
+        return pa.memory_map(path, "r")
+    except OSError as err:
+        raise InputError(f"{path}: cannot read input: {_problem(err)}") from None
+
+
+def _is_string(pa: Any, dtype: Any) -> bool:
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    is_view = getattr(pa.types, "is_string_view", lambda t: False)
+    return bool(pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or is_view(dtype))
+
+
+def check_field(path: str, schema: Any, field: str) -> int:
+    """The index of the string column `field` in `schema`; CorpusError naming the file, the column
+    and its type otherwise."""
+    pa = _pyarrow()
+    index = schema.get_field_index(field)
+    if index < 0:
+        if schema.get_all_field_indices(field):
+            raise CorpusError(f"{path}: column {field!r} appears more than once")
+        columns = ", ".join(f"{f.name} ({f.type})" for f in list(schema)[:8]) + (" ..." if len(schema) > 8 else "")
+        raise CorpusError(f"{path}: no column {field!r} (--field); columns: {columns or 'none'}")
+    dtype = schema.field(index).type
+    if not _is_string(pa, dtype):
+        raise CorpusError(f"{path}: column {field!r} is {dtype}, not a string column (--field)")
+    return int(index)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning (in the parent process): footers and schemas, no data
+
+
+def _head(source: CorpusSource, size: int) -> bytes:
+    handle = _open(source.path, source.remote)
+    try:
+        return bytes(handle.read(size))
+    finally:
+        handle.close()
+
+
+def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
+    pa = _pyarrow()
+    head = _head(source, len(PARQUET_MAGIC))
+    if head and head != PARQUET_MAGIC:  # pyarrow checks only the footer's magic
+        raise CorpusError(f"{source.path}: not a parquet file (it starts with {head!r}, not {PARQUET_MAGIC!r})")
+    try:
+        meta = pa.parquet.ParquetFile(_open(source.path, source.remote)).metadata
+        schema = meta.schema.to_arrow_schema()
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorpusError(f"{source.path}: not a readable parquet file ({_problem(err)})") from None
+    check_field(source.path, schema, field)
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    texts = [_column_bytes(group, field) for group in groups]
+    total = max(1, sum(texts))
+    units, row, done, shown = [], 0, 0, 0
+    for i, (group, text) in enumerate(zip(groups, texts)):
+        parts = max(1, min(group.num_rows, -(-text // UNIT_BYTES)))
+        for k in range(parts):
+            lo, hi = group.num_rows * k // parts, group.num_rows * (k + 1) // parts
+            done += text * (k + 1) // parts - text * k // parts
+            progress = source.size * done // total - shown
+            shown += progress
+            units.append(RowUnit(source.path, "parquet", field, i, i + 1, row + lo, source.remote, progress,
+                                 (lo, hi) if parts > 1 else None))
+        row += group.num_rows
+    return schema, units
+
+
+def _column_bytes(group: Any, field: str) -> int:
+    """Uncompressed bytes of column `field` in a parquet row group's metadata."""
+    return sum(group.column(i).total_uncompressed_size for i in range(group.num_columns)
+               if group.column(i).path_in_schema.split(".")[0] == field) or group.total_byte_size
+
+
+def _arrow_format(source: CorpusSource) -> str:
+    return "arrow-file" if _head(source, len(ARROW_FILE_MAGIC)) == ARROW_FILE_MAGIC else "arrow-stream"
+
+
+def _arrow_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
+    """Arrow IPC files have random access to their batches; streams (what `datasets` writes) are
+    scanned once here (memory-mapped: no data is copied) to cut them into units. A remote stream
+    is one unit."""
+    pa = _pyarrow()
+    kind = _arrow_format(source)
+    try:
+        handle = _open(source.path, source.remote)
+        if kind == "arrow-file":
+            reader = pa.ipc.open_file(handle)
+            schema = reader.schema
+            check_field(source.path, schema, field)
+            if source.remote:
+                sizes = [(1, 0)] * reader.num_record_batches  # one unit per batch: no data read now
+                rows_of = [-1] * reader.num_record_batches
+            else:
+                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+                sizes = [(b.nbytes, b.num_rows) for b in batches]
+                rows_of = [b.num_rows for b in batches]
+        else:
+            reader = pa.ipc.open_stream(handle)
+            schema = reader.schema
+            check_field(source.path, schema, field)
+            if source.remote:
+                return schema, [RowUnit(source.path, kind, field, 0, -1, 0, True, source.size)]
+            sizes = [(b.nbytes, b.num_rows) for b in reader]
+            rows_of = [n for _, n in sizes]
+    except (InputError, CorpusError):
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorpusError(f"{source.path}: not a readable Arrow file ({_problem(err)})") from None
+    groups: list[tuple[int, int]] = []
+    start, held = 0, 0
+    for i, (nbytes, _) in enumerate(sizes):
+        held += nbytes
+        if held >= UNIT_BYTES or source.remote or i == len(sizes) - 1:
+            groups.append((start, i + 1))
+            start, held = i + 1, 0
+    units, row, shown = [], 0, 0
+    for n, (lo, hi) in enumerate(groups):
+        progress = source.size * (n + 1) // len(groups) - shown
+        shown += progress
+        units.append(RowUnit(source.path, kind, field, lo, hi, row, source.remote, progress))
+        row += sum(rows_of[lo:hi]) if rows_of[0:1] != [-1] else 0
+    return schema, units
+
+
+def _schema_difference(a: Any, b: Any) -> str:
+    for f in a:
+        i = b.get_field_index(f.name)
+        if i < 0:
+            return f"column {f.name!r} is missing here"
+        if not b.field(i).type.equals(f.type):
+            return f"column {f.name!r} is {b.field(i).type} here, {f.type} there"
+    extra = [f.name for f in b if a.get_field_index(f.name) < 0]
+    return f"column {extra[0]!r} is new here" if extra else "columns are in another order"
+
+
+def plan_columnar(sources: list[CorpusSource], field: str) -> dict[str, list[RowUnit]]:
+    """Each columnar source's units, checking every footer and schema before any work: `field` must
+    be a string column in each, and the files of one INPUT argument (a glob, a folder) must share
+    one schema (a shard that differs is a different dataset, or a broken export)."""
+    plans: dict[str, list[RowUnit]] = {}
+    first: dict[str, tuple[str, Any]] = {}
+    for source in sources:
+        if not source.columnar:
+            continue
+        schema, units = (_parquet_units if source.kind == "parquet" else _arrow_units)(source, field)
+        plain = schema.remove_metadata()
+        if source.origin in first:
+            other, expected = first[source.origin]
+            if not plain.equals(expected):
+                raise CorpusError(f"{source.path}: schema differs from {other}, another file of the input "
+                                  f"{source.origin!r} ({_schema_difference(expected, plain)}); give files of "
+                                  "different schemas as separate inputs")
+        else:
+            first[source.origin] = (source.path, plain)
+        plans[source.path] = units
+    return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (in a worker): one unit -> document batches
+
+
+def read_unit(unit: RowUnit) -> Iterator[DocumentBatch]:
+    """The document batches of one unit, in row order. CorpusError naming the file and rows when
+    the data cannot be decoded."""
+    pa = _pyarrow()
+    row = unit.first_row
+    where = f"{unit.path}: row group {unit.start}" if unit.kind == "parquet" else f"{unit.path}: rows from {row}"
+    try:
+        for column in _columns(pa, unit):
+            for piece in _pieces(column):
+                yield _document_batch(pa, unit.path, row, piece, where)
+                row += len(piece)
+    except (InputError, CorpusError):
+        raise
+    except (pa.ArrowException, OSError, ValueError, EOFError) as err:
+        raise CorpusError(f"{where}: corrupt data ({_problem(err)})") from None
+
+
+def _columns(pa: Any, unit: RowUnit) -> Iterator[Any]:
+    handle = _open(unit.path, unit.remote)
+    if unit.kind == "parquet":
+        pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                    page_checksum_verification=True)
+        meta = pf.metadata.row_group(unit.start)
+        rows = max(64, min(1 << 16, BATCH_TEXT_BYTES * max(1, meta.num_rows) // max(1, _column_bytes(meta, unit.field))))
+        lo, hi = unit.rows if unit.rows is not None else (0, meta.num_rows)
+        position = 0
+        for batch in pf.iter_batches(batch_size=rows, row_groups=list(range(unit.start, unit.stop)),
+                                     columns=[unit.field], use_threads=False):
+            start, position = position, position + batch.num_rows
+            if position > lo:
+                yield batch.column(0).slice(max(0, lo - start), hi - max(lo, start))
+            if position >= hi:
+                break
+    elif unit.kind == "arrow-file":
+        reader = pa.ipc.open_file(handle)
+        index = reader.schema.get_field_index(unit.field)
+        for i in range(unit.start, unit.stop):
+            yield reader.get_batch(i).column(index)
+    else:
+        reader = pa.ipc.open_stream(handle)
+        index = reader.schema.get_field_index(unit.field)
+        for i, batch in enumerate(reader):
+            if unit.stop >= 0 and i >= unit.stop:
+                break
+            if i >= unit.start:
+                yield batch.column(index)
+
+
+def _pieces(column: Any) -> Iterator[Any]:
+    """`column` in slices of about BATCH_TEXT_BYTES (Arrow batches can be large)."""
+    n = len(column)
+    rows = max(64, int(BATCH_TEXT_BYTES * n // max(1, column.nbytes))) if n else 1
+    for start in range(0, n, rows):
+        yield column.slice(start, rows)
+
+
+def _document_batch(pa: Any, path: str, first_row: int, column: Any, where: str) -> DocumentBatch:
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = column.cast(pa.large_string())  # string_view
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid as err:
+        raise CorpusError(f"{path}: rows {first_row}-{first_row + len(column) - 1}: column holds invalid "
+                          f"string data ({_problem(err)})") from None
+    n = len(column)
+    _validity, offsets_buffer, data_buffer = column.buffers()
+    wide = pa.types.is_large_string(column.type)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=n + 1,
+                            offset=column.offset * (8 if wide else 4)).astype(np.int64)
+    lengths = np.diff(offsets)
+    valid = np.ones(n, dtype=bool) if column.null_count == 0 else \
+        column.is_valid().to_numpy(zero_copy_only=False)
+    keep = valid & (lengths > 0)
+    base = int(offsets[0]) if n else 0
+    data = np.frombuffer(data_buffer, dtype=np.uint8)[base:int(offsets[-1])] if n and data_buffer is not None \
+        else np.zeros(0, dtype=np.uint8)
+    breaks = np.flatnonzero((data == 10) | (data == 13))
+    documents: list[str] = []
+    if breaks.size:
+        broken = np.zeros(n, dtype=bool)
+        broken[np.searchsorted(offsets, breaks + base, side="right") - 1] = True
+        broken &= keep
+        documents = column.take(pa.array(np.flatnonzero(broken))).to_pylist()
+        keep_lines = keep & ~broken
+    else:
+        keep_lines = keep
+    line_lengths = lengths[keep_lines]
+    kept = data if keep_lines.all() else data[np.repeat(keep_lines, lengths)]
+    lines = np.insert(kept, np.cumsum(line_lengths), 10).tobytes() if line_lengths.size else b""
+    return DocumentBatch(path=path, first_row=first_row, lines=lines, line_count=int(line_lengths.size),
+                         documents=documents, nulls=int(n - np.count_nonzero(valid)),
+                         text_bytes=int(lengths[keep].sum()))
+
+
+def iter_rows(source: CorpusSource, field: str) -> Iterator[str | None]:
+    """Every row's document (None for a null) of a columnar source, in order (for `nb train`)."""
+    for unit in plan_columnar([source], field)[source.path]:
+        pa = _pyarrow()
+        try:
+            for column in _columns(pa, unit):
+                if pa.types.is_dictionary(column.type):
+                    column = column.dictionary_decode()
+                yield from column.to_pylist()
+        except (pa.ArrowException, OSError, ValueError, EOFError) as err:
+            raise CorpusError(f"{unit.path}: corrupt data ({_problem(err)})") from None
