@@ -225,13 +225,20 @@ def _epilog(text: str, width: int) -> list[str]:
     return lines
 
 
+def _argument_usage(param: Any) -> str:
+    """An argument in the usage line: its metavar, with `...` when it takes several values (once:
+    a metavar such as COUNTS... already says so)."""
+    name = str(param.metavar or param.name.upper())
+    many = getattr(param, "nargs", 1) == -1
+    return name + "..." if many and not name.endswith("...") else name
+
+
 def render_help(command: Any, ctx: Any, width: int | None = None) -> str:
     """The whole help of `command` as plain text wrapped to `width` (see the module docstring)."""
     width = width or help_width()
     params = command.get_params(ctx)
     pieces = " ".join(["[OPTIONS]"] + [
-        (p.metavar or p.name.upper()) + ("..." if getattr(p, "nargs", 1) == -1 else "")
-        for p in params if getattr(p, "param_type_name", "") == "argument"]
+        _argument_usage(p) for p in params if getattr(p, "param_type_name", "") == "argument"]
         + (["COMMAND [ARGS]..."] if getattr(command, "commands", None) else []))
     lines = _wrap(f"{ctx.command_path} {pieces}", width, "Usage: ", " " * 9) + [""]
     if command.help:

@@ -114,3 +114,14 @@ def test_wrap_is_greedy_keeps_words_and_the_width(text: list[str], width: int, i
             assert len(lines[i - 1]) + 1 + len(line.split()[0]) > width
             start = hang if len(line.strip()) <= width - hang else max(0, width - len(line.strip()))
             assert _indent(line) == start
+
+
+def test_usage_line_marks_repeated_arguments_once() -> None:
+    """An argument taking several values reads `NAME...` in the usage line, never `NAME......`
+    (a metavar that already ends in ... is not marked again)."""
+    for command, ctx in COMMANDS:
+        usage = render_help(command, ctx, 100).split("\n\n", 1)[0]
+        assert "...." not in usage, usage
+        for param in command.params:
+            if getattr(param, "param_type_name", "") == "argument" and getattr(param, "nargs", 1) == -1:
+                assert re.search(rf"\b{re.escape(str(param.metavar or param.name.upper()).rstrip('.'))}\.\.\.", usage)
