@@ -221,35 +221,9 @@ def open_checkpoint(path: PathLike) -> Checkpoint:
 def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
     """A checkpoint's tensors (name, dtype, shape, bytes, shard), architecture, roles and metadata
     (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised."""
-    from nbcli.atomic import take_notes
-    from nbcli.checkpoint.reader import open_checkpoint as open_file
-    from nbcli.checkpoint.roles import resolve_roles
-    from nbcli.errors import CheckpointError
+    from nbcli.checkpoint.report import inspect_checkpoint
 
-    # TODO(merge): the CLI (nbcli/cli/inspect.py) assembles this report in its command body; once it
-    # lives in the core, call that instead of this copy.
-    path = _local(checkpoint)
-    overrides = _role_map(mapping)
-    with open_file(path) as ckpt:
-        take_notes()  # reported below, as part of the checkpoint's report
-        try:
-            roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
-            detect_error = None
-        except CheckpointError as err:
-            if arch != "auto" or overrides:
-                raise
-            roles, detect_error = None, str(err)
-        role = (lambda key: roles[key] if roles else None)
-        report = {
-            "checkpoint": str(path), "recovered": ckpt.recovered, "files": [str(p) for p in ckpt.files],
-            "index": str(ckpt.index_path) if ckpt.index_path else None, "sharded": ckpt.sharded,
-            "tensor_count": len(ckpt.names()), "total_bytes": ckpt.total_bytes, "architecture": role("architecture"),
-            "architecture_error": detect_error, "model_type": role("model_type"), "tied": role("tied"),
-            "head": role("head"), "roles": role("roles"), "absent": role("absent"), "metadata": ckpt.metadata,
-            "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
-                         "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
-        }
-    return CheckpointReport(report)
+    return CheckpointReport(inspect_checkpoint(_local(checkpoint), arch, _role_map(mapping)))
 
 
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
