@@ -375,10 +375,6 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
     return PatchReport(result.as_dict(), state_dict=patched)
 
 
-def _study_report(study: Any, **fields: Any) -> dict[str, Any]:
-    return {**study.provenance(), **fields}
-
-
 def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
              counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
@@ -388,28 +384,12 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
     checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
     list of numbers (b_LN scaled in memory, nothing written)."""
     from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
-    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
+    from nbcli.lm.perplexity import eval_report
 
-    k = parse_smoothing(smoothing)
-    documents = _paths(corpus)
-    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
-                       remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=k, arch=arch,
-                       mapping=_role_map(mapping), device=device)
-    try:
-        runner = study.runner
-        scored = tokenize_documents(read_documents(documents), study.tokenizer, runner.vocab_size)
-        unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
-        rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size, stride=stride,
-                                       unigram_log=unigram)
-    finally:
-        study.runner.close()
-    # TODO(merge): this report's assembly is nbcli/cli/eval.py's; call the core's once it moves there.
-    return EvalReport(_study_report(
-        study, corpus=documents, documents=scored.documents, first_token=f"predicted from {scored.first_from}",
-        eos_scored=scored.eos_id is not None,
-        unigram=study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{k:g}"},
-        rows=rows, warnings=warnings))
+    return EvalReport(eval_report(
+        _local(checkpoint), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
+        remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=parse_smoothing(smoothing),
+        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device))
 
 
 def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
@@ -426,41 +406,23 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
              max_new_tokens: int = 256, samples: int = 1, max_prompts: int | None = None, seed: int = 0,
              eval_corpus: PathLike | Sequence[PathLike] | None = None, logit_adjust: float | None = None,
              counts: PathLike | None = None, smoothing: str = "add-k:1", remove_frequency_direction: bool = False,
-             mauve_featurizer: str | None = None, batch_size: int = 16, kv_cache: bool = True, arch: str = "auto",
-             mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
+             mauve_featurizer: str | None = None, out: PathLike | None = None, batch_size: int = 16,
+             kv_cache: bool = True, arch: str = "auto", mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
-    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`."""
+    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`; with
+    `out` (a directory) also in out/samples.jsonl, beside table.json and the plot (`nb generate --out`)."""
     from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
     from nbcli.lm.decoding import parse_decoding
-    from nbcli.lm.diversity import word_tokenize
-    from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
-    from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.lm.generation import GenerationOptions, generation_report
 
-    rule = parse_decoding(decoding)
-    word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
-    prompt_files = _paths(prompts)
-    eval_files = _paths(eval_corpus) if eval_corpus is not None else None
-    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
-                       remove_direction=remove_frequency_direction, tau=logit_adjust, counts=_optional(counts),
-                       smoothing_k=parse_smoothing(smoothing), arch=arch, mapping=_role_map(mapping), device=device)
-    try:
-        runner = study.runner
-        chosen = make_prompts(read_documents(prompt_files), prompt_words, max_prompts)
-        scored = (tokenize_documents(read_documents(eval_files), study.tokenizer, runner.vocab_size)
-                  if eval_files else None)
-        opts = GenerationOptions(rule, max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
-        rows, records, warnings = generation_study(
-            runner, study.tokenizer, study.arms, study.base, chosen, opts, log_prior=study.log_prior,
-            eval_scored=scored, featurizer=mauve_featurizer)
-    finally:
-        study.runner.close()
-    # TODO(merge): this report's assembly is nbcli/cli/generate.py's (as are its --out files).
-    return GenerateReport(_study_report(
-        study, prompts=prompt_files, prompt_count=len(chosen), eval_corpus=eval_files, decoding=rule.spec,
-        prompt_words=prompt_words, max_new_tokens=max_new_tokens, samples=samples, seed=seed, kv_cache=kv_cache,
-        rows=rows, warnings=warnings, outputs=[]), samples=records)
+    opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
+    report, records = generation_report(
+        _local(checkpoint), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
+        max_prompts=max_prompts, eval_corpus=_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
+        counts=_optional(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
+        featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out))
+    return GenerateReport(report, samples=records)
 
 
 def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
