@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -279,6 +279,7 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
     a new dict holding the caller's tensors with the touched ones replaced (the caller's tensors are
     not modified); `in_place=True` copies the new values into the given model's or dict's tensors.
     """
+    from nbcli.checkpoint.format import dtype_code_of_name
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise
@@ -291,7 +292,7 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
         scale_ln_bias=None if scale_ln_bias is None else float(scale_ln_bias),
         remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
-        new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
+        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
         tokenizer=_optional(tokenizer), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
         raise ConfigError("no operation given: use set_output_bias, rescale_w, standardise, shuffle, "
@@ -307,31 +308,11 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
 
 def _patch_file(path: Path, output: Path | None, options: Any, *, arch: str, mapping: RoleMap, in_place: bool,
                 dry_run: bool, hash_inputs: bool) -> PatchReport:
-    from nbcli.atomic import check_output_dir
-    from nbcli.checkpoint.layout import folder_output, resolve_output
-    from nbcli.checkpoint.reader import open_checkpoint as open_file
-    from nbcli.checkpoint.roles import resolve_roles
-    from nbcli.errors import ConfigError
-    from nbcli.surgery import apply_surgery
+    from nbcli.surgery import patch_file
 
-    # TODO(merge): the output checks are nbcli/cli/patch_checkpoint.py's (its output guard); call the
-    # shared helper once the CLI has one in the core.
-    with open_file(path) as ckpt:
-        if output is None and not dry_run:
-            if not in_place:
-                raise ConfigError("give an output (or in_place=True to overwrite the checkpoint, or dry_run=True)")
-            output = ckpt.model_dir or (ckpt.files[0].parent if ckpt.sharded else ckpt.files[0])
-        if output is not None and not dry_run:
-            folder = folder_output(ckpt, output)
-            target = resolve_output(ckpt, output, folder)
-            directory = target if ckpt.sharded else target.parent if folder else None
-            if directory is None or not directory.is_dir():
-                check_output_dir(directory or target)
-            else:
-                check_output_dir(directory / "x")
-        roles = resolve_roles(ckpt, arch, _role_map(mapping))
-        result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
-                               hash_checkpoint=hash_inputs)
+    result = patch_file(path, output, options, arch=arch, mapping=_role_map(mapping), in_place=in_place,
+                        dry_run=dry_run, hash_inputs=hash_inputs,
+                        missing_output="give an output (or in_place=True to overwrite the checkpoint, or dry_run=True)")
     return PatchReport(result.as_dict())
 
 
@@ -341,17 +322,13 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
 
     from nbcli.checkpoint.roles import resolve_roles
     from nbcli.errors import CheckpointError
-    from nbcli.surgery import SurgeryResult, run_surgery
+    from nbcli.surgery import resolve_options, run_surgery, surgery_result
 
     held = _held(model)
     roles = resolve_roles(held, arch, _role_map(mapping))
-    emb = roles.get("input_embedding")
-    if options.standardise is not None and emb is not None:  # the report records the target used
-        options = replace(options, standardise=options.standardise.resolved(held.shape(emb)))
+    options = resolve_options(held, roles, options)  # the report records the standardise target used
     tensors, workspace, warnings = run_surgery(held, roles, options)
-    result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=options.operations(),
-                           tensors=list(workspace.touched.values()), warnings=warnings,
-                           config_updates=dict(workspace.config_updates))
+    result = surgery_result(roles, options, workspace, warnings)
     original = model if isinstance(model, Mapping) else model.state_dict()
     if in_place:
         created = [name for name in tensors if name not in original]
