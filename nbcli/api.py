@@ -237,9 +237,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     without it only what needs none is computed. Nothing is modified.
     """
     from nbcli.counts import parse_smoothing
-    from nbcli.probe_report import build_report, load_probe_inputs, probe_inputs
-
     from nbcli.errors import ConfigError
+    from nbcli.probe_report import finish_report, load_probe_inputs, probe_inputs
 
     k = parse_smoothing(smoothing)
     if not 1 <= bins <= 1000:
@@ -250,13 +249,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
         inputs, header, warnings = load_probe_inputs(_local(checkpoint), _optional(counts), **options)
     else:
         inputs, header, warnings = probe_inputs(_held(checkpoint), _optional(counts), **options)
-    # TODO(merge): the assembly below is nbcli/cli/probe_bias.py's; call the core's once it moves there.
-    report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition)
-    arrays = report.pop("_arrays")
-    counts_file = header.pop("counts_file")
-    if report["counts"] is not None:
-        report["counts"].update(counts_file)
-    return ProbeReport({**header, **report, "warnings": warnings}, scores=arrays.get("scores"))
+    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition)
+    return ProbeReport(report, scores=arrays.get("scores"))
 
 
 def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_output_bias: PathLike | None = None,
