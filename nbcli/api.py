@@ -187,26 +187,15 @@ def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, o
     count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
     template's default); `workers=0`: all cores. Counts are exact for any `workers`.
     """
-    from nbcli.atomic import check_output_dir
-    from nbcli.corpus import corpus_files
-    from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
+    from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
-    from nbcli.outputs import check_outputs
-    from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
-    sources, tok_path, out, tsv_path = _paths(inputs), _local(tokenizer), _local(output), _optional(tsv)
     k = parse_smoothing(smoothing)
-    check_output_dir(out)
-    if tsv_path is not None:
-        check_output_dir(tsv_path)
-    check_outputs([out, tsv_path], [*corpus_files(sources), *tokenizer_files(tok_path)])
-    tok = load_tokenizer(tok_path)
     options = CountOptions(format=format, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=chunk_cache)
-    result = count_corpus(sources, tok, options, workers=workers or None, dask_address=dask)
-    counts_file = build_counts_file(result, tok, smoothing_k=k)
-    write_count_outputs(counts_file, out, tsv_path, tok, k)
-    return CountReport(count_report(result, tok, out, tsv_path), counts=counts_file.counts)
+    report, counts_file = count_to_file(_paths(inputs), _local(tokenizer), _local(output), _optional(tsv), options,
+                                        smoothing_k=k, workers=workers or None, dask_address=dask)
+    return CountReport(report, counts=counts_file.counts)
 
 
 def open_checkpoint(path: PathLike) -> Checkpoint:
