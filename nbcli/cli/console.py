@@ -48,6 +48,13 @@ def esc(value: object) -> str:
     return text
 
 
+def print_warnings(warnings: list[str]) -> None:
+    """Each warning on stderr as one `warning:` line (the report's --json keeps them too)."""
+    err = stderr_console()
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+
+
 def print_json(payload: dict[str, Any]) -> None:
     """Print one JSON object on stdout (NaN -> null, so the output is strict JSON)."""
     import sys

@@ -57,7 +57,7 @@ def eval_command(
     from functools import partial
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import esc, print_json, stderr_console, token_progress
+    from nbcli.cli.console import print_json, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.perplexity import eval_report
 
@@ -65,8 +65,7 @@ def eval_command(
                          counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
                          arch=arch, mapping=parse_role_map(mapping or []), device=device,
                          progress_bar=partial(token_progress, "scoring"))
-    for warning in report["warnings"]:
-        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    print_warnings(report["warnings"])
     if as_json:
         print_json(report)
     else:

@@ -82,7 +82,7 @@ def generate_command(
     from functools import partial
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import esc, print_json, stderr_console, token_progress
+    from nbcli.cli.console import print_json, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
@@ -93,8 +93,7 @@ def generate_command(
         eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
         remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
         device=device, out=out, progress_bar=partial(token_progress, "generating"))
-    for warning in report["warnings"]:
-        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    print_warnings(report["warnings"])
     if as_json:
         print_json(report)
     else:

@@ -119,7 +119,7 @@ def patch_checkpoint(
     atexit.register(gc.freeze)
     from nbcli.checkpoint import parse_role_map
     from nbcli.checkpoint.format import dtype_code_of_name
-    from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
+    from nbcli.cli.console import byte_progress, print_json, print_warnings
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise, patch_file
@@ -144,9 +144,7 @@ def patch_checkpoint(
     with byte_progress("patching") as progress:
         result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
                             in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)
-    err = stderr_console()
-    for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    print_warnings(result.warnings)
     if as_json:
         print_json(result.as_dict())
     else:
