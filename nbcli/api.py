@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -187,26 +187,15 @@ def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, o
     count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
     template's default); `workers=0`: all cores. Counts are exact for any `workers`.
     """
-    from nbcli.atomic import check_output_dir
-    from nbcli.corpus import corpus_files
-    from nbcli.counting import CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs
+    from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
-    from nbcli.outputs import check_outputs
-    from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
-    sources, tok_path, out, tsv_path = _paths(inputs), _local(tokenizer), _local(output), _optional(tsv)
     k = parse_smoothing(smoothing)
-    check_output_dir(out)
-    if tsv_path is not None:
-        check_output_dir(tsv_path)
-    check_outputs([out, tsv_path], [*corpus_files(sources), *tokenizer_files(tok_path)])
-    tok = load_tokenizer(tok_path)
     options = CountOptions(format=format, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=chunk_cache)
-    result = count_corpus(sources, tok, options, workers=workers or None, dask_address=dask)
-    counts_file = build_counts_file(result, tok, smoothing_k=k)
-    write_count_outputs(counts_file, out, tsv_path, tok, k)
-    return CountReport(count_report(result, tok, out, tsv_path), counts=counts_file.counts)
+    report, counts_file = count_to_file(_paths(inputs), _local(tokenizer), _local(output), _optional(tsv), options,
+                                        smoothing_k=k, workers=workers or None, dask_address=dask)
+    return CountReport(report, counts=counts_file.counts)
 
 
 def open_checkpoint(path: PathLike) -> Checkpoint:
@@ -221,37 +210,9 @@ def open_checkpoint(path: PathLike) -> Checkpoint:
 def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
     """A checkpoint's tensors (name, dtype, shape, bytes, shard), architecture, roles and metadata
     (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised."""
-    from nbcli.atomic import take_notes
-    from nbcli.checkpoint.reader import open_checkpoint as open_file
-    from nbcli.checkpoint.roles import resolve_roles
-    from nbcli.errors import CheckpointError
-    from nbcli.resolve import hub_record
+    from nbcli.checkpoint.report import inspect_checkpoint
 
-    # TODO(merge): the CLI (nbcli/cli/inspect.py) assembles this report in its command body; once it
-    # lives in the core, call that instead of this copy.
-    path = _local(checkpoint)
-    overrides = _role_map(mapping)
-    with open_file(path) as ckpt:
-        take_notes()  # reported below, as part of the checkpoint's report
-        try:
-            roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
-            detect_error = None
-        except CheckpointError as err:
-            if arch != "auto" or overrides:
-                raise
-            roles, detect_error = None, str(err)
-        role = (lambda key: roles[key] if roles else None)
-        report = {
-            "checkpoint": str(path), "recovered": ckpt.recovered, "hub": hub_record(ckpt.files[0]) or None,
-            "files": [str(p) for p in ckpt.files],
-            "index": str(ckpt.index_path) if ckpt.index_path else None, "sharded": ckpt.sharded,
-            "tensor_count": len(ckpt.names()), "total_bytes": ckpt.total_bytes, "architecture": role("architecture"),
-            "architecture_error": detect_error, "model_type": role("model_type"), "tied": role("tied"),
-            "head": role("head"), "roles": role("roles"), "absent": role("absent"), "metadata": ckpt.metadata,
-            "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
-                         "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
-        }
-    return CheckpointReport(report)
+    return CheckpointReport(inspect_checkpoint(_local(checkpoint), arch, _role_map(mapping)))
 
 
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
@@ -265,9 +226,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     without it only what needs none is computed. Nothing is modified.
     """
     from nbcli.counts import parse_smoothing
-    from nbcli.probe_report import build_report, load_probe_inputs, probe_inputs
-
     from nbcli.errors import ConfigError
+    from nbcli.probe_report import finish_report, load_probe_inputs, probe_inputs
 
     k = parse_smoothing(smoothing)
     if not 1 <= bins <= 1000:
@@ -278,13 +238,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
         inputs, header, warnings = load_probe_inputs(_local(checkpoint), _optional(counts), **options)
     else:
         inputs, header, warnings = probe_inputs(_held(checkpoint), _optional(counts), **options)
-    # TODO(merge): the assembly below is nbcli/cli/probe_bias.py's; call the core's once it moves there.
-    report = build_report(inputs, bins=bins, smoothing_k=k, partition=partition)
-    arrays = report.pop("_arrays")
-    counts_file = header.pop("counts_file")
-    if report["counts"] is not None:
-        report["counts"].update(counts_file)
-    return ProbeReport({**header, **report, "warnings": warnings}, scores=arrays.get("scores"))
+    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition)
+    return ProbeReport(report, scores=arrays.get("scores"))
 
 
 def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_output_bias: PathLike | None = None,
@@ -307,6 +262,7 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
     a new dict holding the caller's tensors with the touched ones replaced (the caller's tensors are
     not modified); `in_place=True` copies the new values into the given model's or dict's tensors.
     """
+    from nbcli.checkpoint.format import dtype_code_of_name
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise
@@ -319,7 +275,7 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
         scale_ln_bias=None if scale_ln_bias is None else float(scale_ln_bias),
         remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
-        new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
+        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
         tokenizer=_optional(tokenizer), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
         raise ConfigError("no operation given: use set_output_bias, rescale_w, standardise, shuffle, "
@@ -335,31 +291,11 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
 
 def _patch_file(path: Path, output: Path | None, options: Any, *, arch: str, mapping: RoleMap, in_place: bool,
                 dry_run: bool, hash_inputs: bool) -> PatchReport:
-    from nbcli.atomic import check_output_dir
-    from nbcli.checkpoint.layout import folder_output, resolve_output
-    from nbcli.checkpoint.reader import open_checkpoint as open_file
-    from nbcli.checkpoint.roles import resolve_roles
-    from nbcli.errors import ConfigError
-    from nbcli.surgery import apply_surgery
+    from nbcli.surgery import patch_file
 
-    # TODO(merge): the output checks are nbcli/cli/patch_checkpoint.py's (its output guard); call the
-    # shared helper once the CLI has one in the core.
-    with open_file(path) as ckpt:
-        if output is None and not dry_run:
-            if not in_place:
-                raise ConfigError("give an output (or in_place=True to overwrite the checkpoint, or dry_run=True)")
-            output = ckpt.model_dir or (ckpt.files[0].parent if ckpt.sharded else ckpt.files[0])
-        if output is not None and not dry_run:
-            folder = folder_output(ckpt, output)
-            target = resolve_output(ckpt, output, folder)
-            directory = target if ckpt.sharded else target.parent if folder else None
-            if directory is None or not directory.is_dir():
-                check_output_dir(directory or target)
-            else:
-                check_output_dir(directory / "x")
-        roles = resolve_roles(ckpt, arch, _role_map(mapping))
-        result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
-                               hash_checkpoint=hash_inputs)
+    result = patch_file(path, output, options, arch=arch, mapping=_role_map(mapping), in_place=in_place,
+                        dry_run=dry_run, hash_inputs=hash_inputs,
+                        missing_output="give an output (or in_place=True to overwrite the checkpoint, or dry_run=True)")
     return PatchReport(result.as_dict())
 
 
@@ -369,17 +305,13 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
 
     from nbcli.checkpoint.roles import resolve_roles
     from nbcli.errors import CheckpointError
-    from nbcli.surgery import SurgeryResult, run_surgery
+    from nbcli.surgery import resolve_options, run_surgery, surgery_result
 
     held = _held(model)
     roles = resolve_roles(held, arch, _role_map(mapping))
-    emb = roles.get("input_embedding")
-    if options.standardise is not None and emb is not None:  # the report records the target used
-        options = replace(options, standardise=options.standardise.resolved(held.shape(emb)))
+    options = resolve_options(held, roles, options)  # the report records the standardise target used
     tensors, workspace, warnings = run_surgery(held, roles, options)
-    result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=options.operations(),
-                           tensors=list(workspace.touched.values()), warnings=warnings,
-                           config_updates=dict(workspace.config_updates))
+    result = surgery_result(roles, options, workspace, warnings)
     original = model if isinstance(model, Mapping) else model.state_dict()
     if in_place:
         created = [name for name in tensors if name not in original]
@@ -403,10 +335,6 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
     return PatchReport(result.as_dict(), state_dict=patched)
 
 
-def _study_report(study: Any, **fields: Any) -> dict[str, Any]:
-    return {**study.provenance(), **fields}
-
-
 def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
              counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
@@ -416,28 +344,12 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
     checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
     list of numbers (b_LN scaled in memory, nothing written)."""
     from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
-    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
+    from nbcli.lm.perplexity import eval_report
 
-    k = parse_smoothing(smoothing)
-    documents = _paths(corpus)
-    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
-                       remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=k, arch=arch,
-                       mapping=_role_map(mapping), device=device)
-    try:
-        runner = study.runner
-        scored = tokenize_documents(read_documents(documents), study.tokenizer, runner.vocab_size)
-        unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
-        rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size, stride=stride,
-                                       unigram_log=unigram)
-    finally:
-        study.runner.close()
-    # TODO(merge): this report's assembly is nbcli/cli/eval.py's; call the core's once it moves there.
-    return EvalReport(_study_report(
-        study, corpus=documents, documents=scored.documents, first_token=f"predicted from {scored.first_from}",
-        eos_scored=scored.eos_id is not None,
-        unigram=study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{k:g}"},
-        rows=rows, warnings=warnings))
+    return EvalReport(eval_report(
+        _local(checkpoint), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
+        remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=parse_smoothing(smoothing),
+        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device))
 
 
 def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
@@ -454,41 +366,23 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
              max_new_tokens: int = 256, samples: int = 1, max_prompts: int | None = None, seed: int = 0,
              eval_corpus: PathLike | Sequence[PathLike] | None = None, logit_adjust: float | None = None,
              counts: PathLike | None = None, smoothing: str = "add-k:1", remove_frequency_direction: bool = False,
-             mauve_featurizer: str | None = None, batch_size: int = 16, kv_cache: bool = True, arch: str = "auto",
-             mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
+             mauve_featurizer: str | None = None, out: PathLike | None = None, batch_size: int = 16,
+             kv_cache: bool = True, arch: str = "auto", mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
-    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`."""
+    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`; with
+    `out` (a directory) also in out/samples.jsonl, beside table.json and the plot (`nb generate --out`)."""
     from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
     from nbcli.lm.decoding import parse_decoding
-    from nbcli.lm.diversity import word_tokenize
-    from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
-    from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.lm.generation import GenerationOptions, generation_report
 
-    rule = parse_decoding(decoding)
-    word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
-    prompt_files = _paths(prompts)
-    eval_files = _paths(eval_corpus) if eval_corpus is not None else None
-    study = open_study(_local(checkpoint), _local(tokenizer), _lambdas(scale_ln_bias),
-                       remove_direction=remove_frequency_direction, tau=logit_adjust, counts=_optional(counts),
-                       smoothing_k=parse_smoothing(smoothing), arch=arch, mapping=_role_map(mapping), device=device)
-    try:
-        runner = study.runner
-        chosen = make_prompts(read_documents(prompt_files), prompt_words, max_prompts)
-        scored = (tokenize_documents(read_documents(eval_files), study.tokenizer, runner.vocab_size)
-                  if eval_files else None)
-        opts = GenerationOptions(rule, max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
-        rows, records, warnings = generation_study(
-            runner, study.tokenizer, study.arms, study.base, chosen, opts, log_prior=study.log_prior,
-            eval_scored=scored, featurizer=mauve_featurizer)
-    finally:
-        study.runner.close()
-    # TODO(merge): this report's assembly is nbcli/cli/generate.py's (as are its --out files).
-    return GenerateReport(_study_report(
-        study, prompts=prompt_files, prompt_count=len(chosen), eval_corpus=eval_files, decoding=rule.spec,
-        prompt_words=prompt_words, max_new_tokens=max_new_tokens, samples=samples, seed=seed, kv_cache=kv_cache,
-        rows=rows, warnings=warnings, outputs=[]), samples=records)
+    opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
+    report, records = generation_report(
+        _local(checkpoint), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
+        max_prompts=max_prompts, eval_corpus=_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
+        counts=_optional(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
+        featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out))
+    return GenerateReport(report, samples=records)
 
 
 def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",

@@ -15,6 +15,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -235,6 +236,19 @@ def merge_counts(parts: list[UnigramCounts]) -> UnigramCounts:
         ),
     })
     return UnigramCounts(counts=total, metadata=metadata)
+
+
+def merge_counts_files(inputs: list[Path | str], output: Path | str) -> dict[str, Any]:
+    """`nb merge-counts`: check `output` against the inputs (`guard_outputs`), sum the files
+    (`merge_counts`: same tokenizer and vocabulary, or CountsError) and write the result
+    atomically. Returns the report (what `--json` prints)."""
+    from nbcli.outputs import guard_outputs
+
+    guard_outputs([output], inputs)
+    merged = merge_counts([read_counts(p) for p in inputs])
+    write_counts(output, merged)
+    return {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,
+            "vocab_size": merged.vocab_size, "tokenizer_sha256": merged.tokenizer_sha256}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -216,3 +216,12 @@ def test_transplant_matches_cli(tmp_path: Path, nb_lm: Path, sp_model: Path) -> 
     assert stable(api.to_dict()) == stable(cli)
     assert torch.equal(open_checkpoint(tmp_path / "a.safetensors").get("tok_emb.weight"),
                        open_checkpoint(tmp_path / "b.safetensors").get("tok_emb.weight"))
+
+
+def test_generate_out_writes_what_the_command_writes(nb_lm: Path, sp_model: Path, heldout: Path,  # noqa: F811
+                                                     tmp_path: Path) -> None:
+    api = nbcli.generate(nb_lm, heldout, sp_model, prompt_words=3, max_new_tokens=4, device="cpu", out=tmp_path / "o")
+    assert api.outputs == [str(tmp_path / "o" / "samples.jsonl"), str(tmp_path / "o" / "table.json")]
+    lines = (tmp_path / "o" / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == len(api.samples) == api.prompt_count
+    assert json.loads((tmp_path / "o" / "table.json").read_text())["rows"] == api.to_dict()["rows"]

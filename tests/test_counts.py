@@ -11,10 +11,10 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from nbcli.counts import (
-    UnigramCounts, counts_tsv, log_unigram, merge_counts, pad_counts, parse_smoothing, read_counts, unigram_entropy,
-    write_counts,
+    UnigramCounts, counts_tsv, log_unigram, merge_counts, merge_counts_files, pad_counts, parse_smoothing, read_counts,
+    unigram_entropy, write_counts,
 )
-from nbcli.errors import ConfigError, CountsError
+from nbcli.errors import ConfigError, CountsError, OutputError
 
 counts_arrays = arrays(np.int64, st.integers(1, 60), elements=st.integers(0, 10**9))
 
@@ -105,3 +105,19 @@ def test_tsv(tmp_path: Path) -> None:
     assert [r[0] for r in rows] == ["0", "1", "2"]
     assert rows[1][1] == "tab\\there"
     assert math.isclose(float(rows[1][3]), math.log(1 / 7), rel_tol=1e-8)
+
+
+def test_merge_counts_files_writes_the_sum_and_reports_it(tmp_path: Path) -> None:
+    inputs = [_file(tmp_path, "a.safetensors", [1, 0, 5]), _file(tmp_path, "b.safetensors", [2, 2, 0])]
+    report = merge_counts_files(inputs, tmp_path / "m.safetensors")
+    assert report == {"output": str(tmp_path / "m.safetensors"), "inputs": [str(p) for p in inputs], "tokens": 10,
+                      "vocab_size": 3, "tokenizer_sha256": "a" * 64}
+    np.testing.assert_array_equal(read_counts(tmp_path / "m.safetensors").counts, [3, 2, 5])
+    before = inputs[0].read_bytes()
+    with pytest.raises(OutputError, match="same file as the input"):
+        merge_counts_files(inputs, inputs[0])
+    assert inputs[0].read_bytes() == before
+    bad = _file(tmp_path, "c.safetensors", [1, 1])
+    with pytest.raises(CountsError, match="vocab size 2 differs"):
+        merge_counts_files([inputs[0], bad], tmp_path / "n.safetensors")
+    assert not (tmp_path / "n.safetensors").exists()

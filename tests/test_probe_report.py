@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -63,3 +65,26 @@ def test_zero_b_ln_defines_no_direction(tensors: dict[str, np.ndarray]) -> None:
     assert report["frequency_direction"]["present"] is False
     assert "all zeros" in report["frequency_direction"]["note"]
     assert report["isotropy"]["mean_cosine_without_bias_direction"] is None
+
+
+def test_finish_report_is_the_whole_command_report(tmp_path: Path) -> None:
+    from nbcli.counts import UnigramCounts, write_counts
+    from nbcli.probe_report import finish_report, load_probe_inputs
+    from tests.checkpoint.builders import V, gpt2_tensors, save
+
+    path = save(tmp_path / "m.safetensors", gpt2_tensors())
+    counts = np.arange(V, dtype=np.int64) * 3
+    write_counts(tmp_path / "c.safetensors", UnigramCounts(counts=counts, metadata={}))
+    inputs, header, warnings = load_probe_inputs(path, tmp_path / "c.safetensors")
+    kept = dict(header)
+    report, arrays = finish_report(inputs, header, warnings, bins=4, smoothing_k=0.5, partition=False)
+    assert header == kept  # the caller's header is not consumed
+    assert report["checkpoint"] == str(path) and report["architecture"] == "gpt2"
+    assert report["warnings"] == warnings and "counts_file" not in report
+    assert report["counts"]["path"] == header["counts_file"]["path"]  # the file's identity joins the counts section
+    assert report["counts"]["total"] == int(counts.sum()) and report["counts"]["smoothing_k"] == 0.5
+    assert len(report["frequency_bins"]) <= 4 and "_arrays" not in report
+    assert arrays["scores"].shape == (V,)
+    sections = build_report(inputs, bins=4, smoothing_k=0.5, partition=False)
+    for key in ("frequency_direction", "isotropy", "output_bias", "frequency_bins"):
+        assert report[key] == sections[key], key

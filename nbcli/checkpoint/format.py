@@ -6,7 +6,7 @@ Bytes <-> structs, nothing else: opening checkpoints is `reader`, writing files 
                                              naming the file and, where it applies, the tensor)
     build_header(entries, metadata) -> bytes the length-prefixed header for tensors laid out in order
     TensorInfo                               one tensor: file, absolute byte range, dtype, shape
-    torch_dtype(code) / dtype_code(torch_dtype) / DTYPE_SIZES / FLOAT_CODES
+    torch_dtype(code) / dtype_code(torch_dtype) / dtype_code_of_name("bfloat16") / DTYPE_SIZES / FLOAT_CODES
     NUMPY_STORED / float32_from_stored(words, code)   F32/F16/BF16/F64 bytes as float32 without torch
 
 Byte layout (https://github.com/huggingface/safetensors): u64 little-endian header length N, N
@@ -67,13 +67,25 @@ def torch_dtype(code: str) -> torch.dtype:
     return getattr(torch, _TORCH_NAMES[code])
 
 
+def _code_of_name(name: str) -> str | None:
+    return next((code for code, torch_name in _TORCH_NAMES.items() if torch_name == name), None)
+
+
 def dtype_code(dtype: torch.dtype) -> str:
     """The safetensors dtype code of a torch dtype."""
-    name = str(dtype).removeprefix("torch.")
-    for code, torch_name in _TORCH_NAMES.items():
-        if torch_name == name:
-            return code
-    raise ConfigError(f"dtype {dtype} cannot be stored in safetensors")
+    code = _code_of_name(str(dtype).removeprefix("torch."))
+    if code is None:
+        raise ConfigError(f"dtype {dtype} cannot be stored in safetensors")
+    return code
+
+
+def dtype_code_of_name(name: str) -> str:
+    """The safetensors dtype code of a torch dtype's name, as options spell it: "float32" -> "F32",
+    "bfloat16" -> "BF16" (`--new-tensor-dtype`)."""
+    code = _code_of_name(name)
+    if code is None:
+        raise ConfigError(f"dtype {name!r} cannot be stored in safetensors")
+    return code
 
 
 @dataclass(frozen=True)

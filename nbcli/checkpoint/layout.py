@@ -8,6 +8,8 @@
         OutputError unless every input stays intact (OUT == IN needs in_place=True)
     checked_output_dir(source, target, folder) -> Path | None   the directory a write creates or
         fills, checked: its parent must allow it, an existing one must be a directory
+    surgery_output(source, out, in_place=, dry_run=) -> Path | None   OUT of a patch (IN itself with
+        in_place and no OUT), where it goes checked before anything is read
 """
 
 from __future__ import annotations
@@ -108,3 +110,29 @@ def checked_output_dir(source: Checkpoint, target: Path, folder: bool) -> Path |
         elif not target_dir.is_dir():
             raise OutputError(f"{target_dir}: exists and is not a directory")
     return target_dir
+
+
+MISSING_OUTPUT = "give an output with -o OUT (or --in-place to overwrite IN, or --dry-run)"
+
+
+def surgery_output(source: Checkpoint, out: Path | str | None, *, in_place: bool = False, dry_run: bool = False,
+                   missing: str = MISSING_OUTPUT) -> Path | None:
+    """Where a patch of `source` writes: `out`, or with `in_place` and no `out` the checkpoint itself
+    (its model folder, shard directory or file); None for a dry run. ConfigError(`missing`) when
+    there is no OUT and neither flag. Where OUT goes is checked now (`guard_outputs`: the directory
+    exists or can be made, and is writable); whether OUT is one of the inputs, the writer checks
+    (`check_output_paths`: in_place may allow it)."""
+    from nbcli.outputs import guard_outputs
+
+    if dry_run:
+        return None if out is None else Path(out)
+    if out is None:
+        if not in_place:
+            raise ConfigError(missing)
+        out = source.model_dir or (source.files[0].parent if source.sharded else source.files[0])
+    out = Path(out)
+    folder = folder_output(source, out)
+    target = resolve_output(source, out, folder)
+    directory = target if source.sharded else target.parent if folder else None
+    guard_outputs([] if directory else [target], folder=directory)
+    return out

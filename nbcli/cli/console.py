@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,23 +48,20 @@ def esc(value: object) -> str:
     return text
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
-        return _jsonable(value.item())
-    return value
+def print_warnings(warnings: list[str]) -> None:
+    """Each warning on stderr as one `warning:` line (the report's --json keeps them too)."""
+    err = stderr_console()
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
 
 
 def print_json(payload: dict[str, Any]) -> None:
     """Print one JSON object on stdout (NaN -> null, so the output is strict JSON)."""
     import sys
 
-    sys.stdout.write(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n")
+    from nbcli.jsonsafe import json_ready
+
+    sys.stdout.write(json.dumps(json_ready(payload), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

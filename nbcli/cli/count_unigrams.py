@@ -75,33 +75,23 @@ def count_unigrams(
     """
     from nbcli.cli.console import byte_progress, print_json, stderr_console
     from nbcli.cli.render import render_count_summary
-    from nbcli.counting import (
-        CountOptions, build_counts_file, count_corpus, count_report, write_count_outputs,
-    )
-    from nbcli.corpus import corpus_files
+    from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
-    from nbcli.outputs import guard_outputs
-    from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
     k = parse_smoothing(smoothing)
-    guard_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer)])
-    tok = load_tokenizer(tokenizer)
     options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=not exact_only)
     with byte_progress("counting") as progress:
-        result = count_corpus(inputs, tok, options, workers=workers or None, dask_address=dask,
-                              progress=progress)
-    counts_file = build_counts_file(result, tok, smoothing_k=k)
-    write_count_outputs(counts_file, output, tsv, tok, k)
-    report = count_report(result, tok, output, tsv)
+        report, _ = count_to_file(inputs, tokenizer, output, tsv, options, smoothing_k=k, workers=workers or None,
+                                  dask_address=dask, progress=progress)
     err = stderr_console()
-    if result.bad_utf8_lines:
-        err.print(f"[yellow]warning:[/] {result.bad_utf8_lines} line(s) had invalid UTF-8, "
+    if report["bad_utf8_lines"]:
+        err.print(f"[yellow]warning:[/] {report['bad_utf8_lines']} line(s) had invalid UTF-8, "
                   "counted with U+FFFD replacement (--strict to fail instead)")
-    if result.skipped_lines:
-        err.print(f"[yellow]warning:[/] skipped {result.skipped_lines} bad JSONL line(s)")
-    if result.skipped_nulls:
-        err.print(f"[yellow]warning:[/] skipped {result.skipped_nulls} null document(s) in --field {field!r}")
+    if report["skipped_lines"]:
+        err.print(f"[yellow]warning:[/] skipped {report['skipped_lines']} bad JSONL line(s)")
+    if report["skipped_nulls"]:
+        err.print(f"[yellow]warning:[/] skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
     if as_json:
         print_json(report)
     else:

@@ -55,27 +55,18 @@ def eval_command(
     as_json: JsonOption = False,
 ) -> None:
     """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA."""  # noqa: E501
-    from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import esc, print_json, stderr_console, token_progress
-    from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
-    from nbcli.lm.perplexity import evaluate_arms, kl_reference, read_documents, tokenize_documents
+    from functools import partial
 
-    k = parse_smoothing(smoothing)
-    study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, counts=counts,
-                       smoothing_k=k, arch=arch, mapping=parse_role_map(mapping or []), device=device)
-    runner = study.runner
-    scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
-    unigram = kl_reference(scored, runner.vocab_size, k, study.log_prior)
-    with token_progress("scoring", scored.targets * len(study.arms)) as progress:
-        rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
-                                       stride=stride, unigram_log=unigram, progress=progress)
-    report = {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
-              "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
-              "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{k:g}"},
-              "rows": rows, "warnings": warnings}
-    for warning in warnings:
-        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    from nbcli.checkpoint import parse_role_map
+    from nbcli.cli.console import print_json, print_warnings, token_progress
+    from nbcli.counts import parse_smoothing
+    from nbcli.lm.perplexity import eval_report
+
+    report = eval_report(checkpoint, corpus, tokenizer, scale_ln_bias, remove_direction=remove_direction,
+                         counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
+                         arch=arch, mapping=parse_role_map(mapping or []), device=device,
+                         progress_bar=partial(token_progress, "scoring"))
+    print_warnings(report["warnings"])
     if as_json:
         print_json(report)
     else:

@@ -80,79 +80,25 @@ def generate_command(
     as_json: JsonOption = False,
 ) -> None:
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501
-    from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import esc, print_json, stderr_console, step_progress
-    from nbcli.counts import parse_smoothing
-    from nbcli.lm.arms import open_study
-    from nbcli.lm.decoding import parse_decoding
-    from nbcli.lm.diversity import word_tokenize
-    from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
-    from nbcli.lm.perplexity import read_documents, tokenize_documents
-    from nbcli.outputs import guard_outputs
+    from functools import partial
 
-    rule = parse_decoding(decoding)
-    if out is not None:
-        guard_outputs([out / name for name in OUT_NAMES], [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])],
-                      folder=out, option="--out")
-    word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
-    study = open_study(checkpoint, tokenizer, scale_ln_bias, remove_direction=remove_direction, tau=logit_adjust,
-                       counts=counts, smoothing_k=parse_smoothing(smoothing), arch=arch,
-                       mapping=parse_role_map(mapping or []), device=device)
-    runner = study.runner
-    chosen = make_prompts(read_documents(prompts), prompt_words, max_prompts)
-    scored = tokenize_documents(read_documents(eval_corpus), study.tokenizer, runner.vocab_size) if eval_corpus else None
-    opts = GenerationOptions(rule, max_new_tokens, samples, seed, batch_size, use_cache=not no_cache)
-    with step_progress("generating", len(chosen) * samples * len(study.arms)) as progress:
-        rows, records, warnings = generation_study(
-            runner, study.tokenizer, study.arms, study.base, chosen, opts, log_prior=study.log_prior,
-            eval_scored=scored, featurizer=mauve_featurizer, progress=lambda n: progress(advance=n))
-    report = {**study.provenance(), "prompts": list(prompts), "prompt_count": len(chosen),
-              "eval_corpus": eval_corpus, "decoding": rule.spec, "prompt_words": prompt_words,
-              "max_new_tokens": max_new_tokens, "samples": samples, "seed": seed, "kv_cache": not no_cache,
-              "rows": rows, "warnings": warnings, "outputs": []}
-    if out is not None:
-        report["outputs"] = _write_outputs(out, report, records)
-    for warning in warnings:
-        stderr_console().print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    from nbcli.checkpoint import parse_role_map
+    from nbcli.cli.console import print_json, print_warnings, token_progress
+    from nbcli.counts import parse_smoothing
+    from nbcli.lm.decoding import parse_decoding
+    from nbcli.lm.generation import GenerationOptions, generation_report
+
+    opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=not no_cache)
+    report, _ = generation_report(
+        checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,
+        eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
+        remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
+        device=device, out=out, progress_bar=partial(token_progress, "generating"))
+    print_warnings(report["warnings"])
     if as_json:
         print_json(report)
     else:
         _render(report)
-
-
-OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
-
-
-def _write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
-    """samples.jsonl, table.json and the plot, committed together (OutputSet) or not at all."""
-    import importlib.util
-    import json
-
-    from nbcli import plots
-    from nbcli.atomic import OutputSet
-    from nbcli.cli.console import _jsonable
-
-    out.mkdir(parents=True, exist_ok=True)
-    written = [str(out / "samples.jsonl"), str(out / "table.json")]
-    plot = out / "diversity_vs_perplexity.png"
-    with OutputSet() as outputs:
-        outputs.open(out / "samples.jsonl").write(
-            "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in records).encode())
-        if report["eval_corpus"] and importlib.util.find_spec("matplotlib") is not None:
-            plots.plot_diversity_vs_perplexity(
-                plot, report["rows"], title=f"{Path(report['model']['path']).name}: diversity vs perplexity "
-                f"({report['decoding']})", metadata={"nb.version": report["nb_version"], "nb.model": report["model"]["path"]},
-                outputs=outputs)
-            written.append(str(plot))
-            report["plot"] = str(plot)
-        else:
-            report["plot"] = None
-            report["plot_note"] = ("absent: needs --eval-corpus (perplexity axis)" if not report["eval_corpus"]
-                                   else "absent: matplotlib is not installed (pip install 'nbcli[plot]')")
-        report["outputs"] = written
-        outputs.open(out / "table.json").write(
-            (json.dumps(_jsonable(report), indent=2, ensure_ascii=False) + "\n").encode())
-    return written
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

@@ -34,42 +34,11 @@ def inspect_checkpoint(
 ) -> None:
     """Show a checkpoint's tensors (name, dtype, shape, bytes, shard), its architecture and roles, and
     its metadata. An unrecognised architecture is reported, not an error."""
-    from nbcli.atomic import take_notes
-    from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_roles
+    from nbcli.checkpoint import parse_role_map
+    from nbcli.checkpoint.report import inspect_checkpoint as inspect_report
     from nbcli.cli.console import print_json
-    from nbcli.errors import CheckpointError
-    from nbcli.resolve import hub_record
 
-    overrides = parse_role_map(mapping or [])
-    with open_checkpoint(checkpoint) as ckpt:
-        take_notes()  # reported below, as part of the checkpoint's report
-        try:
-            roles: dict[str, Any] | None = resolve_roles(ckpt, arch, overrides).as_dict()
-            detect_error = None
-        except CheckpointError as err:
-            if arch != "auto" or overrides:
-                raise
-            roles, detect_error = None, str(err)
-        report = {
-            "checkpoint": str(checkpoint),
-            "recovered": ckpt.recovered,
-            "hub": hub_record(ckpt.files[0]) or None,  # repo id + commit of a Hub snapshot (nbcli.resolve)
-            "files": [str(p) for p in ckpt.files],
-            "index": str(ckpt.index_path) if ckpt.index_path else None,
-            "sharded": ckpt.sharded,
-            "tensor_count": len(ckpt.names()),
-            "total_bytes": ckpt.total_bytes,
-            "architecture": roles["architecture"] if roles else None,
-            "architecture_error": detect_error,
-            "model_type": roles["model_type"] if roles else None,
-            "tied": roles["tied"] if roles else None,
-            "head": roles["head"] if roles else None,
-            "roles": roles["roles"] if roles else None,
-            "absent": roles["absent"] if roles else None,
-            "metadata": ckpt.metadata,
-            "tensors": [{"name": n, "dtype": ckpt.dtype(n), "shape": list(ckpt.shape(n)),
-                         "bytes": ckpt.info(n).nbytes, "file": ckpt.shard_of(n).name} for n in ckpt.names()],
-        }
+    report = inspect_report(checkpoint, arch, parse_role_map(mapping or []))
     if as_json:
         print_json(report)
     else:

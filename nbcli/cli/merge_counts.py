@@ -26,19 +26,14 @@ def merge_counts(
     """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts
     made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""
     from nbcli.cli.console import esc, print_json, stdout_console
-    from nbcli.counts import merge_counts as merge, read_counts, write_counts
-    from nbcli.outputs import guard_outputs
+    from nbcli.counts import merge_counts_files
 
-    guard_outputs([output], inputs)
-    merged = merge([read_counts(p) for p in inputs])
-    write_counts(output, merged)
-    report = {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,
-              "vocab_size": merged.vocab_size, "tokenizer_sha256": merged.tokenizer_sha256}
+    report = merge_counts_files(inputs, output)
     if as_json:
         print_json(report)
     else:
-        stdout_console().print(f"merged {len(inputs)} files: {merged.total:,} tokens, "
-                               f"vocab {merged.vocab_size:,} -> {esc(output)}")
+        stdout_console().print(f"merged {len(report['inputs'])} files: {report['tokens']:,} tokens, "
+                               f"vocab {report['vocab_size']:,} -> {esc(output)}")
 
 
 def register(app: typer.Typer) -> None:

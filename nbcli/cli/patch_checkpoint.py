@@ -119,14 +119,13 @@ def patch_checkpoint(
     # At exit, Python's final garbage collections walk every object torch created (~0.4 s on this
     # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
     atexit.register(gc.freeze)
-    from nbcli.checkpoint import open_checkpoint, parse_role_map, resolve_output, resolve_roles
-    from nbcli.checkpoint.layout import folder_output
-    from nbcli.cli.console import byte_progress, esc, print_json, stderr_console
+    from nbcli.checkpoint import parse_role_map
+    from nbcli.checkpoint.format import dtype_code_of_name
+    from nbcli.cli.console import byte_progress, print_json, print_warnings
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
-    from nbcli.outputs import guard_outputs
     from nbcli.resolve import local_path
-    from nbcli.surgery import SurgeryOptions, apply_surgery, check_lambda, parse_standardise
+    from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise, patch_file
 
     lam = None
     if scale_ln_bias is not None:
@@ -140,30 +139,15 @@ def patch_checkpoint(
         rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
         remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite,
-        new_tensor_dtype={"float32": "F32", "bfloat16": "BF16", "float16": "F16", "float64": "F64"}[new_tensor_dtype],
+        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
         tokenizer=tokenizer and local_path(tokenizer, "tokenizer"), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
         raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
                           "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")
-    with open_checkpoint(checkpoint) as ckpt:
-        if output is None and not dry_run:
-            if not in_place:
-                raise ConfigError("give an output with -o OUT (or --in-place to overwrite IN, or --dry-run)")
-            output = ckpt.model_dir or (ckpt.files[0].parent if ckpt.sharded else ckpt.files[0])
-        if output is not None and not dry_run:
-            folder = folder_output(ckpt, output)
-            target = resolve_output(ckpt, output, folder)
-            directory = target if ckpt.sharded else target.parent if folder else None
-            # where OUT goes; whether it is one of the inputs, the writer checks (--in-place may allow it)
-            guard_outputs([] if directory else [target], folder=directory)
-        roles = resolve_roles(ckpt, arch, parse_role_map(mapping or []))
-        with byte_progress("patching") as progress:
-            total = ckpt.total_bytes
-            result = apply_surgery(ckpt, roles, options, output, in_place=in_place, dry_run=dry_run,
-                                   hash_checkpoint=hash_inputs, progress=lambda n: progress(n, total))
-    err = stderr_console()
-    for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
+    with byte_progress("patching") as progress:
+        result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
+                            in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)
+    print_warnings(result.warnings)
     if as_json:
         print_json(result.as_dict())
     else:

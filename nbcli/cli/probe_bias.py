@@ -73,7 +73,7 @@ def probe_bias(
     how anisotropic W is with and without the b_LN direction, and how far softmax of the output bias
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
-    from nbcli.cli.console import esc, print_json, stderr_console, step_progress
+    from nbcli.cli.console import print_json, print_warnings, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.probe_report import finish_report, load_probe_inputs, report_steps, write_probe_plots
 
@@ -82,9 +82,7 @@ def probe_bias(
         _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])])
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
-    err = stderr_console()
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {esc(warning)}")
+    print_warnings(warnings)
     with step_progress("probing", report_steps(inputs, partition)) as advance:
         report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
                                        progress=lambda status: advance(1, status=status))

@@ -14,11 +14,11 @@ rule is provably exact are counted by encoding whole documents.
 """
 
 from nbcli.counting.blocks import CACHE_LIMIT, BlockCounter, ChunkTable, CountOptions, TaskResult, document_markers
-from nbcli.counting.report import build_counts_file, count_report, write_count_outputs
+from nbcli.counting.report import build_counts_file, count_report, count_to_file, write_count_outputs
 from nbcli.counting.run import CountResult, ProgressCallback, count_corpus, default_workers, throughput
 
 __all__ = [
     "CACHE_LIMIT", "BlockCounter", "ChunkTable", "CountOptions", "CountResult", "ProgressCallback", "TaskResult",
-    "build_counts_file", "count_corpus", "count_report", "default_workers", "document_markers", "throughput",
+    "build_counts_file", "count_corpus", "count_report", "count_to_file", "default_workers", "document_markers", "throughput",
     "write_count_outputs",
 ]

@@ -1,13 +1,18 @@
-"""From a count to its counts file (with provenance) and the summary `nb count-unigrams` prints."""
+"""From a count to its counts file (with provenance) and the summary `nb count-unigrams` prints.
+
+    count_to_file(inputs, tokenizer, output, tsv, options, ...) -> (report, counts)   the whole command
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nbcli.atomic import write_all_atomic
-from nbcli.counting.run import CountResult, throughput
+from nbcli.counting.blocks import CountOptions
+from nbcli.counting.run import CountResult, ProgressCallback, count_corpus, throughput
 from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
 from nbcli.provenance import tool_version, utc_now
 from nbcli.resolve import hub_record
@@ -89,3 +94,22 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
 def _marker(tokenizer: Tokenizer, token_id: int | None) -> dict[str, Any] | None:
     """{"piece", "id"} of a document marker, None when the tokenizer has none."""
     return None if token_id is None else {"piece": tokenizer.piece(token_id), "id": token_id}
+
+
+def count_to_file(inputs: Sequence[str], tokenizer_path: Path, output: Path, tsv: Path | None, options: CountOptions, *,
+                  smoothing_k: float = 1.0, workers: int | None = None, dask_address: str | None = None,
+                  progress: ProgressCallback | None = None) -> tuple[dict[str, Any], UnigramCounts]:
+    """`nb count-unigrams` from start to end: check the outputs against the inputs and their
+    directories (`guard_outputs`, before anything is read), load the tokenizer, count `inputs`
+    (files, directories, globs, "-"), write the counts file (and the TSV) as one commit. Returns
+    the summary (what `--json` prints) and the counts written."""
+    from nbcli.corpus import corpus_files
+    from nbcli.outputs import guard_outputs
+    from nbcli.tokenizers import load_tokenizer, tokenizer_files
+
+    guard_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer_path)])
+    tokenizer = load_tokenizer(tokenizer_path)
+    result = count_corpus(inputs, tokenizer, options, workers=workers, dask_address=dask_address, progress=progress)
+    counts = build_counts_file(result, tokenizer, smoothing_k=smoothing_k)
+    write_count_outputs(counts, output, tsv, tokenizer, smoothing_k)
+    return count_report(result, tokenizer, output, tsv), counts

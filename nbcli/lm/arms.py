@@ -4,8 +4,10 @@ b_LN. Parsing of the lambda list, the surgery each arm applies, and its log-prio
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,16 @@ if TYPE_CHECKING:
 
     from nbcli.lm.runner import Runner
     from nbcli.surgery import SurgeryOptions
+
+ProgressBar = Callable[[int], AbstractContextManager[Callable[[int], None]]]
+"""A progress display for a study's work: called with the total (tokens, samples), it gives a
+context manager yielding the callback that advances it (the CLI's `token_progress`)."""
+
+
+@contextlib.contextmanager
+def no_progress(total: int) -> Iterator[Callable[[int], None]]:
+    """The ProgressBar that shows nothing."""
+    yield lambda advance: None
 
 
 def parse_lambdas(spec: str) -> list[float]:

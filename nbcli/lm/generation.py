@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from nbcli.errors import ConfigError, CorpusError
 if TYPE_CHECKING:
     import torch
 
+    from nbcli.lm.arms import ProgressBar
     from nbcli.lm.decoding import Decoding
     from nbcli.lm.runner import Runner
     from nbcli.tokenizers import Tokenizer
@@ -209,3 +211,85 @@ def generation_study(runner: Runner, tokenizer: Tokenizer, arms: Sequence[Any], 
         rows.append(row)
         records += [{**arm.as_dict(), **s.record()} for s in samples]
     return rows, records, warnings
+
+
+OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
+"""What `nb generate --out DIR` writes into DIR."""
+
+
+def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path, opts: GenerationOptions,
+                      lambdas: str | None = None, *, prompt_words: int = 10, max_prompts: int | None = None,
+                      eval_corpus: Sequence[str] | None = None, tau: float | None = None, counts: Path | None = None,
+                      smoothing_k: float = 1.0, remove_direction: bool = False, featurizer: str | None = None,
+                      arch: str = "auto", mapping: dict[str, str] | None = None, device: str = "auto",
+                      out: Path | None = None, progress_bar: ProgressBar | None = None,
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The whole `nb generate` study (paper 003 sec. 3.3, table 2): prompts from `prompts`, the arms
+    (`lambdas`, and logit adjustment by `tau` with `counts`), `opts.samples` continuations per
+    prompt and arm, each arm's perplexity of `eval_corpus`. With `out`, its OUT_NAMES are written
+    there (`write_outputs`; checked before any model work). Returns (the `--json` report, every
+    sample's record); `progress_bar` is given the number of samples."""
+    from nbcli.lm.arms import no_progress, open_study
+    from nbcli.lm.diversity import word_tokenize
+    from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.outputs import guard_outputs
+
+    if out is not None:
+        guard_outputs([out / name for name in OUT_NAMES], [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])],
+                      folder=out, option="--out")
+    word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
+    study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device)
+    try:
+        runner = study.runner
+        chosen = make_prompts(read_documents(prompts), prompt_words, max_prompts)
+        scored = (tokenize_documents(read_documents(eval_corpus), study.tokenizer, runner.vocab_size)
+                  if eval_corpus else None)
+        with (progress_bar or no_progress)(len(chosen) * opts.samples * len(study.arms)) as progress:
+            rows, records, warnings = generation_study(
+                runner, study.tokenizer, study.arms, study.base, chosen, opts, log_prior=study.log_prior,
+                eval_scored=scored, featurizer=featurizer, progress=progress)
+    finally:
+        study.runner.close()
+    report = {**study.provenance(), "prompts": list(prompts), "prompt_count": len(chosen),
+              "eval_corpus": None if eval_corpus is None else list(eval_corpus), "decoding": opts.decoding.spec,
+              "prompt_words": prompt_words, "max_new_tokens": opts.max_new_tokens, "samples": opts.samples,
+              "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows, "warnings": warnings, "outputs": []}
+    if out is not None:
+        report["outputs"] = write_outputs(out, report, records)
+    return report, records
+
+
+def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+    """`nb generate --out`: OUT_NAMES into `out` (made if missing), committed together (OutputSet) or
+    not at all: samples.jsonl (every record), table.json (the report), and the diversity vs
+    perplexity plot when the report has an eval corpus and matplotlib is installed. Sets the report's
+    `plot` (and `plot_note` when absent) and `outputs`; returns the paths written."""
+    import importlib.util
+    import json
+
+    from nbcli import plots
+    from nbcli.atomic import OutputSet
+    from nbcli.jsonsafe import json_ready
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [str(out / "samples.jsonl"), str(out / "table.json")]
+    plot = out / "diversity_vs_perplexity.png"
+    with OutputSet() as outputs:
+        outputs.open(out / "samples.jsonl").write(
+            "".join(json.dumps(json_ready(r), ensure_ascii=False) + "\n" for r in records).encode())
+        if report["eval_corpus"] and importlib.util.find_spec("matplotlib") is not None:
+            plots.plot_diversity_vs_perplexity(
+                plot, report["rows"], title=f"{Path(report['model']['path']).name}: diversity vs perplexity "
+                f"({report['decoding']})", metadata={"nb.version": report["nb_version"], "nb.model": report["model"]["path"]},
+                outputs=outputs)
+            written.append(str(plot))
+            report["plot"] = str(plot)
+        else:
+            report["plot"] = None
+            report["plot_note"] = ("absent: needs --eval-corpus (perplexity axis)" if not report["eval_corpus"]
+                                   else "absent: matplotlib is not installed (pip install 'nbcli[plot]')")
+        report["outputs"] = written
+        outputs.open(out / "table.json").write(
+            (json.dumps(json_ready(report), indent=2, ensure_ascii=False) + "\n").encode())
+    return written

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from nbcli.errors import ConfigError, CorpusError
 if TYPE_CHECKING:
     import torch
 
+    from nbcli.lm.arms import ProgressBar
     from nbcli.lm.runner import Runner
     from nbcli.tokenizers import Tokenizer
 
@@ -228,3 +230,31 @@ def evaluate_arms(runner: Runner, scored: Scored, arms: Sequence[Any], base: Any
                           adjust=adjust, progress=progress)
         rows.append({**arm.as_dict(), **result.as_dict()})
     return rows, warnings
+
+
+def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambdas: str | None = None, *,
+                remove_direction: bool = False, counts: Path | None = None, smoothing_k: float = 1.0,
+                stride: int | None = None, batch_size: int = 8, arch: str = "auto",
+                mapping: dict[str, str] | None = None, device: str = "auto",
+                progress_bar: ProgressBar | None = None) -> dict[str, Any]:
+    """The whole `nb eval` report (what `--json` prints): load the model and tokenizer
+    (`open_study`), score `corpus` under every arm (`lambdas`: "1,0.5,0"), and the KL columns
+    against `counts` or the scored tokens' own add-k unigram (paper 003 table 1). The model is
+    released before returning; `progress_bar` is given the number of tokens to score."""
+    from nbcli.lm.arms import no_progress, open_study
+
+    study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, counts=counts,
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device)
+    try:
+        runner = study.runner
+        scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
+        unigram = kl_reference(scored, runner.vocab_size, smoothing_k, study.log_prior)
+        with (progress_bar or no_progress)(scored.targets * len(study.arms)) as progress:
+            rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
+                                           stride=stride, unigram_log=unigram, progress=progress)
+    finally:
+        study.runner.close()
+    return {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
+            "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
+            "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{smoothing_k:g}"},
+            "rows": rows, "warnings": warnings}

@@ -2,22 +2,25 @@
 
     plan.py    SurgeryOptions (what to do), StandardiseSpec / parse_standardise, check_lambda, the
                Workspace, run_surgery (which tensors change and how, in OPERATION_ORDER),
+               resolve_options, surgery_result (run_surgery's output as the report),
                held_tensors, provenance_entry
     write.py   apply_surgery: the streamed write of OUT, overlapped with hashing the inputs, and a
-               model folder's other files (config.json rewritten)
+               model folder's other files (config.json rewritten); patch_file: the same from a path
 
-`nb patch-checkpoint` calls `apply_surgery`; `nb eval` and `nb generate` run `run_surgery` on a
+`nb patch-checkpoint` and `nbcli.patch` on a path call `patch_file`; `nbcli.patch` on a model in
+memory runs `run_surgery` and `surgery_result`; `nb eval` and `nb generate` run `run_surgery` on a
 model in memory; `nb train` and `nb transplant-embeddings` use `standardise_to`.
 """
 
 from nbcli.surgery.plan import (
     CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, SurgeryResult, TouchedTensor, Workspace,
-    check_lambda, held_tensors, parse_standardise, provenance_entry, run_surgery, standardise_to,
+    check_lambda, held_tensors, parse_standardise, provenance_entry, resolve_options, run_surgery, standardise_to,
+    surgery_result,
 )
-from nbcli.surgery.write import apply_surgery
+from nbcli.surgery.write import apply_surgery, patch_file
 
 __all__ = [
     "CREATED_BIAS_NOTE", "OPERATION_ORDER", "StandardiseSpec", "SurgeryOptions", "SurgeryResult", "TouchedTensor",
-    "Workspace", "apply_surgery", "check_lambda", "held_tensors", "parse_standardise", "provenance_entry",
-    "run_surgery", "standardise_to",
+    "Workspace", "apply_surgery", "check_lambda", "held_tensors", "parse_standardise", "patch_file",
+    "provenance_entry", "resolve_options", "run_surgery", "standardise_to", "surgery_result",
 ]

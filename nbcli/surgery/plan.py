@@ -286,6 +286,25 @@ def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:
     return standardise_embeddings(x, spec.mean, spec.std)
 
 
+def resolve_options(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions) -> SurgeryOptions:
+    """`options` with a standardise target made concrete for the input embedding's shape, so that
+    the report and the provenance record the target used (xavier's std depends on the shape)."""
+    emb = roles.get("input_embedding")
+    if options.standardise is None or emb is None:
+        return options
+    return dataclasses.replace(options, standardise=options.standardise.resolved(checkpoint.shape(emb)))
+
+
+def surgery_result(roles: Roles, options: SurgeryOptions, workspace: Workspace, warnings: list[str],
+                   **fields: Any) -> SurgeryResult:
+    """The SurgeryResult (what `nb patch-checkpoint --json` prints) of a `run_surgery` run: its
+    workspace's touched tensors and config.json changes, and its warnings; `fields` are the
+    SurgeryResult fields a write adds (outputs, dry_run, model_folder)."""
+    return SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=options.operations(),
+                         tensors=list(workspace.touched.values()), warnings=warnings,
+                         config_updates=dict(workspace.config_updates), **fields)
+
+
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                 ) -> tuple[dict[str, torch.Tensor], Workspace, list[str]]:
     """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""

@@ -10,10 +10,9 @@ OUT gets the input folder's other files, config.json rewritten with the surgery'
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,10 @@ from nbcli.errors import CheckpointError, ConfigError, CountsError
 from nbcli.jsonsafe import metadata_object
 from nbcli.limits import input_stat
 from nbcli.provenance import sha256_file_cached
-from nbcli.surgery.plan import SurgeryOptions, SurgeryResult, Workspace, held_tensors, provenance_entry, run_surgery
+from nbcli.surgery.plan import (
+    SurgeryOptions, SurgeryResult, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery,
+    surgery_result,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -52,10 +54,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
 
     from nbcli.checkpoint.layout import check_output_paths, folder_output, resolve_output
 
-    emb = roles.get("input_embedding")
-    if options.standardise is not None and emb is not None:  # provenance records the target used
-        options = dataclasses.replace(options, standardise=options.standardise.resolved(checkpoint.shape(emb)))
-    operations = options.operations()
+    options = resolve_options(checkpoint, roles, options)
     folder = output is not None and folder_output(checkpoint, output)
     checkpoint_files = {f"checkpoint:{p.name}": p for p in checkpoint.files}
     if checkpoint.index_path is not None:
@@ -96,9 +95,7 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
             new_tensors, ws, warnings = surgery.result()
         else:
             new_tensors, ws, warnings = run_surgery(checkpoint, roles, options)
-        result = SurgeryResult(architecture=roles.architecture, roles=roles.as_dict(), operations=operations,
-                               tensors=list(ws.touched.values()), warnings=warnings, dry_run=dry_run,
-                               config_updates=dict(ws.config_updates), model_folder=folder)
+        result = surgery_result(roles, options, ws, warnings, dry_run=dry_run, model_folder=folder)
         if ws.config_updates and not folder and roles.architecture != "nb":
             changes = ", ".join(f"{k}={json.dumps(v)}" for k, v in ws.config_updates.items())
             where = ("OUT is a bare .safetensors file, so no config.json is written (give a directory as OUT "
@@ -117,6 +114,26 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         surgery_pool.shutdown(wait=False, cancel_futures=True)
     result.outputs = [str(p) for p in written]
     return result
+
+
+def patch_file(path: Path | str, output: Path | str | None, options: SurgeryOptions, *, arch: str = "auto",
+               mapping: Mapping[str, str] | None = None, in_place: bool = False, dry_run: bool = False,
+               hash_inputs: bool = True, progress: Callable[[int, int], None] | None = None,
+               missing_output: str | None = None) -> SurgeryResult:
+    """`nb patch-checkpoint` on a checkpoint path: open it, settle OUT (`surgery_output`: IN itself
+    with in_place and no OUT; checked before any tensor is read), resolve the roles (`arch`,
+    `mapping` role -> tensor name) and `apply_surgery`. `progress(bytes_advanced, total_bytes)`;
+    `missing_output`: the error when no OUT is given (default: the command's)."""
+    from nbcli.checkpoint.layout import MISSING_OUTPUT, surgery_output
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.checkpoint.roles import resolve_roles
+
+    with open_checkpoint(path) as ckpt:
+        out = surgery_output(ckpt, output, in_place=in_place, dry_run=dry_run, missing=missing_output or MISSING_OUTPUT)
+        roles = resolve_roles(ckpt, arch, dict(mapping or {}))
+        total = ckpt.total_bytes
+        return apply_surgery(ckpt, roles, options, out, in_place=in_place, dry_run=dry_run,
+                             hash_checkpoint=hash_inputs, progress=None if progress is None else lambda n: progress(n, total))
 
 
 def _late_provenance(options: SurgeryOptions, futures: dict[str, Future[tuple[str, bool]]], previous: str | None,

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from nbcli.checkpoint import open_checkpoint
-from nbcli.checkpoint.format import DTYPE_SIZES, build_header, dtype_code, read_header, torch_dtype
+from nbcli.checkpoint.format import (
+    DTYPE_SIZES, build_header, dtype_code, dtype_code_of_name, read_header, torch_dtype,
+)
 from nbcli.errors import CheckpointError, ConfigError
 from tests.checkpoint.builders import gpt2_tensors, raw_safetensors, save
 
@@ -90,3 +92,11 @@ def test_dtype_codes_round_trip_through_torch(code: str) -> None:
     dtype = torch_dtype(code)
     assert dtype_code(dtype) == code
     assert torch.empty(0, dtype=dtype).element_size() == DTYPE_SIZES[code]
+
+
+@pytest.mark.parametrize(("name", "code"), [("float32", "F32"), ("bfloat16", "BF16"), ("float16", "F16"),
+                                            ("float64", "F64"), ("int64", "I64")])
+def test_dtype_code_of_name_agrees_with_torch(name: str, code: str) -> None:
+    assert dtype_code_of_name(name) == code == dtype_code(getattr(torch, name))
+    with pytest.raises(ConfigError, match="'complex64'"):
+        dtype_code_of_name("complex64")

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from nbcli.checkpoint import open_checkpoint, write_like
-from nbcli.checkpoint.layout import check_output_paths, folder_output, output_paths, resolve_output
+from nbcli.checkpoint.layout import check_output_paths, folder_output, output_paths, resolve_output, surgery_output
 from nbcli.errors import ConfigError, OutputError
 from tests.checkpoint.builders import gpt2_tensors, save, save_sharded
 
@@ -69,3 +69,30 @@ def test_no_output_may_be_another_input(tmp_path: Path) -> None:
         check_output_paths(ckpt, counts, in_place=True, other_inputs=[counts])
     assert counts.read_bytes() == b"counts"
     check_output_paths(ckpt, tmp_path / "fresh.safetensors", other_inputs=[counts])
+
+
+def test_surgery_output_defaults_to_the_input_only_in_place(tmp_path: Path) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors())
+    ckpt = open_checkpoint(src)
+    with pytest.raises(ConfigError, match="give an output"):
+        surgery_output(ckpt, None)
+    with pytest.raises(ConfigError, match="^say where$"):
+        surgery_output(ckpt, None, missing="say where")
+    assert surgery_output(ckpt, None, in_place=True) == src
+    assert surgery_output(ckpt, None, dry_run=True) is None
+    assert surgery_output(ckpt, tmp_path / "o.safetensors") == tmp_path / "o.safetensors"
+    sharded = open_checkpoint(save_sharded(tmp_path / "s", gpt2_tensors()))
+    assert surgery_output(sharded, None, in_place=True) == tmp_path / "s"
+
+
+def test_surgery_output_checks_where_out_goes(tmp_path: Path) -> None:
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", gpt2_tensors()))
+    with pytest.raises(OutputError, match="missing"):
+        surgery_output(ckpt, tmp_path / "missing" / "o.safetensors")
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    sharded = open_checkpoint(save_sharded(tmp_path / "s", gpt2_tensors()))
+    with pytest.raises(OutputError, match="not a directory"):
+        surgery_output(sharded, taken)
+    assert surgery_output(ckpt, tmp_path / "o.safetensors", dry_run=True) == tmp_path / "o.safetensors"
+    assert not (tmp_path / "o.safetensors").exists()

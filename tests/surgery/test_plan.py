@@ -131,3 +131,26 @@ def test_held_tensors_none_when_the_layout_changes(tmp_path: Path) -> None:
     assert surgery.held_tensors(ckpt, roles, created) is None
     existing = surgery.SurgeryOptions(output_bias_counts=counts, bias_name="ln_f.bias")
     assert surgery.held_tensors(ckpt, roles, existing) == {"ln_f.bias"}
+
+
+def test_resolve_options_makes_the_standardise_target_concrete(tmp_path: Path) -> None:
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", gpt2_tensors()))
+    roles = resolve_roles(ckpt)
+    options = surgery.SurgeryOptions(standardise=surgery.StandardiseSpec("xavier"))
+    resolved = surgery.resolve_options(ckpt, roles, options)
+    rows, dim = ckpt.shape("wte.weight")
+    assert resolved.standardise == surgery.StandardiseSpec("xavier", mean=0.0, std=ops.xavier_std(rows, dim))
+    plain = surgery.SurgeryOptions(scale_ln_bias=0.5)
+    assert surgery.resolve_options(ckpt, roles, plain) is plain
+
+
+def test_surgery_result_reports_the_workspace(tmp_path: Path) -> None:
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", gpt2_tensors()))
+    roles = resolve_roles(ckpt)
+    options = surgery.SurgeryOptions(scale_ln_bias=0.5)
+    _new, ws, warnings = surgery.run_surgery(ckpt, roles, options)
+    result = surgery.surgery_result(roles, options, ws, warnings, dry_run=True)
+    assert result.architecture == "gpt2" and result.roles == roles.as_dict() and result.dry_run
+    assert result.operations == [{"op": "scale-ln-bias", "lambda": 0.5}] and result.outputs == []
+    assert [t.name for t in result.tensors] == ["ln_f.bias"] and result.warnings is warnings
+    assert result.tensors[0].after["norm"] == pytest.approx(0.5 * result.tensors[0].before["norm"], rel=1e-6)

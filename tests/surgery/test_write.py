@@ -14,7 +14,7 @@ import torch
 from nbcli import surgery
 from nbcli.checkpoint import open_checkpoint, resolve_roles
 from nbcli.counts import UnigramCounts, write_counts
-from nbcli.errors import CheckpointError
+from nbcli.errors import CheckpointError, ConfigError
 from nbcli.surgery import write
 from tests.checkpoint.builders import gpt2_tensors, nb_tensors, save, save_sharded
 
@@ -97,3 +97,29 @@ def test_surgery_error_during_the_copy_leaves_no_output(tmp_path: Path, sharded:
     with pytest.raises(CheckpointError, match="'ln_f.bias' contains NaN"):
         surgery.apply_surgery(ckpt, resolve_roles(ckpt), surgery.SurgeryOptions(scale_ln_bias=0.5), out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
+
+
+def test_patch_file_from_a_path_writes_and_reports_progress(tmp_path: Path) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors())
+    seen: list[tuple[int, int]] = []
+    options = surgery.SurgeryOptions(scale_ln_bias=0.5)
+    result = surgery.patch_file(src, tmp_path / "o.safetensors", options, mapping={"final_ln_bias": "ln_f.bias"},
+                                progress=lambda n, total: seen.append((n, total)))
+    assert result.outputs == [str(tmp_path / "o.safetensors")] and not result.dry_run
+    out = open_checkpoint(tmp_path / "o.safetensors")
+    assert torch.equal(out.get("ln_f.bias"), gpt2_tensors()["ln_f.bias"] * 0.5)
+    total = open_checkpoint(src).total_bytes
+    assert seen and {t for _, t in seen} == {total}
+
+
+def test_patch_file_in_place_without_output_and_dry_run(tmp_path: Path) -> None:
+    src = save(tmp_path / "m.safetensors", gpt2_tensors())
+    before = src.read_bytes()
+    options = surgery.SurgeryOptions(scale_ln_bias=0.0)
+    dry = surgery.patch_file(src, None, options, dry_run=True)
+    assert dry.dry_run and dry.outputs == [] and src.read_bytes() == before
+    with pytest.raises(ConfigError, match="--in-place"):
+        surgery.patch_file(src, None, options)
+    assert src.read_bytes() == before
+    surgery.patch_file(src, None, options, in_place=True)
+    assert not open_checkpoint(src).get("ln_f.bias").any()
