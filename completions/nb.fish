@@ -42,6 +42,7 @@ complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l new-tensor-d
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l bias-name -x -d 'Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l rescale-w -x -a 'fro spectral' -d 'Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l untie -d 'Write a separate output weight (copy of the tied input embedding) so output-side'
+complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l zipfian-whiten-embeddings -r -F -d 'Zipfian-whiten the input embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - mu'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l standardise-embeddings -x -d 'Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, '
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l shuffle-embeddings -d 'Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l shuffle-mode -x -a 'rows rows-columns elements' -d 'rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:'
@@ -71,6 +72,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l plot -r -F -d 'Wri
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l bins -x -d 'Log-frequency bins in the binned table.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l partition -l no-partition -d 'Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l whiten -l no-whiten -d 'With --counts: isotropy under uniform and unigram weighting before and after Zip'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F
@@ -101,6 +103,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l ag-hold-steps -x -d 'Ho
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decay-steps -x -d 'Step at which alpha reaches 0 (0 = --steps).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-init -x -d 'Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-standardise -x -d 'Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, '
+complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-whiten -d 'Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - '
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-shuffle -d 'Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check'
 complete -c nb -n '__fish_seen_subcommand_from train' -l shuffle-mode -x -a 'rows rows-columns elements' -d 'rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:'
 complete -c nb -n '__fish_seen_subcommand_from train' -l eval-every -x -d 'Evaluate every K steps (and at the end).'

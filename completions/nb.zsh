@@ -75,6 +75,7 @@ _nb() {
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
                 '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
                 '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
+                '--zipfian-whiten-embeddings[Zipfian-whiten the input embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - mu]:path:_files' \
                 '--standardise-embeddings[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
@@ -111,6 +112,8 @@ _nb() {
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
                 '--no-partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
+                '--whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
+                '--no-whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -144,6 +147,7 @@ _nb() {
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
+                '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--eval-every[Evaluate every K steps (and at the end).]:value: ' \
