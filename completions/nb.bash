@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -20,6 +20,9 @@ _nb() {
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
         inspect) opts="--arch --map --json --help -h"
+            ;;
+        embedding-stats) opts="--tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --partition --no-partition --whiten --no-whiten --json --help -h"
             ;;

@@ -62,6 +62,17 @@ complete -c nb -n '__fish_seen_subcommand_from inspect' -l map -x -d 'Use TENSOR
 complete -c nb -n '__fish_seen_subcommand_from inspect' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from inspect' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from inspect' -F
+complete -c nb -n __fish_use_subcommand -a embedding-stats -d 'Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, '
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l tensor -x -d 'Report this (V, D) tensor (and initialise from it) instead of the roles (a bare '
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l inits -x -d 'Comma-separated initialisations of the source to add as rows: xavier, pretrained'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l seed -x -d 'Seed of the Xavier draw and the shuffle (0 to 2^63-1: the range torch’s and nump'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l shuffle-mode -x -a 'rows rows-columns elements' -d 'rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l plot -r -F -d 'Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; needs matplotli'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l json -d 'Print the result as one JSON object on stdout.'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l help -s h -d 'Show help and exit.'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -F
 complete -c nb -n __fish_use_subcommand -a probe-bias -d 'Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l counts -s c -r -F -d 'Counts from nb count-unigrams, or any safetensors file with an integer counts ve'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l tokenizer -r -F -d 'The model’s tokenizer file (or a folder holding one), to check the counts’ token'

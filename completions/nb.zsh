@@ -8,6 +8,7 @@ _nb() {
         'merge-counts:Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, '
         'patch-checkpoint:Patch a safetensors checkpoint- log-unigram output bias, rescaled W, standardise'
         'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
+        'embedding-stats:Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8)- range, '
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
@@ -95,6 +96,19 @@ _nb() {
         inspect)
             _arguments -s '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        embedding-stats)
+            _arguments -s '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
+                '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
+                '--seed[Seed of the Xavier draw and the shuffle (0 to 2^63-1: the range torch’s and nump]:value: ' \
+                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--plot[Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; needs matplotli]:path:_files' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -12,6 +12,7 @@ standard deviations) are accumulated in float64 over row blocks, so no full-size
     rescale_w(w, b, norm)                  paper 000 sec. 4.1    ||W|| = ||b||_2
     embedding_stats(x)                     paper 002 eq. 1       (mean, sample std) over all entries
     xavier_std(n, d)                       paper 002 sec. 3.1    sqrt(2 / (N + D))
+    xavier_uniform(n, d, seed)             paper 002 sec. 3.1    U(-sqrt(6 / (N + D)), +sqrt(6 / (N + D)))
     standardise_embeddings(x, mean, std)   paper 002 eq. 1, 4    (x - mean(X)) * sigma_t / sigma(X) + mean_t
     shuffle_embeddings(x, seed, mode)      paper 002 sec. 3.4    Pre-trained_Shuffled
     scale_ln_bias(b, lam)                  paper 003 sec. 3.3    b_LN <- lam * b_LN
@@ -127,6 +128,16 @@ def xavier_std(n: int, d: int) -> float:
     if n + d <= 0:
         raise ConfigError("xavier_std needs a non-empty matrix")
     return math.sqrt(2.0 / (n + d))
+
+
+def xavier_uniform(n: int, d: int, seed: int) -> torch.Tensor:
+    """An N x D float32 draw from Xavier's uniform U(-sqrt(6/(N+D)), sqrt(6/(N+D))) (paper 002 sec.
+    3.1; Glorot and Bengio, 2010) with a seeded torch.Generator (same seed, same matrix)."""
+    if n <= 0 or d <= 0:
+        raise ConfigError(f"xavier_uniform needs a non-empty matrix, got {n} x {d}")
+    bound = math.sqrt(6.0 / (n + d))
+    generator = torch.Generator().manual_seed(int(seed))
+    return (torch.rand(n, d, generator=generator) * 2 - 1) * bound
 
 
 def standardise_embeddings(x: torch.Tensor, target_mean: float = 0.0, target_std: float | None = None,

@@ -142,6 +142,33 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     _save(fig, path, metadata, outputs)
 
 
+def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: str, metadata: dict[str, str],
+                         outputs: OutputSet | None = None) -> None:
+    """Paper 002 tables 2, 6, 8 as a figure: per row, the range [min, max] as a bar and mean +- sigma
+    as a marker with error bars; left as stored, right scaled by sqrt(D) (table 6). Symmetric-log x
+    axis, since ranges differ by orders of magnitude (T5's -792..332 next to Xavier's +-0.03)."""
+    fig = _figure(11.0, 1.2 + 0.45 * max(1, len(rows)))
+    panels = fig.subplots(1, 2, sharey=True)
+    y = np.arange(len(rows))[::-1]
+    for ax, scaled in zip(panels, (False, True)):
+        values = [r["scaled"] if scaled else r for r in rows]
+        lo = np.array([v["min"] for v in values])
+        hi = np.array([v["max"] for v in values])
+        mean = np.array([v["mean"] for v in values])
+        std = np.array([v["std"] for v in values])
+        ax.hlines(y, lo, hi, color="tab:blue", linewidth=6, alpha=0.35, label="range [min, max]")
+        ax.errorbar(mean, y, xerr=std, fmt="o", color="tab:red", markersize=4, capsize=3, label="mean ± σ")
+        spread = max(float(np.abs(np.concatenate([lo, hi])).max()), 1e-12)
+        ax.set_xscale("symlog", linthresh=max(spread * 1e-3, float(np.min(std[std > 0])) if np.any(std > 0) else 1e-6))
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.set_xlabel("value × √D (table 6's scaled)" if scaled else "value")
+        ax.grid(True, axis="x", alpha=0.3)
+    panels[0].set_yticks(y, [r["label"] for r in rows], fontsize=8)
+    panels[0].legend(loc="best", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path, metadata, outputs)
+
+
 def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, title: str,
                                  metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
     """n-gram diversity D (paper 003 eq. 6) against the perplexity of human text, one point per arm

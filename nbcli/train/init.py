@@ -91,9 +91,7 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
     if cfg.embedding_init == "normal":
         emb = current.detach().clone()
     elif cfg.embedding_init == "xavier":
-        bound = math.sqrt(6.0 / (V + d))
-        g = torch.Generator().manual_seed(cfg.seed)
-        emb = (torch.rand(V, d, generator=g) * 2 - 1) * bound
+        emb = ops.xavier_uniform(V, d, cfg.seed)
     else:
         rows = pretrained_rows(cfg.embedding_init, V, d, tokenizer_rows)
         emb = current.detach().clone().to(rows.dtype)

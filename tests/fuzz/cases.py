@@ -281,6 +281,11 @@ def option_cases() -> Iterator[Case]:
             extra = (("--scale-ln-bias", "0.5") if option in ("--map", "--arch", "--smoothing")
                      else ("--set-output-bias", "{COUNTS}") if option == "--bias-name" else ())
             table.append((patch, (option, value, *extra), option))
+    stats = ("embedding-stats", "{CKPT}")
+    for option, values in {"--inits": ("glove", "", "xavier,,"), "--seed": ("-1", big),
+                           "--shuffle-mode": ("diagonal",), "--plot": ("{DIR}/x.jpg",), "--arch": ("gpt5",)}.items():
+        for value in values:
+            table.append((stats, (option, value), option))
     for option, values in {"--bins": ("0", "-1", "100000", big), "--smoothing": ("add-k:nan", "x"),
                            "--map": ("final_ln_bias=absent",), "--arch": ("gpt5",)}.items():
         for value in values:
