@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -14,16 +14,19 @@ _nb() {
             ;;
         merge-counts) opts="--output -o --json --help -h"
             ;;
-        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --json --help -h"
+        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --json --help -h"
             case "$prev" in --new-tensor-dtype) COMPREPLY=($(compgen -W "float32 bfloat16 float16 float64" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
         inspect) opts="--arch --map --json --help -h"
             ;;
-        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --partition --no-partition --json --help -h"
+        embedding-stats) opts="--tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --embedding-init --embedding-standardise --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
+        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --partition --no-partition --whiten --no-whiten --json --help -h"
+            ;;
+        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear" -- "$cur")); return;; esac

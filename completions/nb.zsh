@@ -8,6 +8,7 @@ _nb() {
         'merge-counts:Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, '
         'patch-checkpoint:Patch a safetensors checkpoint- log-unigram output bias, rescaled W, standardise'
         'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
+        'embedding-stats:Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8)- range, '
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
@@ -75,6 +76,7 @@ _nb() {
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
                 '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
                 '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
+                '--zipfian-whiten-embeddings[Zipfian-whiten the input embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - mu]:path:_files' \
                 '--standardise-embeddings[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--shuffle-embeddings[Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
@@ -99,6 +101,19 @@ _nb() {
                 '-h[Show help and exit.]' \
                 '*:file:_files'
             ;;
+        embedding-stats)
+            _arguments -s '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
+                '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
+                '--seed[Seed of the Xavier draw and the shuffle (0 to 2^63-1: the range torch’s and nump]:value: ' \
+                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
+                '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
+                '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--plot[Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; needs matplotli]:path:_files' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
         probe-bias)
             _arguments -s '--counts[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
@@ -111,6 +126,8 @@ _nb() {
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
                 '--no-partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
+                '--whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
+                '--no-whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -144,6 +161,7 @@ _nb() {
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
+                '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--eval-every[Evaluate every K steps (and at the end).]:value: ' \

@@ -217,13 +217,14 @@ def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None
 
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
           allow_vocab_mismatch: bool = False, arch: str = "auto", mapping: RoleMap = None, bins: int = 10,
-          smoothing: str = "add-k:1", partition: bool = True) -> ProbeReport:
+          smoothing: str = "add-k:1", partition: bool = True, whiten: bool = True) -> ProbeReport:
     """Frequency-direction, isotropy and output-bias statistics (`nb probe-bias`; papers 003, 000).
 
     `checkpoint`: a path (as the command takes), a loaded transformers model, or a state dict
     (name -> tensor); roles come from the same architecture table either way (a model's
     `config.model_type` picks it as a model folder's config.json does). `counts`: a counts file;
-    without it only what needs none is computed. Nothing is modified.
+    without it only what needs none is computed. `whiten`: with counts, the Zipfian-whitening section
+    (Yokoi et al. 2024; 4 more passes over W). Nothing is modified.
     """
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
@@ -238,7 +239,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
         inputs, header, warnings = load_probe_inputs(_local(checkpoint), _optional(counts), **options)
     else:
         inputs, header, warnings = probe_inputs(_held(checkpoint), _optional(counts), **options)
-    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition)
+    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
+                                    whiten=whiten)
     return ProbeReport(report, scores=arrays.get("scores"))
 
 
@@ -246,14 +248,15 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
           smoothing: str = "add-k:1", tokenizer: PathLike | None = None, allow_vocab_mismatch: bool = False,
           new_tensor_dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32",
           bias_name: str | None = None, rescale_w: Literal["fro", "spectral"] | None = None, untie: bool = False,
-          standardise: str | None = None, shuffle: bool = False,
+          zipfian_whiten_embeddings: PathLike | None = None, standardise: str | None = None, shuffle: bool = False,
           shuffle_mode: Literal["rows", "rows-columns", "elements"] = "rows", seed: int = 0,
           scale_ln_bias: float | None = None, remove_frequency_direction: bool = False,
           allow_nonfinite: bool = False, arch: str = "auto", mapping: RoleMap = None, in_place: bool = False,
           dry_run: bool = False, hash_inputs: bool = True) -> PatchReport:
     """The papers' checkpoint surgery (`nb patch-checkpoint`), applied in its documented order:
     set_output_bias (b = log p(y) from a counts file, paper 000 sec. 3), untie, rescale_w (||W|| =
-    ||b||, sec. 4.1), standardise ("xavier", "match:FILE:TENSOR", "mean=M,std=S"; paper 002 eq. 1 /
+    ||b||, sec. 4.1), zipfian_whiten_embeddings (a counts file: v' = Sigma^(-1/2)(v - mu) under its
+    unigram, Yokoi et al. 2024), standardise ("xavier", "match:FILE:TENSOR", "mean=M,std=S"; paper 002 eq. 1 /
     eq. 4), shuffle (paper 002 sec. 3.4), scale_ln_bias (b_LN <- lambda b_LN, paper 003 sec. 3.3),
     remove_frequency_direction (paper 003 sec. 3.2).
 
@@ -271,14 +274,16 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
         check_lambda(float(scale_ln_bias))
     options = SurgeryOptions(
         output_bias_counts=_optional(set_output_bias), smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=_optional(zipfian_whiten_embeddings),
+        standardise=parse_standardise(standardise) if standardise else None,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
         scale_ln_bias=None if scale_ln_bias is None else float(scale_ln_bias),
         remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
         new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
         tokenizer=_optional(tokenizer), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
-        raise ConfigError("no operation given: use set_output_bias, rescale_w, standardise, shuffle, "
+        raise ConfigError("no operation given: use set_output_bias, rescale_w, zipfian_whiten_embeddings, "
+                          "standardise, shuffle, "
                           "scale_ln_bias, remove_frequency_direction or untie")
     if _is_path(checkpoint):
         return _patch_file(_local(checkpoint), _optional(output), options, arch=arch, mapping=mapping,

@@ -12,10 +12,15 @@ standard deviations) are accumulated in float64 over row blocks, so no full-size
     rescale_w(w, b, norm)                  paper 000 sec. 4.1    ||W|| = ||b||_2
     embedding_stats(x)                     paper 002 eq. 1       (mean, sample std) over all entries
     xavier_std(n, d)                       paper 002 sec. 3.1    sqrt(2 / (N + D))
+    xavier_uniform(n, d, seed)             paper 002 sec. 3.1    U(-sqrt(6 / (N + D)), +sqrt(6 / (N + D)))
     standardise_embeddings(x, mean, std)   paper 002 eq. 1, 4    (x - mean(X)) * sigma_t / sigma(X) + mean_t
     shuffle_embeddings(x, seed, mode)      paper 002 sec. 3.4    Pre-trained_Shuffled
     scale_ln_bias(b, lam)                  paper 003 sec. 3.3    b_LN <- lam * b_LN
     remove_direction(w, u)                 paper 003 sec. 3.2    w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN||
+    unigram_weights(counts, V, k)          Yokoi et al. 2024     p(w), add-k smoothed, padded to V, float64
+    weighted_moments(x, p)                 Yokoi et al. 2024     mu = sum p v, Sigma = sum p (v - mu)(v - mu)^T
+    inverse_sqrt(sigma)                    Yokoi et al. 2024     Sigma^(-1/2), symmetric (ZCA)
+    zipfian_whiten(x, p)                   Yokoi et al. 2024     v' = Sigma^(-1/2) (v - mu)
     tensor_summary(x)                      norm, mean, std, min, max (what patch-checkpoint reports)
 
 The smoothing formula itself is `nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
@@ -25,7 +30,7 @@ these functions into a plan over a checkpoint's tensors and writes the result.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -125,6 +130,16 @@ def xavier_std(n: int, d: int) -> float:
     return math.sqrt(2.0 / (n + d))
 
 
+def xavier_uniform(n: int, d: int, seed: int) -> torch.Tensor:
+    """An N x D float32 draw from Xavier's uniform U(-sqrt(6/(N+D)), sqrt(6/(N+D))) (paper 002 sec.
+    3.1; Glorot and Bengio, 2010) with a seeded torch.Generator (same seed, same matrix)."""
+    if n <= 0 or d <= 0:
+        raise ConfigError(f"xavier_uniform needs a non-empty matrix, got {n} x {d}")
+    bound = math.sqrt(6.0 / (n + d))
+    generator = torch.Generator().manual_seed(int(seed))
+    return (torch.rand(n, d, generator=generator) * 2 - 1) * bound
+
+
 def standardise_embeddings(x: torch.Tensor, target_mean: float = 0.0, target_std: float | None = None,
                            ) -> torch.Tensor:
     """x* = (x - mean(X)) * sigma_target / sigma(X) + mean_target.
@@ -204,3 +219,82 @@ def tensor_summary(x: torch.Tensor) -> dict[str, float]:
     mean = total / n
     var = max(squares / n - mean * mean, 0.0) * n / (n - 1) if n > 1 else 0.0
     return {"norm": math.sqrt(squares), "mean": mean, "std": math.sqrt(var), "min": lo, "max": hi}
+
+
+def unigram_weights(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> np.ndarray:
+    """p(w) for Zipfian whitening: the add-k smoothed unigram distribution of `counts` (the one
+    smoothing formula, `nbcli.counts.log_unigram`; k = 0 gives the raw relative frequencies Yokoi et
+    al. 2024 use), zero-padded to `vocab_size` rows, float64 [vocab_size], summing to 1."""
+    padded = pad_counts(counts, vocab_size)
+    if k == 0:  # log_unigram refuses k = 0 (log 0 for unseen tokens); a weight of 0 is fine here
+        total = float(padded.sum(dtype=np.float64))
+        if total <= 0:
+            raise ConfigError("the counts are all zero: no unigram distribution to weight by")
+        return padded.astype(np.float64) / total
+    return np.exp(log_unigram(padded, k))
+
+
+def weighted_moments(x: Any, p: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mu, Sigma) in float64 (Zipfian whitening, Yokoi et al. 2024, eq. for the p-weighted moments):
+    mu = sum_w p(w) v_w and Sigma = sum_w p(w) (v_w - mu)(v_w - mu)^T over the rows v_w of `x`.
+
+    `x` is anything with `.shape` [V, d] and row slicing (a tensor, a numpy array, a lazy checkpoint
+    tensor); two passes over row blocks (the mean, then the centred second moment: no cancellation),
+    never a V x d float64 copy. `p` must be finite, >= 0 and sum to a positive number; it is used as
+    given (normalise it first: `unigram_weights` does)."""
+    n, d = (int(s) for s in x.shape)
+    weights = torch.as_tensor(np.asarray(p, dtype=np.float64) if not isinstance(p, torch.Tensor) else p,
+                              dtype=torch.float64).reshape(-1)
+    if weights.shape[0] != n:
+        raise ConfigError(f"weights have {weights.shape[0]} entries but the matrix has {n} rows")
+    if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()) or float(weights.sum()) <= 0:
+        raise ConfigError("weights must be finite, >= 0 and not all zero")
+
+    def block(start: int) -> torch.Tensor:
+        rows = x[start:start + _ROW_BLOCK]
+        if not isinstance(rows, torch.Tensor):
+            rows = torch.from_numpy(np.asarray(rows))
+        return rows.to(torch.float64)
+
+    mu = torch.zeros(d, dtype=torch.float64)
+    for start in range(0, n, _ROW_BLOCK):
+        mu += weights[start:start + _ROW_BLOCK] @ block(start)
+    sigma = torch.zeros(d, d, dtype=torch.float64)
+    for start in range(0, n, _ROW_BLOCK):
+        centred = block(start) - mu
+        sigma += centred.T @ (centred * weights[start:start + _ROW_BLOCK, None])
+    return mu, sigma
+
+
+def inverse_sqrt(sigma: torch.Tensor) -> torch.Tensor:
+    """Sigma^(-1/2) = U diag(lambda^(-1/2)) U^T of a symmetric positive definite matrix, float64:
+    the symmetric (ZCA) root, so whitened coordinates stay on the original axes. A covariance with
+    an eigenvalue <= lambda_max * d * 2^-52 (numerically singular, e.g. fewer weighted rows than
+    dimensions) is an error: whitening is undefined."""
+    s = sigma.to(torch.float64)
+    if s.ndim != 2 or s.shape[0] != s.shape[1] or not bool(torch.isfinite(s).all()):
+        raise ConfigError(f"expected a finite square matrix, got shape {list(s.shape)}")
+    values, vectors = torch.linalg.eigh((s + s.T) / 2)
+    top = float(values[-1]) if values.numel() else 0.0
+    floor = max(top, 0.0) * s.shape[0] * float(torch.finfo(torch.float64).eps)
+    rank = int((values > floor).sum())
+    if top <= 0 or rank < s.shape[0]:
+        raise ConfigError(f"the weighted covariance is singular (rank {rank} of {s.shape[0]}): whitening is "
+                          "undefined (too few tokens with weight > 0, or an embedding confined to a subspace)")
+    return (vectors * values.rsqrt()) @ vectors.T
+
+
+def zipfian_whiten(x: torch.Tensor, p: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """Zipfian whitening (Yokoi et al. 2024): v' = Sigma^(-1/2) (v - mu) for every row v of `x`, with
+    mu, Sigma the p-weighted mean and covariance (`weighted_moments`) and the symmetric inverse root
+    (`inverse_sqrt`). Afterwards sum_w p(w) v'_w = 0 and sum_w p(w) v'_w v'_w^T = I. The transform
+    is computed in float64; the result has the input's dtype."""
+    if x.ndim != 2:
+        raise ConfigError(f"whitening needs a [V, d] matrix, got shape {list(x.shape)}")
+    _work_dtype(x)
+    mu, sigma = weighted_moments(x, p)
+    root = inverse_sqrt(sigma)
+    out = torch.empty(x.shape, dtype=x.dtype)
+    for start in range(0, x.shape[0], _ROW_BLOCK):
+        out[start:start + _ROW_BLOCK] = ((x[start:start + _ROW_BLOCK].to(torch.float64) - mu) @ root).to(x.dtype)
+    return out

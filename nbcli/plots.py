@@ -98,6 +98,77 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     _save(fig, path, metadata, outputs)
 
 
+def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.ndarray,
+                 section: dict[str, Any], *, title: str, metadata: dict[str, str], seed: int = 0,
+                 outputs: OutputSet | None = None) -> None:
+    """Zipfian whitening (Yokoi et al. 2024): left, corpus count against <w_i, u> (u the frequency
+    direction) before and after whitening; right, mean cosine and partition ratio under uniform and
+    unigram weighting, raw and whitened."""
+    c = np.asarray(counts)
+    seen = np.flatnonzero(c > 0)
+    shown = seen
+    if seen.size > MAX_SCATTER_POINTS:
+        shown = np.random.default_rng(seed).choice(seen, MAX_SCATTER_POINTS, replace=False)
+    fig = _figure(11.0, 4.4)
+    left, right = fig.subplots(1, 2, width_ratios=[1.3, 1])
+    fd = section.get("frequency_direction") or {}
+    for values, colour, label, rho in ((before, "tab:blue", "raw", fd.get("spearman_before")),
+                                       (after, "tab:orange", "Zipfian-whitened", fd.get("spearman_after"))):
+        v = np.asarray(values, dtype=np.float64)
+        scale = float(np.std(v[seen])) or 1.0  # both on one axis: each in units of its own std
+        extra = f", ρ = {rho:.3f}" if rho is not None else ""
+        left.scatter(c[shown], v[shown] / scale, s=3, alpha=0.25, color=colour, linewidths=0, rasterized=True,
+                     label=f"{label}{extra}")
+    left.set_xscale("log")
+    left.set_xlabel("corpus frequency (count, log scale)")
+    left.set_ylabel(f"<w_i, u> / std   (u = {section.get('direction')})")
+    left.grid(True, alpha=0.3)
+    left.legend(loc="best", fontsize=8, markerscale=4)
+    names = ["mean_cosine_uniform", "mean_cosine_unigram", "partition_ratio_uniform", "partition_ratio_unigram"]
+    labels = ["mean cos\nuniform", "mean cos\nunigram", "Z ratio\nuniform", "Z ratio\nunigram"]
+    x = np.arange(len(names))
+    for offset, key, colour in ((-0.2, "raw", "tab:blue"), (0.2, "whitened", "tab:orange")):
+        values = [(section.get(key) or {}).get(n) for n in names]
+        right.bar(x + offset, [np.nan if v is None else v for v in values], width=0.4, color=colour,
+                  label="raw" if key == "raw" else "Zipfian-whitened")
+    right.set_xticks(x, labels, fontsize=8)
+    right.axhline(0, color="black", linewidth=0.6)
+    right.set_ylabel("isotropy measure (mean cos: 0 best; Z ratio: 1 best)")
+    right.grid(True, axis="y", alpha=0.3)
+    right.legend(loc="best", fontsize=8)
+    removed = fd.get("removed")
+    suffix = f"  (whitening removes {removed:.1%} of the frequency direction's share)" if removed is not None else ""
+    fig.suptitle(f"{title}{suffix}", fontsize=10)
+    _save(fig, path, metadata, outputs)
+
+
+def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: str, metadata: dict[str, str],
+                         outputs: OutputSet | None = None) -> None:
+    """Paper 002 tables 2, 6, 8 as a figure: per row, the range [min, max] as a bar and mean +- sigma
+    as a marker with error bars; left as stored, right scaled by sqrt(D) (table 6). Symmetric-log x
+    axis, since ranges differ by orders of magnitude (T5's -792..332 next to Xavier's +-0.03)."""
+    fig = _figure(11.0, 1.2 + 0.45 * max(1, len(rows)))
+    panels = fig.subplots(1, 2, sharey=True)
+    y = np.arange(len(rows))[::-1]
+    for ax, scaled in zip(panels, (False, True)):
+        values = [r["scaled"] if scaled else r for r in rows]
+        lo = np.array([v["min"] for v in values])
+        hi = np.array([v["max"] for v in values])
+        mean = np.array([v["mean"] for v in values])
+        std = np.array([v["std"] for v in values])
+        ax.hlines(y, lo, hi, color="tab:blue", linewidth=6, alpha=0.35, label="range [min, max]")
+        ax.errorbar(mean, y, xerr=std, fmt="o", color="tab:red", markersize=4, capsize=3, label="mean ± σ")
+        spread = max(float(np.abs(np.concatenate([lo, hi])).max()), 1e-12)
+        ax.set_xscale("symlog", linthresh=max(spread * 1e-3, float(np.min(std[std > 0])) if np.any(std > 0) else 1e-6))
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.set_xlabel("value × √D (table 6's scaled)" if scaled else "value")
+        ax.grid(True, axis="x", alpha=0.3)
+    panels[0].set_yticks(y, [r["label"] for r in rows], fontsize=8)
+    panels[0].legend(loc="best", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path, metadata, outputs)
+
+
 def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, title: str,
                                  metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
     """n-gram diversity D (paper 003 eq. 6) against the perplexity of human text, one point per arm

@@ -48,13 +48,17 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def report_steps(inputs: ProbeInputs, partition: bool) -> int:
+def report_steps(inputs: ProbeInputs, partition: bool, whiten: bool = True) -> int:
     """How many progress steps `build_report` will announce (for a progress bar's total)."""
-    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None and inputs.counts is not None)
+    from nbcli.analysis.zipfian import STEPS
+
+    zipf = whiten and inputs.output_weight is not None and inputs.counts is not None
+    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None and inputs.counts is not None) \
+        + STEPS * zipf
 
 
 def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, partition: bool = True,
-                 progress: Progress = _none) -> dict[str, Any]:
+                 whiten: bool = True, progress: Progress = _none) -> dict[str, Any]:
     """All sections that the available roles allow; absent ones carry `present: false` and a note.
 
     Sections: frequency_direction (paper 003 sec. 3.2, table 3), isotropy (paper 003 sec. 3.2;
@@ -154,8 +158,27 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
                          "count_hi": 10 ** item.log10_hi, "tokens": item.tokens,
                          "mean": _finite_or_none(item.mean), "std": _finite_or_none(item.std)})
     report["frequency_bins"] = rows
+
+    # 5. frequency-weighted isotropy and Zipfian whitening (Yokoi et al. 2024)
+    report["zipfian"] = _zipfian(inputs, smoothing_k, partition, whiten, progress, arrays)
     report["_arrays"] = arrays
     return report
+
+
+def _zipfian(inputs: ProbeInputs, smoothing_k: float, partition: bool, whiten: bool, progress: Progress,
+             arrays: dict[str, Any]) -> dict[str, Any]:
+    """The `zipfian` section (nbcli.analysis.zipfian), or why it is absent."""
+    from nbcli.analysis.zipfian import zipfian_section
+
+    why = ("skipped (--no-whiten)" if not whiten else "needs the output weight (absent)" if inputs.output_weight is None
+           else "needs corpus counts (--counts)" if inputs.counts is None else None)
+    if why is not None:
+        return {"present": False, "note": why}
+    section, zipf_arrays = zipfian_section(inputs.output_weight, inputs.counts, inputs.final_ln_bias,
+                                           smoothing_k=smoothing_k, partition=partition, progress=progress)
+    if zipf_arrays:
+        arrays["zipfian"] = zipf_arrays
+    return section
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,16 +313,17 @@ def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, .
 
 
 #: The figures `write_probe_plots` draws, in this order.
-PROBE_PLOTS = ("frequency_direction.png", "cosine_histogram.png")
+PROBE_PLOTS = ("frequency_direction.png", "cosine_histogram.png", "zipfian.png")
 
 
 def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[str], *, bins: int = 10,
-                  smoothing_k: float = 1.0, partition: bool = True,
+                  smoothing_k: float = 1.0, partition: bool = True, whiten: bool = True,
                   progress: Callable[[str], None] = _none) -> tuple[dict[str, Any], dict[str, Any]]:
     """The whole `nb probe-bias` report (what `--json` prints) from `load_probe_inputs`' result:
     `build_report`'s sections after the checkpoint's header, the counts file's identity in the
     counts section, and the warnings. Returns (report, arrays the figures draw)."""
-    report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, partition=partition, progress=progress)
+    report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, partition=partition, whiten=whiten,
+                          progress=progress)
     arrays = report.pop("_arrays")
     header = dict(header)
     counts_file = header.pop("counts_file")
@@ -312,7 +336,8 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
                       arrays: dict[str, Any]) -> list[str]:
     """PROBE_PLOTS into `directory` (which exists), committed together or not at all: corpus
     frequency against <b_LN, w_i> (paper 003 fig. 3) where counts and b_LN allow it, and the
-    histogram of sampled pairwise cosines of W with and without the b_LN direction. Each PNG
+    histogram of sampled pairwise cosines of W with and without the b_LN direction, and the Zipfian
+    whitening figure where counts allow it (`nbcli.plots.plot_zipfian`). Each PNG
     carries the checkpoint and counts it was drawn from. Returns the paths written."""
     from nbcli import plots
     from nbcli.atomic import OutputSet
@@ -341,5 +366,11 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
                 mean_after=iso["mean_cosine_without_bias_direction"],
                 title=f"{name}\npairwise cosines of output embeddings ({cosines.rows:,} sampled tokens)",
                 metadata=meta, outputs=outputs)
+            written.append(str(path))
+        if "zipfian" in arrays:
+            path = directory / PROBE_PLOTS[2]
+            plots.plot_zipfian(path, inputs.counts, arrays["zipfian"]["before"], arrays["zipfian"]["after"],
+                               report["zipfian"], title=f"{name}: Zipfian whitening (Yokoi et al. 2024)",
+                               metadata=meta, outputs=outputs)
             written.append(str(path))
     return written

@@ -202,10 +202,12 @@ class MeanCosine:
     #: relative length below which a row counts as zero after removing the direction
     PARALLEL_TOLERANCE = 1e-5
 
-    def __init__(self, width: int, remove: np.ndarray | None = None) -> None:
+    def __init__(self, width: int, remove: np.ndarray | None = None, weights: np.ndarray | None = None) -> None:
         self.unit = _unit_direction(remove)
         self.total = np.zeros(width, dtype=np.float64)
         self.n = 0
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        self.weight_total = 0.0
 
     def update(self, start: int, block: np.ndarray) -> None:
         sq_norms = np.einsum("ij,ij->i", block, block).astype(np.float64)
@@ -224,17 +226,28 @@ class MeanCosine:
         inverse = np.zeros_like(sq_norms)
         inverse[keep] = 1.0 / np.sqrt(sq_norms[keep])
         self.n += int(keep.sum())
+        if self.weights is not None:  # sum_ij p_i p_j cos(w_i, w_j) = ||sum_i p_i w_i / ||w_i||||^2
+            weight = self.weights[start:start + block.shape[0]]
+            inverse *= weight
+            self.weight_total += float(weight[keep].sum())
         self.total += inverse.astype(np.float32) @ block
         if self.unit is not None:
             self.total -= float(inverse @ along) * self.unit.astype(np.float64)
 
     def result(self) -> float:
+        if self.weights is not None:
+            return float(self.total @ self.total) / self.weight_total ** 2 if self.weight_total > 0 else math.nan
         return float(self.total @ self.total) / (self.n * self.n) if self.n else math.nan
 
 
-def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_rows: int | None = None) -> float:
-    """Mean pairwise cosine of the rows, optionally without one direction (see `MeanCosine`)."""
-    stat = MeanCosine(int(rows.shape[1]), remove)
+def mean_pairwise_cosine(rows: Rows, remove: np.ndarray | None = None, block_rows: int | None = None,
+                         weights: np.ndarray | None = None) -> float:
+    """Mean pairwise cosine of the rows, optionally without one direction (see `MeanCosine`).
+
+    With `weights` p (e.g. the unigram distribution): the p-weighted mean
+    sum_ij p_i p_j cos(w_i, w_j) / (sum_i p_i)^2 over the rows kept, the frequency-weighted isotropy
+    of Yokoi et al. 2024 (uniform p gives the unweighted mean)."""
+    stat = MeanCosine(int(rows.shape[1]), remove, weights)
     run_pass(rows, [stat], block_rows)
     return stat.result()
 
@@ -308,20 +321,27 @@ class LogPartition:
     """log Z(c) = log sum_i exp(<c, w_i>) for every column c of `basis` and for -c, as running
     log-sum-exps in float64 (large <c, w_i> cannot overflow)."""
 
-    def __init__(self, basis: np.ndarray) -> None:
+    def __init__(self, basis: np.ndarray, weights: np.ndarray | None = None) -> None:
         self.basis = np.ascontiguousarray(basis, dtype=np.float32)
         k = self.basis.shape[1]
         self.m = np.full(2 * k, -np.inf)  # running max of the exponents
         self.s = np.zeros(2 * k)  # running sum of exp(x - m)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
 
     def update(self, start: int, block: np.ndarray) -> None:
         logits = block @ self.basis  # [rows, k]
         hi = logits.max(axis=0)
         lo = logits.min(axis=0)
         shifted = np.subtract(logits, hi)  # the one temporary: exponents <c, w_i> - max
-        sum_pos = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
-        np.subtract(lo, logits, out=shifted)  # -c: exponents -<c, w_i>, largest at -lo
-        sum_neg = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
+        if self.weights is None:
+            sum_pos = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
+            np.subtract(lo, logits, out=shifted)  # -c: exponents -<c, w_i>, largest at -lo
+            sum_neg = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
+        else:  # Z_p(c) = sum_i p_i exp(<c, w_i>)
+            weight = self.weights[start:start + block.shape[0]]
+            sum_pos = weight @ np.exp(shifted, out=shifted).astype(np.float64)
+            np.subtract(lo, logits, out=shifted)
+            sum_neg = weight @ np.exp(shifted, out=shifted).astype(np.float64)
         m_new = np.concatenate([hi, -lo]).astype(np.float64)
         s_new = np.concatenate([sum_pos, sum_neg])
         self.m, self.s = _merge_lse(self.m, self.s, m_new, s_new)
@@ -330,17 +350,30 @@ class LogPartition:
         return self.m + np.log(self.s)
 
 
-def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None) -> PartitionIsotropy:
+def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None,
+                                 weights: np.ndarray | None = None) -> PartitionIsotropy:
     """The partition-function pass of `partition_isotropy`, given W^T W from an earlier pass."""
+    return partition_isotropies_from_gram(rows, gram, [weights], block_rows)[0]
+
+
+def partition_isotropies_from_gram(rows: Rows, gram: np.ndarray, weightings: list[np.ndarray | None],
+                                   block_rows: int | None = None) -> list[PartitionIsotropy]:
+    """`partition_isotropy` under several weightings (None = uniform) in one pass over the rows:
+    the candidate directions c are the same (eigenvectors of W^T W), only Z's weights differ."""
     _, eigenvectors = np.linalg.eigh(gram)
-    stat = LogPartition(eigenvectors)
-    run_pass(rows, [stat], block_rows)
-    log_z = stat.result()
-    lo_z, hi_z = float(log_z.min()), float(log_z.max())
-    return PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z, directions=log_z.size)
+    stats = [LogPartition(eigenvectors, weights) for weights in weightings]
+    run_pass(rows, list(stats), block_rows)
+    results = []
+    for stat in stats:
+        log_z = stat.result()
+        lo_z, hi_z = float(log_z.min()), float(log_z.max())
+        results.append(PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z,
+                                         directions=log_z.size))
+    return results
 
 
-def partition_isotropy(rows: Rows, block_rows: int | None = None) -> PartitionIsotropy:
+def partition_isotropy(rows: Rows, block_rows: int | None = None, weights: np.ndarray | None = None,
+                       ) -> PartitionIsotropy:
     """Partition-function isotropy (Mu & Viswanath 2018, sec. 2), an extra beside paper 003's measure.
 
     Paper 003 does not use it: its isotropy is the mean pairwise cosine (sec. 3.2, `mean_pairwise_cosine`
@@ -352,8 +385,11 @@ def partition_isotropy(rows: Rows, block_rows: int | None = None) -> PartitionIs
     is arbitrary (LAPACK's choice) and would otherwise change the result. So nb's ratio is a property
     of W alone and is <= the one-sign ratio computed with any sign choice. Cost: two passes over W and
     O(V d^2) arithmetic (W^T W, then W C).
+
+    With `weights` p: Z_p(c) = sum_i p_i exp(<c, w_i>) (the unigram-weighted partition function, beside
+    Yokoi et al. 2024's weighted isotropy), over the same candidate directions c.
     """
-    return partition_isotropy_from_gram(rows, gram_matrix(rows, block_rows), block_rows)
+    return partition_isotropy_from_gram(rows, gram_matrix(rows, block_rows), block_rows, weights)
 
 
 def _merge_lse(m: np.ndarray, s: np.ndarray, m_new: np.ndarray, s_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -362,6 +398,72 @@ def _merge_lse(m: np.ndarray, s: np.ndarray, m_new: np.ndarray, s_new: np.ndarra
     with np.errstate(invalid="ignore"):  # -inf - -inf on the first block
         s = np.where(np.isfinite(m), s * np.exp(m - top), 0.0) + s_new * np.exp(m_new - top)
     return top, s
+
+
+# ---------------------------------------------------------------------------------------------
+# Zipfian whitening (Yokoi et al. 2024)
+
+
+class WhitenedRows:
+    """Rows v' = (v - mu) S of a [V, d] matrix, computed block by block on slicing (S = Sigma^(-1/2),
+    symmetric: `nbcli.ops.zipfian_whiten`'s transform without a whitened copy of the matrix)."""
+
+    def __init__(self, rows: Rows, mu: np.ndarray, root: np.ndarray) -> None:
+        self.rows = rows
+        self.mu = np.asarray(mu, dtype=np.float64)
+        self.root = np.asarray(root, dtype=np.float64)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.rows.shape[0]), int(self.rows.shape[1]))
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        block = _float32(self.rows[key]).astype(np.float64)
+        return ((block - self.mu) @ self.root).astype(np.float32)
+
+
+def zipfian_whitened(rows: Rows, weights: np.ndarray) -> WhitenedRows:
+    """The Zipfian-whitened view of `rows` under the unigram weights p (two passes for mu and Sigma,
+    `nbcli.ops.weighted_moments`; Sigma^(-1/2) by `nbcli.ops.inverse_sqrt`: the one formula)."""
+    from nbcli import ops
+
+    mu, sigma = ops.weighted_moments(_FloatRows(rows), weights)
+    return WhitenedRows(rows, mu.numpy(), ops.inverse_sqrt(sigma).numpy())
+
+
+class _FloatRows:
+    """`rows` with every slice converted to a float32 numpy block (what `weighted_moments` reads)."""
+
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
+        self.shape = tuple(int(s) for s in rows.shape)
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        return _float32(self.rows[key])
+
+
+class FrequencyShare:
+    """sum_i p_i cos^2(w_i, u) / sum_i p_i over non-zero rows: the unigram-weighted share of each
+    row's squared length that lies along the unit direction u (the frequency direction)."""
+
+    def __init__(self, direction: np.ndarray, weights: np.ndarray) -> None:
+        unit = _unit_direction(direction)
+        assert unit is not None
+        self.unit = unit
+        self.weights = np.asarray(weights, dtype=np.float64).ravel()
+        self.total = 0.0
+        self.weight_total = 0.0
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
+        keep = sq_norms > 0
+        along = (block @ self.unit).astype(np.float64)
+        weight = self.weights[start:start + block.shape[0]]
+        self.total += float((weight[keep] * along[keep] ** 2 / sq_norms[keep]).sum())
+        self.weight_total += float(weight[keep].sum())
+
+    def result(self) -> float:
+        return self.total / self.weight_total if self.weight_total > 0 else math.nan
 
 
 # ---------------------------------------------------------------------------------------------

@@ -157,3 +157,70 @@ def test_inputs_are_not_modified() -> None:
     ops.remove_direction(w, torch.ones(3))
     ops.shuffle_embeddings(w, 0)
     assert torch.equal(w, copy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Zipfian whitening (Yokoi et al. 2024), against a dense numpy / scipy reference
+
+
+def _dense_whitening(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The formula written out densely: mu, Sigma, scipy's principal square root, a solve."""
+    from scipy.linalg import sqrtm
+
+    mu = (p[:, None] * x).sum(axis=0)
+    centred = x - mu
+    sigma = centred.T @ np.diag(p) @ centred
+    root = np.real(sqrtm(sigma))
+    return np.linalg.solve(root, centred.T).T
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.tuples(st.integers(8, 40), st.integers(1, 6)),
+       st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([torch.float32, torch.float64]))
+def test_zipfian_whiten_matches_dense_reference(seed: int, shape: tuple[int, int], k: float,
+                                                dtype: torch.dtype) -> None:
+    rows, cols = shape
+    rng = np.random.default_rng(seed)
+    x = matrix_from(seed, rows, cols, dtype) @ torch.from_numpy(rng.normal(size=(cols, cols))).to(dtype)
+    counts = rng.zipf(1.5, size=rows).clip(max=10**6) * rng.integers(0, 2, size=rows)
+    counts[:cols + 1] += 1  # enough weighted rows for a full-rank covariance
+    p = ops.unigram_weights(counts, rows, k)
+    np.testing.assert_allclose(p.sum(), 1.0, rtol=1e-12)
+    mu, sigma = ops.weighted_moments(x, p)
+    if np.linalg.cond(sigma.numpy()) > 1e8:
+        return  # ill-conditioned draw: the reference itself is inaccurate
+    got = ops.zipfian_whiten(x, p)
+    assert got.dtype == dtype and got.shape == x.shape
+    expected = _dense_whitening(np64(x), p)
+    tol = 1e-8 if dtype == torch.float64 else 2e-4
+    np.testing.assert_allclose(np64(got), expected, rtol=tol, atol=tol * max(1.0, np.abs(expected).max()))
+    # the defining properties: weighted mean 0, weighted covariance I
+    w = np64(got)
+    np.testing.assert_allclose(p @ w, 0.0, atol=tol * 10)
+    np.testing.assert_allclose(w.T @ (w * p[:, None]), np.eye(cols), atol=tol * 10)
+
+
+def test_weighted_moments_by_row_blocks_match_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "_ROW_BLOCK", 7)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 4)).astype(np.float32)
+    p = rng.random(50)
+    p /= p.sum()
+    mu, sigma = ops.weighted_moments(x, p)  # a numpy array works as the row source too
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(mu.numpy(), p @ x64, rtol=1e-12)
+    np.testing.assert_allclose(sigma.numpy(), np.cov(x64.T, aweights=p, bias=True), rtol=1e-10, atol=1e-14)
+
+
+def test_zipfian_whiten_rejects_bad_weights_and_singular_covariance() -> None:
+    x = torch.randn(10, 3)
+    with pytest.raises(ConfigError, match="weights have 9"):
+        ops.zipfian_whiten(x, np.full(9, 1 / 9))
+    with pytest.raises(ConfigError, match="finite, >= 0"):
+        ops.zipfian_whiten(x, np.r_[np.full(9, 0.2), -0.8])
+    with pytest.raises(ConfigError, match="singular"):  # only two tokens carry weight: rank 1 < 3
+        ops.zipfian_whiten(x, np.r_[0.5, 0.5, np.zeros(8)])
+    with pytest.raises(ConfigError, match="singular"):
+        ops.zipfian_whiten(torch.cat([x[:, :2], x[:, :1]], dim=1), np.full(10, 0.1))
+    with pytest.raises(ConfigError, match="floating-point"):
+        ops.zipfian_whiten(torch.ones(10, 3, dtype=torch.int64), np.full(10, 0.1))

@@ -30,6 +30,7 @@ TOPICS = {
     "merge-counts": "../counting.md#nb-merge-counts",
     "patch-checkpoint": "../surgery.md#nb-patch-checkpoint",
     "inspect": "../checkpoints.md#nb-inspect",
+    "embedding-stats": "../surgery.md#nb-embedding-stats",
     "probe-bias": "../probes.md#nb-probe-bias",
     "train": "../training.md#nb-train",
     "eval": "../eval-generate.md#nb-eval",

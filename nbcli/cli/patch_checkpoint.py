@@ -18,6 +18,7 @@ EPILOG = """\
 
   1 --set-output-bias   b = log p(y), add-k smoothed (paper 000 sec. 3)
   2 --rescale-w         ||W|| = ||b||_2 (paper 000 sec. 4.1); default norm: Frobenius
+    --zipfian-whiten-embeddings  v' = Sigma^(-1/2)(v - mu), unigram-weighted (Yokoi et al. 2024)
   3 --standardise-embeddings   x* = (x - mean X) * s / std X + m (paper 002 eq. 1, eq. 4)
   4 --shuffle-embeddings       Pre-trained_Shuffled (paper 002 sec. 3.4)
   5 --scale-ln-bias     b_LN <- LAMBDA b_LN (paper 003 sec. 3.3)
@@ -79,6 +80,12 @@ def patch_checkpoint(
         "--untie", help="Write a separate output weight (copy of the tied input embedding) so output-side "
         "operations leave the input embedding alone. Loaders must not re-tie it (transformers: "
         "tie_word_embeddings=false; nb: nb.config is updated).")] = False,
+    zipfian_whiten: Annotated[Optional[Path], typer.Option(
+        "--zipfian-whiten-embeddings", metavar="COUNTS.safetensors",
+        help="Zipfian-whiten the input embedding (Yokoi et al. 2024): v' = Sigma^(-1/2)(v - mu) with "
+        "mu = sum p(w) v_w, Sigma = sum p(w)(v_w - mu)(v_w - mu)^T, p the add-k unigram of these counts "
+        "(--smoothing; add-k:0 = raw frequencies) and the symmetric (ZCA) root. Runs after --rescale-w, before "
+        "--standardise-embeddings. A singular Sigma is an error.")] = None,
     standardise: Annotated[Optional[str], standardise_option("--standardise-embeddings")] = None,
     shuffle: Annotated[bool, typer.Option(
         "--shuffle-embeddings", help="Shuffle the input embedding (Pre-trained_Shuffled, paper 002 sec. 3.4).")] = False,
@@ -136,14 +143,16 @@ def patch_checkpoint(
         check_lambda(lam)
     options = SurgeryOptions(
         output_bias_counts=set_output_bias, smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, standardise=parse_standardise(standardise) if standardise else None,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=zipfian_whiten,
+        standardise=parse_standardise(standardise) if standardise else None,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
         remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite,
         new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
         tokenizer=tokenizer and local_path(tokenizer, "tokenizer"), allow_vocab_mismatch=allow_vocab_mismatch)
     if not options.operations():
-        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
-                          "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")
+        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --zipfian-whiten-embeddings, "
+                          "--standardise-embeddings, --shuffle-embeddings, --scale-ln-bias, "
+                          "--remove-frequency-direction or --untie")
     with byte_progress("patching") as progress:
         result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
                             in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)

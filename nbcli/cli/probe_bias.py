@@ -32,6 +32,16 @@ EPILOG = """\
       (paper 000 app. B.5, figs. 11-12). output_bias.spearman: rho between b and the counts.
   [bold]frequency_bins[/]  --bins equal-width bins of log10(count) over seen tokens, each with the
       number of tokens and the mean and population std of <b_LN, w_i> (paper 003 fig. 3).
+  [bold]zipfian[/]  frequency-weighted geometry (Yokoi et al. 2024, Zipfian whitening), needs --counts:
+      p(w) = the add-k unigram (--smoothing; add-k:0 = raw frequencies), mu = sum p(w) w,
+      Sigma = sum p(w)(w - mu)(w - mu)^T, w' = Sigma^(-1/2)(w - mu) with the symmetric (ZCA) root.
+      [bold]raw / whitened[/]: mean_cosine_uniform (as isotropy.mean_cosine), mean_cosine_unigram =
+      sum_ij p_i p_j cos(w_i, w_j); partition_ratio_uniform / _unigram = min_c Z / max_c Z with
+      Z(c) = sum_i exp(<c, w_i>) or sum_i p_i exp(<c, w_i>), c over the eigenvectors of the measured
+      matrix's W^T W (both signs).
+      [bold]frequency_direction[/]: u = b_LN (or, without one, the weighted mean mu); share_before /
+      share_after = sum_i p_i cos^2(w_i, u) of raw / whitened rows; removed = 1 - after / before;
+      spearman_before / _after: rho(<w_i, u>, count). --no-whiten skips the section (4 more passes over W).
 
 Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
 converted to float32. Counts shorter than the embedding (padded vocabularies) are padded with zeros.
@@ -65,6 +75,10 @@ def probe_bias(
     partition: Annotated[bool, typer.Option(
         "--partition/--no-partition",
         help="Compute Mu & Viswanath's partition-function isotropy (O(V d^2): the slow part for large d).")] = True,
+    whiten: Annotated[bool, typer.Option(
+        "--whiten/--no-whiten",
+        help="With --counts: isotropy under uniform and unigram weighting before and after Zipfian whitening "
+        "(Yokoi et al. 2024), and how much of the frequency direction whitening removes (4 more passes over W).")] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Print frequency-direction, isotropy and output-bias reports for a checkpoint (papers 003, 000).
@@ -83,9 +97,9 @@ def probe_bias(
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(warnings)
-    with step_progress("probing", report_steps(inputs, partition)) as advance:
+    with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:
         report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
-                                       progress=lambda status: advance(1, status=status))
+                                       whiten=whiten, progress=lambda status: advance(1, status=status))
     if plot is not None:
         report["plots"] = write_probe_plots(plot, inputs, report, arrays)
     if as_json:
@@ -190,8 +204,35 @@ def _render(report: dict[str, Any]) -> None:
             t.add_row(str(i), f"{row['count_lo']:,.0f} – {row['count_hi']:,.0f}", f"{row['tokens']:,}",
                       _fmt(row["mean"]), _fmt(row["std"]))
         console.print(t)
+    _render_zipfian(console, report["zipfian"])
     for path in report.get("plots", []):
         console.print(f"wrote {esc(path)}")
+
+
+def _render_zipfian(console: Any, zipf: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import esc
+
+    title = "5. frequency-weighted isotropy and Zipfian whitening (Yokoi et al. 2024)"
+    if not zipf["present"]:
+        console.print(f"[bold]{title}[/]: {esc(zipf['note'] or 'absent')}")
+        return
+    t = Table(title=f"{title}; weights: {esc(zipf['weighting'])}", title_justify="left")
+    for name in ("measure", "raw", "whitened"):
+        t.add_column(name, justify="left" if name == "measure" else "right")
+    for key, label, spec in (("mean_cosine_uniform", "mean cosine, uniform", ".4f"),
+                             ("mean_cosine_unigram", "mean cosine, unigram-weighted", ".4f"),
+                             ("partition_ratio_uniform", "partition ratio, uniform", ".4g"),
+                             ("partition_ratio_unigram", "partition ratio, unigram-weighted", ".4g")):
+        t.add_row(label, _fmt(zipf["raw"][key], spec), _fmt(zipf["whitened"][key], spec))
+    fd = zipf["frequency_direction"]
+    if fd is not None:
+        t.add_row(f"share along u = {esc(zipf['direction'])} (Σ p cos²)", _fmt(fd["share_before"]), _fmt(fd["share_after"]))
+        t.add_row("Spearman ρ(<w_i, u>, count)", _fmt(fd["spearman_before"]), _fmt(fd["spearman_after"]))
+    console.print(t)
+    if fd is not None and fd["removed"] is not None:
+        console.print(f"whitening removes {fd['removed']:.1%} of the frequency direction's share")
 
 
 def register(app: typer.Typer) -> None:

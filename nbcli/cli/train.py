@@ -106,6 +106,11 @@ def train(
         help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
         "safetensors file (default tensor: the file's input-embedding role).")] = "normal",
     embedding_standardise: Annotated[Optional[str], standardise_option("--embedding-standardise")] = None,
+    embedding_whiten: Annotated[bool, typer.Option(
+        "--embedding-whiten", help="Zipfian-whiten the initial embedding (Yokoi et al. 2024): v' = Sigma^(-1/2)"
+        "(v - mu) under the add-k unigram (--smoothing) of the training counts, after --embedding-init and "
+        "before --embedding-standardise (whitened coordinates have unit weighted variance: add "
+        "--embedding-standardise xavier for Xavier's scale).")] = False,
     embedding_shuffle: Annotated[bool, typer.Option(
         "--embedding-shuffle", help="Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the "
         "patch-checkpoint function, seeded by --seed).")] = False,
@@ -155,7 +160,8 @@ def train(
         ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
         ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
         ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, embedding_init=embedding_init,
-        embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle,
+        embedding_standardise=embedding_standardise, embedding_whiten=embedding_whiten,
+        embedding_shuffle=embedding_shuffle,
         embedding_shuffle_mode=shuffle_mode,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
         device=device, dtype=dtype, compile=compile_model, seed=seed)

@@ -6,6 +6,7 @@ tensors their roles name (`nbcli.checkpoint.roles`), in the documented order (OP
     1 set-output-bias              b = log p(y)                      paper 000 sec. 3
       untie                        a separate output weight (the tied head's scale kept)
     2 rescale-w                    ||W|| = ||b||_2                   paper 000 sec. 4.1
+      zipfian-whiten-embeddings    v' = Sigma^(-1/2)(v - mu)         Yokoi et al. 2024
     3 standardise-embeddings       Pre-trained_Xavier / eq. 4        paper 002 eq. 1, eq. 4
     4 shuffle-embeddings           Pre-trained_Shuffled              paper 002 sec. 3.4
     5 scale-ln-bias                b_LN <- lambda b_LN               paper 003 sec. 3.3
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from nbcli.ops import Norm, ShuffleMode
 
 
-OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "standardise-embeddings", "shuffle-embeddings",
+OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "zipfian-whiten-embeddings", "standardise-embeddings", "shuffle-embeddings",
                    "scale-ln-bias", "remove-frequency-direction")
 
 CREATED_BIAS_NOTE = (
@@ -125,6 +126,8 @@ class SurgeryOptions:
     bias_name: str | None = None
     rescale_w: Norm | None = None
     untie: bool = False
+    zipfian_whiten_counts: Path | None = None
+    """counts whose add-k unigram (smoothing_k) weights Zipfian whitening of the input embedding"""
     standardise: StandardiseSpec | None = None
     shuffle: bool = False
     shuffle_mode: ShuffleMode = "rows"
@@ -150,6 +153,9 @@ class SurgeryOptions:
             ops.append({"op": "untie"})
         if self.rescale_w is not None:
             ops.append({"op": "rescale-w", "norm": self.rescale_w})
+        if self.zipfian_whiten_counts is not None:
+            ops.append({"op": "zipfian-whiten-embeddings", "counts": str(self.zipfian_whiten_counts),
+                        "smoothing": f"add-k:{self.smoothing_k:g}"})
         if self.standardise is not None:
             ops.append({"op": "standardise-embeddings", **self.standardise.describe()})
         if self.shuffle:
@@ -393,6 +399,22 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         with naming(f"{checkpoint.path}: --rescale-w of {w_name!r} to the norm of {bias_name!r}"):
             ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
 
+    # Zipfian whitening of the input embedding (Yokoi et al. 2024)
+    if options.zipfian_whiten_counts is not None:
+        from nbcli.ops import unigram_weights, zipfian_whiten
+
+        emb = roles.require("input_embedding", "--zipfian-whiten-embeddings")
+        if tied:
+            warnings.append(f"--zipfian-whiten-embeddings: {emb!r} is also the (tied) output weight")
+        x = ws.read(emb)
+        if x.ndim != 2 or 0 in x.shape:
+            raise CheckpointError(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r}: expected a non-empty "
+                                  f"[V, d] matrix, got {list(x.shape)}")
+        counts, counts_warnings = _counts_for(options.zipfian_whiten_counts, checkpoint, x.shape[0], options)
+        warnings.extend(counts_warnings)
+        with naming(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r} with {options.zipfian_whiten_counts}"):
+            ws.write(emb, "input_embedding", zipfian_whiten(x, unigram_weights(counts, x.shape[0], options.smoothing_k)))
+
     # 3. standardise the input embedding (paper 002 eq. 1 / eq. 4)
     if options.standardise is not None:
         emb = roles.require("input_embedding", "--standardise-embeddings")
@@ -439,8 +461,9 @@ def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
                     ws.write(alias, role, ws.values[main].clone())
 
     if not ws.touched and not options.untie:
-        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --standardise-embeddings, "
-                          "--shuffle-embeddings, --scale-ln-bias, --remove-frequency-direction or --untie")
+        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --zipfian-whiten-embeddings, "
+                          "--standardise-embeddings, --shuffle-embeddings, --scale-ln-bias, "
+                          "--remove-frequency-direction or --untie")
     return ws.finish(), ws, list(dict.fromkeys(warnings))
 
 
@@ -481,6 +504,7 @@ def provenance_entry(options: SurgeryOptions, input_hashes: dict[str, str], prev
 #: hold back from the bulk copy, and a wrong guess costs time, never correctness: see apply_surgery).
 _OPERATION_ROLES = {"set-output-bias": "output_bias", "rescale-w": "output_weight",
                     "standardise-embeddings": "input_embedding", "shuffle-embeddings": "input_embedding",
+                    "zipfian-whiten-embeddings": "input_embedding",
                     "scale-ln-bias": "final_ln_bias", "remove-frequency-direction": "output_weight"}
 
 

@@ -64,17 +64,19 @@ def apply_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
         key: {"bytes": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns} for key, path in checkpoint_files.items()}
     if options.output_bias_counts is not None:
         inputs["counts"] = Path(options.output_bias_counts)
+    if options.zipfian_whiten_counts is not None:
+        inputs["whiten-counts"] = Path(options.zipfian_whiten_counts)
     if options.standardise is not None and options.standardise.match_file:
         inputs["match"] = Path(options.standardise.match_file)
     if options.tokenizer is not None:
         input_stat(options.tokenizer, "tokenizer", allow_dir=True, error=CountsError)
         if Path(options.tokenizer).is_file():
             inputs["tokenizer"] = Path(options.tokenizer)
-    others = [path for key, path in inputs.items() if key in ("counts", "match", "tokenizer")]
+    others = [path for key, path in inputs.items() if key in ("counts", "whiten-counts", "match", "tokenizer")]
     for key, path in inputs.items():  # before a hashing thread opens them (a FIFO would block it)
-        if key in ("counts", "match"):
-            input_stat(path, "counts file" if key == "counts" else "checkpoint",
-                       error=CountsError if key == "counts" else CheckpointError)
+        if key in ("counts", "whiten-counts", "match"):
+            input_stat(path, "checkpoint" if key == "match" else "counts file",
+                       error=CheckpointError if key == "match" else CountsError)
     if output is not None and not dry_run:
         check_output_paths(checkpoint, output, in_place=in_place, other_inputs=others, folder=folder)
     held = held_tensors(checkpoint, roles, options) if overlap and not dry_run and output is not None else None

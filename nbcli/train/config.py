@@ -61,6 +61,7 @@ class TrainConfig:
     lr_schedule: Literal["cosine", "linear"] = "cosine"
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
     embedding_standardise: str | None = None   # xavier | match:FILE:TENSOR | mean=M,std=S (surgery spec)
+    embedding_whiten: bool = False    # Zipfian whitening under the training counts' unigram (Yokoi et al. 2024)
     embedding_shuffle: bool = False
     embedding_shuffle_mode: Literal["rows", "rows-columns", "elements"] = "rows"
     mask_rate: float = 0.15

@@ -7,7 +7,8 @@
   rows of a pretrained safetensors tensor (same vocabulary size required; `nb transplant-embeddings`
   makes one for another tokenizer's vocabulary, sec. 3.3), optionally standardised (eq. 1 Xavier's
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
-  function) and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
+  function), Zipfian-whitened first if asked (Yokoi et al. 2024, `ops.zipfian_whiten` under the add-k
+  unigram of the training counts), and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
   seeded by --seed).
 
 `build_model` applies them to a fresh `nbcli.model.Transformer` (GPT-2 init) for `nb train`.
@@ -80,22 +81,27 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: in
     return rows
 
 
-def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int | None = None) -> torch.Tensor:
+def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int | None = None,
+                    counts: np.ndarray | None = None) -> torch.Tensor:
     """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw). A
     pretrained file with only the tokenizer's rows leaves the appended rows (MLM `<mask>`) at their
-    current init."""
+    current init. Order: init, Zipfian whitening (cfg.embedding_whiten, weights from `counts`, the
+    training counts), standardisation, shuffling (the order of nb patch-checkpoint)."""
     V, d = current.shape
     if cfg.embedding_init == "normal":
         emb = current.detach().clone()
     elif cfg.embedding_init == "xavier":
-        bound = math.sqrt(6.0 / (V + d))
-        g = torch.Generator().manual_seed(cfg.seed)
-        emb = (torch.rand(V, d, generator=g) * 2 - 1) * bound
+        emb = ops.xavier_uniform(V, d, cfg.seed)
     else:
         rows = pretrained_rows(cfg.embedding_init, V, d, tokenizer_rows)
         emb = current.detach().clone().to(rows.dtype)
         emb[:rows.shape[0]] = rows
     with naming(f"--embedding-init {cfg.embedding_init}"):
+        if cfg.embedding_whiten:
+            if counts is None:
+                raise ConfigError("--embedding-whiten needs the training counts")
+            with naming("--embedding-whiten"):
+                emb = ops.zipfian_whiten(emb, ops.unigram_weights(counts, V, cfg.smoothing_k))
         if cfg.embedding_standardise is not None:
             emb = surgery.standardise_to(emb, surgery.parse_standardise(cfg.embedding_standardise))
         if cfg.embedding_shuffle:
@@ -130,7 +136,7 @@ def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokeniz
     torch.manual_seed(cfg.seed)
     model = Transformer(mcfg)
     with torch.no_grad():
-        emb = input_embedding(cfg, model.tok_emb.weight, tokenizer_rows)
+        emb = input_embedding(cfg, model.tok_emb.weight, tokenizer_rows, counts)
         model.tok_emb.weight.copy_(emb)
         if model.head_bias is not None and cfg.bias_init == "unigram":
             model.head_bias.copy_(output_bias(counts, mcfg.vocab_size, cfg.smoothing_k))

@@ -36,7 +36,7 @@ def test_shared_options_have_one_declaration() -> None:
 
 def test_seed_has_one_bound_everywhere() -> None:
     seeds = _declarations()["--seed"]
-    assert len(seeds) == 4
+    assert len(seeds) == 5  # patch-checkpoint, embedding-stats, train, generate, transplant-embeddings
     for name, _ in seeds:
         assert {(p.min, p.max) for n, p in seeds if n == name} == {(0, MAX_SEED)}
         result = CliRunner().invoke(app, [name, "--seed", str(MAX_SEED + 1)])

@@ -555,3 +555,53 @@ def test_custom_architecture_from_map_in_every_command(tmp_path: Path, counts_fi
     probe = invoke("probe-bias", src, *maps, "--json")
     assert probe.exit_code == 0, probe.output
     assert json.loads(probe.stdout)["architecture"] == "custom"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_zipfian_whiten_embeddings_matches_dense_numpy(tmp_path: Path, counts_file, dtype: torch.dtype) -> None:  # noqa: ANN001
+    """--zipfian-whiten-embeddings (Yokoi et al. 2024) against a dense numpy computation of
+    Sigma^(-1/2)(v - mu) with p the add-k unigram of the counts; other tensors byte-identical."""
+    from scipy.linalg import sqrtm
+
+    counts_path, counts = counts_file
+    src = save(tmp_path / "gpt2.safetensors", gpt2_tensors(dtype=dtype), {"format": "pt"})
+    out = tmp_path / "w.safetensors"
+    result = invoke("patch-checkpoint", src, "-o", out, "--zipfian-whiten-embeddings", counts_path,
+                    "--smoothing", "add-k:0.5", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [op["op"] for op in report["operations"]] == ["zipfian-whiten-embeddings"]
+    assert any("tied" in w for w in report["warnings"])  # GPT-2's wte is also the output weight
+    v = load_file(str(src))["wte.weight"].double().numpy()
+    p = (counts + 0.5) / (counts.sum() + 0.5 * V)
+    mu = p @ v
+    expected = np.linalg.solve(np.real(sqrtm((v - mu).T @ np.diag(p) @ (v - mu))), (v - mu).T).T
+    got = load_file(str(out))["wte.weight"]
+    assert got.dtype == dtype
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    np.testing.assert_allclose(got.double().numpy(), expected, rtol=tol, atol=tol * np.abs(expected).max())
+    before, after = tensor_digests(src), tensor_digests(out)
+    assert {n for n in before if before[n] != after[n]} == {"wte.weight"}
+    provenance = json.loads(open_checkpoint(out).metadata["nb.provenance"])
+    assert provenance["operations"][0] == {"op": "zipfian-whiten-embeddings", "counts": str(counts_path),
+                                           "smoothing": "add-k:0.5"}
+    assert provenance["inputs_sha256"]["whiten-counts"] == hashlib.sha256(counts_path.read_bytes()).hexdigest()
+    before_counts = counts_path.read_bytes()
+    clash = invoke("patch-checkpoint", src, "-o", counts_path, "--zipfian-whiten-embeddings", counts_path)
+    assert clash.exit_code == 1 and counts_path.read_bytes() == before_counts  # an output never overwrites an input
+    assert_one_line_error(clash.stderr, str(counts_path))
+
+
+def test_zipfian_whiten_bad_inputs_are_one_line_errors(tmp_path: Path, counts_file) -> None:  # noqa: ANN001
+    counts_path, _ = counts_file
+    tensors = gpt2_tensors()
+    tensors["wte.weight"] = tensors["wte.weight"][:, :1].repeat(1, tensors["wte.weight"].shape[1])  # rank 1
+    src = save(tmp_path / "g.safetensors", tensors, {"format": "pt"})
+    result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--zipfian-whiten-embeddings", counts_path)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "singular")
+    assert not (tmp_path / "o.safetensors").exists()
+    result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--zipfian-whiten-embeddings",
+                    tmp_path / "missing.safetensors")
+    assert result.exit_code != 0 and "Traceback" not in result.stderr
+    assert not (tmp_path / "o.safetensors").exists()

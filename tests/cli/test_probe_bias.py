@@ -215,8 +215,9 @@ def test_plot_writes_pngs_with_provenance(tmp_path: Path, t: dict, counts_file: 
     save_file(nb_layout(t), str(ckpt), metadata=nb_metadata())
     out = tmp_path / "figs"
     report = probe(ckpt, "-c", counts_file, "--plot", out)
-    assert sorted(Path(p).name for p in report["plots"]) == ["cosine_histogram.png", "frequency_direction.png"]
-    for name in ("cosine_histogram.png", "frequency_direction.png"):
+    assert sorted(Path(p).name for p in report["plots"]) == ["cosine_histogram.png", "frequency_direction.png",
+                                                             "zipfian.png"]
+    for name in ("cosine_histogram.png", "frequency_direction.png", "zipfian.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"nb.counts_sha256" in data  # provenance in a PNG text chunk
@@ -263,8 +264,12 @@ def test_plot_without_frequency_direction_draws_the_histogram_only(tmp_path: Pat
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib (the plot extra)")
     ckpt = tmp_path / "llama.safetensors"
     save_file({"model.embed_tokens.weight": t["w"], "model.norm.weight": torch.ones(D)}, str(ckpt))
-    report = probe(ckpt, "-c", counts_file, "--plot", tmp_path / "figs", "--no-partition")
+    report = probe(ckpt, "-c", counts_file, "--plot", tmp_path / "figs", "--no-partition", "--no-whiten")
     assert [Path(p).name for p in report["plots"]] == ["cosine_histogram.png"]
+    # with whitening (no b_LN): the direction is the unigram-weighted mean
+    report = probe(ckpt, "-c", counts_file, "--plot", tmp_path / "figs2", "--no-partition")
+    assert [Path(p).name for p in report["plots"]] == ["cosine_histogram.png", "zipfian.png"]
+    assert report["zipfian"]["direction"] == "unigram-weighted mean"
 
 
 def test_counts_from_another_tokenizer_are_refused(tmp_path: Path, t: dict) -> None:
@@ -319,3 +324,31 @@ def test_few_or_no_seen_tokens_give_no_numpy_warnings(tmp_path: Path, t: dict, s
     assert report["frequency_direction"]["tokens"] == seen
     if seen < 2:
         assert report["frequency_direction"]["spearman"] is None
+
+
+def test_zipfian_section_against_dense_whitening(tmp_path: Path, t: dict, counts_file: Path) -> None:
+    """The zipfian section of the CLI report equals a dense numpy recomputation (weights = add-k 1)."""
+    from scipy.linalg import sqrtm
+
+    ckpt = tmp_path / "model.safetensors"
+    save_file(nb_layout(t), str(ckpt), metadata=nb_metadata())
+    zipf = probe(ckpt, "-c", counts_file, "--smoothing", "add-k:1")["zipfian"]
+    w = t["w"].double().numpy()
+    c = t["counts"].double().numpy()
+    p = (c + 1) / (c.sum() + c.size)
+    mu = p @ w
+    white = np.linalg.solve(np.real(sqrtm((w - mu).T @ np.diag(p) @ (w - mu))), (w - mu).T).T
+    units = white / np.linalg.norm(white, axis=1, keepdims=True)
+    assert zipf["whitened"]["mean_cosine_unigram"] == pytest.approx(float(p @ units @ units.T @ p), rel=1e-3, abs=1e-6)
+    u = t["b_ln"].double().numpy()
+    u /= np.linalg.norm(u)
+    share = float(p @ ((white @ u) ** 2 / (white * white).sum(axis=1)))
+    assert zipf["direction"] == "b_LN"
+    assert zipf["frequency_direction"]["share_after"] == pytest.approx(share, rel=1e-3)
+    # the planted frequency direction dominates W; whitening removes most of its share
+    assert zipf["frequency_direction"]["removed"] > 0.5
+    proc = run_nb("probe-bias", ckpt, "-c", counts_file)
+    assert "Zipfian whitening" in proc.stdout.decode() and "mean cosine, unigram-weighted" in proc.stdout.decode()
+    skipped = probe(ckpt, "-c", counts_file, "--no-whiten")["zipfian"]
+    assert skipped == {"present": False, "note": "skipped (--no-whiten)"}
+    assert probe(ckpt)["zipfian"]["note"] == "needs corpus counts (--counts)"

@@ -308,11 +308,17 @@ def option_cases() -> Iterator[Case]:
                                                         "mean=nan,std=1", "match:", "match:{DIR}/absent.safetensors:w"),
                            "--map": ("output_weight", "nonsense=tok_emb.weight", "output_weight=absent"),
                            "--arch": ("gpt5",), "--rescale-w": ("l1",), "--shuffle-mode": ("diagonal",),
-                           "--bias-name": ("tok_emb.weight",)}.items():
+                           "--bias-name": ("tok_emb.weight",),
+                           "--zipfian-whiten-embeddings": ("{DIR}/absent.safetensors",)}.items():
         for value in values:
             extra = (("--scale-ln-bias", "0.5") if option in ("--map", "--arch", "--smoothing")
                      else ("--set-output-bias", "{COUNTS}") if option == "--bias-name" else ())
             table.append((patch, (option, value, *extra), option))
+    stats = ("embedding-stats", "{CKPT}")
+    for option, values in {"--inits": ("glove", "", "xavier,,"), "--seed": ("-1", big),
+                           "--shuffle-mode": ("diagonal",), "--plot": ("{DIR}/x.jpg",), "--arch": ("gpt5",)}.items():
+        for value in values:
+            table.append((stats, (option, value), option))
     for option, values in {"--bins": ("0", "-1", "100000", big), "--smoothing": ("add-k:nan", "x"),
                            "--map": ("final_ln_bias=absent",), "--arch": ("gpt5",)}.items():
         for value in values:
@@ -423,6 +429,9 @@ def train_cases() -> Iterator[Case]:
     yield Case("pretrained-standardise-constant", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors",
                                                    "--embedding-standardise", "xavier"),
                embedding(0.5, 500), ("emb.safetensors",), "train")
+    yield Case("whiten-constant-embedding", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors",
+                                             "--embedding-whiten"),
+               embedding(0.5, 500), ("embedding-whiten",), "train")
     yield Case("ag-alpha-huge", (*base, "--objective", "mlm", "--ag-fraction", "0.5", "--ag-alpha", "1e300"),
                dict, ("step",), "train")
 
@@ -440,6 +449,11 @@ def patch_cases() -> Iterator[Case]:
              "ln_f.bias": torch.ones(8)}
     yield Case("standardise-empty", ("patch-checkpoint", "{DIR}/m.safetensors", "--standardise-embeddings", "xavier",
                                      *out), ckpt(empty), ("m.safetensors", "tok_emb.weight"), "patch")
+    yield Case("whiten-constant", ("patch-checkpoint", "{DIR}/m.safetensors", "--zipfian-whiten-embeddings",
+                                   "{COUNTS}", *out),
+               ckpt({**empty, "tok_emb.weight": torch.ones(40, 8)}), ("m.safetensors", "tok_emb.weight"), "patch")
+    yield Case("whiten-empty", ("patch-checkpoint", "{DIR}/m.safetensors", "--zipfian-whiten-embeddings",
+                                "{COUNTS}", *out), ckpt(empty), ("m.safetensors", "tok_emb.weight"), "patch")
     yield Case("standardise-constant", ("patch-checkpoint", "{DIR}/m.safetensors", "--standardise-embeddings",
                                         "xavier", *out),
                ckpt({**empty, "tok_emb.weight": torch.ones(40, 8)}), ("m.safetensors", "tok_emb.weight"), "patch")

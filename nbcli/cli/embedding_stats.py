@@ -1,0 +1,138 @@
+"""`nb embedding-stats`: paper 002's embedding statistics (tables 2, 6, 8) for a checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from nbcli.cli.base import NbCommand
+from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, seed_option, shuffle_mode_option
+
+EPILOG = """\
+[bold]Columns[/] (paper 002 tables 2, 6, 8; all entries of the matrix)
+
+  min, max   the range;  mean, σ   the mean and sample standard deviation (ddof 1), float64
+  ...√D      the same four times sqrt(D), D the embedding width: table 6's "(Scaled)" rows, the
+             embedding as it is added to the positional encoding
+
+[bold]Rows[/]: the checkpoint's input embedding and, when it is a separate tensor, its output weight
+(or --tensor NAME alone); then, with --inits, one row per initialisation of that source (the input
+embedding, or --tensor), the functions nb patch-checkpoint and nb train apply:
+  xavier               U(±sqrt(6/(N+D))) of the source's shape (seeded by --seed)
+  pretrained           the source itself
+  pretrained-xavier    eq. 1: standardised to mean 0, σ = sqrt(2/(N+D)) (table 2's "BERT_Xavier")
+  xavier-pretrained    eq. 4: the Xavier draw standardised to the source's mean and σ (table 8)
+  pretrained-shuffled  sec. 3.4, --shuffle-mode (same statistics as the source, table 2's note)
+
+A separate command rather than an `nb inspect` option: inspect reads headers only (instant, no
+torch), while these statistics read every entry and draw initialisations.
+
+[bold]Examples[/]
+
+  nb embedding-stats bert/model.safetensors
+  nb embedding-stats glove.safetensors --inits all --plot glove-stats.png
+  nb embedding-stats t5/ --inits pretrained,pretrained-xavier --json
+  nb embedding-stats ckpt.safetensors --tensor encoder.embed_tokens.weight --inits xavier,xavier-pretrained
+"""
+
+
+def embedding_stats(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="IN", show_default=False,
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+    tensor: Annotated[Optional[str], typer.Option(
+        "--tensor", metavar="NAME", help="Report this [V, D] tensor (and initialise from it) instead of the "
+        "roles (a bare pretrained embedding file, e.g. GloVe saved as safetensors).")] = None,
+    inits: Annotated[Optional[str], typer.Option(
+        "--inits", metavar="LIST|all",
+        help="Comma-separated initialisations of the source to add as rows: xavier, pretrained, "
+        "pretrained-xavier, xavier-pretrained, pretrained-shuffled, or all.")] = None,
+    seed: Annotated[int, seed_option("Seed of the Xavier draw and the shuffle")] = 0,
+    shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
+    arch: ArchOption = "auto",
+    mapping: RoleMapOption = None,
+    plot: Annotated[Optional[Path], typer.Option(
+        "--plot", metavar="FILE.png", help="Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; "
+        "needs matplotlib: pip install 'nbcli[plot]').")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, mean and σ, raw and scaled by sqrt(D), for a checkpoint's embeddings and, with --inits, for each of nb's initialisations of them."""  # noqa: E501
+    from nbcli.analysis.embedding_stats import INITIALISATIONS, embedding_stats_report
+    from nbcli.cli.console import print_json
+    from nbcli.errors import ConfigError
+
+    chosen: tuple[str, ...] = ()
+    if inits is not None:
+        chosen = INITIALISATIONS if inits.strip() == "all" else tuple(p.strip() for p in inits.split(","))
+        bad = [p for p in chosen if p not in INITIALISATIONS]
+        if bad:
+            raise ConfigError(f"--inits {inits!r}: unknown initialisation {bad[0]!r}; expected "
+                              f"{', '.join(INITIALISATIONS)} or all")
+    if plot is not None:
+        _check_plot(plot, checkpoint)
+    report = embedding_stats_report(checkpoint, arch=arch, mapping=mapping or [], tensor=tensor, inits=chosen,
+                                    seed=seed, shuffle_mode=shuffle_mode)
+    if plot is not None:
+        from nbcli import plots
+        from nbcli.provenance import tool_version
+
+        plots.plot_embedding_stats(plot, report["rows"], title=f"{checkpoint.name}: embedding statistics "
+                                   "(paper 002 tables 2, 6, 8)",
+                                   metadata={"nb.version": tool_version(), "nb.checkpoint": str(checkpoint),
+                                             "nb.command": "embedding-stats"})
+        report["plot"] = str(plot)
+    if as_json:
+        print_json(report)
+    else:
+        _render(report)
+
+
+def _check_plot(plot: Path, checkpoint: Path) -> None:
+    import importlib.util
+
+    from nbcli.checkpoint.reader import find_checkpoint_files
+    from nbcli.errors import ConfigError, NbError
+    from nbcli.outputs import guard_outputs
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
+    if plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {plot}: the figure is a PNG; give a name ending in .png")
+    read: list[Path | None] = [checkpoint]
+    try:
+        files, index, _ = find_checkpoint_files(checkpoint)
+        read += [*files, index]
+    except NbError:
+        pass  # reported when the checkpoint is opened
+    guard_outputs([plot], read, option="--plot")
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import esc, stdout_console
+
+    console = stdout_console()
+    tied = "" if report["tied"] is None else " (tied: the output weight is the input embedding)" if report["tied"] else ""
+    console.print(f"[bold]{esc(report['checkpoint'])}[/] ({esc(report['architecture'] or 'tensor given')}){tied}")
+    rows = {row["role"]: row["tensor"] for row in report["rows"] if row["initialisation"] is None}
+    console.print("tensors: " + ", ".join(f"{role}={esc(name)}" for role, name in rows.items())
+                  + (f"; initialisations of {esc(report['source'])}" if report["initialisations"] else "")
+                  + f"; D = {report['rows'][0]['shape'][1]}")
+    for title, scaled in (("as stored (paper 002 tables 2, 8)", False),
+                          (f"scaled by √D = {report['rows'][0]['scale']:.4g} (paper 002 table 6)", True)):
+        table = Table(title=title, title_justify="left")
+        for column in ("embedding", "min", "max", "mean", "σ"):
+            table.add_column(column, justify="left" if column == "embedding" else "right", no_wrap=True)
+        for row in report["rows"]:
+            values = row["scaled"] if scaled else row
+            table.add_row(esc(row["label"]), *(f"{values[k]:.4g}" for k in ("min", "max", "mean", "std")))
+        console.print(table)
+    if report.get("plot"):
+        console.print(f"wrote {esc(report['plot'])}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("embedding-stats", epilog=EPILOG, cls=NbCommand)(embedding_stats)
