@@ -121,6 +121,36 @@ class SafetensorsHeader:
 
 #: nb's metadata keys whose values other nb commands parse: JSON objects, and non-negative integers
 #: (nb.provenance is parsed where it is extended, and kept as a string when it is not JSON)
+class TensorLookup:
+    """Tensor records by name, the part of the reading interface that a checkpoint file
+    (`reader.Checkpoint`) and a state dict held in memory (`memory.MemoryCheckpoint`) share:
+    subclasses fill `_infos` (name -> a record with dtype, shape, file) and set `path`."""
+
+    path: Any
+    _infos: dict[str, Any]
+
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def info(self, name: str) -> Any:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
+
+    def dtype(self, name: str) -> str:
+        return self.info(name).dtype
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.info(name).shape
+
+    def shard_of(self, name: str) -> Any:
+        return self.info(name).file
+
+
 NB_JSON_METADATA = ("nb.config", "nb.train_config")
 NB_COUNT_METADATA = ("nb.documents", "nb.total_tokens", "nb.bytes_read", "nb.vocab_size", "nb.step")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbcli.checkpoint.format import TensorLookup
 from nbcli.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def _storage_key(tensor: torch.Tensor) -> tuple[Any, ...] | None:
     return (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
 
 
-class MemoryCheckpoint:
+class MemoryCheckpoint(TensorLookup):
     """Tensors by name, read like a checkpoint file (see the module docstring)."""
 
     sharded = False
@@ -95,27 +96,6 @@ class MemoryCheckpoint:
     @property
     def files(self) -> list[Path]:
         return []
-
-    def names(self) -> list[str]:
-        return list(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
-
-    def info(self, name: str) -> MemoryTensorInfo:
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
-
-    def dtype(self, name: str) -> str:
-        return self.info(name).dtype
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return self.info(name).shape
-
-    def shard_of(self, name: str) -> str:
-        return self.info(name).file
 
     @property
     def total_bytes(self) -> int:

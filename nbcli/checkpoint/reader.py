@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbcli.checkpoint.format import (
-    DTYPE_SIZES, FLOAT_CODES, NUMPY_STORED, SafetensorsHeader, TensorInfo, float32_from_stored, read_header,
-    torch_dtype,
+    DTYPE_SIZES, FLOAT_CODES, NUMPY_STORED, SafetensorsHeader, TensorInfo, TensorLookup, float32_from_stored,
+    read_header, torch_dtype,
 )
 from nbcli.errors import CheckpointError, OutputError
 from nbcli.jsonsafe import load_bytes, load_file
@@ -47,7 +47,7 @@ INDEX_SUFFIX = ".safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
-class Checkpoint:
+class Checkpoint(TensorLookup):
     """A single-file or sharded safetensors checkpoint, opened lazily. See the module docstring."""
 
     def __init__(self, path: Path, files: list[Path], index_path: Path | None,
@@ -86,27 +86,6 @@ class Checkpoint:
         if not hasattr(self, "_model_config"):
             self._model_config = read_model_config(self.files[0].parent)
         return self._model_config
-
-    def names(self) -> list[str]:
-        return list(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
-
-    def info(self, name: str) -> TensorInfo:
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
-
-    def dtype(self, name: str) -> str:
-        return self.info(name).dtype
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return self.info(name).shape
-
-    def shard_of(self, name: str) -> Path:
-        return self.info(name).file
 
     @property
     def total_bytes(self) -> int:
