@@ -87,11 +87,27 @@ def _raw_sources(cache: Path) -> list[tuple[str, list[Path]]]:
     return out
 
 
-def build_raw_corpus(cache: Path, mb: float) -> tuple[Path, list[dict[str, object]]]:
-    """Concatenate the sources' bytes as they are (a file's missing final newline added), up to `mb`."""
+def _whitespace_sources() -> list[tuple[str, list[Path], float]]:
+    """Text with deep indentation and long alignment runs of spaces, from the machine's own files:
+    glibc's charmap and locale tables (columns aligned with spaces), Python's standard library and
+    the C headers (indented code, aligned #defines and comments). (name, files, share of the corpus)."""
+    import glob
+
+    def files(pattern: str) -> list[Path]:
+        return sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+
+    return [("glibc charmaps (aligned tables, /usr/share/i18n/charmaps)", files("/usr/share/i18n/charmaps/*.gz"), 0.25),
+            ("glibc locales (/usr/share/i18n/locales)", files("/usr/share/i18n/locales/*"), 0.12),
+            ("Python 3 standard library (/usr/lib/python3*/**/*.py)", files("/usr/lib/python3*/**/*.py"), 0.35),
+            ("C headers (/usr/include/**/*.h)", files("/usr/include/**/*.h"), 0.28)]
+
+
+def build_raw_corpus(cache: Path, mb: float, kind: str = "raw") -> tuple[Path, list[dict[str, object]]]:
+    """Concatenate the sources' bytes as they are (a file's missing final newline added), up to `mb`
+    (kind "raw": the documentation corpus; "whitespace": `_whitespace_sources`, each up to its share)."""
     import gzip
 
-    corpus = cache / f"raw-corpus-{int(mb)}mb.txt"
+    corpus = cache / (f"raw-corpus-{int(mb)}mb.txt" if kind == "raw" else f"whitespace-corpus-{int(mb)}mb.txt")
     manifest = corpus.with_suffix(".json")
     if corpus.exists() and manifest.exists():
         return corpus, json.loads(manifest.read_text())
@@ -99,11 +115,14 @@ def build_raw_corpus(cache: Path, mb: float) -> tuple[Path, list[dict[str, objec
     stats: list[dict[str, object]] = []
     written = 0
     tmp = corpus.with_suffix(".tmp")
+    sources = ([(name, files, 1.0) for name, files in _raw_sources(cache)] if kind == "raw"
+               else _whitespace_sources())
     with open(tmp, "wb") as out:
-        for name, files in _raw_sources(cache):
+        for name, files, share in sources:
             n_bytes = n_files = 0
+            stop = min(limit, written + int(share * limit)) if kind != "raw" else limit
             for path in files:
-                if written >= limit:
+                if written >= stop:
                     break
                 data = gzip.decompress(path.read_bytes()) if path.suffix in (".gz", ".dz") else path.read_bytes()
                 try:
@@ -112,8 +131,8 @@ def build_raw_corpus(cache: Path, mb: float) -> tuple[Path, list[dict[str, objec
                     continue  # keep the corpus valid UTF-8 (a few Latin-1 files)
                 if data and not data.endswith(b"\n"):
                     data += b"\n"
-                if written + len(data) > limit:  # end at the first line end past the limit
-                    cut = data.find(b"\n", limit - written)
+                if written + len(data) > stop:  # end at the first line end past the limit
+                    cut = data.find(b"\n", stop - written)
                     data = data[:cut + 1] if cut >= 0 else data
                 out.write(data)
                 written += len(data)
@@ -369,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=CACHE)
     parser.add_argument("--mb", type=float, default=60.0, help="corpus size in MB (default 60)")
+    parser.add_argument("--corpus", choices=("raw", "whitespace"), default="raw",
+                        help="raw: documentation and sources as they come (default); whitespace: aligned "
+                        "tables and indented code (glibc charmaps and locales, Python stdlib, C headers)")
     parser.add_argument("--tokenizers", default="mistral,mistral-hf,qwen2,minilm,gpt2-form,sp-default,unigram")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", type=Path, help="only print the table of an earlier run's JSON")
@@ -378,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cache = args.data_dir.resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    corpus, sources = build_raw_corpus(cache, args.mb)
+    corpus, sources = build_raw_corpus(cache, args.mb, args.corpus)
     big = corpus_times(corpus, 4)
     n_cores = cores()
     rows = []

@@ -265,3 +265,20 @@ def test_piece_types_read_from_the_proto_match_sentencepiece(fixture: str, reque
             sp.is_unknown(i), sp.is_control(i), sp.is_unused(i), sp.is_byte(i)), i
     assert special_ids(data, sp) == {i for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)}
     assert {2, 3} <= set(types)  # the fixtures have <unk>, <s> and </s>
+    assert list(read_model_settings(data).pieces) == sp.id_to_piece(list(range(sp.get_piece_size())))
+
+
+@pytest.mark.parametrize("fixture", ["sp_model", "sp_llama2_model", "bundled"])
+def test_the_continuation_copy_drops_only_the_dummy_prefix(fixture: str, request: pytest.FixtureRequest) -> None:
+    import sentencepiece as spm
+
+    from nbcli.tokenizers.sentencepiece import without_dummy_prefix
+
+    path = SAMPLE_TOKENIZER if fixture == "bundled" else request.getfixturevalue(fixture)
+    data = Path(path).read_bytes()
+    sp, copy = (spm.SentencePieceProcessor(model_proto=d) for d in (data, without_dummy_prefix(data)))
+    assert copy.get_piece_size() == sp.get_piece_size()
+    for text in ["hello world", "the  cat", "abc"]:
+        with_prefix = "".join(sp.encode(text, out_type=str))
+        without = "".join(copy.encode(text, out_type=str))
+        assert with_prefix.startswith("\u2581") and without == with_prefix[1:], (text, with_prefix, without)
