@@ -13,12 +13,36 @@
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
 """
 
-from nbcli.checkpoint.architectures import ARCHITECTURES, ROLES, candidate_names, untie_rule
-from nbcli.checkpoint.format import DTYPE_SIZES, FLOAT_CODES, TensorInfo, build_header, dtype_code, read_header, torch_dtype
-from nbcli.checkpoint.layout import check_output_paths, folder_output, model_folder_files, output_paths, resolve_output
-from nbcli.checkpoint.reader import Checkpoint, RowBlocks, find_checkpoint_files, open_checkpoint, read_model_config
-from nbcli.checkpoint.roles import Roles, detect_architecture, look_alikes, parse_role_map, resolve_roles
-from nbcli.checkpoint.writer import Deferred, save_tensors, write_like, write_safetensors
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module that defines it. Imported on first use (PEP 562), so reaching one
+#: module (e.g. the architecture table for help text) does not load the reader and writer too.
+_EXPORTS = {
+    "architectures": ("ARCHITECTURES", "ROLES", "candidate_names", "untie_rule"),
+    "format": ("DTYPE_SIZES", "FLOAT_CODES", "TensorInfo", "build_header", "dtype_code", "read_header", "torch_dtype"),
+    "layout": ("check_output_paths", "folder_output", "model_folder_files", "output_paths", "resolve_output"),
+    "reader": ("Checkpoint", "RowBlocks", "find_checkpoint_files", "open_checkpoint", "read_model_config"),
+    "roles": ("Roles", "detect_architecture", "look_alikes", "parse_role_map", "resolve_roles"),
+    "writer": ("Deferred", "save_tensors", "write_like", "write_safetensors"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbcli.checkpoint' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nbcli.checkpoint.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "ARCHITECTURES", "DTYPE_SIZES", "FLOAT_CODES", "ROLES", "Checkpoint", "Deferred", "Roles", "RowBlocks",
