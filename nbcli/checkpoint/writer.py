@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from nbcli.atomic import OutputSet, atomic_write, start_writeback
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code, stored_layout
-from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
+from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, live_shards, resolve_output, shard_names
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import CheckpointError, ConfigError, OutputError
+from nbcli.outputs import device_inode
 
 if TYPE_CHECKING:
     import torch
@@ -271,6 +272,7 @@ class _Plan:
     files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
     index: tuple[Path, dict[str, Any], dict[str, str]] | None = None
     extra: list[tuple[Path, Path | bytes]] = field(default_factory=list)
+    retire: list[Path] = field(default_factory=list)
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
@@ -337,22 +339,35 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
 
     target_dir = checked_output_dir(source, target, folder)
     if source.sharded:
-        assert target_dir is not None
+        assert target_dir is not None and source.index_path is not None
+        # In place, a shard none of whose tensors changes is not written at all: it keeps its
+        # inode, bytes and name; the new provenance lives in the index and the rewritten shards.
+        same_dir = in_place and device_inode(target_dir) == device_inode(source.index_path.parent)
+        entries_of = {header.path: [(name, data(name)) for name in file_names[header.path]]
+                      for header in source.headers}
+        rewritten = [header.path for header in source.headers
+                     if not same_dir or metadata is not None
+                     or any(not isinstance(item, TensorInfo) for _name, item in entries_of[header.path])]
+        names = shard_names(source, target_dir, rewritten)
         weight_map: dict[str, str] = {}
         total = parameters = 0
         for header in source.headers:
-            entries = [(name, data(name)) for name in file_names[header.path]]
-            meta = dict(metadata) if metadata is not None else dict(header.metadata)
-            plan.files.append((target_dir / header.path.name, entries, {**meta, **(update_metadata or {})}))
+            entries = entries_of[header.path]
+            name_out = names.get(header.path, header.path.name)
+            if header.path in names:
+                meta = dict(metadata) if metadata is not None else dict(header.metadata)
+                plan.files.append((target_dir / name_out, entries, {**meta, **(update_metadata or {})}))
             for name, item in entries:
-                weight_map[name] = header.path.name
+                weight_map[name] = name_out
                 _dtype, shape, nbytes = stored_layout(_stored(item))
                 total += nbytes
                 parameters += math.prod(shape)
+        kept = set(weight_map.values())
+        plan.retire = [target_dir / name for name in sorted(live_shards(target_dir / source.index_path.name))
+                       if name not in kept]
         index_meta = {**source.index_metadata, **(update_metadata or {}), "total_size": total}
         if "total_parameters" in source.index_metadata:
             index_meta["total_parameters"] = parameters
-        assert source.index_path is not None
         plan.index = (target_dir / source.index_path.name, index_meta, dict(sorted(weight_map.items())))
     else:
         header = source.headers[0]
@@ -411,11 +426,11 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 if late is not None:
                     index_meta = {**index_meta, **late.values()}
                 doc = {"metadata": index_meta, "weight_map": weight_map}
-                handle = outputs.open(index_path)
+                handle = outputs.open(index_path, commit_point=True)  # its rename is the commit
                 handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
                 written.append(index_path)
-            from nbcli.outputs import device_inode
-
+                for old in plan.retire:
+                    outputs.retire(old)
             for path, content in plan.extra:
                 if isinstance(content, Path) and device_inode(content) == device_inode(path):
                     continue  # in place: the file is already there
