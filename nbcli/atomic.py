@@ -107,13 +107,26 @@ def name_max(directory: Path) -> int:
         return 255
 
 
+def check_name_length(path: Path) -> None:
+    """OutputError if a component of `path` is longer than its file system allows (before anything
+    asks the system about `path`: that would be an OSError, ENAMETOOLONG)."""
+    absolute = Path(os.path.abspath(path))
+    for part in (absolute, *absolute.parents):
+        size = len(os.fsencode(part.name))
+        if size > 255:
+            parent = part.parent
+            while not parent.is_dir() and parent != parent.parent:
+                parent = parent.parent
+            limit = name_max(parent)
+            if size > limit:
+                what = "file name" if part == absolute else f"directory name {part.name[:40]!r}..."
+                raise OutputError(f"{path}: {what} is {size} bytes, longer than the file system allows ({limit})")
+
+
 def check_output_dir(path: Path, *, file: bool = False) -> None:
     """Raise OutputError unless `path`'s directory exists and is writable and its name fits; with
     `file`, also unless `path` can become a file (it is not an existing directory)."""
-    written_in = Path(os.path.abspath(path)).parent
-    size, limit = len(os.fsencode(path.name)), name_max(written_in if written_in.is_dir() else Path("/"))
-    if size > limit:
-        raise OutputError(f"{path}: file name is {size} bytes, longer than the file system allows ({limit})")
+    check_name_length(path)
     try:
         parent = path.resolve().parent
         is_dir = path.is_dir()

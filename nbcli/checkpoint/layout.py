@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from nbcli.atomic import check_output_dir
+from nbcli.atomic import check_name_length, check_output_dir
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import ConfigError, OutputError
 
@@ -29,6 +29,7 @@ def resolve_output(source: Checkpoint, out: Path | str, folder: bool = False) ->
     directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index).
     `folder`: OUT is a model folder (created if absent): the file goes to OUT/<input name>."""
     out = Path(out)
+    check_name_length(out)
     if source.sharded:
         if out.name.endswith(".index.json"):
             return out.parent

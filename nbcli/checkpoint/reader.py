@@ -266,7 +266,7 @@ def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, di
 
 def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
     raw = read_capped(index, "index file", error=CheckpointError)
-    parsed = load_bytes(raw, index, error=CheckpointError, what="index", max_bytes=len(raw))
+    parsed = load_bytes(raw, index, error=CheckpointError, what="index", max_bytes=len(raw), unique_keys=True)
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(f"{index}: no 'weight_map' object mapping tensor names to shard files")
