@@ -8,11 +8,14 @@ Public API (stable; used by patch-checkpoint, train and transplant):
         Streaming writer. `entries`: (name, torch.Tensor | TensorInfo) in output order; a TensorInfo
         is copied byte for byte from its file (copy_file_range/sendfile, nothing materialised).
     write_like(source, out, replace={}, add={}, metadata=..., in_place=False, progress=None) -> list[Path]
-        Write a copy of `source` (single file or sharded: same shard names and layout, rewritten
-        index) with some tensors replaced or added; untouched tensors are copied byte for byte.
-        All outputs are temp files in the target directory, renamed into place only when every one
-        is complete. Where they go and which paths are refused (OUT == IN unless in_place=True,
-        any of `other_inputs`) is `layout`.
+        Write a copy of `source` (single file or sharded: same layout, rewritten index) with some
+        tensors replaced or added; untouched tensors are copied byte for byte. In place, a sharded
+        source gets only the shards holding a changed or created tensor rewritten, under fresh
+        names (`layout.shard_names`); the others are left as they are. All outputs are temp files
+        in the target directory, renamed into place only when every one is complete, the index's
+        rename being the commit point (`atomic.OutputSet`): the shards before it, the replaced
+        shards removed after it. Where they go and which paths are refused (OUT == IN unless
+        in_place=True, any of `other_inputs`) is `layout`.
         `deferred=Deferred(names, compute, poll)`: those source tensors are held back; every other
         tensor is copied first, then compute() gives their new values (same dtype and shape), which
         are written into the byte ranges kept for them (the rest of them copied from the source).
@@ -286,7 +289,9 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
 
     `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
-    end); in a sharded checkpoint it goes into that tensor's shard. `metadata` replaces the metadata
+    end); in a sharded checkpoint it goes into that tensor's shard. A sharded write whose OUT is
+    IN (`in_place`) writes only the shards holding a replaced, added or deferred tensor, each under
+    a fresh name, and keeps the others (their entries in the index unchanged). `metadata` replaces the metadata
     of every written file (default: keep each file's own); `update_metadata` is merged into it.
     `deferred` holds back some source tensors: all other data of every file are written first,
     then `deferred.compute()` gives their new values (see Deferred). `late_metadata` is called
@@ -297,7 +302,7 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     source; `extra_files` (file name -> source path or bytes) are written into it with the tensors
     and renamed into place with them (a model folder's config.json and tokenizer files). The index
     metadata's total_size (and total_parameters, when the source index has it) describe the output.
-    Returns the written paths (shards, then the index, then the extra files).
+    Returns the written paths (the written shards, then the index, then the extra files).
     """
     replace = dict(replace or {})
     add = dict(add or {})
