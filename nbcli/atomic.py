@@ -136,6 +136,9 @@ def check_output_dir(path: Path, *, file: bool = False) -> None:
         raise OutputError(f"{path}: output directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: output directory {parent} is not writable")
+    size, limit = len(os.fsencode(path.name)), name_max(parent)
+    if size > limit:  # a file system whose names are shorter than 255 bytes
+        raise OutputError(f"{path}: file name is {size} bytes, longer than the file system allows ({limit})")
     if file and is_dir:
         raise OutputError(f"{path}: is a directory; give a file name for this output")
 
@@ -216,10 +219,26 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
+def _named_by(index: Path) -> set[str]:
+    """The file names the index at `index` names in its weight_map (empty if unreadable)."""
+    try:
+        weight_map = json.loads(index.read_bytes()[:256 << 20]).get("weight_map", {})
+        return {Path(v).name for v in weight_map.values() if isinstance(v, str)}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return set()
+
+
+def _removable(path: Path, live: set[str]) -> bool:
+    """A file recovery may remove: a shard (.safetensors) the index on disk does not name."""
+    return path.name.endswith(".safetensors") and path.name not in live
+
+
 def _finish_commit_point(journal: Path, doc: dict[str, object]) -> tuple[str, int]:
     """Recover a commit-point journal: finish it if the new index is in place, else roll it back.
-    Returns ("completed" | "rolled back", files renamed or removed now)."""
+    Returns ("completed" | "rolled back", files renamed or removed now). Only shards the index on
+    disk does not name are ever removed, whatever the journal says."""
     point_tmp, point = doc["point"]  # type: ignore[misc]
+    live = _named_by(point)
     done = 0
     if _sha256_of(point) == doc["sha256"]:  # the index rename happened: the new set is the model
         for tmp, target in doc["after"]:  # type: ignore[attr-defined]
@@ -232,17 +251,18 @@ def _finish_commit_point(journal: Path, doc: dict[str, object]) -> tuple[str, in
                 raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
                                   f"{err.strerror}") from None
         for old in doc["retire"]:  # type: ignore[attr-defined]
-            with contextlib.suppress(FileNotFoundError):
-                old.unlink()
-                done += 1
+            if _removable(old, live):
+                with contextlib.suppress(FileNotFoundError):
+                    old.unlink()
+                    done += 1
         return "completed", done
     # not committed: the old index and its shards are the model; remove what the commit added
-    for tmp, target in [*doc["before"], *doc["after"], (point_tmp, None)]:  # type: ignore[misc]
-        for path in (tmp, target if (tmp, target) in doc["before"] else None):  # type: ignore[operator]
-            if path is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                    done += 1
+    added = [tmp for tmp, _target in [*doc["before"], *doc["after"]]] + [point_tmp]  # type: ignore[misc]
+    added += [target for _tmp, target in doc["before"] if _removable(target, live)]  # type: ignore[attr-defined]
+    for path in added:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            done += 1
     return "rolled back", done
 
 
@@ -494,8 +514,8 @@ class OutputSet:
             _fault("renamed")
         for folder in {tmp.parent for _path, tmp, _handle in before}:
             _fsync_dir(folder)  # the shards are durable under their names before the index names them
-        path, tmp, _handle = point
-        self._rename(path, tmp, journal, decided=False)
+        index, tmp, _handle = point
+        self._rename(index, tmp, journal, decided=False)
         _fsync_dir(tmp.parent)
         if not before:
             _fault("mid-commit")
@@ -504,8 +524,10 @@ class OutputSet:
         for path, tmp, _handle in after:
             self._rename(path, tmp, journal, decided=True)
             _fault("renamed")
+        live = _named_by(index)
         for old in self._retire:
-            old.unlink(missing_ok=True)
+            if _removable(old, live):
+                old.unlink(missing_ok=True)
             _fault("retired")
         for folder in {tmp.parent for _path, tmp, _handle in self._files} | {p.parent for p in self._retire}:
             _fsync_dir(folder)
