@@ -303,4 +303,4 @@ def test_probe_bias_figures_are_written_together_or_not_at_all(tmp_path: Path) -
     plots = tmp_path / "plots"
     result = run("probe-bias", ckpt, "-c", counts, "--plot", plots, "--no-partition", fault="temp-created:2:INT")
     assert result.returncode == 130, result.stderr
-    assert list(plots.iterdir()) == []  # the first figure, complete, was not kept alone
+    assert not plots.exists()  # the first figure, complete, was not kept alone; nor the folder nb made
