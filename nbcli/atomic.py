@@ -19,9 +19,24 @@ completes any journal whose process no longer runs (renames the temporaries it l
 exist) and then removes temporaries whose owner process (by PID, on this host) no longer runs; it
 reports both as notes (`take_notes`; the CLI prints them as `nb: note: ...` after a successful run).
 
+**A commit point** (a sharded checkpoint: `open(index, commit_point=True)`). Readers that are not nb
+(transformers) see a set of files only through one of them, the index, so the index's rename is made
+the one moment the new set appears for everyone: the outputs opened before it (the shards, written
+under names the live index does not use: `layout.fresh_shard_name`) are renamed first, then the
+index, then the outputs opened after it (config.json); last, the files `retire`d (the shards the old
+index named and the new one does not) are removed. The journal (`"nb_commit": 2`) records the new
+index's sha256: recovery finds the commit made when the index on disk has those bytes, and then
+finishes it (renames what is left, removes the retired files); otherwise it rolls it back (removes
+the new shards and temporaries), so the old index and its shards, never touched, stay the model.
+
+Before anything is renamed, every target is checked again (its directory exists and is writable,
+it is not a directory): a target that cannot take its file fails the command with nothing renamed.
+
 `NB_FAULT_INJECT=POINT[:N[:SIGNAL]]` (tests only) makes the process send itself SIGNAL (default
-KILL; e.g. INT for Ctrl-C) the N-th time (default 1st) it reaches POINT: `temp-created`, `before-commit`, `journal-written`, `mid-commit` (after the
-first rename), `after-commit` (all renamed, journal not yet removed).
+KILL; e.g. INT for Ctrl-C, STOP to pause it there) the N-th time (default 1st) it reaches POINT:
+`temp-created`, `before-commit`, `journal-written`, `mid-commit` (after the first rename),
+`renamed` (after each rename, N counts them), `index-renamed` (the commit point), `retired` (after
+each removal of a replaced file), `after-commit` (all renamed, journal not yet removed).
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ import contextlib
 import ctypes
 import errno
 import functools
+import hashlib
 import json
 import os
 import re
@@ -91,20 +107,44 @@ def name_max(directory: Path) -> int:
         return 255
 
 
-def check_output_dir(path: Path) -> None:
+def check_name_length(path: Path) -> None:
+    """OutputError if a component of `path` is longer than its file system allows (before anything
+    asks the system about `path`: that would be an OSError, ENAMETOOLONG)."""
+    absolute = Path(os.path.abspath(path))
+    for part in (absolute, *absolute.parents):
+        size = len(os.fsencode(part.name))
+        if size > 255:
+            parent = part.parent
+            while not parent.is_dir() and parent != parent.parent:
+                parent = parent.parent
+            limit = name_max(parent)
+            if size > limit:
+                what = "file name" if part == absolute else f"directory name {part.name[:40]!r}..."
+                raise OutputError(f"{path}: {what} is {size} bytes, longer than the file system allows ({limit})")
+
+
+def check_output_dir(path: Path, *, file: bool = False) -> None:
     """Raise OutputError unless `path`'s directory exists and is writable and its name fits (and lies
-    outside the Hugging Face cache: nbcli.outputs.refuse_hub_cache)."""
+    outside the Hugging Face cache: nbcli.outputs.refuse_hub_cache); with `file`, also unless `path`
+    can become a file (it is not an existing directory)."""
     from nbcli.outputs import refuse_hub_cache
 
+    check_name_length(path)
     refuse_hub_cache(path)
-    parent = path.resolve().parent
+    try:
+        parent = path.resolve().parent
+        is_dir = path.is_dir()
+    except OSError as err:  # a symbolic link loop, a path too long for the system
+        raise OutputError(f"{path}: cannot use this output path ({err.strerror or err})") from None
     if not parent.is_dir():
         raise OutputError(f"{path}: output directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: output directory {parent} is not writable")
     size, limit = len(os.fsencode(path.name)), name_max(parent)
-    if size > limit:
+    if size > limit:  # a file system whose names are shorter than 255 bytes
         raise OutputError(f"{path}: file name is {size} bytes, longer than the file system allows ({limit})")
+    if file and is_dir:
+        raise OutputError(f"{path}: is a directory; give a file name for this output")
 
 
 def temp_name(name: str, limit: int = 255) -> str:
@@ -149,17 +189,85 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _read_journal(journal: Path) -> list[tuple[Path, Path]]:
-    """The (temporary, target) pairs of a commit journal; OutputError if it is not one of nb's."""
+def _read_journal(journal: Path) -> dict[str, object]:
+    """A commit journal: {"renames": [(temporary, target)], and for a commit point (version 2)
+    "before", "point", "sha256", "after", "retire"}; OutputError if it is not one of nb's."""
+    def pairs_of(items: object) -> list[tuple[Path, Path]]:
+        return [(journal.parent / tmp, journal.parent / target) for tmp, target in items]  # type: ignore[union-attr]
+
     try:
         doc = json.loads(journal.read_bytes()[:1 << 20])
-        pairs = [(journal.parent / tmp, journal.parent / target) for tmp, target in doc["renames"]]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        if doc.get("nb_commit") == 2:
+            point = pairs_of([doc["point"]])[0]
+            parsed: dict[str, object] = {
+                "before": pairs_of(doc["before"]), "point": point, "sha256": str(doc["sha256"]),
+                "after": pairs_of(doc["after"]), "retire": [journal.parent / Path(name).name for name in doc["retire"]]}
+            pairs = [*parsed["before"], point, *parsed["after"]]  # type: ignore[misc]
+            parsed["renames"] = pairs
+        else:
+            pairs = pairs_of(doc["renames"])
+            parsed = {"renames": pairs}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         raise OutputError(f"{journal}: not a readable nb commit journal; remove it") from None
     for tmp, target in pairs:
         if not _TEMP_RE.match(tmp.name) or tmp.parent != target.parent:
             raise OutputError(f"{journal}: not a valid nb commit journal ({tmp.name!r} -> {target.name!r}); remove it")
-    return pairs
+    return parsed
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read(256 << 20)).hexdigest()
+    except OSError:
+        return None
+
+
+def _named_by(index: Path) -> set[str]:
+    """The file names the index at `index` names in its weight_map (empty if unreadable)."""
+    try:
+        weight_map = json.loads(index.read_bytes()[:256 << 20]).get("weight_map", {})
+        return {Path(v).name for v in weight_map.values() if isinstance(v, str)}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return set()
+
+
+def _removable(path: Path, live: set[str]) -> bool:
+    """A file recovery may remove: a shard (.safetensors) the index on disk does not name."""
+    return path.name.endswith(".safetensors") and path.name not in live
+
+
+def _finish_commit_point(journal: Path, doc: dict[str, object]) -> tuple[str, int]:
+    """Recover a commit-point journal: finish it if the new index is in place, else roll it back.
+    Returns ("completed" | "rolled back", files renamed or removed now). Only shards the index on
+    disk does not name are ever removed, whatever the journal says."""
+    point_tmp, point = doc["point"]  # type: ignore[misc]
+    live = _named_by(point)
+    done = 0
+    if _sha256_of(point) == doc["sha256"]:  # the index rename happened: the new set is the model
+        for tmp, target in doc["after"]:  # type: ignore[attr-defined]
+            try:
+                os.replace(tmp, target)
+                done += 1
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
+                                  f"{err.strerror}") from None
+        for old in doc["retire"]:  # type: ignore[attr-defined]
+            if _removable(old, live):
+                with contextlib.suppress(FileNotFoundError):
+                    old.unlink()
+                    done += 1
+        return "completed", done
+    # not committed: the old index and its shards are the model; remove what the commit added
+    added = [tmp for tmp, _target in [*doc["before"], *doc["after"]]] + [point_tmp]  # type: ignore[misc]
+    added += [target for _tmp, target in doc["before"] if _removable(target, live)]  # type: ignore[attr-defined]
+    for path in added:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            done += 1
+    return "rolled back", done
 
 
 def recover_directory(directory: Path | str, *, strict: bool = False) -> list[str]:
@@ -182,24 +290,33 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
                 raise OutputError(f"{directory}: nb process {match['pid']} is committing new files here "
                                   f"({name}); wait for it to finish")
             continue
-        pairs = _read_journal(journal)
-        done = 0
-        for tmp, target in pairs:
-            try:
-                os.replace(tmp, target)
-                done += 1
-            except FileNotFoundError:
-                pass  # renamed before the crash
-            except OSError as err:
-                raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
-                                  f"{err.strerror}") from None
+        doc = _read_journal(journal)
+        pairs: list[tuple[Path, Path]] = doc["renames"]  # type: ignore[assignment]
+        if "point" in doc:
+            outcome, done = _finish_commit_point(journal, doc)
+        else:
+            outcome, done = "completed", 0
+            for tmp, target in pairs:
+                try:
+                    os.replace(tmp, target)
+                    done += 1
+                except FileNotFoundError:
+                    pass  # renamed before the crash
+                except OSError as err:
+                    raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
+                                      f"{err.strerror}") from None
         for folder in {target.parent for _tmp, target in pairs}:
             _fsync_dir(folder)
         journal.unlink(missing_ok=True)
         _fsync_dir(directory)
-        notes.append(f"{directory}: completed an interrupted commit of {len(pairs)} file(s) "
-                     f"({done} renamed now) left by nb process {match['pid']}: "
-                     + ", ".join(target.name for _tmp, target in pairs))
+        if outcome == "completed":
+            notes.append(f"{directory}: completed an interrupted commit of {len(pairs)} file(s) "
+                         f"({done} renamed now) left by nb process {match['pid']}: "
+                         + ", ".join(target.name for _tmp, target in pairs))
+        else:
+            notes.append(f"{directory}: rolled back an interrupted commit left by nb process {match['pid']} "
+                         f"before its index was renamed ({done} new file(s) removed); the previous files stay: "
+                         + ", ".join(target.name for _tmp, target in pairs))
     stale = []
     for name in names:
         match = _TEMP_RE.match(name)
@@ -270,19 +387,25 @@ class OutputSet:
     """The outputs of one command, committed together or not at all (see the module doc).
 
     Use as a context manager: `open(path)` gives a binary handle on a new temporary; leaving the
-    block without an exception commits every output, with one removes every temporary."""
+    block without an exception commits every output, with one removes every temporary.
+    `open(path, commit_point=True)` makes that output's rename the commit point, and `retire(path)`
+    names a file to remove once it has happened (see the module doc)."""
 
     def __init__(self) -> None:
         self._files: list[tuple[Path, Path, BinaryIO]] = []
         self._targets: set[str] = set()
+        self._point: int | None = None
+        self._retire: list[Path] = []
 
-    def open(self, path: Path | str) -> BinaryIO:
+    def open(self, path: Path | str, *, commit_point: bool = False) -> BinaryIO:
         """Create the temporary for output `path` and return its handle (binary, write + read)."""
         path = Path(path)
-        check_output_dir(path)
+        check_output_dir(path, file=True)
         directory = path.resolve().parent
         if str(directory / path.name) in self._targets:
             raise OutputError(f"{path}: written twice by one command")
+        if commit_point and self._point is not None:
+            raise OutputError(f"{path}: one commit has one commit point")
         _prepare(directory)
         limit = name_max(directory)
         for _attempt in range(100):
@@ -297,10 +420,16 @@ class OutputSet:
         else:  # pragma: no cover - 100 collisions of a random tag
             raise OutputError(f"{path}: cannot create a temporary file beside it")
         handle = os.fdopen(fd, "w+b")
+        if commit_point:
+            self._point = len(self._files)
         self._files.append((path, tmp, handle))
         self._targets.add(str(directory / path.name))
         _fault("temp-created")
         return handle
+
+    def retire(self, path: Path | str) -> None:
+        """Remove `path` once the commit point is passed (a shard the new index no longer names)."""
+        self._retire.append(Path(path))
 
     def discard(self) -> None:
         """Close and remove every temporary; the targets stay as they were."""
@@ -309,6 +438,13 @@ class OutputSet:
                 handle.close()
             tmp.unlink(missing_ok=True)
         self._files.clear()
+        self._retire.clear()
+        self._point = None
+
+    def _check_targets(self) -> None:
+        """Every target can take its file (checked again before the first rename)."""
+        for path, _tmp, _handle in self._files:
+            check_output_dir(path, file=True)
 
     def commit(self) -> None:
         """fsync every temporary, then (with a journal if there are several) rename all into place.
@@ -322,6 +458,7 @@ class OutputSet:
                 os.fsync(handle.fileno())
                 handle.close()
                 os.chmod(tmp, 0o644)
+            self._check_targets()
             _fault("before-commit")
         except OSError as err:
             self.discard()
@@ -330,38 +467,94 @@ class OutputSet:
             self.discard()
             raise
         with _sigint_held():  # from the journal on, the commit is decided: see it through
-            if len(self._files) > 1:
+            if len(self._files) > 1 or self._retire:
                 try:
                     journal = self._write_journal()
                 except OSError as err:
                     self.discard()
                     raise OutputError(_os_error_message(self._files[0][0], err)) from None
             _fault("journal-written")
-            for i, (path, tmp, _handle) in enumerate(self._files):
-                try:
-                    os.replace(tmp, path)
-                except OSError as err:
-                    if journal is None:
-                        self.discard()
-                        raise OutputError(_os_error_message(path, err)) from None
-                    raise OutputError(f"{path}: cannot rename the new file into place ({err.strerror}); "
-                                      f"the next nb run in {journal.parent} completes the commit") from None
-                if i == 0:
-                    _fault("mid-commit")
-            for folder in {tmp.parent for _path, tmp, _handle in self._files}:
-                _fsync_dir(folder)
+            if self._point is not None:
+                self._rename_around_point(journal)
+            else:
+                for i, (path, tmp, _handle) in enumerate(self._files):
+                    self._rename(path, tmp, journal, decided=True)
+                    if i == 0:
+                        _fault("mid-commit")
+                    _fault("renamed")
+                for folder in {tmp.parent for _path, tmp, _handle in self._files}:
+                    _fsync_dir(folder)
             _fault("after-commit")
             if journal is not None:
                 journal.unlink(missing_ok=True)
                 _fsync_dir(journal.parent)
             self._files.clear()
+            self._retire.clear()
+            self._point = None
+
+    def _rename(self, path: Path, tmp: Path, journal: Path | None, *, decided: bool) -> None:
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            if journal is None or not decided:
+                self.discard()
+                if journal is not None:
+                    recover_journal_now(journal)
+                raise OutputError(_os_error_message(path, err)) from None
+            raise OutputError(f"{path}: cannot rename the new file into place ({err.strerror}); "
+                              f"the next nb run in {journal.parent} completes the commit") from None
+
+    def _rename_around_point(self, journal: Path | None) -> None:
+        """Shards (under names no reader uses yet), then the index: the commit point, then the rest
+        and the removal of the replaced shards."""
+        assert self._point is not None
+        before = self._files[:self._point]
+        point = self._files[self._point]
+        after = self._files[self._point + 1:]
+        for i, (path, tmp, _handle) in enumerate(before):
+            self._rename(path, tmp, journal, decided=False)
+            if i == 0:
+                _fault("mid-commit")
+            _fault("renamed")
+        for folder in {tmp.parent for _path, tmp, _handle in before}:
+            _fsync_dir(folder)  # the shards are durable under their names before the index names them
+        index, tmp, _handle = point
+        self._rename(index, tmp, journal, decided=False)
+        _fsync_dir(tmp.parent)
+        if not before:
+            _fault("mid-commit")
+        _fault("renamed")
+        _fault("index-renamed")
+        for path, tmp, _handle in after:
+            self._rename(path, tmp, journal, decided=True)
+            _fault("renamed")
+        live = _named_by(index)
+        for old in self._retire:
+            if _removable(old, live):
+                old.unlink(missing_ok=True)
+            _fault("retired")
+        for folder in {tmp.parent for _path, tmp, _handle in self._files} | {p.parent for p in self._retire}:
+            _fsync_dir(folder)
 
     def _write_journal(self) -> Path:
         directory = self._files[0][1].parent
         journal = directory / f"{JOURNAL_PREFIX}{_tag()}.json"
-        renames = [[os.path.relpath(tmp, directory), os.path.relpath(tmp.parent / path.name, directory)]
-                   for path, tmp, _handle in self._files]
-        data = json.dumps({"nb_commit": 1, "pid": os.getpid(), "renames": renames}, indent=1).encode()
+
+        def pair(item: tuple[Path, Path, BinaryIO]) -> list[str]:
+            path, tmp, _handle = item
+            return [os.path.relpath(tmp, directory), os.path.relpath(tmp.parent / path.name, directory)]
+
+        if self._point is None:
+            doc: dict[str, object] = {"nb_commit": 1, "pid": os.getpid(), "renames": [pair(f) for f in self._files]}
+        else:
+            point = self._files[self._point]
+            if any(tmp.parent != directory for _path, tmp, _handle in self._files):
+                raise OutputError(f"{point[0]}: a commit point needs every output in its directory")
+            doc = {"nb_commit": 2, "pid": os.getpid(), "before": [pair(f) for f in self._files[:self._point]],
+                   "point": pair(point), "sha256": _sha256_of(point[1]),
+                   "after": [pair(f) for f in self._files[self._point + 1:]],
+                   "retire": [p.name for p in self._retire]}
+        data = json.dumps(doc, indent=1).encode()
         tmp = directory / temp_name(journal.name, name_max(directory))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -387,6 +580,16 @@ class OutputSet:
         self.discard()
         if isinstance(exc, OSError):  # a write failed: full disk, file-size limit, I/O error
             raise OutputError(_os_error_message(last, exc)) from None
+
+
+def recover_journal_now(journal: Path) -> None:
+    """Undo this process's own commit-point journal after a rename before the point failed."""
+    with contextlib.suppress(OutputError, OSError):
+        doc = _read_journal(journal)
+        if "point" in doc:
+            _finish_commit_point(journal, doc)
+        journal.unlink(missing_ok=True)
+        _fsync_dir(journal.parent)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,24 @@ class JsonProblem(ValueError):
     """Why a JSON text was refused, as one line without the file name."""
 
 
+class DuplicateKey(JsonProblem):
+    """An object names one key twice: json.loads keeps the last value, another reader may keep the
+    first (refused where nb reads names that must mean one thing: safetensors headers, indexes)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"names {key!r} twice (a duplicate JSON key): ambiguous, refused")
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _parse_int(literal: str) -> int:
     digits = len(literal.lstrip("-"))
     if digits > MAX_INT_DIGITS:
@@ -178,18 +196,20 @@ def check_text(text: str) -> str | None:
     return f"string holds a lone surrogate U+{ord(match.group()):04X} (not Unicode text)"
 
 
-def parse(text: str, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False, walk: bool = True) -> Any:
+def parse(text: str, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False, walk: bool = True,
+          unique_keys: bool = False) -> Any:
     """Parse one JSON text; JsonProblem (one line) for anything `json.loads` would accept unsafely
     or refuse with another exception. `walk=False` skips the depth and surrogate check of the
     parsed value (the caller checks the one string it uses; the parser's own recursion limit
-    still applies)."""
+    still applies). `unique_keys`: an object naming a key twice is DuplicateKey."""
     facts = _TextFacts(text) if walk and len(text) > _WALK_BYTES else None
     try:  # the literal hooks only where a literal could be long (a tokenizer.json holds ~10^5 numbers)
         long_int = facts is None or facts.longest_digits > MAX_INT_DIGITS
         long_number = facts is None or facts.longest_number > 400
         value = json.loads(text, parse_int=_parse_int if long_int else None,
                            parse_float=_parse_float if long_number else None,
-                           parse_constant=_nan_constant if allow_nan else _no_constant)
+                           parse_constant=_nan_constant if allow_nan else _no_constant,
+                           object_pairs_hook=_unique_pairs if unique_keys else None)
     except JsonProblem:
         raise
     except RecursionError:
@@ -238,8 +258,9 @@ def jsonl_field(line: str, field: str) -> tuple[str | None, str | None]:
 
 def load_bytes(data: bytes, where: str | Path, *, error: type[NbError] = InputError, what: str = "JSON file",
                max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_DEPTH, allow_nan: bool = False,
-               bom: bool = True) -> Any:
-    """Decode (UTF-8; a leading BOM skipped when `bom`) and parse; `error` names `where`."""
+               bom: bool = True, unique_keys: bool = False) -> Any:
+    """Decode (UTF-8; a leading BOM skipped when `bom`) and parse; `error` names `where`.
+    `unique_keys`: refuse an object that names a key twice (see DuplicateKey)."""
     if len(data) > max_bytes:
         raise error(f"{where}: {what} of {len(data):,} bytes exceeds the {max_bytes:,}-byte limit")
     if bom and data.startswith(b"\xef\xbb\xbf"):
@@ -249,7 +270,9 @@ def load_bytes(data: bytes, where: str | Path, *, error: type[NbError] = InputEr
     except UnicodeDecodeError as err:
         raise error(f"{where}: {what} is not UTF-8 (byte {err.start})") from None
     try:
-        return parse(text, max_depth=max_depth, allow_nan=allow_nan)
+        return parse(text, max_depth=max_depth, allow_nan=allow_nan, unique_keys=unique_keys)
+    except DuplicateKey as err:
+        raise error(f"{where}: {what} {err}") from None
     except JsonProblem as err:
         raise error(f"{where}: {what} is not JSON: {err}") from None
 

@@ -11,7 +11,8 @@ beyond it the input is refused with one line that names the file and the variabl
 
 One corpus line (a document) is held in memory whole while it is tokenised, which takes about 40
 times its size; a line is therefore capped at `NB_MAX_LINE_MB` megabytes (default 16: well under 1 GB
-of memory), refused beyond with one line naming file and line number.
+of memory), refused beyond with one line naming file and line number, except where counting can
+cut it into pieces whose chunks are the line's own (`nbcli.counting.long_lines`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from nbcli.atomic import check_output_dir
+from nbcli.atomic import check_name_length, check_output_dir
 from nbcli.errors import OutputError
 
 PathLike = Path | str
@@ -112,9 +112,12 @@ def guard_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
     """The checks every writing command makes before any work: OutputError naming the path if an
     output is (a link to) an input or another output (`check_outputs`), if `folder` (the directory a
     command writes its files into, created when missing) exists and is not a directory, or if an
-    output's directory does not exist or is not writable, or its name is too long. A new `folder`
+    output's directory does not exist or is not writable, its name is too long, or it is an existing
+    directory (outputs are files; `folder` is the one directory). A new `folder`
     needs an existing, writable parent; `option` names the folder's option in the message."""
     outs = [Path(p) for p in outputs if p is not None]
+    for path in [*outs, *([Path(folder)] if folder is not None else [])]:
+        check_name_length(path)
     if folder is not None:
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
@@ -126,4 +129,4 @@ def guard_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
     if folder is not None and not outs:
         check_output_dir(folder / "x")  # an existing folder must be writable
     for out in outs:
-        check_output_dir(out)
+        check_output_dir(out, file=True)  # a file output: not an existing directory

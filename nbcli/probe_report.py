@@ -9,6 +9,7 @@ architecture table (`nbcli.checkpoint`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 from nbcli import probes
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram, pad_counts
-from nbcli.errors import CheckpointError
+from nbcli.errors import CheckpointError, OutputError
 
 #: Roles the report uses, in the order the error message lists them.
 ROLES_USED = ("output_weight", "final_ln_bias", "output_bias")
@@ -89,12 +90,14 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
             gram = probes.Gram(width)
             stats.append(gram)
         progress("<b_LN, w_i>, mean cosines" + (", W^T W" if partition else ""))
-        probes.run_pass(w, stats)
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite W: the one-line error below
+            probes.run_pass(w, stats)
         finite = (scores is None or np.all(np.isfinite(scores.values))) and math.isfinite(cosine.total.sum()) and (
             gram is None or np.all(np.isfinite(gram.matrix)))
         if not finite:
             where = f"{w.info.file}: " if isinstance(w, RowBlocks) else ""
-            raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values")
+            raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values "
+                                  "(or values whose products overflow float32)")
 
     # 1. frequency direction: <b_LN, w_i> vs counts
     fd: dict[str, Any] = {"present": False, "spearman": None, "pearson_log": None, "tokens": seen,
@@ -334,20 +337,38 @@ def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[st
 
 def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, Any],
                       arrays: dict[str, Any]) -> list[str]:
-    """PROBE_PLOTS into `directory` (which exists), committed together or not at all: corpus
+    """PROBE_PLOTS into `directory` (made here if absent), committed together or not at all: corpus
     frequency against <b_LN, w_i> (paper 003 fig. 3) where counts and b_LN allow it, and the
     histogram of sampled pairwise cosines of W with and without the b_LN direction, and the Zipfian
     whitening figure where counts allow it (`nbcli.plots.plot_zipfian`). Each PNG
     carries the checkpoint and counts it was drawn from. Returns the paths written."""
-    from nbcli import plots
-    from nbcli.atomic import OutputSet
     from nbcli.provenance import tool_version
 
     name = Path(report["checkpoint"]).name
     cnt = report["counts"] or {}
     meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
             "nb.counts": cnt.get("path") or "", "nb.counts_sha256": cnt.get("sha256") or ""}
-    written = []
+    written: list[str] = []
+    made = not directory.exists()
+    try:
+        directory.mkdir(exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
+    try:
+        _write_plots(directory, inputs, report, arrays, meta, name, written)
+    except BaseException:
+        if made:  # nothing of this run is left: the directory it made goes too
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    return written
+
+
+def _write_plots(directory: Path, inputs: ProbeInputs, report: dict[str, Any], arrays: dict[str, Any],
+                 meta: dict[str, str], name: str, written: list[str]) -> None:
+    from nbcli import plots
+    from nbcli.atomic import OutputSet
+
     with OutputSet() as outputs:
         if "scores" in arrays:
             path = directory / PROBE_PLOTS[0]
@@ -373,4 +394,3 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
                                report["zipfian"], title=f"{name}: Zipfian whitening (Yokoi et al. 2024)",
                                metadata=meta, outputs=outputs)
             written.append(str(path))
-    return written

@@ -166,3 +166,65 @@ def test_temporaries_with_impossible_pids_are_left_alone(tmp_path: Path) -> None
         (tmp_path / name).write_bytes(b"")
     assert recover_directory(tmp_path) == []
     assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+def _commit_point_journal(tmp_path: Path, pid: int, index_bytes: bytes, retire: list[str]) -> Path:
+    import hashlib
+    import json
+
+    from nbcli.atomic import _host_tag
+
+    journal = tmp_path / f".nb-commit.{pid}-{_host_tag()}cd34.json"
+    journal.write_text(json.dumps({
+        "nb_commit": 2, "pid": pid, "before": [[_temp_of("s.nb-00000001.safetensors", pid), "s.nb-00000001.safetensors"]],
+        "point": [_temp_of("i.index.json", pid), "i.index.json"], "sha256": hashlib.sha256(index_bytes).hexdigest(),
+        "after": [[_temp_of("config.json", pid), "config.json"]], "retire": retire}))
+    return journal
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_commit_point_journal_is_rolled_back_or_finished_by_the_index_on_disk(tmp_path: Path,
+                                                                                committed: bool) -> None:
+    """Before the index rename: the new shard and temporaries go, the old files stay; after it: the
+    config is renamed and the replaced shard removed. Files the index names, or that are not
+    shards, are never removed, whatever the journal lists."""
+    import json
+
+    from nbcli.atomic import recover_directory
+
+    pid = _dead_pid()
+    old_index = json.dumps({"weight_map": {"w": "s.safetensors", "v": "keep.safetensors"}}).encode()
+    new_index = json.dumps({"weight_map": {"w": "s.nb-00000001.safetensors", "v": "keep.safetensors"}}).encode()
+    for name, data in [("s.safetensors", b"old shard"), ("keep.safetensors", b"kept"), ("config.json", b"old"),
+                       ("s.nb-00000001.safetensors", b"new shard"), (_temp_of("config.json", pid), b"new")]:
+        (tmp_path / name).write_bytes(data)
+    if committed:
+        (tmp_path / "i.index.json").write_bytes(new_index)
+    else:
+        (tmp_path / "i.index.json").write_bytes(old_index)
+        (tmp_path / _temp_of("i.index.json", pid)).write_bytes(new_index)
+    _commit_point_journal(tmp_path, pid, new_index, ["s.safetensors", "keep.safetensors", "config.json"])
+    notes = recover_directory(tmp_path)
+    listing = sorted(os.listdir(tmp_path))
+    if committed:
+        assert "completed an interrupted commit" in notes[0]
+        assert listing == ["config.json", "i.index.json", "keep.safetensors", "s.nb-00000001.safetensors"]
+        assert (tmp_path / "config.json").read_bytes() == b"new"
+    else:
+        assert "rolled back an interrupted commit" in notes[0]
+        assert listing == ["config.json", "i.index.json", "keep.safetensors", "s.safetensors"]
+        assert (tmp_path / "i.index.json").read_bytes() == old_index
+        assert (tmp_path / "config.json").read_bytes() == b"old"
+
+
+def test_a_target_that_became_a_directory_fails_before_anything_is_renamed(tmp_path: Path) -> None:
+    from nbcli.atomic import OutputSet
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"old a")
+    with pytest.raises(OutputError, match="b.bin: is a directory"):
+        with OutputSet() as outputs:
+            outputs.open(a).write(b"new a")
+            outputs.open(b).write(b"new b")
+            b.mkdir()  # after the checks at open: the commit checks again before the first rename
+    assert a.read_bytes() == b"old a" and sorted(os.listdir(tmp_path)) == ["a.bin", "b.bin"]

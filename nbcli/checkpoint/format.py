@@ -189,7 +189,7 @@ def read_header(path: Path | str) -> SafetensorsHeader:
         raise CheckpointError(f"{path}: is a directory, expected a .safetensors file") from None
     except PermissionError:
         raise CheckpointError(f"{path}: permission denied") from None
-    parsed = load_bytes(raw, path, error=CheckpointError, what="header", bom=False)
+    parsed = load_bytes(raw, path, error=CheckpointError, what="header", bom=False, unique_keys=True)
     if not isinstance(parsed, dict):
         raise CheckpointError(f"{path}: not a safetensors file: header is a JSON {type(parsed).__name__}, "
                               "expected an object")

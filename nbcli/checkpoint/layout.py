@@ -10,14 +10,18 @@
         fills, checked: its parent must allow it, an existing one must be a directory
     surgery_output(source, out, in_place=, dry_run=) -> Path | None   OUT of a patch (IN itself with
         in_place and no OUT), where it goes checked before anything is read
+    live_shards(index) -> set[str]                      shard names the index on disk now names
+    shard_names(source, target_dir, rewritten) -> dict  source shard -> the name it is written under
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import secrets
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from nbcli.atomic import check_output_dir
+from nbcli.atomic import check_name_length, check_output_dir
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import ConfigError, OutputError
 
@@ -27,6 +31,7 @@ def resolve_output(source: Checkpoint, out: Path | str, folder: bool = False) ->
     directory), a directory for a sharded source (OUT, or OUT's directory if OUT names an index).
     `folder`: OUT is a model folder (created if absent): the file goes to OUT/<input name>."""
     out = Path(out)
+    check_name_length(out)
     if source.sharded:
         if out.name.endswith(".index.json"):
             return out.parent
@@ -136,3 +141,48 @@ def surgery_output(source: Checkpoint, out: Path | str | None, *, in_place: bool
     directory = target if source.sharded else target.parent if folder else None
     guard_outputs([] if directory else [target], folder=directory)
     return out
+
+
+_FRESH_RE = re.compile(r"\.nb-[0-9a-f]{8}(?=\.safetensors$)")
+
+
+def fresh_shard_name(name: str) -> str:
+    """A new name for a rewritten shard: `model-00003-of-00008.safetensors` ->
+    `model-00003-of-00008.nb-1a2b3c4d.safetensors` (a previous `.nb-XXXXXXXX` is replaced), so the
+    new file never replaces one a reader may be using; loaders take shard names from the index."""
+    stem = _FRESH_RE.sub("", name)
+    base, dot, suffix = stem.rpartition(".safetensors")
+    if not dot:
+        base, suffix = stem, ""
+    return f"{base}.nb-{secrets.token_hex(4)}.safetensors{suffix}"
+
+
+def live_shards(index: Path) -> set[str]:
+    """The shard names the index file at `index` names now (empty when there is none or it is
+    unreadable: then no shard of that folder is known to be in use by it)."""
+    from nbcli.errors import CheckpointError
+    from nbcli.jsonsafe import load_file
+
+    try:
+        parsed = load_file(index, error=CheckpointError, what="index", max_bytes=100 << 20)
+    except (OSError, CheckpointError):
+        return set()
+    weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
+    if not isinstance(weight_map, dict):
+        return set()
+    return {Path(v).name for v in weight_map.values() if isinstance(v, str)}
+
+
+def shard_names(source: Checkpoint, target_dir: Path, written: Collection[Path]) -> dict[Path, str]:
+    """The name each written source shard takes in `target_dir`: its own name, unless the index
+    there now names it or a file of that name exists, then a fresh one (`fresh_shard_name`): the
+    index rename stays the one moment a reader sees the new set."""
+    assert source.index_path is not None
+    busy = live_shards(target_dir / source.index_path.name)
+    names: dict[Path, str] = {}
+    for shard in written:
+        name = shard.name
+        while name in busy or (target_dir / name).exists() or name in names.values():
+            name = fresh_shard_name(shard.name)
+        names[shard] = name
+    return names

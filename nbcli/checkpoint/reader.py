@@ -8,7 +8,9 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
         Every header is parsed and validated up front (`format.read_header`); any defect is a
         CheckpointError naming the file and, where it applies, the tensor.
     Checkpoint (context manager; also fine to leave to the garbage collector)
-        .path, .files (shard paths, in index order), .sharded, .index_path, .metadata (dict[str, str])
+        .path, .files (shard paths, in index order), .sharded, .index_path, .metadata (dict[str, str];
+            sharded: the shards' entries, the index's `nb.*` ones winning: an in-place edit
+            rewrites only the shards it changes, so the index holds the latest provenance)
         .model_dir, .model_config       the Hugging Face model folder around it and its config.json
         .names() -> list[str]           all tensor names, file order (shard by shard)
         .dtype(name) -> str             safetensors code: "F32", "F16", "BF16", "I64", ...
@@ -67,6 +69,9 @@ class Checkpoint(TensorLookup):
         for header in headers:
             for key, value in header.metadata.items():
                 self.metadata.setdefault(key, value)
+        for key, value in index_metadata.items():  # an in-place edit rewrites only some shards: the
+            if key.startswith("nb.") and isinstance(value, str):  # index holds the latest provenance
+                self.metadata[key] = value
         self._maps: dict[Path, mmap.mmap] = {}
         self.recovered: list[str] = []
 
@@ -242,10 +247,12 @@ def find_checkpoint_files(path: Path | str) -> tuple[list[Path], Path | None, di
 
 def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
     raw = read_capped(index, "index file", error=CheckpointError)
-    parsed = load_bytes(raw, index, error=CheckpointError, what="index", max_bytes=len(raw))
+    parsed = load_bytes(raw, index, error=CheckpointError, what="index", max_bytes=len(raw), unique_keys=True)
     weight_map = parsed.get("weight_map") if isinstance(parsed, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(f"{index}: no 'weight_map' object mapping tensor names to shard files")
+    if not weight_map:
+        raise CheckpointError(f"{index}: 'weight_map' is empty: the index names no tensor and no shard")
     files: list[Path] = []
     for shard in weight_map.values():
         shard_path = index.parent / shard

@@ -8,11 +8,14 @@ Public API (stable; used by patch-checkpoint, train and transplant):
         Streaming writer. `entries`: (name, torch.Tensor | TensorInfo) in output order; a TensorInfo
         is copied byte for byte from its file (copy_file_range/sendfile, nothing materialised).
     write_like(source, out, replace={}, add={}, metadata=..., in_place=False, progress=None) -> list[Path]
-        Write a copy of `source` (single file or sharded: same shard names and layout, rewritten
-        index) with some tensors replaced or added; untouched tensors are copied byte for byte.
-        All outputs are temp files in the target directory, renamed into place only when every one
-        is complete. Where they go and which paths are refused (OUT == IN unless in_place=True,
-        any of `other_inputs`) is `layout`.
+        Write a copy of `source` (single file or sharded: same layout, rewritten index) with some
+        tensors replaced or added; untouched tensors are copied byte for byte. In place, a sharded
+        source gets only the shards holding a changed or created tensor rewritten, under fresh
+        names (`layout.shard_names`); the others are left as they are. All outputs are temp files
+        in the target directory, renamed into place only when every one is complete, the index's
+        rename being the commit point (`atomic.OutputSet`): the shards before it, the replaced
+        shards removed after it. Where they go and which paths are refused (OUT == IN unless
+        in_place=True, any of `other_inputs`) is `layout`.
         `deferred=Deferred(names, compute, poll)`: those source tensors are held back; every other
         tensor is copied first, then compute() gives their new values (same dtype and shape), which
         are written into the byte ranges kept for them (the rest of them copied from the source).
@@ -35,9 +38,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from nbcli.atomic import OutputSet, atomic_write, start_writeback
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code, stored_layout
-from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
+from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, live_shards, resolve_output, shard_names
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import CheckpointError, ConfigError, OutputError
+from nbcli.outputs import device_inode
 
 if TYPE_CHECKING:
     import torch
@@ -271,6 +275,7 @@ class _Plan:
     files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
     index: tuple[Path, dict[str, Any], dict[str, str]] | None = None
     extra: list[tuple[Path, Path | bytes]] = field(default_factory=list)
+    retire: list[Path] = field(default_factory=list)
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
@@ -284,7 +289,9 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     """Write a copy of `source` with `replace`d tensors (same name, any shape/dtype) and `add`ed ones.
 
     `add` maps a new name to (tensor, name of an existing tensor to place it after, or None for the
-    end); in a sharded checkpoint it goes into that tensor's shard. `metadata` replaces the metadata
+    end); in a sharded checkpoint it goes into that tensor's shard. A sharded write whose OUT is
+    IN (`in_place`) writes only the shards holding a replaced, added or deferred tensor, each under
+    a fresh name, and keeps the others (their entries in the index unchanged). `metadata` replaces the metadata
     of every written file (default: keep each file's own); `update_metadata` is merged into it.
     `deferred` holds back some source tensors: all other data of every file are written first,
     then `deferred.compute()` gives their new values (see Deferred). `late_metadata` is called
@@ -295,7 +302,7 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     source; `extra_files` (file name -> source path or bytes) are written into it with the tensors
     and renamed into place with them (a model folder's config.json and tokenizer files). The index
     metadata's total_size (and total_parameters, when the source index has it) describe the output.
-    Returns the written paths (shards, then the index, then the extra files).
+    Returns the written paths (the written shards, then the index, then the extra files).
     """
     replace = dict(replace or {})
     add = dict(add or {})
@@ -341,22 +348,35 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
 
     target_dir = checked_output_dir(source, target, folder)
     if source.sharded:
-        assert target_dir is not None
+        assert target_dir is not None and source.index_path is not None
+        # In place, a shard none of whose tensors changes is not written at all: it keeps its
+        # inode, bytes and name; the new provenance lives in the index and the rewritten shards.
+        same_dir = in_place and device_inode(target_dir) == device_inode(source.index_path.parent)
+        entries_of = {header.path: [(name, data(name)) for name in file_names[header.path]]
+                      for header in source.headers}
+        rewritten = [header.path for header in source.headers
+                     if not same_dir or metadata is not None
+                     or any(not isinstance(item, TensorInfo) for _name, item in entries_of[header.path])]
+        names = shard_names(source, target_dir, rewritten)
         weight_map: dict[str, str] = {}
         total = parameters = 0
         for header in source.headers:
-            entries = [(name, data(name)) for name in file_names[header.path]]
-            meta = dict(metadata) if metadata is not None else dict(header.metadata)
-            plan.files.append((target_dir / header.path.name, entries, {**meta, **(update_metadata or {})}))
+            entries = entries_of[header.path]
+            name_out = names.get(header.path, header.path.name)
+            if header.path in names:
+                meta = dict(metadata) if metadata is not None else dict(header.metadata)
+                plan.files.append((target_dir / name_out, entries, {**meta, **(update_metadata or {})}))
             for name, item in entries:
-                weight_map[name] = header.path.name
+                weight_map[name] = name_out
                 _dtype, shape, nbytes = stored_layout(_stored(item))
                 total += nbytes
                 parameters += math.prod(shape)
+        kept = set(weight_map.values())
+        plan.retire = [target_dir / name for name in sorted(live_shards(target_dir / source.index_path.name))
+                       if name not in kept]
         index_meta = {**source.index_metadata, **(update_metadata or {}), "total_size": total}
         if "total_parameters" in source.index_metadata:
             index_meta["total_parameters"] = parameters
-        assert source.index_path is not None
         plan.index = (target_dir / source.index_path.name, index_meta, dict(sorted(weight_map.items())))
     else:
         header = source.headers[0]
@@ -415,11 +435,11 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 if late is not None:
                     index_meta = {**index_meta, **late.values()}
                 doc = {"metadata": index_meta, "weight_map": weight_map}
-                handle = outputs.open(index_path)
+                handle = outputs.open(index_path, commit_point=True)  # its rename is the commit
                 handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
                 written.append(index_path)
-            from nbcli.outputs import device_inode
-
+                for old in plan.retire:
+                    outputs.retire(old)
             for path, content in plan.extra:
                 if isinstance(content, Path) and device_inode(content) == device_inode(path):
                     continue  # in place: the file is already there

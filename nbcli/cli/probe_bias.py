@@ -96,10 +96,10 @@ def probe_bias(
         _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])])
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
-    print_warnings(warnings)
     with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:
         report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
                                        whiten=whiten, progress=lambda status: advance(1, status=status))
+    print_warnings(warnings)  # once the probe has succeeded: a failure is one error line alone
     if plot is not None:
         report["plots"] = write_probe_plots(plot, inputs, report, arrays)
     if as_json:
@@ -113,7 +113,7 @@ def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
     import importlib.util
 
     from nbcli.checkpoint.reader import find_checkpoint_files
-    from nbcli.errors import ConfigError, NbError, OutputError
+    from nbcli.errors import ConfigError, NbError
     from nbcli.outputs import guard_outputs
     from nbcli.probe_report import PROBE_PLOTS
 
@@ -126,10 +126,7 @@ def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
     except NbError:
         pass  # reported when the checkpoint is opened
     guard_outputs([directory / name for name in PROBE_PLOTS], read, folder=directory, option="--plot")
-    try:
-        directory.mkdir(exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
+    # made (if absent) only when the figures are written: a failing probe leaves nothing behind
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:

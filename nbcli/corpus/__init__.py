@@ -14,13 +14,13 @@ from nbcli.corpus.sources import (
     discover_inputs,
 )
 from nbcli.corpus.text import (
-    BLOCK_BYTES, MAX_RANGE_BYTES, MIN_RANGE_BYTES, ByteRange, line_number_at, line_too_long, open_stream,
-    plan_ranges, read_range_blocks, read_stream_blocks,
+    BLOCK_BYTES, MAX_RANGE_BYTES, MIN_RANGE_BYTES, ByteRange, LineTooLong, line_number_at, line_too_long,
+    open_stream, plan_ranges, read_range_blocks, read_stream_blocks,
 )
 
 __all__ = [
     "BLOCK_BYTES", "COLUMNAR_SUFFIXES", "COMPRESSION_SUFFIXES", "MAX_RANGE_BYTES", "MIN_RANGE_BYTES", "STDIN",
-    "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "RowUnit", "compression_of", "corpus_files",
-    "discover_inputs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long", "open_stream", "plan_columnar",
-    "plan_ranges", "read_range_blocks", "read_stream_blocks", "read_unit",
+    "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "LineTooLong", "RowUnit", "compression_of",
+    "corpus_files", "discover_inputs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long",
+    "open_stream", "plan_columnar", "plan_ranges", "read_range_blocks", "read_stream_blocks", "read_unit",
 ]

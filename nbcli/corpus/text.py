@@ -73,8 +73,8 @@ def read_range_blocks(rng: ByteRange, block_bytes: int = BLOCK_BYTES) -> Iterato
             if not data.endswith(b"\n"):
                 start = data.rfind(b"\n") + 1
                 tail = handle.readline(cap + 1)  # the last line began before `end`: it is ours
-                if len(data) - start + len(tail) > cap:
-                    raise line_too_long(rng.path, line_number_at(rng.path, offset + start))
+                if len(data) - start + len(tail) > cap:  # `offset + start`: where the line begins
+                    raise line_too_long(rng.path, line_number_at(rng.path, offset + start), offset + start)
                 pos += len(tail)
                 data += tail
             yield offset, data
@@ -100,10 +100,24 @@ def refuse_columnar(path: str, head: bytes) -> None:
                           "give it as an uncompressed file (parquet and Arrow need random access)")
 
 
-def line_too_long(path: str, line: int) -> CorpusError:
+
+
+class LineTooLong(CorpusError):
+    """A line over NB_MAX_LINE_MB; `offset`: the file offset where it begins (None in a stream),
+    so that a reader able to count it in pieces (`nbcli.counting.long_lines`) can go on from there."""
+
+    def __init__(self, message: str, path: str = "", line: int = 0, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.path, self.line, self.offset = path, line, offset
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int | None]]:  # crosses worker processes
+        return LineTooLong, (str(self), self.path, self.line, self.offset)
+
+
+def line_too_long(path: str, line: int, offset: int | None = None) -> LineTooLong:
     cap = max_line_bytes()
-    return CorpusError(f"{path}:{line}: line is longer than {cap / 1e6:g} MB, the most nb holds in memory as one "
-                       "document (raise it with NB_MAX_LINE_MB)")
+    return LineTooLong(f"{path}:{line}: line is longer than {cap / 1e6:g} MB, the most nb holds in memory as one "
+                       "document (raise it with NB_MAX_LINE_MB)", path, line, offset)
 
 
 class _ZstdReader:

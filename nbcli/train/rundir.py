@@ -138,6 +138,9 @@ def removed_on_failure(out: Path, resume: bool) -> Iterator[None]:
     """A new run that fails or is interrupted before its first saved state (train-state.json)
     removes what it created in `out` (and `out` itself if it made it), so the same command can
     simply be run again; once a state is saved, the run directory stays and `--resume` continues."""
+    from nbcli.atomic import check_name_length
+
+    check_name_length(out)  # before asking the system about a name it cannot hold
     before = set(os.listdir(out)) if out.is_dir() else None
     try:
         yield

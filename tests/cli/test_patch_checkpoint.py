@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -350,9 +351,27 @@ def test_sharded_in_place(tmp_path: Path) -> None:
     result = invoke("patch-checkpoint", src, "-o", src, "--scale-ln-bias", "2")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "--in-place")
+    stats_before = {name: (src / name).stat() for name in names_before}
+    holder = open_checkpoint(src).shard_of("ln_f.bias").name
     assert invoke("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "2").exit_code == 0
-    assert listing(src) == names_before
-    assert torch.equal(open_checkpoint(src).get("ln_f.bias"), tensors["ln_f.bias"] * 2)
+    with open_checkpoint(src) as patched:
+        assert torch.equal(patched.get("ln_f.bias"), tensors["ln_f.bias"] * 2)
+        renamed = patched.shard_of("ln_f.bias").name
+        assert "nb.provenance" in patched.metadata  # from the index
+    # only the shard holding the changed tensor is rewritten, under a fresh name the index names;
+    # the replaced one is gone, every other shard is the same file (inode) with the same bytes
+    assert re.fullmatch(re.escape(holder.removesuffix(".safetensors")) + r"\.nb-[0-9a-f]{8}\.safetensors", renamed)
+    assert listing(src) == sorted([n for n in names_before if n != holder] + [renamed])
+    for name in names_before:
+        if name not in (holder, "model.safetensors.index.json"):
+            after = (src / name).stat()
+            assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+                stats_before[name].st_ino, stats_before[name].st_mtime_ns, stats_before[name].st_size)
+    # a second edit of the same shard replaces the fresh name by another one, not a longer one
+    assert invoke("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "0.5").exit_code == 0
+    again = open_checkpoint(src).shard_of("ln_f.bias").name
+    assert again != renamed and len(again) == len(renamed) and not (src / renamed).exists()
+    assert torch.equal(open_checkpoint(src).get("ln_f.bias"), tensors["ln_f.bias"])
 
 
 def test_missing_output_directory(tmp_path: Path) -> None:

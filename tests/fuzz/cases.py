@@ -58,7 +58,7 @@ CHECKPOINT_IDS = [
     "entry-string", "overlap", "meta-list", "meta-string", "meta-int", "meta-nested", "meta-int-value",
     "meta-null-value", "meta-config-not-json", "meta-config-list", "meta-config-deep", "meta-config-huge-int",
     "meta-config-surrogate", "meta-documents-text", "meta-documents-negative", "meta-total-float",
-    "meta-vocab-huge", "name-surrogate",
+    "meta-vocab-huge", "name-surrogate", "duplicate-name",
 ]
 BITFLIPS = 16
 COUNTS_ONLY_IDS = ["dtype-float32", "dtype-float64", "dtype-float16", "dtype-bool", "dtype-bfloat16",
@@ -153,7 +153,8 @@ def index_variants() -> dict[str, bytes]:
 
 INDEX_IDS = ["not-json", "list", "no-weight-map", "weight-map-list", "weight-map-int-values", "deep", "deep-metadata",
              "huge-int", "surrogate-name", "path-traversal", "absolute-path", "missing-shard", "wrong-shard",
-             "ghost-tensor", "tensor-not-indexed", "pickle-shard", "bom-then-garbage", "invalid-utf8"]
+             "ghost-tensor", "tensor-not-indexed", "pickle-shard", "bom-then-garbage", "invalid-utf8",
+             "weight-map-empty", "index-duplicate-name"]
 
 
 def index_cases() -> Iterator[Case]:
@@ -480,11 +481,69 @@ def patch_cases() -> Iterator[Case]:
                ckpt({**empty, "tok_emb.weight": torch.full((40, 8), float("nan"))}), ("m.safetensors",), "patch")
 
 
+# -- outputs that cannot be written: checked before anything is written or renamed ----------------
+
+LONG = "n" * 300  # a file name longer than NAME_MAX (255 bytes)
+
+
+def output_cases() -> Iterator[Case]:
+    """Output paths that cannot take the output: an existing directory, a name too long."""
+    count = ("count-unigrams", "{CORPUS}", "-t", "{SP}", "-j", "1")
+    yield Case("count-tsv-is-a-directory", (*count, "-o", "{DIR}/c.safetensors", "--tsv", "{DIR}/tsvdir"),
+               _const({"tsvdir/keep": b""}), ("tsvdir", "is a directory"), "outputs")
+    yield Case("count-out-is-a-directory", (*count, "-o", "{DIR}/outdir"), _const({"outdir/keep": b""}),
+               ("outdir", "is a directory"), "outputs")
+    yield Case("merge-out-is-a-directory", ("merge-counts", "{COUNTS}", "-o", "{DIR}/outdir"),
+               _const({"outdir/keep": b""}), ("outdir", "is a directory"), "outputs")
+    long = (LONG[:40], "longer than the file system allows")
+    shards = lambda: {f"ck/{k}": v for k, v in _shards()[0].items()} | {  # noqa: E731
+        "ck/model.safetensors.index.json": json.dumps({"weight_map": _shards()[1]}).encode()}
+    for key, args, files in [
+        ("count", (*count, "-o", "{DIR}/" + LONG + ".safetensors"), dict),
+        ("count-tsv", (*count, "-o", "{DIR}/c.safetensors", "--tsv", "{DIR}/" + LONG + ".tsv"), dict),
+        ("merge", ("merge-counts", "{COUNTS}", "-o", "{DIR}/" + LONG + ".safetensors"), dict),
+        ("patch", ("patch-checkpoint", "{CKPT}", "--scale-ln-bias", "0.5", "-o", "{DIR}/" + LONG + ".safetensors"), dict),
+        ("patch-sharded", ("patch-checkpoint", "{DIR}/ck", "--scale-ln-bias", "0.5", "-o", "{DIR}/" + LONG), shards),
+        ("patch-sharded-inside", ("patch-checkpoint", "{DIR}/ck", "--scale-ln-bias", "0.5", "-o",
+                                  "{DIR}/" + LONG + "/out"), shards),
+        ("probe-plot", ("probe-bias", "{CKPT}", "-c", "{COUNTS}", "--plot", "{DIR}/" + LONG), dict),
+        ("train", ("train", "--corpus", "{CORPUS}", "-t", "{SP}", "--out", "{DIR}/" + LONG, *TRAIN_FAST), dict),
+        ("transplant", ("transplant-embeddings", "{CKPT}", "--source-tokenizer", "{SP}", "--target-tokenizer", "{HF}",
+                        "-o", "{DIR}/" + LONG + ".safetensors"), dict),
+    ]:
+        yield Case(f"long-name-{key}", args, files, long, "outputs")
+
+
+def probe_cases() -> Iterator[Case]:
+    """Weights nb cannot compute with: one error line, no numpy warning before it."""
+    import torch
+    from safetensors.torch import load, save
+
+    def ckpt(value: float, everywhere: bool) -> Callable[[], dict[str, bytes]]:
+        def make() -> dict[str, bytes]:
+            blob = inputs.valid_checkpoint()
+            tensors = load(blob)
+            if everywhere:
+                tensors["tok_emb.weight"] = torch.full_like(tensors["tok_emb.weight"], value)
+            else:
+                tensors["tok_emb.weight"][3, 2] = value
+            meta = {"nb.format": "nb-model/1", "nb.config": json.dumps({"tie_embeddings": True, "objective": "clm",
+                                                                        "vocab_size": inputs.V})}
+            return {"m.safetensors": save(tensors, metadata=meta)}
+        return make
+
+    for key, value, everywhere in [("inf", float("inf"), False), ("nan", float("nan"), False),
+                                   ("overflow", 3e38, True)]:
+        yield Case(f"probe-nonfinite-{key}", ("probe-bias", "{DIR}/m.safetensors", "-c", "{COUNTS}", "--plot",
+                                              "{DIR}/plots"),
+                   ckpt(value, everywhere), ("m.safetensors", "tok_emb.weight"), "probe")
+
+
 FAST_FAMILIES: dict[str, Callable[[], Iterator[Case]]] = {
     "header": header_cases, "counts": counts_cases, "index": index_cases, "corpus": corpus_cases,
     "columnar": columnar_cases,
     "tokenizer": tokenizer_cases, "options": option_cases, "names": name_cases, "resume": resume_cases,
-    "train": train_cases, "patch": patch_cases,
+    "train": train_cases, "patch": patch_cases, "outputs": output_cases, "probe": probe_cases,
 }
 
 

@@ -132,6 +132,9 @@ def header_mutations(blob: bytes, first: str) -> Iterator[tuple[str, bytes]]:
         yield name, with_header(blob, _set(("__metadata__",), value))
     # names
     yield "name-surrogate", safetensors_bytes(raw.replace(f'"{first}"'.encode(), b'"\\udc80"', 1), data)
+    # a tensor named twice (json.loads keeps the last entry, another reader may keep the first)
+    twice = json.dumps({first: {**header[first], "shape": [1]}}).encode()[1:-1] + b", "
+    yield "duplicate-name", safetensors_bytes(b"{" + twice + raw[1:], data)
 
 
 def header_bitflips(blob: bytes, count: int, seed: int) -> Iterator[tuple[str, bytes]]:
@@ -301,6 +304,10 @@ def index_mutations(shard_names: list[str], weight_map: dict[str, str]) -> Itera
     yield "pickle-shard", json.dumps({"weight_map": {**weight_map, first: "pytorch_model.bin"}}).encode()
     yield "bom-then-garbage", BOM + b"{oops"
     yield "invalid-utf8", b'{"weight_map": {"\xff": "x"}}'
+    yield "weight-map-empty", b'{"metadata": {"total_size": 0}, "weight_map": {}}'
+    mapped = json.dumps(weight_map)
+    yield "index-duplicate-name", ('{"weight_map": {' + json.dumps(first) + ": " + json.dumps(shard_names[0]) + ", "
+                             + mapped[1:] + "}").encode()
 
 
 def sharded(blob: bytes, shards: int = 2) -> tuple[dict[str, bytes], dict[str, str]]:
