@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run plot-by-frequency --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -37,7 +37,7 @@ _nb() {
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
-        eval) opts="--corpus --tokenizer -t --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --batch-size --arch --map --device --json --help -h"
+        eval) opts="--corpus --tokenizer -t --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
             ;;
         generate) opts="--prompts --tokenizer -t --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
             ;;
@@ -45,6 +45,8 @@ _nb() {
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
         plot-run) opts="--output -o --json --help -h"
+            ;;
+        plot-by-frequency) opts="--output -o --label --json --help -h"
             ;;
     esac
     if [[ "$cur" == -* ]]; then

@@ -138,6 +138,13 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l remove-frequency-directi
 complete -c nb -n '__fish_seen_subcommand_from eval' -l counts -s c -r -F -d 'Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
 complete -c nb -n '__fish_seen_subcommand_from eval' -l stride -x -d 'Sliding-window stride for long documents (default: half the context).'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l bias-effect -d 'Add paper 003 fig. 1: each token’s predicted probability with and without b_LN a'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l bias-effect-plot -r -F -d 'Draw paper 003 fig. 1 as a PNG (implies --bias-effect; needs matplotlib).'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l bias-effect-positions -x -d 'Positions a token’s probability is averaged over: every scored position (the pap'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l bias-effect-space -x -d 'Average probabilities (the paper’s p_bar) or log-probabilities (a geometric mean'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l by-frequency -r -F -d 'Add paper 000 fig. 4: the average log-probability of each ground-truth token aga'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l by-frequency-plot -r -F -d 'Draw paper 000 fig. 4 for this checkpoint as a PNG (needs --by-frequency and mat'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l bins -x -d 'Equal-width bins of both figures.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l batch-size -x -d 'Sequences per forward pass.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
@@ -187,3 +194,9 @@ complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -F
+complete -c nb -n __fish_use_subcommand -a plot-by-frequency -d 'Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
+complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l output -s o -r -F -d 'The PNG to write (optional: without it only the table).'
+complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l label -x -d 'Legend label per REPORT, in order (repeat; default: the checkpoint’s file name).'
+complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l json -d 'Print the result as one JSON object on stdout.'
+complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l help -s h -d 'Show help and exit.'
+complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -F

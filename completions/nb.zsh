@@ -15,6 +15,7 @@ _nb() {
         'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
         'transplant-embeddings:Build a target tokenizer’s input embedding from SOURCE_CKPT’s by vocabulary over'
         'plot-run:Plot nb train runs- validation loss with ALC, divergence from unigram/uniform, o'
+        'plot-by-frequency:Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -189,6 +190,13 @@ _nb() {
                 '-c[Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)]:path:_files' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--stride[Sliding-window stride for long documents (default: half the context).]:value: ' \
+                '--bias-effect[Add paper 003 fig. 1: each token’s predicted probability with and without b_LN a]' \
+                '--bias-effect-plot[Draw paper 003 fig. 1 as a PNG (implies --bias-effect; needs matplotlib).]:path:_files' \
+                '--bias-effect-positions[Positions a token’s probability is averaged over: every scored position (the pap]:value: ' \
+                '--bias-effect-space[Average probabilities (the paper’s p_bar) or log-probabilities (a geometric mean]:value: ' \
+                '--by-frequency[Add paper 000 fig. 4: the average log-probability of each ground-truth token aga]:path:_files' \
+                '--by-frequency-plot[Draw paper 000 fig. 4 for this checkpoint as a PNG (needs --by-frequency and mat]:path:_files' \
+                '--bins[Equal-width bins of both figures.]:value: ' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
@@ -247,6 +255,15 @@ _nb() {
         plot-run)
             _arguments -s '--output[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
                 '-o[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        plot-by-frequency)
+            _arguments -s '--output[The PNG to write (optional: without it only the table).]:path:_files' \
+                '-o[The PNG to write (optional: without it only the table).]:path:_files' \
+                '--label[Legend label per REPORT, in order (repeat; default: the checkpoint’s file name).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

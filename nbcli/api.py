@@ -343,18 +343,38 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
 def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
              counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
-             batch_size: int = 8, arch: str = "auto", mapping: RoleMap = None, device: str = "auto") -> EvalReport:
+             batch_size: int = 8, arch: str = "auto", mapping: RoleMap = None, device: str = "auto",
+             bias_effect: bool = False, bias_effect_positions: Literal["all", "target"] = "all",
+             bias_effect_space: Literal["prob", "log"] = "prob", bias_effect_plot: PathLike | None = None,
+             by_frequency: PathLike | None = None, by_frequency_plot: PathLike | None = None,
+             bins: int = 10) -> EvalReport:
     """Loss, perplexity, word perplexity and KL of the average prediction from the unigram, with and
     without b_LN, one row per lambda (`nb eval`; paper 003 table 1). `checkpoint`: an nb train
     checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
-    list of numbers (b_LN scaled in memory, nothing written)."""
+    list of numbers (b_LN scaled in memory, nothing written). `bias_effect` (or a
+    `bias_effect_plot` PNG) adds paper 003 fig. 1 (section `bias_effect`); `by_frequency` (training
+    counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins."""
     from nbcli.counts import parse_smoothing
+    from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.perplexity import eval_report
+
+    figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
+                           space=bias_effect_space, by_frequency=_optional(by_frequency), bins=bins,
+                           bias_effect_plot=_optional(bias_effect_plot), by_frequency_plot=_optional(by_frequency_plot))
 
     return EvalReport(eval_report(
         _local(checkpoint), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
         remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=parse_smoothing(smoothing),
-        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device))
+        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device, figures=figures))
+
+
+def plot_by_frequency(reports: Sequence[PathLike], output: PathLike | None = None, *,
+                      labels: Sequence[str] | None = None) -> Report:
+    """Paper 000 fig. 4 for several checkpoints on one figure (`nb plot-by-frequency`): the
+    `by_frequency` sections of `evaluate(..., by_frequency=COUNTS)` reports saved as JSON."""
+    from nbcli.lm.frequency_report import by_frequency_overlay
+
+    return Report(by_frequency_overlay([_local(r) for r in reports], labels, _optional(output)))
 
 
 def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
@@ -425,5 +445,5 @@ def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_t
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
-    "patch", "probe", "train_model", "transplant_embeddings",
+    "patch", "plot_by_frequency", "probe", "train_model", "transplant_embeddings",
 ]

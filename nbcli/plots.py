@@ -142,6 +142,93 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     _save(fig, path, metadata, outputs)
 
 
+def _shown(counts: np.ndarray, keep: np.ndarray, seed: int) -> np.ndarray:
+    """The indices a scatter draws: `keep`'s, at most MAX_SCATTER_POINTS of them (a seeded sample)."""
+    seen = np.flatnonzero(keep)
+    if seen.size > MAX_SCATTER_POINTS:
+        seen = np.sort(np.random.default_rng(seed).choice(seen, MAX_SCATTER_POINTS, replace=False))
+    return seen
+
+
+def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[str, Any], *, title: str,
+                     metadata: dict[str, str], seed: int = 0, outputs: OutputSet | None = None) -> None:
+    """Paper 003 fig. 1: left, corpus count (log x) against each token's predicted probability with
+    and without b_LN (log y), the binned geometric means +- std, the unigram's bins and the uniform
+    1/V; right, the per-token change log10 p_without - log10 p_with and its bin means."""
+    c = np.asarray(arrays["counts"], dtype=np.float64)
+    pw = np.asarray(arrays["with"], dtype=np.float64)
+    po = np.asarray(arrays["without"], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = (c > 0) & (pw > 0) & (po > 0)
+    shown = _shown(c, keep, seed)
+    fig = _figure(11.0, 4.4)
+    left, right = fig.subplots(1, 2)
+    bins = [b for b in section["bins"] if b["tokens"]]
+    centres = [10 ** ((b["log10_count_lo"] + b["log10_count_hi"]) / 2) for b in bins]
+    for values, key, colour, label in ((pw, "with", "tab:blue", "with b_LN"),
+                                       (po, "without", "tab:orange", "without b_LN")):
+        left.scatter(c[shown], values[shown], s=3, alpha=0.15, color=colour, linewidths=0, rasterized=True)
+        mean = np.array([b[f"log10_p_{key}"] for b in bins])
+        std = np.array([b[f"log10_p_{key}_std"] for b in bins])
+        left.errorbar(centres, 10 ** mean, yerr=[10 ** mean - 10 ** (mean - std), 10 ** (mean + std) - 10 ** mean],
+                      color=colour, marker="o", markersize=4, capsize=3, label=f"{label} (bin geometric mean ± std)")
+    left.plot(centres, [10 ** b["log10_unigram"] for b in bins], color="tab:green", linestyle="--", label="Unigram")
+    left.axhline(10 ** section["log10_uniform"], color="grey", linestyle=":", label="Uniform")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("corpus frequency (count, log scale)")
+    left.set_ylabel(f"predicted probability ({section['positions']} positions, {section['space']} mean)")
+    left.legend(loc="best", fontsize=7)
+    left.grid(True, alpha=0.3)
+    change = np.log10(po) - np.log10(pw) if shown.size else np.zeros(0)
+    right.scatter(c[shown], change[shown] if shown.size else [], s=4, alpha=0.5, color="tab:purple", linewidths=0,
+                  rasterized=True, label=f"tokens ({shown.size:,} of {int(keep.sum()):,})")
+    right.plot(centres, [b["log10_change"] for b in bins], color="tab:red", marker="o", label="bin mean")
+    right.axhline(0.0, color="grey", linewidth=0.8)
+    right.set_xscale("log")
+    right.set_xlabel("corpus frequency (count, log scale)")
+    right.set_ylabel(r"$\log_{10} p_{w/o\ b_{LN}} - \log_{10} p$")
+    rho = section.get("spearman_change_vs_count")
+    right.set_title(f"Spearman ρ(change, count) = {rho:.3f}" if rho is not None else "", fontsize=9)
+    right.legend(loc="best", fontsize=7)
+    right.grid(True, alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path, metadata, outputs)
+
+
+def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], *, title: str,
+                      metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
+    """Paper 000 fig. 4: per checkpoint, the binned average log-probability of the ground-truth
+    token (+- standard error) against its log-unigram probability; upper panel the full model,
+    lower panel with the output bias dropped (when any checkpoint has one). Tokens per bin are
+    written beside each point of the first series."""
+    lower = any(s.get("output_bias_dropped") for _name, s in series)
+    fig = _figure(7.0, 7.6 if lower else 4.4)
+    axes = fig.subplots(2, 1, sharex=True) if lower else [fig.add_subplot()]
+    panels = [("mean_log_prob", "sem", "all parameters")]
+    if lower:
+        panels.append(("mean_log_prob_without_bias", "sem_without_bias", "output bias dropped"))
+    for ax, (key, err, label) in zip(axes, panels):
+        for i, (name, section) in enumerate(series):
+            bins = [b for b in section["bins"] if b["tokens"] and b.get(key) is not None]
+            if not bins:
+                continue
+            x = [(b["log_unigram_lo"] + b["log_unigram_hi"]) / 2 for b in bins]
+            ax.errorbar(x, [b[key] for b in bins], yerr=[b[err] for b in bins], marker="o", markersize=4,
+                        capsize=3, label=name)
+            if i == 0:
+                for xi, b in zip(x, bins):
+                    ax.annotate(str(b["tokens"]), (xi, b[key]), textcoords="offset points", xytext=(0, 6),
+                                fontsize=6, ha="center", color="grey")
+        ax.set_ylabel("average log-probability (nats)")
+        ax.set_title(label, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=7)
+    axes[-1].set_xlabel("log-unigram probability in the training counts (nats)")
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path, metadata, outputs)
+
+
 def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: str, metadata: dict[str, str],
                          outputs: OutputSet | None = None) -> None:
     """Paper 002 tables 2, 6, 8 as a figure: per row, the range [min, max] as a bar and mean +- sigma

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import torch
 
     from nbcli.lm.arms import ProgressBar
+    from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.runner import Runner
     from nbcli.tokenizers import Tokenizer
 
@@ -122,6 +123,7 @@ class EvalResult:
     words: int
     kl_unigram: float
     kl_unigram_without_ln_bias: float | None
+    token_stats: TokenStats | None = None
 
     @property
     def loss(self) -> float:
@@ -141,6 +143,59 @@ class EvalResult:
                 "kl_unigram_without_ln_bias": self.kl_unigram_without_ln_bias}
 
 
+@dataclass
+class TokenStats:
+    """Per-token sums over the scored positions (float64 numpy [V]), from one pass, for paper 003
+    fig. 1 and paper 000 fig. 4 (nbcli.analysis.frequency_effects). "without": with the logits
+    shifted (W b_LN, or the output bias b) before the softmax, one entry per named shift.
+
+    prob_sum[i] = sum over all positions of p(i | context); log_prob_sum likewise of log p(i | ...);
+    target_count[i] = positions whose ground-truth token is i; target_log_prob_sum[i] = sum of
+    log p(i | context) over those positions (target_prob_sum likewise of p)."""
+
+    positions: int
+    prob_sum: np.ndarray
+    log_prob_sum: np.ndarray
+    target_count: np.ndarray
+    target_prob_sum: np.ndarray
+    target_log_prob_sum: np.ndarray
+    without: dict[str, TokenStats] = field(default_factory=dict)
+
+
+class _TokenAccumulator:
+    """Sums for `TokenStats` on the runner's device."""
+
+    def __init__(self, V: int, device: torch.device) -> None:
+        import torch
+
+        def zeros() -> torch.Tensor:
+            return torch.zeros(V, dtype=torch.float64, device=device)
+
+        self.positions = 0
+        self.prob, self.log_prob, self.count = zeros(), zeros(), zeros()
+        self.target_prob, self.target_log_prob = zeros(), zeros()
+
+    def add(self, logp: torch.Tensor, targets: torch.Tensor) -> None:
+        """logp [N, V] log-probabilities at N positions; targets [N] their ground-truth tokens."""
+        import torch
+
+        logp = logp.double()
+        self.positions += logp.shape[0]
+        self.prob += logp.exp().sum(0)
+        self.log_prob += logp.sum(0)
+        picked = logp.gather(1, targets[:, None])[:, 0]
+        self.count.index_add_(0, targets, torch.ones_like(picked))
+        self.target_log_prob.index_add_(0, targets, picked)
+        self.target_prob.index_add_(0, targets, picked.exp())
+
+    def result(self, without: dict[str, TokenStats] | None = None) -> TokenStats:
+        def host(t: torch.Tensor) -> np.ndarray:
+            return t.cpu().numpy()
+
+        return TokenStats(self.positions, host(self.prob), host(self.log_prob), host(self.count).astype(np.int64),
+                          host(self.target_prob), host(self.target_log_prob), without or {})
+
+
 def kl_divergence(p: torch.Tensor, log_q: torch.Tensor) -> float:
     """KL(p || q) = sum_i p_i (log p_i - log q_i) in nats (0 log 0 = 0), float64."""
     import torch
@@ -152,10 +207,13 @@ def kl_divergence(p: torch.Tensor, log_q: torch.Tensor) -> float:
 
 def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int | None = None,
              unigram_log: torch.Tensor | None = None, adjust: torch.Tensor | None = None,
-             progress: Progress | None = None) -> EvalResult:
+             progress: Progress | None = None, token_stats: bool = False,
+             token_shifts: dict[str, torch.Tensor] | None = None) -> EvalResult:
     """Sum the NLL of every scored target; average the predicted distributions (with and without
     the current b_LN). `unigram_log` [V]: log q for the KL (default: the targets' own add-1 unigram).
-    `adjust` [V]: subtracted from every position's logits first (logit adjustment tau * log p(y))."""
+    `adjust` [V]: subtracted from every position's logits first (logit adjustment tau * log p(y)).
+    `token_stats`: also the per-token sums of `TokenStats`, and for each of `token_shifts` ([V]) the
+    same sums with logits - shift (W b_LN for paper 003 fig. 1, the output bias for paper 000 fig. 4)."""
     import torch
 
     from nbcli.ops import unigram_log_prior
@@ -171,6 +229,9 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
     p_sum = torch.zeros(V, dtype=torch.float64, device=runner.device)
     p_sum_wo = torch.zeros(V, dtype=torch.float64, device=runner.device) if shift is not None else None
     tokens = 0
+    acc = _TokenAccumulator(V, runner.device) if token_stats else None
+    shifts = dict(token_shifts or {}) if token_stats else {}
+    acc_wo = {name: _TokenAccumulator(V, runner.device) for name in shifts}
     for b in range(0, len(jobs), batch_size):
         chunk = jobs[b:b + batch_size]
         width = max(end - start for _s, (start, end, _f) in chunk)
@@ -192,6 +253,10 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
         p_sum += logp.exp().sum(0).double()
         if p_sum_wo is not None:
             p_sum_wo += torch.softmax(picked - shift, dim=-1).sum(0).double()
+        if acc is not None:
+            acc.add(logp, targets[sel])
+        for name, shifted in acc_wo.items():
+            shifted.add(torch.log_softmax(picked - shifts[name].to(picked.device), dim=-1), targets[sel])
         n = int(sel.sum())
         tokens += n
         if progress is not None:
@@ -201,8 +266,9 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
     log_q = unigram_log.to(runner.device)
     kl = kl_divergence(p_sum / tokens, log_q)
     kl_wo = kl_divergence(p_sum_wo / tokens, log_q) if p_sum_wo is not None else None
+    stats = acc.result({name: a.result() for name, a in acc_wo.items()}) if acc is not None else None
     return EvalResult(tokens=tokens, nll=float(nll), words=scored.words, kl_unigram=kl,
-                      kl_unigram_without_ln_bias=kl_wo)
+                      kl_unigram_without_ln_bias=kl_wo, token_stats=stats)
 
 
 def kl_reference(scored: Scored, vocab_size: int, smoothing_k: float,
@@ -219,42 +285,73 @@ def kl_reference(scored: Scored, vocab_size: int, smoothing_k: float,
 def evaluate_arms(runner: Runner, scored: Scored, arms: Sequence[Any], base: Any, *, batch_size: int = 8,
                   stride: int | None = None, unigram_log: torch.Tensor | None = None,
                   log_prior: torch.Tensor | None = None, progress: Progress | None = None,
-                  ) -> tuple[list[dict[str, Any]], list[str]]:
-    """One `evaluate` per arm (nbcli.lm.arms.Arm) with its surgery applied in memory; rows and warnings."""
+                  figures: TokenFigures | None = None,
+                  ) -> tuple[list[dict[str, Any]], list[str], TokenStats | None]:
+    """One `evaluate` per arm (nbcli.lm.arms.Arm) with its surgery applied in memory; rows, warnings,
+    and with `figures` the first arm's `TokenStats`."""
     from nbcli.lm.arms import each_arm
+    from nbcli.lm.frequency_report import token_shifts
 
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
+    stats = None
     for arm, adjust in each_arm(runner, arms, base, log_prior, warnings):
+        first = not rows and figures is not None and figures.wanted
         result = evaluate(runner, scored, batch_size=batch_size, stride=stride, unigram_log=unigram_log,
-                          adjust=adjust, progress=progress)
+                          adjust=adjust, progress=progress, token_stats=first,
+                          token_shifts=token_shifts(runner, figures) if first and figures else None)
+        stats = result.token_stats if first else stats
         rows.append({**arm.as_dict(), **result.as_dict()})
-    return rows, warnings
+    return rows, warnings, stats
 
 
 def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambdas: str | None = None, *,
                 remove_direction: bool = False, counts: Path | None = None, smoothing_k: float = 1.0,
                 stride: int | None = None, batch_size: int = 8, arch: str = "auto",
                 mapping: dict[str, str] | None = None, device: str = "auto",
-                progress_bar: ProgressBar | None = None) -> dict[str, Any]:
+                progress_bar: ProgressBar | None = None, figures: TokenFigures | None = None) -> dict[str, Any]:
     """The whole `nb eval` report (what `--json` prints): load the model and tokenizer
     (`open_study`), score `corpus` under every arm (`lambdas`: "1,0.5,0"), and the KL columns
-    against `counts` or the scored tokens' own add-k unigram (paper 003 table 1). The model is
-    released before returning; `progress_bar` is given the number of tokens to score."""
-    from nbcli.lm.arms import no_progress, open_study
+    against `counts` or the scored tokens' own add-k unigram (paper 003 table 1). With `figures`,
+    the first arm's `bias_effect` (paper 003 fig. 1) and `by_frequency` (paper 000 fig. 4)
+    sections, and their PNGs. The model is released before returning; `progress_bar` is given the
+    number of tokens to score."""
+    from nbcli.lm.arms import counts_log_prior, no_progress, open_study
+    from nbcli.lm.frequency_report import draw_figures, frequency_counts, guard_figures, token_figure_sections
 
+    figures = figures if figures is not None and figures.wanted else None
+    if figures is not None and figures.plots():
+        guard_figures(figures, checkpoint, corpus, tokenizer, counts)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, counts=counts,
                        smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device)
     try:
         runner = study.runner
         scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
         unigram = kl_reference(scored, runner.vocab_size, smoothing_k, study.log_prior)
+        training = None
+        if figures is not None and figures.by_frequency is not None:
+            prior, training = counts_log_prior(figures.by_frequency, runner, smoothing_k)
+            training_log = prior.double().numpy()
         with (progress_bar or no_progress)(scored.targets * len(study.arms)) as progress:
-            rows, warnings = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
-                                           stride=stride, unigram_log=unigram, progress=progress)
+            rows, warnings, stats = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
+                                                  stride=stride, unigram_log=unigram, progress=progress,
+                                                  figures=figures)
     finally:
         study.runner.close()
-    return {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
-            "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
-            "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{smoothing_k:g}"},
-            "rows": rows, "warnings": warnings}
+    report = {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
+              "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
+              "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{smoothing_k:g}"},
+              "rows": rows, "warnings": warnings}
+    if figures is not None and stats is not None:
+        freq = frequency_counts(counts, runner.vocab_size, scored)
+        sections, arrays = token_figure_sections(stats, figures, freq,
+                                                 training_log if figures.by_frequency is not None else None)
+        if "bias_effect" in sections:
+            sections["bias_effect"]["arm"] = rows[0]["arm"]
+            sections["bias_effect"]["frequency"] = study.counts_info or {"source": "held-out corpus"}
+        if "by_frequency" in sections:
+            sections["by_frequency"]["arm"] = rows[0]["arm"]
+            sections["by_frequency"]["training_counts"] = training
+        report.update(sections)
+        draw_figures(figures, report, arrays)
+    return report

@@ -324,6 +324,17 @@ def option_cases() -> Iterator[Case]:
                            "--map": ("final_ln_bias=absent",), "--arch": ("gpt5",)}.items():
         for value in values:
             table.append((probe, (option, value), option))
+    evaluate = ("eval", "{CKPT}", "--corpus", "{CORPUS}", "-t", "{SP}")
+    for option, values in {"--bias-effect-positions": ("some", ""), "--bias-effect-space": ("logit",),
+                           "--bins": ("0", "-1", big), "--bias-effect-plot": ("{DIR}/x.jpg",),
+                           "--by-frequency-plot": ("{DIR}/x.png",)}.items():
+        for value in values:
+            table.append((evaluate, (option, value), option))
+    table.append((("plot-by-frequency", "{CORPUS}"), (), "not an nb eval --json report"))
+    table.append((("plot-by-frequency", "{COUNTS}"), (), "not an nb eval --json report"))
+    table.append((("plot-by-frequency", "{DIR}/absent.json"), (), "absent.json"))
+    table.append((("plot-by-frequency", "{CORPUS}", "-o", "{DIR}/x.jpg"), (), "-o"))
+    table.append((("plot-by-frequency", "{CORPUS}", "--label", "a", "--label", "b"), (), "--label"))
     table.append((count, ("--format", "xml"), "--format"))
     table.append((count, ("--smoothing", "add-k:-1"), "--smoothing"))
     table.append((("merge-counts", "{COUNTS}"), (), "--output"))

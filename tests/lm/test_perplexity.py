@@ -95,3 +95,43 @@ def test_kl_divergence_matches_scipy() -> None:
     p = torch.tensor([0.5, 0.25, 0.25, 0.0])
     q = torch.tensor([0.1, 0.2, 0.3, 0.4])
     assert kl_divergence(p, q.log()) == pytest.approx(entropy(p.numpy(), q.numpy()))
+
+
+def test_token_stats_equal_hand_summed_forwards_with_and_without_each_shift(nb_lm: Path) -> None:
+    """TokenStats (paper 003 fig. 1, paper 000 fig. 4) against a position-by-position forward in
+    float64, with logits - W b_LN and logits - b computed independently from the module's tensors."""
+    runner = load_runner(nb_lm)
+    rng = np.random.default_rng(5)
+    V = runner.vocab_size
+    seqs = [rng.integers(0, V, n).tolist() for n in (6, 30, 90)]
+    model = runner.module
+    shifts = {"ln_bias": (model.output_weight.double() @ model.ln_f.bias.double()).detach(),
+              "output_bias": model.head_bias.double().detach()}
+    got = evaluate(runner, _scored(seqs), batch_size=2, stride=20, token_stats=True,
+                   token_shifts={k: v.float() for k, v in shifts.items()}).token_stats
+    assert got is not None
+    want = {name: {"p": np.zeros(V), "lp": np.zeros(V), "n": np.zeros(V), "tp": np.zeros(V), "tlp": np.zeros(V)}
+            for name in ("full", *shifts)}
+    with torch.no_grad():
+        for seq in seqs:
+            for start, end, first in windows(len(seq), 64, 20):
+                logits = model(torch.tensor([seq[start:end]]))[0][0].double()
+                for t in range(first, end):
+                    for name in want:
+                        row = logits[t - start - 1] - (shifts[name] if name in shifts else 0)
+                        logp = torch.log_softmax(row, -1).numpy()
+                        w, y = want[name], seq[t]
+                        w["p"] += np.exp(logp)
+                        w["lp"] += logp
+                        w["n"][y] += 1
+                        w["tp"][y] += math.exp(logp[y])
+                        w["tlp"][y] += logp[y]
+    for name, stats in (("full", got), *got.without.items()):
+        w = want[name]
+        assert stats.positions == sum(len(s) - 1 for s in seqs)
+        np.testing.assert_allclose(stats.prob_sum, w["p"], atol=1e-4)
+        np.testing.assert_allclose(stats.log_prob_sum, w["lp"], rtol=1e-4, atol=1e-3)
+        np.testing.assert_array_equal(stats.target_count, w["n"])
+        np.testing.assert_allclose(stats.target_prob_sum, w["tp"], atol=1e-4)
+        np.testing.assert_allclose(stats.target_log_prob_sum, w["tlp"], rtol=1e-4, atol=1e-3)
+    assert set(got.without) == {"ln_bias", "output_bias"}

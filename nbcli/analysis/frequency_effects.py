@@ -1,0 +1,123 @@
+"""Per-token predictions against token frequency: paper 003 fig. 1 (and figs. 4-7), the change in
+each token's predicted probability when b_LN is removed, and paper 000 fig. 4, the average
+log-probability of each ground-truth token against its log-unigram probability. Arrays in,
+JSON-ready sections out; the sums come from one `nb eval` pass (`nbcli.lm.perplexity.TokenStats`).
+
+Choices the papers leave to nb (documented in `nb eval --help` and docs/eval-generate.md):
+* Paper 003 fig. 1 averages "the word prediction distributions for each time step" (sec. 3.1): by
+  default every scored position, in probability space (p_bar, the distribution of table 1's KL);
+  `positions="target"` averages p(i) only where i is the ground truth, `space="log"` averages log p
+  (a geometric mean). Bins: equal-width intervals of log10 corpus count, each with the geometric mean
+  and the std of log10 p (the paper's footnote 4); tokens with count 0 are not binned.
+* Paper 000 fig. 4: a token's average is over the positions where it is the ground truth, of the
+  natural-log probability; bins are equal-width intervals of the log-unigram probability (nats) with
+  the mean and its standard error (the paper's bars) and the number of tokens per bin.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from nbcli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nbcli.lm.perplexity import TokenStats
+
+Positions = Literal["all", "target"]
+Space = Literal["prob", "log"]
+POSITIONS: tuple[str, ...] = ("all", "target")
+SPACES: tuple[str, ...] = ("prob", "log")
+
+
+def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, Any]]:
+    """Equal-width bins of x over [min x, max x] (the last includes its top) with the count, mean,
+    population std and standard error (std / sqrt(n)) of y in each; NaN entries of x or y are left
+    out; None for an empty bin's statistics. All points in one bin when x is constant."""
+    if bins < 1:
+        raise ConfigError(f"--bins {bins}: must be at least 1")
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if x.size == 0:
+        return []
+    lo, hi = float(x.min()), float(x.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    index = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1) if hi > lo else np.zeros(x.size, int)
+    out = []
+    for b in range(bins):
+        v = y[index == b]
+        n = int(v.size)
+        mean = float(v.mean()) if n else None
+        std = float(v.std()) if n else None
+        out.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "tokens": n, "mean": mean, "std": std,
+                    "sem": std / math.sqrt(n) if n else None})
+    return out
+
+
+def per_token_probability(stats: TokenStats, positions: Positions = "all", space: Space = "prob") -> np.ndarray:
+    """Each token's predicted probability averaged over positions [V]: over every scored position
+    (`all`) or only where the token is the ground truth (`target`; NaN for a token that never is),
+    of p (`prob`: the arithmetic mean) or of log p (`log`: exp of the mean, a geometric mean)."""
+    if positions not in POSITIONS or space not in SPACES:
+        raise ConfigError(f"positions {positions!r} / space {space!r}: expected one of {POSITIONS} / {SPACES}")
+    if positions == "all":
+        total, n = (stats.prob_sum if space == "prob" else stats.log_prob_sum), float(stats.positions)
+    else:
+        total, n = (stats.target_prob_sum if space == "prob" else stats.target_log_prob_sum), stats.target_count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(np.asarray(n) > 0, total / np.maximum(n, 1), np.nan)
+    return mean if space == "prob" else np.exp(mean)
+
+
+def bias_effect(p_with: np.ndarray, p_without: np.ndarray, counts: np.ndarray, bins: int = 10) -> dict[str, Any]:
+    """Paper 003 fig. 1: per token the change log10 p_without - log10 p_with, and equal-width bins of
+    log10 count with the geometric mean (mean and std of log10 p) of p with b_LN, without it and of
+    the unigram counts / total; tokens with count 0 or an undefined probability are not binned.
+    Spearman rho of the change with the count over the binned tokens."""
+    from nbcli.probes import spearman
+
+    c = np.asarray(counts, dtype=np.float64)
+    pw, po = np.asarray(p_with, dtype=np.float64), np.asarray(p_without, dtype=np.float64)
+    if not (c.shape == pw.shape == po.shape):
+        raise ConfigError(f"bias effect: {c.shape[0]} counts for {pw.shape[0]} token probabilities")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw, lo_ = np.log10(pw), np.log10(po)
+        x = np.where(c > 0, np.log10(np.where(c > 0, c, 1.0)), np.nan)
+        unigram = np.log10(c / c.sum()) if c.sum() > 0 else np.full_like(c, np.nan)
+    keep = (c > 0) & np.isfinite(lw) & np.isfinite(lo_)
+    x = np.where(keep, x, np.nan)
+    change = lo_ - lw
+    series = {name: equal_width_bins(x, values, bins)
+              for name, values in (("with", lw), ("without", lo_), ("unigram", unigram), ("change", change))}
+    table = [{"log10_count_lo": w["lo"], "log10_count_hi": w["hi"], "tokens": w["tokens"],
+              "log10_p_with": w["mean"], "log10_p_without": o["mean"], "log10_p_with_std": w["std"],
+              "log10_p_without_std": o["std"], "log10_unigram": u["mean"], "log10_change": d["mean"]}
+             for w, o, u, d in zip(series["with"], series["without"], series["unigram"], series["change"])]
+    rho = spearman(change[keep], c[keep]) if int(keep.sum()) > 1 else math.nan
+    return {"tokens": int(keep.sum()), "log10_uniform": -math.log10(pw.size),
+            "spearman_change_vs_count": None if not math.isfinite(rho) else rho, "bins": table}
+
+
+def by_frequency(mean_log_prob: np.ndarray, log_unigram: np.ndarray, bins: int = 10,
+                 mean_log_prob_without: np.ndarray | None = None) -> dict[str, Any]:
+    """Paper 000 fig. 4: equal-width bins of the log-unigram probability (nats) of each token that
+    is a ground truth at least once (`mean_log_prob` finite), with the number of tokens, the mean of
+    their average log-probabilities and its standard error; `mean_log_prob_without` the same with
+    the output bias dropped (the figure's lower row)."""
+    x = np.asarray(log_unigram, dtype=np.float64)
+    y = np.asarray(mean_log_prob, dtype=np.float64)
+    if x.shape != y.shape:
+        raise ConfigError(f"by frequency: {x.shape[0]} unigram entries for {y.shape[0]} tokens")
+    full = equal_width_bins(x, y, bins)
+    rows = [{"log_unigram_lo": b["lo"], "log_unigram_hi": b["hi"], "tokens": b["tokens"],
+             "mean_log_prob": b["mean"], "sem": b["sem"]} for b in full]
+    if mean_log_prob_without is not None:
+        # the same tokens in the same bins: a token is binned by whether it is a ground truth at all
+        wo = np.where(np.isfinite(y), np.asarray(mean_log_prob_without, dtype=np.float64), np.nan)
+        for row, b in zip(rows, equal_width_bins(np.where(np.isfinite(y), x, np.nan), wo, bins)):
+            row["mean_log_prob_without_bias"], row["sem_without_bias"] = b["mean"], b["sem"]
+    return {"tokens": int(np.isfinite(y).sum()), "bins": rows}
