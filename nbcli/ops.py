@@ -30,6 +30,7 @@ these functions into a plan over a checkpoint's tensors and writes the result.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -110,16 +111,8 @@ def embedding_stats(x: torch.Tensor) -> tuple[float, float]:
     n = x.numel()
     if n < 2:
         raise ConfigError(f"standardising needs at least two values, the tensor has {n} ({list(x.shape)})")
-    flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
-    total = 0.0
-    for start in range(0, flat.shape[0], _ROW_BLOCK):
-        total += float(flat[start:start + _ROW_BLOCK].to(torch.float64).sum())
-    mean = total / n
-    squares = 0.0
-    for start in range(0, flat.shape[0], _ROW_BLOCK):
-        centred = flat[start:start + _ROW_BLOCK].to(torch.float64) - mean
-        squares += float((centred * centred).sum())
-    return mean, math.sqrt(squares / (n - 1))
+    moments = _moments(x)
+    return moments.mean, math.sqrt(moments.m2 / (n - 1))
 
 
 def xavier_std(n: int, d: int) -> float:
@@ -204,21 +197,45 @@ def remove_direction(w: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
     return (work - (work @ u)[:, None] * u[None, :]).to(w.dtype)
 
 
-def tensor_summary(x: torch.Tensor) -> dict[str, float]:
-    """l2 norm (Frobenius for matrices), mean, std, min, max; float64, row blocks."""
-    if x.numel() == 0:
-        return {"norm": 0.0, "mean": math.nan, "std": math.nan, "min": math.nan, "max": math.nan}
+@dataclass(frozen=True)
+class _Moments:
+    mean: float
+    m2: float  # sum of squared deviations from the mean
+    squares: float  # sum of squares (the l2 norm squared)
+    lo: float
+    hi: float
+
+
+def _moments(x: torch.Tensor) -> _Moments:
+    """Mean, sum of squared deviations, sum of squares, min and max of all entries in one pass of
+    float64 row blocks, the blocks merged by Chan et al.'s update (stable when the mean is large
+    against the spread, where sum(x^2)/n - mean^2 cancels)."""
     flat = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
-    lo, hi, total, squares = math.inf, -math.inf, 0.0, 0.0
+    count, mean, m2, squares, lo, hi = 0, 0.0, 0.0, 0.0, math.inf, -math.inf
     for start in range(0, flat.shape[0], _ROW_BLOCK):
         block = flat[start:start + _ROW_BLOCK].to(torch.float64)
-        lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
-        total += float(block.sum())
+        size = block.numel()
+        if size == 0:
+            continue
+        block_mean = float(block.mean())
+        block_m2 = float(((block - block_mean) ** 2).sum())
+        delta, total = block_mean - mean, count + size
+        mean += delta * size / total
+        m2 += block_m2 + delta * delta * count * size / total
+        count = total
         squares += float((block * block).sum())
-    n = flat.numel()
-    mean = total / n
-    var = max(squares / n - mean * mean, 0.0) * n / (n - 1) if n > 1 else 0.0
-    return {"norm": math.sqrt(squares), "mean": mean, "std": math.sqrt(var), "min": lo, "max": hi}
+        lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
+    return _Moments(mean, m2, squares, lo, hi)
+
+
+def tensor_summary(x: torch.Tensor) -> dict[str, float]:
+    """l2 norm (Frobenius for matrices), mean, sample std (ddof 1), min, max; float64, row blocks."""
+    n = x.numel()
+    if n == 0:
+        return {"norm": 0.0, "mean": math.nan, "std": math.nan, "min": math.nan, "max": math.nan}
+    m = _moments(x)
+    std = math.sqrt(m.m2 / (n - 1)) if n > 1 else 0.0
+    return {"norm": math.sqrt(m.squares), "mean": m.mean, "std": std, "min": m.lo, "max": m.hi}
 
 
 def unigram_weights(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> np.ndarray:

@@ -527,21 +527,31 @@ class FrequencyBin:
     std: float  # population standard deviation (ddof = 0); NaN when empty
 
 
-def frequency_bins(scores: np.ndarray, counts: np.ndarray, bins: int = 10) -> list[FrequencyBin]:
-    """Equal-width bins of log10 corpus count with the mean and std of the scores (paper 003 fig. 3).
+@dataclass(frozen=True)
+class BinnedStatistics:
+    """`equal_width_bins`' result, one entry per bin: edges [bins + 1], n, mean and population std
+    of y (NaN where a bin is empty)."""
 
-    Only tokens with count > 0 are binned. When all seen tokens share one count, every token goes
-    to the first bin of a zero-width range.
-    """
+    edges: np.ndarray
+    n: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> BinnedStatistics | None:
+    """Equal-width bins of x over [min x, max x] (the last bin includes its top) with the count,
+    mean and population std of y in each; None when no point is left. Points whose x or y is not
+    finite are left out; when every x is equal, all points fall in the first bin of a zero-width
+    range. The one binning rule of nb's frequency tables and figures (paper 003 fig. 3, paper 000
+    fig. 4)."""
     if bins < 1:
         raise ValueError("bins must be >= 1")
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    c = np.asarray(counts).ravel()
-    seen = c > 0
-    s = s[seen]
-    x = np.log10(c[seen].astype(np.float64))
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
     if x.size == 0:
-        return []
+        return None
     lo, hi = float(x.min()), float(x.max())
     edges = np.linspace(lo, hi, bins + 1)
     if hi > lo:
@@ -549,11 +559,27 @@ def frequency_bins(scores: np.ndarray, counts: np.ndarray, bins: int = 10) -> li
     else:
         index = np.zeros(x.size, dtype=np.intp)
     n = np.bincount(index, minlength=bins)
-    total = np.bincount(index, weights=s, minlength=bins)
+    total = np.bincount(index, weights=y, minlength=bins)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = total / n
-        sq = np.bincount(index, weights=(s - mean[index]) ** 2, minlength=bins)
+        sq = np.bincount(index, weights=(y - mean[index]) ** 2, minlength=bins)
         std = np.sqrt(sq / n)
-    return [FrequencyBin(float(edges[i]), float(edges[i + 1]), int(n[i]),
-                         float(mean[i]) if n[i] else math.nan, float(std[i]) if n[i] else math.nan)
+    return BinnedStatistics(edges, n, mean, std)
+
+
+def frequency_bins(scores: np.ndarray, counts: np.ndarray, bins: int = 10) -> list[FrequencyBin]:
+    """Equal-width bins of log10 corpus count with the mean and std of the scores (paper 003 fig. 3).
+
+    Only tokens with count > 0 are binned. When all seen tokens share one count, every token goes
+    to the first bin of a zero-width range.
+    """
+    c = np.asarray(counts).ravel()
+    seen = c > 0
+    table = equal_width_bins(np.log10(c[seen].astype(np.float64)), np.asarray(scores, dtype=np.float64).ravel()[seen],
+                             bins)
+    if table is None:
+        return []
+    return [FrequencyBin(float(table.edges[i]), float(table.edges[i + 1]), int(table.n[i]),
+                         float(table.mean[i]) if table.n[i] else math.nan,
+                         float(table.std[i]) if table.n[i] else math.nan)
             for i in range(bins)]

@@ -224,3 +224,32 @@ def test_zipfian_whiten_rejects_bad_weights_and_singular_covariance() -> None:
         ops.zipfian_whiten(torch.cat([x[:, :2], x[:, :1]], dim=1), np.full(10, 0.1))
     with pytest.raises(ConfigError, match="floating-point"):
         ops.zipfian_whiten(torch.ones(10, 3, dtype=torch.int64), np.full(10, 0.1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 9), st.sampled_from([0.0, 1.0, 1e4]),
+       st.sampled_from([1e-3, 1.0]))
+def test_tensor_summary_and_embedding_stats_stay_exact_under_a_large_offset(
+        seed: int, n: int, d: int, offset: float, spread: float) -> None:
+    """The std of values far from zero relative to their spread (an embedding with a common offset)
+    matches numpy's two-pass std: sum(x^2)/n - mean^2 would cancel to noise there."""
+    x = offset + spread * np.random.default_rng(seed).standard_normal((n, d))
+    summary = ops.tensor_summary(torch.from_numpy(x))
+    assert summary["mean"] == pytest.approx(x.mean(), rel=1e-12, abs=1e-12)
+    assert summary["std"] == pytest.approx(x.std(ddof=1) if x.size > 1 else 0.0, rel=1e-7, abs=1e-12)
+    assert summary["norm"] == pytest.approx(np.linalg.norm(x), rel=1e-12)
+    assert (summary["min"], summary["max"]) == (x.min(), x.max())
+    if x.size > 1:
+        mean, std = ops.embedding_stats(torch.from_numpy(x))
+        assert (mean, std) == (pytest.approx(x.mean(), rel=1e-12, abs=1e-12), pytest.approx(x.std(ddof=1), rel=1e-7))
+
+
+def test_moments_merge_across_row_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 3 rows merged (Chan et al.'s update) give what one block gives."""
+    x = 1e4 + np.random.default_rng(7).standard_normal((50, 4)) * 1e-2
+    whole = ops.tensor_summary(torch.from_numpy(x))
+    monkeypatch.setattr(ops, "_ROW_BLOCK", 3)
+    blocked = ops.tensor_summary(torch.from_numpy(x))
+    for key in ("mean", "std", "norm", "min", "max"):
+        assert blocked[key] == pytest.approx(whole[key], rel=1e-9)
+    assert blocked["std"] == pytest.approx(x.std(ddof=1), rel=1e-7)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from nbcli.errors import ConfigError
+from nbcli.probes import equal_width_bins as equal_width_table
 
 if TYPE_CHECKING:
     from nbcli.lm.perplexity import TokenStats
@@ -38,23 +39,16 @@ def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, 
     out; None for an empty bin's statistics. All points in one bin when x is constant."""
     if bins < 1:
         raise ConfigError(f"--bins {bins}: must be at least 1")
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if x.size == 0:
+    table = equal_width_table(x, y, bins)
+    if table is None:
         return []
-    lo, hi = float(x.min()), float(x.max())
-    edges = np.linspace(lo, hi, bins + 1)
-    index = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1) if hi > lo else np.zeros(x.size, int)
     out = []
     for b in range(bins):
-        v = y[index == b]
-        n = int(v.size)
-        mean = float(v.mean()) if n else None
-        std = float(v.std()) if n else None
-        out.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "tokens": n, "mean": mean, "std": std,
-                    "sem": std / math.sqrt(n) if n else None})
+        n = int(table.n[b])
+        mean = float(table.mean[b]) if n else None
+        std = float(table.std[b]) if n else None
+        out.append({"lo": float(table.edges[b]), "hi": float(table.edges[b + 1]), "tokens": n, "mean": mean,
+                    "std": std, "sem": std / math.sqrt(n) if std is not None else None})
     return out
 
 
