@@ -80,6 +80,7 @@ def resolve_checkpoints(run_dir: Path, steps: str | None, checkpoints: Sequence[
     else `steps` (default 0%,1%,100%) among the run's step-N.safetensors."""
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: not a directory (give an nb train run directory)")
+    requests = parse_steps(DEFAULT_STEPS if steps is None else steps)
     if checkpoints:
         if steps is not None:
             raise ConfigError("give --steps or --checkpoint, not both")
@@ -99,7 +100,7 @@ def resolve_checkpoints(run_dir: Path, steps: str | None, checkpoints: Sequence[
     _, train = _model_config(last, _metadata(last))
     total = train.get("steps") if isinstance(train.get("steps"), int) else max(saved)
     try:
-        return pick_checkpoints(saved, total, parse_steps(steps or DEFAULT_STEPS))
+        return pick_checkpoints(saved, total, requests)
     except ConfigError as err:
         raise ConfigError(f"{run_dir}: {err}") from None
 
@@ -121,6 +122,8 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
         if other != mcfg:
             raise CheckpointError(f"{pick.path}: another architecture than {picks[-1].path} (one figure needs "
                                   "one model's checkpoints)")
+    assigned = _assigned(train, mcfg)
+    chosen = parse_heads(heads, mcfg.n_layer, mcfg.n_head, assigned)
     tokenizer = load_tokenizer(tokenizer_path)
     for pick, meta in zip(picks, metas):
         trained = meta.get("nb.tokenizer_sha256")
@@ -133,8 +136,6 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
                           f"model's context of {mcfg.seq_len}")
     if max(ids) >= mcfg.vocab_size:
         raise TokenizerError(f"{tokenizer.path}: id {max(ids)} is outside the model's vocabulary of {mcfg.vocab_size}")
-    assigned = _assigned(train, mcfg)
-    chosen = parse_heads(heads, mcfg.n_layer, mcfg.n_head, assigned)
     delim_ids, period_ids = pattern_token_ids(tokenizer)
     patterns = sentence_patterns(ids, mcfg.causal, delim_ids, period_ids)
     layers = sorted({layer for layer, _ in chosen})
