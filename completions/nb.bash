@@ -48,7 +48,7 @@ _nb() {
             ;;
         plot-by-frequency) opts="--output -o --label --json --help -h"
             ;;
-        attention-maps) opts="--sentence -s --tokenizer -t --output -o --steps --checkpoint --heads --delimiters --no-delimiters --metric --json --help -h"
+        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
     esac

@@ -277,8 +277,8 @@ _nb() {
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '--output[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
                 '-o[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
-                '--steps[Checkpoints as percentages of the run’s steps and/or exact steps (default: 0%,1%]:value: ' \
-                '--checkpoint[A checkpoint to draw (repeatable; instead of --steps; a bare name is looked up i]:value: ' \
+                '--at[Checkpoints as percentages of the run’s steps and/or exact steps (default: 0%,1%]:value: ' \
+                '--checkpoint[A checkpoint to draw (repeatable; instead of --at; a bare name is looked up in R]:value: ' \
                 '--heads[Heads (0-based layer.head; L.* for a whole layer), all, or assigned (the run’s g]:value: ' \
                 '--delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \
                 '--no-delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \

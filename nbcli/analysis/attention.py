@@ -96,7 +96,7 @@ class StepRequest:
 
 
 def parse_steps(spec: str) -> list[StepRequest]:
-    """`--steps 0%,1%,100%` (fractions of the run's planned --steps, the nearest saved checkpoint)
+    """`--at 0%,1%,100%` (fractions of the run's planned nb train --steps, the nearest saved checkpoint)
     or exact saved steps (`200`), mixed freely."""
     requests = []
     for item in spec.split(","):
@@ -113,7 +113,7 @@ def parse_steps(spec: str) -> list[StepRequest]:
                     raise ValueError
                 requests.append(StepRequest(text, step=step))
         except ValueError:
-            raise ConfigError(f"--steps {spec!r}: {text!r} is neither a percentage in [0, 100] (e.g. 1%) nor a "
+            raise ConfigError(f"--at {spec!r}: {text!r} is neither a percentage in [0, 100] (e.g. 1%) nor a "
                               "step number >= 0") from None
     return requests
 
@@ -148,7 +148,7 @@ def pick_checkpoints(saved: Mapping[int, Path], total_steps: int, requests: Sequ
     for request in requests:
         if request.step is not None:
             if request.step not in saved:
-                raise ConfigError(f"--steps {request.text}: no checkpoint step-{request.step}.safetensors (saved: "
+                raise ConfigError(f"--at {request.text}: no checkpoint step-{request.step}.safetensors (saved: "
                                   f"{_listing(saved)})")
             picks.append(Pick(request.text, request.step, saved[request.step], None))
             continue

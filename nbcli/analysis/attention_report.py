@@ -83,7 +83,7 @@ def resolve_checkpoints(run_dir: Path, steps: str | None, checkpoints: Sequence[
     requests = parse_steps(DEFAULT_STEPS if steps is None else steps)
     if checkpoints:
         if steps is not None:
-            raise ConfigError("give --steps or --checkpoint, not both")
+            raise ConfigError("give --at or --checkpoint, not both")
         picks = []
         for given in checkpoints:
             path = given if given.is_file() else run_dir / given

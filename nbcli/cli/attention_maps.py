@@ -17,10 +17,10 @@ nb.train_config; the closest pattern when the head was not guided); a last row s
 the same tokens. Rows of a map are queries, columns keys. [Next] is left out for clm models (a causal
 mask cannot attend ahead).
 
-[bold]Checkpoints[/]: --steps takes percentages of the run's planned --steps (each picks the nearest
-saved step-N.safetensors, and a note says when that is not the step asked for: nb train never saves
-step 0, so 0 % is its first saved checkpoint, --save-every N) or exact saved steps; --checkpoint FILE
-(repeatable) names files instead.
+[bold]Checkpoints[/]: --at takes percentages of the run's planned training steps (each picks the
+nearest saved step-N.safetensors, and a note says when that is not the step asked for: nb train never
+saves step 0, so 0 % is its first saved checkpoint, --save-every N) or exact saved steps;
+--checkpoint FILE (repeatable) names files instead.
 
 [bold]Distances[/] of a head's map H to a pattern P, averaged over the T query rows:
   l1   sum_j |H_ij - P_ij|            kl   KL(P_i || H_i), H floored at 1e-12 (nats)
@@ -30,7 +30,7 @@ step 0, so 0 % is its first saved checkpoint, --save-every N) or exact saved ste
 [bold]Examples[/]
 
   nb attention-maps runs/ag -t spm.model --sentence "Welcome to EMNLP." -o fig1.png
-  nb attention-maps runs/ag -t spm.model --sentence "The cat sat." --heads 0.0,0.1,1.* --steps 10%,100%
+  nb attention-maps runs/ag -t spm.model --sentence "The cat sat." --heads 0.0,0.1,1.* --at 10%,100%
   nb attention-maps runs/base -t spm.model --sentence "A b c." --checkpoint step-200.safetensors --json
 """
 
@@ -45,10 +45,10 @@ def attention_maps(
         "--output", "-o", metavar="FIG.png",
         help="Write the grid as a PNG (needs matplotlib: pip install 'nbcli[plot]').")] = None,
     steps: Annotated[Optional[str], typer.Option(
-        "--steps", metavar="LIST", help="Checkpoints as percentages of the run's steps and/or exact steps "
+        "--at", metavar="LIST", help="Checkpoints as percentages of the run's steps and/or exact steps "
         "[default: 0%,1%,100%].")] = None,
     checkpoint: Annotated[Optional[list[Path]], typer.Option(
-        "--checkpoint", metavar="FILE", help="A checkpoint to draw (repeatable; instead of --steps; a bare "
+        "--checkpoint", metavar="FILE", help="A checkpoint to draw (repeatable; instead of --at; a bare "
         "name is looked up in RUN_DIR).")] = None,
     heads: Annotated[Optional[str], typer.Option(
         "--heads", metavar="L.H,...", help="Heads (0-based layer.head; L.* for a whole layer), all, or "

@@ -52,11 +52,11 @@ def test_table_heads_steps_and_api(ag_run: Path, sp_model: Path) -> None:
     import nbcli
 
     result = invoke("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "--heads", "1.*",
-                    "--steps", "4,100%", "--metric", "kl", "--no-delimiters")
+                    "--at", "4,100%", "--metric", "kl", "--no-delimiters")
     assert result.exit_code == 0, result.output
     assert "kl distance" in result.stdout and "1.3" in result.stdout and "closest" in result.stdout
     cli = json.loads(invoke("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "--heads", "1.*",
-                            "--steps", "4,100%", "--metric", "kl", "--no-delimiters", "--json").stdout)
+                            "--at", "4,100%", "--metric", "kl", "--no-delimiters", "--json").stdout)
     assert [c["step"] for c in cli["checkpoints"]] == [4, 6] and cli["notes"] == []
     assert "<s>" not in cli["tokens"] and len(cli["maps"]) == 4 * 2
     api = nbcli.attention_maps(ag_run, SENTENCE, sp_model, heads="1.*", steps="4,100%", metric="kl",
@@ -68,8 +68,8 @@ def test_table_heads_steps_and_api(ag_run: Path, sp_model: Path) -> None:
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--steps", "3"], ["no checkpoint step-3.safetensors", "saved: 2, 4, 6"]),
-    (["--steps", "200%"], ["neither a percentage"]),
+    (["--at", "3"], ["no checkpoint step-3.safetensors", "saved: 2, 4, 6"]),
+    (["--at", "200%"], ["neither a percentage"]),
     (["--heads", "0.9"], ["head 9 does not exist"]),
     (["--heads", "a.b"], ["is not L.H"]),
     (["--sentence", "word " * 40], ["exceed the model's context of 32"]),

@@ -344,7 +344,7 @@ def option_cases() -> Iterator[Case]:
     table.append((("quickstart", "-o", "{DIR}/missing-dir/out.safetensors"), (), "missing-dir"))
     maps = ("attention-maps", "{DIR}", "-t", "{SP}", "--sentence", "a b.")
     table.append((maps, (), "no step-N.safetensors"))
-    for option, values in {"--steps": ("101%", "-1", "x", ""), "--metric": ("l2",), "-o": ("{DIR}/x.jpg",),
+    for option, values in {"--at": ("101%", "-1", "x", ""), "--metric": ("l2",), "-o": ("{DIR}/x.jpg",),
                            "--checkpoint": ("{DIR}/absent.safetensors",)}.items():
         for value in values:
             table.append((maps, (option, value), option))
