@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run plot-by-frequency --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -47,6 +47,9 @@ _nb() {
         plot-run) opts="--output -o --json --help -h"
             ;;
         plot-by-frequency) opts="--output -o --label --json --help -h"
+            ;;
+        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --json --help -h"
+            case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
     esac
     if [[ "$cur" == -* ]]; then

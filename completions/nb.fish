@@ -200,3 +200,15 @@ complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l label -x -d
 complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from plot-by-frequency' -F
+complete -c nb -n __fish_use_subcommand -a attention-maps -d 'Draw attention maps of chosen heads for one sentence at chosen checkpoints of a '
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l sentence -s s -x -d 'The sentence whose attention is drawn.'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l tokenizer -s t -r -F -d 'SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l output -s o -r -F -d 'Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l at -x -d 'Checkpoints as percentages of the run’s steps and/or exact steps (default: 0%,1%'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l checkpoint -x -d 'A checkpoint to draw (repeatable; instead of --at; a bare name is looked up in R'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l heads -x -d 'Heads (0-based layer.head; L.* for a whole layer), all, or assigned (the run’s g'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l delimiters -l no-delimiters -d 'Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l metric -x -a 'l1 kl mse' -d 'The distance that names each map’s closest pattern.'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l json -d 'Print the result as one JSON object on stdout.'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l help -s h -d 'Show help and exit.'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -F

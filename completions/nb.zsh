@@ -16,6 +16,7 @@ _nb() {
         'transplant-embeddings:Build a target tokenizer’s input embedding from SOURCE_CKPT’s by vocabulary over'
         'plot-run:Plot nb train runs- validation loss with ALC, divergence from unigram/uniform, o'
         'plot-by-frequency:Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
+        'attention-maps:Draw attention maps of chosen heads for one sentence at chosen checkpoints of a '
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -264,6 +265,24 @@ _nb() {
             _arguments -s '--output[The PNG to write (optional: without it only the table).]:path:_files' \
                 '-o[The PNG to write (optional: without it only the table).]:path:_files' \
                 '--label[Legend label per REPORT, in order (repeat; default: the checkpoint’s file name).]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        attention-maps)
+            _arguments -s '--sentence[The sentence whose attention is drawn.]:value: ' \
+                '-s[The sentence whose attention is drawn.]:value: ' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
+                '--output[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
+                '-o[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
+                '--at[Checkpoints as percentages of the run’s steps and/or exact steps (default: 0%,1%]:value: ' \
+                '--checkpoint[A checkpoint to draw (repeatable; instead of --at; a bare name is looked up in R]:value: ' \
+                '--heads[Heads (0-based layer.head; L.* for a whole layer), all, or assigned (the run’s g]:value: ' \
+                '--delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \
+                '--no-delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \
+                '--metric[The distance that names each map’s closest pattern.]:value:(l1 kl mse)' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

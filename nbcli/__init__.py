@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 #: The public API: functions of `nbcli.api` and the report classes they return.
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
-    "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint", "plot_by_frequency",
+    "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate",
+    "generate", "inspect", "open_checkpoint", "plot_by_frequency",
     "patch", "probe", "train_model", "transplant_embeddings",
 ]
 

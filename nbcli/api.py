@@ -447,3 +447,17 @@ __all__ = [
     "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
     "patch", "plot_by_frequency", "probe", "train_model", "transplant_embeddings",
 ]
+
+
+def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, steps: str | None = None,
+                   checkpoints: Sequence[PathLike] = (), heads: str | None = None, delimiters: bool = True,
+                   metric: Literal["l1", "kl", "mse"] = "l1", output: PathLike | None = None) -> Report:
+    """Paper 001 figs. 1, 2, 4 (`nb attention-maps`): attention maps of `heads` ("L.H,...", "all",
+    "assigned"; default the run's guided heads, else all) for one sentence at `steps` (`--at`: "0%,1%,100%":
+    nearest saved checkpoints; or exact steps) or `checkpoints` of a run, each map's l1/kl/mse distance
+    to each [Next]/[Prev]/[First]/[Delim]/[Period] pattern, and the PNG grid when `output` is given."""
+    from nbcli.analysis.attention_report import attention_maps_report
+
+    return Report(attention_maps_report(_local(run_dir), sentence, _local(tokenizer), steps=steps,
+                                        checkpoints=[_local(c) for c in checkpoints], heads=heads,
+                                        delimiters=delimiters, metric=metric, plot=_optional(output)))

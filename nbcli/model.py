@@ -12,7 +12,9 @@ matrix `head.weight` or tied to the input embedding `tok_emb.weight`.
 Attention reads qkv -> SDPA -> output projection, every head through `F.scaled_dot_product_attention`
 (flash / memory-efficient kernels on CUDA; `attention_mask` builds the padding/causal mask only when
 one is needed). The model keeps no state between calls: for incremental decoding the caller passes
-per-layer key/value buffers (`nbcli.lm.runner.KVCache` owns and grows them). Attention guidance (paper 001) needs the maps of a few guided heads only: the
+per-layer key/value buffers (`nbcli.lm.runner.KVCache` owns and grows them). `attention_maps` hands
+back the explicit softmax(QK^T/sqrt(dh) + mask) of chosen layers (paper 001 figs. 1, 2), recomputed
+beside the SDPA pass. Attention guidance (paper 001) needs the maps of a few guided heads only: the
 model hands back their queries and keys, and `nbcli.train.guidance` computes the loss from them
 (one-hot patterns in O(T) memory per row; dense patterns materialise probabilities for the guided
 heads only). Tensor names are nb's checkpoint layout (architecture `nb`, see README).
@@ -108,6 +110,23 @@ def attention_mask(key_mask: torch.Tensor | None, B: int, T: int, past: int, cau
     return allowed, False
 
 
+def attention_allowed(key_mask: torch.Tensor | None, B: int, T: int, causal: bool, device: torch.device) -> torch.Tensor:
+    """[B, 1, T, T] bool: query t may attend key j (a real key, and j <= t when causal): the mask
+    `attention_mask` hands SDPA, written out for T queries with no past."""
+    mask, is_causal = attention_mask(key_mask, B, T, 0, causal, device)
+    if mask is None:
+        mask = torch.ones(T, T, dtype=torch.bool, device=device)
+        mask = (mask.tril() if is_causal else mask).expand(B, 1, T, T)
+    return mask.expand(B, 1, T, T)
+
+
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(dh) + mask) [B, H, T, S] in float32 (paper 001 eq. 1): the map SDPA applies
+    to V, made explicit; q [B, H, T, dh], k [B, H, S, dh], allowed [B, 1, T, S] (False entries get 0)."""
+    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: H(s) = softmax(Q K^T / sqrt(dh)) V  (paper 001 eq. 1)."""
 
@@ -127,8 +146,7 @@ class SelfAttention(nn.Module):
         buffers [B, H, >= past + T, dh] holding the `past` earlier positions (the runner's cache);
         this step's keys and values are written after them and attention runs over all past + T."""
         B, T, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
-        q, k, v = (t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # [B, H, T, dh]
+        q, k, v = self.heads(x)                                                  # 3 x [B, H, T, dh]
         if kv is not None:
             keys, values = kv
             keys[:, :, past:past + T] = k
@@ -140,6 +158,18 @@ class SelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, d)                         # [B, T, d]
         qk = (q[:, guided], k[:, guided]) if guided else None                    # [B, G, T, dh] each
         return self.resid_drop(self.proj(y)), qk
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, d] -> q, k, v [B, H, T, dh]."""
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
+        return tuple(t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # type: ignore[return-value]
+
+    def probabilities(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+        """The attention maps [B, H, T, T] (float32) this layer applies to x [B, T, d] (no past)."""
+        B, T, _ = x.shape
+        q, k, _v = self.heads(x)
+        return attention_probabilities(q, k, attention_allowed(key_mask, B, T, self.causal, x.device))
 
 
 class MLP(nn.Module):
@@ -257,6 +287,31 @@ class Transformer(nn.Module):
             h = self.mlm(h)                                                      # [B, T, d]
         logits = F.linear(h, self.output_weight, self.head_bias)                 # [B, T, V]
         return logits, qks
+
+    def attention_maps(self, idx: torch.Tensor, layers: list[int], key_mask: torch.Tensor | None = None,
+                       ) -> dict[int, torch.Tensor]:
+        """{layer: its attention probabilities [B, H, T, T] float32} for token ids idx [B, T] (paper 001
+        figs. 1, 2). The forward pass is the ordinary one (SDPA, no gradient); a hook on each chosen
+        layer's attention recomputes its map explicitly from the same input, so training never pays for it."""
+        maps: dict[int, torch.Tensor] = {}
+        hooks = []
+        training = self.training
+        for layer in layers:
+            attn = self.blocks[layer].attn
+
+            def keep(module: nn.Module, args: tuple, layer: int = layer, attn: SelfAttention = attn) -> None:
+                maps[layer] = attn.probabilities(args[0], args[1])
+
+            hooks.append(attn.register_forward_pre_hook(keep))
+        try:
+            self.eval()                                                          # no dropout on the maps
+            with torch.no_grad():
+                self(idx, key_mask)
+        finally:
+            self.train(training)
+            for hook in hooks:
+                hook.remove()
+        return maps
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -413,3 +413,55 @@ def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], ou
     path = out_dir / f"{name}.png"
     _save(fig, path, metadata, outputs)
     return path
+
+
+PATTERN_LABELS = {"next": "[Next]", "prev": "[Prev]", "first": "[First]", "delim": "[Delim]", "period": "[Period]"}
+
+
+def plot_attention_maps(path: Path, report: dict[str, Any], *, metadata: dict[str, str],
+                        outputs: OutputSet | None = None) -> None:
+    """Paper 001 figs. 1, 2, 4 from an `nb attention-maps` report: one row per head, one column per
+    checkpoint, then the head's target pattern (the one AG assigned it, else the closest at the last
+    checkpoint); a last row with every pattern for the same tokens. Rows are queries, columns keys."""
+    checkpoints = report["checkpoints"]
+    heads = report["heads"]
+    patterns = {name: np.asarray(P) for name, P in report["patterns"].items()}
+    tokens = report["tokens"]
+    n_cols = max(len(checkpoints) + 1, len(patterns))
+    size = 1.9 if len(tokens) <= 24 else 2.6
+    fig = _figure(size * n_cols + 0.6, size * (len(heads) + 1) + 0.4)
+    axes = fig.subplots(len(heads) + 1, n_cols, squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    labels = tokens if len(tokens) <= 40 else None
+
+    def show(ax: Any, matrix: np.ndarray, title: str) -> None:
+        ax.set_axis_on()
+        ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        ax.set_title(title, fontsize=7)
+        n = matrix.shape[0]
+        if labels is None:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        else:
+            ax.set_xticks(range(n), labels, rotation=90, fontsize=5)
+            ax.set_yticks(range(n), labels, fontsize=5)
+
+    by_key = {(m["layer"], m["head"], m["checkpoint"]): m for m in report["maps"]}
+    for row, head in enumerate(heads):
+        last = None
+        for col, ckpt in enumerate(checkpoints):
+            entry = by_key[(head["layer"], head["head"], ckpt["path"])]
+            last = entry
+            show(axes[row, col], np.asarray(entry["matrix"]),
+                 f"L{head['layer']}.H{head['head']} step {ckpt['step']} ({ckpt['request']})\n"
+                 f"closest {PATTERN_LABELS[entry['closest']]}")
+        target = head["assigned"] or (last["closest"] if last else None)
+        if target in patterns:
+            kind = "AG target" if head["assigned"] else "closest pattern"
+            show(axes[row, len(checkpoints)], patterns[target], f"{kind}: {PATTERN_LABELS[target]}")
+    for col, (name, P) in enumerate(patterns.items()):
+        show(axes[len(heads), col], P, f"pattern {PATTERN_LABELS[name]}")
+    fig.suptitle(f"Attention maps for {report['sentence']!r} (paper 001 figs. 1, 2, 4; rows: queries, "
+                 "columns: keys)", fontsize=9)
+    _save(fig, path, metadata, outputs)

@@ -78,6 +78,44 @@ def test_attention_equals_explicit_softmax() -> None:
     torch.testing.assert_close(qk[0], q[:, [0, 2]])
 
 
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_attention_maps_reproduce_sdpa(objective: str, padded: bool) -> None:
+    """The explicit maps of `attention_maps`: probs @ V equals SDPA's output for the same layer input,
+    rows sum to 1, masked entries (future keys, padding keys) are exactly 0."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(2)
+    model = Transformer(tiny(objective=objective, mask_id=3))
+    idx = torch.randint(0, 50, (2, 11))
+    key_mask = None
+    if padded:
+        key_mask = torch.ones(2, 11, dtype=torch.bool)
+        key_mask[1, 7:] = False
+    inputs: dict[int, torch.Tensor] = {}
+    hooks = [model.blocks[layer].attn.register_forward_pre_hook(
+        lambda m, args, layer=layer: inputs.__setitem__(layer, args[0])) for layer in (0, 1)]
+    maps = model.attention_maps(idx, [0, 1], key_mask)
+    for hook in hooks:
+        hook.remove()
+    assert model.training                                    # the mode it came in with
+    assert sorted(maps) == [0, 1]
+    for layer, probs in maps.items():
+        assert probs.shape == (2, 4, 11, 11) and probs.dtype == torch.float32
+        attn = model.blocks[layer].attn
+        q, k, v = attn.heads(inputs[layer])
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        if objective == "clm":
+            causal = torch.ones(11, 11, dtype=torch.bool).tril()
+            mask = causal if mask is None else mask & causal
+        sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        torch.testing.assert_close(probs @ v, sdpa, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 11), atol=1e-6, rtol=0)
+        allowed = torch.ones(2, 1, 11, 11, dtype=torch.bool) if mask is None else mask.expand(2, 1, 11, 11)
+        assert torch.all(probs.masked_select(~allowed.expand_as(probs)) == 0)
+        assert torch.all(probs.masked_select(allowed.expand_as(probs)) > 0)
+
+
 def test_guided_heads_qk_returned_per_layer() -> None:
     model = Transformer(tiny())
     logits, qks = model(torch.randint(0, 50, (3, 8)), guided=[1, 3])

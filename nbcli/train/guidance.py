@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -305,6 +306,14 @@ def delimiter_ids(special_ids: Sequence[int], bos_id: int | None, eos_id: int | 
     ids = set(special_ids)
     ids.update(i for i in (bos_id, eos_id) if i is not None)
     return tuple(sorted(ids))
+
+
+def pattern_token_ids(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(delim_ids, period_ids) of a loaded `nbcli.tokenizers.Tokenizer`: [Delim] targets are its special
+    ids but padding/unknown, plus BOS/EOS; [Period] targets its "." pieces (app. A.2)."""
+    pad_like = {i for i in (tokenizer.pad_id, tokenizer.unk_id) if i is not None}
+    return (delimiter_ids(sorted(set(tokenizer.special_ids) - pad_like), tokenizer.bos_id, tokenizer.eos_id),
+            period_piece_ids(tokenizer.pieces()))
 
 
 def period_piece_ids(pieces: Sequence[str]) -> tuple[int, ...]:

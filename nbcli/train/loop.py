@@ -26,7 +26,7 @@ from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import BlockStream, TrainSampler, block_prefix, tokenize_corpus
-from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, delimiter_ids, period_piece_ids
+from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, pattern_token_ids
 from nbcli.train.init import build_model, check_start, model_config
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
                                 write_summary)
@@ -70,11 +70,8 @@ def attention_guidance(cfg: TrainConfig, mcfg: ModelConfig, tokenizer: Tokenizer
     heads = assign_heads(cfg.n_head, cfg.ag_fraction, cfg.ag_patterns, mcfg.causal)
     if not heads:
         return None
-    pad_like = {i for i in (tokenizer.pad_id, tokenizer.unk_id) if i is not None}
-    return Guidance(heads=heads,
-                    delim_ids=delimiter_ids(sorted(set(tokenizer.special_ids) - pad_like),
-                                            tokenizer.bos_id, tokenizer.eos_id),
-                    period_ids=period_piece_ids(tokenizer.pieces()), reduction=cfg.ag_reduction)
+    delim_ids, period_ids = pattern_token_ids(tokenizer)
+    return Guidance(heads=heads, delim_ids=delim_ids, period_ids=period_ids, reduction=cfg.ag_reduction)
 
 
 def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path | str, *,

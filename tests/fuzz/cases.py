@@ -342,6 +342,15 @@ def option_cases() -> Iterator[Case]:
     table.append((("patch-checkpoint", "{CKPT}", "-o", "{DIR}/out.safetensors"), (), "no operation"))
     table.append((("quickstart", "-j", "-3"), (), "--workers"))
     table.append((("quickstart", "-o", "{DIR}/missing-dir/out.safetensors"), (), "missing-dir"))
+    maps = ("attention-maps", "{DIR}", "-t", "{SP}", "--sentence", "a b.")
+    table.append((maps, (), "no step-N.safetensors"))
+    for option, values in {"--at": ("101%", "-1", "x", ""), "--metric": ("l2",), "-o": ("{DIR}/x.jpg",),
+                           "--checkpoint": ("{DIR}/absent.safetensors",)}.items():
+        for value in values:
+            table.append((maps, (option, value), option))
+    for value in ("9.9", "a.b", "0-1", "assigned"):
+        table.append((maps, ("--checkpoint", "{CKPT}", "--heads", value), "--heads"))
+    table.append((maps, ("--checkpoint", "{CORPUS}"), "corpus"))
     table.append((("nonsense-command",), (), "nonsense-command"))
     for i, (base, extra, name) in enumerate(table):
         named = [a.split("{DIR}/")[-1].split(":")[0] for a in extra if "{DIR}/" in a] or [name]

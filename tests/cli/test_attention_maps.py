@@ -1,0 +1,96 @@
+"""`nb attention-maps` on a tiny real run (CliRunner and a subprocess): JSON, PNG, table, API, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+
+SENTENCE = "Welcome to the show."
+
+
+@pytest.fixture(scope="module")
+def ag_run(tmp_path_factory: pytest.TempPathFactory, sp_model: Path, sample_lines: list[str]) -> Path:
+    """An MLM run with attention guidance on half the heads, checkpoints at steps 2, 4, 6."""
+    base = tmp_path_factory.mktemp("attn")
+    corpus = base / "corpus.txt"
+    corpus.write_text("\n".join(sample_lines) + "\n", encoding="utf-8")
+    out = base / "run"
+    result = invoke("train", "--corpus", corpus, "-t", sp_model, "--out", out, "--steps", "6", "--save-every", "2",
+                    "--objective", "mlm", "--ag-fraction", "0.5", "--seq-len", "32", "--batch-size", "8",
+                    "--eval-every", "2", "--eval-batches", "2")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_json_and_png_subprocess(ag_run: Path, sp_model: Path, tmp_path: Path) -> None:
+    fig = tmp_path / "fig.png"
+    proc = run_nb("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "-o", fig, "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    report = json.loads(proc.stdout)
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(fig)
+    assert [c["step"] for c in report["checkpoints"]] == [2, 2, 6]
+    assert report["checkpoints"][0]["note"] and "nearest saved: step 2" in report["notes"][0]
+    assert report["ag_heads"] == {"0": "next", "1": "prev"}       # sec. 4.5's default for an mlm run
+    assert [(h["layer"], h["head"], h["assigned"]) for h in report["heads"]] == [
+        (0, 0, "next"), (0, 1, "prev"), (1, 0, "next"), (1, 1, "prev")]
+    T = len(report["ids"])
+    assert report["tokens"][0] == "<s>" and report["tokens"][-1] == "</s>"
+    assert list(report["patterns"]) == ["next", "prev", "first", "delim", "period"]
+    assert len(report["maps"]) == 4 * 3
+    for row in report["maps"]:
+        H = row["matrix"]
+        assert len(H) == T and all(abs(sum(r) - 1) < 1e-5 for r in H)
+        assert row["closest"] == min(row["distances"], key=lambda n: row["distances"][n]["l1"])
+
+
+def test_table_heads_steps_and_api(ag_run: Path, sp_model: Path) -> None:
+    import nbcli
+
+    result = invoke("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "--heads", "1.*",
+                    "--at", "4,100%", "--metric", "kl", "--no-delimiters")
+    assert result.exit_code == 0, result.output
+    assert "kl distance" in result.stdout and "1.3" in result.stdout and "closest" in result.stdout
+    cli = json.loads(invoke("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "--heads", "1.*",
+                            "--at", "4,100%", "--metric", "kl", "--no-delimiters", "--json").stdout)
+    assert [c["step"] for c in cli["checkpoints"]] == [4, 6] and cli["notes"] == []
+    assert "<s>" not in cli["tokens"] and len(cli["maps"]) == 4 * 2
+    api = nbcli.attention_maps(ag_run, SENTENCE, sp_model, heads="1.*", steps="4,100%", metric="kl",
+                               delimiters=False)
+    assert api.to_dict() == cli
+    by_file = nbcli.attention_maps(ag_run, SENTENCE, sp_model, heads="0.0", checkpoints=["step-4.safetensors"])
+    by_step = nbcli.attention_maps(ag_run, SENTENCE, sp_model, heads="0.0", steps="4")
+    assert [c["step"] for c in by_file.checkpoints] == [4] and by_file.maps == by_step.maps
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--at", "3"], ["no checkpoint step-3.safetensors", "saved: 2, 4, 6"]),
+    (["--at", "200%"], ["neither a percentage"]),
+    (["--heads", "0.9"], ["head 9 does not exist"]),
+    (["--heads", "a.b"], ["is not L.H"]),
+    (["--sentence", "word " * 40], ["exceed the model's context of 32"]),
+    (["--checkpoint", "nope.safetensors"], ["no such file"]),
+    (["-o", "fig.jpg"], ["give a name ending in .png"]),
+])
+def test_bad_inputs_are_one_line_errors(ag_run: Path, sp_model: Path, args: list[str], fragments: list[str]) -> None:
+    base = ["attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE]
+    result = invoke(*base, *args)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, *fragments)
+
+
+def test_run_without_checkpoints_and_wrong_tokenizer(ag_run: Path, sp_model: Path, sp_unigram_model: Path,
+                                                    tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copy(ag_run / "config.json", empty / "config.json")
+    result = invoke("attention-maps", empty, "-t", sp_model, "--sentence", SENTENCE)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(empty), "no step-N.safetensors")
+    result = invoke("attention-maps", ag_run, "-t", sp_unigram_model, "--sentence", SENTENCE)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "not the tokenizer")
