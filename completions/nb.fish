@@ -112,6 +112,8 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l ag-alpha -x -d 'Initial
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-reduction -x -a 'mse frobenius' -d 'Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-hold-steps -x -d 'Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: '
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decay-steps -x -d 'Step at which alpha reaches 0 (0 = --steps).'
+complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-lambda -x -d 'Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini'
+complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-steps -x -d 'Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-init -x -d 'Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-standardise -x -d 'Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, '
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-whiten -d 'Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - '

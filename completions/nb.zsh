@@ -161,6 +161,8 @@ _nb() {
                 '--ag-reduction[Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou]:value:(mse frobenius)' \
                 '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
+                '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
+                '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \

@@ -8,6 +8,7 @@ Every figure is written atomically (with `outputs`, as part of one commit) and c
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -284,7 +285,7 @@ def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, 
 # ---------------------------------------------------------------------------------------------
 # nb plot-run: curves of nb train runs, several overlaid (one colour per arm, seeds share it)
 
-RUN_FIGURES = ("val_loss", "divergence", "bias", "attention_guidance")
+RUN_FIGURES = ("val_loss", "divergence", "bias", "attention_guidance", "unigram_reg")
 
 
 def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
@@ -310,6 +311,27 @@ def _series_pair(runs: list[Any], colours: dict[Any, Any], panels: tuple[tuple[s
         ax.set_ylabel(ylabel)
         ax.grid(True, which=grid, alpha=0.3)
     return fig, axes
+
+
+def _mark_unigram_switch(axes: Sequence[Any], runs: Sequence[Any], colours: dict[Any, Any]) -> list[dict[str, Any]]:
+    """A dotted vertical line, in the run's colour, at the update where each run's regulariser away
+    from the unigram stops (paper 000 app. B.3, fig. 9's 'regularisation steps'), one legend entry per
+    arm and switch; returns the marks drawn (for the PNG's text chunk)."""
+    marks: list[dict[str, Any]] = []
+    for r in runs:
+        switch = r.unigram_reg_switch()
+        if switch is None or any(m["group"] == r.group and m["step"] == switch[1] for m in marks):
+            continue
+        lam, step = switch
+        marks.append({"group": r.group, "step": step, "lambda": lam})
+        for i, ax in enumerate(axes):
+            ax.axvline(step, color=colours[r.group], linestyle=":", linewidth=1.4,
+                       label=f"{r.group}: unigram reg. (λ={lam:g}) off at step {step}" if i == 0 else None)
+    return marks
+
+
+def _marks_metadata(metadata: dict[str, str], marks: list[dict[str, Any]]) -> dict[str, str]:
+    return {**metadata, "nb.unigram_reg_switch": json.dumps(marks)} if marks else metadata
 
 
 def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
@@ -362,8 +384,9 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         ax.set_title("Validation loss; shaded: area under the curve (ALC = area / span, paper 000 sec. 4.2)",
                      fontsize=9)
         ax.grid(True, alpha=0.3)
+        marks = _mark_unigram_switch([ax], runs, colours)
         ax.legend(loc="upper right", fontsize=8)
-        written.append(_save_named(fig, out_dir, "val_loss", metadata, outputs))
+        written.append(_save_named(fig, out_dir, "val_loss", _marks_metadata(metadata, marks), outputs))
 
     # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
     if any(r.has("kl_unigram") for r in runs):
@@ -406,6 +429,17 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
         axes[0].legend(loc="best", fontsize=8)
         written.append(_save_named(fig, out_dir, "attention_guidance", metadata, outputs))
+
+    # 5. regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
+    #    (paper 000 app. B.3, fig. 9)
+    if any(r.has("unigram_kl") for r in runs):
+        panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major")
+        marks = _mark_unigram_switch(axes, runs, colours)
+        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)", fontsize=9)
+        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "unigram_reg", _marks_metadata(metadata, marks), outputs))
     return written
 
 

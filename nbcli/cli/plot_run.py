@@ -13,10 +13,15 @@ from nbcli.cli.options import JsonOption, output_option
 EPILOG = """\
 [bold]Figures[/bold] (a figure is skipped when no run logged its curves)
 
-  val_loss.png            validation loss per step, the area under it shaded (ALC, paper 000 sec. 4.2)
+  val_loss.png            validation loss per step, the area under it shaded (ALC, paper 000 sec. 4.2); a dotted
+                          line where a run's --unigram-reg-lambda regulariser switched off
   divergence.png          KL(p_θ ‖ unigram) and KL(p_θ ‖ uniform) over steps, log step axis (paper 000 fig. 1)
   bias.png                ‖b‖₂ and KL(softmax(b) ‖ unigram) over steps (paper 000 app. B.5)
   attention_guidance.png  L_AG and α_t over steps (paper 001 eqs. 3-4)
+  unigram_reg.png         training cross-entropy and KL(ω ‖ p_θ) over steps for runs trained with
+                          --unigram-reg-lambda, a dotted line at each run's --unigram-reg-steps (paper 000
+                          app. B.3, fig. 9); the PNG's nb.unigram_reg_switch text chunk and --json's
+                          unigram_reg_switch / unigram_reg_lambda per run say where
 
 Runs whose directory names differ only by a seed suffix (-s0, -s1, _seed2) share a colour and a legend
 entry (the ALC shown is their mean). A non-finite value (the NaN loss nb train logs for a diverged
@@ -36,7 +41,7 @@ def plot_run(
                                           "OUTDIR")],
     as_json: JsonOption = False,
 ) -> None:
-    """Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, output-bias drift, AG loss and alpha.
+    """Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, output-bias drift, AG loss and alpha, the switch of the unigram regulariser.
 
     Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
     """  # noqa: E501 (one line per paragraph: help text reflows)

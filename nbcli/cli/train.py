@@ -21,6 +21,7 @@ EPILOG = """\
   nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
   nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100
   nb train --corpus corpus.txt -t spm.model --out runs/ag --preset roberta-8 --ag-fraction 0.5 --ag-alpha auto
+  nb train --corpus corpus.txt -t spm.model --out runs/away --unigram-reg-lambda 0.5 --unigram-reg-steps 100
   nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --stop-at 100
   nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --resume
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
@@ -101,6 +102,18 @@ def train(
     ag_decay_steps: Annotated[int, typer.Option(
         "--ag-decay-steps", metavar="S", min=0, max=MAX_STEPS,
         help="Step at which alpha reaches 0 (0 = --steps).")] = 0,
+    unigram_reg_lambda: Annotated[float, typer.Option(
+        "--unigram-reg-lambda", metavar="L", help="Regularise away from the unigram distribution (paper 000 "
+        "app. B.3, fig. 9): minimise KL(p || p_theta) - L KL(omega(p) || p_theta) for the first "
+        "--unigram-reg-steps updates, then the standard objective. p: the one-hot next token (the first term "
+        "is the cross-entropy); omega(p): the unigram of the training tokens, add-k smoothed by --smoothing "
+        "(the --bias-init unigram distribution); both terms per predicted token, in nats. The logged loss "
+        "stays the cross-entropy; log.jsonl adds unigram_reg_on, unigram_kl (the mean KL(omega || p_theta)) and "
+        "unigram_reg_weighted (-L times it). 0 = off.")] = 0.0,
+    unigram_reg_steps: Annotated[int, typer.Option(
+        "--unigram-reg-steps", metavar="S", min=0, max=MAX_STEPS,
+        help="Updates 0 .. S-1 use --unigram-reg-lambda's objective; from update S on, the standard one "
+        "(fig. 9's 'regularisation steps'; needs --unigram-reg-lambda, at most --steps).")] = 0,
     embedding_init: Annotated[str, typer.Option(
         "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
         help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
@@ -140,9 +153,9 @@ def train(
     """Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.
 
     Writes DIR/log.jsonl (per step: loss before the update, lr, tokens_per_s, mfu on CUDA, ag_loss/ag_alpha;
-    eval steps add val_loss, kl_unigram, kl_uniform, bias_kl_unigram, bias_norm), step-N.safetensors
-    checkpoints in nb's layout (readable by probe-bias and patch-checkpoint) and summary.json with the
-    final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
+    unigram_reg_on/unigram_kl with --unigram-reg-lambda; eval steps add val_loss, kl_unigram, kl_uniform,
+    bias_kl_unigram, bias_norm), step-N.safetensors checkpoints in nb's layout (readable by probe-bias and
+    patch-checkpoint) and summary.json with the final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
     Under torchrun it trains with DDP. A new run that fails or is interrupted before its first saved
     state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
     simply run again; once a state is saved, DIR stays and --resume continues from it.
@@ -159,7 +172,8 @@ def train(
         bias_init=bias_init, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
         ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
         ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
-        ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, embedding_init=embedding_init,
+        ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, unigram_reg_lambda=unigram_reg_lambda,
+        unigram_reg_steps=unigram_reg_steps, embedding_init=embedding_init,
         embedding_standardise=embedding_standardise, embedding_whiten=embedding_whiten,
         embedding_shuffle=embedding_shuffle,
         embedding_shuffle_mode=shuffle_mode,

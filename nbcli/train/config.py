@@ -59,6 +59,8 @@ class TrainConfig:
     ag_hold_steps: int = 0        # alpha held at alpha_0 this long, then linear decay (the release: 20000)
     ag_reduction: Literal["mse", "frobenius"] = "mse"
     lr_schedule: Literal["cosine", "linear"] = "cosine"
+    unigram_reg_lambda: float = 0.0   # paper 000 app. B.3: minimise CE - lambda KL(omega || p_theta) ...
+    unigram_reg_steps: int = 0        # ... for updates 0 .. S-1, then the standard objective
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
     embedding_standardise: str | None = None   # xavier | match:FILE:TENSOR | mean=M,std=S (surgery spec)
     embedding_whiten: bool = False    # Zipfian whitening under the training counts' unigram (Yokoi et al. 2024)
@@ -120,6 +122,7 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        self._check_unigram_reg()
         if self.rescale_w is not None and self.bias_init != "unigram":
             raise ConfigError("--rescale-w matches ||W|| to the output bias norm: it needs --bias-init unigram")
         if self.rescale_w is not None and self.tie_embeddings:
@@ -133,6 +136,21 @@ class TrainConfig:
         if self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:
             raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
                               "to the next token); use prev, first, delim or period, or --objective mlm")
+
+    def _check_unigram_reg(self) -> None:
+        """--unigram-reg-lambda L and --unigram-reg-steps S (paper 000 app. B.3) come together."""
+        lam, s = self.unigram_reg_lambda, self.unigram_reg_steps
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+            raise ConfigError(f"--unigram-reg-lambda must be a finite number >= 0, got {lam!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ConfigError(f"--unigram-reg-steps must be an integer >= 0, got {s!r}")
+        if s and not lam:
+            raise ConfigError("--unigram-reg-steps needs --unigram-reg-lambda L > 0 (the regulariser's weight)")
+        if lam and not s:
+            raise ConfigError("--unigram-reg-lambda needs --unigram-reg-steps S >= 1 (the update at which the "
+                              "standard objective resumes, paper 000 app. B.3)")
+        if s > self.steps:
+            raise ConfigError(f"--unigram-reg-steps {s} is past --steps {self.steps}")
 
     @property
     def decay_steps(self) -> int:

@@ -35,6 +35,7 @@ from nbcli.train.runtime import model_flops_utilisation, peak_flops, setup_runti
 from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint
 from nbcli.train.step import (count_labels, evaluate, learning_rate, make_optimizer, micro_batches, optimizer_step,
                               set_learning_rate, step0_alpha)
+from nbcli.train.unigram_reg import regulariser_on
 
 # ---------------------------------------------------------------------------------------------
 # The run
@@ -179,7 +180,9 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
             if guidance is not None and alpha0 is None:
                 alpha0 = step0_alpha(model, batches, guidance, cfg, mcfg, n_labels, rt)
             alpha = ag_alpha(step, alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
-            losses = optimizer_step(net, model, optimizer, batches, n_labels, guidance, alpha, step, cfg, mcfg, rt)
+            reg_on = regulariser_on(step, cfg.unigram_reg_lambda, cfg.unigram_reg_steps)
+            losses = optimizer_step(net, model, optimizer, batches, n_labels, guidance, alpha, step, cfg, mcfg, rt,
+                                    unigram_reg=(cfg.unigram_reg_lambda, log_u) if reg_on else None)
             sequences += cfg.batch_size
             synchronize(rt)
             dt = time.perf_counter() - t0
@@ -192,6 +195,11 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                 record["ag_loss"] = losses.ag_loss
                 record["ag_alpha"] = alpha
                 record["ag_weighted"] = alpha * record["ag_loss"]
+            if cfg.unigram_reg_lambda:   # paper 000 app. B.3: on for updates < S, then off
+                record["unigram_reg_on"] = reg_on
+                if losses.unigram_kl is not None:
+                    record["unigram_kl"] = losses.unigram_kl
+                    record["unigram_reg_weighted"] = -cfg.unigram_reg_lambda * losses.unigram_kl
             write(record)
             if step == 0:
                 check_start(record["loss"], mcfg.vocab_size, cfg, warn)

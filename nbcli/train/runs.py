@@ -48,13 +48,26 @@ class RunLog:
         steps, values = self.series["val_loss"]
         return area_under_curve(list(zip(steps.tolist(), values.tolist())))
 
+    def unigram_reg_switch(self) -> tuple[float, int] | None:
+        """(lambda, S) when the run regularised away from the unigram for updates < S (config.json's
+        unigram_reg_lambda / unigram_reg_steps, paper 000 app. B.3), else None."""
+        lam, steps = self.config.get("unigram_reg_lambda"), self.config.get("unigram_reg_steps")
+        if (isinstance(lam, (int, float)) and not isinstance(lam, bool) and math.isfinite(lam) and lam > 0
+                and isinstance(steps, int) and not isinstance(steps, bool) and 0 < steps < 2**53):
+            return float(lam), steps
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         """The run as `nb plot-run --json` lists it: directory, colour group, last validated step,
-        ALC (paper 000 sec. 4.2) and final validation loss (None before the first evaluation)."""
+        ALC (paper 000 sec. 4.2), final validation loss (None before the first evaluation), and the
+        step at which the unigram regulariser switched off with its lambda (None without one)."""
         logged = self.has("val_loss")
         steps, values = self.series["val_loss"] if logged else (None, None)
+        switch = self.unigram_reg_switch()
         return {"dir": str(self.path), "group": self.group, "steps": int(steps.max()) if logged else None,
-                "alc": self.alc(), "final_val_loss": float(values[-1]) if logged else None}
+                "alc": self.alc(), "final_val_loss": float(values[-1]) if logged else None,
+                "unigram_reg_switch": switch[1] if switch else None,
+                "unigram_reg_lambda": switch[0] if switch else None}
 
 
 SEED_SUFFIX = re.compile(r"[-_](s|seed)\d+$")

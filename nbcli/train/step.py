@@ -5,6 +5,9 @@ by the global count of labelled tokens so the update is that of one batch of --b
 
     L = sum_tokens CE / N_labels  +  alpha_t * mean_micro L_AG       (paper 001 eq. 4)
 
+and, while --unigram-reg-lambda is on (updates < --unigram-reg-steps; paper 000 app. B.3),
+minus lambda * sum_tokens KL(omega || p_theta) / N_labels (`unigram_reg.unigram_kl`).
+
 DDP all-reduces gradients only in the last micro-batch's backward (`no_sync` on the others), and no
 update is applied from a non-finite loss. The data order, MLM masks and dropout are functions of
 (seed, step, rank, micro-step), so a resumed run repeats the uninterrupted one.
@@ -27,6 +30,7 @@ from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
 from nbcli.train.guidance import Guidance, auto_alpha
 from nbcli.train.runtime import Runtime, all_reduce_sum, autocast
+from nbcli.train.unigram_reg import unigram_kl
 
 
 def make_optimizer(model: Transformer, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -51,11 +55,13 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 
 @dataclass(frozen=True)
 class StepLosses:
-    """One update's losses over all ranks: cross-entropy per labelled token, and the AG loss
-    (mean over micro-batches and ranks; 0.0 without guidance) before alpha weighs it."""
+    """One update's losses over all ranks: cross-entropy per labelled token, the AG loss
+    (mean over micro-batches and ranks; 0.0 without guidance) before alpha weighs it, and the mean
+    KL(omega || p_theta) per labelled token (None when the unigram regulariser is off)."""
 
     loss: float
     ag_loss: float
+    unigram_kl: float | None = None
 
 
 def micro_batches(stream: BlockStream, sampler: TrainSampler, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime,
@@ -92,11 +98,15 @@ def gradient_sync(net: torch.nn.Module, rt: Runtime, last: bool) -> contextlib.A
 
 def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.optim.Optimizer,
                    batches: list[Batch], n_labels: torch.Tensor, guidance: Guidance | None, alpha: float,
-                   step: int, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime) -> StepLosses:
+                   step: int, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime, *,
+                   unigram_reg: tuple[float, torch.Tensor] | None = None) -> StepLosses:
     """Forward and backward every micro-batch through `net` (the model, compiled and/or in DDP),
-    check the loss is finite, clip, update `model`'s parameters and clear the gradients."""
+    check the loss is finite, clip, update `model`'s parameters and clear the gradients.
+    `unigram_reg` = (lambda, log omega [V]): subtract lambda KL(omega || p_theta) per labelled token
+    (paper 000 app. B.3); None: the standard objective."""
     ce_sum = torch.zeros((), device=rt.device)
     ag_sum = torch.zeros((), device=rt.device)
+    kl_sum = torch.zeros((), device=rt.device)
     objective = torch.zeros((), device=rt.device)
     for m, batch in enumerate(batches):
         torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
@@ -105,8 +115,14 @@ def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.op
                 logits, qks = net(batch.inputs, key_mask=_key_mask(batch),
                                   guided=guidance.guided if guidance else None)
             ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
+            lm = ce
+            if unigram_reg is not None:   # paper 000 app. B.3: CE - lambda KL(omega || p_theta)
+                reg_lambda, log_omega = unigram_reg
+                kl = unigram_kl(logits[batch.labels != -100], log_omega).sum()
+                lm = ce - reg_lambda * kl
+                kl_sum += kl.detach()
             # DDP averages gradients over ranks: scale so the total is the global token mean.
-            loss = ce * rt.world / n_labels.clamp(min=1)
+            loss = lm * rt.world / n_labels.clamp(min=1)
             if guidance is not None:
                 ag = guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal)
                 loss = loss + alpha * ag / cfg.grad_accum
@@ -119,8 +135,10 @@ def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.op
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    stats = all_reduce_sum(torch.stack([ce_sum, ag_sum]).double(), rt)
-    return StepLosses(loss=float(stats[0]) / max(1.0, float(n_labels)), ag_loss=float(stats[1]) / rt.world)
+    stats = all_reduce_sum(torch.stack([ce_sum, ag_sum, kl_sum]).double(), rt)
+    n = max(1.0, float(n_labels))
+    return StepLosses(loss=float(stats[0]) / n, ag_loss=float(stats[1]) / rt.world,
+                      unigram_kl=float(stats[2]) / n if unigram_reg is not None else None)
 
 
 def check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
@@ -131,6 +149,7 @@ def check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
             f"training loss is {value} at step {step} (lr {cfg.lr:g}"
             + (f", ag-alpha {cfg.ag_alpha}" if cfg.ag_fraction else "")
             + (f", embedding {cfg.embedding_init}" if cfg.embedding_init.startswith("pretrained:") else "")
+            + (f", unigram-reg-lambda {cfg.unigram_reg_lambda:g}" if step < cfg.unigram_reg_steps else "")
             + "); no update was applied, no checkpoint of this step written")
 
 

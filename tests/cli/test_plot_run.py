@@ -121,3 +121,52 @@ def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pyte
     result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(out)])
     assert result.exit_code != 0
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def _with_unigram_reg(directory: Path, lam: float | None, switch: int) -> Path:
+    """A fake run that regularised away from the unigram for updates < switch (paper 000 app. B.3)."""
+    fake_run(directory, 0.0, False)
+    records = [json.loads(line) for line in (directory / "log.jsonl").read_text().splitlines()]
+    for r in records:
+        r["unigram_reg_on"] = r["step"] < switch
+        if r["step"] < switch:
+            r["unigram_kl"] = 0.5 + 0.1 * r["step"]
+    (directory / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = {"seed": 0, "unigram_reg_lambda": lam or 0.0, "unigram_reg_steps": switch if lam else 0}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def _switch_chunk(png) -> object:  # type: ignore[no-untyped-def]
+    """The nb.unigram_reg_switch value in a PNG's Description text chunk (k=v; k=v), None when absent."""
+    text = png.text["Description"]
+    if "nb.unigram_reg_switch=" not in text:
+        return None
+    return json.JSONDecoder().raw_decode(text.split("nb.unigram_reg_switch=", 1)[1])[0]
+
+
+def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
+    """The step where --unigram-reg-steps switches back to the standard objective is in --json, in
+    the PNGs' text chunk, and drawn: the same logs without it in config.json give other pixels."""
+    from PIL import Image
+
+    marked = _with_unigram_reg(tmp_path / "a" / "reg-s0", 0.5, 4)
+    plain = fake_run(tmp_path / "plain", 0.3, False)
+    result = CliRunner().invoke(app, ["plot-run", str(marked), str(plain), "-o", str(tmp_path / "fa"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted(Path(f).name for f in report["files"]) == ["bias.png", "divergence.png", "unigram_reg.png",
+                                                             "val_loss.png"]
+    assert [(r["unigram_reg_switch"], r["unigram_reg_lambda"]) for r in report["runs"]] == [(4, 0.5), (None, None)]
+    for name in ("val_loss.png", "unigram_reg.png"):
+        with Image.open(tmp_path / "fa" / name) as png:
+            assert _switch_chunk(png) == [{"group": "reg", "step": 4, "lambda": 0.5}]
+    with Image.open(tmp_path / "fa" / "divergence.png") as png:
+        assert _switch_chunk(png) is None and "plot-run" in png.text["Description"]
+
+    unmarked = _with_unigram_reg(tmp_path / "b" / "reg-s0", None, 4)
+    result = CliRunner().invoke(app, ["plot-run", str(unmarked), str(plain), "-o", str(tmp_path / "fb"), "--json"])
+    assert result.exit_code == 0, result.output
+    with Image.open(tmp_path / "fa" / "val_loss.png") as a, Image.open(tmp_path / "fb" / "val_loss.png") as b:
+        assert _switch_chunk(b) is None
+        assert a.size == b.size and a.tobytes() != b.tobytes()

@@ -300,6 +300,8 @@ def option_cases() -> Iterator[Case]:
                            "--smoothing": ("add-k:nan", "add-k:-1", "add-k:inf", "add-k:x", "laplace", ""),
                            "--embedding-init": ("pretrained:", "pretrained:{DIR}/absent.safetensors", "uniform"),
                            "--ag-patterns": ("next,sideways", "next"),
+                           "--unigram-reg-lambda": ("nan", "inf", "-1", "-inf", "x"),
+                           "--unigram-reg-steps": ("-1", big, "1"),   # 1 alone: it needs --unigram-reg-lambda
                            "--objective": ("gan",), "--preset": ("huge",)}.items():
         for value in values:
             table.append((train, (option, value), option))
@@ -453,6 +455,10 @@ def train_cases() -> Iterator[Case]:
     yield Case("whiten-constant-embedding", (*base, "--embedding-init", "pretrained:{DIR}/emb.safetensors",
                                              "--embedding-whiten"),
                embedding(0.5, 500), ("embedding-whiten",), "train")
+    yield Case("unigram-reg-past-steps", (*base, "--unigram-reg-lambda", "0.5", "--unigram-reg-steps", "3"), dict,
+               ("--unigram-reg-steps",), "train")
+    yield Case("unigram-reg-lambda-huge", (*base, "--unigram-reg-lambda", "1e300", "--unigram-reg-steps", "2"),
+               dict, ("step",), "train")
     yield Case("ag-alpha-huge", (*base, "--objective", "mlm", "--ag-fraction", "0.5", "--ag-alpha", "1e300"),
                dict, ("step",), "train")
 

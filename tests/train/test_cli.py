@@ -55,11 +55,17 @@ def test_next_pattern_in_causal_model_is_refused(tmp_path: Path, sp_model: Path,
     (["--ag-patterns", "diagonal", "--ag-fraction", "0.5"], "unknown pattern 'diagonal'"),
     (["--embedding-init", "glove"], "--embedding-init must be"),
     (["--batch-size", "6", "--grad-accum", "4"], "not divisible"),
+    (["--unigram-reg-lambda", "nan", "--unigram-reg-steps", "5"], "--unigram-reg-lambda must be a finite number"),
+    (["--unigram-reg-lambda", "-1", "--unigram-reg-steps", "5"], "--unigram-reg-lambda must be a finite number"),
+    (["--unigram-reg-steps", "5"], "--unigram-reg-steps needs --unigram-reg-lambda"),
+    (["--unigram-reg-lambda", "0.5"], "--unigram-reg-lambda needs --unigram-reg-steps"),
+    (["--unigram-reg-lambda", "0.5", "--unigram-reg-steps", "201"], "past --steps 200"),
 ])
 def test_bad_options(tmp_path: Path, sp_model: Path, train_corpus: Path, args: list[str], fragment: str) -> None:
     result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "r", *args)
     assert result.exit_code == 1, result.output
     assert_one_line_error(result.stderr, fragment)
+    assert not (tmp_path / "r").exists()
 
 
 def test_missing_corpus_and_tiny_corpus(tmp_path: Path, sp_model: Path) -> None:

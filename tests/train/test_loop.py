@@ -102,6 +102,7 @@ def test_ag_alpha_auto_matches_the_lm_loss_at_step_0(tmp_path: Path, sp_model: P
 @pytest.mark.parametrize("objective,extra", [
     ("clm", dict(bias_init="unigram", dropout=0.1)),
     ("mlm", dict(ag_fraction=0.5, dropout=0.1, grad_accum=2, ag_alpha="auto")),
+    ("clm", dict(unigram_reg_lambda=0.5, unigram_reg_steps=4, dropout=0.1)),   # the switch after the resume
 ])
 def test_resume_equals_uninterrupted(tmp_path: Path, sp_model: Path, train_corpus: Path,
                                      objective: str, extra: dict) -> None:
@@ -112,13 +113,34 @@ def test_resume_equals_uninterrupted(tmp_path: Path, sp_model: Path, train_corpu
     full, cut = read_log(tmp_path / "full"), read_log(tmp_path / "cut")
     assert [r["step"] for r in full] == [r["step"] for r in cut]
     for a, b in zip(full, cut):
-        for key in ("loss", "val_loss", "ag_loss", "ag_alpha", "lr", "kl_unigram"):
+        for key in ("loss", "val_loss", "ag_loss", "ag_alpha", "lr", "kl_unigram", "unigram_kl"):
             if key in a:
                 assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-7), (a["step"], key)
+        assert a.get("unigram_reg_on") == b.get("unigram_reg_on")
     with open_checkpoint(tmp_path / "full" / "step-6.safetensors") as fa, \
             open_checkpoint(tmp_path / "cut" / "step-6.safetensors") as fb:
         for name in fa.names():
             torch.testing.assert_close(fa.get(name), fb.get(name), atol=1e-6, rtol=1e-5)
+
+
+def test_unigram_regulariser_logs_and_switches_off(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    """Paper 000 app. B.3: CE - lambda KL(omega || p_theta) for updates < S, then the standard objective;
+    the logged loss stays the cross-entropy, so step 0 (logged before the update) equals a plain run's."""
+    run(tmp_path, train_corpus, sp_model, "plain", steps=5)
+    run(tmp_path, train_corpus, sp_model, "reg", steps=5, unigram_reg_lambda=2.0, unigram_reg_steps=3)
+    plain = [r for r in read_log(tmp_path / "plain") if "loss" in r]
+    reg = [r for r in read_log(tmp_path / "reg") if "loss" in r]
+    assert [r["unigram_reg_on"] for r in reg] == [True, True, True, False, False]
+    assert all("unigram_reg_on" not in r and "unigram_kl" not in r for r in plain)
+    for r in reg[:3]:
+        assert r["unigram_kl"] > 0 and r["unigram_reg_weighted"] == pytest.approx(-2.0 * r["unigram_kl"])
+    assert all("unigram_kl" not in r for r in reg[3:])
+    assert reg[0]["loss"] == pytest.approx(plain[0]["loss"], rel=1e-6)
+    assert reg[1]["loss"] != pytest.approx(plain[1]["loss"], rel=1e-6)
+    # pushed away from omega: the divergence from it grows while the regulariser is on
+    assert reg[2]["unigram_kl"] > reg[0]["unigram_kl"]
+    config = json.loads((tmp_path / "reg" / "config.json").read_text())
+    assert (config["unigram_reg_lambda"], config["unigram_reg_steps"]) == (2.0, 3)
 
 
 def test_checkpoint_layout_and_roles(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
