@@ -78,7 +78,7 @@ def _dead_pid() -> int:
 
 
 def _temp_of(name: str, pid: int) -> str:
-    from nbcli.atomic import _host_tag
+    from nbcli.atomic.temporaries import _host_tag
 
     return f".{name}.{pid}-{_host_tag()}ab12.nbtmp"
 
@@ -130,7 +130,8 @@ def test_stale_temporaries_of_dead_processes_are_removed_and_reported(tmp_path: 
 def test_an_interrupted_commit_is_completed_by_the_next_run(tmp_path: Path) -> None:
     import json
 
-    from nbcli.atomic import _host_tag, recover_directory
+    from nbcli.atomic import recover_directory
+    from nbcli.atomic.temporaries import _host_tag
 
     pid = _dead_pid()
     (tmp_path / "a.bin").write_bytes(b"new a")  # renamed before the crash
@@ -149,7 +150,8 @@ def test_an_interrupted_commit_is_completed_by_the_next_run(tmp_path: Path) -> N
 def test_a_journal_that_is_not_nb_s_is_refused(tmp_path: Path, renames: object) -> None:
     import json
 
-    from nbcli.atomic import _host_tag, recover_directory
+    from nbcli.atomic import recover_directory
+    from nbcli.atomic.temporaries import _host_tag
 
     journal = tmp_path / f".nb-commit.{_dead_pid()}-{_host_tag()}cd34.json"
     journal.write_text(json.dumps({"renames": renames}) if renames is not None else "{[")
@@ -172,7 +174,7 @@ def _commit_point_journal(tmp_path: Path, pid: int, index_bytes: bytes, retire: 
     import hashlib
     import json
 
-    from nbcli.atomic import _host_tag
+    from nbcli.atomic.temporaries import _host_tag
 
     journal = tmp_path / f".nb-commit.{pid}-{_host_tag()}cd34.json"
     journal.write_text(json.dumps({

@@ -1,6 +1,6 @@
 """Fault injection: SIGKILL at every point of a write, Ctrl-C, a full disk (file-size limit).
 
-Each case runs a real `nb` in its own session with NB_FAULT_INJECT (nbcli.atomic's test hook) and
+Each case runs a real `nb` in its own session with NB_FAULT_INJECT (nbcli.atomic.commit's test hook) and
 asserts: the inputs are byte-identical, there is no partial output (a target is absent, the old
 file or a complete new one), no traceback, no process left behind, and the next nb run completes
 the interrupted commit or removes the stale temporaries and says so.

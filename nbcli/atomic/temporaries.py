@@ -1,0 +1,70 @@
+"""Names of nb's temporaries and commit journals, whose process owns one, and directory fsync
+(shared by the commit and its recovery: see nbcli.atomic)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import secrets
+import socket
+import zlib
+from pathlib import Path
+
+TEMP_SUFFIX = ".nbtmp"
+JOURNAL_PREFIX = ".nb-commit."
+_TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.nbtmp$", re.DOTALL)
+_JOURNAL_RE = re.compile(r"^\.nb-commit\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.json$")
+_PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT
+
+
+@functools.cache
+def _host_tag() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()) & 0xFFFF:04x}"
+
+
+def _tag() -> str:
+    return f"{os.getpid()}-{_host_tag()}{secrets.token_hex(2)}"
+
+
+def temp_name(name: str, limit: int = 255) -> str:
+    """The temporary's name for output NAME: `.NAME.PID-TAG.nbtmp`, NAME's bytes cut so that the
+    whole stays within `limit` bytes (file names are bytes: a character cut in two is harmless)."""
+    tail = f".{_tag()}{TEMP_SUFFIX}"
+    return "." + os.fsdecode(os.fsencode(name)[:limit - 1 - len(tail)]) + tail
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not); a number no PID can have counts as running."""
+    if not 0 < pid <= _PID_MAX:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _owned_by_dead_process(match: re.Match[str]) -> bool:
+    pid = int(match["pid"])
+    return match["host"] == _host_tag() and pid != os.getpid() and not _pid_alive(pid)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
