@@ -1,6 +1,8 @@
 """Frequency-weighted geometry of an embedding: isotropy under uniform and unigram weighting, before
 and after Zipfian whitening (Yokoi et al. 2024, "Zipfian Whitening"), and how much of the frequency
-direction whitening removes. The `zipfian` section of `nb probe-bias`.
+direction whitening removes. The `zipfian` section of `nb probe-bias`, and its streaming pieces:
+the whitened view of a matrix (`zipfian_whitened`) and the weighted share along a direction
+(`FrequencyShare`), both row-block statistics in the manner of nbcli.probes.
 
 Choices the paper leaves to nb (documented in `nb probe-bias --help` and docs/probes.md):
 * p(w) is the add-k smoothed unigram of the counts (--smoothing; add-k:0 gives raw frequencies).
@@ -33,6 +35,66 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+class WhitenedRows:
+    """Rows v' = (v - mu) S of a [V, d] matrix, computed block by block on slicing (S = Sigma^(-1/2),
+    symmetric: `nbcli.ops.zipfian_whiten`'s transform without a whitened copy of the matrix)."""
+
+    def __init__(self, rows: probes.Rows, mu: np.ndarray, root: np.ndarray) -> None:
+        self.rows = rows
+        self.mu = np.asarray(mu, dtype=np.float64)
+        self.root = np.asarray(root, dtype=np.float64)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.rows.shape[0]), int(self.rows.shape[1]))
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        block = probes._float32(self.rows[key]).astype(np.float64)
+        return ((block - self.mu) @ self.root).astype(np.float32)
+
+
+def zipfian_whitened(rows: probes.Rows, weights: np.ndarray) -> WhitenedRows:
+    """The Zipfian-whitened view of `rows` under the unigram weights p (two passes for mu and Sigma,
+    `nbcli.ops.weighted_moments`; Sigma^(-1/2) by `nbcli.ops.inverse_sqrt`: the one formula)."""
+    mu, sigma = ops.weighted_moments(_FloatRows(rows), weights)
+    return WhitenedRows(rows, mu.numpy(), ops.inverse_sqrt(sigma).numpy())
+
+
+class _FloatRows:
+    """`rows` with every slice converted to a float32 numpy block (what `weighted_moments` reads)."""
+
+    def __init__(self, rows: probes.Rows) -> None:
+        self.rows = rows
+        self.shape = tuple(int(s) for s in rows.shape)
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        return probes._float32(self.rows[key])
+
+
+class FrequencyShare:
+    """sum_i p_i cos^2(w_i, u) / sum_i p_i over non-zero rows: the unigram-weighted share of each
+    row's squared length that lies along the unit direction u (the frequency direction)."""
+
+    def __init__(self, direction: np.ndarray, weights: np.ndarray) -> None:
+        unit = probes._unit_direction(direction)
+        assert unit is not None
+        self.unit = unit
+        self.weights = np.asarray(weights, dtype=np.float64).ravel()
+        self.total = 0.0
+        self.weight_total = 0.0
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
+        keep = sq_norms > 0
+        along = (block @ self.unit).astype(np.float64)
+        weight = self.weights[start:start + block.shape[0]]
+        self.total += float((weight[keep] * along[keep] ** 2 / sq_norms[keep]).sum())
+        self.weight_total += float(weight[keep].sum())
+
+    def result(self) -> float:
+        return self.total / self.weight_total if self.weight_total > 0 else math.nan
+
+
 def isotropy_measures(rows: probes.Rows, weights: np.ndarray, partition: bool = True,
                       direction: np.ndarray | None = None, counts: np.ndarray | None = None,
                       ) -> tuple[dict[str, Any], np.ndarray | None]:
@@ -48,7 +110,7 @@ def isotropy_measures(rows: probes.Rows, weights: np.ndarray, partition: bool = 
         gram = probes.Gram(width)
         stats.append(gram)
     if direction is not None:
-        share = probes.FrequencyShare(direction, weights)
+        share = FrequencyShare(direction, weights)
         projections = probes.Projections(direction / np.linalg.norm(direction), int(rows.shape[0]))
         stats += [share, projections]
     probes.run_pass(rows, stats)
@@ -77,7 +139,7 @@ def zipfian_section(rows: probes.Rows, counts: np.ndarray, b_ln: np.ndarray | No
     weights = ops.unigram_weights(counts, int(rows.shape[0]), smoothing_k)
     progress("Zipfian whitening: weighted mean and covariance")
     try:
-        whitened = probes.zipfian_whitened(rows, weights)
+        whitened = zipfian_whitened(rows, weights)
     except ConfigError as err:
         section["note"] = str(err)
         return section, {}
