@@ -19,7 +19,7 @@ import numpy as np
 
 from nbcli.atomic import OutputSet, atomic_write
 from nbcli.errors import ConfigError, InputError
-from nbcli.probes import FrequencyBin
+from nbcli.analysis.bins import FrequencyBin
 
 #: At most this many points in a scatter plot (a random subset beyond; binned means use all tokens).
 MAX_SCATTER_POINTS = 60_000

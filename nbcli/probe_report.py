@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from nbcli import probes
+from nbcli.analysis.bins import frequency_bins
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram, pad_counts
 from nbcli.errors import CheckpointError, OutputError
@@ -155,7 +156,7 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     # 4. frequency-binned <b_LN, w_i>
     rows = []
     if "scores" in arrays:
-        arrays["bins"] = probes.frequency_bins(arrays["scores"], counts, bins)
+        arrays["bins"] = frequency_bins(arrays["scores"], counts, bins)
         for item in arrays["bins"]:
             rows.append({"log10_lo": item.log10_lo, "log10_hi": item.log10_hi, "count_lo": 10 ** item.log10_lo,
                          "count_hi": 10 ** item.log10_hi, "tokens": item.tokens,

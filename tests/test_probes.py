@@ -14,6 +14,7 @@ from scipy import stats
 from scipy.special import logsumexp, rel_entr, softmax
 
 from nbcli import probes
+from nbcli.analysis.bins import frequency_bins
 from nbcli.counts import log_unigram
 
 
@@ -233,7 +234,7 @@ def test_frequency_bins_match_numpy_histogram_grouping() -> None:
     counts = zipf_counts(rng, 4000)
     counts[:100] = 0
     scores = rng.normal(size=4000)
-    table = probes.frequency_bins(scores, counts, bins=7)
+    table = frequency_bins(scores, counts, bins=7)
     seen = counts > 0
     x = np.log10(counts[seen])
     n, edges = np.histogram(x, bins=7)
@@ -250,10 +251,10 @@ def test_frequency_bins_match_numpy_histogram_grouping() -> None:
 
 
 def test_frequency_bins_single_count_and_no_seen_tokens() -> None:
-    table = probes.frequency_bins(np.array([1.0, 3.0]), np.array([5, 5]), bins=3)
+    table = frequency_bins(np.array([1.0, 3.0]), np.array([5, 5]), bins=3)
     assert [b.tokens for b in table] == [2, 0, 0]
     assert table[0].mean == 2.0 and table[0].std == 1.0
-    assert probes.frequency_bins(np.ones(3), np.zeros(3, dtype=int), bins=3) == []
+    assert frequency_bins(np.ones(3), np.zeros(3, dtype=int), bins=3) == []
 
 
 def test_rows_parallel_to_the_removed_direction_are_left_out() -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from nbcli.errors import ConfigError
-from nbcli.probes import equal_width_bins as equal_width_table
+from nbcli.analysis.bins import equal_width_bins as equal_width_table
 
 if TYPE_CHECKING:
     from nbcli.lm.perplexity import TokenStats
