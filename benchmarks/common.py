@@ -58,6 +58,23 @@ def machine(**extra: Any) -> dict[str, Any]:
             **extra}
 
 
+def scratch_dir(prefix: str, need_gb: float, base: Path | None = None) -> Path:
+    """A fresh working folder under `base` (default: the repository's bench-data/, git-ignored);
+    exits with a one-line message when the disk there has less than `need_gb` GB free."""
+    import shutil
+    import sys
+    import tempfile
+
+    base = base or Path("bench-data")
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    free = shutil.disk_usage(work).free
+    if free < need_gb * 10**9:
+        work.rmdir()
+        sys.exit(f"need ~{need_gb:g} GB free in {work.parent}, have {free / 1e9:.1f} GB")
+    return work
+
+
 def write_json(path: Path, data: Any, indent: int = 2) -> None:
     """Write a result file (creating its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, machine, write_json  # noqa: E402
+from common import OUT, machine, scratch_dir, write_json  # noqa: E402
 
 from nbcli.checkpoint.format import TensorInfo, build_header  # noqa: E402
 from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
@@ -181,12 +180,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--out", type=Path, default=OUT / "patch_checkpoint.json")
     args = parser.parse_args()
-    base = args.dir or Path("bench-data")
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="patch-bench-", dir=base))
-    free = shutil.disk_usage(work).free
-    if free < 16 * 10**9:
-        sys.exit(f"need ~16 GB free in {work}, have {free / 1e9:.1f} GB")
+    work = scratch_dir("patch-bench-", 16, args.dir)
     results: dict[str, object] = {
         "machine": machine(torch=torch.__version__,
                            memory_gb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9),

@@ -24,14 +24,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, machine, write_json  # noqa: E402
+from common import OUT, machine, scratch_dir, write_json  # noqa: E402
 from patch_checkpoint import BLOCK, layout, write_checkpoint, write_sharded  # noqa: E402
 
 IO_WRAPPER = (
@@ -83,12 +82,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--out", type=Path, default=OUT / "patch_in_place.json")
     args = parser.parse_args()
-    base = args.dir or Path("bench-data")
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="patch-in-place-", dir=base))
-    free = shutil.disk_usage(work).free
-    if free < 14 * 10**9:
-        sys.exit(f"need ~14 GB free in {work}, have {free / 1e9:.1f} GB")
+    work = scratch_dir("patch-in-place-", 14, args.dir)
     env = {**os.environ, "NB_CACHE_DIR": str(work / "cache")}
     results: dict[str, object] = {
         "machine": machine(torch=torch.__version__),

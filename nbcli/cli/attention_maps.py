@@ -63,16 +63,13 @@ def attention_maps(
 ) -> None:
     """Draw attention maps of chosen heads for one sentence at chosen checkpoints of a run (0 %, 1 %, 100 % of training by default) next to paper 001's [Next]/[Prev]/[First]/[Delim]/[Period] patterns, with each map's distance to each pattern."""  # noqa: E501
     from nbcli.analysis.attention_report import attention_maps_report
-    from nbcli.cli.console import print_json
+    from nbcli.cli.console import print_report
 
     if output is not None:
         _check_output(output, run_dir)
     report = attention_maps_report(run_dir, sentence, tokenizer, steps=steps, checkpoints=checkpoint or [],
                                    heads=heads, delimiters=delimiters, metric=metric, plot=output)
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _check_output(output: Path, run_dir: Path) -> None:

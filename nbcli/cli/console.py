@@ -55,6 +55,14 @@ def print_warnings(warnings: list[str]) -> None:
         err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
 
 
+def print_report(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None]) -> None:
+    """A command's result: the JSON object with --json, else `render(report)` for a person."""
+    if as_json:
+        print_json(report)
+    else:
+        render(report)
+
+
 def print_json(payload: dict[str, Any]) -> None:
     """Print one JSON object on stdout (NaN -> null, so the output is strict JSON)."""
     import sys

@@ -73,7 +73,7 @@ def count_unigrams(
     whitespace-delimited chunk is encoded once where the tokenizer's settings make that provably
     equal to encoding whole documents, and whole documents are encoded otherwise.
     """
-    from nbcli.cli.console import byte_progress, print_json, stderr_console
+    from nbcli.cli.console import byte_progress, print_report, stderr_console
     from nbcli.cli.render import render_count_summary
     from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
@@ -92,10 +92,7 @@ def count_unigrams(
         err.print(f"[yellow]warning:[/] skipped {report['skipped_lines']} bad JSONL line(s)")
     if report["skipped_nulls"]:
         err.print(f"[yellow]warning:[/] skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
-    if as_json:
-        print_json(report)
-    else:
-        render_count_summary(report)
+    print_report(report, as_json, render_count_summary)
 
 
 def register(app: typer.Typer) -> None:

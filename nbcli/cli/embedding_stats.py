@@ -60,7 +60,7 @@ def embedding_stats(
 ) -> None:
     """Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, mean and σ, raw and scaled by sqrt(D), for a checkpoint's embeddings and, with --inits, for each of nb's initialisations of them."""  # noqa: E501
     from nbcli.analysis.embedding_stats import INITIALISATIONS, embedding_stats_report
-    from nbcli.cli.console import print_json
+    from nbcli.cli.console import print_report
     from nbcli.errors import ConfigError
 
     chosen: tuple[str, ...] = ()
@@ -83,10 +83,7 @@ def embedding_stats(
                                    metadata={"nb.version": tool_version(), "nb.checkpoint": str(checkpoint),
                                              "nb.command": "embedding-stats"})
         report["plot"] = str(plot)
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _check_plot(plot: Path, checkpoint: Path) -> None:

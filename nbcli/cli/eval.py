@@ -98,7 +98,7 @@ def eval_command(
     from functools import partial
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_json, print_warnings, token_progress
+    from nbcli.cli.console import print_report, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.perplexity import eval_report
@@ -111,10 +111,7 @@ def eval_command(
                          arch=arch, mapping=parse_role_map(mapping or []), device=device,
                          progress_bar=partial(token_progress, "scoring"), figures=figures)
     print_warnings(report["warnings"])
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _render(report: dict[str, Any]) -> None:

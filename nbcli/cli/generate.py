@@ -83,7 +83,7 @@ def generate_command(
     from functools import partial
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_json, print_warnings, token_progress
+    from nbcli.cli.console import print_report, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
@@ -95,10 +95,7 @@ def generate_command(
         remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
         device=device, out=out, progress_bar=partial(token_progress, "generating"))
     print_warnings(report["warnings"])
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

@@ -36,13 +36,10 @@ def inspect_checkpoint(
     its metadata. An unrecognised architecture is reported, not an error."""
     from nbcli.checkpoint import parse_role_map
     from nbcli.checkpoint.report import inspect_checkpoint as inspect_report
-    from nbcli.cli.console import print_json
+    from nbcli.cli.console import print_report
 
     report = inspect_report(checkpoint, arch, parse_role_map(mapping or []))
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _render(report: dict[str, Any]) -> None:

@@ -128,7 +128,7 @@ def patch_checkpoint(
     atexit.register(gc.freeze)
     from nbcli.checkpoint import parse_role_map
     from nbcli.checkpoint.format import dtype_code_of_name
-    from nbcli.cli.console import byte_progress, print_json, print_warnings
+    from nbcli.cli.console import byte_progress, print_report, print_warnings
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.resolve import local_path
@@ -157,10 +157,7 @@ def patch_checkpoint(
         result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
                             in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)
     print_warnings(result.warnings)
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        _render(result.as_dict())
+    print_report(result.as_dict(), as_json, _render)
 
 
 def _fmt(value: float | None) -> str:

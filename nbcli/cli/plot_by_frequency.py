@@ -39,14 +39,11 @@ def plot_by_frequency(
     as_json: JsonOption = False,
 ) -> None:
     """Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs its log-unigram probability, binned) for several checkpoints."""  # noqa: E501
-    from nbcli.cli.console import print_json
+    from nbcli.cli.console import print_report
     from nbcli.lm.frequency_report import by_frequency_overlay
 
     report = by_frequency_overlay(reports, label, output)
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _render(report: dict[str, Any]) -> None:

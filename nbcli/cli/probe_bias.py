@@ -87,7 +87,7 @@ def probe_bias(
     how anisotropic W is with and without the b_LN direction, and how far softmax of the output bias
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
-    from nbcli.cli.console import print_json, print_warnings, step_progress
+    from nbcli.cli.console import print_report, print_warnings, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.probe_report import finish_report, load_probe_inputs, report_steps, write_probe_plots
 
@@ -102,10 +102,7 @@ def probe_bias(
     print_warnings(warnings)  # once the probe has succeeded: a failure is one error line alone
     if plot is not None:
         report["plots"] = write_probe_plots(plot, inputs, report, arrays)
-    if as_json:
-        print_json(report)
-    else:
-        _render(report)
+    print_report(report, as_json, _render)
 
 
 def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:

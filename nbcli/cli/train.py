@@ -160,7 +160,7 @@ def train(
     state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
     simply run again; once a state is saved, DIR stays and --resume continues from it.
     """
-    from nbcli.cli.console import print_json, step_progress
+    from nbcli.cli.console import print_report, step_progress
     from nbcli.counts import parse_smoothing
     from nbcli.train.config import build_config
     from nbcli.train.guidance import parse_alpha, parse_patterns
@@ -187,10 +187,7 @@ def train(
 
         result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step,
                               on_warning=_print_warning)
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        _render(result.as_dict())
+    print_report(result.as_dict(), as_json, _render)
 
 
 def _print_warning(message: str) -> None:
