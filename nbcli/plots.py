@@ -25,6 +25,22 @@ from nbcli.analysis.bins import FrequencyBin
 MAX_SCATTER_POINTS = 60_000
 
 
+def check_figure_outputs(option: str, outputs: list[Path], inputs: list[Any], *, folder: Path | None = None,
+                         png: bool = True) -> None:
+    """Before any work: matplotlib is installed, each figure name ends in .png (`png`), and no
+    figure lands on an input (`nbcli.outputs.guard_outputs`; `folder`: a folder of figures)."""
+    import importlib.util
+
+    from nbcli.outputs import guard_outputs
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(f"{option} needs matplotlib: pip install 'nbcli[plot]'")
+    for path in outputs if png else ():
+        if Path(path).suffix.lower() != ".png":
+            raise ConfigError(f"{option} {path}: the figure is a PNG; give a name ending in .png")
+    guard_outputs(outputs, inputs, folder=folder, option=option)
+
+
 def _figure(width: float, height: float) -> Any:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg

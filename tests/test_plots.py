@@ -27,3 +27,18 @@ def test_cosine_histogram_series_do_not_hide_each_other(tmp_path: Path, monkeypa
     assert len(outlines) == 2, "each series is drawn as an unfilled step outline"
     assert all(p.get_facecolor()[3] <= 0.25 for p in fills), "fills are light enough to see through"
     assert {tuple(np.round(p.get_edgecolor()[:3], 3)) for p in outlines}.__len__() == 2
+
+
+def test_check_figure_outputs_refuses_a_non_png_name_and_an_input(tmp_path: Path) -> None:
+    from nbcli.errors import ConfigError, OutputError
+    from nbcli.plots import check_figure_outputs
+
+    pytest.importorskip("matplotlib")
+    source = tmp_path / "in.png"
+    source.write_bytes(b"x")
+    check_figure_outputs("--plot", [tmp_path / "fig.png"], [source])
+    with pytest.raises(ConfigError, match="--plot .*fig.jpg: the figure is a PNG"):
+        check_figure_outputs("--plot", [tmp_path / "fig.jpg"], [source])
+    with pytest.raises(OutputError, match="same file as the input"):
+        check_figure_outputs("--plot", [source], [source])
+    assert source.read_bytes() == b"x"

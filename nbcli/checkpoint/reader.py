@@ -37,7 +37,7 @@ from nbcli.checkpoint.format import (
     DTYPE_SIZES, FLOAT_CODES, NUMPY_STORED, SafetensorsHeader, TensorInfo, TensorLookup, float32_from_stored,
     read_header, torch_dtype,
 )
-from nbcli.errors import CheckpointError, OutputError
+from nbcli.errors import CheckpointError, NbError, OutputError
 from nbcli.jsonsafe import load_bytes, load_file
 from nbcli.limits import input_stat, read_capped
 
@@ -266,6 +266,17 @@ def _read_index(index: Path) -> tuple[list[Path], Path, dict[str, Any]]:
             raise CheckpointError(f"{index}: shard {shard_path.name} is missing")
     metadata = parsed.get("metadata") if isinstance(parsed.get("metadata"), dict) else {}
     return files, index, {"metadata": metadata, "weight_map": weight_map}
+
+
+def checkpoint_inputs(path: Path | str) -> list[Path]:
+    """The files a checkpoint argument reads (the path, its shards and index), for the output guard
+    before any work; just the path when it cannot be resolved (that error comes when it is opened)."""
+    found: list[Path] = [Path(path)]
+    try:
+        files, index, _ = find_checkpoint_files(path)
+    except NbError:
+        return found
+    return list(dict.fromkeys([*found, *files, *([index] if index is not None else [])]))
 
 
 def open_checkpoint(path: Path | str) -> Checkpoint:

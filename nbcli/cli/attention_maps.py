@@ -73,17 +73,10 @@ def attention_maps(
 
 
 def _check_output(output: Path, run_dir: Path) -> None:
-    import importlib.util
+    from nbcli.plots import check_figure_outputs
 
-    from nbcli.errors import ConfigError
-    from nbcli.outputs import guard_outputs
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError("--output needs matplotlib: pip install 'nbcli[plot]'")
-    if output.suffix.lower() != ".png":
-        raise ConfigError(f"--output {output}: the figure is a PNG; give a name ending in .png")
     read = list(run_dir.glob("*.safetensors")) if run_dir.is_dir() else []
-    guard_outputs([output], [run_dir, *read], option="--output")
+    check_figure_outputs("--output", [output], [run_dir, *read])
 
 
 def _render(report: dict[str, Any]) -> None:

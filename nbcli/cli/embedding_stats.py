@@ -87,23 +87,10 @@ def embedding_stats(
 
 
 def _check_plot(plot: Path, checkpoint: Path) -> None:
-    import importlib.util
+    from nbcli.checkpoint.reader import checkpoint_inputs
+    from nbcli.plots import check_figure_outputs
 
-    from nbcli.checkpoint.reader import find_checkpoint_files
-    from nbcli.errors import ConfigError, NbError
-    from nbcli.outputs import guard_outputs
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
-    if plot.suffix.lower() != ".png":
-        raise ConfigError(f"--plot {plot}: the figure is a PNG; give a name ending in .png")
-    read: list[Path | None] = [checkpoint]
-    try:
-        files, index, _ = find_checkpoint_files(checkpoint)
-        read += [*files, index]
-    except NbError:
-        pass  # reported when the checkpoint is opened
-    guard_outputs([plot], read, option="--plot")
+    check_figure_outputs("--plot", [plot], checkpoint_inputs(checkpoint))
 
 
 def _render(report: dict[str, Any]) -> None:

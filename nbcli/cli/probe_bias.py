@@ -107,22 +107,12 @@ def probe_bias(
 
 def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
     """--plot DIR: matplotlib present, DIR writable, its figures none of the inputs; DIR is made."""
-    import importlib.util
-
-    from nbcli.checkpoint.reader import find_checkpoint_files
-    from nbcli.errors import ConfigError, NbError
-    from nbcli.outputs import guard_outputs
+    from nbcli.checkpoint.reader import checkpoint_inputs
+    from nbcli.plots import check_figure_outputs
     from nbcli.probe_report import PROBE_PLOTS
 
-    if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError("--plot needs matplotlib: pip install 'nbcli[plot]'")
-    read: list[Path | None] = list(inputs)
-    try:
-        files, index, _ = find_checkpoint_files(inputs[0])
-        read += [*files, index]
-    except NbError:
-        pass  # reported when the checkpoint is opened
-    guard_outputs([directory / name for name in PROBE_PLOTS], read, folder=directory, option="--plot")
+    check_figure_outputs("--plot", [directory / name for name in PROBE_PLOTS],
+                         [*checkpoint_inputs(inputs[0]), *inputs[1:]], folder=directory)
     # made (if absent) only when the figures are written: a failing probe leaves nothing behind
 
 

@@ -116,22 +116,12 @@ def frequency_counts(counts: Path | None, vocab_size: int, scored: Scored) -> np
 def guard_figures(figures: TokenFigures, checkpoint: Path, corpus: Sequence[str], tokenizer: Path | None,
                  counts: Path | None) -> None:
     """The figures' checks before any work: matplotlib present, no PNG onto an input."""
-    import importlib.util
+    from nbcli.checkpoint.reader import checkpoint_inputs
+    from nbcli.plots import check_figure_outputs
 
-    from nbcli.checkpoint.reader import find_checkpoint_files
-    from nbcli.errors import NbError
-    from nbcli.outputs import guard_outputs
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError("--bias-effect-plot / --by-frequency-plot need matplotlib: pip install 'nbcli[plot]'")
-    read: list[Path | str | None] = [checkpoint, tokenizer, counts, figures.by_frequency,
-                                     *(c for c in corpus if c != "-")]
-    try:
-        files, index, _ = find_checkpoint_files(checkpoint)
-        read += [*files, index]
-    except NbError:
-        pass  # reported when the checkpoint is opened
-    guard_outputs(figures.plots(), read, option="--bias-effect-plot")
+    option = "--bias-effect-plot" if figures.bias_effect_plot is not None else "--by-frequency-plot"
+    check_figure_outputs(option, figures.plots(), [*checkpoint_inputs(checkpoint), tokenizer, counts,
+                                                   figures.by_frequency, *(c for c in corpus if c != "-")])
 
 
 def draw_figures(figures: TokenFigures, report: dict[str, Any], arrays: dict[str, Any]) -> None:
@@ -158,15 +148,14 @@ def by_frequency_overlay(reports: Sequence[Path], labels: Sequence[str] | None =
     """Paper 000 fig. 4 for several checkpoints on one figure: the `by_frequency` sections of `nb eval
     --by-frequency C --json` reports (one per checkpoint, e.g. bias-init unigram vs zero), labelled by
     `labels` (default: each report's checkpoint file name), drawn into `plot` when given."""
-    from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version, utc_now
 
     if labels is not None and len(labels) != len(reports):
         raise ConfigError(f"--label given {len(labels)} times for {len(reports)} reports")
     if plot is not None:
-        if Path(plot).suffix.lower() != ".png":
-            raise ConfigError(f"-o {plot}: the figure is a PNG; give a name ending in .png")
-        guard_outputs([plot], list(reports))
+        from nbcli.plots import check_figure_outputs
+
+        check_figure_outputs("-o", [plot], list(reports))
     series = []
     for i, path in enumerate(reports):
         try:

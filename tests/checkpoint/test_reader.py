@@ -125,3 +125,21 @@ def test_row_blocks_refuse_strides_and_name_a_file_truncated_after_open(tmp_path
     assert ckpt.rows("w")[0:1].shape == (1, 4)  # the first row is still whole
     with pytest.raises(CheckpointError, match=r"m\.safetensors: tensor 'w' ended early"):
         ckpt.rows("w")[0:6]
+
+
+def test_checkpoint_inputs_names_the_shards_and_index_or_just_the_path(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    from nbcli.checkpoint.reader import checkpoint_inputs
+
+    single = tmp_path / "m.safetensors"
+    save_file({"a": torch.zeros(2)}, str(single))
+    assert checkpoint_inputs(single) == [single]
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    save_file({"a": torch.zeros(2)}, str(folder / "m-1.safetensors"))
+    save_file({"b": torch.zeros(2)}, str(folder / "m-2.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}))
+    assert set(checkpoint_inputs(folder)) == {folder, folder / "m-1.safetensors", folder / "m-2.safetensors", index}
+    assert checkpoint_inputs(tmp_path / "missing") == [tmp_path / "missing"]  # its error comes when it is opened
