@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
-    TimeRemainingColumn, TransferSpeedColumn,
-)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich (~25 ms to import) is loaded only when something is rendered or a progress bar can show:
+# `nb count-unigrams ... --json | jq` never imports it.
+_TERMINAL_OVERRIDES = ("FORCE_TERMINAL", "TTY_COMPATIBLE", "FORCE_COLOR", "TTY_INTERACTIVE")
 
 
 _BRACKET = re.compile(r"(\\*)(\[[a-z#/@][^[]*?\])|(\\*)\[")  # a rich tag (rich.markup's pattern), or another [
@@ -20,11 +23,27 @@ _OPEN_TAIL = re.compile(r"\[[^[\]]*$")  # a [ that text after the data could mak
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def stderr_is_terminal() -> bool:
+    """Whether rich would treat stderr as a terminal (a progress bar shows). Answered without
+    importing rich when stderr is not a TTY and no environment variable can force one."""
+    if not any(name in os.environ for name in _TERMINAL_OVERRIDES):
+        try:
+            if not sys.stderr.isatty():
+                return False
+        except (AttributeError, ValueError):  # no isatty, or a closed stream: not a terminal
+            return False
+    return stderr_console().is_terminal
 
 
 def esc(value: object) -> str:
@@ -50,6 +69,8 @@ def esc(value: object) -> str:
 
 def print_warnings(warnings: list[str]) -> None:
     """Each warning on stderr as one `warning:` line (the report's --json keeps them too)."""
+    if not warnings:
+        return
     err = stderr_console()
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
@@ -79,13 +100,17 @@ def byte_progress(description: str) -> Iterator[Callable[[int, int | None], None
 
     The callback takes (advance_bytes, total_bytes_or_None).
     """
-    console = stderr_console()
-    if not console.is_terminal:
+    if not stderr_is_terminal():
         yield lambda advance, total: None
         return
+    from rich.progress import (
+        BarColumn, DownloadColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+        TimeRemainingColumn, TransferSpeedColumn,
+    )
+
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(), DownloadColumn(),
-        TransferSpeedColumn(), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+        TransferSpeedColumn(), TimeElapsedColumn(), TimeRemainingColumn(), console=stderr_console(),
         transient=True,
     )
     task = progress.add_task(description, total=None)
@@ -108,14 +133,17 @@ def step_progress(description: str, total: int | None) -> Iterator[Callable[...,
 
     The callback takes (advance=1, **fields) where fields fill `{task.fields[...]}` columns.
     """
-    console = stderr_console()
-    if not console.is_terminal:
+    if not stderr_is_terminal():
         yield lambda advance=1, **fields: None
         return
+    from rich.progress import (
+        BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    )
+
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-        console=console, transient=True,
+        console=stderr_console(), transient=True,
     )
     task = progress.add_task(description, total=total, status="")
 

@@ -73,7 +73,7 @@ def count_unigrams(
     whitespace-delimited chunk is encoded once where the tokenizer's settings make that provably
     equal to encoding whole documents, and whole documents are encoded otherwise.
     """
-    from nbcli.cli.console import byte_progress, print_report, stderr_console
+    from nbcli.cli.console import byte_progress, print_report, print_warnings
     from nbcli.cli.render import render_count_summary
     from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
@@ -84,14 +84,15 @@ def count_unigrams(
     with byte_progress("counting") as progress:
         report, _ = count_to_file(inputs, tokenizer, output, tsv, options, smoothing_k=k, workers=workers or None,
                                   dask_address=dask, progress=progress)
-    err = stderr_console()
+    warnings = []
     if report["bad_utf8_lines"]:
-        err.print(f"[yellow]warning:[/] {report['bad_utf8_lines']} line(s) had invalid UTF-8, "
-                  "counted with U+FFFD replacement (--strict to fail instead)")
+        warnings.append(f"{report['bad_utf8_lines']} line(s) had invalid UTF-8, counted with U+FFFD "
+                        "replacement (--strict to fail instead)")
     if report["skipped_lines"]:
-        err.print(f"[yellow]warning:[/] skipped {report['skipped_lines']} bad JSONL line(s)")
+        warnings.append(f"skipped {report['skipped_lines']} bad JSONL line(s)")
     if report["skipped_nulls"]:
-        err.print(f"[yellow]warning:[/] skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
+        warnings.append(f"skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
+    print_warnings(warnings)  # rich is imported only when there is one
     print_report(report, as_json, render_count_summary)
 
 

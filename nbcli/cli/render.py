@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
 from nbcli.cli.console import esc, stdout_console
 
 
@@ -16,6 +14,8 @@ def _marker_text(added: bool, token: dict[str, Any] | None) -> str:
 
 
 def render_count_summary(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
     console = stdout_console()
     table = Table(title=f"unigram counts -> {esc(report['output'])}", show_header=False, title_justify="left")
     table.add_column("", style="bold")

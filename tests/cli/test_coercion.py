@@ -82,17 +82,18 @@ def test_build_app_commands_match_the_table() -> None:
         assert list(typer.main.get_command(build_app([name])).commands) == [name]
 
 
-def test_a_real_run_neither_imports_pydantic_nor_builds_other_commands(tmp_path: Path) -> None:
+def test_a_real_run_imports_neither_pydantic_nor_rich_nor_other_commands(tmp_path: Path) -> None:
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello world\n")
     tokenizer = Path(__file__).resolve().parents[2] / "nbcli" / "data" / "botchan-bpe2k.model"
     code = ("import sys; from nbcli.cli import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'nbcli.cli.'))), code)")
+            "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'rich', 'nbcli.cli.'))), code)")
     out = subprocess.run([sys.executable, "-c", code, "count-unigrams", str(corpus), "-t", str(tokenizer),
                           "-o", str(tmp_path / "c.safetensors"), "--workers", "1", "--json"],
                          capture_output=True, text=True, timeout=120)
     last = out.stdout.strip().splitlines()[-1]
     assert last.endswith(" 0"), out.stderr
     assert "pydantic" not in last, last
+    assert "'rich" not in last, last  # --json into a pipe renders nothing: rich is never imported
     assert "nbcli.cli.count_unigrams" in last and "nbcli.cli.train" not in last, last

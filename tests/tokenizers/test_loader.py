@@ -282,3 +282,45 @@ def test_the_continuation_copy_drops_only_the_dummy_prefix(fixture: str, request
         with_prefix = "".join(sp.encode(text, out_type=str))
         without = "".join(copy.encode(text, out_type=str))
         assert with_prefix.startswith("\u2581") and without == with_prefix[1:], (text, with_prefix, without)
+
+
+@pytest.mark.parametrize("fixture", ["sp_model", "sp_unigram_model", "sp_llama2_model", "bundled"])
+def test_fast_piece_read_equals_the_general_proto_parse(fixture: str, request: pytest.FixtureRequest) -> None:
+    """`read_model_settings` reads the leading pieces in SentencePiece's own form with a fast loop;
+    it must give what the general parser gives, also where a piece is in another form (a field
+    order, a long length) and the general parser takes over part-way."""
+    from nbcli.tokenizers import sentencepiece as spmod
+
+    path = SAMPLE_TOKENIZER if fixture == "bundled" else request.getfixturevalue(fixture)
+    data = Path(path).read_bytes()
+
+    def general(blob: bytes) -> spmod.ModelSettings:
+        model = spmod._proto_fields(blob)
+        raw = model.get(spmod.PIECES, [])
+        types = tuple(1 if b"\x18" not in r else int(spmod._proto_fields(r).get(3, [1])[-1]) for r in raw)
+        return spmod.ModelSettings(trainer=spmod._proto_fields(model.get(spmod.TRAINER_SPEC, [b""])[-1]),
+                                   normalizer=spmod._proto_fields(model.get(spmod.NORMALIZER_SPEC, [b""])[-1]),
+                                   piece_types=types, pieces=tuple(map(spmod._piece_text, raw)))
+
+    # A piece written with its score before its text (valid protobuf) in the middle of the list.
+    odd = b"\x15\x00\x00\x80\xbf\x0a\x03abc"
+    pos = 0
+    for _ in range(5):
+        pos += 2 + data[pos + 1]
+    reordered = data[:pos] + b"\x0a" + bytes([len(odd)]) + odd + data[pos:]
+    for blob in (data, reordered):
+        spmod.read_model_settings.cache_clear()
+        assert spmod.read_model_settings(blob) == general(blob)
+    assert "abc" in spmod.read_model_settings(reordered).pieces
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=["a", "b", "\u2581", " ", "\0", "\n", "é"], max_size=4), max_size=8),
+       st.booleans())
+def test_first_spanning_piece_equals_the_piece_by_piece_check(texts: list[str], collapse: bool) -> None:
+    from nbcli.tokenizers.sentencepiece import _first_spanning_piece
+
+    pieces = [(3 * i + 1, text) for i, text in enumerate(texts)]
+    expected = next(((i, p) for i, p in pieces if " " in p or "\u2581" in p.lstrip("\u2581")
+                     or (collapse and "\u2581" in p[1:])), None)
+    assert _first_spanning_piece(([i for i, _ in pieces], texts), collapse) == expected
