@@ -40,7 +40,7 @@ class Rows(Protocol):
 # Row blocks
 
 
-def _float32(block: Any) -> np.ndarray:
+def float32_block(block: Any) -> np.ndarray:
     """A block as a C-contiguous float32 numpy array (torch tensors of any dtype included)."""
     if hasattr(block, "detach"):  # torch.Tensor: bf16 has no numpy dtype, so convert in torch
         block = block.detach().to(device="cpu").float().numpy()
@@ -57,7 +57,7 @@ def iter_row_blocks(rows: Rows, block_rows: int | None = None) -> Iterator[tuple
     n, d = (int(s) for s in rows.shape)
     step = block_rows or block_rows_for(d)
     for start in range(0, n, step):
-        yield start, _float32(rows[start:min(n, start + step)])
+        yield start, float32_block(rows[start:min(n, start + step)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     n = int(rows.shape[0])
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(n, size=min(sample, n), replace=False))
-    block = np.concatenate([_float32(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
+    block = np.concatenate([float32_block(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
         np.zeros((0, int(rows.shape[1])), dtype=np.float32)
     unit = _unit_direction(remove)
     if unit is not None:

@@ -49,7 +49,7 @@ class WhitenedRows:
         return (int(self.rows.shape[0]), int(self.rows.shape[1]))
 
     def __getitem__(self, key: slice) -> np.ndarray:
-        block = probes._float32(self.rows[key]).astype(np.float64)
+        block = probes.float32_block(self.rows[key]).astype(np.float64)
         return ((block - self.mu) @ self.root).astype(np.float32)
 
 
@@ -68,7 +68,7 @@ class _FloatRows:
         self.shape = tuple(int(s) for s in rows.shape)
 
     def __getitem__(self, key: slice) -> np.ndarray:
-        return probes._float32(self.rows[key])
+        return probes.float32_block(self.rows[key])
 
 
 class FrequencyShare:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nbcli.atomic.checks import check_output_dir, name_max
-from nbcli.atomic.recovery import _named_by, _removable, _sha256_of, recover_directory, recover_journal_now
+from nbcli.atomic.recovery import shards_named_by, removable_shard, index_sha256, recover_directory, recover_journal_now
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, _fsync_dir, _tag, temp_name
 from nbcli.errors import OutputError
 
@@ -241,9 +241,9 @@ class OutputSet:
         for path, tmp, _handle in after:
             self._rename(path, tmp, journal, decided=True)
             _fault("renamed")
-        live = _named_by(index)
+        live = shards_named_by(index)
         for old in self._retire:
-            if _removable(old, live):
+            if removable_shard(old, live):
                 old.unlink(missing_ok=True)
             _fault("retired")
         for folder in {tmp.parent for _path, tmp, _handle in self._files} | {p.parent for p in self._retire}:
@@ -264,7 +264,7 @@ class OutputSet:
             if any(tmp.parent != directory for _path, tmp, _handle in self._files):
                 raise OutputError(f"{point[0]}: a commit point needs every output in its directory")
             doc = {"nb_commit": 2, "pid": os.getpid(), "before": [pair(f) for f in self._files[:self._point]],
-                   "point": pair(point), "sha256": _sha256_of(point[1]),
+                   "point": pair(point), "sha256": index_sha256(point[1]),
                    "after": [pair(f) for f in self._files[self._point + 1:]],
                    "retire": [p.name for p in self._retire]}
         data = json.dumps(doc, indent=1).encode()

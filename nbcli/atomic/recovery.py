@@ -48,7 +48,9 @@ def _read_journal(journal: Path) -> dict[str, object]:
     return parsed
 
 
-def _sha256_of(path: Path) -> str | None:
+def index_sha256(path: Path) -> str | None:
+    """The sha256 of an index file's first 256 MiB (None if unreadable): how a journal knows
+    whether the index rename happened."""
     try:
         with open(path, "rb") as handle:
             return hashlib.sha256(handle.read(256 << 20)).hexdigest()
@@ -56,7 +58,7 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
-def _named_by(index: Path) -> set[str]:
+def shards_named_by(index: Path) -> set[str]:
     """The file names the index at `index` names in its weight_map (empty if unreadable)."""
     try:
         weight_map = json.loads(index.read_bytes()[:256 << 20]).get("weight_map", {})
@@ -65,7 +67,7 @@ def _named_by(index: Path) -> set[str]:
         return set()
 
 
-def _removable(path: Path, live: set[str]) -> bool:
+def removable_shard(path: Path, live: set[str]) -> bool:
     """A file recovery may remove: a shard (.safetensors) the index on disk does not name."""
     return path.name.endswith(".safetensors") and path.name not in live
 
@@ -75,9 +77,9 @@ def _finish_commit_point(journal: Path, doc: dict[str, object]) -> tuple[str, in
     Returns ("completed" | "rolled back", files renamed or removed now). Only shards the index on
     disk does not name are ever removed, whatever the journal says."""
     point_tmp, point = doc["point"]  # type: ignore[misc]
-    live = _named_by(point)
+    live = shards_named_by(point)
     done = 0
-    if _sha256_of(point) == doc["sha256"]:  # the index rename happened: the new set is the model
+    if index_sha256(point) == doc["sha256"]:  # the index rename happened: the new set is the model
         for tmp, target in doc["after"]:  # type: ignore[attr-defined]
             try:
                 os.replace(tmp, target)
@@ -88,14 +90,14 @@ def _finish_commit_point(journal: Path, doc: dict[str, object]) -> tuple[str, in
                 raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
                                   f"{err.strerror}") from None
         for old in doc["retire"]:  # type: ignore[attr-defined]
-            if _removable(old, live):
+            if removable_shard(old, live):
                 with contextlib.suppress(FileNotFoundError):
                     old.unlink()
                     done += 1
         return "completed", done
     # not committed: the old index and its shards are the model; remove what the commit added
     added = [tmp for tmp, _target in [*doc["before"], *doc["after"]]] + [point_tmp]  # type: ignore[misc]
-    added += [target for _tmp, target in doc["before"] if _removable(target, live)]  # type: ignore[attr-defined]
+    added += [target for _tmp, target in doc["before"] if removable_shard(target, live)]  # type: ignore[attr-defined]
     for path in added:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
