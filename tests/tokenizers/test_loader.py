@@ -13,7 +13,7 @@ from nbcli.counting import BlockCounter, CountOptions
 from nbcli.errors import TokenizerError
 from nbcli.samples import SAMPLE_TOKENIZER
 from nbcli.tokenizers import load_tokenizer
-from nbcli.tokenizers.hf import PREFIX_SPACE_CHUNK
+from nbcli.tokenizers.hf_rules import PREFIX_SPACE_CHUNK
 
 # Characters chosen to break naive whitespace splitting: ASCII and Unicode spaces, tabs, CR, control
 # separators Python calls whitespace but Unicode does not, spacing accents that NFKC turns into
