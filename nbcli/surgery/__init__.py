@@ -1,7 +1,8 @@
 """Checkpoint surgery: the papers' operations (`nbcli.ops`) applied to a checkpoint's tensors.
 
-    plan.py    SurgeryOptions (what to do), StandardiseSpec / parse_standardise, check_lambda, the
-               Workspace, run_surgery (which tensors change and how, in OPERATION_ORDER),
+    options.py SurgeryOptions (what to do), StandardiseSpec / parse_standardise, check_lambda,
+               OPERATION_ORDER
+    plan.py    the Workspace, run_surgery (which tensors change and how, in OPERATION_ORDER),
                resolve_options, surgery_result (run_surgery's output as the report),
                held_tensors, provenance_entry
     write.py   apply_surgery: the streamed write of OUT, overlapped with hashing the inputs, and a
@@ -12,10 +13,12 @@ memory runs `run_surgery` and `surgery_result`; `nb eval` and `nb generate` run 
 model in memory; `nb train` and `nb transplant-embeddings` use `standardise_to`.
 """
 
+from nbcli.surgery.options import (
+    CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, check_lambda, parse_standardise,
+)
 from nbcli.surgery.plan import (
-    CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, SurgeryResult, TouchedTensor, Workspace,
-    check_lambda, held_tensors, parse_standardise, provenance_entry, resolve_options, run_surgery, standardise_to,
-    surgery_result,
+    SurgeryResult, TouchedTensor, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery,
+    standardise_to, surgery_result,
 )
 from nbcli.surgery.write import apply_surgery, patch_file
 

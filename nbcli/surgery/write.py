@@ -21,9 +21,9 @@ from nbcli.errors import CheckpointError, ConfigError, CountsError
 from nbcli.jsonsafe import metadata_object
 from nbcli.limits import input_stat
 from nbcli.provenance import sha256_file_cached
+from nbcli.surgery.options import SurgeryOptions
 from nbcli.surgery.plan import (
-    SurgeryOptions, SurgeryResult, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery,
-    surgery_result,
+    SurgeryResult, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery, surgery_result,
 )
 
 if TYPE_CHECKING:
