@@ -1,10 +1,10 @@
 """Columnar corpora: parquet row groups and Arrow record batches (IPC files and streams, as
 `datasets` save_to_disk writes them), read with pyarrow, one string column (--field) at a time.
 
-One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group (a row
-group of more than UNIT_BYTES of text is shared by several units, each counting a slice of its rows
-while decoding the pages before it, which costs ~1% of the counting), or a run of Arrow record
-batches of about UNIT_BYTES. A worker reads its unit in batches of about
+One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group (where a
+file has few row groups for the workers, and for its last row groups, a group of more than
+UNIT_BYTES of text is shared by several units, each counting a slice of its rows while decoding the
+pages before it: `_parts_of_groups`), or a run of Arrow record batches of about UNIT_BYTES. A worker reads its unit in batches of about
 BATCH_TEXT_BYTES of text and hands counting `DocumentBatch`es: documents, never file formats.
 Peak memory per worker is about one batch of text plus what pyarrow holds to decode one column
 chunk page by page (parquet files are opened unbuffered-by-row-group: `pre_buffer=False`).
@@ -130,7 +130,22 @@ def _head(source: CorpusSource, size: int) -> bytes:
         handle.close()
 
 
-def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
+def _parts_of_groups(texts: list[int], workers: int | None) -> list[int]:
+    """How many units share each row group (text bytes `texts`).
+
+    A unit that starts inside a row group decodes the pages before its slice, so sharing a group
+    among P units decodes it (P + 1) / 2 times. With enough row groups for the workers (at least 3
+    per worker) groups stay whole and only the last `workers` are shared (at most `workers` ways),
+    so the work left at the end is in small pieces; otherwise, or when the workers are not known
+    (Dask), every group of more than UNIT_BYTES of text is shared."""
+    split_all = [max(1, -(-text // UNIT_BYTES)) for text in texts]
+    if workers is None or len(texts) < 3 * workers:
+        return split_all
+    tail = len(texts) - workers
+    return [1 if i < tail else min(workers, parts) for i, parts in enumerate(split_all)]
+
+
+def _parquet_units(source: CorpusSource, field: str, workers: int | None) -> tuple[Any, list[RowUnit]]:
     pa = _pyarrow()
     head = _head(source, len(PARQUET_MAGIC))
     if head and head != PARQUET_MAGIC:  # pyarrow checks only the footer's magic
@@ -147,8 +162,8 @@ def _parquet_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]
     texts = [_column_bytes(group, field) for group in groups]
     total = max(1, sum(texts))
     units, row, done, shown = [], 0, 0, 0
-    for i, (group, text) in enumerate(zip(groups, texts)):
-        parts = max(1, min(group.num_rows, -(-text // UNIT_BYTES)))
+    for i, (group, text, wanted) in enumerate(zip(groups, texts, _parts_of_groups(texts, workers))):
+        parts = max(1, min(group.num_rows, wanted))
         for k in range(parts):
             lo, hi = group.num_rows * k // parts, group.num_rows * (k + 1) // parts
             done += text * (k + 1) // parts - text * k // parts
@@ -228,16 +243,18 @@ def _schema_difference(a: Any, b: Any) -> str:
     return f"column {extra[0]!r} is new here" if extra else "columns are in another order"
 
 
-def plan_columnar(sources: list[CorpusSource], field: str) -> dict[str, list[RowUnit]]:
+def plan_columnar(sources: list[CorpusSource], field: str, workers: int | None = None) -> dict[str, list[RowUnit]]:
     """Each columnar source's units, checking every footer and schema before any work: `field` must
     be a string column in each, and the files of one INPUT argument (a glob, a folder) must share
-    one schema (a shard that differs is a different dataset, or a broken export)."""
+    one schema (a shard that differs is a different dataset, or a broken export). `workers`: how
+    many processes will share the units (None: unknown, every large row group is shared)."""
     plans: dict[str, list[RowUnit]] = {}
     first: dict[str, tuple[str, Any]] = {}
     for source in sources:
         if not source.columnar:
             continue
-        schema, units = (_parquet_units if source.kind == "parquet" else _arrow_units)(source, field)
+        schema, units = (_parquet_units(source, field, workers) if source.kind == "parquet"
+                         else _arrow_units(source, field))
         plain = schema.remove_metadata()
         if source.origin in first:
             other, expected = first[source.origin]
@@ -333,7 +350,8 @@ def _document_batch(pa: Any, path: str, first_row: int, column: Any, where: str)
     base = int(offsets[0]) if n else 0
     data = np.frombuffer(data_buffer, dtype=np.uint8)[base:int(offsets[-1])] if n and data_buffer is not None \
         else np.zeros(0, dtype=np.uint8)
-    breaks = np.flatnonzero((data == 10) | (data == 13))
+    breaks = np.flatnonzero(data < 14)  # one pass; few bytes below 14 are not LF or CR
+    breaks = breaks[(data[breaks] == 10) | (data[breaks] == 13)]
     documents: list[str] = []
     if breaks.size:
         broken = np.zeros(n, dtype=bool)

@@ -158,7 +158,7 @@ def count_corpus(
         load_columnar_reader()  # imported once here, before forking, not once per worker (~0.3 s)
     pool = _start_pool(tokenizer, options, n_workers) if n_workers > 1 and not dask_address else None
     try:  # after forking: pyarrow may start threads (footers and schemas are read here, before any work)
-        units = plan_columnar(sources, options.field)
+        units = plan_columnar(sources, options.field, None if dask_address else n_workers)
     except BaseException:
         if pool is not None:
             _abandon_pool(pool)

@@ -276,3 +276,27 @@ def test_large_row_groups_are_shared_by_units(tmp_path: Path, sp_model: Path, re
     result = count([str(path)], sp_model, workers)
     np.testing.assert_array_equal(result.counts, reference.counts)
     assert result.documents == reference.documents and result.skipped_nulls == 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_row_groups_stay_whole_but_the_last_ones_when_there_are_enough(
+        tmp_path: Path, sp_model: Path, reference: object, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit starting inside a row group decodes the pages before its slice, so with at least 3
+    row groups per worker only the last `workers` groups are shared (at most `workers` ways)."""
+    monkeypatch.setattr(columnar, "UNIT_BYTES", 700)  # every row group would be cut into slices
+    path = write_parquet(tmp_path / "d.parquet", DOCS)
+    sources = discover_inputs([str(path)])
+    groups = len({u.start for u in columnar.plan_columnar(sources, "text")[str(path)]})
+    assert groups >= 3 * workers
+    units = columnar.plan_columnar(sources, "text", workers)[str(path)]
+    per_group = {g: sum(u.start == g for u in units) for g in range(groups)}
+    assert all(per_group[g] == 1 for g in range(groups - workers)), per_group
+    assert all(1 <= per_group[g] <= workers for g in range(groups - workers, groups)), per_group
+    if workers > 1:
+        assert sum(per_group.values()) > groups  # the tail is shared
+    assert sum(u.progress_bytes for u in units) == path.stat().st_size
+    assert columnar._parts_of_groups([5000] * 4, 2) == [max(1, -(-5000 // 700))] * 4  # too few groups: all shared
+    assert columnar._parts_of_groups([5000] * 6, None) == [8] * 6  # workers unknown (Dask): all shared
+    result = count([str(path)], sp_model, workers)
+    np.testing.assert_array_equal(result.counts, reference.counts)
+    assert result.documents == reference.documents and result.skipped_nulls == 2
