@@ -196,6 +196,22 @@ def corpus_cases() -> Iterator[Case]:
         if key != "invalid-utf8":  # train reads like count-unigrams without --strict (U+FFFD)
             yield Case(f"train-jsonl-{key}", ("train", "--corpus", "{DIR}/c.jsonl", "-t", "{SP}", "--out",
                                               "{DIR}/run", *TRAIN_FAST), files, ("c.jsonl:2",), "corpus")
+    # A document over NB_MAX_LINE_MB (here 1 MB: a 17 MB fixture is not needed to reach the limit)
+    # is refused where it cannot be counted in pieces: whole-document encoding, JSONL, a compressed
+    # stream. (With a chunk rule a plain file's long line is counted in pieces: tests/counting.)
+    long_line = b"short line\n" + b"word " * 240_000 + b"\n"
+    small_lines = (("NB_MAX_LINE_MB", "1"),)
+    count_long = ("count-unigrams", "-t", "{SP}", "-o", "{DIR}/out.safetensors", "-j", "1")
+    yield Case("count-long-line-whole-documents", (*count_long, "{DIR}/c.txt", "--no-chunk-cache"),
+               _const({"c.txt": long_line}), ("c.txt:2", "NB_MAX_LINE_MB"), "corpus", env=small_lines)
+    yield Case("count-long-line-jsonl", (*count_long, "{DIR}/c.jsonl", "--format", "jsonl"),
+               _const({"c.jsonl": b'{"text": "a"}\n{"text": "' + b"word " * 240_000 + b'"}\n'}),
+               ("c.jsonl:2", "NB_MAX_LINE_MB"), "corpus", env=small_lines)
+    yield Case("count-long-line-gzip-stream", (*count_long, "{DIR}/c.txt.gz"),
+               _lazy(lambda: iter([("c.txt.gz", __import__("gzip").compress(long_line))])),
+               ("c.txt.gz", "NB_MAX_LINE_MB"), "corpus", env=small_lines)
+    yield Case("count-bad-max-line-setting", (*count_long, "{DIR}/c.txt"), _const({"c.txt": b"a b\n"}),
+               ("NB_MAX_LINE_MB",), "corpus", env=(("NB_MAX_LINE_MB", "-3"),))
     bad_utf8 = _const({"c.txt": b"good line\n\xff\xfe bad line\n"})
     yield Case("count-invalid-utf8-strict", ("count-unigrams", "{DIR}/c.txt", "--strict", "-t", "{SP}", "-o",
                                              "{DIR}/out.safetensors", "-j", "1"), bad_utf8, ("c.txt:2",), "corpus")

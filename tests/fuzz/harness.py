@@ -46,6 +46,7 @@ class Case:
     timeout: float = 120.0
     known: str = ""  # why this case still breaks a promise (an xfail, strict: it must start failing)
     fast: bool = True  # in the default suite (the others run under the fuzz_slow marker)
+    env: tuple[tuple[str, str], ...] = ()  # environment variables the run sees (e.g. a lower NB_MAX_LINE_MB)
 
     def expand(self, directory: Path, shared: Mapping[str, Path]) -> list[str]:
         values = {"DIR": str(directory), **{k: str(v) for k, v in shared.items()}}
@@ -133,7 +134,7 @@ def _alarm(signum: int, frame: object) -> None:
     raise CaseTimeout()
 
 
-def run_inprocess(args: list[str], timeout: float) -> Outcome:
+def run_inprocess(args: list[str], timeout: float, env: Mapping[str, str] | None = None) -> Outcome:
     from typer.testing import CliRunner
 
     from nbcli.cli import app
@@ -144,7 +145,7 @@ def run_inprocess(args: list[str], timeout: float) -> Outcome:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = CliRunner().invoke(app, args)
+            result = CliRunner().invoke(app, args, env=dict(env or {}))
     except CaseTimeout:
         return Outcome(None, "", "", False, hung=True)
     finally:
@@ -164,8 +165,8 @@ def run_inprocess(args: list[str], timeout: float) -> Outcome:
                    [f"{w.category.__name__}: {w.message}" for w in caught], left)
 
 
-def run_subprocess(args: list[str], cwd: Path, timeout: float) -> Outcome:
-    env = {**os.environ, "COLUMNS": "120"}
+def run_subprocess(args: list[str], cwd: Path, timeout: float, extra_env: Mapping[str, str] | None = None) -> Outcome:
+    env = {**os.environ, "COLUMNS": "120", **(extra_env or {})}
     proc = subprocess.Popen(["nb", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
                             start_new_session=True)
     try:
@@ -197,8 +198,8 @@ def check_case(case: Case, directory: Path, shared: Mapping[str, Path], *, subpr
     watched = [directory, *shared.values()]
     before = snapshot(watched)
     args = case.expand(directory, shared)
-    outcome = (run_subprocess(args, directory, case.timeout) if subprocess_mode
-               else run_inprocess(args, case.timeout))
+    outcome = (run_subprocess(args, directory, case.timeout, dict(case.env)) if subprocess_mode
+               else run_inprocess(args, case.timeout, dict(case.env)))
     after = snapshot(watched)
 
     lines = [line for line in outcome.stderr.splitlines() if line.strip()]
