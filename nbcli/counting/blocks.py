@@ -16,8 +16,9 @@ from typing import Any, Literal
 import numpy as np
 
 from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at, read_range_blocks, read_unit
+from nbcli.counting.certificate import certified_lines
 from nbcli.counting.keys import (
-    line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
+    keyed_parts, line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
 )
 from nbcli.counting.table import ChunkTable
 from nbcli.counting.tally import token_counts, weighted_token_counts
@@ -29,7 +30,9 @@ from nbcli.tokenizers.segment import dirty_lines, without_ranges
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker (and 16x as many ids); when full, the most used stay
 CACHED_PART_CHARS = 256  # longer parts are kept in the table only when repeated within a block
 SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
+CERTIFIED_SLICE_BYTES = 1 << 20  # the same for certified segmenters, which keep every part's key
 ENCODE_BATCH = 4096
+CERTIFY_BATCH = 1 << 14  # new chunks certified at a time (each call has a fixed numpy cost)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,9 @@ class BlockCounter:
         self.tokenizer = tokenizer
         self.options = options
         self.segmenter = tokenizer.segmenter if options.chunked else None
+        # A segmenter with a per-line certificate (SentencePiece unigram): a line is counted from its
+        # chunks only where `certify`'s numbers prove it (`nbcli.counting.certificate`), else whole.
+        self.certified = callable(getattr(self.segmenter, "certify", None))
         self.table = ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
@@ -181,7 +187,8 @@ class BlockCounter:
         if bail is None or not data:
             documents = self._text_documents(path, data, first_line, offset, result, jsonl)
         else:
-            dirty = self._count_clean_lines(data, bail, counts, result)
+            count_clean = self._count_certified_lines if self.certified else self._count_clean_lines
+            dirty = count_clean(data, bail, counts, result)
             documents = []
             lines_before = previous = 0
             for start, end in dirty:
@@ -240,6 +247,83 @@ class BlockCounter:
                            lambda missing: long_key_texts([names[i] for i in missing]))
         return dirty
 
+    def _count_certified_lines(self, data: bytes, bail: tuple[bytes, ...], counts: np.ndarray,
+                               result: TaskResult) -> list[tuple[int, int]]:
+        """`_count_clean_lines` for a certified segmenter: line by line, each clean line counted from
+        its chunks' cached ids where `certified_lines` proves them the line's own, else encoded whole.
+        Returns the byte ranges of the other lines."""
+        dirty: list[tuple[int, int]] = []
+        for lo, hi in line_slices(data, CERTIFIED_SLICE_BYTES):
+            piece = data[lo:hi] if hi - lo < len(data) else data
+            piece_dirty = dirty_lines(piece, bail)
+            dirty += [(lo + start, lo + end) for start, end in piece_dirty]
+            clean = without_ranges(piece, piece_dirty)
+            if clean:
+                self._count_lines_certified(clean, counts, result)
+        return dirty
+
+    def _count_lines_certified(self, clean: bytes, counts: np.ndarray, result: TaskResult) -> None:
+        """Count clean lines (see `_count_certified_lines`)."""
+        segmenter, table, size = self.segmenter, self.table, counts.shape[0]
+        assert segmenter is not None
+        b = np.frombuffer(clean, dtype=np.uint8)
+        newlines = np.flatnonzero(b == 10)
+        lines = newlines.shape[0] + int(b[-1] != 10)
+        result.documents += lines - int(b[0] == 10) - int(np.count_nonzero(np.diff(newlines) == 1))
+        spans = segmenter.spans(clean)
+        n_parts = spans[0].shape[0]
+        if not n_parts:
+            return
+        if table.full():
+            table.purge()  # before any lookup: rows found below stay valid for this call
+        rows = np.full(n_parts, -1, dtype=np.int64)
+        short, mid, long = keyed_parts(clean, spans)
+        for group, keys, texts_of in (
+                (short, short.keys, lambda missing: short_key_texts(short.keys[missing])),
+                (mid, mid.keys.view("S16").ravel(), lambda missing: mid_key_texts(mid.keys[missing])),
+                (long, long.keys, lambda missing: long_key_texts([long.keys[i] for i in missing.tolist()]))):
+            if group.parts.size:
+                rows[group.parts] = self._certified_rows(keys, texts_of)[group.inverse]
+        line_of = np.searchsorted(newlines, spans[0])  # parts are in byte order
+        heads = np.flatnonzero(np.append(True, line_of[1:] != line_of[:-1]))
+        known = rows >= 0
+        at = np.where(known, rows, 0)
+        ok = certified_lines(np.where(known, table.margin[at], -np.inf), table.best[at], table.chars[at],
+                             heads, segmenter.score_bound)
+        seen, seen_freqs = np.unique(rows[known], return_counts=True)
+        table.hits[seen] += seen_freqs
+        used = rows[np.repeat(ok, np.diff(np.append(heads, n_parts)))]
+        if used.size:
+            used_rows, freqs = np.unique(used, return_counts=True)
+            counts += table.token_counts(used_rows, freqs, size)
+        whole = line_of[heads[~ok]].tolist()
+        if whole:
+            line_starts, line_ends = np.append(0, newlines + 1), np.append(newlines, b.shape[0])
+            texts = b"\n".join([clean[line_starts[i]:line_ends[i]] for i in whole]).decode("utf-8").split("\n")
+            for start in range(0, len(texts), ENCODE_BATCH):
+                counts += token_counts(self.tokenizer.encode_batch(texts[start:start + ENCODE_BATCH]), size)
+
+    def _certified_rows(self, keys: list[Any] | np.ndarray,
+                        texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> np.ndarray:
+        """Rows of distinct part keys, chunks not in the table certified and added (-1 where not kept:
+        over CACHED_PART_CHARS, or the table full; their lines are encoded whole)."""
+        table, segmenter = self.table, self.segmenter
+        rows = table.rows(keys)
+        missing = np.flatnonzero(rows < 0)
+        if missing.size:
+            texts, _ = texts_of(missing)
+            short = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) <= CACHED_PART_CHARS
+            texts = [t for t, keep in zip(texts, short.tolist()) if keep]
+            missing = missing[short][:max(0, table.limit - table.size)]
+            first = table.size
+            for start in range(0, missing.shape[0], CERTIFY_BATCH):
+                batch = missing[start:start + CERTIFY_BATCH]
+                encoded, *certificate = segmenter.certify(texts[start:start + batch.shape[0]])  # type: ignore[union-attr]
+                new = keys[batch] if isinstance(keys, np.ndarray) else [keys[i] for i in batch.tolist()]
+                table.add(new, encoded, tuple(certificate))  # type: ignore[arg-type]
+            rows[missing] = np.arange(first, first + missing.shape[0])
+        return rows
+
     def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,
                         result: TaskResult, jsonl: bool) -> list[str]:
         """The non-empty documents of whole lines `data` as str (CRLF or LF ends a line); invalid
@@ -287,7 +371,7 @@ class BlockCounter:
         """Add the token counts of `documents` to `counts`."""
         if not documents:
             return
-        if self.segmenter is None:
+        if self.segmenter is None or self.certified:  # certified segmenters: str documents go whole
             for start in range(0, len(documents), ENCODE_BATCH):
                 counts += token_counts(self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH]),
                                        counts.shape[0])

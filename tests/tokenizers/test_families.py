@@ -39,6 +39,7 @@ FAMILIES = {
     # fixture: the segmenter it must get
     "sp_model": "sp",
     "sp_llama2_model": "sp-space-runs",
+    "sp_unigram_model": "sp-unigram-certified",
     "hf_bytelevel_json": "bytelevel",
     "hf_gpt2_prefix_json": "bytelevel",
     "hf_llama3_json": "split-regex",
@@ -114,7 +115,9 @@ def test_family_exact_on_indented_raw_text(fixture: str, request: pytest.Fixture
 
 
 def test_whole_document_families_say_why(tmp_path: Path, sp_unigram_model: Path, hf_llama3_json: Path) -> None:
-    tok = load_tokenizer(sp_unigram_model)
+    kept_spaces = tmp_path / "kept-spaces.model"  # NormalizerSpec.remove_extra_whitespaces = false (merged)
+    kept_spaces.write_bytes(sp_unigram_model.read_bytes() + b"\x1a\x02\x20\x00")
+    tok = load_tokenizer(kept_spaces)
     assert tok.segmenter is None and "unigram" in tok.method_reason
     config = json.loads(hf_llama3_json.read_text())
     config["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\s+|\S+"  # not a known regex
