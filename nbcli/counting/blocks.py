@@ -33,6 +33,7 @@ SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (b
 CERTIFIED_SLICE_BYTES = 1 << 20  # the same for certified segmenters, which keep every part's key
 ENCODE_BATCH = 4096
 CERTIFY_BATCH = 1 << 14  # new chunks certified at a time (each call has a fixed numpy cost)
+CERTIFY_AT_SIGHTING = 2  # a unigram chunk is certified when seen this many times (see _certified_rows)
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,8 @@ class BlockCounter:
                 (mid, mid.keys.view("S16").ravel(), lambda missing: mid_key_texts(mid.keys[missing])),
                 (long, long.keys, lambda missing: long_key_texts([long.keys[i] for i in missing.tolist()]))):
             if group.parts.size:
-                rows[group.parts] = self._certified_rows(keys, texts_of)[group.inverse]
+                freqs = np.bincount(group.inverse, minlength=len(keys))
+                rows[group.parts] = self._certified_rows(keys, freqs, texts_of)[group.inverse]
         line_of = np.searchsorted(newlines, spans[0])  # parts are in byte order
         heads = np.flatnonzero(np.append(True, line_of[1:] != line_of[:-1]))
         known = rows >= 0
@@ -303,25 +305,34 @@ class BlockCounter:
             for start in range(0, len(texts), ENCODE_BATCH):
                 counts += token_counts(self.tokenizer.encode_batch(texts[start:start + ENCODE_BATCH]), size)
 
-    def _certified_rows(self, keys: list[Any] | np.ndarray,
+    def _certified_rows(self, keys: list[Any] | np.ndarray, freqs: np.ndarray,
                         texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> np.ndarray:
-        """Rows of distinct part keys, chunks not in the table certified and added (-1 where not kept:
-        over CACHED_PART_CHARS, or the table full; their lines are encoded whole)."""
+        """Rows of distinct part keys (seen `freqs` times in this call); -1 where not kept (over
+        CACHED_PART_CHARS, or the table full): their lines are encoded whole.
+
+        A chunk is certified (encoded alone, its margin found: `certify`) once it has been seen
+        CERTIFY_AT_SIGHTING times; until then its row is pending (margin NaN, never certified), so
+        that chunks seen once (half the distinct chunks of a Zipfian corpus) cost a key, not a lattice."""
         table, segmenter = self.table, self.segmenter
         rows = table.rows(keys)
         missing = np.flatnonzero(rows < 0)
         if missing.size:
             texts, _ = texts_of(missing)
             short = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) <= CACHED_PART_CHARS
-            texts = [t for t, keep in zip(texts, short.tolist()) if keep]
             missing = missing[short][:max(0, table.limit - table.size)]
-            first = table.size
-            for start in range(0, missing.shape[0], CERTIFY_BATCH):
-                batch = missing[start:start + CERTIFY_BATCH]
-                encoded, *certificate = segmenter.certify(texts[start:start + batch.shape[0]])  # type: ignore[union-attr]
-                new = keys[batch] if isinstance(keys, np.ndarray) else [keys[i] for i in batch.tolist()]
-                table.add(new, encoded, tuple(certificate))  # type: ignore[arg-type]
-            rows[missing] = np.arange(first, first + missing.shape[0])
+            first, n = table.size, missing.shape[0]
+            new = keys[missing] if isinstance(keys, np.ndarray) else [keys[i] for i in missing.tolist()]
+            table.add(new, [[]] * n, (np.full(n, np.nan), np.zeros(n), np.zeros(n, dtype=np.int32)))
+            rows[missing] = np.arange(first, first + n)
+        known = np.flatnonzero(rows >= 0)
+        pending = known[np.isnan(table.margin[rows[known]])]
+        if CERTIFY_AT_SIGHTING > 1:
+            seen_before = table.hits[rows[pending]] + freqs[pending]  # hits: occurrences of earlier calls
+            pending = pending[seen_before >= CERTIFY_AT_SIGHTING]
+        for start in range(0, pending.shape[0], CERTIFY_BATCH):
+            batch = pending[start:start + CERTIFY_BATCH]
+            encoded, *certificate = segmenter.certify(texts_of(batch)[0])  # type: ignore[union-attr]
+            table.replace(rows[batch], encoded, tuple(certificate))  # type: ignore[arg-type]
         return rows
 
     def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,

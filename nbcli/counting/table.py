@@ -137,6 +137,22 @@ class ChunkTable:
         else:
             self.index.update(zip(keys, range(first, first + n)))
 
+    def replace(self, rows: np.ndarray, encoded: list[list[int]],
+                certificate: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Give existing rows (distinct) new token ids and certificate numbers; the ids go after the
+        others (the old ones stay unused until the next purge compacts the array)."""
+        tokens, lengths = flat_ids(encoded)
+        total = tokens.shape[0]
+        assert self.used + total < 2**31, "ids beyond int32 positions"
+        if self.used + total > self.ids.shape[0]:
+            self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
+        self.ids[self.used:self.used + total] = tokens
+        self.starts[rows] = self.used + np.cumsum(lengths) - lengths
+        self.lengths[rows] = lengths
+        for column, values in zip((self.margin, self.best, self.chars), certificate):
+            column[rows] = values
+        self.used += total
+
     def purge(self) -> None:
         """Keep the most used rows (row 0 always), at most half of `limit` and of `ids_limit`,
         renumbered, so memory stays bounded however long the corpus: the frequent chunks of a
