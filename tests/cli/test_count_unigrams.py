@@ -179,24 +179,31 @@ def test_quickstart_subprocess_json(tmp_path: Path) -> None:
 
 
 def test_method_and_reason_reported(tmp_path: Path, sp_model: Path, sp_unigram_model: Path, corpus: Path) -> None:
-    """BPE counts by chunks; a unigram model by whole documents, and the summary says why."""
+    """BPE counts by chunks; a unigram model by chunks under the per-line certificate, whole
+    documents with --no-chunk-cache; the summary says why."""
     reports = {}
     for name, model, extra in (("bpe", sp_model, ()), ("unigram", sp_unigram_model, ()),
-                               ("forced", sp_model, ("--no-chunk-cache",))):
+                               ("forced", sp_model, ("--no-chunk-cache",)),
+                               ("unigram-forced", sp_unigram_model, ("--no-chunk-cache",))):
         result = invoke("count-unigrams", str(corpus), "-t", str(model), "-o", str(tmp_path / f"{name}.safetensors"),
                         "--json", *extra)
         assert result.exit_code == 0, result.output
         reports[name] = json.loads(result.stdout)
     assert reports["bpe"]["method"] == "chunked (sp)"
-    assert reports["unigram"]["method"] == "whole documents" and "unigram" in reports["unigram"]["method_reason"]
-    assert reports["forced"]["method"] == "whole documents"
-    assert reports["forced"]["method_reason"] == "--no-chunk-cache"
+    assert reports["unigram"]["method"] == "chunked (sp-unigram-certified)"
+    assert "unigram" in reports["unigram"]["method_reason"] and "certificate" in reports["unigram"]["method_reason"]
+    for forced in ("forced", "unigram-forced"):
+        assert reports[forced]["method"] == "whole documents"
+        assert reports[forced]["method_reason"] == "--no-chunk-cache"
+    assert reports["unigram"]["tokens"] == reports["unigram-forced"]["tokens"]
+    assert (read_counts(tmp_path / "unigram.safetensors").counts
+            == read_counts(tmp_path / "unigram-forced.safetensors").counts).all()
     # The counts file records the method used, not the option asked for.
-    for name, chunked in (("bpe", True), ("unigram", False), ("forced", False)):
+    for name, chunked in (("bpe", True), ("unigram", True), ("forced", False), ("unigram-forced", False)):
         meta = read_counts(tmp_path / f"{name}.safetensors").metadata
         options = json.loads(meta["nb.options"])
         assert options["chunked"] is chunked, name
-        assert options["chunk_cache"] is (name != "forced")
+        assert options["chunk_cache"] is (not name.endswith("forced"))
         assert meta["nb.method"] == reports[name]["method"]
 
 
