@@ -12,20 +12,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nbcli.counting import BlockCounter, CountOptions, count_corpus
 from nbcli.tokenizers import load_tokenizer
+from nbcli.tokenizers.sentencepiece import _read_varint as _varint
 
 PLANTED = ["and", "the", "for", "was", "with"]
 FILLER = ["frequency", "transformer", "embedding", "attention", "corpus", "model", "layer"]
-
-
-def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
 
 
 def score_offsets(buf: bytes | bytearray) -> dict[str, int]:
