@@ -31,7 +31,9 @@ from nbcli.tokenizers.sentencepiece import SentencePieceWords, read_model_settin
 
 NORMAL, USER_DEFINED = 1, 4
 MAX_CERTIFIED_CHARS = 128  # longer chunks are never certified (their lines are encoded whole)
-_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the substring hash (wraps modulo 2^64)
+# Odd multipliers of the substring hash (wraps modulo 2^64): a hash hit is always checked against the
+# piece, but two pieces must not share a hash (a lookup finds one of them).
+_BASES = tuple(np.uint64(b) for b in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
 UNK_PENALTY = np.float32(10.0)  # kUnkPenalty
 _FILTER_MASK = np.uint64((1 << 22) - 1)  # hash filters of 4M entries: prefixes and pieces
 _FILTER_SIZE = 1 << 22
@@ -59,14 +61,19 @@ class PieceLattice:
         normal = scores[kinds == NORMAL]
         self.unk_score = float(np.float32(normal.min()) - UNK_PENALTY) if normal.size else -UNK_PENALTY
         self.score_bound = float(max(abs(self.unk_score), float(np.abs(normal).max()) if normal.size else 0.0))
-        powers = np.ones(self.width, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for k in range(1, self.width):
-                powers[k] = powers[k - 1] * _BASE
-            prefix = np.cumsum(((self.chars.astype(np.uint64) + np.uint64(1)) * powers[None, :]), axis=1,
-                               dtype=np.uint64)
+        for base in _BASES:  # the first multiplier under which no two pieces share a hash
+            powers = np.ones(self.width, dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                for k in range(1, self.width):
+                    powers[k] = powers[k - 1] * base
+                prefix = np.cumsum(((self.chars.astype(np.uint64) + np.uint64(1)) * powers[None, :]), axis=1,
+                                   dtype=np.uint64)
+            full = prefix[np.arange(len(texts)), self.lengths - 1]
+            if np.unique(full).shape[0] == full.shape[0]:
+                break
+        else:
+            raise ValueError("pieces share a hash under every multiplier")  # never seen: nothing is certified
         self.powers = powers
-        full = prefix[np.arange(len(texts)), self.lengths - 1]
         self.order = np.argsort(full, kind="stable")
         self.hashes = full[self.order]
         inside = np.arange(self.width)[None, :] < self.lengths[:, None]
@@ -126,22 +133,26 @@ class SentencePieceUnigram(SentencePieceWords):
         super().prepare()
         self.lattice()
 
-    def lattice(self) -> PieceLattice:
-        if self._lattice is None:
+    def lattice(self) -> PieceLattice | None:
+        """The pieces as arrays (built once); None where they cannot be hashed apart (then no chunk
+        is certified and every line is encoded whole)."""
+        if self._texts is None:
             settings = read_model_settings(self._data)
             sp = self._sp
-            size = sp.get_piece_size()
-            scores = np.asarray([sp.get_score(i) for i in range(size)], dtype=np.float32)
-            self._lattice = PieceLattice(settings, scores)
-            kinds = np.asarray(settings.piece_types)
+            scores = np.asarray([sp.get_score(i) for i in range(sp.get_piece_size())], dtype=np.float32)
+            try:
+                self._lattice = PieceLattice(settings, scores)
+            except ValueError:
+                self._lattice = None
             self._texts = list(settings.pieces)
-            self._plain = (kinds == NORMAL)  # ids a certified path may hold
+            self._plain = np.asarray(settings.piece_types) == NORMAL  # ids a certified path may hold
         return self._lattice
 
     @property
     def score_bound(self) -> float:
         """The largest |score| of a lattice edge of a certified chunk (pieces and unknowns)."""
-        return self.lattice().score_bound
+        lattice = self.lattice()
+        return 0.0 if lattice is None else lattice.score_bound
 
     def certify(self, chunks: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """Each chunk's ids alone, margin (-inf: never certified), |exact best score| and
@@ -150,6 +161,8 @@ class SentencePieceUnigram(SentencePieceWords):
         assert self._texts is not None and self._plain is not None
         encoded = self._sp.encode(chunks, num_threads=1)
         n = len(chunks)
+        if lattice is None:
+            return encoded, np.full(n, -np.inf), np.zeros(n), np.zeros(n, dtype=np.int64)
         texts, plain = self._texts, self._plain
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
         flat = np.fromiter((i for ids in encoded for i in ids), dtype=np.int64, count=int(lengths.sum()))

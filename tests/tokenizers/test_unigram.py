@@ -124,3 +124,32 @@ def test_counts_equal_whole_lines_with_planted_ties(planted_model: Path, tmp_pat
     for path, fmt in ((text, "text"), (jsonl, "jsonl")):
         result = count_corpus([str(path)], tok, CountOptions(eos=False, format=fmt), workers=workers)
         np.testing.assert_array_equal(result.counts, reference)
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(st.text(alphabet="aehnrstdo\u00e9\uff46.'-", min_size=1, max_size=12), min_size=1, max_size=20))
+def test_margins_match_sentencepiece_nbest(sp_unigram_model: Path, words: list[str]) -> None:
+    """The lattice nb builds is SentencePiece's: a word's margin is the score of its ids minus the
+    score of SentencePiece's second-best segmentation (where both hold only normal pieces)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(sp_unigram_model))
+    encoded, margin, best, chars = load_tokenizer(sp_unigram_model).segmenter.certify(words)
+    normal = [i for i in range(sp.get_piece_size()) if not (sp.is_unknown(i) or sp.is_control(i) or sp.is_byte(i))]
+
+    def score(ids: list[int]) -> float:
+        return float(sum(np.float64(sp.get_score(i)) for i in ids))
+
+    for word, ids, m, b, n in zip(words, encoded, margin, best, chars):
+        assert ids == sp.encode(word)
+        if not np.isfinite(m) and m < 0:
+            assert not set(ids) <= set(normal) or n > 128
+            continue
+        assert abs(b - abs(score(ids))) < 1e-9 and n == len("".join(sp.id_to_piece(ids)))
+        nbest = sp.nbest_encode_as_ids(word, nbest_size=2)
+        if m > 1e-4:
+            assert nbest[0] == ids
+        if len(nbest) == 2 and m > 1e-4 and set(nbest[1]) <= set(normal):
+            assert abs(m - (score(ids) - score(nbest[1]))) < 1e-4
+        elif len(nbest) == 1:
+            assert m == np.inf
