@@ -202,10 +202,13 @@ def compile_nb_bytecode() -> None:
     compileall.compile_dir(str(ROOT / "nbcli"), quiet=1)
 
 
-def run_nb_count(corpus: Path, model: Path, output: Path, workers: int | None) -> dict[str, object]:
-    """Run `nb count-unigrams` in a subprocess; wall time, its --json report, peak RSS."""
+def run_nb_count(corpus: Path, model: Path, output: Path, workers: int | None,
+                 extra: tuple[str, ...] = ()) -> dict[str, object]:
+    """Run `nb count-unigrams` (with `extra` options) in a subprocess; wall time, its --json report,
+    peak RSS."""
     compile_nb_bytecode()
-    cmd = [shutil.which("nb") or "nb", "count-unigrams", str(corpus), "-t", str(model), "-o", str(output), "--json"]
+    cmd = [shutil.which("nb") or "nb", "count-unigrams", str(corpus), "-t", str(model), "-o", str(output), "--json",
+           *extra]
     if workers:
         cmd += ["--workers", str(workers)]
     started = time.perf_counter()

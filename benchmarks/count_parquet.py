@@ -9,7 +9,8 @@ In one run, the same documents (one per row / one per line), the same tokenizer,
 * jsonl:    `nb count-unigrams corpus.jsonl --format jsonl` (the reference the counts must equal)
 
 Each is run --repeat times, interleaved; the table gives the best wall time, MB/s of text, the speed
-ratio parquet/text (target >= 0.9), and each run's peak RSS (the largest process of its tree:
+ratio parquet/text (target >= 0.9), the CPU time of nb and its workers (the least of the runs: on a
+shared machine the CPU ratio is steadier than the wall one), and each run's peak RSS (the largest process of its tree:
 the parent or one worker). The counts of all three must be equal, bit for bit.
 
 The corpus is --corpus FILE (text, one document per line), else --mb MB of generated Zipfian
@@ -34,8 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "out" / "count_parquet.json"
 MEASURE = ("import resource, subprocess, sys, json, time; t = time.perf_counter(); "
            "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+           "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
            "print(json.dumps({'rc': p.returncode, 'seconds': time.perf_counter() - t, 'stderr': p.stderr[-2000:], "
-           "'peak_rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
+           "'peak_rss_mb': u.ru_maxrss / 1024, 'cpu_s': u.ru_utime + u.ru_stime}))")
 
 
 def log(message: str) -> None:
@@ -118,15 +120,27 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="nb-bench-parquet-") as tmp:
         work = Path(tmp)
-        log("corpus ...")
-        if args.corpus:
-            lines = [ln for ln in args.corpus.read_text("utf-8", errors="replace").split("\n") if ln.strip()]
-            lines = [ln.replace("\r", " ") for ln in lines]
+        # Generated inputs are kept in benchmarks/.cache (a 1 GB corpus takes minutes to make).
+        kept = None if args.corpus else ROOT / "benchmarks" / ".cache" / f"parquet-{args.mb}mb-rg{args.row_group_mb}"
+        if kept is not None and (kept / "done").exists():
+            log(f"corpus: {kept}")
+            paths = {name: kept / f"corpus.{ext}" for name, ext in (("text", "txt"), ("parquet", "parquet"),
+                                                                      ("jsonl", "jsonl"))}
+            tokenizer = args.tokenizer or kept / "bench-bpe-8000.model"
         else:
-            lines = generated_lines(args.mb)
-        tokenizer = args.tokenizer or train_tokenizer(lines, work)
-        paths = write_inputs(lines, work, args.row_group_mb)
-        del lines
+            log("corpus ...")
+            if args.corpus:
+                lines = [ln for ln in args.corpus.read_text("utf-8", errors="replace").split("\n") if ln.strip()]
+                lines = [ln.replace("\r", " ") for ln in lines]
+            else:
+                lines = generated_lines(args.mb)
+            where = work if kept is None else kept
+            where.mkdir(parents=True, exist_ok=True)
+            tokenizer = args.tokenizer or train_tokenizer(lines, where)
+            paths = write_inputs(lines, where, args.row_group_mb)
+            del lines
+            if kept is not None:
+                (kept / "done").write_text("complete\n")
         import pyarrow.parquet as pq
 
         meta = pq.ParquetFile(paths["parquet"]).metadata
@@ -141,22 +155,28 @@ def main() -> None:
                 out = work / f"{name}.safetensors"
                 result = run_nb(name, paths[name], tokenizer, args.workers, out)
                 runs[name].append(result)
-                log(f"  {name:8s} run {repeat + 1}: {result['seconds']:.2f} s, peak RSS {result['peak_rss_mb']:.0f} MB")
+                log(f"  {name:8s} run {repeat + 1}: {result['seconds']:.2f} s, CPU {result['cpu_s']:.2f} s, "
+                    f"peak RSS {result['peak_rss_mb']:.0f} MB")
         counts = {name: load_file(str(work / f"{name}.safetensors"))["counts"] for name in runs}
         exact = all((counts[name] == counts["jsonl"]).all() for name in runs)
         best = {name: min(float(r["seconds"]) for r in rs) for name, rs in runs.items()}  # type: ignore[arg-type]
+        cpu = {name: min(float(r["cpu_s"]) for r in rs) for name, rs in runs.items()}  # type: ignore[arg-type]
         report = {
             "text_mb": text_mb, "row_groups": len(groups), "row_group_mb_max": max(groups),
             "workers": args.workers, "cpus": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg(),
             "tokenizer": str(tokenizer), "exact": bool(exact),
             "seconds": best, "mb_per_s": {k: text_mb / v for k, v in best.items()},
             "parquet_vs_text": best["text"] / best["parquet"],
+            "cpu_s": cpu, "parquet_vs_text_cpu": cpu["text"] / cpu["parquet"],
+            "runs": runs,
             "peak_rss_mb": {k: max(float(r["peak_rss_mb"]) for r in rs) for k, rs in runs.items()},  # type: ignore[arg-type]
         }
-    print(f"{'input':8s} {'best s':>8s} {'MB/s':>8s} {'peak RSS MB':>12s}")
+    print(f"{'input':8s} {'best s':>8s} {'MB/s':>8s} {'CPU s':>8s} {'peak RSS MB':>12s}")
     for name in runs:
-        print(f"{name:8s} {best[name]:8.2f} {report['mb_per_s'][name]:8.2f} {report['peak_rss_mb'][name]:12.0f}")
-    print(f"parquet / text speed: {report['parquet_vs_text']:.2f}x (target >= 0.9x); counts equal: {exact}; "
+        print(f"{name:8s} {best[name]:8.2f} {report['mb_per_s'][name]:8.2f} {cpu[name]:8.2f} "
+              f"{report['peak_rss_mb'][name]:12.0f}")
+    print(f"parquet / text speed: {report['parquet_vs_text']:.2f}x wall, {report['parquet_vs_text_cpu']:.2f}x CPU "
+          f"(target >= 0.9x); counts equal: {exact}; "
           f"{len(groups)} row groups of <= {max(groups):.0f} MB; {args.workers} workers; "
           f"load {load_before[0]:.1f} -> {report['load_after'][0]:.1f} on {os.cpu_count()} CPUs")
     args.out.parent.mkdir(parents=True, exist_ok=True)

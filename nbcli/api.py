@@ -179,20 +179,23 @@ def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, o
                    tsv: PathLike | None = None, workers: int = 0, format: Literal["text", "jsonl"] = "text",
                    field: str = "text", eos: bool | None = None, bos: bool = False, strict: bool = False,
                    skip_bad_lines: bool = False, smoothing: str = "add-k:1", dask: str | None = None,
-                   chunk_cache: bool = True) -> CountReport:
+                   chunk_cache: bool = True, unigram_certificate: bool = False) -> CountReport:
     """Count token unigrams of a corpus and write the counts file (`nb count-unigrams`).
 
     `inputs`: files, directories, globs (or a list of them); `tokenizer`: a SentencePiece .model, a
     tokenizer.json or a model folder; `output`: the .safetensors counts file; `tsv`: also id, piece,
     count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
-    template's default); `workers=0`: all cores. Counts are exact for any `workers`.
+    template's default); `workers=0`: all cores; `unigram_certificate`: count SentencePiece unigram
+    models from cached chunks under the per-line certificate (exact, slower here than whole
+    documents: docs/design/counting.md). Counts are exact for any `workers`.
     """
     from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
 
     k = parse_smoothing(smoothing)
     options = CountOptions(format=format, field=field, eos=eos, bos=bos, strict=strict,
-                           skip_bad_lines=skip_bad_lines, chunked=chunk_cache)
+                           skip_bad_lines=skip_bad_lines, chunked=chunk_cache,
+                           unigram_certificate=unigram_certificate)
     report, counts_file = count_to_file(_paths(inputs), _local(tokenizer), _local(output), _optional(tsv), options,
                                         smoothing_k=k, workers=workers or None, dask_address=dask)
     return CountReport(report, counts=counts_file.counts)

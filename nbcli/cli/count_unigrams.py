@@ -64,6 +64,12 @@ def count_unigrams(
     exact_only: Annotated[bool, typer.Option(
         "--no-chunk-cache", help="Encode every document in full instead of each distinct chunk once "
         "(slower; same counts; for verification).")] = False,
+    unigram_certificate: Annotated[bool, typer.Option(
+        "--unigram-certificate", help="SentencePiece unigram models (T5, ALBERT, XLNet): count each line "
+        "from its words' cached ids where a certificate proves them the line's own (each word's margin "
+        "over its second-best segmentation beats the float32 rounding the line can bring), else encode "
+        "the line whole. Exact either way; off by default because it was slower than SentencePiece's own "
+        "encoder on every machine measured (see docs/design/counting.md).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Count token unigrams in a corpus and write them as a safetensors counts file.
@@ -80,7 +86,8 @@ def count_unigrams(
 
     k = parse_smoothing(smoothing)
     options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
-                           skip_bad_lines=skip_bad_lines, chunked=not exact_only)
+                           skip_bad_lines=skip_bad_lines, chunked=not exact_only,
+                           unigram_certificate=unigram_certificate)
     with byte_progress("counting") as progress:
         report, _ = count_to_file(inputs, tokenizer, output, tsv, options, smoothing_k=k, workers=workers or None,
                                   dask_address=dask, progress=progress)

@@ -16,8 +16,9 @@ from typing import Any, Literal
 import numpy as np
 
 from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at, read_range_blocks, read_unit
+from nbcli.counting.certificate import certified_lines
 from nbcli.counting.keys import (
-    line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
+    keyed_parts, line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
 )
 from nbcli.counting.table import ChunkTable
 from nbcli.counting.tally import token_counts, weighted_token_counts
@@ -29,7 +30,10 @@ from nbcli.tokenizers.segment import dirty_lines, without_ranges
 CACHE_LIMIT = 1 << 20  # distinct chunks kept per worker (and 16x as many ids); when full, the most used stay
 CACHED_PART_CHARS = 256  # longer parts are kept in the table only when repeated within a block
 SLICE_BYTES = 64 << 10  # a block's clean lines are keyed this much at a time (bounded temporaries)
+CERTIFIED_SLICE_BYTES = 1 << 20  # the same for certified segmenters, which keep every part's key
 ENCODE_BATCH = 4096
+CERTIFY_BATCH = 1 << 14  # new chunks certified at a time (each call has a fixed numpy cost)
+CERTIFY_AT_SIGHTING = 2  # a unigram chunk is certified when seen this many times (see _certified_rows)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,11 @@ class CountOptions:
     strict: bool = False
     skip_bad_lines: bool = False
     chunked: bool = True  # False forces whole-document encoding (a reference for exactness checks)
+    # SentencePiece unigram models: count from cached chunks under the per-line certificate
+    # (`nbcli.counting.certificate`) instead of encoding whole documents. Exact either way; off by
+    # default because on the machines measured it is slower than SentencePiece's own encoder
+    # (docs/design/counting.md).
+    unigram_certificate: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in ("text", "jsonl"):
@@ -87,6 +96,32 @@ class Task:
         return self.range is None and self.data is None and self.rows is None
 
 
+UNIGRAM_WHOLE_REASON = ("unigram model: whole documents, at the tokenizer's own speed (--unigram-certificate "
+                        "counts from cached chunks under a per-line certificate instead: exact, but slower "
+                        "than SentencePiece's unigram encoder on the machines measured)")
+
+
+def counting_segmenter(tokenizer: Tokenizer, options: CountOptions) -> Any:
+    """The segmenter counting uses: the tokenizer's chunk rule, or None (whole documents) under
+    --no-chunk-cache, and for a unigram model's certified rule unless `unigram_certificate`."""
+    segmenter = tokenizer.segmenter if options.chunked else None
+    if segmenter is not None and callable(getattr(segmenter, "certify", None)) and not options.unigram_certificate:
+        return None
+    return segmenter
+
+
+def counting_method(tokenizer: Tokenizer, options: CountOptions) -> tuple[str, str]:
+    """(method, why) as the summary and the counts file record them."""
+    segmenter = counting_segmenter(tokenizer, options)
+    if segmenter is not None:
+        return f"chunked ({segmenter.name})", tokenizer.method_reason
+    if not options.chunked:
+        return "whole documents", "--no-chunk-cache"
+    if tokenizer.segmenter is not None:  # a certified rule not asked for
+        return "whole documents", UNIGRAM_WHOLE_REASON
+    return "whole documents", tokenizer.method_reason
+
+
 def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int | None, int | None]:
     """(EOS id, BOS id) added once per document, or None where not added.
 
@@ -107,7 +142,10 @@ class BlockCounter:
     def __init__(self, tokenizer: Tokenizer, options: CountOptions) -> None:
         self.tokenizer = tokenizer
         self.options = options
-        self.segmenter = tokenizer.segmenter if options.chunked else None
+        self.segmenter = counting_segmenter(tokenizer, options)
+        # A segmenter with a per-line certificate (SentencePiece unigram): a line is counted from its
+        # chunks only where `certify`'s numbers prove it (`nbcli.counting.certificate`), else whole.
+        self.certified = callable(getattr(self.segmenter, "certify", None))
         self.table = ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
 
@@ -181,7 +219,8 @@ class BlockCounter:
         if bail is None or not data:
             documents = self._text_documents(path, data, first_line, offset, result, jsonl)
         else:
-            dirty = self._count_clean_lines(data, bail, counts, result)
+            count_clean = self._count_certified_lines if self.certified else self._count_clean_lines
+            dirty = count_clean(data, bail, counts, result)
             documents = []
             lines_before = previous = 0
             for start, end in dirty:
@@ -240,6 +279,93 @@ class BlockCounter:
                            lambda missing: long_key_texts([names[i] for i in missing]))
         return dirty
 
+    def _count_certified_lines(self, data: bytes, bail: tuple[bytes, ...], counts: np.ndarray,
+                               result: TaskResult) -> list[tuple[int, int]]:
+        """`_count_clean_lines` for a certified segmenter: line by line, each clean line counted from
+        its chunks' cached ids where `certified_lines` proves them the line's own, else encoded whole.
+        Returns the byte ranges of the other lines."""
+        dirty: list[tuple[int, int]] = []
+        for lo, hi in line_slices(data, CERTIFIED_SLICE_BYTES):
+            piece = data[lo:hi] if hi - lo < len(data) else data
+            piece_dirty = dirty_lines(piece, bail)
+            dirty += [(lo + start, lo + end) for start, end in piece_dirty]
+            clean = without_ranges(piece, piece_dirty)
+            if clean:
+                self._count_lines_certified(clean, counts, result)
+        return dirty
+
+    def _count_lines_certified(self, clean: bytes, counts: np.ndarray, result: TaskResult) -> None:
+        """Count clean lines (see `_count_certified_lines`)."""
+        segmenter, table, size = self.segmenter, self.table, counts.shape[0]
+        assert segmenter is not None
+        b = np.frombuffer(clean, dtype=np.uint8)
+        newlines = np.flatnonzero(b == 10)
+        lines = newlines.shape[0] + int(b[-1] != 10)
+        result.documents += lines - int(b[0] == 10) - int(np.count_nonzero(np.diff(newlines) == 1))
+        spans = segmenter.spans(clean)
+        n_parts = spans[0].shape[0]
+        if not n_parts:
+            return
+        if table.full():
+            table.purge()  # before any lookup: rows found below stay valid for this call
+        rows = np.full(n_parts, -1, dtype=np.int64)
+        short, mid, long = keyed_parts(clean, spans)
+        for group, keys, texts_of in (
+                (short, short.keys, lambda missing: short_key_texts(short.keys[missing])),
+                (mid, mid.keys.view("S16").ravel(), lambda missing: mid_key_texts(mid.keys[missing])),
+                (long, long.keys, lambda missing: long_key_texts([long.keys[i] for i in missing.tolist()]))):
+            if group.parts.size:
+                freqs = np.bincount(group.inverse, minlength=len(keys))
+                rows[group.parts] = self._certified_rows(keys, freqs, texts_of)[group.inverse]
+        line_of = np.searchsorted(newlines, spans[0])  # parts are in byte order
+        heads = np.flatnonzero(np.append(True, line_of[1:] != line_of[:-1]))
+        known = rows >= 0
+        at = np.where(known, rows, 0)
+        ok = certified_lines(np.where(known, table.margin[at], -np.inf), table.best[at], table.chars[at],
+                             heads, segmenter.score_bound)
+        seen, seen_freqs = np.unique(rows[known], return_counts=True)
+        table.hits[seen] += seen_freqs
+        used = rows[np.repeat(ok, np.diff(np.append(heads, n_parts)))]
+        if used.size:
+            used_rows, freqs = np.unique(used, return_counts=True)
+            counts += table.token_counts(used_rows, freqs, size)
+        whole = line_of[heads[~ok]].tolist()
+        if whole:
+            line_starts, line_ends = np.append(0, newlines + 1), np.append(newlines, b.shape[0])
+            texts = b"\n".join([clean[line_starts[i]:line_ends[i]] for i in whole]).decode("utf-8").split("\n")
+            for start in range(0, len(texts), ENCODE_BATCH):
+                counts += token_counts(self.tokenizer.encode_batch(texts[start:start + ENCODE_BATCH]), size)
+
+    def _certified_rows(self, keys: list[Any] | np.ndarray, freqs: np.ndarray,
+                        texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> np.ndarray:
+        """Rows of distinct part keys (seen `freqs` times in this call); -1 where not kept (over
+        CACHED_PART_CHARS, or the table full): their lines are encoded whole.
+
+        A chunk is certified (encoded alone, its margin found: `certify`) once it has been seen
+        CERTIFY_AT_SIGHTING times; until then its row is pending (margin NaN, never certified), so
+        that chunks seen once (half the distinct chunks of a Zipfian corpus) cost a key, not a lattice."""
+        table, segmenter = self.table, self.segmenter
+        rows = table.rows(keys)
+        missing = np.flatnonzero(rows < 0)
+        if missing.size:
+            texts, _ = texts_of(missing)
+            short = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) <= CACHED_PART_CHARS
+            missing = missing[short][:max(0, table.limit - table.size)]
+            first, n = table.size, missing.shape[0]
+            new = keys[missing] if isinstance(keys, np.ndarray) else [keys[i] for i in missing.tolist()]
+            table.add(new, [[]] * n, (np.full(n, np.nan), np.zeros(n), np.zeros(n, dtype=np.int32)))
+            rows[missing] = np.arange(first, first + n)
+        known = np.flatnonzero(rows >= 0)
+        pending = known[np.isnan(table.margin[rows[known]])]
+        if CERTIFY_AT_SIGHTING > 1:
+            seen_before = table.hits[rows[pending]] + freqs[pending]  # hits: occurrences of earlier calls
+            pending = pending[seen_before >= CERTIFY_AT_SIGHTING]
+        for start in range(0, pending.shape[0], CERTIFY_BATCH):
+            batch = pending[start:start + CERTIFY_BATCH]
+            encoded, *certificate = segmenter.certify(texts_of(batch)[0])  # type: ignore[union-attr]
+            table.replace(rows[batch], encoded, tuple(certificate))  # type: ignore[arg-type]
+        return rows
+
     def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,
                         result: TaskResult, jsonl: bool) -> list[str]:
         """The non-empty documents of whole lines `data` as str (CRLF or LF ends a line); invalid
@@ -287,7 +413,7 @@ class BlockCounter:
         """Add the token counts of `documents` to `counts`."""
         if not documents:
             return
-        if self.segmenter is None:
+        if self.segmenter is None or self.certified:  # certified segmenters: str documents go whole
             for start in range(0, len(documents), ENCODE_BATCH):
                 counts += token_counts(self.tokenizer.encode_batch(documents[start:start + ENCODE_BATCH]),
                                        counts.shape[0])

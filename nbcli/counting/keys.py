@@ -49,40 +49,85 @@ class PartKeys:
     long: list[bytes]  # every occurrence of a longer part (b'\xff' + bytes for a continuing part)
 
 
+def _byte_words(b: np.ndarray) -> np.ndarray:
+    """A uint64 view of 8 bytes at each offset of `b` (zero-padded past its end)."""
+    padded = np.zeros(b.shape[0] + 16, dtype=np.uint8)
+    padded[:b.shape[0]] = b
+    return np.ndarray((b.shape[0] + 8,), dtype="<u8", buffer=padded, strides=(1,))
+
+
+def _tagged(words: np.ndarray, starts: np.ndarray, lengths: np.ndarray, continued: np.ndarray,
+            which: np.ndarray, offset: int) -> np.ndarray:
+    """The uint64 of parts `which` from byte `offset` on (up to their end, at most 8 bytes), tagged
+    with length << 56 and continued << 63; built in place."""
+    size = lengths[which]
+    key = words[starts[which] + offset]
+    key &= _SHORT_MASKS[size - offset]
+    key |= size.astype(np.uint64) << np.uint64(56)
+    key |= continued[which].astype(np.uint64) << np.uint64(63)
+    return key
+
+
 def part_keys(data: bytes, spans: Any) -> PartKeys:
     """Key and group the parts `spans` (starts, ends, continued) of clean UTF-8 lines `data`."""
     b = np.frombuffer(data, dtype=np.uint8)
-    n = b.shape[0]
     newline = b == 10
     lines = int(np.count_nonzero(newline)) + int(b[-1] != 10)
     empty = int(newline[0]) + int(np.count_nonzero(newline[1:] & newline[:-1]))
     del newline
     starts, ends, continued = spans
     lengths = ends - starts
-    padded = np.zeros(n + 16, dtype=np.uint8)
-    padded[:n] = b
-    words = np.ndarray((n + 8,), dtype="<u8", buffer=padded, strides=(1,))  # 8 bytes at each offset
-
-    def tagged(which: np.ndarray, offset: int) -> np.ndarray:
-        """The uint64 of parts `which` from byte `offset` on (up to their end, at most 8 bytes),
-        tagged with length << 56 and continued << 63; built in place."""
-        size = lengths[which]
-        key = words[starts[which] + offset]
-        key &= _SHORT_MASKS[size - offset]
-        key |= size.astype(np.uint64) << np.uint64(56)
-        key |= continued[which].astype(np.uint64) << np.uint64(63)
-        return key
-
-    keys = tagged(np.flatnonzero(lengths <= 7), 0)
+    words = _byte_words(b)
+    keys = _tagged(words, starts, lengths, continued, np.flatnonzero(lengths <= 7), 0)
     short = np.unique(keys, return_counts=True)  # no return_index: it forces a slower sort
     del keys
     mid_parts = np.flatnonzero((lengths > 7) & (lengths <= 15))
-    mid = grouped_pairs(tagged(mid_parts, 8), words[starts[mid_parts]])
+    mid = grouped_pairs(_tagged(words, starts, lengths, continued, mid_parts, 8), words[starts[mid_parts]])
     del mid_parts
     long = np.flatnonzero(lengths > 15)
     markers = [_CONTINUED if c else b"" for c in continued[long].tolist()]
     long_keys = [m + data[s:e] for m, s, e in zip(markers, starts[long].tolist(), ends[long].tolist())]
     return PartKeys(lines - empty, short, mid, long_keys)
+
+
+@dataclass
+class KeyedGroup:
+    """One kind of keys (short, mid or long) of `keyed_parts`: the distinct keys, the parts holding
+    this kind, and each such part's index into `keys`."""
+
+    keys: Any  # sorted uint64, [k, 2] uint64 pairs, or a list of bytes
+    parts: np.ndarray
+    inverse: np.ndarray
+
+
+def keyed_parts(data: bytes, spans: Any) -> tuple[KeyedGroup, KeyedGroup, KeyedGroup]:
+    """`part_keys` keeping each part's key (for counting line by line): the short, mid and long
+    groups, each with the parts it holds and their distinct keys."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    starts, ends, continued = spans
+    lengths = ends - starts
+    words = _byte_words(b)
+    short_parts = np.flatnonzero(lengths <= 7)
+    short, short_inverse = np.unique(_tagged(words, starts, lengths, continued, short_parts, 0),
+                                     return_inverse=True)
+    mid_parts = np.flatnonzero((lengths > 7) & (lengths <= 15))
+    high = _tagged(words, starts, lengths, continued, mid_parts, 8)
+    low = words[starts[mid_parts]]
+    order = np.lexsort((low, high))
+    head = np.ones(order.shape[0], dtype=bool)
+    head[1:] = (high[order][1:] != high[order][:-1]) | (low[order][1:] != low[order][:-1])
+    mid = np.empty((int(head.sum()), 2), dtype=np.uint64)
+    mid[:, 0], mid[:, 1] = high[order][head], low[order][head]
+    mid_inverse = np.empty(order.shape[0], dtype=np.int64)
+    mid_inverse[order] = np.cumsum(head) - 1
+    long_parts = np.flatnonzero(lengths > 15)
+    markers = [_CONTINUED if c else b"" for c in continued[long_parts].tolist()]
+    index: dict[bytes, int] = {}
+    long_inverse = np.fromiter((index.setdefault(m + data[s:e], len(index)) for m, s, e in
+                                zip(markers, starts[long_parts].tolist(), ends[long_parts].tolist())),
+                               dtype=np.int64, count=long_parts.shape[0])
+    return (KeyedGroup(short, short_parts, short_inverse.ravel()), KeyedGroup(mid, mid_parts, mid_inverse),
+            KeyedGroup(list(index), long_parts, long_inverse))
 
 
 def grouped_pairs(high: np.ndarray, low: np.ndarray,

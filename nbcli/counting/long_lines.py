@@ -35,7 +35,8 @@ _CUT = re.compile(rb"(?<=[\x21-\x7e]) (?=[A-Za-z])")
 
 def can_count_in_pieces(counter: BlockCounter, err: LineTooLong) -> bool:
     """Whether `counter` can count the line `err` refused in pieces (see the module doc)."""
-    return err.offset is not None and counter.segmenter is not None and counter.options.format == "text"
+    return (err.offset is not None and counter.segmenter is not None and not counter.certified
+            and counter.options.format == "text")
 
 
 def last_cut(data: bytes) -> int:

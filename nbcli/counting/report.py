@@ -80,7 +80,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "bos_token": _marker(tokenizer, tokenizer.bos_id),
         "tokenizer_adjustments": list(tokenizer.adjustments),
         "method": result.method,
-        "method_reason": tokenizer.method_reason if result.options.get("chunk_cache", True) else "--no-chunk-cache",
+        "method_reason": result.method_reason or tokenizer.method_reason,
         "workers": result.workers,
         "seconds": result.seconds,
         "mb_per_s": mb_per_s,

@@ -19,7 +19,9 @@ import numpy as np
 from nbcli.corpus import (
     CorpusSource, RowUnit, discover_inputs, load_columnar_reader, plan_columnar, plan_ranges, read_stream_blocks,
 )
-from nbcli.counting.blocks import BlockCounter, CountOptions, Task, TaskResult, document_markers
+from nbcli.counting.blocks import (
+    BlockCounter, CountOptions, Task, TaskResult, counting_method, counting_segmenter, document_markers,
+)
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
@@ -40,6 +42,7 @@ class CountResult:
     workers: int
     options: dict[str, object] = field(default_factory=dict)
     skipped_nulls: int = 0  # null documents of parquet/Arrow columns, skipped
+    method_reason: str = ""  # why `method` (the chunk rule's proof, or why documents are encoded whole)
 
     @property
     def total_tokens(self) -> int:
@@ -184,15 +187,15 @@ def count_corpus(
         names = ", ".join(s.path for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
         raise CorpusError(f"{names}: empty corpus (no non-empty documents); nothing written")
     eos_id, bos_id = document_markers(tokenizer, options)
-    chunked = options.chunked and tokenizer.chunk_rule is not None
-    method = f"chunked ({tokenizer.chunk_rule})" if chunked else "whole documents"
+    method, method_reason = counting_method(tokenizer, options)
+    chunked = method != "whole documents"
     # `chunked` records the method used; `chunk_cache` what was asked (off: --no-chunk-cache).
     recorded = {**asdict(options), "chunked": chunked, "chunk_cache": options.chunked}
     return CountResult(
         counts=total.counts, documents=total.documents, bytes_read=total.bytes_read,
         bad_utf8_lines=total.bad_utf8_lines, skipped_lines=total.skipped_lines, skipped_nulls=total.skipped_nulls,
         sources=sources,
-        seconds=seconds, method=method, eos=eos_id is not None,
+        seconds=seconds, method=method, method_reason=method_reason, eos=eos_id is not None,
         bos=bos_id is not None, workers=n_workers,
         options={**recorded, "workers": n_workers, "dask": dask_address},
     )
@@ -226,8 +229,9 @@ def _start_pool(tokenizer: Tokenizer, options: CountOptions, n_workers: int) -> 
     from concurrent.futures import ProcessPoolExecutor
 
     if sys.platform == "linux":
-        if tokenizer.segmenter is not None:
-            tokenizer.segmenter.prepare()  # built once here, not once per worker
+        segmenter = counting_segmenter(tokenizer, options)
+        if segmenter is not None:
+            segmenter.prepare()  # built once here, not once per worker
         release_free_heap()  # what loading freed, before each worker would carry it
         context = multiprocessing.get_context("fork")
         init: Callable[..., None] = _init_forked_worker

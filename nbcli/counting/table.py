@@ -90,8 +90,15 @@ class ChunkTable:
         self.starts = _lazy_zeros(limit + 1, np.int32)
         self.lengths = _lazy_zeros(limit + 1, np.int32)
         self.hits = _lazy_zeros(limit + 1, np.int64)  # occurrences counted through each row
+        # Per-row certificate numbers of unigram chunks (`nbcli.counting.certificate`): margin over the
+        # second-best segmentation (0 where none was given: never certified), |exact best score|,
+        # normalised characters.
+        self.margin = _lazy_zeros(limit + 1, np.float64)
+        self.best = _lazy_zeros(limit + 1, np.float64)
+        self.chars = _lazy_zeros(limit + 1, np.int32)
         self.used = 0
         self.add([""], [[]])
+        self.margin[0] = np.inf  # the empty chunk: nothing to segment
 
     def full(self) -> bool:
         """Whether the next rows need a purge first: `limit` rows, or `ids_limit` ids, in use."""
@@ -106,8 +113,10 @@ class ChunkTable:
             return self._sorted_index(keys).lookup(keys)
         return np.fromiter(map(self.index.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
 
-    def add(self, keys: list[Any] | np.ndarray, encoded: list[list[int]]) -> None:
-        """New rows for chunk keys not in the table, with their token ids."""
+    def add(self, keys: list[Any] | np.ndarray, encoded: list[list[int]],
+            certificate: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """New rows for chunk keys not in the table, with their token ids (and, for unigram chunks,
+        their certificate numbers: margin, |best score|, characters)."""
         n = len(keys)
         tokens, lengths = flat_ids(encoded)
         total = tokens.shape[0]
@@ -119,12 +128,30 @@ class ChunkTable:
         self.ids[self.used:self.used + total] = tokens
         self.starts[first:first + n] = self.used + np.cumsum(lengths) - lengths
         self.lengths[first:first + n] = lengths
+        for column, values in zip((self.margin, self.best, self.chars), certificate or (0, 0, 0)):
+            column[first:first + n] = values
         self.used += total
         self.size += n
         if isinstance(keys, np.ndarray):
             self._sorted_index(keys).add(keys, np.arange(first, first + n))
         else:
             self.index.update(zip(keys, range(first, first + n)))
+
+    def replace(self, rows: np.ndarray, encoded: list[list[int]],
+                certificate: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Give existing rows (distinct) new token ids and certificate numbers; the ids go after the
+        others (the old ones stay unused until the next purge compacts the array)."""
+        tokens, lengths = flat_ids(encoded)
+        total = tokens.shape[0]
+        assert self.used + total < 2**31, "ids beyond int32 positions"
+        if self.used + total > self.ids.shape[0]:
+            self.ids = _grown(self.ids, self.used, max(self.used + total, 2 * self.ids.shape[0]))
+        self.ids[self.used:self.used + total] = tokens
+        self.starts[rows] = self.used + np.cumsum(lengths) - lengths
+        self.lengths[rows] = lengths
+        for column, values in zip((self.margin, self.best, self.chars), certificate):
+            column[rows] = values
+        self.used += total
 
     def purge(self) -> None:
         """Keep the most used rows (row 0 always), at most half of `limit` and of `ids_limit`,
@@ -153,6 +180,8 @@ class ChunkTable:
         self.starts[:rows.shape[0]] = np.cumsum(lengths) - lengths
         self.lengths[:rows.shape[0]] = lengths
         self.hits[:rows.shape[0]] = self.hits[rows] // 2  # older counts weigh less
+        for column in (self.margin, self.best, self.chars):
+            column[:rows.shape[0]] = column[rows]
         self.hits[0] = 0
 
     def _id_positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

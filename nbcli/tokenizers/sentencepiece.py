@@ -5,7 +5,8 @@
 * BPE with the Llama-2/Mistral settings (`remove_extra_whitespaces=false`,
   `allow_whitespace_only_pieces`, identity normaliser): `SentencePieceSpaceRuns`, cut before each run
   of spaces, and further between ASCII pairs no piece joins.
-* Unigram models: no chunk rule (whole documents), see `sentencepiece_segmenter`.
+* Unigram models with the default settings: `SentencePieceWords`' chunks under a per-line
+  certificate (`nbcli.tokenizers.unigram`).
 """
 
 from __future__ import annotations
@@ -186,11 +187,15 @@ def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
     failed = [name for name, ok in checks.items() if not ok]
     if failed:
         return None, f"SentencePiece setting(s) {', '.join(failed)} prevent chunked counting"
-    if trainer.get(3, [1])[-1] != 2:  # TrainerSpec.model_type: UNIGRAM = 1 (the default), BPE = 2
-        return None, ("unigram model: Viterbi ties are decided by float sums over the whole line, so a "
-                      "chunk alone can segment differently (benchmarks/unigram_chunk_check.py); "
-                      "encoding whole documents")
+    unigram = trainer.get(3, [1])[-1] == 1  # TrainerSpec.model_type: UNIGRAM = 1 (the default), BPE = 2
+    if not unigram and trainer.get(3, [1])[-1] != 2:
+        return None, "neither a unigram nor a BPE model; encoding whole documents"
     collapse = _flag(normalizer, 4, True)  # remove_extra_whitespaces
+    if unigram and not collapse:
+        return None, ("unigram model with remove_extra_whitespaces=false (no chunk rule proven); "
+                      "encoding whole documents")
+    if unigram and len(settings.pieces) != sp.get_piece_size():
+        return None, "unigram model whose pieces could not be read; encoding whole documents"
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     rule_name = name.decode("utf-8", "replace") if isinstance(name, bytes) else "?"
     if not collapse and rule_name != "identity":
@@ -200,6 +205,14 @@ def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
     if spanning is not None:
         i, piece = spanning
         return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
+    if unigram:
+        from nbcli.tokenizers.unigram import SentencePieceUnigram
+
+        return SentencePieceUnigram(sp, data, "unigram model: space-delimited chunks encode alone in exact "
+                                    "arithmetic; a line is counted from its chunks' cached ids only where "
+                                    "every chunk's margin over its second-best segmentation exceeds the "
+                                    "float32 rounding the line can bring (certificate), else encoded "
+                                    "whole"), ""
     if collapse:
         return SentencePieceWords(sp, data, "split_by_whitespace with dummy prefix: each "
                                   "space-delimited chunk encodes alone, and is cut between ASCII pairs "
@@ -388,7 +401,7 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     settings = read_model_settings(data)
     trainer, normalizer = settings.trainer, settings.normalizer
     if trainer.get(3, [1])[-1] != 2:
-        return False  # only BPE (unigram models have no chunk rule at all, see the module docstring)
+        return False  # only BPE (unigram chunks are never cut inside, see nbcli.tokenizers.unigram)
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
         return False

@@ -179,24 +179,40 @@ def test_quickstart_subprocess_json(tmp_path: Path) -> None:
 
 
 def test_method_and_reason_reported(tmp_path: Path, sp_model: Path, sp_unigram_model: Path, corpus: Path) -> None:
-    """BPE counts by chunks; a unigram model by whole documents, and the summary says why."""
+    """BPE counts by chunks; a unigram model by whole documents unless --unigram-certificate asks
+    for its chunks under the per-line certificate; --no-chunk-cache forces whole documents; the
+    summary says why, and the counts are the same every way."""
     reports = {}
     for name, model, extra in (("bpe", sp_model, ()), ("unigram", sp_unigram_model, ()),
-                               ("forced", sp_model, ("--no-chunk-cache",))):
+                               ("unigram-certified", sp_unigram_model, ("--unigram-certificate",)),
+                               ("forced", sp_model, ("--no-chunk-cache",)),
+                               ("unigram-forced", sp_unigram_model, ("--no-chunk-cache", "--unigram-certificate"))):
         result = invoke("count-unigrams", str(corpus), "-t", str(model), "-o", str(tmp_path / f"{name}.safetensors"),
                         "--json", *extra)
         assert result.exit_code == 0, result.output
         reports[name] = json.loads(result.stdout)
     assert reports["bpe"]["method"] == "chunked (sp)"
-    assert reports["unigram"]["method"] == "whole documents" and "unigram" in reports["unigram"]["method_reason"]
-    assert reports["forced"]["method"] == "whole documents"
-    assert reports["forced"]["method_reason"] == "--no-chunk-cache"
+    assert reports["unigram"]["method"] == "whole documents"
+    assert "--unigram-certificate" in reports["unigram"]["method_reason"]
+    assert reports["unigram-certified"]["method"] == "chunked (sp-unigram-certified)"
+    assert "certificate" in reports["unigram-certified"]["method_reason"]
+    assert read_counts(tmp_path / "unigram-certified.safetensors").metadata["nb.method"] == \
+        "chunked (sp-unigram-certified)"
+    for forced in ("forced", "unigram-forced"):
+        assert reports[forced]["method"] == "whole documents"
+        assert reports[forced]["method_reason"] == "--no-chunk-cache"
+    for other in ("unigram", "unigram-forced"):
+        assert reports["unigram-certified"]["tokens"] == reports[other]["tokens"]
+        assert (read_counts(tmp_path / "unigram-certified.safetensors").counts
+                == read_counts(tmp_path / f"{other}.safetensors").counts).all()
     # The counts file records the method used, not the option asked for.
-    for name, chunked in (("bpe", True), ("unigram", False), ("forced", False)):
+    for name, chunked in (("bpe", True), ("unigram", False), ("unigram-certified", True), ("forced", False),
+                          ("unigram-forced", False)):
         meta = read_counts(tmp_path / f"{name}.safetensors").metadata
         options = json.loads(meta["nb.options"])
         assert options["chunked"] is chunked, name
-        assert options["chunk_cache"] is (name != "forced")
+        assert options["chunk_cache"] is (not name.endswith("forced"))
+        assert options["unigram_certificate"] is name.startswith("unigram-")
         assert meta["nb.method"] == reports[name]["method"]
 
 

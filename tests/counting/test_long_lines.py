@@ -59,13 +59,14 @@ def test_a_long_line_counts_as_it_would_whole(family: str, corpus: Path, request
 @pytest.mark.parametrize("family, chunked", [("sp_unigram_model", True), ("sp_model", False)])
 def test_where_a_family_must_encode_whole_documents_the_line_is_refused(
         family: str, chunked: bool, corpus: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A unigram SentencePiece model has no chunk rule (its segmentation sees the whole text), and
-    --no-chunk-cache asks for whole documents: the line over the cap is refused there."""
+    """A unigram SentencePiece model's chunks are exact only under a per-line certificate (its
+    segmentation sees the whole line), and --no-chunk-cache asks for whole documents: the line over
+    the cap is refused there."""
     monkeypatch.setenv("NB_MAX_LINE_MB", "1")
     tokenizer = load_tokenizer(request.getfixturevalue(family))
-    assert (tokenizer.segmenter is None) == chunked
+    assert (tokenizer.chunk_rule == "sp-unigram-certified") == chunked
     with pytest.raises(LineTooLong, match=r"c\.txt:2: line is longer than 1 MB"):
-        count_corpus([str(corpus)], tokenizer, CountOptions(chunked=chunked), workers=1)
+        count_corpus([str(corpus)], tokenizer, CountOptions(chunked=chunked, unigram_certificate=True), workers=1)
 
 
 def test_a_line_with_nowhere_to_cut_is_refused(tmp_path: Path, sp_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:

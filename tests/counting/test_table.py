@@ -101,3 +101,26 @@ def test_counts_exact_when_the_ids_budget_forces_purges(tmp_path: Path, sp_model
     expected = Counter(i for line in lines for i in sp.encode(line))
     assert total.tolist() == [expected[i] for i in range(tok.vocab_size)]
     assert counter.table.ids_limit == ids_limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 100)), min_size=1, max_size=40), st.integers(2, 30))
+def test_purge_keeps_certificate_numbers_with_their_rows(rows: list[tuple[int, int]], limit: int) -> None:
+    """Per-row certificate numbers (unigram chunks) move with their rows through a purge and a replace."""
+    table = ChunkTable(max(limit, len(rows) + 1))
+    keys = [f"k{i}" for i in range(len(rows))]
+    n = len(rows)
+    table.add(keys, [[i] * length for i, (length, _) in enumerate(rows)],
+              (np.arange(n, dtype=np.float64), 2.0 * np.arange(n), np.arange(n, dtype=np.int32)))
+    table.hits[1:n + 1] = [h for _, h in rows]
+    table.replace(np.array([1]), [[7, 7, 7]], (np.array([0.5]), np.array([9.0]), np.array([3], dtype=np.int32)))
+    table.purge()
+    for i, key in enumerate(keys):
+        row = table.rows([key])[0]
+        if row >= 0:
+            ids = table.ids[table.starts[row]:table.starts[row] + table.lengths[row]].tolist()
+            if i == 0:
+                assert (table.margin[row], table.best[row], table.chars[row], ids) == (0.5, 9.0, 3, [7, 7, 7])
+            else:
+                assert (table.margin[row], table.best[row], table.chars[row], ids) == (i, 2.0 * i, i, [i] * rows[i][0])
+    assert table.margin[0] == np.inf and table.lengths[0] == 0

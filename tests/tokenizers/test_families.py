@@ -39,6 +39,7 @@ FAMILIES = {
     # fixture: the segmenter it must get
     "sp_model": "sp",
     "sp_llama2_model": "sp-space-runs",
+    "sp_unigram_model": "sp-unigram-certified",
     "hf_bytelevel_json": "bytelevel",
     "hf_gpt2_prefix_json": "bytelevel",
     "hf_llama3_json": "split-regex",
@@ -77,17 +78,17 @@ def assert_exact(path: Path, documents: list[str]) -> None:
     format (documents without line breaks, byte path where the family has one) and JSONL."""
     tok = load_tokenizer(path)
     assert tok.segmenter is not None, tok.method_reason
-    counter = BlockCounter(tok, CountOptions(eos=False))
+    counter = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True))
     lines = [d for d in (d.replace("\n", " ").replace("\r", " ") for d in documents) if d]
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     as_text = counter.count_block("raw.txt", data, 1, 0)
     np.testing.assert_array_equal(as_text.counts, _reference(path, lines, tok.vocab_size))
     with small_slices():
-        sliced = BlockCounter(tok, CountOptions(eos=False)).count_block("raw.txt", data, 1, 0)
+        sliced = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True)).count_block("raw.txt", data, 1, 0)
     np.testing.assert_array_equal(sliced.counts, as_text.counts)
     assert sliced.documents == as_text.documents == len(lines)
     jsonl = "".join(json.dumps({"text": d}) + "\n" for d in documents).encode("utf-8")
-    as_jsonl = BlockCounter(tok, CountOptions(eos=False, format="jsonl")).count_block("raw.jsonl", jsonl, 1, 0)
+    as_jsonl = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True, format="jsonl")).count_block("raw.jsonl", jsonl, 1, 0)
     np.testing.assert_array_equal(as_jsonl.counts, _reference(path, [d for d in documents if d], tok.vocab_size))
 
 
@@ -114,7 +115,9 @@ def test_family_exact_on_indented_raw_text(fixture: str, request: pytest.Fixture
 
 
 def test_whole_document_families_say_why(tmp_path: Path, sp_unigram_model: Path, hf_llama3_json: Path) -> None:
-    tok = load_tokenizer(sp_unigram_model)
+    kept_spaces = tmp_path / "kept-spaces.model"  # NormalizerSpec.remove_extra_whitespaces = false (merged)
+    kept_spaces.write_bytes(sp_unigram_model.read_bytes() + b"\x1a\x02\x20\x00")
+    tok = load_tokenizer(kept_spaces)
     assert tok.segmenter is None and "unigram" in tok.method_reason
     config = json.loads(hf_llama3_json.read_text())
     config["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\s+|\S+"  # not a known regex
@@ -151,19 +154,19 @@ def test_dirty_lines_among_clean_lines(fixture: str, picks: list[tuple[bool, int
     clean = [line.encode() for line in RAW_DOC_LINES if line]
     lines = [(DIRTY_LINES if dirty else clean)[i % len(DIRTY_LINES if dirty else clean)] for dirty, i in picks]
     data = b"\n".join(lines) + b"\n"
-    result = BlockCounter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
+    result = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True)).count_block("mixed.txt", data, 1, 0)
     texts = [t for t in (line.decode("utf-8", errors="replace").removesuffix("\r") for line in lines) if t]
     np.testing.assert_array_equal(result.counts, _reference(path, texts, tok.vocab_size))
     bad = [n for n, line in enumerate(lines, 1) if b"\xff" in line or line.endswith(b"\xc3")]
     assert (result.documents, result.bad_utf8_lines) == (len(texts), len(bad))
     with small_slices():
-        sliced = BlockCounter(tok, CountOptions(eos=False)).count_block("mixed.txt", data, 1, 0)
+        sliced = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True)).count_block("mixed.txt", data, 1, 0)
     np.testing.assert_array_equal(sliced.counts, result.counts)
     assert (sliced.documents, sliced.bad_utf8_lines) == (len(texts), len(bad))
     if bad:
         for size in (blocks.SLICE_BYTES, 61):
             with small_slices(size), pytest.raises(CorpusError, match=rf"^mixed.txt:{bad[0] + 6}: invalid UTF-8"):
-                BlockCounter(tok, CountOptions(strict=True)).count_block("mixed.txt", data, 7, 0)
+                BlockCounter(tok, CountOptions(strict=True, unigram_certificate=True)).count_block("mixed.txt", data, 7, 0)
 
 
 # Code and prose where letters, digits, punctuation and apostrophes meet (the byte path's cuts

@@ -141,7 +141,7 @@ def _chunked_equals_full(path: Path, lines: list[str], chunked: bool = True) -> 
     tok = load_tokenizer(path)
     assert (tok.chunk_rule is not None) == chunked
     data = "\n".join(lines).encode("utf-8") + b"\n"
-    fast = BlockCounter(tok, CountOptions(eos=False)).count_block("adv.txt", data, 1, 0)
+    fast = BlockCounter(tok, CountOptions(eos=False, unigram_certificate=True)).count_block("adv.txt", data, 1, 0)
     slow = BlockCounter(tok, CountOptions(eos=False, chunked=False)).count_block("adv.txt", data, 1, 0)
     # Independent reference: the tokenizer library directly, one document at a time.
     encode = library_encoder(Path(path))
@@ -154,7 +154,8 @@ def _chunked_equals_full(path: Path, lines: list[str], chunked: bool = True) -> 
     np.testing.assert_array_equal(fast.counts, reference)
 
 
-TOKENIZER_FIXTURES = ["sp_model", "sp_bpe_punct_model", "hf_bytelevel_json", "hf_bert_json", "hf_bert_hub_json"]
+TOKENIZER_FIXTURES = ["sp_model", "sp_bpe_punct_model", "sp_unigram_model", "hf_bytelevel_json", "hf_bert_json",
+                      "hf_bert_hub_json"]
 BPE_FIXTURES = ["sp_model", "sp_bpe_punct_model"]
 
 
@@ -174,12 +175,13 @@ def test_chunked_counting_is_exact_on_punctuated_text(fixture: str, lines: list[
 
 @settings(max_examples=30, deadline=None)
 @given(lines=st.lists(punctuated_text, min_size=1, max_size=8))
-def test_unigram_models_count_whole_documents(sp_unigram_model: Path, lines: list[str]) -> None:
+def test_unigram_models_count_under_the_certificate(sp_unigram_model: Path, lines: list[str]) -> None:
     """Unigram Viterbi ties depend on float sums over the whole line (3 in 200,000 lines of real
-    English segment differently as chunks), so unigram models are counted by whole documents."""
+    English segment differently as chunks), so unigram lines are counted from their chunks only
+    under the per-line certificate (nbcli.counting.certificate), and whole without the cache."""
     tok = load_tokenizer(sp_unigram_model)
-    assert tok.chunk_rule is None and "unigram" in tok.method_reason
-    _chunked_equals_full(sp_unigram_model, lines, chunked=False)
+    assert tok.chunk_rule == "sp-unigram-certified" and "certificate" in tok.method_reason
+    _chunked_equals_full(sp_unigram_model, lines)
 
 
 def _parts(chunk: str, cuts: np.ndarray) -> list[str]:
@@ -219,7 +221,7 @@ def test_subchunk_cuts_only_where_proven(sp_model: Path, sp_unigram_model: Path,
         if i not in tok.special_ids and not re.fullmatch(r"<0x[0-9A-F]{2}>", piece):  # text pieces
             assert not any(ord(a) < 128 and ord(b) < 128 and cuts[ord(a), ord(b)]
                            for a, b in zip(piece, piece[1:])), piece
-    assert load_tokenizer(sp_unigram_model).segmenter is None  # no chunk rule at all
+    assert load_tokenizer(sp_unigram_model).segmenter.cut_table() is None  # unigram chunks are never cut
     # Case folding maps ASCII letters, so pairs in the text are not the vocabulary's pairs.
     folded = train_sentencepiece(tmp_path, sample_lines, 500, normalization_rule_name="nmt_nfkc_cf")
     assert load_tokenizer(folded).segmenter.cut_table() is None
