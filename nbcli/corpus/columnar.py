@@ -72,6 +72,7 @@ def load_columnar_reader() -> None:
 def _pyarrow() -> Any:
     try:
         import pyarrow
+        import pyarrow.compute  # noqa: F401
         import pyarrow.ipc  # noqa: F401
         import pyarrow.parquet  # noqa: F401
     except ImportError:
@@ -361,12 +362,27 @@ def _document_batch(pa: Any, path: str, first_row: int, column: Any, where: str)
         keep_lines = keep & ~broken
     else:
         keep_lines = keep
-    line_lengths = lengths[keep_lines]
-    kept = data if keep_lines.all() else data[np.repeat(keep_lines, lengths)]
-    lines = np.insert(kept, np.cumsum(line_lengths), 10).tobytes() if line_lengths.size else b""
-    return DocumentBatch(path=path, first_row=first_row, lines=lines, line_count=int(line_lengths.size),
+    line_count = int(np.count_nonzero(keep_lines))
+    lines = _joined_lines(pa, column if line_count == n else column.filter(pa.array(keep_lines)))
+    return DocumentBatch(path=path, first_row=first_row, lines=lines, line_count=line_count,
                          documents=documents, nulls=int(n - np.count_nonzero(valid)),
                          text_bytes=int(lengths[keep].sum()))
+
+
+def _joined_lines(pa: Any, column: Any) -> bytes:
+    """The strings of `column` (no nulls), each followed by a newline, as one bytes object: what
+    counting reads as text lines. Arrow appends the newlines in one pass (`binary_join_element_wise`
+    with an empty separator); ~10x faster than numpy's insert on 8 MB batches."""
+    if len(column) == 0:
+        return b""
+    newline, nothing = pa.scalar("\n", type=column.type), pa.scalar("", type=column.type)
+    joined = pa.compute.binary_join_element_wise(column, newline, nothing)
+    wide = pa.types.is_large_string(joined.type) or pa.types.is_large_binary(joined.type)
+    _validity, offsets_buffer, data_buffer = joined.buffers()
+    bounds = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32, count=len(joined) + 1,
+                           offset=joined.offset * (8 if wide else 4))
+    start, stop = int(bounds[0]), int(bounds[-1])
+    return data_buffer.slice(start, stop - start).to_pybytes()
 
 
 def iter_rows(source: CorpusSource, field: str) -> Iterator[str | None]:

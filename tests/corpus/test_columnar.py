@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import nbcli.corpus.columnar as columnar
 from conftest import english_like_lines
@@ -300,3 +301,14 @@ def test_row_groups_stay_whole_but_the_last_ones_when_there_are_enough(
     result = count([str(path)], sp_model, workers)
     np.testing.assert_array_equal(result.counts, reference.counts)
     assert result.documents == reference.documents and result.skipped_nulls == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=30), st.booleans(), st.integers(0, 5), st.integers(0, 5))
+def test_joined_lines_are_each_string_and_a_newline(texts: list[str], large: bool, head: int, tail: int) -> None:
+    """What counting reads of a batch: every string followed by a newline, also for a sliced
+    column (an offset into shared buffers) and for large_string."""
+    column = pa.array(texts, pa.large_string() if large else pa.string())
+    view = column.slice(min(head, len(texts)), max(0, len(texts) - head - tail))
+    expected = "".join(text + "\n" for text in view.to_pylist()).encode("utf-8")
+    assert columnar._joined_lines(columnar._pyarrow(), view) == expected
