@@ -9,7 +9,7 @@ _nb() {
     case "${COMP_WORDS[1]}" in
         quickstart) opts="--output -o --workers -j --json --help -h"
             ;;
-        count-unigrams) opts="--tokenizer -t --output -o --tsv --workers -j --format --field --eos --no-eos --bos --no-bos --strict --skip-bad-lines --smoothing --dask --no-chunk-cache --json --help -h"
+        count-unigrams) opts="--tokenizer -t --output -o --tsv --workers -j --format --field --eos --no-eos --bos --no-bos --strict --skip-bad-lines --smoothing --dask --no-chunk-cache --unigram-certificate --json --help -h"
             case "$prev" in --format) COMPREPLY=($(compgen -W "text jsonl" -- "$cur")); return;; esac
             ;;
         merge-counts) opts="--output -o --json --help -h"

@@ -22,6 +22,7 @@ complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l skip-bad-lines
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l dask -x -d 'Run the byte-range tasks on a Dask distributed scheduler (e.g. tcp://host:8786);'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l no-chunk-cache -d 'Encode every document in full instead of each distinct chunk once (slower; same '
+complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l unigram-certificate -d 'SentencePiece unigram models (T5, ALBERT, XLNet): count each line from its words'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from count-unigrams' -F

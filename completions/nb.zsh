@@ -52,6 +52,7 @@ _nb() {
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--dask[Run the byte-range tasks on a Dask distributed scheduler (e.g. tcp://host:8786);]:value: ' \
                 '--no-chunk-cache[Encode every document in full instead of each distinct chunk once (slower; same ]' \
+                '--unigram-certificate[SentencePiece unigram models (T5, ALBERT, XLNet): count each line from its words]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
