@@ -186,8 +186,8 @@ def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, o
     tokenizer.json or a model folder; `output`: the .safetensors counts file; `tsv`: also id, piece,
     count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
     template's default); `workers=0`: all cores; `unigram_certificate`: count SentencePiece unigram
-    models from cached chunks under the per-line certificate (exact, slower here than whole
-    documents: docs/design/counting.md). Counts are exact for any `workers`.
+    models from cached chunks under the per-line certificate (exact; faster than whole documents
+    only on large corpora: docs/design/counting.md). Counts are exact for any `workers`.
     """
     from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
