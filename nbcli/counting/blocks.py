@@ -9,7 +9,7 @@ distinct part of a Zipfian corpus is encoded once per worker and its ids multipl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -136,6 +136,19 @@ def document_markers(tokenizer: Tokenizer, options: CountOptions) -> tuple[int |
     return (tokenizer.eos_id if add_eos else None), (tokenizer.bos_id if options.bos else None)
 
 
+def clean_slices(data: bytes, bail: tuple[bytes, ...], size: int, dirty: list[tuple[int, int]]) -> Iterator[bytes]:
+    """The clean lines of `data` (valid UTF-8, no `bail` byte), slice by slice of at most `size`
+    bytes of whole lines (`line_slices`); the byte ranges of the other lines are appended to
+    `dirty`. Empty slices are skipped."""
+    for lo, hi in line_slices(data, size):
+        piece = data[lo:hi] if hi - lo < len(data) else data
+        piece_dirty = dirty_lines(piece, bail)
+        dirty += [(lo + start, lo + end) for start, end in piece_dirty]
+        clean = without_ranges(piece, piece_dirty)
+        if clean:
+            yield clean
+
+
 class BlockCounter:
     """Per-process counting state: the tokenizer and the cache of encoded chunks."""
 
@@ -253,13 +266,7 @@ class BlockCounter:
         short: list[tuple[np.ndarray, np.ndarray]] = []
         mid: list[tuple[np.ndarray, np.ndarray]] = []
         long: Counter[bytes] = Counter()
-        for lo, hi in line_slices(data, SLICE_BYTES):
-            piece = data[lo:hi] if hi - lo < len(data) else data
-            piece_dirty = dirty_lines(piece, bail)
-            dirty += [(lo + start, lo + end) for start, end in piece_dirty]
-            clean = without_ranges(piece, piece_dirty)
-            if not clean:
-                continue
+        for clean in clean_slices(data, bail, SLICE_BYTES, dirty):
             keys = part_keys(clean, self.segmenter.spans(clean))
             result.documents += keys.documents
             short.append(keys.short)
@@ -285,13 +292,8 @@ class BlockCounter:
         its chunks' cached ids where `certified_lines` proves them the line's own, else encoded whole.
         Returns the byte ranges of the other lines."""
         dirty: list[tuple[int, int]] = []
-        for lo, hi in line_slices(data, CERTIFIED_SLICE_BYTES):
-            piece = data[lo:hi] if hi - lo < len(data) else data
-            piece_dirty = dirty_lines(piece, bail)
-            dirty += [(lo + start, lo + end) for start, end in piece_dirty]
-            clean = without_ranges(piece, piece_dirty)
-            if clean:
-                self._count_lines_certified(clean, counts, result)
+        for clean in clean_slices(data, bail, CERTIFIED_SLICE_BYTES, dirty):
+            self._count_lines_certified(clean, counts, result)
         return dirty
 
     def _count_lines_certified(self, clean: bytes, counts: np.ndarray, result: TaskResult) -> None:
@@ -333,8 +335,7 @@ class BlockCounter:
         if whole:
             line_starts, line_ends = np.append(0, newlines + 1), np.append(newlines, b.shape[0])
             texts = b"\n".join([clean[line_starts[i]:line_ends[i]] for i in whole]).decode("utf-8").split("\n")
-            for start in range(0, len(texts), ENCODE_BATCH):
-                counts += token_counts(self.tokenizer.encode_batch(texts[start:start + ENCODE_BATCH]), size)
+            self._count_documents(texts, counts)  # whole, as for every str document of a certified rule
 
     def _certified_rows(self, keys: list[Any] | np.ndarray, freqs: np.ndarray,
                         texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from nbcli.counting.certificate import lattice_margins
+from nbcli.counting.tally import flat_ids
 from nbcli.tokenizers.sentencepiece import SentencePieceWords, read_model_settings
 
 NORMAL, USER_DEFINED = 1, 4
@@ -164,8 +165,7 @@ class SentencePieceUnigram(SentencePieceWords):
         if lattice is None:
             return encoded, np.full(n, -np.inf), np.zeros(n), np.zeros(n, dtype=np.int64)
         texts, plain = self._texts, self._plain
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
-        flat = np.fromiter((i for ids in encoded for i in ids), dtype=np.int64, count=int(lengths.sum()))
+        flat, lengths = flat_ids(encoded)
         owner = np.repeat(np.arange(n), lengths)
         clean = np.ones(n, dtype=bool)
         clean[owner[~plain[flat]]] = False
