@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CACHE, OUT, compile_nb_bytecode, cores, load_average, log, machine, write_json  # noqa: E402
+from common import CACHE, OUT, cores, load_average, log, machine, run_nb_count, write_json  # noqa: E402
 
 LIMIT = r"""
 import json, sys, time
@@ -47,13 +47,6 @@ for s in range(0, len(lines), 1000):
 print(json.dumps({"cpu_s": time.process_time() - c, "bytes": data.rfind(b"\n") + 1, "tokens": tokens}))
 """
 
-NB = ("import resource, subprocess, sys, json, time; t = time.perf_counter(); "
-      "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); w = time.perf_counter() - t; "
-      "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-      "print(json.dumps({'rc': p.returncode, 'wall_s': w, 'cpu_s': u.ru_utime + u.ru_stime, "
-      "'peak_rss_mb': u.ru_maxrss / 1024, 'stdout': p.stdout, 'stderr': p.stderr[-2000:]}))")
-
-
 def train_unigram(corpus: Path, directory: Path) -> Path:
     import sentencepiece as spm
 
@@ -65,24 +58,12 @@ def train_unigram(corpus: Path, directory: Path) -> Path:
     return prefix.with_suffix(".model")
 
 
-def run_nb(corpus: Path, model: Path, out: Path, extra: tuple[str, ...]) -> dict[str, object]:
-    cmd = ["nb", "count-unigrams", str(corpus), "-t", str(model), "-o", str(out), "--json", *extra]
-    proc = subprocess.run([sys.executable, "-c", NB, *cmd], capture_output=True, text=True, check=True)
-    result = json.loads(proc.stdout)
-    if result["rc"] != 0:
-        raise SystemExit(f"nb failed: {result['stderr']}")
-    report = json.loads(result.pop("stdout"))
-    return {**result, "command": " ".join(cmd), "count_s": report["seconds"], "method": report["method"],
-            "tokens": report["tokens"]}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--limit-mb", type=float, default=200, help="MB of the corpus the limit is timed on")
     parser.add_argument("--out", type=Path, default=OUT / "count_unigram_certificate.json")
     args = parser.parse_args()
-    compile_nb_bytecode()
     from nbcli.counts import read_counts
 
     size = args.corpus.stat().st_size
@@ -99,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nb-unigram-") as tmp:
         for name, extra in (("whole", ()), ("certified", ("--unigram-certificate",))):
             started = time.perf_counter()
-            runs[name] = run_nb(args.corpus, model, Path(tmp) / f"{name}.safetensors", extra)
+            runs[name] = run_nb_count(args.corpus, model, Path(tmp) / f"{name}.safetensors", None, extra)
             log(f"{name}: {runs[name]['method']}, {time.perf_counter() - started:.1f} s")
         equal = bool((read_counts(Path(tmp) / "whole.safetensors").counts
                       == read_counts(Path(tmp) / "certified.safetensors").counts).all())
@@ -115,10 +96,10 @@ def main() -> None:
               "limit": {**limit, "mb_per_s": limit_mb_s, "cores": n}, "rows": rows, "counts_equal": equal}
     print(f"corpus {size / 1e6:.0f} MB; limit {limit_mb_s:.1f} MB/s ({n} cores x one thread); load "
           f"{load_before[0]:.1f} -> {result['load_after'][0]:.1f}")
-    print(f"{'run':10} {'method':34} {'MB/s':>7} {'/limit':>7} {'wall/limit':>10} {'CPU/limit':>9} {'CPU s':>7} {'RSS MB':>7}")
+    print(f"{'run':10} {'method':34} {'MB/s':>7} {'/limit':>7} {'wall/limit':>10} {'CPU/limit':>9} {'CPU s':>7} {'RSS MB (all processes)':>7}")
     for row in rows:
         print(f"{row['run']:10} {row['method']:34} {row['mb_per_s']:7.1f} {row['over_limit']:7.2f} "
-              f"{row['wall_over_limit']:10.2f} {row['cpu_over_limit']:9.2f} {row['cpu_s']:7.1f} {row['peak_rss_mb']:7.0f}")
+              f"{row['wall_over_limit']:10.2f} {row['cpu_over_limit']:9.2f} {row['cpu_s']:7.1f} {row['peak_rss_tree_mb']:7.0f}")
     print(f"counts equal: {equal}")
     write_json(args.out, result)
     print(f"JSON: {args.out}")
