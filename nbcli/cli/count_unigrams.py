@@ -100,6 +100,9 @@ def count_unigrams(
         warnings.append(f"skipped {report['skipped_lines']} bad JSONL line(s)")
     if report["skipped_nulls"]:
         warnings.append(f"skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
+    if unigram_certificate and not exact_only and report["method"] != "chunked (sp-unigram-certified)":
+        warnings.append(f"--unigram-certificate applies to SentencePiece unigram models with default settings; "
+                        f"{report['tokenizer']} was counted by {report['method']} ({report['method_reason']})")
     print_warnings(warnings)  # rich is imported only when there is one
     print_report(report, as_json, render_count_summary)
 

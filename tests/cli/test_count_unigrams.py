@@ -276,3 +276,13 @@ def test_terminal_progress_with_forked_workers(tmp_path: Path, fixture: str, req
     assert b"huggingface/tokenizers" not in seen and b"Traceback" not in seen, seen[-2000:]
     assert invoke("count-unigrams", corpus, "-t", tok, "-o", tmp_path / "one.safetensors", "-j", "1").exit_code == 0
     np.testing.assert_array_equal(read_counts(out).counts, read_counts(tmp_path / "one.safetensors").counts)
+
+
+def test_unigram_certificate_with_another_family_says_it_does_not_apply(tmp_path: Path, sp_model: Path,
+                                                                        corpus: Path) -> None:
+    result = invoke("count-unigrams", str(corpus), "-t", str(sp_model), "-o", str(tmp_path / "c.safetensors"),
+                    "--unigram-certificate")
+    assert result.exit_code == 0, result.output
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "--unigram-certificate applies to SentencePiece unigram models" in warning[0]
+    assert "chunked (sp)" in warning[0]
