@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from nbcli import version
+
+__version__ = version.__version__  # defined in nbcli.version (imported by modules below nbcli.api)
 
 #: The public API: functions of `nbcli.api` and the report classes they return.
 __all__ = [

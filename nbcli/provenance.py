@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from nbcli import __version__
+from nbcli.version import __version__
 from nbcli.errors import Interrupted
 from nbcli.jsonsafe import parse as parse_json
 

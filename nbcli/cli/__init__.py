@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Annotated
 
 import typer
-from nbcli import __version__
+from nbcli.version import __version__
 from nbcli.cli.base import NbGroup
 
 
