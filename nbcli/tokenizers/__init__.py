@@ -121,36 +121,7 @@ def tokenizer_from_bytes(data: bytes, path: Path | str) -> Tokenizer:
 
         fields = load_hf(data, body, path)
     else:
-        fields = _load_sentencepiece(data, path)
+        from nbcli.tokenizers.sp_model import load_sentencepiece
+
+        fields = load_sentencepiece(data, path)
     return Tokenizer(path=path, sha256=sha256_bytes(data), data=data, **fields)
-
-
-def _load_sentencepiece(data: bytes, path: Path) -> dict[str, Any]:
-    import sentencepiece as spm
-
-    from nbcli.tokenizers.sentencepiece import sentencepiece_segmenter, special_ids
-
-    if not data.strip():  # SentencePiece would log to fd 2 (absl) before refusing it
-        raise TokenizerError(f"{path}: empty file, not a tokenizer")
-    try:
-        sp = spm.SentencePieceProcessor(model_proto=data)
-    except RuntimeError:
-        raise TokenizerError(
-            f"{path}: not a tokenizer (neither a SentencePiece .model nor a tokenizer.json)"
-        ) from None
-    size = sp.get_piece_size()
-    if size == 0:
-        raise TokenizerError(f"{path}: SentencePiece model has an empty vocabulary")
-
-    def opt(value: int) -> int | None:
-        return value if value >= 0 else None
-
-    segmenter, reason = sentencepiece_segmenter(data, sp)
-    return dict(
-        kind="sentencepiece", vocab_size=size,
-        bos_id=opt(sp.bos_id()), eos_id=opt(sp.eos_id()), pad_id=opt(sp.pad_id()), unk_id=opt(sp.unk_id()),
-        special_ids=special_ids(data, sp),
-        segmenter=segmenter, method_reason=segmenter.reason if segmenter else reason,
-        encode_documents=lambda texts: sp.encode(texts, num_threads=1), id_to_piece=sp.id_to_piece, impl=sp,
-        eos_default_reason="SentencePiece model: a language model predicts EOS at each document end",
-    )
