@@ -168,60 +168,6 @@ class SentencePieceSpaceRuns(SpaceRunSegmenter):
         return self._cuts.cut(data, starts + ~line_first, ends)  # past the space the dummy prefix restores
 
 
-def sentencepiece_segmenter(data: bytes, sp: Any) -> tuple[Any, str]:
-    """The segmenter for this model and why, or (None, why not) for whole-document counting.
-
-    Reads the model's TrainerSpec (field 2) and NormalizerSpec (field 3) from the protobuf.
-    """
-    try:
-        settings = read_model_settings(data)
-    except (ValueError, IndexError, TypeError):
-        return None, "could not read the model's settings; encoding whole documents"
-    trainer, normalizer = settings.trainer, settings.normalizer
-    checks = {
-        "split_by_whitespace": _flag(trainer, 22, True),
-        "add_dummy_prefix": _flag(normalizer, 3, True),
-        "escape_whitespaces": _flag(normalizer, 5, True),
-        "not treat_whitespace_as_suffix": not _flag(trainer, 24, False),
-    }
-    failed = [name for name, ok in checks.items() if not ok]
-    if failed:
-        return None, f"SentencePiece setting(s) {', '.join(failed)} prevent chunked counting"
-    unigram = trainer.get(3, [1])[-1] == 1  # TrainerSpec.model_type: UNIGRAM = 1 (the default), BPE = 2
-    if not unigram and trainer.get(3, [1])[-1] != 2:
-        return None, "neither a unigram nor a BPE model; encoding whole documents"
-    collapse = _flag(normalizer, 4, True)  # remove_extra_whitespaces
-    if unigram and not collapse:
-        return None, ("unigram model with remove_extra_whitespaces=false (no chunk rule proven); "
-                      "encoding whole documents")
-    if unigram and len(settings.pieces) != sp.get_piece_size():
-        return None, "unigram model whose pieces could not be read; encoding whole documents"
-    name = normalizer.get(1, [b"nmt_nfkc"])[-1]
-    rule_name = name.decode("utf-8", "replace") if isinstance(name, bytes) else "?"
-    if not collapse and rule_name != "identity":
-        return None, (f"remove_extra_whitespaces=false with the {rule_name} normaliser (the space-run "
-                      "rule is proven for the identity normaliser only); encoding whole documents")
-    spanning = _first_spanning_piece(_text_pieces(settings, sp), collapse)
-    if spanning is not None:
-        i, piece = spanning
-        return None, f"piece {i} ({piece!r}) spans a word boundary; encoding whole documents"
-    if unigram:
-        from nbcli.tokenizers.unigram import SentencePieceUnigram
-
-        return SentencePieceUnigram(sp, data, "unigram model: space-delimited chunks encode alone in exact "
-                                    "arithmetic; a line is counted from its chunks' cached ids only where "
-                                    "every chunk's margin over its second-best segmentation exceeds the "
-                                    "float32 rounding the line can bring (certificate), else encoded "
-                                    "whole"), ""
-    if collapse:
-        return SentencePieceWords(sp, data, "split_by_whitespace with dummy prefix: each "
-                                  "space-delimited chunk encodes alone, and is cut between ASCII pairs "
-                                  "no piece joins"), ""
-    return SentencePieceSpaceRuns(sp, data, "remove_extra_whitespaces=false (Llama-2/Mistral form): words are a "
-                                  "run of spaces and the word after it; cut before each run, and between "
-                                  "ASCII pairs no piece joins"), ""
-
-
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -360,7 +306,7 @@ def _piece_text(raw: bytes) -> str:
     return text.decode("utf-8", "replace") if isinstance(text, bytes) else ""
 
 
-def _text_pieces(settings: ModelSettings, sp: Any) -> tuple[list[int], list[str]]:
+def text_pieces(settings: ModelSettings, sp: Any) -> tuple[list[int], list[str]]:
     """(id, piece) of the pieces matched against text: not byte, control or unknown pieces. Read
     from the proto (asking SentencePiece for 32k pieces took ~30 ms, and this is asked twice)."""
     if len(settings.pieces) == sp.get_piece_size():
@@ -371,7 +317,7 @@ def _text_pieces(settings: ModelSettings, sp: Any) -> tuple[list[int], list[str]
     return [i for i, _ in kept], [piece for _, piece in kept]
 
 
-def _first_spanning_piece(pieces: tuple[list[int], list[str]], collapse: bool) -> tuple[int, str] | None:
+def first_spanning_piece(pieces: tuple[list[int], list[str]], collapse: bool) -> tuple[int, str] | None:
     """The first (id, piece) that could span a word boundary: one holding a space, or a "▁" after
     its first character (`collapse`) or after a character other than "▁" (space runs form words).
 
@@ -391,11 +337,6 @@ def _first_spanning_piece(pieces: tuple[list[int], list[str]], collapse: bool) -
     return None
 
 
-def _flag(fields: dict[int, list[int | bytes]], number: int, default: bool) -> bool:
-    values = fields.get(number)
-    return bool(values[-1]) if values else default
-
-
 def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     """The table of `SentencePieceWords.cut_table`, or False where cutting inside chunks is not proven."""
     settings = read_model_settings(data)
@@ -405,7 +346,7 @@ def _sentencepiece_cuts(data: bytes, sp: Any) -> Any:
     name = normalizer.get(1, [b"nmt_nfkc"])[-1]
     if not isinstance(name, bytes) or name.decode("utf-8", "replace") not in _CUT_NORMALIZERS:
         return False
-    spans = ascii_pairs_absent(_text_pieces(settings, sp)[1])
+    spans = ascii_pairs_absent(text_pieces(settings, sp)[1])
     known = np.zeros(128, dtype=bool)
     for code in range(0x21, 0x7F):
         token = sp.piece_to_id(chr(code))

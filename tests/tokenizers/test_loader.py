@@ -320,9 +320,9 @@ def test_fast_piece_read_equals_the_general_proto_parse(fixture: str, request: p
 @given(st.lists(st.text(alphabet=["a", "b", "\u2581", " ", "\0", "\n", "é"], max_size=4), max_size=8),
        st.booleans())
 def test_first_spanning_piece_equals_the_piece_by_piece_check(texts: list[str], collapse: bool) -> None:
-    from nbcli.tokenizers.sentencepiece import _first_spanning_piece
+    from nbcli.tokenizers.sentencepiece import first_spanning_piece
 
     pieces = [(3 * i + 1, text) for i, text in enumerate(texts)]
     expected = next(((i, p) for i, p in pieces if " " in p or "\u2581" in p.lstrip("\u2581")
                      or (collapse and "\u2581" in p[1:])), None)
-    assert _first_spanning_piece(([i for i, _ in pieces], texts), collapse) == expected
+    assert first_spanning_piece(([i for i, _ in pieces], texts), collapse) == expected
