@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at, read_range_blocks, read_unit
+from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at
 from nbcli.counting.certificate import certified_lines
 from nbcli.counting.keys import (
     keyed_parts, line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
@@ -161,41 +161,6 @@ class BlockCounter:
         self.certified = callable(getattr(self.segmenter, "certify", None))
         self.table = ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)
-
-    # -- tasks -------------------------------------------------------------------------------
-    def run(self, task: Task) -> TaskResult:
-        result = TaskResult(np.zeros(self.tokenizer.vocab_size, dtype=np.int64))
-        if task.range is not None:
-            self._count_range(task.range, result)
-        elif task.data is not None:
-            result.add(self.count_block(task.path, task.data, task.first_line, task.offset))
-        elif task.rows is not None:
-            for batch in read_unit(task.rows):
-                result.add(self.count_documents(batch))
-        return result
-
-    def _count_range(self, rng: ByteRange, result: TaskResult) -> None:
-        """Count the lines of a byte range; a line over NB_MAX_LINE_MB is counted in pieces where the
-        family's chunk rule allows it (`long_lines`), else refused."""
-        from nbcli.corpus import LineTooLong
-        from nbcli.counting import long_lines
-
-        start = rng.start
-        while start < rng.end:
-            done = start  # the end of the last block counted
-            try:
-                for offset, data in read_range_blocks(ByteRange(rng.path, start, rng.end)):
-                    result.add(self.count_block(rng.path, data, None, offset))
-                    done = offset + len(data)
-                return
-            except LineTooLong as err:
-                if not long_lines.can_count_in_pieces(self, err):
-                    raise
-                assert err.offset is not None
-                if done < err.offset:  # the whole lines read with it, before it
-                    for offset, data in read_range_blocks(ByteRange(rng.path, done, err.offset)):
-                        result.add(self.count_block(rng.path, data, None, offset))
-                start = long_lines.count_long_line(self, err, result)
 
     def _line_no(self, path: str, first_line: int | None, offset: int, index: int) -> int:
         if first_line is None:

@@ -17,20 +17,38 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nbcli.corpus import LineTooLong
+from nbcli.corpus import ByteRange, LineTooLong, read_range_blocks
+from nbcli.counting.blocks import BlockCounter, TaskResult
 from nbcli.errors import CorpusError
 from nbcli.limits import max_line_bytes
-
-if TYPE_CHECKING:
-    from nbcli.counting.blocks import BlockCounter, TaskResult
 
 PIECE_BYTES = 1 << 20
 # A cut: an ASCII space after a printable non-space ASCII byte and before an ASCII letter.
 _CUT = re.compile(rb"(?<=[\x21-\x7e]) (?=[A-Za-z])")
+
+
+def count_range(counter: BlockCounter, rng: ByteRange, result: TaskResult) -> None:
+    """Count the lines of a byte range; a line over NB_MAX_LINE_MB is counted in pieces where the
+    family's chunk rule allows it (`count_long_line`), else refused."""
+    start = rng.start
+    while start < rng.end:
+        done = start  # the end of the last block counted
+        try:
+            for offset, data in read_range_blocks(ByteRange(rng.path, start, rng.end)):
+                result.add(counter.count_block(rng.path, data, None, offset))
+                done = offset + len(data)
+            return
+        except LineTooLong as err:
+            if not can_count_in_pieces(counter, err):
+                raise
+            assert err.offset is not None
+            if done < err.offset:  # the whole lines read with it, before it
+                for offset, data in read_range_blocks(ByteRange(rng.path, done, err.offset)):
+                    result.add(counter.count_block(rng.path, data, None, offset))
+            start = count_long_line(counter, err, result)
 
 
 def can_count_in_pieces(counter: BlockCounter, err: LineTooLong) -> bool:

@@ -18,10 +18,12 @@ import numpy as np
 
 from nbcli.corpus import (
     CorpusSource, RowUnit, discover_inputs, load_columnar_reader, plan_columnar, plan_ranges, read_stream_blocks,
+    read_unit,
 )
 from nbcli.counting.blocks import (
     BlockCounter, CountOptions, Task, TaskResult, counting_method, counting_segmenter, document_markers,
 )
+from nbcli.counting.long_lines import count_range
 from nbcli.errors import ConfigError, CorpusError, Interrupted
 from nbcli.tokenizers import Tokenizer, tokenizer_from_bytes
 
@@ -87,12 +89,26 @@ def _worker_ready() -> None:
     """A no-op task: submitting it starts every worker."""
 
 
+def run_task(counter: BlockCounter, task: Task) -> TaskResult:
+    """Count one task with `counter`: a byte range (long lines in pieces: `count_range`), a block of
+    lines, or a unit of rows."""
+    result = TaskResult(np.zeros(counter.tokenizer.vocab_size, dtype=np.int64))
+    if task.range is not None:
+        count_range(counter, task.range, result)
+    elif task.data is not None:
+        result.add(counter.count_block(task.path, task.data, task.first_line, task.offset))
+    elif task.rows is not None:
+        for batch in read_unit(task.rows):
+            result.add(counter.count_documents(batch))
+    return result
+
+
 def _run_in_worker(task: Task, sha: str, options: CountOptions) -> TaskResult:
-    return _PROCESS_COUNTERS[(sha, options)].run(task)
+    return run_task(_PROCESS_COUNTERS[(sha, options)], task)
 
 
 def _run_on_dask(task: Task, tokenizer_bytes: bytes, name: str, sha: str, options: CountOptions) -> TaskResult:
-    return _process_counter(tokenizer_bytes, name, sha, options).run(task)
+    return run_task(_process_counter(tokenizer_bytes, name, sha, options), task)
 
 
 def _add_results(a: TaskResult, b: TaskResult) -> TaskResult:
@@ -179,7 +195,7 @@ def count_corpus(
     elif pool is None:
         counter = BlockCounter(tokenizer, options)
         for task in tasks:
-            on_done(task, counter.run(task))
+            on_done(task, run_task(counter, task))
     else:
         _schedule_pool(pool, tasks, tokenizer, options, n_workers, on_done)
     seconds = time.perf_counter() - started
