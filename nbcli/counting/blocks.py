@@ -240,15 +240,15 @@ class BlockCounter:
             long.update(keys.long)
         if short:
             distinct, freqs = merge_keyed(short)
-            self._add_rows(distinct, freqs, counts, lambda missing: short_key_texts(distinct[missing]))
+            self.add_rows(distinct, freqs, counts, lambda missing: short_key_texts(distinct[missing]))
         if mid:
             pairs, pair_freqs = merge_keyed(mid)
-            self._add_rows(pairs.view("S16").ravel(), pair_freqs, counts,
-                           lambda missing: mid_key_texts(pairs[missing]))
+            self.add_rows(pairs.view("S16").ravel(), pair_freqs, counts,
+                          lambda missing: mid_key_texts(pairs[missing]))
         if long:
             names = list(long)
-            self._add_rows(names, np.fromiter(long.values(), dtype=np.int64, count=len(names)), counts,
-                           lambda missing: long_key_texts([names[i] for i in missing]))
+            self.add_rows(names, np.fromiter(long.values(), dtype=np.int64, count=len(names)), counts,
+                          lambda missing: long_key_texts([names[i] for i in missing]))
         return dirty
 
     def _count_certified_lines(self, data: bytes, bail: tuple[bytes, ...], counts: np.ndarray,
@@ -387,11 +387,11 @@ class BlockCounter:
         # A per-block Counter is small and cache-friendly: the table is probed once per distinct chunk.
         block = Counter(self.segmenter.split(documents))
         keys = list(block)
-        self._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
-                       lambda missing: ([keys[i] for i in missing], None))
+        self.add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
+                      lambda missing: ([keys[i] for i in missing], None))
 
-    def _add_rows(self, keys: list[Any] | np.ndarray, freqs: np.ndarray, counts: np.ndarray,
-                  texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> None:
+    def add_rows(self, keys: list[Any] | np.ndarray, freqs: np.ndarray, counts: np.ndarray,
+                 texts_of: Callable[[np.ndarray], tuple[list[str], np.ndarray | None]]) -> None:
         """Add freqs[i] x (tokens of chunk keys[i]) to counts; encode (once) chunks not in the table.
 
         Keys are distinct within a call: a list of str chunks or of the bytes of parts over 15

@@ -133,6 +133,6 @@ def _count_part(counter: BlockCounter, err: LineTooLong, part: bytes, first: boo
         chunks = chunks[1:]
     block = Counter(chunks)
     keys = list(block)
-    counter._add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
-                      lambda missing: ([keys[i] for i in missing], None))
+    counter.add_rows(keys, np.fromiter(block.values(), dtype=np.int64, count=len(keys)), counts,
+                     lambda missing: ([keys[i] for i in missing], None))
     return bad
