@@ -359,7 +359,7 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
     counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
-    from nbcli.lm.perplexity import eval_report
+    from nbcli.lm.evaluation import eval_report
 
     figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
                            space=bias_effect_space, by_frequency=_optional(by_frequency), bins=bins,

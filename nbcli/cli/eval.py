@@ -101,7 +101,7 @@ def eval_command(
     from nbcli.cli.console import print_report, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
-    from nbcli.lm.perplexity import eval_report
+    from nbcli.lm.evaluation import eval_report
 
     figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
                            space=bias_effect_space, by_frequency=by_frequency, bins=bins,

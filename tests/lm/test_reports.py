@@ -12,7 +12,7 @@ import pytest
 from nbcli.errors import OutputError
 from nbcli.lm.decoding import parse_decoding
 from nbcli.lm.generation import OUT_NAMES, GenerationOptions, generation_report, write_outputs
-from nbcli.lm.perplexity import eval_report
+from nbcli.lm.evaluation import eval_report
 from tests.conftest import english_like_lines
 
 
