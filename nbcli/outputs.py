@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nbcli.atomic import check_name_length, check_output_dir
+from nbcli.atomic.checks import refuse_hub_cache
 from nbcli.errors import OutputError
 
 PathLike = Path | str
@@ -76,20 +77,6 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
         if ident is not None:
             seen_ident[ident] = out
         seen_name[name] = out
-
-
-def refuse_hub_cache(out: PathLike) -> None:
-    """OutputError if `out` lies in the Hugging Face hub cache, leads into it by a symbolic link, or is a
-    hard link to one of its blobs: the cache is an input, never an output (see nbcli.resolve)."""
-    from nbcli.resolve import hub_blob, hub_cache_dir, inside_hub_cache
-
-    if inside_hub_cache(out):
-        raise OutputError(f"{out}: lies in the Hugging Face cache ({hub_cache_dir()}), which nb only reads; "
-                          "write the output outside it (e.g. -o out/)")
-    blob = hub_blob(out)
-    if blob is not None:
-        raise OutputError(f"{out}: is a hard link to the Hugging Face cache blob {blob}, which nb only reads; "
-                          "choose another output path")
 
 
 def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Path | None:

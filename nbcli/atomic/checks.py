@@ -1,4 +1,5 @@
-"""Output-path checks: the output's directory exists and is writable, its names fit the file system."""
+"""Output-path checks: the output's directory exists and is writable, its names fit the file system,
+it lies outside the Hugging Face cache."""
 
 from __future__ import annotations
 
@@ -34,10 +35,8 @@ def check_name_length(path: Path) -> None:
 
 def check_output_dir(path: Path, *, file: bool = False) -> None:
     """Raise OutputError unless `path`'s directory exists and is writable and its name fits (and lies
-    outside the Hugging Face cache: nbcli.outputs.refuse_hub_cache); with `file`, also unless `path`
-    can become a file (it is not an existing directory)."""
-    from nbcli.outputs import refuse_hub_cache
-
+    outside the Hugging Face cache: `refuse_hub_cache`); with `file`, also unless `path` can become a
+    file (it is not an existing directory)."""
     check_name_length(path)
     refuse_hub_cache(path)
     try:
@@ -55,3 +54,16 @@ def check_output_dir(path: Path, *, file: bool = False) -> None:
     if file and is_dir:
         raise OutputError(f"{path}: is a directory; give a file name for this output")
 
+
+def refuse_hub_cache(out: Path | str) -> None:
+    """OutputError if `out` lies in the Hugging Face hub cache, leads into it by a symbolic link, or is a
+    hard link to one of its blobs: the cache is an input, never an output (see nbcli.resolve)."""
+    from nbcli.resolve import hub_blob, hub_cache_dir, inside_hub_cache
+
+    if inside_hub_cache(out):
+        raise OutputError(f"{out}: lies in the Hugging Face cache ({hub_cache_dir()}), which nb only reads; "
+                          "write the output outside it (e.g. -o out/)")
+    blob = hub_blob(out)
+    if blob is not None:
+        raise OutputError(f"{out}: is a hard link to the Hugging Face cache blob {blob}, which nb only reads; "
+                          "choose another output path")
