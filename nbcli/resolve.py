@@ -369,18 +369,6 @@ def model_tokenizer(model: Path | str) -> Path:
                          f"({' or '.join(DIRECTORY_CANDIDATES)} in {directory}); pass -t TOK")
 
 
-def checkpoint_file(spec: Path | str) -> Path:
-    """The one file that names a checkpoint given as a path or repo id: the file itself, else its
-    folder's index (sharded) or only .safetensors file (what `match:FILE:TENSOR` records and hashes)."""
-    found = local_path(spec, "model")
-    if not found.is_dir():
-        return found
-    from nbcli.checkpoint.reader import find_checkpoint_files
-
-    files, index, _ = find_checkpoint_files(found)
-    return index if index is not None else files[0]
-
-
 def hub_inputs_metadata(paths: Iterable[Path | str | None]) -> dict[str, str]:
     """{'nb.hub_inputs': JSON path -> {repo_id, commit}} for the inputs that came from the Hub, else {}:
     the provenance entry of safetensors outputs (patched checkpoints, training checkpoints)."""

@@ -288,9 +288,10 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
                standardise: str | None = None, seed: int = 0) -> TransplantResult:
     """`nb transplant-embeddings`: read, match, fill, optionally standardise (surgery.standardise_to,
     paper 002 eq. 1 / eq. 4), write atomically. Inputs are only read."""
+    from nbcli.checkpoint.reader import checkpoint_file
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import sha256_file, tool_version, utc_now
-    from nbcli.resolve import checkpoint_file, hub_records
+    from nbcli.resolve import hub_records
     from nbcli.surgery import parse_standardise, standardise_to
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
 

@@ -306,3 +306,14 @@ def open_checkpoint(path: Path | str) -> Checkpoint:
             raise CheckpointError(f"{index}: tensor {sorted(missing)[0]!r} is in a shard but not in the index")
     return checkpoint
 
+
+def checkpoint_file(spec: Path | str) -> Path:
+    """The one file that names a checkpoint given as a path or repo id: the file itself, else its
+    folder's index (sharded) or only .safetensors file (what `match:FILE:TENSOR` records and hashes)."""
+    from nbcli.resolve import local_path
+
+    found = local_path(spec, "model")
+    if not found.is_dir():
+        return found
+    files, index, _ = find_checkpoint_files(found)
+    return index if index is not None else files[0]

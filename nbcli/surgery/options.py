@@ -66,7 +66,7 @@ def parse_standardise(spec: str) -> StandardiseSpec:
         file, sep, tensor = spec[len("match:"):].rpartition(":")
         if not sep or not file or not tensor:
             raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE:TENSOR")
-        from nbcli.resolve import checkpoint_file  # a repo id names its snapshot's file
+        from nbcli.checkpoint.reader import checkpoint_file  # a repo id names its snapshot's file
 
         return StandardiseSpec("match", match_file=str(checkpoint_file(file)), match_tensor=tensor)
     values: dict[str, float] = {}
