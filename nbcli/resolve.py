@@ -353,22 +353,6 @@ def _explain(err: BaseException, repo_id: str, revision: str | None, cache: Path
     return HubError(f"{label}: {type(err).__name__}: {_first_line(err)}")
 
 
-def model_tokenizer(model: Path | str) -> Path:
-    """The tokenizer file a model (path or repo id) carries, for commands given no -t: its folder's
-    tokenizer.json, else tokenizer.model. Says which file it took (through the reporter)."""
-    from nbcli.errors import TokenizerError
-    from nbcli.tokenizers import DIRECTORY_CANDIDATES
-
-    found = local_path(model, "model")
-    directory = found if found.is_dir() else found.parent
-    for name in DIRECTORY_CANDIDATES:
-        if (directory / name).is_file():
-            report(f"tokenizer: {directory / name} (the model's own; -t/--tokenizer to use another)")
-            return directory / name
-    raise TokenizerError(f"{model}: no -t/--tokenizer given and the model carries no tokenizer "
-                         f"({' or '.join(DIRECTORY_CANDIDATES)} in {directory}); pass -t TOK")
-
-
 def hub_inputs_metadata(paths: Iterable[Path | str | None]) -> dict[str, str]:
     """{'nb.hub_inputs': JSON path -> {repo_id, commit}} for the inputs that came from the Hub, else {}:
     the provenance entry of safetensors outputs (patched checkpoints, training checkpoints)."""

@@ -19,9 +19,9 @@ from nbcli.resolve import (
     hub_origin,
     inside_hub_cache,
     looks_like_repo_id,
-    model_tokenizer,
     resolve,
 )
+from nbcli.tokenizers import model_tokenizer
 from tests.hub_cache import add_snapshot, commit_hash, repo_folder
 
 NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_]{0,20}", fullmatch=True)

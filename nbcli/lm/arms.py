@@ -144,7 +144,7 @@ def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | Non
     if tau is not None and counts is None:
         raise ConfigError("--logit-adjust TAU needs --counts C (log p(y) comes from a counts file)")
     if tokenizer_path is None:  # the model's own tokenizer (nbcli.resolve says which file)
-        from nbcli.resolve import model_tokenizer
+        from nbcli.tokenizers import model_tokenizer
 
         tokenizer_path = model_tokenizer(checkpoint)
     tokenizer = load_tokenizer(tokenizer_path)

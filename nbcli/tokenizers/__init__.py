@@ -19,8 +19,8 @@ from nbcli.limits import read_capped
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers.segment import Segmenter
 
-__all__ = ["DIRECTORY_CANDIDATES", "Segmenter", "Tokenizer", "load_tokenizer", "tokenizer_files",
-           "tokenizer_from_bytes"]
+__all__ = ["DIRECTORY_CANDIDATES", "Segmenter", "Tokenizer", "load_tokenizer", "model_tokenizer",
+           "tokenizer_files", "tokenizer_from_bytes"]
 
 
 @dataclass
@@ -94,6 +94,21 @@ def tokenizer_files(path: Path | str) -> list[Path]:
 
     path = local_path(path, "tokenizer")
     return [path, *(path / name for name in DIRECTORY_CANDIDATES)] if path.is_dir() else [path]
+
+
+def model_tokenizer(model: Path | str) -> Path:
+    """The tokenizer file a model (path or repo id) carries, for commands given no -t: its folder's
+    tokenizer.json, else tokenizer.model. Says which file it took (through the reporter)."""
+    from nbcli.resolve import local_path, report
+
+    found = local_path(model, "model")
+    directory = found if found.is_dir() else found.parent
+    for name in DIRECTORY_CANDIDATES:
+        if (directory / name).is_file():
+            report(f"tokenizer: {directory / name} (the model's own; -t/--tokenizer to use another)")
+            return directory / name
+    raise TokenizerError(f"{model}: no -t/--tokenizer given and the model carries no tokenizer "
+                         f"({' or '.join(DIRECTORY_CANDIDATES)} in {directory}); pass -t TOK")
 
 
 def load_tokenizer(path: Path | str) -> Tokenizer:
