@@ -78,9 +78,9 @@ def _dead_pid() -> int:
 
 
 def _temp_of(name: str, pid: int) -> str:
-    from nbcli.atomic.temporaries import _host_tag
+    from nbcli.atomic.temporaries import host_tag
 
-    return f".{name}.{pid}-{_host_tag()}ab12.nbtmp"
+    return f".{name}.{pid}-{host_tag()}ab12.nbtmp"
 
 
 @pytest.mark.parametrize("size", [200, 240, 254, 255])
@@ -131,14 +131,14 @@ def test_an_interrupted_commit_is_completed_by_the_next_run(tmp_path: Path) -> N
     import json
 
     from nbcli.atomic import recover_directory
-    from nbcli.atomic.temporaries import _host_tag
+    from nbcli.atomic.temporaries import host_tag
 
     pid = _dead_pid()
     (tmp_path / "a.bin").write_bytes(b"new a")  # renamed before the crash
     (tmp_path / "b.bin").write_bytes(b"old b")
     tmp_b = _temp_of("b.bin", pid)
     (tmp_path / tmp_b).write_bytes(b"new b")
-    journal = tmp_path / f".nb-commit.{pid}-{_host_tag()}cd34.json"
+    journal = tmp_path / f".nb-commit.{pid}-{host_tag()}cd34.json"
     journal.write_text(json.dumps({"nb_commit": 1, "renames": [[_temp_of("a.bin", pid), "a.bin"], [tmp_b, "b.bin"]]}))
     notes = recover_directory(tmp_path)
     assert (tmp_path / "b.bin").read_bytes() == b"new b" and (tmp_path / "a.bin").read_bytes() == b"new a"
@@ -151,9 +151,9 @@ def test_a_journal_that_is_not_nb_s_is_refused(tmp_path: Path, renames: object) 
     import json
 
     from nbcli.atomic import recover_directory
-    from nbcli.atomic.temporaries import _host_tag
+    from nbcli.atomic.temporaries import host_tag
 
-    journal = tmp_path / f".nb-commit.{_dead_pid()}-{_host_tag()}cd34.json"
+    journal = tmp_path / f".nb-commit.{_dead_pid()}-{host_tag()}cd34.json"
     journal.write_text(json.dumps({"renames": renames}) if renames is not None else "{[")
     with pytest.raises(OutputError, match="nb commit journal; remove it|not a valid nb commit journal"):
         recover_directory(tmp_path)
@@ -174,9 +174,9 @@ def _commit_point_journal(tmp_path: Path, pid: int, index_bytes: bytes, retire: 
     import hashlib
     import json
 
-    from nbcli.atomic.temporaries import _host_tag
+    from nbcli.atomic.temporaries import host_tag
 
-    journal = tmp_path / f".nb-commit.{pid}-{_host_tag()}cd34.json"
+    journal = tmp_path / f".nb-commit.{pid}-{host_tag()}cd34.json"
     journal.write_text(json.dumps({
         "nb_commit": 2, "pid": pid, "before": [[_temp_of("s.nb-00000001.safetensors", pid), "s.nb-00000001.safetensors"]],
         "point": [_temp_of("i.index.json", pid), "i.index.json"], "sha256": hashlib.sha256(index_bytes).hexdigest(),

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from nbcli.atomic.checks import check_output_dir, name_max
 from nbcli.atomic.recovery import shards_named_by, removable_shard, index_sha256, recover_directory, recover_journal_now
-from nbcli.atomic.temporaries import JOURNAL_PREFIX, _fsync_dir, _tag, temp_name
+from nbcli.atomic.temporaries import JOURNAL_PREFIX, fsync_dir, pid_tag, temp_name
 from nbcli.errors import OutputError
 
 _prepared: set[str] = set()
@@ -196,11 +196,11 @@ class OutputSet:
                         _fault("mid-commit")
                     _fault("renamed")
                 for folder in {tmp.parent for _path, tmp, _handle in self._files}:
-                    _fsync_dir(folder)
+                    fsync_dir(folder)
             _fault("after-commit")
             if journal is not None:
                 journal.unlink(missing_ok=True)
-                _fsync_dir(journal.parent)
+                fsync_dir(journal.parent)
             self._files.clear()
             self._retire.clear()
             self._point = None
@@ -230,10 +230,10 @@ class OutputSet:
                 _fault("mid-commit")
             _fault("renamed")
         for folder in {tmp.parent for _path, tmp, _handle in before}:
-            _fsync_dir(folder)  # the shards are durable under their names before the index names them
+            fsync_dir(folder)  # the shards are durable under their names before the index names them
         index, tmp, _handle = point
         self._rename(index, tmp, journal, decided=False)
-        _fsync_dir(tmp.parent)
+        fsync_dir(tmp.parent)
         if not before:
             _fault("mid-commit")
         _fault("renamed")
@@ -247,11 +247,11 @@ class OutputSet:
                 old.unlink(missing_ok=True)
             _fault("retired")
         for folder in {tmp.parent for _path, tmp, _handle in self._files} | {p.parent for p in self._retire}:
-            _fsync_dir(folder)
+            fsync_dir(folder)
 
     def _write_journal(self) -> Path:
         directory = self._files[0][1].parent
-        journal = directory / f"{JOURNAL_PREFIX}{_tag()}.json"
+        journal = directory / f"{JOURNAL_PREFIX}{pid_tag()}.json"
 
         def pair(item: tuple[Path, Path, BinaryIO]) -> list[str]:
             path, tmp, _handle = item
@@ -279,7 +279,7 @@ class OutputSet:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(directory)
+        fsync_dir(directory)
         return journal
 
     def __enter__(self) -> OutputSet:

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from nbcli.atomic.temporaries import _JOURNAL_RE, _TEMP_RE, _fsync_dir, _host_tag, _owned_by_dead_process
+from nbcli.atomic.temporaries import JOURNAL_RE, TEMP_RE, fsync_dir, host_tag, owned_by_dead_process
 from nbcli.errors import OutputError
 
 _notes: list[str] = []
@@ -43,7 +43,7 @@ def _read_journal(journal: Path) -> dict[str, object]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         raise OutputError(f"{journal}: not a readable nb commit journal; remove it") from None
     for tmp, target in pairs:
-        if not _TEMP_RE.match(tmp.name) or tmp.parent != target.parent:
+        if not TEMP_RE.match(tmp.name) or tmp.parent != target.parent:
             raise OutputError(f"{journal}: not a valid nb commit journal ({tmp.name!r} -> {target.name!r}); remove it")
     return parsed
 
@@ -116,12 +116,12 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
     except OSError:
         return notes
     for name in names:
-        match = _JOURNAL_RE.match(name)
+        match = JOURNAL_RE.match(name)
         if not match:
             continue
         journal = directory / name
-        if not _owned_by_dead_process(match):
-            if strict and match["host"] == _host_tag() and int(match["pid"]) != os.getpid():
+        if not owned_by_dead_process(match):
+            if strict and match["host"] == host_tag() and int(match["pid"]) != os.getpid():
                 raise OutputError(f"{directory}: nb process {match['pid']} is committing new files here "
                                   f"({name}); wait for it to finish")
             continue
@@ -141,9 +141,9 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
                     raise OutputError(f"{target}: cannot complete the interrupted commit of {journal}: "
                                       f"{err.strerror}") from None
         for folder in {target.parent for _tmp, target in pairs}:
-            _fsync_dir(folder)
+            fsync_dir(folder)
         journal.unlink(missing_ok=True)
-        _fsync_dir(directory)
+        fsync_dir(directory)
         if outcome == "completed":
             notes.append(f"{directory}: completed an interrupted commit of {len(pairs)} file(s) "
                          f"({done} renamed now) left by nb process {match['pid']}: "
@@ -154,8 +154,8 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
                          + ", ".join(target.name for _tmp, target in pairs))
     stale = []
     for name in names:
-        match = _TEMP_RE.match(name)
-        if match and _owned_by_dead_process(match):
+        match = TEMP_RE.match(name)
+        if match and owned_by_dead_process(match):
             with contextlib.suppress(OSError):  # gone meanwhile, or a folder nb may only read
                 (directory / name).unlink()
                 stale.append(name)
@@ -173,5 +173,5 @@ def recover_journal_now(journal: Path) -> None:
         if "point" in doc:
             _finish_commit_point(journal, doc)
         journal.unlink(missing_ok=True)
-        _fsync_dir(journal.parent)
+        fsync_dir(journal.parent)
 

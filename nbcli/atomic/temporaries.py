@@ -13,24 +13,26 @@ from pathlib import Path
 
 TEMP_SUFFIX = ".nbtmp"
 JOURNAL_PREFIX = ".nb-commit."
-_TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.nbtmp$", re.DOTALL)
-_JOURNAL_RE = re.compile(r"^\.nb-commit\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.json$")
+TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.nbtmp$", re.DOTALL)
+JOURNAL_RE = re.compile(r"^\.nb-commit\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{4})[0-9a-z]{4}\.json$")
 _PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT
 
 
 @functools.cache
-def _host_tag() -> str:
+def host_tag() -> str:
+    """4 hex digits of this host's name (the HOST of a temporary's or journal's TAG)."""
     return f"{zlib.crc32(socket.gethostname().encode()) & 0xFFFF:04x}"
 
 
-def _tag() -> str:
-    return f"{os.getpid()}-{_host_tag()}{secrets.token_hex(2)}"
+def pid_tag() -> str:
+    """`PID-TAG` of this process's temporaries and journals: the PID, the host tag, 4 random characters."""
+    return f"{os.getpid()}-{host_tag()}{secrets.token_hex(2)}"
 
 
 def temp_name(name: str, limit: int = 255) -> str:
     """The temporary's name for output NAME: `.NAME.PID-TAG.nbtmp`, NAME's bytes cut so that the
     whole stays within `limit` bytes (file names are bytes: a character cut in two is harmless)."""
-    tail = f".{_tag()}{TEMP_SUFFIX}"
+    tail = f".{pid_tag()}{TEMP_SUFFIX}"
     return "." + os.fsdecode(os.fsencode(name)[:limit - 1 - len(tail)]) + tail
 
 
@@ -51,12 +53,15 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _owned_by_dead_process(match: re.Match[str]) -> bool:
+def owned_by_dead_process(match: re.Match[str]) -> bool:
+    """Whether the temporary or journal `match` (of TEMP_RE / JOURNAL_RE) belongs to a process of this
+    host that no longer runs."""
     pid = int(match["pid"])
-    return match["host"] == _host_tag() and pid != os.getpid() and not _pid_alive(pid)
+    return match["host"] == host_tag() and pid != os.getpid() and not _pid_alive(pid)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory (its entries: renames, new files); nothing where the system cannot."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
