@@ -164,7 +164,8 @@ def row_projections(rows: Rows, direction: np.ndarray, block_rows: int | None = 
     return stat.values
 
 
-def _unit_direction(direction: np.ndarray | None) -> np.ndarray | None:
+def unit_direction(direction: np.ndarray | None) -> np.ndarray | None:
+    """`direction` scaled to unit length (float32), None for None; ValueError for a zero or non-finite one."""
     if direction is None:
         return None
     v = np.asarray(direction, dtype=np.float64).ravel()
@@ -203,7 +204,7 @@ class MeanCosine:
     PARALLEL_TOLERANCE = 1e-5
 
     def __init__(self, width: int, remove: np.ndarray | None = None, weights: np.ndarray | None = None) -> None:
-        self.unit = _unit_direction(remove)
+        self.unit = unit_direction(remove)
         self.total = np.zeros(width, dtype=np.float64)
         self.n = 0
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
@@ -263,7 +264,7 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     picked = np.sort(rng.choice(n, size=min(sample, n), replace=False))
     block = np.concatenate([float32_block(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
         np.zeros((0, int(rows.shape[1])), dtype=np.float32)
-    unit = _unit_direction(remove)
+    unit = unit_direction(remove)
     if unit is not None:
         block = remove_direction(block, unit)
     units = _unit_rows(block)

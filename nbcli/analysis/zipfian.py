@@ -76,7 +76,7 @@ class FrequencyShare:
     row's squared length that lies along the unit direction u (the frequency direction)."""
 
     def __init__(self, direction: np.ndarray, weights: np.ndarray) -> None:
-        unit = probes._unit_direction(direction)
+        unit = probes.unit_direction(direction)
         assert unit is not None
         self.unit = unit
         self.weights = np.asarray(weights, dtype=np.float64).ravel()
