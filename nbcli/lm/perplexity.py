@@ -65,9 +65,9 @@ class Scored:
 
 def read_documents(inputs: Sequence[str]) -> list[str]:
     """The documents of `inputs` (as `nb train` reads them); CorpusError when there are none."""
-    from nbcli.train.data import _documents
+    from nbcli.train.data import iter_documents
 
-    docs = list(_documents(list(inputs), None))
+    docs = list(iter_documents(list(inputs), None))
     if not docs:
         raise CorpusError(f"{', '.join(inputs)}: no non-empty documents")
     return docs

@@ -48,7 +48,9 @@ class TokenData:
     fingerprint: str           # sha256 of both streams (resume checks it)
 
 
-def _documents(inputs: list[str], progress: Callable[[int, int | None], None] | None) -> Iterator[str]:
+def iter_documents(inputs: list[str], progress: Callable[[int, int | None], None] | None) -> Iterator[str]:
+    """The non-empty documents of `inputs`, in order: lines (JSONL lines and parquet/Arrow rows: their
+    `text` field); `progress(bytes, None)` after each block of a text input."""
     for source in discover_inputs(inputs):
         if source.columnar:  # parquet / Arrow: one row a document (column `text`), nulls skipped
             yield from (text for text in iter_rows(source, "text") if text is not None and text.strip())
@@ -110,7 +112,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
             n_docs += 1
 
     batch: list[str] = []
-    for text in _documents(inputs, progress):
+    for text in iter_documents(inputs, progress):
         batch.append(text)
         if len(batch) >= ENCODE_BATCH:
             flush(batch)
