@@ -6,7 +6,11 @@ pydantic costs ~0.1 s, a sixth of a short `nb count-unigrams` run. nb's options 
 value when the answer is plain (a decimal integer within its bounds, a Path, a listed choice) and
 returns `NOT_FAST` otherwise, so that typer's own conversion runs and gives the same value or the
 same error message (tests/cli/test_coercion.py compares the two for every option of every command).
-Typers without this machinery (older versions converting through click types) are left as they are.
+
+This reaches into typer's private modules (`typer._coercion`, `typer._param_types`): typer offers no
+public way around pydantic (a `parser=` goes through a TypeAdapter too). So pyproject.toml pins typer
+to one minor release, and CI (.ci/typer-range) runs the CLI tests under its oldest and newest
+version; a typer without this machinery is left as it is (`install_fast_coercion` does nothing).
 """
 
 from __future__ import annotations
