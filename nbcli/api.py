@@ -268,26 +268,15 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
     a new dict holding the caller's tensors with the touched ones replaced (the caller's tensors are
     not modified); `in_place=True` copies the new values into the given model's or dict's tensors.
     """
-    from nbcli.checkpoint.format import dtype_code_of_name
-    from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
-    from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise
+    from nbcli.surgery import surgery_options
 
-    if scale_ln_bias is not None:
-        check_lambda(float(scale_ln_bias))
-    options = SurgeryOptions(
-        output_bias_counts=_optional(set_output_bias), smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=_optional(zipfian_whiten_embeddings),
-        standardise=parse_standardise(standardise) if standardise else None,
-        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
-        scale_ln_bias=None if scale_ln_bias is None else float(scale_ln_bias),
-        remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
-        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
-        tokenizer=_optional(tokenizer), allow_vocab_mismatch=allow_vocab_mismatch)
-    if not options.operations():
-        raise ConfigError("no operation given: use set_output_bias, rescale_w, zipfian_whiten_embeddings, "
-                          "standardise, shuffle, "
-                          "scale_ln_bias, remove_frequency_direction or untie")
+    options = surgery_options(
+        set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
+        allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten_embeddings,
+        standardise=standardise, shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=scale_ln_bias,
+        remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite, spelling="argument")
     if _is_path(checkpoint):
         return _patch_file(_local(checkpoint), _optional(output), options, arch=arch, mapping=mapping,
                            in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs)

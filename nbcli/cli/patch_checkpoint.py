@@ -127,32 +127,15 @@ def patch_checkpoint(
     # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
     atexit.register(gc.freeze)
     from nbcli.checkpoint import parse_role_map
-    from nbcli.checkpoint.format import dtype_code_of_name
     from nbcli.cli.console import byte_progress, print_report, print_warnings
-    from nbcli.counts import parse_smoothing
-    from nbcli.errors import ConfigError
-    from nbcli.resolve import local_path
-    from nbcli.surgery import SurgeryOptions, check_lambda, parse_standardise, patch_file
+    from nbcli.surgery import patch_file, surgery_options
 
-    lam = None
-    if scale_ln_bias is not None:
-        try:
-            lam = float(scale_ln_bias)
-        except ValueError:
-            raise ConfigError(f"--scale-ln-bias {scale_ln_bias!r}: LAMBDA must be a finite number") from None
-        check_lambda(lam)
-    options = SurgeryOptions(
-        output_bias_counts=set_output_bias, smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=zipfian_whiten,
-        standardise=parse_standardise(standardise) if standardise else None,
-        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=lam,
-        remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite,
-        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
-        tokenizer=tokenizer and local_path(tokenizer, "tokenizer"), allow_vocab_mismatch=allow_vocab_mismatch)
-    if not options.operations():
-        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --zipfian-whiten-embeddings, "
-                          "--standardise-embeddings, --shuffle-embeddings, --scale-ln-bias, "
-                          "--remove-frequency-direction or --untie")
+    options = surgery_options(
+        set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
+        allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten, standardise=standardise,
+        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=scale_ln_bias,
+        remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite)
     with byte_progress("patching") as progress:
         result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
                             in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)

@@ -1,6 +1,7 @@
 """Checkpoint surgery: the papers' operations (`nbcli.ops`) applied to a checkpoint's tensors.
 
-    options.py SurgeryOptions (what to do), StandardiseSpec / parse_standardise, check_lambda,
+    options.py SurgeryOptions (what to do) and surgery_options (the one builder of it from a user's
+               values, refusing no operation), StandardiseSpec / parse_standardise, check_lambda,
                OPERATION_ORDER
     plan.py    the Workspace, run_surgery (which tensors change and how, in OPERATION_ORDER),
                resolve_options, surgery_result (run_surgery's output as the report),
@@ -15,6 +16,7 @@ model in memory; `nb train` and `nb transplant-embeddings` use `standardise_to`.
 
 from nbcli.surgery.options import (
     CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, check_lambda, parse_standardise,
+    surgery_options,
 )
 from nbcli.surgery.plan import (
     SurgeryResult, TouchedTensor, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery,
@@ -25,5 +27,5 @@ from nbcli.surgery.write import apply_surgery, patch_file
 __all__ = [
     "CREATED_BIAS_NOTE", "OPERATION_ORDER", "StandardiseSpec", "SurgeryOptions", "SurgeryResult", "TouchedTensor",
     "Workspace", "apply_surgery", "check_lambda", "held_tensors", "parse_standardise", "patch_file",
-    "provenance_entry", "resolve_options", "run_surgery", "standardise_to", "surgery_result",
+    "provenance_entry", "resolve_options", "run_surgery", "standardise_to", "surgery_options", "surgery_result",
 ]

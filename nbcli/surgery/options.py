@@ -1,15 +1,17 @@
-"""What a surgery does: `SurgeryOptions`, the --standardise-embeddings target (`StandardiseSpec`,
-`parse_standardise`), the --scale-ln-bias check, and the order operations are applied in
-(`OPERATION_ORDER`, see `nbcli.surgery.plan`). No torch here: parsing options stays cheap.
+"""What a surgery does: `SurgeryOptions`, built from what a user gives (`surgery_options`: the one
+builder behind `nb patch-checkpoint` and `nbcli.patch`), the --standardise-embeddings target
+(`StandardiseSpec`, `parse_standardise`), the --scale-ln-bias check, and the order operations are
+applied in (`OPERATION_ORDER`, see `nbcli.surgery.plan`). No torch here: parsing options stays cheap.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from nbcli.errors import CheckpointError, ConfigError
 
@@ -19,6 +21,18 @@ if TYPE_CHECKING:
 
 OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "zipfian-whiten-embeddings", "standardise-embeddings", "shuffle-embeddings",
                    "scale-ln-bias", "remove-frequency-direction")
+
+#: How a user asks for each operation: `nb patch-checkpoint`'s option, `nbcli.patch`'s argument.
+OPERATION_SPELLINGS: dict[str, tuple[str, str]] = {
+    "set-output-bias": ("--set-output-bias", "set_output_bias"), "untie": ("--untie", "untie"),
+    "rescale-w": ("--rescale-w", "rescale_w"),
+    "zipfian-whiten-embeddings": ("--zipfian-whiten-embeddings", "zipfian_whiten_embeddings"),
+    "standardise-embeddings": ("--standardise-embeddings", "standardise"),
+    "shuffle-embeddings": ("--shuffle-embeddings", "shuffle"), "scale-ln-bias": ("--scale-ln-bias", "scale_ln_bias"),
+    "remove-frequency-direction": ("--remove-frequency-direction", "remove_frequency_direction"),
+}
+Spelling = Literal["option", "argument"]
+PathLike = Union[str, os.PathLike]
 
 CREATED_BIAS_NOTE = (
     "A created output bias is read by nb's own model and probe-bias, and by any loader whose output "
@@ -92,6 +106,15 @@ def check_lambda(lam: float) -> float:
     return float(lam)
 
 
+def parse_lambda(value: float | str) -> float:
+    """LAMBDA of --scale-ln-bias given as a number or as text ("0.5"): `check_lambda` of it."""
+    try:
+        lam = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--scale-ln-bias {value!r}: LAMBDA must be a finite number") from None
+    return check_lambda(lam)
+
+
 @dataclass
 class SurgeryOptions:
     """What to do; None/False = skip that operation."""
@@ -140,6 +163,49 @@ class SurgeryOptions:
         if self.remove_frequency_direction:
             ops.append({"op": "remove-frequency-direction"})
         return ops
+
+
+def require_operation(options: SurgeryOptions, spelling: Spelling = "option") -> SurgeryOptions:
+    """`options`, or ConfigError when they ask for no operation, naming the options (`spelling`
+    "option") or `nbcli.patch` arguments ("argument") that would, in OPERATION_ORDER."""
+    if not options.operations():
+        names = [OPERATION_SPELLINGS[op][spelling == "argument"] for op in OPERATION_ORDER]
+        raise ConfigError(f"no operation given: use {', '.join(names[:-1])} or {names[-1]}")
+    return options
+
+
+def surgery_options(
+    *, set_output_bias: PathLike | None = None, smoothing: str = "add-k:1", tokenizer: PathLike | None = None,
+    allow_vocab_mismatch: bool = False, new_tensor_dtype: str = "float32", bias_name: str | None = None,
+    rescale_w: Norm | None = None, untie: bool = False, zipfian_whiten_embeddings: PathLike | None = None,
+    standardise: str | None = None, shuffle: bool = False, shuffle_mode: ShuffleMode = "rows", seed: int = 0,
+    scale_ln_bias: float | str | None = None, remove_frequency_direction: bool = False,
+    allow_nonfinite: bool = False, spelling: Spelling = "option",
+) -> SurgeryOptions:
+    """The SurgeryOptions of what a user gives `nb patch-checkpoint` (its options) or `nbcli.patch`
+    (its arguments, the same names): `smoothing` "add-k:K", `standardise` "xavier" |
+    "match:FILE:TENSOR" | "mean=M,std=S", LAMBDA a number or its text, `new_tensor_dtype` a torch
+    dtype name, `tokenizer` a path or Hub repo id (nbcli.resolve). ConfigError for a bad value, or
+    when no operation is asked for (`require_operation`, naming the options or the arguments as
+    `spelling` says)."""
+    from nbcli.checkpoint.format import dtype_code_of_name
+    from nbcli.counts import parse_smoothing
+    from nbcli.resolve import local_path
+
+    def path(value: PathLike | None) -> Path | None:
+        return None if value is None else Path(value)
+
+    options = SurgeryOptions(
+        output_bias_counts=path(set_output_bias), smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=path(zipfian_whiten_embeddings),
+        standardise=parse_standardise(standardise) if standardise else None,
+        shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
+        scale_ln_bias=None if scale_ln_bias is None else parse_lambda(scale_ln_bias),
+        remove_frequency_direction=remove_frequency_direction, allow_nonfinite=allow_nonfinite,
+        new_tensor_dtype=dtype_code_of_name(new_tensor_dtype),
+        tokenizer=None if tokenizer is None else local_path(tokenizer, "tokenizer"),
+        allow_vocab_mismatch=allow_vocab_mismatch)
+    return require_operation(options, spelling)
 
 
 def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:

@@ -1,7 +1,8 @@
 """The surgery plan: which tensors change and how, computed in memory.
 
 `SurgeryOptions` (`nbcli.surgery.options`) says what to do; `run_surgery` applies the pure functions of `nbcli.ops` to the
-tensors their roles name (`nbcli.checkpoint.roles`), in the documented order (OPERATION_ORDER):
+tensors their roles name (`nbcli.checkpoint.roles`), in the documented order (OPERATION_ORDER), one
+function per operation (`OPERATIONS`, each taking the `SurgeryRun`):
 
     1 set-output-bias              b = log p(y)                      paper 000 sec. 3
       untie                        a separate output weight (the tied head's scale kept)
@@ -24,16 +25,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nbcli.errors import CheckpointError, ConfigError, naming
+from nbcli.errors import CheckpointError, naming
 from nbcli.jsonsafe import JsonProblem
 from nbcli.jsonsafe import parse as parse_json
-from nbcli.surgery.options import CREATED_BIAS_NOTE, StandardiseSpec, SurgeryOptions, check_lambda
+from nbcli.surgery.options import (
+    CREATED_BIAS_NOTE, OPERATION_ORDER, StandardiseSpec, SurgeryOptions, check_lambda, require_operation,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -85,10 +89,15 @@ class Workspace:
 
     def read(self, name: str) -> torch.Tensor:
         """The current value (fp32) of `name`, from the workspace or the checkpoint."""
-        import torch
-
         if name in self.values:
             return self.values[name]
+        return self.read_stored(name)
+
+    def read_stored(self, name: str) -> torch.Tensor:
+        """A working copy (fp32; fp64 stays fp64) of `name` as the checkpoint stores it, whatever the
+        surgery wrote since; CheckpointError for a dtype surgery cannot use or NaN/Inf (unless allowed)."""
+        import torch
+
         info = self.checkpoint.info(name)
         if info.dtype not in ("F64", "F32", "F16", "BF16"):
             raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}; surgery needs F32, F16, BF16 or F64")
@@ -175,160 +184,213 @@ def surgery_result(roles: Roles, options: SurgeryOptions, workspace: Workspace, 
                          config_updates=dict(workspace.config_updates), **fields)
 
 
-def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
-                ) -> tuple[dict[str, torch.Tensor], Workspace, list[str]]:
-    """Apply the requested operations in OPERATION_ORDER; return the new tensors (stored dtypes)."""
-    from nbcli.ops import remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, unigram_log_prior
+@dataclass
+class SurgeryRun:
+    """One run of the operations: the checkpoint, its roles, the options, the workspace the
+    operations write into, their warnings, and where the output weight is (`untie` moves it)."""
 
-    ws = Workspace(checkpoint, options.allow_nonfinite)
-    warnings: list[str] = []
-    arch = roles.architecture
-    output_name = roles.get("output_weight")
-    tied = roles.tied
+    checkpoint: Checkpoint
+    roles: Roles
+    options: SurgeryOptions
+    ws: Workspace
+    warnings: list[str] = field(default_factory=list)
+    output_name: str | None = None
+    tied: bool = False
 
-    def output_weight(purpose: str) -> str:
-        return roles.require("output_weight", purpose)
+    def output_weight(self, purpose: str) -> str:
+        return self.roles.require("output_weight", purpose)
 
-    # 1. b = log p(y) (paper 000 sec. 3)
-    if options.output_bias_counts is not None:
-        w_name = output_weight("--set-output-bias (its rows give the vocabulary size)")
-        vocab = checkpoint.shape(w_name)[0]
-        bias_name = options.bias_name or roles.get("output_bias")
-        if bias_name is None:
-            raise CheckpointError(
-                f"{checkpoint.path}: architecture {arch} has no output bias tensor; pass --bias-name NAME to "
-                f"create one (e.g. --bias-name {_suggest_bias_name(arch)}). {CREATED_BIAS_NOTE}")
-        if bias_name in checkpoint and checkpoint.shape(bias_name) != (vocab,):
-            raise CheckpointError(f"{checkpoint.path}: output bias {bias_name!r} has shape "
-                                  f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
-        if bias_name in checkpoint:
-            ws.read(bias_name)  # validates dtype and finiteness
-        counts, counts_warnings = _counts_for(options.output_bias_counts, checkpoint, vocab, options)
-        warnings.extend(counts_warnings)
-        with naming(f"{options.output_bias_counts} for {checkpoint.path} (tensor {w_name!r})"):
-            bias = unigram_log_prior(counts, vocab, options.smoothing_k)
-        ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
-        if bias_name not in checkpoint:
-            warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
-        for alias in roles.aliases.get("output_bias", ()):
-            if alias != bias_name:
-                ws.write(alias, "output_bias", bias.clone())
-
-    # untie: a separate output weight, so output-side operations leave the input embedding alone
-    if options.untie:
-        from nbcli.checkpoint.architectures import untie_bias_names, untie_rule
-
-        emb = roles.require("input_embedding", "--untie")
-        if not roles.head:
-            roles.require("output_weight", "--untie")  # says there is no prediction head
-        if tied:
-            output_name = _untied_name(arch)
-            if output_name in checkpoint:
-                raise CheckpointError(f"{checkpoint.path}: cannot untie: {output_name!r} already exists")
-            config = checkpoint.model_config
-            factor, changes = untie_rule(arch, config)
-            if not math.isfinite(factor):
-                raise CheckpointError(f"{checkpoint.path}: cannot untie {arch}: config.json has no usable d_model "
-                                      "(the tied head scales by d_model^-0.5)")
-            copy = ws.read(emb).clone() if factor == 1.0 else ws.read(emb) * factor
-            ws.write(output_name, "output_weight", copy, dtype=checkpoint.dtype(emb), anchor=emb)
-            tied = False
-            # the loader reads the output bias under these names too once the head is untied
-            bias_now = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
-            for extra in untie_bias_names(arch):
-                if bias_now is not None and extra not in checkpoint and extra != bias_now:
-                    source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
-                    anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
-                    ws.write(extra, "output_bias", ws.read(bias_now).clone(), dtype=source_dtype, anchor=anchor)
-            ws.config_updates.update(changes)
-            scaled = f" (scaled by {factor:.6g}: the tied head scaled the decoder output)" if factor != 1.0 else ""
-            warnings.append(f"wrote a separate output weight {output_name!r}{scaled}; loaders must not re-tie it")
-        else:
-            warnings.append("--untie: the output weight is already a separate tensor; nothing to untie")
-
-    def output_side(purpose: str) -> str:
-        name = output_name or output_weight(purpose)
-        if tied:
-            warnings.append(f"{purpose}: the output weight is tied to the input embedding {name!r}, so this "
-                            "also changes the input embeddings (--untie writes a separate output weight)")
+    def output_side(self, purpose: str) -> str:
+        """The output weight an output-side operation rewrites; a warning when it is the tied input embedding."""
+        name = self.output_name or self.output_weight(purpose)
+        if self.tied:
+            self.warnings.append(f"{purpose}: the output weight is tied to the input embedding {name!r}, so this "
+                                 "also changes the input embeddings (--untie writes a separate output weight)")
         return name
 
-    # 2. ||W|| = ||b||_2 (paper 000 sec. 4.1)
-    if options.rescale_w is not None:
-        w_name = output_side("--rescale-w")
-        bias_name = options.bias_name if options.bias_name in ws.values else roles.get("output_bias")
-        if bias_name is None or (bias_name not in ws.values and bias_name not in checkpoint):
-            roles.require("output_bias", "--rescale-w (W is scaled to the bias's l2 norm)")
-        assert bias_name is not None
-        with naming(f"{checkpoint.path}: --rescale-w of {w_name!r} to the norm of {bias_name!r}"):
-            ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
+    def input_embedding(self, option: str) -> str:
+        """The input embedding an embedding operation rewrites; a warning when it is also the output weight."""
+        emb = self.roles.require("input_embedding", option)
+        if self.tied:
+            self.warnings.append(f"{option}: {emb!r} is also the (tied) output weight")
+        return emb
 
-    # Zipfian whitening of the input embedding (Yokoi et al. 2024)
-    if options.zipfian_whiten_counts is not None:
-        from nbcli.ops import unigram_weights, zipfian_whiten
+    def counts(self, path: Path, rows: int) -> np.ndarray:
+        counts, warnings = _counts_for(path, self.checkpoint, rows, self.options)
+        self.warnings.extend(warnings)
+        return counts
 
-        emb = roles.require("input_embedding", "--zipfian-whiten-embeddings")
-        if tied:
-            warnings.append(f"--zipfian-whiten-embeddings: {emb!r} is also the (tied) output weight")
-        x = ws.read(emb)
-        if x.ndim != 2 or 0 in x.shape:
-            raise CheckpointError(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r}: expected a non-empty "
-                                  f"[V, d] matrix, got {list(x.shape)}")
-        counts, counts_warnings = _counts_for(options.zipfian_whiten_counts, checkpoint, x.shape[0], options)
-        warnings.extend(counts_warnings)
-        with naming(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r} with {options.zipfian_whiten_counts}"):
-            ws.write(emb, "input_embedding", zipfian_whiten(x, unigram_weights(counts, x.shape[0], options.smoothing_k)))
 
-    # 3. standardise the input embedding (paper 002 eq. 1 / eq. 4)
-    if options.standardise is not None:
-        emb = roles.require("input_embedding", "--standardise-embeddings")
-        if tied:
-            warnings.append(f"--standardise-embeddings: {emb!r} is also the (tied) output weight")
-        x = ws.read(emb)
-        with naming(f"{checkpoint.path}: --standardise-embeddings of {emb!r} {list(x.shape)}"):
-            if x.ndim != 2:
-                raise CheckpointError("expected a [V, d] matrix")
-            ws.write(emb, "input_embedding", standardise_to(x, options.standardise))
+def set_output_bias(run: SurgeryRun) -> None:
+    """1. b = log p(y), add-k smoothed (paper 000 sec. 3); a named bias that is absent is created."""
+    from nbcli.ops import unigram_log_prior
 
-    # 4. Pre-trained_Shuffled (paper 002 sec. 3.4)
-    if options.shuffle:
-        emb = roles.require("input_embedding", "--shuffle-embeddings")
-        if tied:
-            warnings.append(f"--shuffle-embeddings: {emb!r} is also the (tied) output weight")
-        with naming(f"{checkpoint.path}: --shuffle-embeddings of {emb!r}"):
-            ws.write(emb, "input_embedding", shuffle_embeddings(ws.read(emb), options.seed, options.shuffle_mode))
+    checkpoint, options, ws = run.checkpoint, run.options, run.ws
+    assert options.output_bias_counts is not None
+    w_name = run.output_weight("--set-output-bias (its rows give the vocabulary size)")
+    vocab = checkpoint.shape(w_name)[0]
+    bias_name = options.bias_name or run.roles.get("output_bias")
+    if bias_name is None:
+        arch = run.roles.architecture
+        raise CheckpointError(
+            f"{checkpoint.path}: architecture {arch} has no output bias tensor; pass --bias-name NAME to "
+            f"create one (e.g. --bias-name {_suggest_bias_name(arch)}). {CREATED_BIAS_NOTE}")
+    if bias_name in checkpoint and checkpoint.shape(bias_name) != (vocab,):
+        raise CheckpointError(f"{checkpoint.path}: output bias {bias_name!r} has shape "
+                              f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
+    if bias_name in checkpoint:
+        ws.read(bias_name)  # validates dtype and finiteness
+    counts = run.counts(options.output_bias_counts, vocab)
+    with naming(f"{options.output_bias_counts} for {checkpoint.path} (tensor {w_name!r})"):
+        bias = unigram_log_prior(counts, vocab, options.smoothing_k)
+    ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
+    if bias_name not in checkpoint:
+        run.warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
+    for alias in run.roles.aliases.get("output_bias", ()):
+        if alias != bias_name:
+            ws.write(alias, "output_bias", bias.clone())
 
-    # 5. b_LN <- lambda b_LN (paper 003 sec. 3.3)
-    ln_original = None
-    if options.remove_frequency_direction:
-        ln_name = roles.require("final_ln_bias", "--remove-frequency-direction")
-        ln_original = ws.read(ln_name)
-    if options.scale_ln_bias is not None:
-        ln = roles.require("final_ln_bias", "--scale-ln-bias")
-        with naming(f"{checkpoint.path}: --scale-ln-bias of {ln!r}"):
-            ws.write(ln, "final_ln_bias", scale_ln_bias(ws.read(ln), check_lambda(options.scale_ln_bias)))
 
-    # 6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2)
-    if options.remove_frequency_direction:
-        assert ln_original is not None
-        w_name = output_side("--remove-frequency-direction")
-        w = ws.read(w_name)
-        with naming(f"{checkpoint.path}: --remove-frequency-direction of {ln_name!r} from {w_name!r}"):
-            ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
+def untie(run: SurgeryRun) -> None:
+    """A separate output weight, so that output-side operations leave the input embedding alone."""
+    from nbcli.checkpoint.architectures import untie_bias_names, untie_rule
 
-    # other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared)
-    for role, others in roles.aliases.items():
-        main = roles.get(role)
-        if main is not None and main in ws.values:
+    checkpoint, roles, ws, arch = run.checkpoint, run.roles, run.ws, run.roles.architecture
+    emb = roles.require("input_embedding", "--untie")
+    if not roles.head:
+        roles.require("output_weight", "--untie")  # says there is no prediction head
+    if not run.tied:
+        run.warnings.append("--untie: the output weight is already a separate tensor; nothing to untie")
+        return
+    output_name = _untied_name(arch)
+    if output_name in checkpoint:
+        raise CheckpointError(f"{checkpoint.path}: cannot untie: {output_name!r} already exists")
+    factor, changes = untie_rule(arch, checkpoint.model_config)
+    if not math.isfinite(factor):
+        raise CheckpointError(f"{checkpoint.path}: cannot untie {arch}: config.json has no usable d_model "
+                              "(the tied head scales by d_model^-0.5)")
+    copy = ws.read(emb).clone() if factor == 1.0 else ws.read(emb) * factor
+    ws.write(output_name, "output_weight", copy, dtype=checkpoint.dtype(emb), anchor=emb)
+    run.output_name, run.tied = output_name, False
+    # the loader reads the output bias under these names too once the head is untied
+    bias_now = run.options.bias_name if run.options.bias_name in ws.values else roles.get("output_bias")
+    for extra in untie_bias_names(arch):
+        if bias_now is not None and extra not in checkpoint and extra != bias_now:
+            source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
+            anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
+            ws.write(extra, "output_bias", ws.read(bias_now).clone(), dtype=source_dtype, anchor=anchor)
+    ws.config_updates.update(changes)
+    scaled = f" (scaled by {factor:.6g}: the tied head scaled the decoder output)" if factor != 1.0 else ""
+    run.warnings.append(f"wrote a separate output weight {output_name!r}{scaled}; loaders must not re-tie it")
+
+
+def rescale_output_weight(run: SurgeryRun) -> None:
+    """2. ||W|| = ||b||_2 (paper 000 sec. 4.1)."""
+    from nbcli.ops import rescale_w
+
+    checkpoint, options, ws = run.checkpoint, run.options, run.ws
+    assert options.rescale_w is not None
+    w_name = run.output_side("--rescale-w")
+    bias_name = options.bias_name if options.bias_name in ws.values else run.roles.get("output_bias")
+    if bias_name is None or (bias_name not in ws.values and bias_name not in checkpoint):
+        run.roles.require("output_bias", "--rescale-w (W is scaled to the bias's l2 norm)")
+    assert bias_name is not None
+    with naming(f"{checkpoint.path}: --rescale-w of {w_name!r} to the norm of {bias_name!r}"):
+        ws.write(w_name, "output_weight", rescale_w(ws.read(w_name), ws.read(bias_name), options.rescale_w))
+
+
+def zipfian_whiten_embedding(run: SurgeryRun) -> None:
+    """Zipfian whitening of the input embedding (Yokoi et al. 2024)."""
+    from nbcli.ops import unigram_weights, zipfian_whiten
+
+    checkpoint, options, ws = run.checkpoint, run.options, run.ws
+    assert options.zipfian_whiten_counts is not None
+    emb = run.input_embedding("--zipfian-whiten-embeddings")
+    x = ws.read(emb)
+    if x.ndim != 2 or 0 in x.shape:
+        raise CheckpointError(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r}: expected a non-empty "
+                              f"[V, d] matrix, got {list(x.shape)}")
+    counts = run.counts(options.zipfian_whiten_counts, x.shape[0])
+    with naming(f"{checkpoint.path}: --zipfian-whiten-embeddings of {emb!r} with {options.zipfian_whiten_counts}"):
+        ws.write(emb, "input_embedding", zipfian_whiten(x, unigram_weights(counts, x.shape[0], options.smoothing_k)))
+
+
+def standardise_embedding(run: SurgeryRun) -> None:
+    """3. standardise the input embedding (paper 002 eq. 1 / eq. 4)."""
+    assert run.options.standardise is not None
+    emb = run.input_embedding("--standardise-embeddings")
+    x = run.ws.read(emb)
+    with naming(f"{run.checkpoint.path}: --standardise-embeddings of {emb!r} {list(x.shape)}"):
+        if x.ndim != 2:
+            raise CheckpointError("expected a [V, d] matrix")
+        run.ws.write(emb, "input_embedding", standardise_to(x, run.options.standardise))
+
+
+def shuffle_embedding(run: SurgeryRun) -> None:
+    """4. Pre-trained_Shuffled (paper 002 sec. 3.4)."""
+    from nbcli.ops import shuffle_embeddings
+
+    emb = run.input_embedding("--shuffle-embeddings")
+    with naming(f"{run.checkpoint.path}: --shuffle-embeddings of {emb!r}"):
+        run.ws.write(emb, "input_embedding",
+                     shuffle_embeddings(run.ws.read(emb), run.options.seed, run.options.shuffle_mode))
+
+
+def scale_final_ln_bias(run: SurgeryRun) -> None:
+    """5. b_LN <- lambda b_LN (paper 003 sec. 3.3)."""
+    from nbcli.ops import scale_ln_bias
+
+    assert run.options.scale_ln_bias is not None
+    ln = run.roles.require("final_ln_bias", "--scale-ln-bias")
+    with naming(f"{run.checkpoint.path}: --scale-ln-bias of {ln!r}"):
+        run.ws.write(ln, "final_ln_bias", scale_ln_bias(run.ws.read(ln), check_lambda(run.options.scale_ln_bias)))
+
+
+def remove_frequency_direction(run: SurgeryRun) -> None:
+    """6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2):
+    the stored b_LN, whatever scale-ln-bias wrote before."""
+    from nbcli.ops import remove_direction
+
+    ln_name = run.roles.require("final_ln_bias", "--remove-frequency-direction")
+    ln_original = run.ws.read_stored(ln_name)
+    w_name = run.output_side("--remove-frequency-direction")
+    w = run.ws.read(w_name)
+    with naming(f"{run.checkpoint.path}: --remove-frequency-direction of {ln_name!r} from {w_name!r}"):
+        run.ws.write(w_name, "output_weight", remove_direction(w, ln_original.to(w.dtype)))
+
+
+#: Each operation's function, by its name in OPERATION_ORDER (run_surgery applies them in that order;
+#: tests/surgery/test_operations.py checks the two name the same operations).
+OPERATIONS: dict[str, Callable[[SurgeryRun], None]] = {
+    "set-output-bias": set_output_bias, "untie": untie, "rescale-w": rescale_output_weight,
+    "zipfian-whiten-embeddings": zipfian_whiten_embedding, "standardise-embeddings": standardise_embedding,
+    "shuffle-embeddings": shuffle_embedding, "scale-ln-bias": scale_final_ln_bias,
+    "remove-frequency-direction": remove_frequency_direction,
+}
+
+
+def write_aliases(run: SurgeryRun) -> None:
+    """Other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared) get its value."""
+    for role, others in run.roles.aliases.items():
+        main = run.roles.get(role)
+        if main is not None and main in run.ws.values:
             for alias in others:
-                if alias not in ws.touched:
-                    ws.write(alias, role, ws.values[main].clone())
+                if alias not in run.ws.touched:
+                    run.ws.write(alias, role, run.ws.values[main].clone())
 
-    if not ws.touched and not options.untie:
-        raise ConfigError("no operation given: use --set-output-bias, --rescale-w, --zipfian-whiten-embeddings, "
-                          "--standardise-embeddings, --shuffle-embeddings, --scale-ln-bias, "
-                          "--remove-frequency-direction or --untie")
-    return ws.finish(), ws, list(dict.fromkeys(warnings))
+
+def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,
+                ) -> tuple[dict[str, torch.Tensor], Workspace, list[str]]:
+    """Apply the requested operations in OPERATION_ORDER (each one's function in OPERATIONS); return
+    the new tensors (stored dtypes), the workspace and the warnings. ConfigError when none is asked for."""
+    requested = {operation["op"] for operation in require_operation(options).operations()}
+    run = SurgeryRun(checkpoint, roles, options, Workspace(checkpoint, options.allow_nonfinite),
+                     output_name=roles.get("output_weight"), tied=roles.tied)
+    for name in OPERATION_ORDER:
+        if name in requested:
+            OPERATIONS[name](run)
+    write_aliases(run)
+    return run.ws.finish(), run.ws, list(dict.fromkeys(run.warnings))
 
 
 def _suggest_bias_name(arch: str) -> str:
