@@ -8,8 +8,9 @@
 
 Every function calls the same core functions as its command (docs/python.md), and returns a
 `Report` dataclass: `to_dict()` is the command's `--json` object; its keys also read as attributes
-(`report.isotropy["mean_cosine"]`). Arguments that name files take a `str` or `os.PathLike`; a
-string will also be allowed to name a Hugging Face repo id once nb has its resolver (`_local`).
+(`report.isotropy["mean_cosine"]`). Arguments that name files take a `str` or `os.PathLike`; a model
+or a tokenizer may also be a Hugging Face repo id `org/name[@revision]`, resolved as on the command
+line (nbcli.resolve: a local path of that name wins; docs/hub.md).
 Errors are `nbcli.errors.NbError` subclasses with a one-line message, as on the command line.
 
 Internal modules are imported inside the functions, so `import nbcli` stays fast and torch is
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from nbcli.checkpoint.memory import MemoryCheckpoint
 
 PathLike = Union[str, "os.PathLike[str]"]
-"""A local path (a repo id once nb resolves them)."""
+"""A local path; for a model or a tokenizer also a Hub repo id (nbcli.resolve)."""
 RoleMap = Union[Mapping[str, str], Sequence[str], None]
 """Role -> tensor name overrides: {"output_bias": "lm_head.bias"} or ["output_bias=lm_head.bias"]."""
 
@@ -126,7 +127,7 @@ class TransplantReport(Report):
 
 
 def _local(source: PathLike) -> Path:
-    """The local path a source names (the one place a repo-id resolver will plug in)."""
+    """A source as a Path; a repo id stays as written, for the opener to resolve (nbcli.resolve.local_path)."""
     return Path(os.fspath(source))
 
 
@@ -434,13 +435,6 @@ def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_t
     return TransplantReport(result.as_dict())
 
 
-__all__ = [
-    "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
-    "TrainReport", "TransplantReport", "count_unigrams", "evaluate", "generate", "inspect", "open_checkpoint",
-    "patch", "plot_by_frequency", "probe", "train_model", "transplant_embeddings",
-]
-
-
 def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, steps: str | None = None,
                    checkpoints: Sequence[PathLike] = (), heads: str | None = None, delimiters: bool = True,
                    metric: Literal["l1", "kl", "mse"] = "l1", output: PathLike | None = None) -> Report:
@@ -453,3 +447,10 @@ def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, ste
     return Report(attention_maps_report(_local(run_dir), sentence, _local(tokenizer), steps=steps,
                                         checkpoints=[_local(c) for c in checkpoints], heads=heads,
                                         delimiters=delimiters, metric=metric, plot=_optional(output)))
+
+
+__all__ = [
+    "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
+    "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate", "generate", "inspect",
+    "open_checkpoint", "patch", "plot_by_frequency", "probe", "train_model", "transplant_embeddings",
+]

@@ -8,6 +8,7 @@
     architectures.py  THE architecture table: one entry per model family (the file to add a model)
     roles.py    resolving roles from tensor names / config.json, and the hints in error messages
     vocab.py    counts vs the checkpoint's tokenizer and vocabulary
+    memory.py   a state dict or loaded transformers model read as a checkpoint (the Python API)
     report.py   inspect_checkpoint: `nb inspect`'s report (headers only)
 
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like

@@ -1,7 +1,13 @@
 """Counting token unigrams in a corpus, in parallel, bit-exactly.
 
-`blocks` counts one block of lines in one process; `run` plans tasks and runs them in worker
-processes or on a Dask cluster; `report` turns a count into its file and its summary.
+    blocks.py       BlockCounter: one block of lines (or a batch of documents) in one process
+    keys.py         pure numpy: a block's parts keyed exactly and grouped, slice by slice
+    table.py        ChunkTable: the token ids of each distinct part a worker has encoded (bounded)
+    certificate.py  pure: the per-line certificate of SentencePiece unigram models, and its proof
+    tally.py        token ids to exact counts (small pure functions)
+    long_lines.py   a byte range's lines (count_range), a line over NB_MAX_LINE_MB in pieces
+    run.py          tasks, worker processes (forked or spawned) or a Dask cluster; run_task
+    report.py       a count to its counts file (provenance) and the summary count-unigrams prints
 
 The work is cut into tasks (byte ranges of plain files, line-aligned blocks of compressed files and
 stdin). Each task returns an int64 count vector; integer sums do not depend on order, so the result

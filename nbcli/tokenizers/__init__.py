@@ -6,6 +6,14 @@ provably exact) a `Segmenter` (`nbcli.tokenizers.segment`): the family's chunk r
 counting encode each distinct chunk of a corpus only once. Each family's rule lives in its module
 (`sentencepiece.py`, `hf_rules.py`) with its proof; a tokenizer without one gets `segmenter = None` and a
 `method_reason` saying why, and counting encodes whole documents.
+
+    __init__.py       Tokenizer, load_tokenizer (file, model folder or repo id), model_tokenizer
+    segment.py        the Segmenter protocol and the byte-level helpers every rule shares
+    sp_model.py       a SentencePiece .model: loading and the choice of its chunk rule
+    sentencepiece.py  the proto reader and the BPE rules (default words, Llama-2 space runs)
+    unigram.py        unigram models' chunks and exact lattice margins (--unigram-certificate)
+    hf.py             a tokenizer.json: loading and its EOS default
+    hf_rules.py       tokenizer.json families' rules (ByteLevel, Split regex, WordPiece, Metaspace)
 """
 
 from __future__ import annotations
