@@ -62,6 +62,16 @@ def test_readme_is_a_front_page_linking_the_reference() -> None:
         assert f"]({target}" in README, target
 
 
+def test_benchmarks_keeps_the_latest_figures_and_the_history_the_rest() -> None:
+    """BENCHMARKS.md holds the latest run of each command (a page to read, <= 450 lines); every
+    run, verbatim, is in docs/benchmarks-history.md, which it links."""
+    page = (ROOT / "BENCHMARKS.md").read_text()
+    assert len(page.splitlines()) <= 450
+    assert "](docs/benchmarks-history.md" in page
+    for command in ("count-unigrams", "probe-bias", "train", "transplant-embeddings", "patch-checkpoint", "generate"):
+        assert f"\n## nb {command}" in page, command
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor for a markdown heading."""
     text = re.sub(r"[`*]|\[|\]\([^)]*\)", "", heading.strip().lower())
