@@ -24,6 +24,7 @@ lm_head in transformers 5). Weights stay in the dtype they were saved in; CUDA w
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -224,6 +225,8 @@ class HFRunner(Runner):
     """A transformers causal LM (AutoModelForCausalLM) with its own past_key_values cache."""
 
     kind = "transformers"
+    _cache_kw: str | None = None
+    _loaded_names: dict[str, str] | None = None
 
     def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         return self.module(input_ids=ids, attention_mask=None if key_mask is None else key_mask.long(),
@@ -235,7 +238,7 @@ class HFRunner(Runner):
         (`past_key_values` is deprecated there, to be removed in 5.40), `past_key_values` before."""
         import inspect
 
-        if not hasattr(self, "_cache_kw"):
+        if self._cache_kw is None:
             parameters = inspect.signature(self.module.forward).parameters
             self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
         return self._cache_kw
@@ -257,7 +260,7 @@ class HFRunner(Runner):
 
     def _live_tensors(self) -> dict[str, torch.Tensor]:
         live = self.module.state_dict()
-        if not hasattr(self, "_loaded_names"):
+        if self._loaded_names is None:
             self._loaded_names = loaded_names(self.module, self.checkpoint.names(), live)
         return {name: live[loaded] for name, loaded in self._loaded_names.items()
                 if tuple(live[loaded].shape) == tuple(self.checkpoint.shape(name))}
@@ -288,7 +291,7 @@ def loaded_names(model: Any, names: list[str], live: dict[str, Any]) -> dict[str
     return found
 
 
-def _renamer(model: Any, live: dict[str, Any]) -> Any:
+def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
     """name -> the name transformers loads it under (None: merged into another tensor by a converter)."""
     import re
 
@@ -313,7 +316,10 @@ def _renamer(model: Any, live: dict[str, Any]) -> Any:
     converters = [t for t in transforms if isinstance(t, WeightConverter)]
 
     def current(name: str) -> str | None:
-        loaded, converted = rename_source_key(name, renamings, converters, model.base_model_prefix, live)
+        try:
+            loaded, converted = rename_source_key(name, renamings, converters, model.base_model_prefix, live)
+        except TypeError:  # a transformers whose loader helpers changed shape: the name as saved
+            return name
         return None if converted is not None else loaded
     return current
 
