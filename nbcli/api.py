@@ -8,10 +8,12 @@
 
 Every function calls the same core functions as its command (docs/python.md), and returns a
 `Report` dataclass: `to_dict()` is the command's `--json` object; its keys also read as attributes
-(`report.isotropy["mean_cosine"]`). Arguments that name files take a `str` or `os.PathLike`; a model
-or a tokenizer may also be a Hugging Face repo id `org/name[@revision]`, resolved as on the command
-line (nbcli.resolve: a local path of that name wins; docs/hub.md).
-Errors are `nbcli.errors.NbError` subclasses with a one-line message, as on the command line.
+(`report.isotropy["mean_cosine"]`). Arguments that name files take a `str` or `os.PathLike`; a
+model or tokenizer string may also be a Hugging Face repo id `org/name[@rev]` (`./name` is always a
+local path: `_local`). Errors are `nbcli.errors.NbError` subclasses with a one-line message, as on
+the command line, in this API's words: each function is `@public` (nbcli.arguments), so a wrong
+type, choice or bound is refused before anything runs, and options are named as its parameters
+(`scale_ln_bias=`, `mapping=`), not as the command's flags.
 
 Internal modules are imported inside the functions, so `import nbcli` stays fast and torch is
 loaded only by the functions that need it.
@@ -24,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
+
+from nbcli.arguments import public
 
 if TYPE_CHECKING:
     import numpy as np
@@ -127,8 +131,11 @@ class TransplantReport(Report):
 
 
 def _local(source: PathLike) -> Path:
-    """A source as a Path; a repo id stays as written, for the opener to resolve (nbcli.resolve.local_path)."""
-    return Path(os.fspath(source))
+    """The path a source names, for the resolver: a string as typed (`./gpt2` is a folder, `gpt2` may
+    be a repo id: nbcli.resolve.TypedPath), a Path as it is."""
+    from nbcli.resolve import TypedPath
+
+    return TypedPath(source) if isinstance(source, str) else Path(os.fspath(source))
 
 
 def _optional(source: PathLike | None) -> Path | None:
@@ -168,7 +175,7 @@ def _held(model: Any) -> MemoryCheckpoint:
         return MemoryCheckpoint(model)
     if hasattr(model, "state_dict") and callable(model.state_dict):
         return MemoryCheckpoint.from_model(model)
-    raise ConfigError(f"expected a path, a state dict (dict of str -> torch.Tensor) or a loaded model, got "
+    raise ConfigError(f"checkpoint= takes a path, a state dict (dict of str -> torch.Tensor) or a loaded model, got "
                       f"{type(model).__name__}")
 
 
@@ -176,6 +183,7 @@ def _held(model: Any) -> MemoryCheckpoint:
 # Commands
 
 
+@public
 def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, output: PathLike, *,
                    tsv: PathLike | None = None, workers: int = 0, format: Literal["text", "jsonl"] = "text",
                    field: str = "text", eos: bool | None = None, bos: bool = False, strict: bool = False,
@@ -202,6 +210,7 @@ def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, o
     return CountReport(report, counts=counts_file.counts)
 
 
+@public
 def open_checkpoint(path: PathLike) -> Checkpoint:
     """The checkpoint reader: a .safetensors file, a sharded folder or its index.json, opened lazily
     (`.names()`, `.shape(name)`, `.get(name)` a tensor read through mmap, `.metadata`). Pickled
@@ -211,6 +220,7 @@ def open_checkpoint(path: PathLike) -> Checkpoint:
     return open_file(_local(path))
 
 
+@public
 def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
     """A checkpoint's tensors (name, dtype, shape, bytes, shard), architecture, roles and metadata
     (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised."""
@@ -219,6 +229,7 @@ def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None
     return CheckpointReport(inspect_checkpoint(_local(checkpoint), arch, _role_map(mapping)))
 
 
+@public
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
           allow_vocab_mismatch: bool = False, arch: str = "auto", mapping: RoleMap = None, bins: int = 10,
           smoothing: str = "add-k:1", partition: bool = True, whiten: bool = True) -> ProbeReport:
@@ -231,12 +242,9 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     (Yokoi et al. 2024; 4 more passes over W). Nothing is modified.
     """
     from nbcli.counts import parse_smoothing
-    from nbcli.errors import ConfigError
     from nbcli.probe_report import finish_report, load_probe_inputs, probe_inputs
 
     k = parse_smoothing(smoothing)
-    if not 1 <= bins <= 1000:
-        raise ConfigError(f"bins {bins}: expected 1 to 1000")
     options = {"arch": arch, "mapping": _role_items(mapping), "tokenizer": _optional(tokenizer),
                "allow_vocab_mismatch": allow_vocab_mismatch}
     if _is_path(checkpoint):
@@ -248,6 +256,7 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     return ProbeReport(report, scores=arrays.get("scores"))
 
 
+@public
 def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_output_bias: PathLike | None = None,
           smoothing: str = "add-k:1", tokenizer: PathLike | None = None, allow_vocab_mismatch: bool = False,
           new_tensor_dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32",
@@ -333,6 +342,7 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
     return PatchReport(result.as_dict(), state_dict=patched)
 
 
+@public
 def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
              counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
@@ -361,6 +371,7 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
         stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device, figures=figures))
 
 
+@public
 def plot_by_frequency(reports: Sequence[PathLike], output: PathLike | None = None, *,
                       labels: Sequence[str] | None = None) -> Report:
     """Paper 000 fig. 4 for several checkpoints on one figure (`nb plot-by-frequency`): the
@@ -379,6 +390,7 @@ def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
     return ",".join(repr(float(v)) for v in values)
 
 
+@public
 def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, decoding: str = "top-p:0.9", prompt_words: int = 10,
              max_new_tokens: int = 256, samples: int = 1, max_prompts: int | None = None, seed: int = 0,
@@ -403,6 +415,7 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
     return GenerateReport(report, samples=records)
 
 
+@public
 def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None, **config: Any) -> TrainReport:
@@ -411,15 +424,26 @@ def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out:
     step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
     preset's (steps=200, bias_init="unigram", objective="mlm", ag_fraction=0.5, ...); `on_step(step,
     record)` sees every log record. Warnings are in the result's `warnings`."""
-    from nbcli.train.config import build_config
+    import typing
+
+    from nbcli.arguments import check
+    from nbcli.errors import ConfigError
+    from nbcli.train.config import TrainConfig, build_config
     from nbcli.train.loop import train as run_training
 
+    fields = typing.get_type_hints(TrainConfig)
+    for key, value in config.items():  # the options of **config, checked as the named parameters are
+        if key not in fields or key == "preset":
+            raise ConfigError(f"train_model(): unknown option {key}=; the options are the fields of "
+                              f"nbcli.train.config.TrainConfig: {', '.join(f for f in fields if f != 'preset')}")
+        check("train_model", key, value, typing.Optional[fields[key]])
     cfg = build_config(preset, **config)
     result = run_training(cfg, _paths(corpus), _local(tokenizer), _local(out), resume=resume, stop_at=stop_at,
                           on_step=on_step)
     return TrainReport(result.as_dict())
 
 
+@public
 def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_tokenizer: PathLike,
                           output: PathLike, *, missing: Literal["xavier", "mean", "neighbours"] = "xavier",
                           counts: PathLike | None = None, min_count: int = 0, standardise: str | None = None,
@@ -435,6 +459,7 @@ def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_t
     return TransplantReport(result.as_dict())
 
 
+@public
 def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, steps: str | None = None,
                    checkpoints: Sequence[PathLike] = (), heads: str | None = None, delimiters: bool = True,
                    metric: Literal["l1", "kl", "mse"] = "l1", output: PathLike | None = None) -> Report:

@@ -22,7 +22,7 @@ from typing import Literal
 
 from nbcli.errors import InputError
 
-__all__ = ["HubError", "Resolved", "hub_blob", "hub_cache_dir", "hub_origin", "hub_record", "inside_hub_cache",
+__all__ = ["HubError", "Resolved", "TypedPath", "hub_blob", "hub_cache_dir", "hub_origin", "hub_record", "inside_hub_cache",
            "local_path", "looks_like_repo_id", "resolve", "set_reporter"]
 
 Kind = Literal["model", "tokenizer"]
@@ -38,6 +38,23 @@ _FILE_SUFFIXES = (".safetensors", ".json", ".jsonl", ".model", ".txt", ".gz", ".
                   ".parquet", ".tsv", ".csv", *PICKLE_SUFFIXES)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+class TypedPath(type(Path())):  # type: ignore[misc]  # the concrete PosixPath / WindowsPath
+    """A path that keeps the text the user typed (`typed`): Path("./gpt2") is `gpt2`, and only the
+    typed `./gpt2` says "a local path, not the repo id gpt2" (docs/hub.md). The CLI's option parsing
+    and the Python API hand inputs to the resolver as these; everything else reads them as the Path
+    they are. Paths derived from one (parent, joins) are plain Paths."""
+
+    typed = ""
+
+    def __new__(cls, *args: str) -> TypedPath:
+        self = super().__new__(cls, *args)
+        self.typed = args[0] if len(args) == 1 and isinstance(args[0], str) else ""
+        return self
+
+    def with_segments(self, *segments: str | os.PathLike[str]) -> Path:  # Python 3.12+: derived paths
+        return Path(*segments)
 
 
 class HubError(InputError):
@@ -198,8 +215,8 @@ def resolve(spec: Path | str, kind: Kind = "model") -> Resolved:
     """Resolve a user's input to a local path. A path that exists is used as is (a Hub snapshot
     path is still recognised as one); a repo id goes through the hub cache, then the Hub; anything
     else is returned unchanged, for the caller's own 'not found' error."""
-    text = str(spec)
-    local = Path(spec)
+    text = spec.typed or str(spec) if isinstance(spec, TypedPath) else str(spec)
+    local = spec if isinstance(spec, TypedPath) else Path(spec)  # resolved again by openers: keep as typed
     if local.exists() or not looks_like_repo_id(text):
         origin = hub_origin(local) if local.exists() else None
         note = ""

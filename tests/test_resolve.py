@@ -14,6 +14,7 @@ from nbcli.errors import OutputError
 from nbcli.outputs import check_outputs
 from nbcli.resolve import (
     HubError,
+    TypedPath,
     hub_blob,
     hub_cache_dir,
     hub_origin,
@@ -90,6 +91,23 @@ def test_resolve_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_a_missing_path_that_is_no_repo_id_is_left_to_the_caller(tmp_path: Path) -> None:
     assert resolve(tmp_path / "absent.safetensors").path == tmp_path / "absent.safetensors"
     assert resolve("missing.safetensors").path == Path("missing.safetensors")
+
+
+def test_a_path_typed_as_one_is_never_a_repo_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`./gpt2` is Path `gpt2`; typed so (TypedPath, what the CLI and the API pass) it is a local path:
+    no note that a folder shadows the repo, and no Hub look-up when it is missing (docs/hub.md)."""
+    _cache(tmp_path / "hf", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "org" / "m").mkdir(parents=True)
+    assert "using the local folder ./org/m" in resolve("org/m").note
+    for typed in ("./org/m", "org/m/"):
+        got = resolve(TypedPath(typed))
+        assert got.note == "" and not got.from_hub and got.path == Path("org/m")
+        assert isinstance(got.path, TypedPath) and resolve(got.path).note == ""  # openers resolve again
+    (tmp_path / "org" / "m").rmdir()
+    assert resolve("org/m").from_hub  # the cached snapshot
+    missing = resolve(TypedPath("./org/m"))
+    assert not missing.from_hub and missing.path == Path("org/m") and not missing.path.exists()
 
 
 def test_offline_errors_name_the_repo_and_the_ways_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,12 +5,14 @@ This is the one file to edit to teach nb a model. To add one:
      embedding, output layer, final norm), `Architecture(...)` for anything else. Give, per role,
      the candidate tensor names (first present wins), the `signature` regexes that identify its
      tensor names, the config.json `model_type`s that name it, the roles it has not (`absent`, and
-     why: said instead of suggesting a wrong tensor) and its untie rules (`untied_output`,
-     `untie_bias_names`, `scaled_tied_head`).
+     why: said instead of suggesting a wrong tensor), its untie rules (`untied_output`,
+     `untie_bias_names`, `scaled_tied_head`), whether it is a masked LM (`masked_lm`), and the name
+     transformers gives a tensor once loaded where it renames it (`loaded_output`).
   2. Put its name in DETECTION_ORDER before any entry whose signature would also match its names.
   3. Add a tiny checkpoint of its layout to tests/checkpoint/builders.py and a case to
      tests/checkpoint/test_roles.py; where transformers has the model, add its tiny random model to
-     LAYOUTS in tests/cli/test_model_folders.py (inspect, every operation, from_pretrained, logits).
+     LAYOUTS in tests/hf_layouts.py (tests/cli/test_model_folders.py: inspect, every operation,
+     from_pretrained, logits; tests/lm/test_runner_architectures.py: eval and generate).
 Resolving roles for a checkpoint from this table is `nbcli.checkpoint.roles`.
 
 Entries: gpt2 (also GPT-Neo), gptj, gpt_neox (Pythia), opt, bloom, falcon, phi, llama (Mistral,
@@ -65,6 +67,9 @@ class Architecture:
     scaled_tied_head: bool = False
     """With a tied head the decoder output is scaled by d_model^-0.5 before the output layer (T5):
     `--untie` carries the factor into the copy and switches the scaling off (see untie_rule)."""
+    masked_lm: bool = False
+    """A bidirectional masked LM (BERT, RoBERTa, DistilBERT): `nb eval` and `nb generate` refuse it
+    (a causal reading would see the tokens it predicts) unless its config.json says `is_decoder`."""
 
 
 
@@ -84,11 +89,14 @@ _NO_LM_BIAS = "its output layer has no bias (--set-output-bias --bias-name NAME 
 
 def _decoder(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
              embedding: tuple[str, ...], output: str, ln: tuple[str, ...], bias: tuple[str, ...] = (),
-             position: tuple[str, ...] = (), absent: dict[str, str] | None = None) -> Architecture:
-    """A decoder-only language model: one input embedding, an output layer, a final norm."""
+             position: tuple[str, ...] = (), absent: dict[str, str] | None = None,
+             loaded_output: tuple[str, ...] = ()) -> Architecture:
+    """A decoder-only language model: one input embedding, an output layer, a final norm.
+    `loaded_output`: the output layer's name in a loaded model's state dict where transformers
+    renames it on load (its conversion mapping), so an in-memory model resolves like its files."""
     return Architecture(
         name, description, signature=signature, model_types=model_types,
-        candidates={"input_embedding": embedding, "output_weight": (output,),
+        candidates={"input_embedding": embedding, "output_weight": (output, *loaded_output),
                     "output_bias": bias or (output.rsplit(".", 1)[0] + ".bias",),
                     "final_ln_weight": tuple(f"{p}.weight" for p in ln),
                     "final_ln_bias": tuple(f"{p}.bias" for p in ln), "position_embedding": position},
@@ -112,7 +120,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         "gpt_neox", "GPT-NeoX / Pythia (gpt_neox.embed_in, embed_out, gpt_neox.final_layer_norm)",
         (r"^gpt_neox\.embed_in\.weight$", r"^embed_out\.weight$"), ("gpt_neox",),
         embedding=("gpt_neox.embed_in.weight", "embed_in.weight"), output="embed_out.weight",
-        ln=("gpt_neox.final_layer_norm", "final_layer_norm")),
+        ln=("gpt_neox.final_layer_norm", "final_layer_norm"),
+        loaded_output=("lm_head.weight",)),  # transformers 5 loads embed_out as lm_head (and saves embed_out)
     "opt": _decoder(
         "opt", "OPT (model.decoder.embed_tokens, model.decoder.final_layer_norm, tied lm_head)",
         (r"^(model\.)?decoder\.embed_tokens\.weight$",), ("opt",),
@@ -171,7 +180,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "position_embedding": _prefixed(_BERT, "embeddings.position_embeddings.weight"),
         },
         head_prefixes=("cls.predictions.",), untied_output="cls.predictions.decoder.weight",
-        untie_bias_names=("cls.predictions.decoder.bias",)),
+        untie_bias_names=("cls.predictions.decoder.bias",), masked_lm=True),
     "roberta": Architecture(
         "roberta", "RoBERTa / XLM-R with its LM head (lm_head.*), or an encoder without one",
         signature=(r"^roberta\.", r"^lm_head\.layer_norm\.", r"^lm_head\.dense\."),
@@ -184,7 +193,8 @@ ARCHITECTURES: dict[str, Architecture] = {
             "final_ln_bias": ("lm_head.layer_norm.bias",),
             "position_embedding": _prefixed(_ROBERTA, "embeddings.position_embeddings.weight"),
         },
-        head_prefixes=("lm_head.",), untied_output="lm_head.decoder.weight", untie_bias_names=("lm_head.decoder.bias",)),
+        head_prefixes=("lm_head.",), untied_output="lm_head.decoder.weight", untie_bias_names=("lm_head.decoder.bias",),
+        masked_lm=True),
     "distilbert": Architecture(
         "distilbert", "DistilBERT with its MLM head (vocab_transform/vocab_layer_norm/vocab_projector)",
         signature=(r"^distilbert\.", r"^vocab_projector\.", r"^transformer\.layer\.\d+\.attention\.q_lin\."),
@@ -196,7 +206,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "position_embedding": _prefixed(_DISTIL, "embeddings.position_embeddings.weight"),
         },
         head_prefixes=("vocab_projector.", "vocab_layer_norm.", "vocab_transform."),
-        untied_output="vocab_projector.weight"),
+        untied_output="vocab_projector.weight", masked_lm=True),
     "nb": Architecture(
         "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
         signature=(r"^tok_emb\.weight$",),

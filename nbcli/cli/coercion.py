@@ -68,7 +68,9 @@ def fast_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: A
             return NOT_FAST
         from typer._param_types import coerce_cli_path  # typer's own checks (readable), given a Path
 
-        return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+        from nbcli.resolve import TypedPath  # keeps `./name` as typed: a local path, never a repo id
+
+        return coerce_cli_path(TypedPath(value), info, path_type=Path, param=param, ctx=ctx)
     return NOT_FAST
 
 

@@ -14,13 +14,17 @@ sweep over lambda always starts from the checkpoint as saved and writes nothing.
 
 nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.model.Transformer` (clm objective only)
 with its KV cache; any other checkpoint directory with a config.json loads with transformers'
-AutoModelForCausalLM (optional extra `nbcli[hf]`; GPT-2, GPT-NeoX/Pythia, OPT, Llama family; roles
-from the architecture table). Weights stay in the dtype they were saved in; CUDA when present.
+AutoModelForCausalLM (optional extra `nbcli[hf]`; every causal entry of the architecture table:
+GPT-2, GPT-J, GPT-NeoX/Pythia, OPT, BLOOM, Falcon, Phi, the Llama family, Gemma; masked LMs and
+encoder-decoders are refused). Surgery names the checkpoint's tensors; `loaded_names` finds each in
+the loaded model, whose names transformers may have changed on load (GPT-NeoX's embed_out is
+lm_head in transformers 5). Weights stay in the dtype they were saved in; CUDA when present.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,36 +225,103 @@ class HFRunner(Runner):
     """A transformers causal LM (AutoModelForCausalLM) with its own past_key_values cache."""
 
     kind = "transformers"
+    _cache_kw: str | None = None
+    _loaded_names: dict[str, str] | None = None
 
     def _forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         return self.module(input_ids=ids, attention_mask=None if key_mask is None else key_mask.long(),
                            use_cache=False).logits
+
+    @property
+    def _cache_name(self) -> str:
+        """The forward argument (and output field) of the cache: `cache` since transformers 5.2x
+        (`past_key_values` is deprecated there, to be removed in 5.40), `past_key_values` before."""
+        import inspect
+
+        if self._cache_kw is None:
+            parameters = inspect.signature(self.module.forward).parameters
+            self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
+        return self._cache_kw
 
     def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
         import torch
 
         with torch.inference_mode():
             out = self.module(input_ids=ids.to(self.device), use_cache=True)
-        return out.logits[:, -1].float(), [out.past_key_values]
+        return out.logits[:, -1].float(), [getattr(out, self._cache_name)]
 
     def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
         import torch
 
         with torch.inference_mode():
-            out = self.module(input_ids=ids.to(self.device)[:, None], past_key_values=state[0], use_cache=True)
-        state[0] = out.past_key_values
+            out = self.module(input_ids=ids.to(self.device)[:, None], use_cache=True, **{self._cache_name: state[0]})
+        state[0] = getattr(out, self._cache_name)
         return out.logits[:, -1].float()
 
     def _live_tensors(self) -> dict[str, torch.Tensor]:
         live = self.module.state_dict()
-        prefix = f"{self.module.base_model_prefix}."
-        names = {}
-        for name in self.checkpoint.names():
-            if name in live:
-                names[name] = live[name]
-            elif prefix + name in live:
-                names[name] = live[prefix + name]
-        return names
+        if self._loaded_names is None:
+            self._loaded_names = loaded_names(self.module, self.checkpoint.names(), live)
+        return {name: live[loaded] for name, loaded in self._loaded_names.items()
+                if tuple(live[loaded].shape) == tuple(self.checkpoint.shape(name))}
+
+
+def loaded_names(model: Any, names: list[str], live: dict[str, Any]) -> dict[str, str]:
+    """Checkpoint tensor name -> the loaded transformers model's state-dict name of that tensor, for
+    each name the model loaded as one tensor: the key renaming transformers applied on load, found
+    with transformers' own machinery (5.x: `get_model_conversion_mapping` + `rename_source_key`,
+    e.g. GPT-NeoX's embed_out loads as lm_head; 4.x: `_checkpoint_conversion_mapping` and the legacy
+    LayerNorm.gamma/beta fix), then the base-model prefix added or removed. Names that a converter
+    merges or splits into other tensors (MoE experts) are left out: no live tensor is theirs alone."""
+    rename = _renamer(model, live)
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    found = {}
+    for name in names:
+        loaded = rename(name)
+        if loaded is None:
+            continue
+        if loaded not in live and name in live:
+            loaded = name
+        if loaded not in live and prefix != "." and prefix + loaded in live:
+            loaded = prefix + loaded
+        if loaded not in live and loaded.startswith(prefix) and prefix != "." and loaded[len(prefix):] in live:
+            loaded = loaded[len(prefix):]
+        if loaded in live:
+            found[name] = loaded
+    return found
+
+
+def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
+    """name -> the name transformers loads it under (None: merged into another tensor by a converter)."""
+    import re
+
+    try:  # transformers 5: the conversion mapping from_pretrained applies, applied the way it applies it
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+    except ImportError:
+        mapping = getattr(model, "_checkpoint_conversion_mapping", None) or {}
+        fix = getattr(model, "_fix_state_dict_key_on_load", None)
+
+        def legacy(name: str) -> str | None:  # transformers 4: its key_mapping default and legacy fixes
+            for pattern, replacement in mapping.items():
+                name, hits = re.subn(pattern, replacement, name)
+                if hits:
+                    break
+            fixed = fix(name) if callable(fix) else name  # (name, changed) since 4.48
+            return fixed[0] if isinstance(fixed, tuple) else fixed
+        return legacy
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+
+    def current(name: str) -> str | None:
+        try:
+            loaded, converted = rename_source_key(name, renamings, converters, model.base_model_prefix, live)
+        except TypeError:  # a transformers whose loader helpers changed shape: the name as saved
+            return name
+        return None if converted is not None else loaded
+    return current
 
 
 def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, str] | None = None,
@@ -291,10 +362,20 @@ def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.dev
 
 
 def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> HFRunner:
+    from nbcli.checkpoint.architectures import ARCHITECTURES
+
     directory = path if path.is_dir() else path.parent
     if not (directory / "config.json").is_file():
         raise CheckpointError(f"{path}: neither an nb checkpoint (no nb.format metadata) nor a transformers "
                               f"model directory (no config.json in {directory})")
+    config = checkpoint.model_config or {}
+    if config.get("is_encoder_decoder"):
+        raise CheckpointError(f"{directory}: an encoder-decoder model ({config.get('model_type')}) cannot score "
+                              "or generate text left to right on its own; eval and generate need a causal LM")
+    spec = ARCHITECTURES.get(roles.architecture)
+    if spec is not None and spec.masked_lm and not config.get("is_decoder"):
+        raise CheckpointError(f"{directory}: a masked LM ({roles.architecture}) sees the tokens it predicts and "
+                              "cannot generate or score text left to right; eval and generate need a causal LM")
     try:
         import transformers
         from transformers import AutoModelForCausalLM

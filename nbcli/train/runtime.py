@@ -38,7 +38,10 @@ def resolve_device(choice: str) -> torch.device:
         raise ConfigError(f"--device cuda: CUDA is not available ({reason}); use --device cpu or --device auto")
     if choice == "auto":
         choice = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(choice)
+    try:
+        return torch.device(choice)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device {choice!r}: expected auto, cpu, cuda or cuda:N") from None
 
 
 def setup_runtime(cfg: TrainConfig) -> Runtime:

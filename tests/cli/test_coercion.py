@@ -34,7 +34,8 @@ def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
         result = runtime.coerce(value, param=param, ctx=ctx)
     except Exception as err:  # noqa: BLE001 - the error itself is what is compared
         return "error", (type(err).__name__, str(err))
-    return "value", (type(result).__name__, result if not isinstance(result, float) or result == result else "nan")
+    kind = "Path" if isinstance(result, Path) else type(result).__name__  # nb's keeps the text typed (TypedPath)
+    return "value", (kind, result if not isinstance(result, float) or result == result else "nan")
 
 
 def _compare(command_name: str, param: Any, value: Any) -> None:
@@ -71,6 +72,7 @@ def test_plain_values_take_the_fast_path() -> None:
     assert fast_value(int, info, "12") == 12
     assert fast_value(float, info, "1e-3") == 0.001
     assert fast_value(Path, info, "a/b") == Path("a/b")
+    assert fast_value(Path, info, "./a/b") == Path("a/b") and fast_value(Path, info, "./a/b").typed == "./a/b"
     assert fast_value(list[str], info, ("a", "b")) == ["a", "b"]
     assert fast_value(int, info, "1_000") is NOT_FAST  # left to typer
     assert fast_value(bytes, info, b"x") is NOT_FAST

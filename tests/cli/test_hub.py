@@ -22,6 +22,7 @@ import torch
 from typer.testing import CliRunner
 
 from nbcli.cli import app
+from tests.cli.helpers import run_nb
 from tests.hub_cache import add_snapshot, commit_hash, repo_folder
 
 GPT2, LLAMA, BERT = "org/gpt2-tiny", "meta/llama-tiny", "google/bert-tiny"
@@ -279,6 +280,17 @@ def test_a_local_folder_wins_and_the_output_says_so(hub: Hub, tmp_path: Path, mo
     result = nb("inspect", GPT2, "--json")
     assert json.loads(result.stdout)["architecture"] == "llama"
     assert result.stderr.count(f"using the local folder ./{GPT2}, not the Hub repo") == 1
+    for explicit in (f"./{GPT2}", f"{GPT2}/"):  # docs/hub.md: `./name` (or a folder's slash) is a path, no note
+        result = nb("inspect", explicit, "--json")
+        assert json.loads(result.stdout)["architecture"] == "llama"
+        assert "using the local folder" not in result.stderr, explicit
+    real = run_nb("inspect", f"./{GPT2}", "--json", cwd=tmp_path)  # a real process, as a shell passes it
+    assert real.returncode == 0 and b"using the local folder" not in real.stderr, real.stderr
+    shutil.copy(hub.main[GPT2] / "tokenizer.json", tmp_path / GPT2 / "tokenizer.json")
+    (tmp_path / "corpus.txt").write_text("the cat sat on the mat\n")
+    for tokenizer, notes in ((GPT2, 1), (f"./{GPT2}", 0)):  # an option's value is kept as typed too
+        result = nb("count-unigrams", "corpus.txt", "-t", tokenizer, "-o", f"counts{notes}.safetensors")
+        assert result.stderr.count("using the local folder") == notes, (tokenizer, result.stderr)
 
 
 def test_in_place_on_a_cached_snapshot_is_refused(hub: Hub) -> None:

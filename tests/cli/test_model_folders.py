@@ -13,9 +13,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,105 +29,9 @@ from nbcli.ops import (  # noqa: E402
     xavier_std,
 )
 from tests.cli.helpers import invoke  # noqa: E402
+from tests.hf_layouts import ENC, IDS, LAYOUTS, V, Layout, build  # noqa: E402
 
-V = 96
 LAMBDA = 0.5
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A transformers model class and config, and what the test knows independently of nb's table:
-    the final norm's module path (None: RMS-style or absent) and the expected role names."""
-
-    arch: str
-    make: Callable[[], Any]
-    model_class: str
-    roles: dict[str, str | None]
-    final_norm: str | None
-    tied: bool
-
-
-def _decoder_cfg(cls: str, **extra: Any) -> Callable[[], Any]:
-    def make() -> Any:
-        config_class = getattr(transformers, cls)
-        return config_class(vocab_size=V, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=32, max_position_embeddings=32, **extra)
-    return make
-
-
-def _cfg(cls: str, **kwargs: Any) -> Callable[[], Any]:
-    return lambda: getattr(transformers, cls)(vocab_size=V, **kwargs)
-
-
-def _roles(emb: str, out: str | None, bias: str | None, lnw: str | None, lnb: str | None,
-           pos: str | None = None) -> dict[str, str | None]:
-    return {"input_embedding": emb, "output_weight": out or emb, "output_bias": bias, "final_ln_weight": lnw,
-            "final_ln_bias": lnb, "position_embedding": pos}
-
-
-_ENC = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=40)
-LAYOUTS = [
-    Layout("gpt2", _cfg("GPT2Config", n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=0),
-           "GPT2LMHeadModel", _roles("transformer.wte.weight", None, None, "transformer.ln_f.weight", "transformer.ln_f.bias",
-                                     "transformer.wpe.weight"), "transformer.ln_f", True),
-    Layout("gptj", _cfg("GPTJConfig", n_embd=16, n_layer=2, n_head=2, n_positions=32, rotary_dim=4, bos_token_id=0,
-                        eos_token_id=0),
-           "GPTJForCausalLM", _roles("transformer.wte.weight", "lm_head.weight", "lm_head.bias", "transformer.ln_f.weight",
-                                     "transformer.ln_f.bias"), "transformer.ln_f", False),
-    Layout("gpt_neox", _decoder_cfg("GPTNeoXConfig", bos_token_id=0, eos_token_id=0), "GPTNeoXForCausalLM",
-           _roles("gpt_neox.embed_in.weight", "embed_out.weight", None, "gpt_neox.final_layer_norm.weight",
-                  "gpt_neox.final_layer_norm.bias"), "gpt_neox.final_layer_norm", False),
-    Layout("opt", _cfg("OPTConfig", hidden_size=16, num_hidden_layers=2, num_attention_heads=2, ffn_dim=32,
-                       max_position_embeddings=32, word_embed_proj_dim=16, bos_token_id=0, eos_token_id=0, pad_token_id=1),
-           "OPTForCausalLM", _roles("model.decoder.embed_tokens.weight", None, None, "model.decoder.final_layer_norm.weight",
-                                    "model.decoder.final_layer_norm.bias", "model.decoder.embed_positions.weight"),
-           "model.decoder.final_layer_norm", True),
-    Layout("bloom", _cfg("BloomConfig", hidden_size=16, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0),
-           "BloomForCausalLM", _roles("transformer.word_embeddings.weight", None, None, "transformer.ln_f.weight",
-                                      "transformer.ln_f.bias"), "transformer.ln_f", True),
-    Layout("falcon", _cfg("FalconConfig", hidden_size=16, num_hidden_layers=2, num_attention_heads=2, bos_token_id=0,
-                          eos_token_id=0),
-           "FalconForCausalLM", _roles("transformer.word_embeddings.weight", None, None, "transformer.ln_f.weight",
-                                       "transformer.ln_f.bias"), "transformer.ln_f", True),
-    Layout("phi", _decoder_cfg("PhiConfig", bos_token_id=0, eos_token_id=0), "PhiForCausalLM",
-           _roles("model.embed_tokens.weight", "lm_head.weight", "lm_head.bias", "model.final_layernorm.weight",
-                  "model.final_layernorm.bias"), "model.final_layernorm", False),
-    *[Layout("llama", _decoder_cfg(cls, num_key_value_heads=1, bos_token_id=0, eos_token_id=0), model,
-             _roles("model.embed_tokens.weight", "lm_head.weight", None, "model.norm.weight", None), None, False)
-      for cls, model in (("LlamaConfig", "LlamaForCausalLM"), ("MistralConfig", "MistralForCausalLM"),
-                         ("Qwen2Config", "Qwen2ForCausalLM"))],
-    Layout("gemma", _decoder_cfg("GemmaConfig", num_key_value_heads=1, head_dim=8, bos_token_id=0, eos_token_id=0,
-                                 pad_token_id=0),
-           "GemmaForCausalLM", _roles("model.embed_tokens.weight", None, None, "model.norm.weight", None), None, True),
-    Layout("t5", _cfg("T5Config", d_model=16, d_ff=32, d_kv=8, num_layers=2, num_heads=2, decoder_start_token_id=0),
-           "T5ForConditionalGeneration", _roles("shared.weight", None, None, "decoder.final_layer_norm.weight", None),
-           None, True),
-    Layout("bert", _cfg("BertConfig", **_ENC), "BertForMaskedLM",
-           _roles("bert.embeddings.word_embeddings.weight", None, "cls.predictions.bias",
-                  "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
-                  "bert.embeddings.position_embeddings.weight"), "cls.predictions.transform.LayerNorm", True),
-    Layout("roberta", _cfg("RobertaConfig", pad_token_id=1, **_ENC), "RobertaForMaskedLM",
-           _roles("roberta.embeddings.word_embeddings.weight", None, "lm_head.bias", "lm_head.layer_norm.weight",
-                  "lm_head.layer_norm.bias", "roberta.embeddings.position_embeddings.weight"), "lm_head.layer_norm", True),
-    Layout("distilbert", _cfg("DistilBertConfig", dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=32),
-           "DistilBertForMaskedLM",
-           _roles("distilbert.embeddings.word_embeddings.weight", None, "vocab_projector.bias", "vocab_layer_norm.weight",
-                  "vocab_layer_norm.bias", "distilbert.embeddings.position_embeddings.weight"), "vocab_layer_norm", True),
-]
-IDS = [f"{layout.arch}-{layout.model_class.removesuffix('ForCausalLM')}" if layout.arch == "llama" else layout.arch
-       for layout in LAYOUTS]
-
-
-def _build(layout: Layout) -> Any:
-    torch.manual_seed(0)
-    model = getattr(transformers, layout.model_class)(layout.make()).eval()
-    with torch.no_grad():  # untrained norms have bias 0 (no direction): give them one
-        if layout.final_norm is not None:
-            model.get_submodule(layout.final_norm).bias.normal_()
-        bias = getattr(model.get_output_embeddings(), "bias", None)
-        if bias is not None:
-            bias.normal_()
-    return model
 
 
 def _logits(model: Any) -> torch.Tensor:
@@ -219,7 +122,7 @@ def _load(path: Path, layout: Layout) -> tuple[Any, dict[str, Any]]:
 def test_transformers_model_folder_every_operation(tmp_path: Path, layout: Layout, counts_path) -> None:  # noqa: ANN001
     transformers.logging.set_verbosity_error()
     counts_file, counts = counts_path
-    model = _build(layout)
+    model = build(layout)
     single, sharded = tmp_path / "single", tmp_path / "sharded"
     model.save_pretrained(single)
     model.save_pretrained(sharded, max_shard_size="12KB")
@@ -263,7 +166,7 @@ def test_model_folder_in_place_and_bare_file_output(tmp_path: Path, counts_path)
     transformers.logging.set_verbosity_error()
     layout = next(item for item in LAYOUTS if item.arch == "gpt2")
     folder = tmp_path / "gpt2"
-    _build(layout).save_pretrained(folder)
+    build(layout).save_pretrained(folder)
     result = invoke("patch-checkpoint", folder, "-o", tmp_path / "bare.safetensors", "--untie", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model_folder"] is False
@@ -282,7 +185,7 @@ def test_encoder_without_prediction_head(tmp_path: Path, counts_path) -> None:  
     why; the input-side ones work and the result loads."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    model = transformers.BertModel(transformers.BertConfig(vocab_size=V, **_ENC)).eval()
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=V, **ENC)).eval()
     folder = tmp_path / "enc"
     model.save_pretrained(folder)
     report = _inspect(folder)
