@@ -307,7 +307,8 @@ def test_train_failing_before_its_first_state_leaves_no_dead_end(tmp_path: Path,
         out.mkdir()
         (out / "notes.txt").write_text("mine")
     args = ["train", "--corpus", corpus, "-t", tok, "--out", out, *TRAIN_FAST]
-    inject = {"ctrl-c-first-write": "temp-created:1:INT", "ctrl-c-at-checkpoint": "temp-created:3:INT"}.get(fault)
+    # temporaries: config.json, counts.safetensors, step-0 (the initial model), step-2 (the last checkpoint)
+    inject = {"ctrl-c-first-write": "temp-created:1:INT", "ctrl-c-at-checkpoint": "temp-created:4:INT"}.get(fault)
     result = run(*args, fault=inject, fsize=50_000 if fault == "disk-full" else None, timeout=300)
     assert result.returncode == (1 if fault == "disk-full" else 130), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
