@@ -15,7 +15,10 @@ sweep over lambda always starts from the checkpoint as saved and writes nothing.
 nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.model.Transformer` (clm objective only)
 with its KV cache; any other checkpoint directory with a config.json loads with transformers'
 AutoModelForCausalLM (optional extra `nbcli[hf]`; GPT-2, GPT-NeoX/Pythia, OPT, Llama family; roles
-from the architecture table). Weights stay in the dtype they were saved in; CUDA when present.
+from the architecture table). Weights stay in the dtype they were saved in; CUDA when present. An nb
+checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype (`nbcli.model.output_logits`);
+a transformers model computes its logits in its own dtype, and `logits`/`prefill`/`step` hand them
+back as float32 for the metrics (`nbcli.lm.perplexity`: float32 log-probabilities, float64 sums).
 """
 
 from __future__ import annotations
