@@ -123,7 +123,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l shuffle-mode -x -a 'row
 complete -c nb -n '__fish_seen_subcommand_from train' -l eval-every -x -d 'Evaluate every K steps (and at the end).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l eval-batches -x -d 'Validation batches per evaluation.'
 complete -c nb -n '__fish_seen_subcommand_from train' -l val-fraction -x -d 'Every round(1/F)-th document is held out for validation.'
-complete -c nb -n '__fish_seen_subcommand_from train' -l save-every -x -d 'Checkpoint every N steps (0 = only at the end).'
+complete -c nb -n '__fish_seen_subcommand_from train' -l save-every -x -d 'Checkpoint and save a resumable state every N steps (0 = only at the end; step 0'
 complete -c nb -n '__fish_seen_subcommand_from train' -l stop-at -x -d 'Stop (checkpoint and state saved) after this many steps while the LR/AG schedule'
 complete -c nb -n '__fish_seen_subcommand_from train' -l device -x -a 'auto cpu cuda' -d 'auto: CUDA when present (bf16 autocast), else CPU (float32).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l dtype -x -a 'auto float32 bfloat16' -d 'Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).'

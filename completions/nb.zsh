@@ -172,7 +172,7 @@ _nb() {
                 '--eval-every[Evaluate every K steps (and at the end).]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
-                '--save-every[Checkpoint every N steps (0 = only at the end).]:value: ' \
+                '--save-every[Checkpoint and save a resumable state every N steps (0 = only at the end; step 0]:value: ' \
                 '--stop-at[Stop (checkpoint and state saved) after this many steps while the LR/AG schedule]:value: ' \
                 '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \

@@ -5,6 +5,9 @@ A pre-LN Transformer (GPT-2 block layout) with learned position embeddings and t
     clm  decoder-only causal LM      logits_t = W h_t + b            predicts x_{t+1}
     mlm  RoBERTa-style masked LM     logits_t = W LN(gelu(D h_t)) + b predicts the masked x_t
 
+The output layer runs in float32 whatever the precision of the rest (bf16 autocast, bf16 weights):
+`output_logits`.
+
 Frequency lives in the output layer (papers 000 and 003): `head.bias` b is optional
 (`output_bias=False` removes the parameter, paper 000's "no bias" arm), and W is either its own
 matrix `head.weight` or tied to the input embedding `tok_emb.weight`.
@@ -127,6 +130,16 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Ten
     return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
+def output_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The output layer, logits = h W^T + b [..., V] (paper 000 sec. 3), always in float32: outside any
+    autocast and with h, W and b cast up (a no-op for float32 tensors). In bf16 a log-unigram bias near
+    -15 would be rounded in steps of 2^-4 = 0.0625, and the KL of the predictions to the unigram
+    that the papers measure would move by ~0.5 %. On CUDA the matmul uses TF32 where nb train turns
+    TF32 matmuls on (`nbcli.train.runtime`); the bias is added in float32 either way."""
+    with torch.autocast(device_type=h.device.type, enabled=False):
+        return F.linear(h.float(), weight.float(), None if bias is None else bias.float())
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: H(s) = softmax(Q K^T / sqrt(dh)) V  (paper 001 eq. 1)."""
 
@@ -217,7 +230,8 @@ class MLMHead(nn.Module):
 
 
 class Transformer(nn.Module):
-    """The reference model. `forward(idx)` returns logits [B, T, V] and the guided heads' (q, k)."""
+    """The reference model. `forward(idx)` returns logits [B, T, V] (float32, `output_logits`) and the
+    guided heads' (q, k)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -285,7 +299,7 @@ class Transformer(nn.Module):
         h = self.ln_f(x)                                                         # [B, T, d]
         if self.mlm is not None:
             h = self.mlm(h)                                                      # [B, T, d]
-        logits = F.linear(h, self.output_weight, self.head_bias)                 # [B, T, V]
+        logits = output_logits(h, self.output_weight, self.head_bias)            # [B, T, V] float32
         return logits, qks
 
     def attention_maps(self, idx: torch.Tensor, layers: list[int], key_mask: torch.Tensor | None = None,

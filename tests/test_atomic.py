@@ -230,3 +230,38 @@ def test_a_target_that_became_a_directory_fails_before_anything_is_renamed(tmp_p
             outputs.open(b).write(b"new b")
             b.mkdir()  # after the checks at open: the commit checks again before the first rename
     assert a.read_bytes() == b"old a" and sorted(os.listdir(tmp_path)) == ["a.bin", "b.bin"]
+
+
+@pytest.mark.parametrize("deliver", [True, False])
+def test_sigint_held_delivers_or_drops_a_ctrl_c_after_the_block(deliver: bool) -> None:
+    """A Ctrl-C inside `sigint_held` never interrupts the block; with deliver it is raised (through the
+    handler in place before) right after it, without it is dropped; the handler is restored either way."""
+    import signal
+
+    from nbcli.atomic import sigint_held
+
+    before = signal.getsignal(signal.SIGINT)
+    done = []
+    try:
+        with sigint_held(deliver=deliver):
+            signal.raise_signal(signal.SIGINT)
+            done.append("rest of the block")
+        done.append("after")
+    except KeyboardInterrupt:
+        done.append("interrupted")
+    assert done == ["rest of the block", "interrupted" if deliver else "after"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_while_a_temporary_is_made_removes_it(tmp_path: Path) -> None:
+    """SIGINT the moment the temporary exists (NB_FAULT_INJECT temp-created, before OutputSet has
+    recorded it): KeyboardInterrupt once it is recorded, and leaving the block removes it."""
+    target = tmp_path / "out.bin"
+    code = ("import os, sys\nfrom pathlib import Path\nfrom nbcli.atomic import atomic_write\n"
+            "try:\n    with atomic_write(Path(sys.argv[1])) as out:\n        out.write(b'x')\n"
+            "except KeyboardInterrupt:\n    print(sorted(os.listdir(Path(sys.argv[1]).parent)))\n")
+    env = {**os.environ, "NB_FAULT_INJECT": "temp-created:1:INT"}
+    result = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -203,3 +203,27 @@ def test_initialisation_by_module_type() -> None:
     torch.manual_seed(0)
     again = Transformer(cfg)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+def test_output_layer_is_float32_under_bf16_autocast(objective: str) -> None:
+    """Under (CPU) bf16 autocast the logits are h W^T + b computed in float32 from the final hidden
+    state h: a bias of -15 is kept to float32 precision, where a bf16 projection rounds it in steps of 1/16."""
+    torch.manual_seed(0)
+    model = Transformer(tiny(objective=objective, mask_id=3 if objective == "mlm" else None, tie_embeddings=False))
+    with torch.no_grad():
+        model.head_bias.copy_(torch.randn(50) - 10)
+        model.head_bias[7] = -15 + 1 / 3                 # no bf16 number: bf16's step there is 1/16
+    final = model.mlm.ln if model.mlm is not None else model.ln_f
+    kept: dict[str, torch.Tensor] = {}
+    final.register_forward_hook(lambda _module, _args, out: kept.__setitem__("h", out))
+    idx = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = model(idx)
+        plain = torch.nn.functional.linear(kept["h"], model.output_weight, model.head_bias)  # autocast's own choice
+    h, w, b = kept["h"], model.output_weight.detach(), model.head_bias.detach()
+    assert logits.dtype == torch.float32 and plain.dtype == torch.bfloat16
+    assert torch.equal(logits, torch.nn.functional.linear(h.float(), w, b))       # the float32 computation
+    exact = h.double() @ w.double().T + b.double()
+    torch.testing.assert_close(logits[..., 7].double(), exact[..., 7], rtol=2e-7, atol=1e-5)
+    assert float((plain[..., 7].double() - exact[..., 7]).abs().max()) > 1e-3        # what a bf16 layer would give

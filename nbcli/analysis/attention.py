@@ -140,8 +140,8 @@ class Pick:
 
 def pick_checkpoints(saved: Mapping[int, Path], total_steps: int, requests: Sequence[StepRequest]) -> list[Pick]:
     """A fraction f picks the saved step nearest round(f * total_steps) (the earlier on a tie); an exact
-    step must be saved. nb train saves step-N only every --save-every steps and at the end (never
-    step 0), so 0 % is the first saved checkpoint: the note says which step stands in."""
+    step must be saved. nb train saves step 0 (the initial model), every --save-every steps and the
+    last; a fraction between saved steps gets a note saying which step stands in."""
     if not saved:
         raise ConfigError("no step-N.safetensors checkpoints")
     picks = []

@@ -6,7 +6,8 @@ This is the only place nb creates output files. One command's outputs form one `
    the writing process; TAG: 4 hex digits of the host name and 4 random characters; NAME is
    shortened so that the temporary's name fits NAME_MAX);
 2. all temporaries are flushed and fsynced; a failure (exception, Ctrl-C, full disk) up to here
-   removes every temporary and leaves every target as it was;
+   removes every temporary and leaves every target as it was (a temporary is recorded for removal
+   in the same step that creates it: a Ctrl-C in between is held until it is, `sigint_held`);
 3. with two or more outputs a journal `.nb-commit.PID-TAG.json` listing the renames is written and
    fsynced in the first output's directory: from then on the new set is decided;
 4. the temporaries are renamed over their targets, in the order they were opened (the shards of a
@@ -42,11 +43,11 @@ finishing or rolling back interrupted commits, removing stale temporaries).
 """
 
 from nbcli.atomic.checks import check_name_length, check_output_dir, name_max
-from nbcli.atomic.commit import (OutputSet, atomic_write, start_writeback, write_all_atomic, write_bytes_atomic,
-                                 write_text_atomic)
+from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, start_writeback, write_all_atomic,
+                                 write_bytes_atomic, write_text_atomic)
 from nbcli.atomic.recovery import recover_directory, recover_journal_now, take_notes
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, temp_name
 
 __all__ = ["JOURNAL_PREFIX", "TEMP_SUFFIX", "OutputSet", "atomic_write", "check_name_length", "check_output_dir",
-           "name_max", "recover_directory", "recover_journal_now", "start_writeback", "take_notes", "temp_name",
-           "write_all_atomic", "write_bytes_atomic", "write_text_atomic"]
+           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "start_writeback", "take_notes",
+           "temp_name", "write_all_atomic", "write_bytes_atomic", "write_text_atomic"]

@@ -3,7 +3,7 @@ write_*_atomic helpers built on it (see nbcli.atomic for the protocol).
 
 `NB_FAULT_INJECT=POINT[:N[:SIGNAL]]` (tests only) makes the process send itself SIGNAL (default
 KILL; e.g. INT for Ctrl-C, STOP to pause it there) the N-th time (default 1st) it reaches POINT:
-`temp-created`, `before-commit`, `journal-written`, `mid-commit` (after the first rename),
+`temp-created` (the temporary exists on disk, not yet recorded for removal), `before-commit`, `journal-written`, `mid-commit` (after the first rename),
 `renamed` (after each rename, N counts them), `index-renamed` (the commit point), `retired` (after
 each removal of a replaced file), `after-commit` (all renamed, journal not yet removed).
 """
@@ -45,17 +45,26 @@ def _fault(point: str) -> None:
 
 
 @contextlib.contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Defer Ctrl-C (SIGINT) over the block; a Ctrl-C pressed meanwhile is dropped once the
-    block is done (the block is the commit's renames: what it does must not be half done)."""
-    if threading.current_thread() is not threading.main_thread():
+def sigint_held(*, deliver: bool) -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) over the block, so that what the block does is never half done.
+
+    With `deliver`, a Ctrl-C pressed meanwhile is raised (KeyboardInterrupt, through the handler in
+    place before) as soon as the block ends: used where a file or folder is made and recorded for
+    removal, so that the clean-up Ctrl-C triggers knows of it. Without, it is dropped (the commit's
+    renames: once decided, the commit completes and the command succeeds). Only the main thread
+    receives KeyboardInterrupt, so elsewhere the block runs as it is."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is None):  # a handler not set from Python: leave it
         yield
         return
-    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        if pressed and deliver:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _prepare(directory: Path) -> None:
@@ -121,23 +130,24 @@ class OutputSet:
             raise OutputError(f"{path}: one commit has one commit point")
         _prepare(directory)
         limit = name_max(directory)
-        for _attempt in range(100):
-            tmp = directory / temp_name(path.name, limit)
-            try:
-                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-                break
-            except FileExistsError:
-                continue
-            except OSError as err:
-                raise OutputError(_os_error_message(path, err)) from None
-        else:  # pragma: no cover - 100 collisions of a random tag
-            raise OutputError(f"{path}: cannot create a temporary file beside it")
-        handle = os.fdopen(fd, "w+b")
-        if commit_point:
-            self._point = len(self._files)
-        self._files.append((path, tmp, handle))
-        self._targets.add(str(directory / path.name))
-        _fault("temp-created")
+        with sigint_held(deliver=True):  # a Ctrl-C lands once the temporary is recorded for removal
+            for _attempt in range(100):
+                tmp = directory / temp_name(path.name, limit)
+                try:
+                    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+                    break
+                except FileExistsError:
+                    continue
+                except OSError as err:
+                    raise OutputError(_os_error_message(path, err)) from None
+            else:  # pragma: no cover - 100 collisions of a random tag
+                raise OutputError(f"{path}: cannot create a temporary file beside it")
+            _fault("temp-created")
+            handle = os.fdopen(fd, "w+b")
+            if commit_point:
+                self._point = len(self._files)
+            self._files.append((path, tmp, handle))
+            self._targets.add(str(directory / path.name))
         return handle
 
     def retire(self, path: Path | str) -> None:
@@ -145,14 +155,16 @@ class OutputSet:
         self._retire.append(Path(path))
 
     def discard(self) -> None:
-        """Close and remove every temporary; the targets stay as they were."""
-        for _path, tmp, handle in self._files:
-            with contextlib.suppress(OSError):
-                handle.close()
-            tmp.unlink(missing_ok=True)
-        self._files.clear()
-        self._retire.clear()
-        self._point = None
+        """Close and remove every temporary; the targets stay as they were. A Ctrl-C meanwhile
+        (a second one, while the first is being handled) lands once all are removed."""
+        with sigint_held(deliver=True):
+            for _path, tmp, handle in self._files:
+                with contextlib.suppress(OSError):
+                    handle.close()
+                tmp.unlink(missing_ok=True)
+            self._files.clear()
+            self._retire.clear()
+            self._point = None
 
     def _check_targets(self) -> None:
         """Every target can take its file (checked again before the first rename)."""
@@ -179,7 +191,7 @@ class OutputSet:
         except BaseException:
             self.discard()
             raise
-        with _sigint_held():  # from the journal on, the commit is decided: see it through
+        with sigint_held(deliver=False):  # from the journal on, the commit is decided: see it through
             if len(self._files) > 1 or self._retire:
                 try:
                     journal = self._write_journal()

@@ -4,6 +4,7 @@
     reader.py   open_checkpoint -> Checkpoint (mmap), shards + index, config.json, model folders,
                 row-block reads (Checkpoint.rows)
     writer.py   streamed writes, held (deferred) tensors, one commit for every output file
+    edits.py    what write_like writes: the edits checked against the source, each file's entries
     layout.py   where outputs go (file, model folder, shard directory), checks before any rename
     architectures.py  THE architecture table: one entry per model family (the file to add a model)
     roles.py    resolving roles from tensor names / config.json, and the hints in error messages

@@ -25,20 +25,21 @@ Public API (stable; used by patch-checkpoint, train and transplant):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
-import math
 import os
 import shutil
 import struct
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Union
+from typing import TYPE_CHECKING, BinaryIO
 
-from nbcli.atomic import OutputSet, atomic_write, start_writeback
-from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code, stored_layout
-from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, live_shards, resolve_output, shard_names
+from nbcli.atomic import OutputSet, atomic_write, sigint_held, start_writeback
+from nbcli.checkpoint.edits import Held, TensorData, WritePlan, checked_edits, plan_sharded, plan_single, stored
+from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code
+from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
 from nbcli.checkpoint.reader import Checkpoint
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.outputs import device_inode
@@ -48,14 +49,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int], None]
 """Called with the number of bytes just written."""
-
-
-@dataclass(frozen=True)
-class Held:
-    """A source tensor whose bytes are written last: from `Deferred.compute()` if it returns a new
-    value for it, else copied from the source. Its byte range is kept free until then."""
-
-    info: TensorInfo
 
 
 @dataclass(frozen=True)
@@ -74,7 +67,6 @@ class Deferred:
     poll: Callable[[], None] = lambda: None
 
 
-TensorData = Union["torch.Tensor", TensorInfo, Held]
 _COPY_BLOCK = 1 << 28  # 256 MiB per copy_file_range / sendfile call, then its writeback is started
 # (64 MiB measured ~20% slower than 1 GiB; 256 MiB measured as fast as 1 GiB)
 _UNSUPPORTED = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF)
@@ -89,13 +81,8 @@ def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy()).cast("B")
 
 
-def _stored(data: TensorData) -> torch.Tensor | TensorInfo:
-    """What a held tensor stands for in the header: its source bytes' dtype and shape."""
-    return data.info if isinstance(data, Held) else data
-
-
 def _header(entries: Sequence[tuple[str, TensorData]], metadata: Mapping[str, str]) -> bytes:
-    return build_header([(name, _stored(data)) for name, data in entries], metadata)
+    return build_header([(name, stored(data)) for name, data in entries], metadata)
 
 
 
@@ -270,14 +257,6 @@ def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
     write_safetensors(path, list(tensors.items()), metadata, progress)
 
 
-@dataclass
-class _Plan:
-    files: list[tuple[Path, list[tuple[str, TensorData]], dict[str, str]]] = field(default_factory=list)
-    index: tuple[Path, dict[str, Any], dict[str, str]] | None = None
-    extra: list[tuple[Path, Path | bytes]] = field(default_factory=list)
-    retire: list[Path] = field(default_factory=list)
-
-
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,
                add: Mapping[str, tuple[torch.Tensor, str | None]] | None = None,
                metadata: Mapping[str, str] | None = None, in_place: bool = False,
@@ -304,124 +283,48 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     metadata's total_size (and total_parameters, when the source index has it) describe the output.
     Returns the written paths (the written shards, then the index, then the extra files).
     """
-    replace = dict(replace or {})
-    add = dict(add or {})
-    held = {name: Held(source.info(name)) for name in sorted(deferred.names)} if deferred else {}
-    for name in replace:
-        source.info(name)
-        if name in held:
-            raise ConfigError(f"tensor {name!r} is both replaced and deferred")
-    for name in add:
-        if name in source:
-            raise ConfigError(f"{source.path}: tensor {name!r} already exists; cannot create it")
+    from nbcli.resolve import hub_inputs_metadata
+
+    edits = checked_edits(source, replace or {}, add or {}, deferred.names if deferred else frozenset(), metadata,
+                          update_metadata or {})
     target = resolve_output(source, out, folder)
     check_output_paths(source, out, in_place=in_place, other_inputs=other_inputs, folder=folder,
                        extra=list(extra_files or ()))
-    from nbcli.resolve import hub_inputs_metadata
-
     if hub := hub_inputs_metadata([source.files[0], *other_inputs]):  # provenance: repo id + commit of Hub inputs
-        update_metadata = {**(update_metadata or {}), **hub}
-    after: dict[str, list[str]] = {}
-    tail: list[str] = []
-    for name, (_tensor, anchor) in add.items():
-        if anchor is None:
-            tail.append(name)
-        else:
-            source.info(anchor)
-            after.setdefault(anchor, []).append(name)
-    plan = _Plan()
-    file_names: dict[Path, list[str]] = {header.path: [] for header in source.headers}
-    for header in source.headers:
-        for name in header.tensors:
-            file_names[header.path].append(name)
-            file_names[header.path].extend(after.get(name, []))
-    file_names[source.headers[-1].path].extend(tail)
-
-    def data(name: str) -> TensorData:
-        if name in held:
-            return held[name]
-        if name in replace:
-            return replace[name]
-        if name in add:
-            return add[name][0]
-        return source.info(name)
-
+        edits = dataclasses.replace(edits, update={**edits.update, **hub})
     target_dir = checked_output_dir(source, target, folder)
     if source.sharded:
-        assert target_dir is not None and source.index_path is not None
-        # In place, a shard none of whose tensors changes is not written at all: it keeps its
-        # inode, bytes and name; the new provenance lives in the index and the rewritten shards.
-        same_dir = in_place and device_inode(target_dir) == device_inode(source.index_path.parent)
-        entries_of = {header.path: [(name, data(name)) for name in file_names[header.path]]
-                      for header in source.headers}
-        rewritten = [header.path for header in source.headers
-                     if not same_dir or metadata is not None
-                     or any(not isinstance(item, TensorInfo) for _name, item in entries_of[header.path])]
-        names = shard_names(source, target_dir, rewritten)
-        weight_map: dict[str, str] = {}
-        total = parameters = 0
-        for header in source.headers:
-            entries = entries_of[header.path]
-            name_out = names.get(header.path, header.path.name)
-            if header.path in names:
-                meta = dict(metadata) if metadata is not None else dict(header.metadata)
-                plan.files.append((target_dir / name_out, entries, {**meta, **(update_metadata or {})}))
-            for name, item in entries:
-                weight_map[name] = name_out
-                _dtype, shape, nbytes = stored_layout(_stored(item))
-                total += nbytes
-                parameters += math.prod(shape)
-        kept = set(weight_map.values())
-        plan.retire = [target_dir / name for name in sorted(live_shards(target_dir / source.index_path.name))
-                       if name not in kept]
-        index_meta = {**source.index_metadata, **(update_metadata or {}), "total_size": total}
-        if "total_parameters" in source.index_metadata:
-            index_meta["total_parameters"] = parameters
-        plan.index = (target_dir / source.index_path.name, index_meta, dict(sorted(weight_map.items())))
+        assert target_dir is not None
+        plan = plan_sharded(edits, target_dir, in_place)
     else:
-        header = source.headers[0]
-        entries = [(name, data(name)) for name in file_names[header.path]]
-        meta = dict(metadata) if metadata is not None else dict(header.metadata)
-        plan.files.append((target, entries, {**meta, **(update_metadata or {})}))
+        plan = plan_single(edits, target)
     if extra_files:
         if target_dir is None:
             raise ConfigError("extra files need a folder output")
         plan.extra = [(target_dir / name, content) for name, content in extra_files.items()]
     late = _LateMetadata(late_metadata, late_reserve) if late_metadata is not None else None
-    return _execute(plan, target_dir, progress, late, deferred, held)
+    return _execute(plan, target_dir, progress, late, deferred, edits.held)
 
 
-def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, late: _LateMetadata | None,
+def _execute(plan: WritePlan, created_dir: Path | None, progress: Progress | None, late: _LateMetadata | None,
              deferred: Deferred | None, held: Mapping[str, Held]) -> list[Path]:
     """Write every file to a temporary beside its target: first all data but the held tensors, then
-    those (deferred.compute()), then the late metadata; rename all only when all are complete."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    those (deferred.compute()), then the late metadata; rename all only when all are complete.
+    `created_dir` (a folder output) is made if absent, and removed again if the write fails."""
     made_dir = False
-    if created_dir is not None and not created_dir.exists():
-        try:
-            created_dir.mkdir()
-        except OSError as err:
-            raise OutputError(f"{created_dir}: cannot create output directory: {err.strerror}") from None
-        made_dir = True
-    written: list[Path] = []
-    # Start the writeback of each copied block from a helper thread (it may block on a busy
-    # device queue), so the copy goes on and the fsync before each rename has little left to do.
-    writeback = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-writeback")
-
-    def copied_block(fd: int, offset: int, nbytes: int) -> None:
-        writeback.submit(start_writeback, fd, offset, nbytes)
-
     try:
-        with contextlib.ExitStack() as stack:
-            outputs = stack.enter_context(OutputSet())  # committed (shards, then index) when all are complete
-            stack.callback(writeback.shutdown)  # no writeback request outlives the files' handles
-            poll = deferred.poll if deferred else None
-            handles = []
-            for path, entries, meta in plan.files:
-                handle = outputs.open(path)
-                handles.append((handle, _write_entries(handle, entries, meta, progress, late, poll, copied_block)))
-                written.append(path)
+        if created_dir is not None and not created_dir.exists():
+            with sigint_held(deliver=True):  # a Ctrl-C lands once made_dir says the folder is ours
+                try:
+                    created_dir.mkdir()
+                except OSError as err:
+                    raise OutputError(f"{created_dir}: cannot create output directory: {err.strerror}") from None
+                made_dir = True
+        written: list[Path] = []
+        # committed (shards, then index) when all are complete; the writeback thread stops first,
+        # so that no writeback request outlives the files' handles
+        with OutputSet() as outputs, _writeback_thread() as copied_block:
+            handles = _write_data(outputs, plan, progress, late, deferred, copied_block, written)
             if deferred is not None:
                 values = deferred.compute()
                 _check_deferred(values, held)
@@ -431,30 +334,75 @@ def _execute(plan: _Plan, created_dir: Path | None, progress: Progress | None, l
                 for (handle, _held), (_path, entries, meta) in zip(handles, plan.files):
                     _write_late_header(handle, entries, meta, late)
             if plan.index is not None:
-                index_path, index_meta, weight_map = plan.index
-                if late is not None:
-                    index_meta = {**index_meta, **late.values()}
-                doc = {"metadata": index_meta, "weight_map": weight_map}
-                handle = outputs.open(index_path, commit_point=True)  # its rename is the commit
-                handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
-                written.append(index_path)
-                for old in plan.retire:
-                    outputs.retire(old)
-            for path, content in plan.extra:
-                if isinstance(content, Path) and device_inode(content) == device_inode(path):
-                    continue  # in place: the file is already there
-                handle = outputs.open(path)  # committed with the tensors, after them
-                if isinstance(content, Path):
-                    with open(content, "rb") as source_file:
-                        shutil.copyfileobj(source_file, handle, 1 << 20)
-                else:
-                    handle.write(content)
-                written.append(path)
+                _write_index(outputs, plan, late, written)
+            _write_extra(outputs, plan.extra, written)
     except BaseException:
-        if made_dir:
-            for leftover in created_dir.iterdir():  # only this write's files can be here
-                leftover.unlink(missing_ok=True)
-            created_dir.rmdir()
+        if made_dir and created_dir is not None:
+            with sigint_held(deliver=True):
+                for leftover in created_dir.iterdir():  # only this write's files can be here
+                    leftover.unlink(missing_ok=True)
+                created_dir.rmdir()
         raise
     return written
 
+
+@contextlib.contextmanager
+def _writeback_thread() -> Iterator[Copied]:
+    """A `copied_block` callback that starts the writeback of each copied block from a helper
+    thread (it may block on a busy device queue), so the copy goes on and the fsync before each
+    rename has little left to do; the thread is shut down when the block ends."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    writeback = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nb-writeback")
+
+    def copied_block(fd: int, offset: int, nbytes: int) -> None:
+        writeback.submit(start_writeback, fd, offset, nbytes)
+
+    try:
+        yield copied_block
+    finally:
+        writeback.shutdown()
+
+
+def _write_data(outputs: OutputSet, plan: WritePlan, progress: Progress | None, late: _LateMetadata | None,
+                deferred: Deferred | None, copied_block: Copied, written: list[Path],
+                ) -> list[tuple[BinaryIO, list[tuple[int, Held]]]]:
+    """Open each planned tensor file's temporary and write its header and data, the held tensors'
+    byte ranges left free; (handle, held ranges) per file."""
+    poll = deferred.poll if deferred else None
+    handles = []
+    for path, entries, meta in plan.files:
+        handle = outputs.open(path)
+        handles.append((handle, _write_entries(handle, entries, meta, progress, late, poll, copied_block)))
+        written.append(path)
+    return handles
+
+
+def _write_index(outputs: OutputSet, plan: WritePlan, late: _LateMetadata | None, written: list[Path]) -> None:
+    """The index (late metadata merged in), whose rename is the commit point; the shards it no
+    longer names are retired after it."""
+    assert plan.index is not None
+    index_path, index_meta, weight_map = plan.index
+    if late is not None:
+        index_meta = {**index_meta, **late.values()}
+    doc = {"metadata": index_meta, "weight_map": weight_map}
+    handle = outputs.open(index_path, commit_point=True)  # its rename is the commit
+    handle.write((json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+    written.append(index_path)
+    for old in plan.retire:
+        outputs.retire(old)
+
+
+def _write_extra(outputs: OutputSet, extra: Sequence[tuple[Path, Path | bytes]], written: list[Path]) -> None:
+    """A model folder's other files (config.json, tokenizer files), committed with the tensors,
+    after them; in place, a file already there is left as it is."""
+    for path, content in extra:
+        if isinstance(content, Path) and device_inode(content) == device_inode(path):
+            continue  # in place: the file is already there
+        handle = outputs.open(path)
+        if isinstance(content, Path):
+            with open(content, "rb") as source_file:
+                shutil.copyfileobj(source_file, handle, 1 << 20)
+        else:
+            handle.write(content)
+        written.append(path)

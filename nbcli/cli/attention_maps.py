@@ -18,8 +18,8 @@ the same tokens. Rows of a map are queries, columns keys. [Next] is left out for
 mask cannot attend ahead).
 
 [bold]Checkpoints[/]: --at takes percentages of the run's planned training steps (each picks the
-nearest saved step-N.safetensors, and a note says when that is not the step asked for: nb train never
-saves step 0, so 0 % is its first saved checkpoint, --save-every N) or exact saved steps;
+nearest saved step-N.safetensors, and a note says when that is not the step asked for: nb train saves
+step 0 (the initial model), every --save-every N steps and the last) or exact saved steps;
 --checkpoint FILE (repeatable) names files instead.
 
 [bold]Distances[/] of a head's map H to a pattern P, averaged over the T query rows:

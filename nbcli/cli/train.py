@@ -134,8 +134,10 @@ def train(
                                               help="Validation batches per evaluation.")] = 8,
     val_fraction: Annotated[float, typer.Option(
         "--val-fraction", help="Every round(1/F)-th document is held out for validation.")] = 0.05,
-    save_every: Annotated[int, typer.Option("--save-every", min=0, max=MAX_STEPS,
-                                            help="Checkpoint every N steps (0 = only at the end).")] = 0,
+    save_every: Annotated[int, typer.Option(
+        "--save-every", min=0, max=MAX_STEPS,
+        help="Checkpoint and save a resumable state every N steps (0 = only at the end; step 0, the initial "
+             "model, is always saved).")] = 0,
     stop_at: Annotated[Optional[int], typer.Option(
         "--stop-at", min=1, max=MAX_STEPS, show_default=False,
         help="Stop (checkpoint and state saved) after this many steps while the LR/AG schedules still follow "
@@ -154,8 +156,8 @@ def train(
 
     Writes DIR/log.jsonl (per step: loss before the update, lr, tokens_per_s, mfu on CUDA, ag_loss/ag_alpha;
     unigram_reg_on/unigram_kl with --unigram-reg-lambda; eval steps add val_loss, kl_unigram, kl_uniform,
-    bias_kl_unigram, bias_norm), step-N.safetensors checkpoints in nb's layout (readable by probe-bias and
-    patch-checkpoint) and summary.json with the final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
+    bias_kl_unigram, bias_norm), step-N.safetensors checkpoints in nb's layout (step 0: the initial model;
+    readable by probe-bias and patch-checkpoint) and summary.json with the final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
     Under torchrun it trains with DDP. A new run that fails or is interrupted before its first saved
     state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
     simply run again; once a state is saved, DIR stays and --resume continues from it.

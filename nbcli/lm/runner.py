@@ -19,6 +19,10 @@ GPT-2, GPT-J, GPT-NeoX/Pythia, OPT, BLOOM, Falcon, Phi, the Llama family, Gemma;
 encoder-decoders are refused). Surgery names the checkpoint's tensors; `loaded_names` finds each in
 the loaded model, whose names transformers may have changed on load (GPT-NeoX's embed_out is
 lm_head in transformers 5). Weights stay in the dtype they were saved in; CUDA when present.
+An nb checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype
+(`nbcli.model.output_logits`); a transformers model computes its logits in its own dtype, and
+`logits`/`prefill`/`step` hand them back as float32 for the metrics (`nbcli.lm.perplexity`: float32
+log-probabilities, float64 sums).
 """
 
 from __future__ import annotations

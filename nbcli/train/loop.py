@@ -1,6 +1,8 @@
 """`nb train`, top to bottom: check the run directory, tokenise, build the model with the papers'
-initialisations, then for each update evaluate when due, take one optimizer step, log, and save the
-state every --save-every updates; evaluate, checkpoint and summarise at the end.
+initialisations (saved as step-0.safetensors), then for each update evaluate when due, take one
+optimizer step, log, and save the state every --save-every updates; evaluate, checkpoint and
+summarise at the end. Under DDP, rank 0 alone checks and writes the run directory and every rank
+shares the outcome (`runtime.on_main_rank`): a refusal there stops every rank at once.
 
 The rooms it orchestrates: runtime.py (device, bf16, DDP, compile), rundir.py (the directory's checks
 and files), init.py (the model at step 0), step.py (one update: accumulation, AG, no_sync; evaluate),
@@ -12,27 +14,31 @@ the step, and the AdamW moments are saved in float32; so a resumed run repeats t
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from nbcli.errors import Interrupted, naming
-from nbcli.model import ModelConfig
+from nbcli.model import ModelConfig, Transformer
 from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import BlockStream, TrainSampler, block_prefix, tokenize_corpus
+from nbcli.train.data import BlockStream, TokenData, TrainSampler, block_prefix, tokenize_corpus
 from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, pattern_token_ids
 from nbcli.train.init import build_model, check_start, model_config
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
                                 write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
-from nbcli.train.runtime import model_flops_utilisation, peak_flops, setup_runtime, synchronize, wrap_model
-from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint
+from nbcli.train.runtime import (Runtime, model_flops_utilisation, on_main_rank, peak_flops, setup_runtime, synchronize,
+                                 wrap_model)
+from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint, save_model
 from nbcli.train.step import (count_labels, evaluate, learning_rate, make_optimizer, micro_batches, optimizer_step,
                               set_learning_rate, step0_alpha)
 from nbcli.train.unigram_reg import regulariser_on
@@ -93,21 +99,68 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
                       on_bytes=on_bytes, on_warning=on_warning)
 
 
+@dataclass
+class _Run:
+    """What a run trains with, fixed once it is set up."""
+
+    cfg: TrainConfig
+    rt: Runtime
+    out: Path
+    tokenizer: Tokenizer
+    data: TokenData
+    mcfg: ModelConfig
+    train_stream: BlockStream
+    val_stream: BlockStream
+    log_u: torch.Tensor
+    guidance: Guidance | None
+    model: Transformer
+    optimizer: torch.optim.AdamW
+    warn: Callable[[str], None]
+
+
+@dataclass
+class _Position:
+    """Where a run is: the next update, sequences consumed, AG's alpha_0 once known, the validation
+    points so far (for the ALC), the step the run resumed from, and the tokens this process trained on."""
+
+    step: int = 0
+    sequences: int = 0
+    alpha0: float | None = None
+    val_points: list[tuple[int, float]] = field(default_factory=list)
+    resumed_from: int | None = None
+    tokens: int = 0
+
+
 def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
            stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
            on_bytes: Callable[[int, int | None], None] | None,
            on_warning: Callable[[str], None] | None) -> TrainResult:
     warnings: list[str] = []
+    rt = setup_runtime(cfg)
 
     def warn(message: str) -> None:
         warnings.append(message)
         if on_warning is not None and rt.is_main:
             on_warning(message)
 
-    rt = setup_runtime(cfg)
-    if rt.is_main:
-        check_run_directory(out, cfg, corpus, tokenizer_path, resume)
+    on_main_rank(rt, lambda: check_run_directory(out, cfg, corpus, tokenizer_path, resume))
+    run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn)
+    position = _start(run, resume)
+    on_main_rank(rt, lambda: write_run_files(out, cfg, run.data, run.tokenizer, position.step if resume else None))
+    last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
+    t_start = time.perf_counter()
+    with _log(run, on_step) as write:
+        checkpoint = _train_steps(run, position, last_step, write)
+    seconds = time.perf_counter() - t_start
+    result = _result(run, position, last_step, checkpoint, seconds, warnings)
+    on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
+    return result
 
+
+def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokenizer_path: Path | str,
+            on_bytes: Callable[[int, int | None], None] | None, warn: Callable[[str], None]) -> _Run:
+    """Tokenise the corpus into training and validation blocks, build the model with the papers'
+    initialisations and its optimizer; the run directory is created once all of that is accepted."""
     tokenizer = load_tokenizer(tokenizer_path)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
     mcfg = model_config(cfg, tokenizer)
@@ -120,116 +173,161 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
                                  prefix=prefix)
     log_u = unigram_log_prior(data.counts, mcfg.vocab_size, cfg.smoothing_k).to(rt.device)
     guidance = attention_guidance(cfg, mcfg, tokenizer)
-
     model = build_model(cfg, mcfg, data.counts, tokenizer.vocab_size).to(rt.device)
-    if rt.is_main:  # created only once the corpus and options have been accepted
-        create_run_directory(out)
+    on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)
-    start_step, sequences, resumed_from = 0, 0, None
-    alpha0: float | None = None if cfg.ag_alpha == "auto" else float(cfg.ag_alpha)
-    if resume:
-        state = resume_state(out, model, optimizer, data.fingerprint, rt.device)
-        if alpha0 is None:
-            alpha0 = state.get("ag_alpha0")
-        start_step, sequences, resumed_from = state["step"], state["sequences"], state["step"]
-    if rt.is_main:
-        write_run_files(out, cfg, data, tokenizer, start_step if resume else None)
+    return _Run(cfg, rt, out, tokenizer, data, mcfg, train_stream, val_stream, log_u, guidance, model, optimizer,
+                warn)
 
-    net = wrap_model(model, cfg, rt)
 
-    sampler = TrainSampler(train_stream.n_blocks, cfg.seed)
-    tokens_per_step = cfg.batch_size * cfg.seq_len
-    peak = peak_flops(rt.device)
-    flops_per_token = model.flops_per_token()
-    val_points: list[tuple[int, float]] = []
-    if resume:
-        val_points = [(r["step"], r["val_loss"]) for r in read_log_records(out / "log.jsonl") if "val_loss" in r]
-    log_file = open(out / "log.jsonl", "a", encoding="utf-8") if rt.is_main else None
-    last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
-    t_start = time.perf_counter()
-    run_tokens = 0
+def _start(run: _Run, resume: bool) -> _Position:
+    """Step 0, or with --resume the saved state: model, AdamW moments, data position, alpha_0 and
+    the validation points logged before it."""
+    alpha0 = None if run.cfg.ag_alpha == "auto" else float(run.cfg.ag_alpha)
+    if not resume:
+        return _Position(alpha0=alpha0)
+    state = resume_state(run.out, run.model, run.optimizer, run.data.fingerprint, run.rt.device)
+    if alpha0 is None:
+        alpha0 = state.get("ag_alpha0")
+    val_points = [(r["step"], r["val_loss"]) for r in read_log_records(run.out / "log.jsonl") if "val_loss" in r]
+    return _Position(step=state["step"], sequences=state["sequences"], alpha0=alpha0, val_points=val_points,
+                     resumed_from=state["step"])
+
+
+@contextlib.contextmanager
+def _log(run: _Run, on_step: Callable[[int, dict[str, Any]], None] | None,
+         ) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A function that appends a record to DIR/log.jsonl (rank 0) and passes it to `on_step`."""
+    log_file = open(run.out / "log.jsonl", "a", encoding="utf-8") if run.rt.is_main else None
 
     def write(record: dict[str, Any]) -> None:
         if log_file is not None:
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
-        if on_step is not None and rt.is_main:
+        if on_step is not None and run.rt.is_main:
             on_step(record["step"], record)
 
-    def checkpoint(step: int) -> Path:
-        if rt.is_main:
-            return save_checkpoint(out, step, sequences, model, optimizer,
-                                   checkpoint_metadata(cfg, mcfg, step, tokenizer, data), data.fingerprint, alpha0)
-        return out / f"step-{step}.safetensors"
-
-    ckpt_path = out / f"step-{start_step}.safetensors"
-    step = start_step
     try:
-        model.train()
-        for step in range(start_step, last_step):
-            record: dict[str, Any] = {"step": step}
-            if step % cfg.eval_every == 0:
-                record.update(evaluate(model, val_stream, cfg, mcfg, log_u, rt))
-                val_points.append((step, record["val_loss"]))
-            t0 = time.perf_counter()
-            lr = learning_rate(step, cfg)
-            set_learning_rate(optimizer, lr)
-            # All micro-batches of this step, so the loss can be normalised by the global label count.
-            batches = micro_batches(train_stream, sampler, cfg, mcfg, rt, step, sequences)
-            n_labels = count_labels(batches, rt)
-            if guidance is not None and alpha0 is None:
-                alpha0 = step0_alpha(model, batches, guidance, cfg, mcfg, n_labels, rt)
-            alpha = ag_alpha(step, alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
-            reg_on = regulariser_on(step, cfg.unigram_reg_lambda, cfg.unigram_reg_steps)
-            losses = optimizer_step(net, model, optimizer, batches, n_labels, guidance, alpha, step, cfg, mcfg, rt,
-                                    unigram_reg=(cfg.unigram_reg_lambda, log_u) if reg_on else None)
-            sequences += cfg.batch_size
-            synchronize(rt)
-            dt = time.perf_counter() - t0
-            run_tokens += tokens_per_step
-            record.update({"loss": losses.loss, "lr": lr,
-                           "tokens_per_s": tokens_per_step / dt})
-            if peak is not None:
-                record["mfu"] = model_flops_utilisation(flops_per_token, tokens_per_step, dt, peak, rt.world)
-            if guidance is not None:
-                record["ag_loss"] = losses.ag_loss
-                record["ag_alpha"] = alpha
-                record["ag_weighted"] = alpha * record["ag_loss"]
-            if cfg.unigram_reg_lambda:   # paper 000 app. B.3: on for updates < S, then off
-                record["unigram_reg_on"] = reg_on
-                if losses.unigram_kl is not None:
-                    record["unigram_kl"] = losses.unigram_kl
-                    record["unigram_reg_weighted"] = -cfg.unigram_reg_lambda * losses.unigram_kl
-            write(record)
-            if step == 0:
-                check_start(record["loss"], mcfg.vocab_size, cfg, warn)
-            if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < last_step:
-                checkpoint(step + 1)
-        step = last_step
-        final = evaluate(model, val_stream, cfg, mcfg, log_u, rt)
-        if not val_points or val_points[-1][0] != last_step:
-            val_points.append((last_step, final["val_loss"]))
-        write({"step": last_step, **final})
-        ckpt_path = checkpoint(last_step)
-    except KeyboardInterrupt:
-        saved = (out / "train-state.json").exists()
-        raise Interrupted(f"interrupted at step {step}; " + (f"{out} holds the last saved state (--resume continues "
-                          "from it)" if saved else "no state was saved, so what this run wrote is removed (--save-every N saves a "
-                          "resumable state)")) from None
+        yield write
     finally:
         if log_file is not None:
             log_file.close()
-    seconds = time.perf_counter() - t_start
+
+
+def _save(run: _Run, position: _Position, step: int, *, state: bool = True) -> Path:
+    """DIR/step-N.safetensors (rank 0; every rank shares the outcome), with the training state that
+    resumes from it unless `state` is False (step 0: the initial model, for the figures that start there)."""
+    path = run.out / f"step-{step}.safetensors"
+    metadata = checkpoint_metadata(run.cfg, run.mcfg, step, run.tokenizer, run.data)
+    if state:
+        on_main_rank(run.rt, lambda: save_checkpoint(run.out, step, position.sequences, run.model, run.optimizer,
+                                                     metadata, run.data.fingerprint, position.alpha0))
+    else:
+        on_main_rank(run.rt, lambda: save_model(path, run.model, metadata))
+    return path
+
+
+def _train_steps(run: _Run, position: _Position, last_step: int,
+                 write: Callable[[dict[str, Any]], None]) -> Path:
+    """The updates from position.step to last_step (the initial model saved as step 0 first, the
+    state every --save-every updates), then the final evaluation and checkpoint; its path."""
+    cfg = run.cfg
+    net = wrap_model(run.model, cfg, run.rt)
+    sampler = TrainSampler(run.train_stream.n_blocks, cfg.seed)
+    meter = _Meter(run)
+    try:
+        run.model.train()
+        if position.step == 0 and last_step > 0:
+            _save(run, position, 0, state=False)
+        for step in range(position.step, last_step):
+            position.step = step
+            record = _update(run, net, sampler, position, meter)
+            write(record)
+            if step == 0:
+                check_start(record["loss"], run.mcfg.vocab_size, cfg, run.warn)
+            if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < last_step:
+                _save(run, position, step + 1)
+        position.step = last_step
+        final = evaluate(run.model, run.val_stream, cfg, run.mcfg, run.log_u, run.rt)
+        if not position.val_points or position.val_points[-1][0] != last_step:
+            position.val_points.append((last_step, final["val_loss"]))
+        write({"step": last_step, **final})
+        return _save(run, position, last_step)
+    except KeyboardInterrupt:
+        out = run.out
+        saved = (out / "train-state.json").exists()
+        raise Interrupted(f"interrupted at step {position.step}; " + (
+            f"{out} holds the last saved state (--resume continues from it)" if saved else
+            "no state was saved, so what this run wrote is removed (--save-every N saves a resumable state)")) from None
+
+
+class _Meter:
+    """Throughput and MFU of each update: tokens per update, FLOPs per token, the device's peak."""
+
+    def __init__(self, run: _Run) -> None:
+        self.tokens_per_step = run.cfg.batch_size * run.cfg.seq_len
+        self.peak = peak_flops(run.rt.device)
+        self.flops_per_token = run.model.flops_per_token()
+        self.world = run.rt.world
+
+    def fields(self, seconds: float) -> dict[str, float]:
+        """tokens_per_s, and mfu on a GPU whose peak is known."""
+        record = {"tokens_per_s": self.tokens_per_step / seconds}
+        if self.peak is not None:
+            record["mfu"] = model_flops_utilisation(self.flops_per_token, self.tokens_per_step, seconds, self.peak,
+                                                    self.world)
+        return record
+
+
+def _update(run: _Run, net: torch.nn.Module, sampler: TrainSampler, position: _Position,
+            meter: _Meter) -> dict[str, Any]:
+    """One update at position.step: evaluate first when due, then one optimizer step over all its
+    micro-batches; its log record."""
+    cfg, step = run.cfg, position.step
+    record: dict[str, Any] = {"step": step}
+    if step % cfg.eval_every == 0:
+        record.update(evaluate(run.model, run.val_stream, cfg, run.mcfg, run.log_u, run.rt))
+        position.val_points.append((step, record["val_loss"]))
+    t0 = time.perf_counter()
+    lr = learning_rate(step, cfg)
+    set_learning_rate(run.optimizer, lr)
+    # All micro-batches of this step, so the loss can be normalised by the global label count.
+    batches = micro_batches(run.train_stream, sampler, cfg, run.mcfg, run.rt, step, position.sequences)
+    n_labels = count_labels(batches, run.rt)
+    guidance = run.guidance
+    if guidance is not None and position.alpha0 is None:
+        position.alpha0 = step0_alpha(run.model, batches, guidance, cfg, run.mcfg, n_labels, run.rt)
+    alpha = ag_alpha(step, position.alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
+    reg_on = regulariser_on(step, cfg.unigram_reg_lambda, cfg.unigram_reg_steps)
+    losses = optimizer_step(net, run.model, run.optimizer, batches, n_labels, guidance, alpha, step, cfg, run.mcfg,
+                            run.rt, unigram_reg=(cfg.unigram_reg_lambda, run.log_u) if reg_on else None)
+    position.sequences += cfg.batch_size
+    synchronize(run.rt)
+    dt = time.perf_counter() - t0
+    position.tokens += meter.tokens_per_step
+    record.update({"loss": losses.loss, "lr": lr})
+    record.update(meter.fields(dt))
+    if guidance is not None:
+        record["ag_loss"] = losses.ag_loss
+        record["ag_alpha"] = alpha
+        record["ag_weighted"] = alpha * record["ag_loss"]
+    if cfg.unigram_reg_lambda:   # paper 000 app. B.3: on for updates < S, then off
+        record["unigram_reg_on"] = reg_on
+        if losses.unigram_kl is not None:
+            record["unigram_kl"] = losses.unigram_kl
+            record["unigram_reg_weighted"] = -cfg.unigram_reg_lambda * losses.unigram_kl
+    return record
+
+
+def _result(run: _Run, position: _Position, last_step: int, checkpoint: Path, seconds: float,
+            warnings: list[str]) -> TrainResult:
     from nbcli.counts import unigram_entropy
 
-    result = TrainResult(
-        out=out, steps=last_step, final_val_loss=val_points[-1][1] if val_points else None,
-        alc=area_under_curve(val_points), checkpoint=ckpt_path, tokens=run_tokens, seconds=seconds,
-        tokens_per_s=run_tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
-        device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.vocab_size),
-        resumed_from=resumed_from, ag_alpha0=alpha0 if guidance is not None else None, warnings=warnings)
-    if rt.is_main:
-        write_summary(out, result.as_dict())
-    return result
-
-
+    val_points = position.val_points
+    return TrainResult(
+        out=run.out, steps=last_step, final_val_loss=val_points[-1][1] if val_points else None,
+        alc=area_under_curve(val_points), checkpoint=checkpoint, tokens=position.tokens, seconds=seconds,
+        tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0, parameters=run.model.num_parameters(),
+        device=str(run.rt.device), unigram_entropy=unigram_entropy(run.data.counts),
+        log_v=math.log(run.mcfg.vocab_size), resumed_from=position.resumed_from,
+        ag_alpha0=position.alpha0 if run.guidance is not None else None, warnings=warnings)

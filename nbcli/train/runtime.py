@@ -1,10 +1,12 @@
 """Where `nb train` runs: the device, the precision (bf16 autocast), one process or one rank of a
-`torchrun` DDP job, torch.compile, and the peak FLOP/s that MFU is measured against."""
+`torchrun` DDP job (and what rank 0 alone does, its outcome shared: `on_main_rank`), torch.compile,
+and the peak FLOP/s that MFU is measured against."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +94,60 @@ def all_reduce_sum(values: torch.Tensor, rt: Runtime) -> torch.Tensor:
 
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
+
+
+def on_main_rank(rt: Runtime, action: Callable[[], None]) -> None:
+    """Run `action` on rank 0 only (the run directory's checks and files) and make every rank share
+    its outcome: when it fails there, every other rank raises the same one-line NbError at once
+    instead of waiting in its next all_reduce until the collective's timeout. The outcome travels
+    as two broadcast tensors (a flag and length, then the UTF-8 class name and message): no pickle."""
+    if rt.world == 1:
+        action()
+        return
+    import torch.distributed as dist
+
+    failure: BaseException | None = None
+    if rt.is_main:
+        try:
+            action()
+        except BaseException as err:  # shared with the other ranks, then raised here as it was
+            failure = err
+    payload = _failure_bytes(failure) if failure is not None else b""
+    header = torch.tensor([failure is not None, len(payload)], dtype=torch.int64, device=rt.device)
+    dist.broadcast(header, src=0)
+    if int(header[0]):
+        data = torch.zeros(int(header[1]), dtype=torch.uint8, device=rt.device)
+        if rt.is_main:
+            data.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+        dist.broadcast(data, src=0)
+        if failure is not None:
+            raise failure
+        raise _failure_from_bytes(bytes(data.cpu().tolist()))
+
+
+def _failure_bytes(err: BaseException) -> bytes:
+    """`Class\0message` of rank 0's failure: an NbError keeps its class and message; Ctrl-C is an
+    Interrupted; anything else (a bug, with its traceback on rank 0) is an NbError saying so."""
+    from nbcli.errors import Interrupted, NbError
+
+    if isinstance(err, NbError):
+        name, message = type(err).__name__, str(err)
+    elif isinstance(err, KeyboardInterrupt):
+        name, message = Interrupted.__name__, "rank 0 was interrupted; no output written"
+    else:
+        name, message = NbError.__name__, f"rank 0 failed ({type(err).__name__}: {err}); see its traceback"
+    return f"{name}\0{message}".encode("utf-8", "replace")
+
+
+def _failure_from_bytes(data: bytes) -> Exception:
+    """The NbError (of rank 0's class when nbcli.errors defines it) that `_failure_bytes` encoded."""
+    from nbcli import errors
+
+    name, _, message = data.decode("utf-8", "replace").partition("\0")
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.NbError)):
+        cls = errors.NbError
+    return cls(message)
 
 
 def autocast(rt: Runtime) -> contextlib.AbstractContextManager[Any]:

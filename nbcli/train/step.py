@@ -201,6 +201,20 @@ def _lengths(batch: Batch) -> torch.Tensor:
     return torch.full((batch.inputs.size(0),), batch.inputs.size(1), device=batch.inputs.device)
 
 
+def eval_sums(logits: torch.Tensor, labels: torch.Tensor, log_u: torch.Tensor) -> torch.Tensor:
+    """[4] float64 sums over N predicted positions (logits [N, V], labels [N]) of the evaluation's
+    metrics (paper 000 fig. 1): -log p(label), KL(p || u), KL(p || uniform) and the count N. Outside
+    autocast and in float32 per position (each position's sum over V), then summed in float64."""
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        logp = F.log_softmax(logits.float(), dim=-1)                             # [N, V]
+        p = logp.exp()
+        nll = -logp.gather(1, labels[:, None])[:, 0]
+        kl_u = (p * (logp - log_u.float())).sum(-1)
+        kl_uniform = (p * logp).sum(-1) + math.log(logits.shape[-1])
+        rows = torch.stack([nll, kl_u, kl_uniform]).double().sum(-1)
+    return torch.cat([rows, rows.new_tensor([labels.numel()])])
+
+
 @torch.no_grad()
 def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: ModelConfig,
              log_u: torch.Tensor, rt: Runtime) -> dict[str, float]:
@@ -214,7 +228,6 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
     n_blocks = min(stream.n_blocks, cfg.eval_batches * cfg.batch_size)
     micro = max(1, cfg.batch_size // (cfg.grad_accum * rt.world))
     totals = torch.zeros(4, dtype=torch.float64, device=rt.device)  # ce, kl_u, kl_uniform, count
-    V = mcfg.vocab_size
     for start in range(rt.rank * micro, n_blocks, micro * rt.world):
         blocks = list(range(start, min(start + micro, n_blocks)))
         batch = stream.batch(blocks, rt.device)
@@ -225,14 +238,9 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
                     for i, b in enumerate(blocks)]
             batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
         with autocast(rt):
-            logits, _ = model(batch.inputs, key_mask=_key_mask(batch))
+            logits, _ = model(batch.inputs, key_mask=_key_mask(batch))      # float32 (model.output_logits)
         sel = batch.labels != -100
-        logp = F.log_softmax(logits[sel].float(), dim=-1)                       # [N, V]
-        p = logp.exp()
-        totals[0] += F.nll_loss(logp, batch.labels[sel], reduction="sum").double()
-        totals[1] += (p * (logp - log_u)).sum().double()
-        totals[2] += ((p * logp).sum(-1) + math.log(V)).sum().double()
-        totals[3] += sel.sum()
+        totals += eval_sums(logits[sel], batch.labels[sel], log_u)
     all_reduce_sum(totals, rt)
     count = max(1.0, float(totals[3]))
     out = {"val_loss": float(totals[0]) / count, "kl_unigram": float(totals[1]) / count,

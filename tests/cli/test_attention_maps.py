@@ -15,7 +15,7 @@ SENTENCE = "Welcome to the show."
 
 @pytest.fixture(scope="module")
 def ag_run(tmp_path_factory: pytest.TempPathFactory, sp_model: Path, sample_lines: list[str]) -> Path:
-    """An MLM run with attention guidance on half the heads, checkpoints at steps 2, 4, 6."""
+    """An MLM run with attention guidance on half the heads, checkpoints at steps 0, 2, 4, 6."""
     base = tmp_path_factory.mktemp("attn")
     corpus = base / "corpus.txt"
     corpus.write_text("\n".join(sample_lines) + "\n", encoding="utf-8")
@@ -33,8 +33,9 @@ def test_json_and_png_subprocess(ag_run: Path, sp_model: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr.decode()
     report = json.loads(proc.stdout)
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(fig)
-    assert [c["step"] for c in report["checkpoints"]] == [2, 2, 6]
-    assert report["checkpoints"][0]["note"] and "nearest saved: step 2" in report["notes"][0]
+    # nb train saves the initial model: 0 % (and 1 % of 6 steps, step 0) is exact, without a note
+    assert [c["step"] for c in report["checkpoints"]] == [0, 0, 6]
+    assert report["notes"] == [] and not report["checkpoints"][0]["note"]
     assert report["ag_heads"] == {"0": "next", "1": "prev"}       # sec. 4.5's default for an mlm run
     assert [(h["layer"], h["head"], h["assigned"]) for h in report["heads"]] == [
         (0, 0, "next"), (0, 1, "prev"), (1, 0, "next"), (1, 1, "prev")]
@@ -68,7 +69,7 @@ def test_table_heads_steps_and_api(ag_run: Path, sp_model: Path) -> None:
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--at", "3"], ["no checkpoint step-3.safetensors", "saved: 2, 4, 6"]),
+    (["--at", "3"], ["no checkpoint step-3.safetensors", "saved: 0, 2, 4, 6"]),
     (["--at", "200%"], ["neither a percentage"]),
     (["--heads", "0.9"], ["head 9 does not exist"]),
     (["--heads", "a.b"], ["is not L.H"]),

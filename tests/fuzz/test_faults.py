@@ -231,6 +231,31 @@ def test_ctrl_c_is_exit_130_and_nothing_written(tmp_path: Path, count_inputs, fa
     assert digests(tmp_path) == {**inputs, **({} if not out.exists() else digests(tmp_path))}
 
 
+@pytest.mark.parametrize("layout", ["single", "single-in-place", "sharded", "model-folder"])
+def test_ctrl_c_at_the_first_temporary_leaves_nothing(tmp_path: Path, layout: str) -> None:
+    """Ctrl-C the moment the first temporary exists (before nb has recorded it for removal): exit
+    130, one line, no temporary, no output (nor the folder nb made for it), the input untouched."""
+    (tmp_path / "in").mkdir()
+    if layout.startswith("single"):
+        src = save(tmp_path / "in" / "big.safetensors", gpt2_tensors(vocab=V))
+    elif layout == "model-folder":  # OUT becomes a folder nb makes (tensors + config.json)
+        src = save(tmp_path / "in" / "model.safetensors", gpt2_tensors(vocab=V))
+        (tmp_path / "in" / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": V}))
+    else:
+        src = save_sharded(tmp_path / "in", gpt2_tensors(vocab=V), shards=3)
+    inputs = tmp_path / "in"
+    before = digests(inputs)
+    out = {"single": tmp_path / "out.safetensors", "single-in-place": None}.get(layout, tmp_path / "out")
+    args = ["patch-checkpoint", src, "--scale-ln-bias", "0.5"]
+    args += ["--in-place"] if out is None else ["-o", out]
+    result = run(*args, fault="temp-created:1:INT")
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip().splitlines() == ["nb: interrupted; no output written"]
+    assert digests(inputs) == before
+    assert leftovers(tmp_path) == [] and leftovers(inputs) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # no output, no folder made for it
+
+
 def test_ctrl_c_in_place_sharded_leaves_the_originals(sharded) -> None:  # noqa: ANN001
     src, before, _ = sharded
     result = run("patch-checkpoint", src, "--in-place", "--scale-ln-bias", "0.5", fault="temp-created:2:INT")
@@ -271,7 +296,8 @@ def test_full_disk_is_one_line_and_no_output(tmp_path: Path, count_inputs, comma
 TRAIN_FAST = ["--steps", "2", "--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2"]
 
 
-@pytest.mark.parametrize(("fault", "existing_dir"), [("ctrl-c-at-checkpoint", False), ("disk-full", True)])
+@pytest.mark.parametrize(("fault", "existing_dir"), [("ctrl-c-first-write", False), ("ctrl-c-first-write", True),
+                                                     ("ctrl-c-at-checkpoint", False), ("disk-full", True)])
 def test_train_failing_before_its_first_state_leaves_no_dead_end(tmp_path: Path, count_inputs, fault: str,  # noqa: ANN001
                                                                  existing_dir: bool) -> None:
     corpus, tok = count_inputs
@@ -281,7 +307,8 @@ def test_train_failing_before_its_first_state_leaves_no_dead_end(tmp_path: Path,
         out.mkdir()
         (out / "notes.txt").write_text("mine")
     args = ["train", "--corpus", corpus, "-t", tok, "--out", out, *TRAIN_FAST]
-    inject = {"ctrl-c-first-write": "temp-created:1:INT", "ctrl-c-at-checkpoint": "temp-created:3:INT"}.get(fault)
+    # temporaries: config.json, counts.safetensors, step-0 (the initial model), step-2 (the last checkpoint)
+    inject = {"ctrl-c-first-write": "temp-created:1:INT", "ctrl-c-at-checkpoint": "temp-created:4:INT"}.get(fault)
     result = run(*args, fault=inject, fsize=50_000 if fault == "disk-full" else None, timeout=300)
     assert result.returncode == (1 if fault == "disk-full" else 130), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

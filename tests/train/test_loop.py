@@ -21,7 +21,8 @@ from nbcli.train.loop import train
 from nbcli.train.rundir import read_log
 from nbcli.train.runs import area_under_curve
 
-FAST = dict(seq_len=32, batch_size=8, eval_every=2, eval_batches=2, warmup=2)
+# On the CPU whatever the machine: the assertions below hold for float32 (no bf16 autocast, no MFU).
+FAST = dict(seq_len=32, batch_size=8, eval_every=2, eval_batches=2, warmup=2, device="cpu")
 
 
 def run(tmp: Path, corpus: Path, tok: Path, name: str, *, resume: bool = False, stop_at: int | None = None,
@@ -68,6 +69,34 @@ def test_log_fields_eval_metrics_and_summary(tmp_path: Path, sp_model: Path, tra
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["steps"] == 4 and summary["checkpoint"].endswith("step-4.safetensors")
     assert json.loads((tmp_path / "r" / "config.json").read_text())["objective"] == "mlm"
+
+
+def test_step0_checkpoint_is_the_initial_model(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
+    """step-0.safetensors holds the model before its first update (paper 000 fig. 1's first point,
+    paper 001 fig. 1's 0 % column), in the layout of every other step; no training state goes with it,
+    so resuming works from the saved states as before."""
+    from nbcli.train.init import build_model, model_config
+
+    options = {**FAST, "steps": 4, "bias_init": "unigram", "tie_embeddings": False, "lr": 1e-2}
+    run(tmp_path, train_corpus, sp_model, "s", stop_at=2, save_every=2, **options)
+    out = tmp_path / "s"
+    assert sorted(p.name for p in out.glob("step-*")) == ["step-0.safetensors", "step-2.safetensors"]
+    assert json.loads((out / "train-state.json").read_text())["checkpoint"] == "step-2.safetensors"
+    cfg = build_config("tiny", **options)
+    tokenizer = load_tokenizer(sp_model)
+    initial = build_model(cfg, model_config(cfg, tokenizer), read_counts(out / "counts.safetensors").counts,
+                          tokenizer.vocab_size)
+    with open_checkpoint(out / "step-0.safetensors") as step0, open_checkpoint(out / "step-2.safetensors") as step2:
+        assert step0.metadata["nb.step"] == "0" and step0.metadata["nb.format"] == step2.metadata["nb.format"]
+        assert step0.names() == step2.names()
+        for name, tensor in initial.nb_state_dict().items():
+            assert torch.equal(step0.get(name), tensor), name
+        assert not torch.equal(step0.get("head.weight"), step2.get("head.weight"))  # trained after step 0
+    saved = (out / "step-0.safetensors").stat()
+    run(tmp_path, train_corpus, sp_model, "s", resume=True, **options)
+    assert [r["step"] for r in read_log(out) if "loss" in r] == [0, 1, 2, 3]
+    again = (out / "step-0.safetensors").stat()  # not written again on --resume
+    assert (again.st_ino, again.st_mtime_ns) == (saved.st_ino, saved.st_mtime_ns)
 
 
 def test_presets_match_the_papers() -> None:
