@@ -10,6 +10,7 @@ counting encode each distinct chunk of a corpus only once. Each family's rule li
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -52,6 +53,14 @@ class Tokenizer:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What decides its ids, hashed (nbcli.tokenizers.identity): equal for a re-saved copy of the
+        same tokenizer, whose file bytes (`sha256`) differ."""
+        from nbcli.tokenizers.identity import tokenizer_fingerprint
+
+        return tokenizer_fingerprint(self)
 
     @property
     def chunk_rule(self) -> str | None:

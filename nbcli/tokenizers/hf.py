@@ -65,6 +65,43 @@ def _encoder(tok: Any, path: Path) -> EncodeFn:
     return encode
 
 
+#: Fields that change offsets only, never ids (dropped from the identity).
+_OFFSET_ONLY = frozenset({"trim_offsets"})
+#: Model fields where an empty string and null mean the same (no prefix/suffix).
+_EMPTY_IS_NONE = ("continuing_subword_prefix", "end_of_word_suffix")
+_ADDED_TOKEN_FIELDS = ("id", "content", "single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def _without_offset_fields(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_offset_fields(v) for k, v in value.items() if k not in _OFFSET_ONLY}
+    if isinstance(value, list):
+        return [_without_offset_fields(v) for v in value]
+    return value
+
+
+def hf_identity(tok: Any) -> dict[str, Any]:
+    """What decides a tokenizer.json's ids (`tok`: its `tokenizers.Tokenizer`), independent of how the
+    file was written: the model (type, vocabulary with ids, BPE merges or unigram scores, unknown
+    token, affixes, byte fallback), the normaliser, the pre-tokeniser and the added tokens with their
+    ids and matching flags, all as the installed library serialises them (so key order, the merges'
+    spelling and fields a newer writer adds with their default values do not matter).
+
+    Left out: the post-processor (nb encodes without the template), the decoder, padding and
+    truncation (nb switches them off), and offset-only flags. transformers' `save_pretrained` changes
+    only these (e.g. adds a TemplateProcessing, writes "" for an absent subword prefix), so a
+    re-saved tokenizer.json has the same identity."""
+    canonical = json.loads(tok.to_str())
+    model = dict(canonical.get("model") or {})
+    for key in _EMPTY_IS_NONE:
+        if model.get(key) == "":
+            model[key] = None
+    added = sorted(({k: t.get(k) for k in _ADDED_TOKEN_FIELDS} for t in canonical.get("added_tokens") or []
+                    if isinstance(t, dict)), key=lambda t: (t["id"], str(t["content"])))
+    return {"family": "tokenizer.json", "model": model, "normalizer": canonical.get("normalizer"),
+            "pre_tokenizer": _without_offset_fields(canonical.get("pre_tokenizer")), "added_tokens": added}
+
+
 def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     """The fields of a `Tokenizer` for a tokenizer.json (`body`: its bytes without a BOM)."""
     from tokenizers import Tokenizer as HFTokenizer
