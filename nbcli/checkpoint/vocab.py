@@ -172,10 +172,10 @@ def check_vocab(subject: Vocabulary, model: ModelVocab, *, allow_mismatch: bool 
         result.warnings.append(f"{what}: {model.label} names no tokenizer to check it against{model.hint}")
     else:
         matches = [compare(mine, ref) for ref in model.identities]
-        legacy = [i.name for i in (mine, *model.identities) if i.legacy]
-        note = (f" (compared by file sha256: {', '.join(legacy)} records no tokenizer fingerprint, made by an "
-                "older nb, so a re-saved copy of the same tokenizer counts as another; remake it with this nb "
-                "to record one)") if legacy else ""
+        legacy = [what] * mine.legacy + [f"{model.label} ({model.where})"] * any(i.legacy for i in model.identities)
+        note = (f" (compared by file sha256: {' and '.join(legacy)} {'record' if len(legacy) > 1 else 'records'} "
+                "no tokenizer fingerprint, written by an older nb, so a re-saved copy of the same tokenizer "
+                "counts as another; remake it with this nb to record one)") if legacy else ""
         if any(m.same for m in matches):
             result.tokenizer = "same"
             result.compared_by = next(m.by for m in matches if m.same)
@@ -189,7 +189,7 @@ def check_vocab(subject: Vocabulary, model: ModelVocab, *, allow_mismatch: bool 
                 raise error(f"{message}; pass {ALLOW_OPTION} if their ids are the same")
             result.warnings.append(f"{message} ({ALLOW_OPTION}: used anyway)")
         if legacy and result.tokenizer != "different":
-            result.warnings.append(f"{what}: {note.strip(' ()')}")
+            result.warnings.append(note.strip(" ()"))
     if size < rows:
         multiple = _padding_multiple(rows, size, model.multiples)
         sizes = {i.vocab_size for i in model.identities} if result.tokenizer != "same" and multiple is None else set()
