@@ -135,7 +135,7 @@ INT64_MAX = np.iinfo(np.int64).max
 
 def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCounts:
     """Read a counts file. `allow_foreign` accepts any safetensors file with an integer `counts`
-    vector (counts made by other tools); callers should warn that no tokenizer hash is known.
+    vector (counts made by other tools); callers should warn that no tokenizer is recorded.
 
     The header is read and validated by nb's one safetensors reader. Counts stored as any integer
     dtype are read exactly; a uint64 count above 2^63-1 (which int64 cannot hold) and floating-point

@@ -10,7 +10,8 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
-    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option, counts_option,
+    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option,
+    counts_option,
 )
 
 EPILOG = """\

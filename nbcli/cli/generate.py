@@ -10,8 +10,8 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
-    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option, out_dir_option,
-    seed_option,
+    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option,
+    out_dir_option, seed_option,
 )
 
 EPILOG = """\

@@ -159,6 +159,8 @@ LmTokenizerOption = Annotated[
     typer.Option(
         "--tokenizer", "-t", metavar="TOK",
         help="SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name[@rev]. "
-        "Default: the model's own tokenizer (its tokenizer.json, else tokenizer.model; nb says which).",
+        "Default: the model's own tokenizer (its tokenizer.json, else tokenizer.model; nb says which). "
+        "It must be the model's: compared by fingerprint (a re-saved copy matches) with what an nb "
+        "checkpoint records or a model folder's own tokenizer files, and it must fit the output rows.",
     ),
 ]

@@ -9,8 +9,8 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option, out_dir_option, rescale_w_option,
-    seed_option, shuffle_mode_option, standardise_option,
+    AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option,
+    out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
 EPILOG = """\

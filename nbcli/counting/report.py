@@ -21,7 +21,7 @@ from nbcli.tokenizers.identity import identity_metadata
 
 
 def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: float) -> UnigramCounts:
-    """Attach provenance metadata (tokenizer hash, inputs, options, version, time) to the counts."""
+    """Attach provenance metadata (tokenizer sha256 and fingerprint, inputs, options, version, time) to the counts."""
     metadata = {
         "nb.version": tool_version(),
         "nb.created": utc_now(),

@@ -44,7 +44,8 @@ def tokenizer_fingerprint(tok: Any) -> str:
         try:
             content = sentencepiece_identity(tok.data)
         except (ValueError, IndexError, TypeError):
-            raise TokenizerError(f"{tok.path}: cannot read the SentencePiece model's pieces for its fingerprint") from None
+            raise TokenizerError(f"{tok.path}: cannot read the SentencePiece model's pieces for its "
+                                 "fingerprint") from None
     else:
         from nbcli.tokenizers.hf import hf_identity
 

@@ -42,7 +42,8 @@ def expected(size: int, rows: int, relation: str, allow: bool, multiples: tuple[
 
 def outcome(size: int, rows: int, relation: str, allow: bool, multiples: tuple[int, ...], ref_size: int) -> str:
     mine = {"same": A, "different": B}.get(relation, A)
-    subject = Vocabulary("c", size, None if relation == "no record" else TokenizerIdentity("mine", recorded_fingerprint=mine))
+    identity = None if relation == "no record" else TokenizerIdentity("mine", recorded_fingerprint=mine)
+    subject = Vocabulary("c", size, identity)
     refs = () if relation == "model names none" else (TokenizerIdentity("theirs", recorded_fingerprint=A,
                                                                          recorded_vocab_size=ref_size),)
     try:
@@ -86,7 +87,8 @@ def test_issue_examples() -> None:
         check_vocab(Vocabulary("c", 30522, None), ModelVocab(32000))
     check = check_vocab(Vocabulary("c", 50257, None, filled="count 0"), ModelVocab(50304))  # padded GPT-2
     assert "multiple of 64" in check.warnings[-1] and "count 0" in check.warnings[-1]
-    check_vocab(Vocabulary("c", 1001, None), ModelVocab(1010, multiples=padding_multiples({"pad_vocab_size_multiple": 10})))
+    own = padding_multiples({"pad_vocab_size_multiple": 10})
+    check_vocab(Vocabulary("c", 1001, None), ModelVocab(1010, multiples=own))
     # Mistral counts on GPT-2 whose tokenizer differs: refused, and with the flag still refused by size
     gpt2 = ModelVocab(50257, (TokenizerIdentity("gpt2", recorded_fingerprint=A, recorded_vocab_size=50257),), "gpt2/")
     mistral = Vocabulary("c", 32000, TokenizerIdentity("mistral", recorded_fingerprint=B))
