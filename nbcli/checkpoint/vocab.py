@@ -160,55 +160,71 @@ def check_vocab(subject: Vocabulary, model: ModelVocab, *, allow_mismatch: bool 
                 error: type[NbError] = CountsError) -> VocabCheck:
     """Whether `subject` fits `model` (the module's rules): raise `error` (one line naming both) or
     return the check with its warnings. `allow_mismatch` relaxes the identity rule only."""
-    rows, size, what = model.rows, subject.size, subject.what
+    rows, size = model.rows, subject.size
     if size > rows:
-        raise error(f"{what}: {size} {subject.unit} do not fit the {rows} vocabulary rows of {model.label}: "
-                    "another tokenizer's vocabulary")
+        raise error(f"{subject.what}: {size} {subject.unit} do not fit the {rows} vocabulary rows of "
+                    f"{model.label}: another tokenizer's vocabulary")
     result = VocabCheck(reference=model.where, padding_rows=rows - size)
-    mine = subject.identity
+    _check_identity(subject, model, result, allow_mismatch, error)
+    if size < rows:
+        _check_rows_past(subject, model, result, error)
+    return result
+
+
+def _check_identity(subject: Vocabulary, model: ModelVocab, result: VocabCheck, allow_mismatch: bool,
+                    error: type[NbError]) -> None:
+    """Rule 2: the subject's tokenizer against the model's (any of its identities may match)."""
+    what, mine = subject.what, subject.identity
     if mine is None:
         result.warnings.append(f"{what}: records no tokenizer; cannot check that it matches the model's tokenizer")
-    elif not model.identities:
+        return
+    if not model.identities:
         result.warnings.append(f"{what}: {model.label} names no tokenizer to check it against{model.hint}")
+        return
+    matches = []
+    for ref in model.identities:  # stop at the first match: the others' fingerprints are not computed
+        matches.append(compare(mine, ref))
+        if matches[-1].same:
+            break
+    legacy = [what] * mine.legacy + [f"{model.label} ({model.where})"] * any(i.legacy for i in model.identities)
+    note = (f" (compared by file sha256: {' and '.join(legacy)} {'record' if len(legacy) > 1 else 'records'} "
+            "no tokenizer fingerprint, written by an older nb, so a re-saved copy of the same tokenizer "
+            "counts as another; remake it with this nb to record one)") if legacy else ""
+    decided = [m for m in matches if m.same is not None]
+    if decided:
+        result.tokenizer = "same" if decided[-1].same else "different"
+        result.compared_by = decided[-1].by
+    if result.tokenizer == "different":
+        theirs = " or ".join(i.describe() for i in model.identities)
+        message = (f"{what}: tokenizer {mine.describe()} is not the tokenizer of {model.label} "
+                   f"({model.where}: {theirs}): another tokenizer{note}")
+        if not allow_mismatch:
+            raise error(f"{message}; pass {ALLOW_OPTION} if their ids are the same")
+        result.warnings.append(f"{message} ({ALLOW_OPTION}: used anyway)")
+    elif legacy:
+        result.warnings.append(note.strip(" ()"))
+
+
+def _check_rows_past(subject: Vocabulary, model: ModelVocab, result: VocabCheck, error: type[NbError]) -> None:
+    """Rule 3: a subject shorter than the model's rows: the same tokenizer, as many entries as the
+    model's tokenizer has pieces, or vocabulary padding; else another tokenizer's vocabulary."""
+    rows, size = model.rows, subject.size
+    multiple = _padding_multiple(rows, size, model.multiples)
+    if result.tokenizer == "same":
+        why = "the tokenizer matched"
+    elif multiple is not None:
+        why = f"{rows} is {size} rounded up to a multiple of {multiple}"
+    elif size in {i.vocab_size for i in model.identities}:
+        why = "the model's tokenizer has as many pieces"
     else:
-        matches = [compare(mine, ref) for ref in model.identities]
-        legacy = [what] * mine.legacy + [f"{model.label} ({model.where})"] * any(i.legacy for i in model.identities)
-        note = (f" (compared by file sha256: {' and '.join(legacy)} {'record' if len(legacy) > 1 else 'records'} "
-                "no tokenizer fingerprint, written by an older nb, so a re-saved copy of the same tokenizer "
-                "counts as another; remake it with this nb to record one)") if legacy else ""
-        if any(m.same for m in matches):
-            result.tokenizer = "same"
-            result.compared_by = next(m.by for m in matches if m.same)
-        elif any(m.same is False for m in matches):
-            result.tokenizer = "different"
-            result.compared_by = next(m.by for m in matches if m.same is False)
-            theirs = " or ".join(i.describe() for i in model.identities)
-            message = (f"{what}: tokenizer {mine.describe()} is not the tokenizer of {model.label} "
-                       f"({model.where}: {theirs}): another tokenizer{note}")
-            if not allow_mismatch:
-                raise error(f"{message}; pass {ALLOW_OPTION} if their ids are the same")
-            result.warnings.append(f"{message} ({ALLOW_OPTION}: used anyway)")
-        if legacy and result.tokenizer != "different":
-            result.warnings.append(note.strip(" ()"))
-    if size < rows:
-        multiple = _padding_multiple(rows, size, model.multiples)
-        sizes = {i.vocab_size for i in model.identities} if result.tokenizer != "same" and multiple is None else set()
-        if result.tokenizer == "same":
-            why = "the tokenizer matched"
-        elif multiple is not None:
-            why = f"{rows} is {size} rounded up to a multiple of {multiple}"
-        elif size in sizes:
-            why = "the model's tokenizer has as many pieces"
-        else:
-            shown = " or ".join(map(str, model.multiples))
-            hint = model.hint if result.tokenizer == "unknown" else ""
-            raise error(f"{what}: {size} {subject.unit} for the {rows} vocabulary rows of {model.label}, and "
-                        f"{rows} is not {size} rounded up to a multiple of {shown}: not vocabulary padding, "
-                        f"another tokenizer's vocabulary{hint}")
-        if subject.filled is not None:
-            result.warnings.append(f"{what}: {size} {subject.unit} for {rows} vocabulary rows; the last "
-                                   f"{rows - size} rows taken as vocabulary padding ({why}) with {subject.filled}")
-    return result
+        shown = " or ".join(map(str, model.multiples))
+        hint = model.hint if result.tokenizer == "unknown" else ""
+        raise error(f"{subject.what}: {size} {subject.unit} for the {rows} vocabulary rows of {model.label}, and "
+                    f"{rows} is not {size} rounded up to a multiple of {shown}: not vocabulary padding, "
+                    f"another tokenizer's vocabulary{hint}")
+    if subject.filled is not None:
+        result.warnings.append(f"{subject.what}: {size} {subject.unit} for {rows} vocabulary rows; the last "
+                               f"{rows - size} rows taken as vocabulary padding ({why}) with {subject.filled}")
 
 
 def tokenizer_vocabulary(tok: Any, what: str) -> Vocabulary:

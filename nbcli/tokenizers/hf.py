@@ -67,16 +67,20 @@ def _encoder(tok: Any, path: Path) -> EncodeFn:
 
 #: Fields that change offsets only, never ids (dropped from the identity).
 _OFFSET_ONLY = frozenset({"trim_offsets"})
-#: Model fields where an empty string and null mean the same (no prefix/suffix).
-_EMPTY_IS_NONE = ("continuing_subword_prefix", "end_of_word_suffix")
+#: Model fields that hold the vocabulary and the merges (kept as they are, only put in id order).
+_TABLES = ("vocab", "merges")
 _ADDED_TOKEN_FIELDS = ("id", "content", "single_word", "lstrip", "rstrip", "normalized", "special")
 
 
-def _without_offset_fields(value: Any) -> Any:
+def _settings(value: Any) -> Any:
+    """A component's settings without offset-only fields and without null, false or "" values: the
+    library writes every field, so an absent one and its falsy default mean the same (an absent subword
+    prefix written as null or "", a flag a newer library version adds as false)."""
     if isinstance(value, dict):
-        return {k: _without_offset_fields(v) for k, v in value.items() if k not in _OFFSET_ONLY}
+        return {k: _settings(v) for k, v in value.items()
+                if k not in _OFFSET_ONLY and v is not None and v is not False and v != ""}
     if isinstance(value, list):
-        return [_without_offset_fields(v) for v in value]
+        return [_settings(v) for v in value]
     return value
 
 
@@ -85,21 +89,23 @@ def hf_identity(tok: Any) -> dict[str, Any]:
     file was written: the model (type, vocabulary with ids, BPE merges or unigram scores, unknown
     token, affixes, byte fallback), the normaliser, the pre-tokeniser and the added tokens with their
     ids and matching flags, all as the installed library serialises them (so key order, the merges'
-    spelling and fields a newer writer adds with their default values do not matter).
+    spelling and fields written with their default values do not matter).
 
     Left out: the post-processor (nb encodes without the template), the decoder, padding and
     truncation (nb switches them off), and offset-only flags. transformers' `save_pretrained` changes
     only these (e.g. adds a TemplateProcessing, writes "" for an absent subword prefix), so a
     re-saved tokenizer.json has the same identity."""
     canonical = json.loads(tok.to_str())
-    model = dict(canonical.get("model") or {})
-    for key in _EMPTY_IS_NONE:
-        if model.get(key) == "":
-            model[key] = None
+    model = canonical.get("model") or {}
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):  # piece -> id as [id, piece] in id order (sorting 50k keys took 0.5 s)
+        vocab = sorted([i, p] for p, i in vocab.items())
     added = sorted(({k: t.get(k) for k in _ADDED_TOKEN_FIELDS} for t in canonical.get("added_tokens") or []
                     if isinstance(t, dict)), key=lambda t: (t["id"], str(t["content"])))
-    return {"family": "tokenizer.json", "model": model, "normalizer": canonical.get("normalizer"),
-            "pre_tokenizer": _without_offset_fields(canonical.get("pre_tokenizer")), "added_tokens": added}
+    return {"family": "tokenizer.json", "vocab": vocab, "merges": model.get("merges"),
+            "model": _settings({k: v for k, v in model.items() if k not in _TABLES}),
+            "normalizer": _settings(canonical.get("normalizer")),
+            "pre_tokenizer": _settings(canonical.get("pre_tokenizer")), "added_tokens": _settings(added)}
 
 
 def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
