@@ -179,7 +179,8 @@ def _check_identity(subject: Vocabulary, model: ModelVocab, result: VocabCheck, 
         result.warnings.append(f"{what}: records no tokenizer; cannot check that it matches the model's tokenizer")
         return
     if not model.identities:
-        result.warnings.append(f"{what}: {model.label} names no tokenizer to check it against{model.hint}")
+        result.warnings.append(f"{what}: {model.label} names no tokenizer (no nb metadata, no tokenizer files "
+                               f"beside it) to check it against{model.hint}")
         return
     matches = []
     for ref in model.identities:  # stop at the first match: the others' fingerprints are not computed
