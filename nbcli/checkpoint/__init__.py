@@ -7,7 +7,7 @@
     layout.py   where outputs go (file, model folder, shard directory), checks before any rename
     architectures.py  THE architecture table: one entry per model family (the file to add a model)
     roles.py    resolving roles from tensor names / config.json, and the hints in error messages
-    vocab.py    THE vocabulary policy: counts, a tokenizer or embedding rows against a model (size, identity, padding)
+    vocab.py    counts vs the checkpoint's tokenizer and vocabulary
     report.py   inspect_checkpoint: `nb inspect`'s report (headers only)
 
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
