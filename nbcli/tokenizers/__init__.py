@@ -1,7 +1,8 @@
 """The one tokenizer loader: a SentencePiece `.model`, a Hugging Face `tokenizer.json`, or a model folder.
 
 Every command that needs a tokenizer calls `load_tokenizer`, which returns a `Tokenizer` with a small
-common interface: ids, pieces, special ids, batched encoding of whole documents, and (where it is
+common interface: ids, pieces, special ids, its fingerprint (`identity.py`: what decides the ids,
+what outputs record of the tokenizer), batched encoding of whole documents, and (where it is
 provably exact) a `Segmenter` (`nbcli.tokenizers.segment`): the family's chunk rule, which lets
 counting encode each distinct chunk of a corpus only once. Each family's rule lives in its module
 (`sentencepiece.py`, `hf_rules.py`) with its proof; a tokenizer without one gets `segmenter = None` and a
