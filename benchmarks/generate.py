@@ -169,11 +169,14 @@ def main() -> None:
         f"(nb time / hf time = {t_nb / t_hf:.2f})")
 
     # -- 4. the lambda table ------------------------------------------------------------------------
+    from nbcli.checkpoint.vocab import model_vocab, with_tokenizer
     from nbcli.lm.arms import counts_log_prior
 
     prompts = make_prompts(docs, 10, args.prompts)
     scored = tokenize_documents(docs[:args.eval_docs], tokenizer, runner.vocab_size)
-    log_prior, counts_info = counts_log_prior(ckpt.parent / "counts.safetensors", runner)
+    vocab = with_tokenizer(model_vocab(runner.checkpoint, runner.vocab_size), tokenizer, str(tokenizer.path))
+    log_prior, fitted = counts_log_prior(ckpt.parent / "counts.safetensors", vocab)
+    counts_info = fitted.info
     arms = build_arms(runner, parse_lambdas(args.lambdas), 1.0)
     t0 = time.perf_counter()
     rows, _records, _w = generation_study(

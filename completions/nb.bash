@@ -26,7 +26,7 @@ _nb() {
             ;;
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --partition --no-partition --whiten --no-whiten --json --help -h"
             ;;
-        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --json --help -h"
+        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --json --help -h"
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear" -- "$cur")); return;; esac
@@ -37,11 +37,11 @@ _nb() {
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
-        eval) opts="--corpus --tokenizer -t --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
+        eval) opts="--corpus --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
             ;;
-        generate) opts="--prompts --tokenizer -t --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
+        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
             ;;
-        transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --json --help -h"
+        transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
         plot-run) opts="--output -o --json --help -h"

@@ -5,7 +5,7 @@ _nb() {
     commands=(
         'quickstart:Count unigrams of a bundled sample (Botchan, 280 kB of English) with a bundled 2'
         'count-unigrams:Count token unigrams in a corpus and write them as a safetensors counts file.'
-        'merge-counts:Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, '
+        'merge-counts:Sum counts files. Refuses files made with another tokenizer (by fingerprint- a r'
         'patch-checkpoint:Patch a safetensors checkpoint- log-unigram output bias, rescaled W, standardise'
         'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
         'embedding-stats:Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8)- range, '
@@ -74,7 +74,7 @@ _nb() {
                 '--set-output-bias[Set the output bias to the log-unigram distribution of this counts file (nb coun]:path:_files' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--tokenizer[The model’s tokenizer file (or a folder holding one), to check the counts’ token]:path:_files' \
-                '--allow-vocab-mismatch[Use counts whose tokenizer hash differs from the model’s, or that are shorter th]' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--new-tensor-dtype[dtype of a created output bias (--bias-name). Default float32: no loader needs t]:value:(float32 bfloat16 float16 float64)' \
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
                 '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
@@ -121,7 +121,7 @@ _nb() {
             _arguments -s '--counts[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '-c[Counts from nb count-unigrams, or any safetensors file with an integer counts ve]:path:_files' \
                 '--tokenizer[The model’s tokenizer file (or a folder holding one), to check the counts’ token]:path:_files' \
-                '--allow-vocab-mismatch[Use counts whose tokenizer hash differs from the model’s, or that are shorter th]' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
@@ -179,6 +179,7 @@ _nb() {
                 '--compile[torch.compile the model.]' \
                 '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -188,6 +189,7 @@ _nb() {
             _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). One document]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
                 '--remove-frequency-direction[Also project the b_LN direction out of every output-embedding row, in memory (pa]' \
                 '--counts[Unigram for the KL columns (e.g. the training corpus’s, as in paper 003 table 1)]:path:_files' \
@@ -214,6 +216,7 @@ _nb() {
             _arguments -s '--prompts[Held-out documents whose first words are the prompts (repeatable; .jsonl: the te]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--scale-ln-bias[Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape]:value: ' \
                 '--decoding[Decoding rule (paper 003: top-p:0.9, top-k:50, vanilla sampling).]:value: ' \
                 '--prompt-words[Words of each document in its prompt.]:value: ' \
@@ -251,6 +254,7 @@ _nb() {
                 '--min-count[Copy only pieces counted at least K times (paper 002’s minimum frequency); the r]:value: ' \
                 '--standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--seed[Seed for --missing xavier (0 to 2^63-1: the range torch’s and numpy’s generators]:value: ' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

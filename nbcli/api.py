@@ -350,13 +350,14 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
              bias_effect: bool = False, bias_effect_positions: Literal["all", "target"] = "all",
              bias_effect_space: Literal["prob", "log"] = "prob", bias_effect_plot: PathLike | None = None,
              by_frequency: PathLike | None = None, by_frequency_plot: PathLike | None = None,
-             bins: int = 10) -> EvalReport:
+             bins: int = 10, allow_vocab_mismatch: bool = False) -> EvalReport:
     """Loss, perplexity, word perplexity and KL of the average prediction from the unigram, with and
     without b_LN, one row per lambda (`nb eval`; paper 003 table 1). `checkpoint`: an nb train
     checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
     list of numbers (b_LN scaled in memory, nothing written). `bias_effect` (or a
     `bias_effect_plot` PNG) adds paper 003 fig. 1 (section `bias_effect`); `by_frequency` (training
-    counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins."""
+    counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins.
+    `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.evaluation import eval_report
@@ -368,7 +369,8 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
     return EvalReport(eval_report(
         _local(checkpoint), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
         remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=parse_smoothing(smoothing),
-        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device, figures=figures))
+        stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device, figures=figures,
+        allow_vocab_mismatch=allow_vocab_mismatch))
 
 
 @public
@@ -397,7 +399,8 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
              eval_corpus: PathLike | Sequence[PathLike] | None = None, logit_adjust: float | None = None,
              counts: PathLike | None = None, smoothing: str = "add-k:1", remove_frequency_direction: bool = False,
              mauve_featurizer: str | None = None, out: PathLike | None = None, batch_size: int = 16,
-             kv_cache: bool = True, arch: str = "auto", mapping: RoleMap = None, device: str = "auto") -> GenerateReport:
+             kv_cache: bool = True, arch: str = "auto", mapping: RoleMap = None, device: str = "auto",
+             allow_vocab_mismatch: bool = False) -> GenerateReport:
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
     (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`; with
@@ -411,14 +414,16 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
         _local(checkpoint), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
         max_prompts=max_prompts, eval_corpus=_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
         counts=_optional(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
-        featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out))
+        featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out),
+        allow_vocab_mismatch=allow_vocab_mismatch)
     return GenerateReport(report, samples=records)
 
 
 @public
 def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out: PathLike, *, preset: str = "tiny",
           resume: bool = False, stop_at: int | None = None,
-          on_step: Callable[[int, dict[str, Any]], None] | None = None, **config: Any) -> TrainReport:
+          on_step: Callable[[int, dict[str, Any]], None] | None = None, allow_vocab_mismatch: bool = False,
+          **config: Any) -> TrainReport:
     """Train nb's reference Transformer (`nb train`; named train_model because `nbcli.train` is the
     training package) into the run directory `out` (config, log.jsonl,
     step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
@@ -439,7 +444,7 @@ def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out:
         check("train_model", key, value, typing.Optional[fields[key]])
     cfg = build_config(preset, **config)
     result = run_training(cfg, _paths(corpus), _local(tokenizer), _local(out), resume=resume, stop_at=stop_at,
-                          on_step=on_step)
+                          on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch)
     return TrainReport(result.as_dict())
 
 
@@ -447,7 +452,7 @@ def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out:
 def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_tokenizer: PathLike,
                           output: PathLike, *, missing: Literal["xavier", "mean", "neighbours"] = "xavier",
                           counts: PathLike | None = None, min_count: int = 0, standardise: str | None = None,
-                          seed: int = 0) -> TransplantReport:
+                          seed: int = 0, allow_vocab_mismatch: bool = False) -> TransplantReport:
     """A target tokenizer's input embedding from a checkpoint trained with another vocabulary
     (`nb transplant-embeddings`; paper 002 sec. 3.3): shared pieces copied, the rest initialised by
     `missing`, then optionally standardised. `nb train --embedding-init pretrained:OUT` reads it."""
@@ -455,7 +460,7 @@ def transplant_embeddings(source: PathLike, source_tokenizer: PathLike, target_t
 
     result = transplant(_local(source), _local(source_tokenizer), _local(target_tokenizer), _local(output),
                         missing=missing, counts_path=_optional(counts), min_count=min_count,
-                        standardise=standardise, seed=seed)
+                        standardise=standardise, seed=seed, allow_vocab_mismatch=allow_vocab_mismatch)
     return TransplantReport(result.as_dict())
 
 

@@ -120,6 +120,12 @@ class UnigramCounts:
         return self.metadata.get("nb.tokenizer_sha256")
 
     @property
+    def tokenizer_fingerprint(self) -> str | None:
+        """What decides the counting tokenizer's ids, hashed (nbcli.tokenizers.identity); None in
+        files from an older nb, which record only the tokenizer file's sha256."""
+        return self.metadata.get("nb.tokenizer_fingerprint")
+
+    @property
     def is_nb_file(self) -> bool:
         return self.metadata.get("nb.format") == COUNTS_FORMAT
 
@@ -129,7 +135,7 @@ INT64_MAX = np.iinfo(np.int64).max
 
 def read_counts(path: Path | str, *, allow_foreign: bool = False) -> UnigramCounts:
     """Read a counts file. `allow_foreign` accepts any safetensors file with an integer `counts`
-    vector (counts made by other tools); callers should warn that no tokenizer hash is known.
+    vector (counts made by other tools); callers should warn that no tokenizer is recorded.
 
     The header is read and validated by nb's one safetensors reader. Counts stored as any integer
     dtype are read exactly; a uint64 count above 2^63-1 (which int64 cannot hold) and floating-point
@@ -198,19 +204,24 @@ def write_counts(path: Path | str, counts: UnigramCounts) -> None:
 
 
 def merge_counts(parts: list[UnigramCounts]) -> UnigramCounts:
-    """Sum counts files made with the same tokenizer (same sha256 and vocabulary size)."""
+    """Sum counts files made with the same tokenizer (same fingerprint, or same file sha256 for files
+    from an older nb; nbcli.tokenizers.identity) and vocabulary size."""
+    from nbcli.tokenizers.identity import compare, recorded_identity
+
     if not parts:
         raise CountsError("nothing to merge")
     first = parts[0]
+    mine = recorded_identity(first.metadata, first.metadata.get("nb.tokenizer", "tokenizer"))
     for part in parts[1:]:
         if part.vocab_size != first.vocab_size:
             raise CountsError(
                 f"{part.path}: vocab size {part.vocab_size} differs from {first.path} ({first.vocab_size})"
             )
-        if part.tokenizer_sha256 != first.tokenizer_sha256:
+        theirs = recorded_identity(part.metadata, part.metadata.get("nb.tokenizer", "tokenizer"))
+        if (mine is None) != (theirs is None) or (mine and theirs and not compare(mine, theirs).same):
             raise CountsError(
-                f"{part.path}: tokenizer sha256 {part.tokenizer_sha256} differs from {first.path} "
-                f"({first.tokenizer_sha256})"
+                f"{part.path}: tokenizer {theirs.describe() if theirs else '(none recorded)'} differs from "
+                f"{first.path}'s ({mine.describe() if mine else 'none recorded'})"
             )
     total = np.zeros(first.vocab_size, dtype=np.int64)
     for part in parts:
@@ -220,7 +231,7 @@ def merge_counts(parts: list[UnigramCounts]) -> UnigramCounts:
             raise CountsError(f"{part.path}: the count of token {token} would exceed 2^63-1 after adding this file "
                               f"({int(total[token])} + {int(part.counts[token])}); nothing was written")
         total += part.counts
-    keys = ("nb.tokenizer", "nb.tokenizer_sha256", "nb.vocab_size")
+    keys = ("nb.tokenizer", "nb.tokenizer_sha256", "nb.tokenizer_fingerprint", "nb.vocab_size")
     metadata = {k: first.metadata[k] for k in keys if k in first.metadata}
     metadata.update({
         "nb.version": tool_version(),
@@ -248,7 +259,8 @@ def merge_counts_files(inputs: list[Path | str], output: Path | str) -> dict[str
     merged = merge_counts([read_counts(p) for p in inputs])
     write_counts(output, merged)
     return {"output": str(output), "inputs": [str(p) for p in inputs], "tokens": merged.total,
-            "vocab_size": merged.vocab_size, "tokenizer_sha256": merged.tokenizer_sha256}
+            "vocab_size": merged.vocab_size, "tokenizer_sha256": merged.tokenizer_sha256,
+            "tokenizer_fingerprint": merged.tokenizer_fingerprint}
 
 
 # ---------------------------------------------------------------------------------------------

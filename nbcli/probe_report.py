@@ -21,7 +21,7 @@ import numpy as np
 from nbcli import probes
 from nbcli.analysis.bins import frequency_bins
 from nbcli.checkpoint.reader import RowBlocks
-from nbcli.counts import exact_total, log_unigram, pad_counts
+from nbcli.counts import exact_total, log_unigram
 from nbcli.errors import CheckpointError, OutputError
 
 #: Roles the report uses, in the order the error message lists them.
@@ -189,32 +189,19 @@ def _zipfian(inputs: ProbeInputs, smoothing_k: float, partition: bool, whiten: b
 # Reading the inputs
 
 
-def load_counts_for(path: Path, vocab_rows: int | None, checkpoint: Any = None, *, tokenizer: Path | None = None,
+def load_counts_for(path: Path, vocab_rows: int, checkpoint: Any = None, *, tokenizer: Path | None = None,
                     allow_mismatch: bool = False) -> tuple[np.ndarray, dict[str, Any], list[str]]:
     """Counts as int64 [vocab_rows] plus their description and warnings.
 
     Accepts nb counts files and any safetensors file with an integer `counts` vector (warning that
-    no tokenizer hash can be checked). The counts are checked against the checkpoint's tokenizer
-    and vocabulary (nbcli.checkpoint.vocab: another tokenizer's counts are an error); counts
-    shorter than the embedding by vocabulary padding are padded with zeros: padding rows never
-    occur in a corpus.
+    no tokenizer can be checked). The counts are checked against the checkpoint's tokenizer and
+    vocabulary and padded to its rows by nb's one policy (nbcli.checkpoint.vocab.fit_counts).
     """
-    from nbcli.checkpoint.vocab import check_counts
-    from nbcli.counts import read_counts
-    from nbcli.provenance import sha256_file
+    from nbcli.checkpoint.vocab import TOKENIZER_HINT, fit_counts, model_vocab
 
-    unigram = read_counts(path, allow_foreign=True)
-    counts = unigram.counts
-    warnings: list[str] = []
-    check = None
-    if vocab_rows is not None:
-        check = check_counts(path, unigram.tokenizer_sha256, int(counts.size), vocab_rows, checkpoint,
-                             tokenizer=tokenizer, allow_mismatch=allow_mismatch)
-        warnings.extend(check.warnings)
-        counts = pad_counts(counts, vocab_rows)
-    info = {"path": str(path), "sha256": sha256_file(path), "tokenizer_sha256": unigram.tokenizer_sha256,
-            "nb_file": unigram.is_nb_file, **(check.as_dict() if check else {})}
-    return counts, info, warnings
+    fitted = fit_counts(path, model_vocab(checkpoint, vocab_rows, tokenizer, hint=TOKENIZER_HINT),
+                        allow_mismatch=allow_mismatch, allow_foreign=True)
+    return fitted.counts, fitted.info, fitted.warnings
 
 
 def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) -> np.ndarray | None:
@@ -277,6 +264,7 @@ def probe_inputs(checkpoint: Any, counts_path: Path | None, *, arch: str = "auto
     b_out = _vector(checkpoint, names.get("output_bias"), vocab, "output_bias")
     if vocab is None and b_out is not None:
         vocab = int(b_out.shape[0])
+    assert vocab is not None  # the output weight or the output bias exists (checked above)
     if counts_path is not None:
         counts, counts_info, warnings = load_counts_for(counts_path, vocab, checkpoint, tokenizer=tokenizer,
                                                         allow_mismatch=allow_vocab_mismatch)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +40,7 @@ from nbcli.errors import CheckpointError, ConfigError
 if TYPE_CHECKING:
     import torch
 
+    from nbcli.checkpoint.vocab import ModelVocab
     from nbcli.tokenizers import Tokenizer
 
 Missing = Literal["xavier", "mean", "neighbours"]
@@ -244,28 +245,34 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
     return out, match, coverage
 
 
-def source_embedding(path: Path) -> tuple[torch.Tensor, str, dict[str, str]]:
-    """(rows, tensor name, metadata) of a checkpoint's input embedding (its only matrix, else the
-    `input_embedding` role of the detected architecture)."""
+def source_embedding(path: Path) -> tuple[torch.Tensor, str, ModelVocab]:
+    """(rows, tensor name, the checkpoint's vocabulary for nb's one policy) of a checkpoint's input
+    embedding (its only matrix, else the `input_embedding` role of the detected architecture)."""
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.checkpoint.roles import resolve_roles
+    from nbcli.checkpoint.vocab import model_vocab
 
     with open_checkpoint(path) as ckpt:
         matrices = [n for n in ckpt.names() if len(ckpt.shape(n)) == 2]
         name = matrices[0] if len(matrices) == 1 else resolve_roles(ckpt).require(
             "input_embedding", "transplant-embeddings")
-        return ckpt.get_float(name), name, dict(ckpt.metadata)
+        rows = ckpt.get_float(name)
+        return rows, name, model_vocab(ckpt, int(rows.shape[0]))
 
 
-def write_transplant(output: Path, emb: torch.Tensor, match: np.ndarray, provenance: dict[str, Any]) -> None:
+def write_transplant(output: Path, emb: torch.Tensor, match: np.ndarray, provenance: dict[str, Any],
+                     target: Tokenizer | None = None) -> None:
     """OUT.safetensors: `tok_emb.weight` [V_t, d] (the file's only matrix, so `nb train --embedding-init
-    pretrained:OUT` takes it) and `transplant.source_row` [V_t]; metadata nb.format and nb.provenance."""
+    pretrained:OUT` takes it) and `transplant.source_row` [V_t]; metadata nb.format, nb.provenance and
+    the target tokenizer whose ids index the rows (nb.tokenizer_sha256, nb.tokenizer_fingerprint)."""
     import torch
 
     from nbcli.checkpoint.writer import save_tensors
+    from nbcli.tokenizers.identity import identity_metadata
 
     save_tensors(output, {TENSOR: emb.contiguous(), SOURCE_ROW: torch.from_numpy(match.astype(np.int64))},
-                 {"nb.format": FORMAT, "nb.provenance": json.dumps(provenance, sort_keys=True)})
+                 {"nb.format": FORMAT, "nb.provenance": json.dumps(provenance, sort_keys=True),
+                  **(identity_metadata(target) if target is not None else {})})
 
 
 @dataclass
@@ -276,18 +283,23 @@ class TransplantResult:
     coverage: Coverage
     standardised: dict[str, Any] | None
     provenance: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"output": str(self.output), "tensor": TENSOR, "source_tensor": self.source_tensor,
                 "shape": self.shape, "coverage": self.coverage.as_dict(), "standardised": self.standardised,
-                "provenance": self.provenance}
+                "provenance": self.provenance, "warnings": self.warnings}
 
 
 def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path, output: Path, *,
                missing: Missing = "xavier", counts_path: Path | None = None, min_count: int = 0,
-               standardise: str | None = None, seed: int = 0) -> TransplantResult:
+               standardise: str | None = None, seed: int = 0, allow_vocab_mismatch: bool = False) -> TransplantResult:
     """`nb transplant-embeddings`: read, match, fill, optionally standardise (surgery.standardise_to,
-    paper 002 eq. 1 / eq. 4), write atomically. Inputs are only read."""
+    paper 002 eq. 1 / eq. 4), write atomically. Inputs are only read. The counts are checked against
+    the target tokenizer and the source tokenizer against the source checkpoint by nb's one policy
+    (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule only)."""
+    from nbcli.checkpoint.vocab import ModelVocab, check_vocab, fit_counts, tokenizer_vocabulary, with_tokenizer
+    from nbcli.errors import TokenizerError
     from nbcli.checkpoint.reader import checkpoint_file
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import sha256_file, tool_version, utc_now
@@ -306,20 +318,15 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
                    counts_path, match_file])
     source = load_tokenizer(source_tokenizer)
     target = load_tokenizer(target_tokenizer)
-    counts = None
+    counts, warnings = None, []
     if counts_path is not None:
-        from nbcli.counts import read_counts
-
-        read = read_counts(counts_path)
-        if read.tokenizer_sha256 and read.tokenizer_sha256 != target.sha256:
-            raise ConfigError(f"{counts_path}: counts were made with tokenizer {read.tokenizer_sha256[:12]}..., not "
-                              f"the target tokenizer {target.name} ({target.sha256[:12]}...)")
-        counts = read.counts
-    rows, name, meta = source_embedding(Path(source_ckpt))
-    ckpt_tok = meta.get("nb.tokenizer_sha256")
-    if ckpt_tok and ckpt_tok != source.sha256:
-        raise ConfigError(f"{source_ckpt}: trained with tokenizer {ckpt_tok[:12]}..., not --source-tokenizer "
-                          f"{source.name} ({source.sha256[:12]}...)")
+        target_vocab = with_tokenizer(ModelVocab(target.vocab_size, label=f"--target-tokenizer {target_tokenizer}"),
+                                      target, f"--target-tokenizer {target_tokenizer}")
+        fitted = fit_counts(counts_path, target_vocab, allow_mismatch=allow_vocab_mismatch)
+        counts, warnings = fitted.counts, fitted.warnings
+    rows, name, source_vocab = source_embedding(Path(source_ckpt))
+    warnings += check_vocab(tokenizer_vocabulary(source, f"--source-tokenizer {source_tokenizer}"), source_vocab,
+                            allow_mismatch=allow_vocab_mismatch, error=TokenizerError).warnings
     emb, match, coverage = transplant_rows(rows, source, target, missing, seed, counts, min_count)
     standardised = None
     if spec is not None:
@@ -328,13 +335,13 @@ def transplant(source_ckpt: Path, source_tokenizer: Path, target_tokenizer: Path
     provenance = {
         "tool": "nb transplant-embeddings", "version": tool_version(), "created": utc_now(),
         "source_checkpoint": {"path": str(source_ckpt), "sha256": sha256_file(source_ckpt), "tensor": name},
-        "source_tokenizer": {"path": str(source_tokenizer), "sha256": source.sha256},
-        "target_tokenizer": {"path": str(target_tokenizer), "sha256": target.sha256},
+        "source_tokenizer": {"path": str(source_tokenizer), "sha256": source.sha256, "fingerprint": source.fingerprint},
+        "target_tokenizer": {"path": str(target_tokenizer), "sha256": target.sha256, "fingerprint": target.fingerprint},
         "counts": None if counts_path is None else {"path": str(counts_path), "sha256": sha256_file(counts_path)},
         "options": {"missing": missing, "min_count": min_count, "standardise": standardise, "seed": seed},
         "coverage": coverage.as_dict(),
         "hub": hub_records([source_ckpt, source.path, target.path]),  # repo id + commit of Hub inputs
     }
-    write_transplant(output, emb, match, provenance)
+    write_transplant(output, emb, match, provenance, target)
     return TransplantResult(output=output, source_tensor=name, shape=list(emb.shape), coverage=coverage,
-                            standardised=standardised, provenance=provenance)
+                            standardised=standardised, provenance=provenance, warnings=warnings)

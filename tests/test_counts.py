@@ -60,11 +60,11 @@ def test_entropy_matches_scipy(counts: np.ndarray) -> None:
     assert math.isclose(unigram_entropy(counts), expected, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _file(tmp_path: Path, name: str, counts: list[int], sha: str = "a" * 64) -> Path:
+def _file(tmp_path: Path, name: str, counts: list[int], sha: str = "a" * 64, extra: dict | None = None) -> Path:
     path = tmp_path / name
     write_counts(path, UnigramCounts(np.array(counts, dtype=np.int64),
                                      {"nb.tokenizer_sha256": sha, "nb.vocab_size": str(len(counts)),
-                                      "nb.documents": "1", "nb.bytes_read": "10"}))
+                                      "nb.documents": "1", "nb.bytes_read": "10", **(extra or {})}))
     return path
 
 
@@ -77,8 +77,23 @@ def test_roundtrip_and_merge(tmp_path: Path) -> None:
     assert merged.metadata["nb.documents"] == "2"
     with pytest.raises(CountsError, match="vocab size 2 differs"):
         merge_counts([a, read_counts(_file(tmp_path, "c.safetensors", [1, 1]))])
-    with pytest.raises(CountsError, match="tokenizer sha256"):
+    with pytest.raises(CountsError, match=r"tokenizer .*sha256 bbbbbbbbbbbb.* differs from .*sha256 aaaaaaaaaaaa"):
         merge_counts([a, read_counts(_file(tmp_path, "d.safetensors", [1, 1, 1], sha="b" * 64))])
+
+
+def test_merge_accepts_a_resaved_tokenizer_and_refuses_another(tmp_path: Path) -> None:
+    """Counts made with a re-saved copy of the tokenizer (other sha256, same fingerprint) merge."""
+    fp = {"nb.tokenizer_fingerprint": "nbtok1:" + "c" * 64}
+    a = read_counts(_file(tmp_path, "a.safetensors", [1, 0, 5], extra=fp))
+    b = read_counts(_file(tmp_path, "b.safetensors", [2, 2, 0], sha="b" * 64, extra=fp))
+    merged = merge_counts([a, b])
+    assert merged.tokenizer_fingerprint == fp["nb.tokenizer_fingerprint"] and merged.total == 10
+    other = read_counts(_file(tmp_path, "o.safetensors", [1, 1, 1], sha="e" * 64,
+                              extra={"nb.tokenizer_fingerprint": "nbtok1:" + "d" * 64}))
+    with pytest.raises(CountsError, match="differs"):
+        merge_counts([a, other])
+    with pytest.raises(CountsError, match="none recorded"):
+        merge_counts([a, UnigramCounts(np.ones(3, dtype=np.int64), {}, tmp_path / "f.safetensors")])
 
 
 def test_foreign_and_bad_files(tmp_path: Path) -> None:
@@ -111,7 +126,7 @@ def test_merge_counts_files_writes_the_sum_and_reports_it(tmp_path: Path) -> Non
     inputs = [_file(tmp_path, "a.safetensors", [1, 0, 5]), _file(tmp_path, "b.safetensors", [2, 2, 0])]
     report = merge_counts_files(inputs, tmp_path / "m.safetensors")
     assert report == {"output": str(tmp_path / "m.safetensors"), "inputs": [str(p) for p in inputs], "tokens": 10,
-                      "vocab_size": 3, "tokenizer_sha256": "a" * 64}
+                      "vocab_size": 3, "tokenizer_sha256": "a" * 64, "tokenizer_fingerprint": None}
     np.testing.assert_array_equal(read_counts(tmp_path / "m.safetensors").counts, [3, 2, 5])
     before = inputs[0].read_bytes()
     with pytest.raises(OutputError, match="same file as the input"):

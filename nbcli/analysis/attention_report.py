@@ -110,6 +110,9 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
                           metric: str = "l1", plot: Path | None = None) -> dict[str, Any]:
     """The report `nb attention-maps --json` prints (see docs/training.md#nb-attention-maps), and the
     PNG when `plot` is given."""
+    from types import SimpleNamespace
+
+    from nbcli.checkpoint.vocab import check_vocab, model_vocab, tokenizer_vocabulary
     from nbcli.tokenizers import load_tokenizer
 
     if metric not in METRICS:
@@ -125,11 +128,9 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
     assigned = _assigned(train, mcfg)
     chosen = parse_heads(heads, mcfg.n_layer, mcfg.n_head, assigned)
     tokenizer = load_tokenizer(tokenizer_path)
-    for pick, meta in zip(picks, metas):
-        trained = meta.get("nb.tokenizer_sha256")
-        if trained and trained != tokenizer.sha256:
-            raise TokenizerError(f"{tokenizer.path}: not the tokenizer {pick.path} was trained with (sha256 "
-                                 f"{tokenizer.sha256[:12]}... vs {trained[:12]}...)")
+    for pick, meta in zip(picks, metas):  # the tokenizer each was trained with (nb's one policy)
+        check_vocab(tokenizer_vocabulary(tokenizer, f"--tokenizer {tokenizer.path}"),
+                    model_vocab(SimpleNamespace(path=pick.path, metadata=meta), mcfg.vocab_size), error=TokenizerError)
     ids = sentence_ids(tokenizer, sentence, delimiters)
     if len(ids) > mcfg.seq_len:
         raise ConfigError(f"--sentence: {len(ids)} tokens{' with delimiters' if delimiters else ''} exceed the "

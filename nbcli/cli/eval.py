@@ -9,8 +9,9 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option, counts_option,
+    AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
+    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option,
+    counts_option,
 )
 
 EPILOG = """\
@@ -60,6 +61,7 @@ def eval_command(
         "Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
         "non-empty line; .jsonl: the `text` field.")],
     tokenizer: LmTokenizerOption = None,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
     remove_direction: RemoveDirectionOption = False,
     counts: Annotated[Optional[Path], counts_option(
@@ -109,7 +111,8 @@ def eval_command(
     report = eval_report(checkpoint, corpus, tokenizer, scale_ln_bias, remove_direction=remove_direction,
                          counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
                          arch=arch, mapping=parse_role_map(mapping or []), device=device,
-                         progress_bar=partial(token_progress, "scoring"), figures=figures)
+                         progress_bar=partial(token_progress, "scoring"), figures=figures,
+                         allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render)
 

@@ -9,9 +9,9 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption, LmCheckpointArgument,
-    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option, out_dir_option,
-    seed_option,
+    AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
+    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option,
+    out_dir_option, seed_option,
 )
 
 EPILOG = """\
@@ -50,6 +50,7 @@ def generate_command(
         "--prompts", metavar="FILE", show_default=False,
         help="Held-out documents whose first words are the prompts (repeatable; .jsonl: the `text` field).")],
     tokenizer: LmTokenizerOption = None,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
     decoding: Annotated[str, typer.Option(
         "--decoding", metavar="top-p:P|top-k:K|sample[:T]|greedy",
@@ -93,7 +94,8 @@ def generate_command(
         checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,
         eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
         remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
-        device=device, out=out, progress_bar=partial(token_progress, "generating"))
+        device=device, out=out, progress_bar=partial(token_progress, "generating"),
+        allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render)
 

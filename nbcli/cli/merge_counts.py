@@ -23,8 +23,7 @@ def merge_counts(
     output: Annotated[Path, output_option("Merged counts file.", "OUT.safetensors")],
     as_json: JsonOption = False,
 ) -> None:
-    """Sum counts files. Refuses files whose tokenizer hash or vocabulary size differ, so counts
-    made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""
+    """Sum counts files. Refuses files made with another tokenizer (by fingerprint: a re-saved copy counts as the same) or of another vocabulary size, so counts made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.cli.console import esc, print_json, stdout_console
     from nbcli.counts import merge_counts_files
 

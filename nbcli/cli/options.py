@@ -141,16 +141,17 @@ ModelTokenizerOption = Annotated[
     typer.Option(
         "--tokenizer", metavar="TOK",
         help="The model's tokenizer file (or a folder holding one), to check the counts' tokenizer "
-        "sha256 against. Default: the checkpoint's nb metadata, else the tokenizer files of its model "
-        "folder.",
+        "against (by fingerprint: pieces, ids, specials, normaliser; a re-saved copy matches). Default: the "
+        "checkpoint's nb metadata, else the tokenizer files of its model folder.",
     ),
 ]
 AllowVocabMismatchOption = Annotated[
     bool,
     typer.Option(
         "--allow-vocab-mismatch",
-        help="Use counts whose tokenizer hash differs from the model's, or that are shorter than the "
-        "vocabulary by more than padding (a warning instead of an error).",
+        help="Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs from the "
+        "model's: a warning instead of an error. Relaxes only this identity check: counts or a vocabulary "
+        "longer than the model's rows, or shorter by more than padding, are refused all the same.",
     ),
 ]
 LmTokenizerOption = Annotated[
@@ -158,6 +159,8 @@ LmTokenizerOption = Annotated[
     typer.Option(
         "--tokenizer", "-t", metavar="TOK",
         help="SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name[@rev]. "
-        "Default: the model's own tokenizer (its tokenizer.json, else tokenizer.model; nb says which).",
+        "Default: the model's own tokenizer (its tokenizer.json, else tokenizer.model; nb says which). "
+        "It must be the model's: compared by fingerprint (a re-saved copy matches) with what an nb "
+        "checkpoint records or a model folder's own tokenizer files, and it must fit the output rows.",
     ),
 ]

@@ -62,7 +62,7 @@ def probe_bias(
         "either, or a Hub repo id org/name[@rev] (cache first; see docs/hub.md).")],
     counts: Annotated[Optional[Path], counts_option(
         "Counts from `nb count-unigrams`, or any safetensors file with an integer `counts` vector "
-        "of the vocabulary's length (then no tokenizer hash can be checked). Without counts only what "
+        "of the vocabulary's length (then no tokenizer can be checked). Without counts only what "
         "needs none is computed: isotropy, partition ratio, ||b_LN||, ||b||.")] = None,
     tokenizer: ModelTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,

@@ -9,8 +9,8 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option, out_dir_option, rescale_w_option,
-    seed_option, shuffle_mode_option, standardise_option,
+    AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option,
+    out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
 EPILOG = """\
@@ -150,6 +150,7 @@ def train(
     seed: Annotated[int, seed_option("Seed for init, data order, masks and dropout")] = 0,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the run in DIR from its last saved state (same options required).")] = False,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.
@@ -188,7 +189,7 @@ def train(
                 progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
         result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step,
-                              on_warning=_print_warning)
+                              on_warning=_print_warning, allow_vocab_mismatch=allow_vocab_mismatch)
     print_report(result.as_dict(), as_json, _render)
 
 

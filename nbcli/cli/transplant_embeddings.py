@@ -8,7 +8,9 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, counts_option, output_option, seed_option, standardise_option
+from nbcli.cli.options import (
+    AllowVocabMismatchOption, JsonOption, counts_option, output_option, seed_option, standardise_option,
+)
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -48,17 +50,20 @@ def transplant_embeddings(
         "minimum frequency); the rest are initialised by --missing. Needs --counts.")] = 0,
     standardise: Annotated[Optional[str], standardise_option("--standardise")] = None,
     seed: Annotated[int, seed_option("Seed for --missing xavier")] = 0,
+    allow_vocab_mismatch: AllowVocabMismatchOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Build a target tokenizer's input embedding from SOURCE_CKPT's by vocabulary overlap (paper 002 sec. 3.3).
 
     Rows of pieces both vocabularies share are copied (matched across the space markers ▁, Ġ and ##); the others are initialised by --missing; then --standardise optionally rescales the whole matrix (eq. 1 / eq. 4). Prints the coverage (pieces matched; with --counts the share of the target corpus's tokens). OUT is written atomically with provenance; `nb train --embedding-init pretrained:OUT` reads it.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import esc, print_json, stdout_console
+    from nbcli.cli.console import esc, print_json, print_warnings, stdout_console
     from nbcli.transplant import transplant
 
     result = transplant(source, source_tokenizer, target_tokenizer, output, missing=missing, counts_path=counts,
-                        min_count=min_count, standardise=standardise, seed=seed)
+                        min_count=min_count, standardise=standardise, seed=seed,
+                        allow_vocab_mismatch=allow_vocab_mismatch)
+    print_warnings(result.warnings)
     if as_json:
         print_json(result.as_dict())
         return

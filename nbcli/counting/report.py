@@ -17,15 +17,15 @@ from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize
 from nbcli.provenance import tool_version, utc_now
 from nbcli.resolve import hub_record
 from nbcli.tokenizers import Tokenizer
+from nbcli.tokenizers.identity import identity_metadata
 
 
 def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: float) -> UnigramCounts:
-    """Attach provenance metadata (tokenizer hash, inputs, options, version, time) to the counts."""
+    """Attach provenance metadata (tokenizer sha256 and fingerprint, inputs, options, version, time) to the counts."""
     metadata = {
         "nb.version": tool_version(),
         "nb.created": utc_now(),
-        "nb.tokenizer": tokenizer.name,
-        "nb.tokenizer_sha256": tokenizer.sha256,
+        **identity_metadata(tokenizer),  # nb.tokenizer, nb.tokenizer_sha256, nb.tokenizer_fingerprint
         "nb.vocab_size": str(tokenizer.vocab_size),
         "nb.total_tokens": str(result.total_tokens),
         "nb.documents": str(result.documents),
@@ -61,6 +61,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "tsv": str(tsv) if tsv else None,
         "tokenizer": tokenizer.name,
         "tokenizer_sha256": tokenizer.sha256,
+        "tokenizer_fingerprint": tokenizer.fingerprint,
         "vocab_size": tokenizer.vocab_size,
         "tokens": summary.total_tokens,
         "documents": result.documents,

@@ -8,15 +8,17 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.errors import CheckpointError, ConfigError
+from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
+    from nbcli.checkpoint.vocab import FittedCounts, ModelVocab
     from nbcli.lm.runner import Runner
     from nbcli.surgery import SurgeryOptions
 
@@ -93,27 +95,23 @@ def arm_surgery(arm: Arm, base: SurgeryOptions) -> SurgeryOptions:
     return replace(base, scale_ln_bias=arm.lam)
 
 
-def counts_log_prior(path: Path, runner: Runner, k: float = 1.0) -> tuple[torch.Tensor, dict[str, Any]]:
-    """log p(y) [V] from a counts file (nb's one smoothing formula), checked against the model's
-    tokenizer hash when both are known."""
-    from nbcli.counts import read_counts
-    from nbcli.errors import CountsError
+def counts_log_prior(path: Path, model: ModelVocab, k: float = 1.0, *, allow_mismatch: bool = False,
+                     ) -> tuple[torch.Tensor, FittedCounts]:
+    """log p(y) [rows] from a counts file (nb's one smoothing formula), and the counts checked against
+    the model's tokenizer and rows and padded to them by nb's one policy (nbcli.checkpoint.vocab)."""
+    from nbcli.checkpoint.vocab import fit_counts
     from nbcli.ops import unigram_log_prior
-    from nbcli.provenance import sha256_file
 
-    counts = read_counts(path, allow_foreign=True)
-    ours = runner.checkpoint.metadata.get("nb.tokenizer_sha256")
-    if ours and counts.tokenizer_sha256 and ours != counts.tokenizer_sha256:
-        raise CountsError(f"{path}: counts were made with another tokenizer than {runner.path}'s")
-    if counts.vocab_size > runner.vocab_size:
-        raise CountsError(f"{path}: {counts.vocab_size} counts but the model has {runner.vocab_size} output rows")
-    info = {"path": str(path), "sha256": sha256_file(path), "smoothing": f"add-k:{k:g}"}
-    return unigram_log_prior(counts.counts, runner.vocab_size, k), info
+    fitted = fit_counts(path, model, allow_mismatch=allow_mismatch, allow_foreign=True)
+    fitted.info["smoothing"] = f"add-k:{k:g}"
+    return unigram_log_prior(fitted.counts, model.rows, k), fitted
 
 
 @dataclass
 class Study:
-    """What eval and generate share: the loaded model, its tokenizer, the arms and their surgery."""
+    """What eval and generate share: the loaded model, its tokenizer, the arms and their surgery, the
+    counts (checked, padded to the model's rows) and the model's vocabulary as the tokenizer in use
+    names it (`vocab`, for further counts files), with the warnings the checks gave."""
 
     runner: Runner
     tokenizer: Any
@@ -121,21 +119,29 @@ class Study:
     base: SurgeryOptions
     log_prior: torch.Tensor | None
     counts_info: dict[str, Any] | None
+    counts: np.ndarray | None = None
+    vocab: ModelVocab | None = None
+    allow_vocab_mismatch: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     def provenance(self) -> dict[str, Any]:
         from nbcli.provenance import tool_version, utc_now
         from nbcli.resolve import hub_records
 
         return {"nb_version": tool_version(), "created": utc_now(), "model": self.runner.describe(),
-                "tokenizer": {"path": str(self.tokenizer.path), "sha256": self.tokenizer.sha256},
+                "tokenizer": {"path": str(self.tokenizer.path), "sha256": self.tokenizer.sha256,
+                              "fingerprint": self.tokenizer.fingerprint},
                 "surgery": self.base.operations(), "counts": self.counts_info,
                 "hub": hub_records([*self.runner.checkpoint.files, self.tokenizer.path])}
 
 
 def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | None, *, remove_direction: bool = False,
                tau: float | None = None, counts: Path | None = None, smoothing_k: float = 1.0, arch: str = "auto",
-               mapping: dict[str, str] | None = None, device: str = "auto") -> Study:
-    """Load the model and tokenizer, check they belong together, and build the arms."""
+               mapping: dict[str, str] | None = None, device: str = "auto",
+               allow_vocab_mismatch: bool = False) -> Study:
+    """Load the model and tokenizer, check they belong together (and the counts with them: nb's one
+    policy, nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule), build the arms."""
+    from nbcli.checkpoint.vocab import check_vocab, model_vocab, tokenizer_vocabulary, with_tokenizer
     from nbcli.lm.runner import load_runner
     from nbcli.surgery import SurgeryOptions
     from nbcli.tokenizers import load_tokenizer
@@ -143,23 +149,32 @@ def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | Non
     lams = parse_lambdas(lambdas) if lambdas is not None else None
     if tau is not None and counts is None:
         raise ConfigError("--logit-adjust TAU needs --counts C (log p(y) comes from a counts file)")
+    what = f"-t {tokenizer_path}"
     if tokenizer_path is None:  # the model's own tokenizer (nbcli.resolve says which file)
         from nbcli.tokenizers import model_tokenizer
 
         tokenizer_path = model_tokenizer(checkpoint)
+        what = f"tokenizer {tokenizer_path}"
     tokenizer = load_tokenizer(tokenizer_path)
     runner = load_runner(checkpoint, arch=arch, overrides=mapping, device=device)
     try:
-        runner.check_tokenizer(tokenizer)
+        model = model_vocab(runner.checkpoint, runner.vocab_size)
+        warnings = check_vocab(tokenizer_vocabulary(tokenizer, what), model, allow_mismatch=allow_vocab_mismatch,
+                               error=TokenizerError).warnings
+        vocab = with_tokenizer(model, tokenizer, what)  # counts must match the tokenizer the text is read with
         arms = build_arms(runner, lams, tau)
-        log_prior, info = counts_log_prior(counts, runner, smoothing_k) if counts is not None else (None, None)
+        log_prior = info = padded = None
+        if counts is not None:
+            log_prior, fitted = counts_log_prior(counts, vocab, smoothing_k, allow_mismatch=allow_vocab_mismatch)
+            info, padded = fitted.info, fitted.counts
+            warnings = [*warnings, *fitted.warnings]
         base = SurgeryOptions(remove_frequency_direction=remove_direction)
         if remove_direction and not runner.has_ln_bias():
             runner.roles.require("final_ln_bias", "--remove-frequency-direction")
     except BaseException:
         runner.close()
         raise
-    return Study(runner, tokenizer, arms, base, log_prior, info)
+    return Study(runner, tokenizer, arms, base, log_prior, info, padded, vocab, allow_vocab_mismatch, warnings)
 
 
 def each_arm(runner: Runner, arms: Sequence[Arm], base: SurgeryOptions, log_prior: torch.Tensor | None,

@@ -47,13 +47,15 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
                 remove_direction: bool = False, counts: Path | None = None, smoothing_k: float = 1.0,
                 stride: int | None = None, batch_size: int = 8, arch: str = "auto",
                 mapping: dict[str, str] | None = None, device: str = "auto",
-                progress_bar: ProgressBar | None = None, figures: TokenFigures | None = None) -> dict[str, Any]:
+                progress_bar: ProgressBar | None = None, figures: TokenFigures | None = None,
+                allow_vocab_mismatch: bool = False) -> dict[str, Any]:
     """The whole `nb eval` report (what `--json` prints): load the model and tokenizer
     (`open_study`), score `corpus` under every arm (`lambdas`: "1,0.5,0"), and the KL columns
     against `counts` or the scored tokens' own add-k unigram (paper 003 table 1). With `figures`,
     the first arm's `bias_effect` (paper 003 fig. 1) and `by_frequency` (paper 000 fig. 4)
     sections, and their PNGs. The model is released before returning; `progress_bar` is given the
-    number of tokens to score."""
+    number of tokens to score. Tokenizer and counts are checked against the model by nb's one policy
+    (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule only)."""
     from nbcli.lm.arms import counts_log_prior, no_progress, open_study
     from nbcli.lm.frequency_report import draw_figures, frequency_counts, guard_figures, token_figure_sections
 
@@ -61,15 +63,19 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
     if figures is not None and figures.plots():
         guard_figures(figures, checkpoint, corpus, tokenizer, counts)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, counts=counts,
-                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device)
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device,
+                       allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner
         scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
         unigram = kl_reference(scored, runner.vocab_size, smoothing_k, study.log_prior)
         training = None
         if figures is not None and figures.by_frequency is not None:
-            prior, training = counts_log_prior(figures.by_frequency, runner, smoothing_k)
-            training_log = prior.double().numpy()
+            assert study.vocab is not None
+            prior, fitted = counts_log_prior(figures.by_frequency, study.vocab, smoothing_k,
+                                             allow_mismatch=allow_vocab_mismatch)
+            training, training_log = fitted.info, prior.double().numpy()
+            study.warnings.extend(w for w in fitted.warnings if w not in study.warnings)
         with (progress_bar or no_progress)(scored.targets * len(study.arms)) as progress:
             rows, warnings, stats = evaluate_arms(runner, scored, study.arms, study.base, batch_size=batch_size,
                                                   stride=stride, unigram_log=unigram, progress=progress,
@@ -79,9 +85,9 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
     report = {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
               "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
               "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{smoothing_k:g}"},
-              "rows": rows, "warnings": warnings}
+              "rows": rows, "warnings": [*study.warnings, *warnings]}
     if figures is not None and stats is not None:
-        freq = frequency_counts(counts, runner.vocab_size, scored)
+        freq = frequency_counts(study.counts, runner.vocab_size, scored)
         sections, arrays = token_figure_sections(stats, figures, freq,
                                                  training_log if figures.by_frequency is not None else None)
         if "bias_effect" in sections:

@@ -104,13 +104,10 @@ def token_figure_sections(stats: TokenStats, figures: TokenFigures, counts: np.n
     return sections, arrays
 
 
-def frequency_counts(counts: Path | None, vocab_size: int, scored: Scored) -> np.ndarray:
-    """Corpus frequency per token for paper 003 fig. 1: the counts file, else the scored targets."""
-    if counts is None:
-        return scored.target_counts(vocab_size)
-    from nbcli.counts import pad_counts, read_counts
-
-    return pad_counts(read_counts(counts, allow_foreign=True).counts, vocab_size)
+def frequency_counts(counts: np.ndarray | None, vocab_size: int, scored: Scored) -> np.ndarray:
+    """Corpus frequency per token for paper 003 fig. 1: the --counts file's (checked against the
+    model and padded to its rows when the study opened, nbcli.checkpoint.vocab), else the scored targets."""
+    return scored.target_counts(vocab_size) if counts is None else counts
 
 
 def guard_figures(figures: TokenFigures, checkpoint: Path, corpus: Sequence[str], tokenizer: Path | None,

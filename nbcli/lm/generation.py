@@ -223,12 +223,14 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                       smoothing_k: float = 1.0, remove_direction: bool = False, featurizer: str | None = None,
                       arch: str = "auto", mapping: dict[str, str] | None = None, device: str = "auto",
                       out: Path | None = None, progress_bar: ProgressBar | None = None,
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                      allow_vocab_mismatch: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The whole `nb generate` study (paper 003 sec. 3.3, table 2): prompts from `prompts`, the arms
     (`lambdas`, and logit adjustment by `tau` with `counts`), `opts.samples` continuations per
     prompt and arm, each arm's perplexity of `eval_corpus`. With `out`, its OUT_NAMES are written
     there (`write_outputs`; checked before any model work). Returns (the `--json` report, every
-    sample's record); `progress_bar` is given the number of samples."""
+    sample's record); `progress_bar` is given the number of samples. Tokenizer and counts are checked
+    against the model by nb's one policy (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its
+    identity rule only)."""
     from nbcli.lm.arms import no_progress, open_study
     from nbcli.lm.diversity import word_tokenize
     from nbcli.lm.perplexity import read_documents, tokenize_documents
@@ -239,7 +241,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                       folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,
-                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device)
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device,
+                       allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner
         chosen = make_prompts(read_documents(prompts), prompt_words, max_prompts)
@@ -254,7 +257,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     report = {**study.provenance(), "prompts": list(prompts), "prompt_count": len(chosen),
               "eval_corpus": None if eval_corpus is None else list(eval_corpus), "decoding": opts.decoding.spec,
               "prompt_words": prompt_words, "max_new_tokens": opts.max_new_tokens, "samples": opts.samples,
-              "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows, "warnings": warnings, "outputs": []}
+              "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows, "warnings": [*study.warnings, *warnings],
+              "outputs": []}
     if out is not None:
         report["outputs"] = write_outputs(out, report, records)
     return report, records

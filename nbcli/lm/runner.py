@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.errors import CheckpointError, ConfigError, TokenizerError
+from nbcli.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.roles import Roles
     from nbcli.surgery import SurgeryOptions
-    from nbcli.tokenizers import Tokenizer
 
 
 class Runner:
@@ -138,17 +137,6 @@ class Runner:
         w = self.live(self.roles.require("output_weight", "the b_LN logit shift"))
         with torch.no_grad():
             return (w.float() @ self.live(bias_name).float()).to(self.device)
-
-    def check_tokenizer(self, tokenizer: Tokenizer) -> None:
-        """A one-line error when the tokenizer cannot be the model's (ids past its vocabulary, or an nb
-        checkpoint trained with another tokenizer)."""
-        ours = self.checkpoint.metadata.get("nb.tokenizer_sha256")
-        if ours and ours != tokenizer.sha256:
-            raise TokenizerError(f"{tokenizer.path}: not the tokenizer {self.path} was trained with (sha256 "
-                                 f"{tokenizer.sha256[:12]}... vs {ours[:12]}... in the checkpoint)")
-        if tokenizer.vocab_size > self.vocab_size:
-            raise TokenizerError(f"{tokenizer.path}: vocabulary of {tokenizer.vocab_size} tokens does not fit "
-                                 f"the model's {self.vocab_size} output rows ({self.path})")
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "kind": self.kind, "architecture": self.architecture,

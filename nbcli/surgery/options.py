@@ -136,7 +136,7 @@ class SurgeryOptions:
     new_tensor_dtype: str = "F32"
     """safetensors dtype of a created output bias (F32 default: no loader needs the checkpoint's)."""
     tokenizer: Path | None = None
-    """the model's tokenizer file, to check the counts' tokenizer hash against"""
+    """the model's tokenizer file, to check the counts' tokenizer against (nbcli.checkpoint.vocab)"""
     allow_vocab_mismatch: bool = False
 
     def operations(self) -> list[dict[str, Any]]:

@@ -143,15 +143,13 @@ class Workspace:
 
 
 def _counts_for(path: Path, checkpoint: Checkpoint, rows: int, options: SurgeryOptions) -> tuple[np.ndarray, list[str]]:
-    """The counts vector, checked against the checkpoint's tokenizer and vocabulary (see
-    nbcli.checkpoint.vocab), and the warnings that check gave."""
-    from nbcli.checkpoint.vocab import check_counts
-    from nbcli.counts import read_counts
+    """The counts vector padded to `rows`, checked against the checkpoint's tokenizer and vocabulary
+    (nbcli.checkpoint.vocab, the one policy), and the warnings that check gave."""
+    from nbcli.checkpoint.vocab import TOKENIZER_HINT, fit_counts, model_vocab
 
-    counts = read_counts(path)
-    check = check_counts(path, counts.tokenizer_sha256, int(counts.counts.size), rows, checkpoint,
-                         tokenizer=options.tokenizer, allow_mismatch=options.allow_vocab_mismatch)
-    return counts.counts, check.warnings
+    fitted = fit_counts(path, model_vocab(checkpoint, rows, options.tokenizer, hint=TOKENIZER_HINT),
+                        allow_mismatch=options.allow_vocab_mismatch)
+    return fitted.counts, fitted.warnings
 
 
 def standardise_to(x: torch.Tensor, spec: StandardiseSpec) -> torch.Tensor:

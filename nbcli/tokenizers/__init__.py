@@ -1,7 +1,8 @@
 """The one tokenizer loader: a SentencePiece `.model`, a Hugging Face `tokenizer.json`, or a model folder.
 
 Every command that needs a tokenizer calls `load_tokenizer`, which returns a `Tokenizer` with a small
-common interface: ids, pieces, special ids, batched encoding of whole documents, and (where it is
+common interface: ids, pieces, special ids, its fingerprint (`identity.py`: what decides the ids,
+what outputs record of the tokenizer), batched encoding of whole documents, and (where it is
 provably exact) a `Segmenter` (`nbcli.tokenizers.segment`): the family's chunk rule, which lets
 counting encode each distinct chunk of a corpus only once. Each family's rule lives in its module
 (`sentencepiece.py`, `hf_rules.py`) with its proof; a tokenizer without one gets `segmenter = None` and a
@@ -18,6 +19,7 @@ counting encode each distinct chunk of a corpus only once. Each family's rule li
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -60,6 +62,14 @@ class Tokenizer:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What decides its ids, hashed (nbcli.tokenizers.identity): equal for a re-saved copy of the
+        same tokenizer, whose file bytes (`sha256`) differ."""
+        from nbcli.tokenizers.identity import tokenizer_fingerprint
+
+        return tokenizer_fingerprint(self)
 
     @property
     def chunk_rule(self) -> str | None:

@@ -65,6 +65,49 @@ def _encoder(tok: Any, path: Path) -> EncodeFn:
     return encode
 
 
+#: Fields that change offsets only, never ids (dropped from the identity).
+_OFFSET_ONLY = frozenset({"trim_offsets"})
+#: Model fields that hold the vocabulary and the merges (kept as they are, only put in id order).
+_TABLES = ("vocab", "merges")
+_ADDED_TOKEN_FIELDS = ("id", "content", "single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def _settings(value: Any) -> Any:
+    """A component's settings without offset-only fields and without null, false or "" values: the
+    library writes every field, so an absent one and its falsy default mean the same (an absent subword
+    prefix written as null or "", a flag a newer library version adds as false)."""
+    if isinstance(value, dict):
+        return {k: _settings(v) for k, v in value.items()
+                if k not in _OFFSET_ONLY and v is not None and v is not False and v != ""}
+    if isinstance(value, list):
+        return [_settings(v) for v in value]
+    return value
+
+
+def hf_identity(tok: Any) -> dict[str, Any]:
+    """What decides a tokenizer.json's ids (`tok`: its `tokenizers.Tokenizer`), independent of how the
+    file was written: the model (type, vocabulary with ids, BPE merges or unigram scores, unknown
+    token, affixes, byte fallback), the normaliser, the pre-tokeniser and the added tokens with their
+    ids and matching flags, all as the installed library serialises them (so key order, the merges'
+    spelling and fields written with their default values do not matter).
+
+    Left out: the post-processor (nb encodes without the template), the decoder, padding and
+    truncation (nb switches them off), and offset-only flags. transformers' `save_pretrained` changes
+    only these (e.g. adds a TemplateProcessing, writes "" for an absent subword prefix), so a
+    re-saved tokenizer.json has the same identity."""
+    canonical = json.loads(tok.to_str())
+    model = canonical.get("model") or {}
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):  # piece -> id as [id, piece] in id order (sorting 50k keys took 0.5 s)
+        vocab = sorted([i, p] for p, i in vocab.items())
+    added = sorted(({k: t.get(k) for k in _ADDED_TOKEN_FIELDS} for t in canonical.get("added_tokens") or []
+                    if isinstance(t, dict)), key=lambda t: (t["id"], str(t["content"])))
+    return {"family": "tokenizer.json", "vocab": vocab, "merges": model.get("merges"),
+            "model": _settings({k: v for k, v in model.items() if k not in _TABLES}),
+            "normalizer": _settings(canonical.get("normalizer")),
+            "pre_tokenizer": _settings(canonical.get("pre_tokenizer")), "added_tokens": _settings(added)}
+
+
 def load_hf(data: bytes, body: bytes, path: Path) -> dict[str, Any]:
     """The fields of a `Tokenizer` for a tokenizer.json (`body`: its bytes without a BOM)."""
     from tokenizers import Tokenizer as HFTokenizer

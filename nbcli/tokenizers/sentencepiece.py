@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -362,6 +363,54 @@ def without_dummy_prefix(data: bytes) -> bytes:
     nothing else is touched (O(1), where walking the 32k+ pieces in Python took ~30 ms at start-up).
     """
     return data + b"\x1a\x02\x18\x00"
+
+
+#: NormalizerSpec fields (number, name, default) and the TrainerSpec fields SentencePiece reads when
+#: encoding (the rest only steer training: inputs, sizes, threads, sampling).
+_NORMALIZER_FIELDS = ((1, "name", ""), (2, "precompiled_charsmap", b""), (3, "add_dummy_prefix", 1),
+                      (4, "remove_extra_whitespaces", 1), (5, "escape_whitespaces", 1),
+                      (6, "normalization_rule_tsv", ""))
+_ENCODING_TRAINER_FIELDS = ((3, "model_type", 1), (21, "split_by_unicode_script", 1), (22, "split_by_whitespace", 1),
+                            (23, "split_by_number", 1), (24, "treat_whitespace_as_suffix", 0),
+                            (25, "split_digits", 0), (26, "allow_whitespace_only_pieces", 0),
+                            (35, "byte_fallback", 0))
+
+
+def _merged(messages: list[int | bytes], fields: tuple[tuple[int, str, Any], ...]) -> dict[str, Any]:
+    """The named fields of an embedded message given (possibly) several times: protobuf merges them,
+    the last value of a scalar winning; absent fields take their default."""
+    values: dict[int, int | bytes] = {}
+    for raw in messages:
+        if isinstance(raw, bytes):
+            values.update((number, found[-1]) for number, found in _proto_fields(raw).items())
+    out: dict[str, Any] = {}
+    for number, name, default in fields:
+        value = values.get(number, default)
+        if isinstance(default, str) and isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, bytes):  # the charsmap: its digest stands for it
+            value = hashlib.sha256(value).hexdigest()
+        out[name] = value
+    return out
+
+
+def sentencepiece_identity(data: bytes) -> dict[str, Any]:
+    """What decides a SentencePiece model's ids, independent of how the proto was written: each
+    piece's text, score (as its float32 bits) and type in id order, the NormalizerSpec, and the
+    TrainerSpec fields used when encoding (model type, whitespace and digit splitting, byte fallback).
+    Training-only settings (input files, sizes, seeds) and the denormaliser (decoding) are left out, so
+    a copy re-serialised by another writer (transformers' `save_pretrained`) has the same identity.
+    ValueError, IndexError or TypeError where `data` is not a readable proto."""
+    model = _proto_fields(data)
+    pieces = []
+    for raw in model.get(PIECES, []):
+        fields = _proto_fields(raw)  # type: ignore[arg-type]
+        text = fields.get(1, [b""])[-1]
+        pieces.append([text.decode("utf-8", "replace") if isinstance(text, bytes) else "",
+                       fields.get(2, [0])[-1], fields.get(3, [1])[-1]])
+    return {"family": "sentencepiece", "pieces": pieces,
+            "normalizer": _merged(model.get(NORMALIZER_SPEC, []), _NORMALIZER_FIELDS),
+            "trainer": _merged(model.get(TRAINER_SPEC, []), _ENCODING_TRAINER_FIELDS)}
 
 
 def special_ids(data: bytes, sp: Any) -> frozenset[int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,23 +51,46 @@ def parse_pretrained(spec: str) -> tuple[Path, str | None]:
     return Path(path), (tensor or None)
 
 
+def pretrained_tensor(ckpt: Any, path: Path, name: str | None) -> str:
+    """The tensor `pretrained:FILE[:TENSOR]` names: TENSOR, else the file's only matrix, else the
+    `input_embedding` role of the detected architecture."""
+    from nbcli.checkpoint.roles import resolve_roles
+
+    if name is None:
+        matrices = [n for n in ckpt.names() if len(ckpt.shape(n)) == 2]
+        name = matrices[0] if len(matrices) == 1 else resolve_roles(ckpt).require(
+            "input_embedding", "--embedding-init pretrained")
+    if name not in ckpt:
+        raise CheckpointError(f"{path}: no tensor {name!r}")
+    return name
+
+
+def check_pretrained_vocab(cfg: TrainConfig, tokenizer: Tokenizer, *, allow_mismatch: bool = False) -> list[str]:
+    """--embedding-init pretrained:FILE against the training tokenizer, before any work, by nb's one
+    policy (nbcli.checkpoint.vocab): FILE's rows are indexed by the tokenizer it records (a transplant
+    output's target tokenizer, an nb checkpoint's own) or its model folder holds; the training
+    tokenizer must be that one (`allow_mismatch`: a warning) and fit its rows. The warnings."""
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.checkpoint.vocab import check_vocab, model_vocab, tokenizer_vocabulary
+
+    if not cfg.embedding_init.startswith("pretrained:"):
+        return []
+    path, name = parse_pretrained(cfg.embedding_init)
+    with open_checkpoint(path) as ckpt:
+        pretrained = model_vocab(ckpt, ckpt.shape(pretrained_tensor(ckpt, path, name))[0])
+    return check_vocab(tokenizer_vocabulary(tokenizer, f"--tokenizer {tokenizer.path}"), pretrained,
+                       allow_mismatch=allow_mismatch, error=ConfigError).warnings
+
+
 def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: int | None = None) -> torch.Tensor:
     """The [V, d] input-embedding tensor of a safetensors file: TENSOR, else the file's only matrix,
     else the `input_embedding` role of the detected architecture. Its shape must equal the model's,
     or have `tokenizer_rows` rows when the model appends rows after the tokenizer's (MLM `<mask>`)."""
     from nbcli.checkpoint.reader import open_checkpoint
-    from nbcli.checkpoint.roles import resolve_roles
 
     path, name = parse_pretrained(spec)
     with open_checkpoint(path) as ckpt:
-        matrices = [n for n in ckpt.names() if len(ckpt.shape(n)) == 2]
-        if name is None and len(matrices) == 1:
-            name = matrices[0]
-        elif name is None:
-            name = resolve_roles(ckpt).require("input_embedding", "--embedding-init pretrained")
-        if name not in ckpt:
-            raise CheckpointError(f"{path}: no tensor {name!r}")
-        rows = ckpt.get_float(name)
+        rows = ckpt.get_float(pretrained_tensor(ckpt, path, name))
     if rows.ndim != 2:
         raise CheckpointError(f"{path}: tensor {name!r} has shape {list(rows.shape)}, expected [V, d]")
     if rows.shape[0] != vocab_size and rows.shape[0] != tokenizer_rows:

@@ -32,7 +32,7 @@ from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import BlockStream, TokenData, TrainSampler, block_prefix, tokenize_corpus
 from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, pattern_token_ids
-from nbcli.train.init import build_model, check_start, model_config
+from nbcli.train.init import build_model, check_pretrained_vocab, check_start, model_config
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
                                 write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
@@ -85,10 +85,11 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None,
           on_bytes: Callable[[int, int | None], None] | None = None,
-          on_warning: Callable[[str], None] | None = None) -> TrainResult:
+          on_warning: Callable[[str], None] | None = None, allow_vocab_mismatch: bool = False) -> TrainResult:
     """Run `nb train`. `stop_at` stops after that many updates (checkpoint + state saved) while the
     schedule still follows cfg.steps; `--resume` continues from the last saved state. Warnings go to
-    `on_warning` when they arise and to TrainResult.warnings / summary.json.
+    `on_warning` when they arise and to TrainResult.warnings / summary.json. `allow_vocab_mismatch`
+    accepts --embedding-init pretrained rows recorded with another tokenizer (nbcli.checkpoint.vocab).
 
     A new run that fails or is interrupted before its first saved state (train-state.json)
     removes what it created in `out` (and `out` itself if it made it), so the same command can
@@ -96,7 +97,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     out = Path(out)
     with removed_on_failure(out, resume):
         return _train(cfg, corpus, tokenizer_path, out, resume=resume, stop_at=stop_at, on_step=on_step,
-                      on_bytes=on_bytes, on_warning=on_warning)
+                      on_bytes=on_bytes, on_warning=on_warning, allow_vocab_mismatch=allow_vocab_mismatch)
 
 
 @dataclass
@@ -134,7 +135,7 @@ class _Position:
 def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
            stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
            on_bytes: Callable[[int, int | None], None] | None,
-           on_warning: Callable[[str], None] | None) -> TrainResult:
+           on_warning: Callable[[str], None] | None, allow_vocab_mismatch: bool = False) -> TrainResult:
     warnings: list[str] = []
     rt = setup_runtime(cfg)
 
@@ -162,6 +163,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
     """Tokenise the corpus into training and validation blocks, build the model with the papers'
     initialisations and its optimizer; the run directory is created once all of that is accepted."""
     tokenizer = load_tokenizer(tokenizer_path)
+    for message in check_pretrained_vocab(cfg, tokenizer, allow_mismatch=allow_vocab_mismatch):
+        warn(message)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
     mcfg = model_config(cfg, tokenizer)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0

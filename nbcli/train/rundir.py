@@ -105,10 +105,11 @@ def write_training_counts(path: Path, data: TokenData, tokenizer: Tokenizer, cfg
     """DIR/counts.safetensors: the training-token unigram counts (nb counts format), for
     `nb probe-bias -c` and `nb patch-checkpoint --counts`."""
     from nbcli.counts import UnigramCounts, write_counts
+    from nbcli.tokenizers.identity import identity_metadata
 
     write_counts(path, UnigramCounts(counts=data.counts, metadata={
-        "nb.version": tool_version(), "nb.created": utc_now(), "nb.tokenizer": tokenizer.name,
-        "nb.tokenizer_sha256": tokenizer.sha256, "nb.vocab_size": str(tokenizer.vocab_size),
+        "nb.version": tool_version(), "nb.created": utc_now(), **identity_metadata(tokenizer),
+        "nb.vocab_size": str(tokenizer.vocab_size),
         "nb.total_tokens": str(int(data.counts.sum())), "nb.documents": str(data.documents),
         "nb.inputs": json.dumps(data.inputs), "nb.method": "nb train (training split only)",
         "nb.options": json.dumps({"eos": tokenizer.eos_id is not None, "bos": False,

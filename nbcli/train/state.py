@@ -18,6 +18,7 @@ from nbcli.model import ModelConfig, Transformer
 from nbcli.provenance import tool_version, utc_now
 from nbcli.resolve import hub_inputs_metadata, local_path
 from nbcli.tokenizers import Tokenizer
+from nbcli.tokenizers.identity import identity_metadata
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import TokenData
 from nbcli.train.init import parse_pretrained
@@ -31,7 +32,7 @@ def checkpoint_metadata(cfg: TrainConfig, mcfg: ModelConfig, step: int, tokenize
     return {
         "nb.format": FORMAT, "nb.config": mcfg.to_json(), "nb.version": tool_version(),
         "nb.train_config": json.dumps(cfg.to_dict(), sort_keys=True), "nb.step": str(step),
-        "nb.tokenizer_sha256": tokenizer.sha256, "nb.data_sha256": data.fingerprint,
+        **identity_metadata(tokenizer), "nb.data_sha256": data.fingerprint,
         "nb.inputs": json.dumps(data.inputs), "nb.created": utc_now(),
         **hub_inputs_metadata([tokenizer.path, *([local_path(parse_pretrained(cfg.embedding_init)[0])]
                                                  if cfg.embedding_init.startswith("pretrained:") else [])]),

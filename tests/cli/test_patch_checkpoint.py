@@ -155,9 +155,16 @@ def test_padded_vocabulary_counts(tmp_path: Path) -> None:
     out = tmp_path / "o.safetensors"
     refused = invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", tmp_path / "c.safetensors")
     assert refused.exit_code == 1 and "not vocabulary padding" in refused.stderr  # 30 of 40 rows: not padding
+    # --allow-vocab-mismatch relaxes the tokenizer identity only, not the rows
+    relaxed = invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", tmp_path / "c.safetensors",
+                     "--allow-vocab-mismatch")
+    assert relaxed.exit_code == 1 and "not vocabulary padding" in relaxed.stderr
     assert not out.exists()
+    same = {"nb.tokenizer_sha256": "c" * 64, "nb.tokenizer_fingerprint": "nbtok1:" + "c" * 64}
+    write_counts(tmp_path / "c.safetensors", UnigramCounts(counts=np.full(30, 10, dtype=np.int64), metadata=same))
+    src = save(tmp_path / "m.safetensors", tensors, {**meta, **same})  # the same tokenizer: rows past it are padding
     assert invoke("patch-checkpoint", src, "-o", out, "--set-output-bias", tmp_path / "c.safetensors",
-                  "--smoothing", "add-k:0.5", "--allow-vocab-mismatch").exit_code == 0
+                  "--smoothing", "add-k:0.5").exit_code == 0
     bias = load_file(str(out))["head.bias"].double().numpy()
     assert np.allclose(bias[30:], math.log(0.5 / (300 + 0.5 * V)), atol=1e-6)
     assert np.exp(bias).sum() == pytest.approx(1.0, abs=1e-5)
@@ -287,7 +294,7 @@ def test_counts_of_another_format_and_vocab_mismatch(tmp_path: Path) -> None:
     result = invoke("patch-checkpoint", src, "-o", tmp_path / "o.safetensors", "--set-output-bias",
                     tmp_path / "big.safetensors")
     assert result.exit_code == 1
-    assert_one_line_error(result.stderr, f"{V + 1} counts", f"{V} rows")
+    assert_one_line_error(result.stderr, f"{V + 1} counts", f"{V} vocabulary rows")
     assert not (tmp_path / "o.safetensors").exists()
 
 
@@ -526,18 +533,19 @@ def test_created_bias_dtype_in_a_bf16_checkpoint(tmp_path: Path, counts_file, op
     assert torch.equal(got, expected.float() if stored == "F32" else expected.bfloat16().float())
 
 
-def test_model_folder_tokenizer_is_compared(tmp_path: Path) -> None:
+def test_model_folder_tokenizer_is_compared(tmp_path: Path, hf_bytelevel_json: Path, hf_bert_json: Path) -> None:
+    from nbcli.tokenizers import load_tokenizer
+    from nbcli.tokenizers.identity import identity_metadata
+
     folder = tmp_path / "gpt2"
     folder.mkdir()
     save(folder / "model.safetensors", gpt2_tensors())
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": V}))
-    (folder / "tokenizer.json").write_text('{"model": {"type": "BPE"}}')
-    other = tmp_path / "other-tokenizer.json"
-    other.write_text('{"model": {"type": "WordPiece"}}')
+    (folder / "tokenizer.json").write_bytes(hf_bytelevel_json.read_bytes())
     counts = np.arange(V, dtype=np.int64)
-    for name, tok in (("ours", folder / "tokenizer.json"), ("theirs", other)):
+    for name, tok in (("ours", hf_bytelevel_json), ("theirs", hf_bert_json)):
         write_counts(tmp_path / f"{name}.safetensors", UnigramCounts(
-            counts=counts, metadata={"nb.format": "unigram-counts/1", "nb.tokenizer_sha256": sha256_file(tok)}))
+            counts=counts, metadata={"nb.format": "unigram-counts/1", **identity_metadata(load_tokenizer(tok))}))
     ok = invoke("patch-checkpoint", folder, "-o", tmp_path / "a", "--set-output-bias", tmp_path / "ours.safetensors",
                 "--bias-name", "lm_head.bias")
     assert ok.exit_code == 0, ok.output
@@ -547,7 +555,7 @@ def test_model_folder_tokenizer_is_compared(tmp_path: Path) -> None:
         refused = invoke(*command)
         assert refused.exit_code == 1
         assert_one_line_error(refused.stderr, "theirs.safetensors", "another tokenizer", "tokenizer.json")
-        checked = invoke(*command, "--tokenizer", other)  # the tokenizer named on the command line wins
+        checked = invoke(*command, "--tokenizer", hf_bert_json)  # the tokenizer named on the command line wins
         assert checked.exit_code == 0, checked.output
     assert not (tmp_path / "b").exists() or (tmp_path / "b" / "model.safetensors").exists()
 

@@ -39,8 +39,12 @@ def nb_layout(t: dict[str, torch.Tensor], dtype: torch.dtype = torch.float32) ->
             "head.bias": t["bias"].to(dtype)}
 
 
+#: The tokenizer the planted checkpoint and its counts record (a fingerprint: as this nb writes them).
+TOKENIZER = {"nb.tokenizer_sha256": "0" * 64, "nb.tokenizer_fingerprint": "nbtok1:" + "0" * 64}
+
+
 def nb_metadata(tied: bool = True) -> dict[str, str]:
-    return {"nb.format": "nb-model/1", "nb.tokenizer_sha256": "0" * 64, "nb.config": json.dumps(
+    return {"nb.format": "nb-model/1", **TOKENIZER, "nb.config": json.dumps(
         {"vocab_size": V, "d_model": D, "tie_embeddings": tied, "objective": "clm"})}
 
 
@@ -52,7 +56,7 @@ def t() -> dict[str, torch.Tensor]:
 @pytest.fixture()
 def counts_file(tmp_path: Path, t: dict[str, torch.Tensor]) -> Path:
     path = tmp_path / "counts.safetensors"
-    write_counts(path, UnigramCounts(counts=t["counts"].numpy(), metadata={"nb.tokenizer_sha256": "0" * 64}))
+    write_counts(path, UnigramCounts(counts=t["counts"].numpy(), metadata=TOKENIZER))
     return path
 
 
@@ -189,9 +193,13 @@ def test_foreign_counts_warn_and_short_counts_are_padded(tmp_path: Path, t: dict
     save_numpy({"counts": t["counts"].numpy()[: V - 10]}, str(short))
     refused = invoke("probe-bias", ckpt, "-c", short)  # 10 rows short of V is not vocabulary padding
     assert refused.exit_code == 1
-    assert_one_line_error(refused.stderr, str(short), "not vocabulary padding", "--allow-vocab-mismatch")
-    padded = json.loads(invoke("probe-bias", ckpt, "-c", short, "--allow-vocab-mismatch", "--json").stdout)
-    assert any("padding" in w for w in padded["warnings"])
+    assert_one_line_error(refused.stderr, str(short), "not vocabulary padding", "--tokenizer")
+    # --allow-vocab-mismatch relaxes the tokenizer identity only: not the rows
+    still = invoke("probe-bias", ckpt, "-c", short, "--allow-vocab-mismatch")
+    assert still.exit_code == 1 and "not vocabulary padding" in still.stderr
+    write_counts(short, UnigramCounts(counts=t["counts"].numpy()[: V - 10], metadata=TOKENIZER))
+    padded = json.loads(invoke("probe-bias", ckpt, "-c", short, "--json").stdout)  # the tokenizer matched
+    assert any("padding (the tokenizer matched)" in w for w in padded["warnings"])
     long = tmp_path / "long.safetensors"
     save_numpy({"counts": np.ones(V + 5, dtype=np.int64)}, str(long))
     result = invoke("probe-bias", ckpt, "-c", long)
@@ -301,7 +309,7 @@ def test_without_counts_computes_what_needs_none(tmp_path: Path, t: dict) -> Non
 
 def _counts(tmp_path: Path, t: dict) -> Path:
     path = tmp_path / "c.safetensors"
-    write_counts(path, UnigramCounts(counts=t["counts"].numpy(), metadata={"nb.tokenizer_sha256": "0" * 64}))
+    write_counts(path, UnigramCounts(counts=t["counts"].numpy(), metadata=TOKENIZER))
     return path
 
 
@@ -314,7 +322,7 @@ def test_few_or_no_seen_tokens_give_no_numpy_warnings(tmp_path: Path, t: dict, s
     counts = np.zeros(V, dtype=np.int64)
     counts[:seen] = 5
     path = tmp_path / "counts.safetensors"
-    write_counts(path, UnigramCounts(counts=counts, metadata={"nb.tokenizer_sha256": "0" * 64}))
+    write_counts(path, UnigramCounts(counts=counts, metadata=TOKENIZER))
     ckpt = tmp_path / "model.safetensors"
     save_file({**nb_layout(t), "head.bias": torch.zeros(V)}, str(ckpt), metadata=nb_metadata())
     with warnings.catch_warnings(record=True) as caught:

@@ -11,7 +11,8 @@ import torch
 
 
 def save_nb_model(path: Path, vocab_size: int, tokenizer_sha256: str | None, *, seed: int = 0,
-                  output_bias: bool = True, seq_len: int = 64, ln_bias: bool = True) -> Path:
+                  output_bias: bool = True, seq_len: int = 64, ln_bias: bool = True,
+                  tokenizer_fingerprint: str | None = None) -> Path:
     from nbcli.model import ModelConfig, Transformer
     from nbcli.train.state import FORMAT, save_model
 
@@ -29,6 +30,8 @@ def save_nb_model(path: Path, vocab_size: int, tokenizer_sha256: str | None, *, 
     metadata = {"nb.format": FORMAT, "nb.config": cfg.to_json()}
     if tokenizer_sha256:
         metadata["nb.tokenizer_sha256"] = tokenizer_sha256
+    if tokenizer_fingerprint:  # as nb train records it (without: a checkpoint from an older nb)
+        metadata["nb.tokenizer_fingerprint"] = tokenizer_fingerprint
     save_model(path, model, metadata)
     return path
 
@@ -38,7 +41,8 @@ def nb_lm(tmp_path_factory: pytest.TempPathFactory, sp_model: Path) -> Path:
     from nbcli.tokenizers import load_tokenizer
 
     tok = load_tokenizer(sp_model)
-    return save_nb_model(tmp_path_factory.mktemp("nb-lm") / "model.safetensors", tok.vocab_size, tok.sha256)
+    return save_nb_model(tmp_path_factory.mktemp("nb-lm") / "model.safetensors", tok.vocab_size, tok.sha256,
+                         tokenizer_fingerprint=tok.fingerprint)
 
 
 def save_hf_gpt2(directory: Path, vocab_size: int, seed: int = 0, eos_id: int = 0) -> Path:

@@ -107,15 +107,26 @@ def test_lambda_on_a_model_without_ln_bias_is_an_error(tmp_path: Path) -> None:
     assert torch.allclose(torch.stack(steps, 1), runner.logits(ids)[:, 3:], atol=1e-5)
 
 
-def test_tokenizer_must_match_the_model(nb_lm: Path, hf_lm: Path, sp_model: Path, hf_bytelevel_json: Path,
-                                        sp_unigram_model: Path) -> None:
+def test_tokenizer_must_match_the_model(nb_lm: Path, hf_lm: Path, sp_model: Path, sp_unigram_model: Path,
+                                        tmp_path: Path) -> None:
+    """eval and generate open the model through open_study, which checks -t by nb's one policy."""
+    from nbcli.lm.arms import open_study
     from nbcli.tokenizers import load_tokenizer
+    from tests.lm.conftest import save_nb_model
 
-    load_runner(nb_lm).check_tokenizer(load_tokenizer(sp_model))
-    with pytest.raises(TokenizerError, match="not the tokenizer"):
-        load_runner(nb_lm).check_tokenizer(load_tokenizer(sp_unigram_model))
-    with pytest.raises(TokenizerError, match="does not fit"):
-        load_runner(hf_lm).check_tokenizer(load_tokenizer(sp_model))  # 500 ids > 400 rows
+    study = open_study(nb_lm, sp_model, None)
+    study.runner.close()
+    assert study.warnings == []
+    with pytest.raises(TokenizerError, match="another tokenizer"):
+        open_study(nb_lm, sp_unigram_model, None)
+    tok = load_tokenizer(sp_model)
+    older = save_nb_model(tmp_path / "older.safetensors", tok.vocab_size, tok.sha256)  # records only a sha256
+    study = open_study(older, sp_model, None)
+    study.runner.close()
+    assert len(study.warnings) == 1 and "no tokenizer fingerprint" in study.warnings[0]
+    assert f"{older} (its nb metadata) records no tokenizer fingerprint" in study.warnings[0]
+    with pytest.raises(TokenizerError, match="500 tokens do not fit the 400 vocabulary rows"):
+        open_study(hf_lm, sp_model, None)
 
 
 def test_not_a_model_is_a_checkpoint_error(tmp_path: Path) -> None:
