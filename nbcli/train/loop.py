@@ -145,7 +145,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
             on_warning(message)
 
     on_main_rank(rt, lambda: check_run_directory(out, cfg, corpus, tokenizer_path, resume))
-    run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn)
+    run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn, allow_vocab_mismatch)
     position = _start(run, resume)
     on_main_rank(rt, lambda: write_run_files(out, cfg, run.data, run.tokenizer, position.step if resume else None))
     last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
@@ -159,7 +159,8 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
 
 
 def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokenizer_path: Path | str,
-            on_bytes: Callable[[int, int | None], None] | None, warn: Callable[[str], None]) -> _Run:
+            on_bytes: Callable[[int, int | None], None] | None, warn: Callable[[str], None],
+            allow_vocab_mismatch: bool = False) -> _Run:
     """Tokenise the corpus into training and validation blocks, build the model with the papers'
     initialisations and its optimizer; the run directory is created once all of that is accepted."""
     tokenizer = load_tokenizer(tokenizer_path)
