@@ -39,7 +39,7 @@ def test_count_writes_file_with_provenance(tmp_path: Path, sp_model: Path, corpu
     assert meta["nb.tokenizer"] == sp_model.name
     assert meta["nb.tokenizer_sha256"] == load_tokenizer(sp_model).sha256
     assert int(meta["nb.vocab_size"]) == counts.vocab_size
-    assert json.loads(meta["nb.inputs"]) == [{"file": str(corpus), "bytes": corpus.stat().st_size}]
+    assert json.loads(meta["nb.inputs"]) == [{"file": str(corpus), "bytes": corpus.stat().st_size, "format": "text"}]
     assert json.loads(meta["nb.options"])["eos"] is True
     assert int(meta["nb.bytes_read"]) == corpus.stat().st_size
     assert meta["nb.version"].startswith("nb ") and meta["nb.created"]
@@ -145,8 +145,10 @@ def test_skip_bad_lines_and_utf8_warnings(tmp_path: Path, sp_model: Path) -> Non
     result = invoke("count-unigrams", tmp_path / "bad.jsonl", "-t", sp_model, "--format", "jsonl",
                     "--skip-bad-lines", "-o", tmp_path / "c.safetensors", "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["skipped_lines"] == 1
-    assert "skipped 1 bad JSONL line" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["skipped_lines"] == 1
+    assert "skipped 1 bad line(s)" in result.stderr
+    assert [f"warning: {w}" for w in report["warnings"]] == result.stderr.splitlines()  # the core's warnings
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
