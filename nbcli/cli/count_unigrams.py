@@ -41,11 +41,11 @@ def count_unigrams(
         "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
     workers: WorkersOption = 0,
     fmt: Annotated[Optional[Literal["text", "jsonl", "tsv", "csv"]], typer.Option(
-        "--format", show_default="by each file's name",
+        "--format", show_default=False,
         help="Read every file that is not parquet or Arrow as: text (one document per line; a line ends at "
         "LF or CRLF, the ending removed; empty lines are not documents), jsonl (one JSON object per "
         "line, the document in --field), tsv or csv (a header row, the document in the --field "
-        "column). The same rule as train, eval and generate.")] = None,
+        "column). Default: each file as its name says, the rule train, eval and generate follow.")] = None,
     field: Annotated[str, typer.Option(
         "--field", help="JSONL field, TSV/CSV or parquet/Arrow column, that holds the document text.")] = "text",
     eos: Annotated[Optional[bool], typer.Option(
