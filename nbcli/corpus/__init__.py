@@ -6,6 +6,7 @@
     remote.py    fsspec URLs (hf://, s3://, https://, ...) and the extras they need
     records.py   THE reader for every command: documents, translation pairs, labelled examples, CoNLL
                  sentences, from any format above (and TSV/CSV), with one line and format rule
+    rows.py      its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
 
 Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats;
 every other command reads through `records`.
