@@ -10,7 +10,7 @@ _nb() {
         quickstart) opts="--output -o --workers -j --json --help -h"
             ;;
         count-unigrams) opts="--tokenizer -t --output -o --tsv --workers -j --format --field --eos --no-eos --bos --no-bos --strict --skip-bad-lines --smoothing --dask --no-chunk-cache --unigram-certificate --json --help -h"
-            case "$prev" in --format) COMPREPLY=($(compgen -W "text jsonl" -- "$cur")); return;; esac
+            case "$prev" in --format) COMPREPLY=($(compgen -W "text jsonl tsv csv" -- "$cur")); return;; esac
             ;;
         merge-counts) opts="--output -o --json --help -h"
             ;;

@@ -41,14 +41,14 @@ _nb() {
                 '--tsv[Also write id, piece, count, smoothed log-probability per token.]:path:_files' \
                 '--workers[Worker processes (0 = all cores available to nb).]:value: ' \
                 '-j[Worker processes (0 = all cores available to nb).]:value: ' \
-                '--format[text: one document per line (line ending removed; empty lines are not documents)]:value:(text jsonl)' \
-                '--field[JSONL field, or parquet/Arrow column, that holds the document text.]:value: ' \
+                '--format[Read every file that is not parquet or Arrow as: text (one document per line; a ]:value:(text jsonl tsv csv)' \
+                '--field[JSONL field, TSV/CSV or parquet/Arrow column, that holds the document text.]:value: ' \
                 '--eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
                 '--no-eos[Count one EOS per document. On by default when the tokenizer has an EOS and a ca]' \
                 '--bos[Count one BOS per document. Off by default: BOS is given as context and never pr]' \
                 '--no-bos[Count one BOS per document. Off by default: BOS is given as context and never pr]' \
                 '--strict[Invalid UTF-8 is an error naming file and line (default: replace with U+FFFD, co]' \
-                '--skip-bad-lines[JSONL: skip and count lines that are not JSON objects with --field (default: err]' \
+                '--skip-bad-lines[JSONL, TSV, CSV: skip and count lines that are not records with --field (default]' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--dask[Run the byte-range tasks on a Dask distributed scheduler (e.g. tcp://host:8786);]:value: ' \
                 '--no-chunk-cache[Encode every document in full instead of each distinct chunk once (slower; same ]' \
@@ -137,7 +137,7 @@ _nb() {
                 '*:file:_files'
             ;;
         train)
-            _arguments -s '--corpus[Training text: files, directories, globs (repeatable). One document per non-empt]:value: ' \
+            _arguments -s '--corpus[Training text: files, directories, globs (repeatable). Each file is read in the ]:value: ' \
                 '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
@@ -186,7 +186,7 @@ _nb() {
                 '*:file:_files'
             ;;
         eval)
-            _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). One document]:value: ' \
+            _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). Each file is]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
@@ -213,7 +213,7 @@ _nb() {
                 '*:file:_files'
             ;;
         generate)
-            _arguments -s '--prompts[Held-out documents whose first words are the prompts (repeatable; .jsonl: the te]:value: ' \
+            _arguments -s '--prompts[Held-out documents whose first words are the prompts (repeatable). Each file is ]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
@@ -224,7 +224,7 @@ _nb() {
                 '--samples[Continuations per prompt.]:value: ' \
                 '--max-prompts[Use at most this many prompts (the first documents).]:value: ' \
                 '--seed[Seed of every sample’s generator (0 to 2^63-1: the range torch’s and numpy’s gen]:value: ' \
-                '--eval-corpus[Human text whose perplexity each arm reports (repeatable).]:value: ' \
+                '--eval-corpus[Human text whose perplexity each arm reports (repeatable; read as --prompts).]:value: ' \
                 '--logit-adjust[Add an arm decoding with logits - TAU log p(y) (Menon et al. 2021; needs --count]:value: ' \
                 '--counts[Unigram counts for --logit-adjust.]:path:_files' \
                 '-c[Unigram counts for --logit-adjust.]:path:_files' \

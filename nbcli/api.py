@@ -75,7 +75,9 @@ class Report:
 
 @dataclass(frozen=True, repr=False)
 class CountReport(Report):
-    """`count_unigrams`: the summary (tokens, entropy, coverage, top pieces) and the counts vector."""
+    """`count_unigrams`: the summary (tokens, entropy, coverage, top pieces, `warnings`: lines
+    replaced or skipped and options that did not apply, one line each, as the command prints them)
+    and the counts vector."""
 
     counts: np.ndarray | None = None
     """int64 [V]: the count of each token id, as written to the counts file"""
@@ -185,13 +187,16 @@ def _held(model: Any) -> MemoryCheckpoint:
 
 @public
 def count_unigrams(inputs: PathLike | Sequence[PathLike], tokenizer: PathLike, output: PathLike, *,
-                   tsv: PathLike | None = None, workers: int = 0, format: Literal["text", "jsonl"] = "text",
+                   tsv: PathLike | None = None, workers: int = 0,
+                   format: Literal["text", "jsonl", "tsv", "csv"] | None = None,
                    field: str = "text", eos: bool | None = None, bos: bool = False, strict: bool = False,
                    skip_bad_lines: bool = False, smoothing: str = "add-k:1", dask: str | None = None,
                    chunk_cache: bool = True, unigram_certificate: bool = False) -> CountReport:
     """Count token unigrams of a corpus and write the counts file (`nb count-unigrams`).
 
-    `inputs`: files, directories, globs (or a list of them); `tokenizer`: a SentencePiece .model, a
+    `inputs`: files, directories, globs (or a list of them), each read in the format its name says
+    (`format` overrides it for files that are not parquet or Arrow: `nbcli.corpus.corpus_format`);
+    `field`: the JSONL key or TSV/CSV/parquet/Arrow column of the text; `tokenizer`: a SentencePiece .model, a
     tokenizer.json or a model folder; `output`: the .safetensors counts file; `tsv`: also id, piece,
     count, smoothed log-probability per token. `eos`: one EOS per document (None: the tokenizer
     template's default); `workers=0`: all cores; `unigram_certificate`: count SentencePiece unigram

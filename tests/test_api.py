@@ -92,6 +92,16 @@ def test_count_unigrams_matches_cli(tmp_path: Path, counts: Path) -> None:
     assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
 
 
+def test_count_unigrams_warnings_are_the_reports(tmp_path: Path) -> None:
+    """The warnings the command prints are the core's: CountReport.warnings (issue #28)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"the model\nbad \xff line\n")
+    api = nbcli.count_unigrams(corpus, SAMPLE_TOKENIZER, tmp_path / "a.safetensors", workers=1)
+    assert api.bad_utf8_lines == 1 and len(api.warnings) == 1 and "invalid UTF-8" in api.warnings[0]
+    cli = cli_json("count-unigrams", corpus, "-t", SAMPLE_TOKENIZER, "-o", tmp_path / "b.safetensors", "-j", "1")
+    assert cli["warnings"] == api.warnings
+
+
 def test_inspect_matches_cli(gpt2: tuple[Any, Path]) -> None:
     _, folder = gpt2
     report = nbcli.inspect(folder)

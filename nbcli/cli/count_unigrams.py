@@ -15,7 +15,9 @@ EPILOG = """\
 
   nb count-unigrams corpus.txt -t openai-community/gpt2 -o counts.safetensors   # a repo's tokenizer
   nb count-unigrams corpus.txt -t spm.model -o counts.safetensors
-  nb count-unigrams data/ 'more/**/*.jsonl.zst' --format jsonl -t tokenizer.json -o c.safetensors
+  nb count-unigrams data/ 'more/**/*.jsonl.zst' -t tokenizer.json -o c.safetensors
+  nb count-unigrams glue/SST-2/train.tsv --field sentence -t tokenizer.json -o c.safetensors
+  nb count-unigrams notes.log --format jsonl -t tokenizer.json -o c.safetensors
   nb count-unigrams 'fineweb/*.parquet' my_dataset/ -t tokenizer.json -o c.safetensors
   nb count-unigrams 'hf://datasets/org/name/data/*.parquet' -t tokenizer.json -o c.safetensors
   nb count-unigrams corpus.txt -t spm.model -o c.safetensors --tsv c.tsv --smoothing add-k:0.5
@@ -28,20 +30,24 @@ def count_unigrams(
     inputs: Annotated[list[str], typer.Argument(
         metavar="INPUT...", show_default=False,
         help="Files, directories (recursed), globs, URLs (hf://, s3://, https://: the 'remote' extra), or - for "
-        "stdin. Plain text, .gz, .bz2, .xz or .zst; .parquet, Arrow files and `datasets` save_to_disk "
-        "folders (one row a document, the --field column).")],
+        "stdin. Each file is read in the format its name says (.jsonl .ndjson .json: JSONL; .tsv, .csv: "
+        "the --field column named by the header; .parquet, Arrow files and `datasets` save_to_disk folders: "
+        "one row a document, the --field column; anything else: text), also when compressed (.gz .bz2 "
+        ".xz .zst).")],
     tokenizer: TokenizerOption,
     output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
                                           "OUT.safetensors")],
     tsv: Annotated[Optional[Path], typer.Option(
         "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
     workers: WorkersOption = 0,
-    fmt: Annotated[Literal["text", "jsonl"], typer.Option(
-        "--format",
-        help="text: one document per line (line ending removed; empty lines are not documents). "
-        "jsonl: one JSON object per line, the document in --field.")] = "text",
+    fmt: Annotated[Optional[Literal["text", "jsonl", "tsv", "csv"]], typer.Option(
+        "--format", show_default=False,
+        help="Read every file that is not parquet or Arrow as: text (one document per line; a line ends at "
+        "LF or CRLF, the ending removed; empty lines are not documents), jsonl (one JSON object per "
+        "line, the document in --field), tsv or csv (a header row, the document in the --field "
+        "column). Default: each file as its name says, the rule train, eval and generate follow.")] = None,
     field: Annotated[str, typer.Option(
-        "--field", help="JSONL field, or parquet/Arrow column, that holds the document text.")] = "text",
+        "--field", help="JSONL field, TSV/CSV or parquet/Arrow column, that holds the document text.")] = "text",
     eos: Annotated[Optional[bool], typer.Option(
         "--eos/--no-eos", show_default="per template: on for causal, off for [CLS] ... [SEP]",
         help="Count one EOS per document. On by default when the tokenizer has an EOS and a causal "
@@ -55,7 +61,7 @@ def count_unigrams(
         "--strict", help="Invalid UTF-8 is an error naming file and line (default: replace with U+FFFD, "
         "count and report the affected lines).")] = False,
     skip_bad_lines: Annotated[bool, typer.Option(
-        "--skip-bad-lines", help="JSONL: skip and count lines that are not JSON objects with --field "
+        "--skip-bad-lines", help="JSONL, TSV, CSV: skip and count lines that are not records with --field "
         "(default: error naming file and line).")] = False,
     smoothing: SmoothingOption = "add-k:1",
     dask: Annotated[Optional[str], typer.Option(
@@ -92,18 +98,7 @@ def count_unigrams(
     with byte_progress("counting") as progress:
         report, _ = count_to_file(inputs, tokenizer, output, tsv, options, smoothing_k=k, workers=workers or None,
                                   dask_address=dask, progress=progress)
-    warnings = []
-    if report["bad_utf8_lines"]:
-        warnings.append(f"{report['bad_utf8_lines']} line(s) had invalid UTF-8, counted with U+FFFD "
-                        "replacement (--strict to fail instead)")
-    if report["skipped_lines"]:
-        warnings.append(f"skipped {report['skipped_lines']} bad JSONL line(s)")
-    if report["skipped_nulls"]:
-        warnings.append(f"skipped {report['skipped_nulls']} null document(s) in --field {field!r}")
-    if unigram_certificate and not exact_only and report["method"] != "chunked (sp-unigram-certified)":
-        warnings.append(f"--unigram-certificate applies to SentencePiece unigram models with default settings; "
-                        f"{report['tokenizer']} was counted by {report['method']} ({report['method_reason']})")
-    print_warnings(warnings)  # rich is imported only when there is one
+    print_warnings(report["warnings"])  # rich is imported only when there is one
     print_report(report, as_json, render_count_summary)
 
 

@@ -9,7 +9,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
     LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option,
     counts_option,
 )
@@ -58,8 +58,7 @@ context); every token is scored once.
 def eval_command(
     checkpoint: LmCheckpointArgument,
     corpus: Annotated[list[str], corpus_option(
-        "Held-out text: files, directories, globs, - for stdin (repeatable). One document per "
-        "non-empty line; .jsonl: the `text` field.")],
+        "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP)],
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,

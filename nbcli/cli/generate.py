@@ -9,7 +9,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
     LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option,
     out_dir_option, seed_option,
 )
@@ -48,7 +48,7 @@ def generate_command(
     checkpoint: LmCheckpointArgument,
     prompts: Annotated[list[str], typer.Option(
         "--prompts", metavar="FILE", show_default=False,
-        help="Held-out documents whose first words are the prompts (repeatable; .jsonl: the `text` field).")],
+        help="Held-out documents whose first words are the prompts (repeatable). " + DOCUMENTS_HELP)],
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
@@ -62,7 +62,7 @@ def generate_command(
         "--max-prompts", min=1, help="Use at most this many prompts (the first documents).")] = None,
     seed: Annotated[int, seed_option("Seed of every sample's generator")] = 0,
     eval_corpus: Annotated[Optional[list[str]], typer.Option(
-        "--eval-corpus", metavar="FILE", help="Human text whose perplexity each arm reports (repeatable).")] = None,
+        "--eval-corpus", metavar="FILE", help="Human text whose perplexity each arm reports (repeatable; read as --prompts).")] = None,
     logit_adjust: Annotated[Optional[float], typer.Option(
         "--logit-adjust", metavar="TAU", help="Add an arm decoding with logits - TAU log p(y) (Menon et al. "
         "2021; needs --counts). Works on models without b_LN.")] = None,

@@ -53,8 +53,16 @@ def counts_option(help: str) -> typer.models.OptionInfo:
     return typer.Option("--counts", "-c", metavar="COUNTS.safetensors", show_default=False, help=help)
 
 
+DOCUMENTS_HELP = (
+    "Each file is read in the format its name says, as count-unigrams reads it: text, one document per "
+    "non-empty line (a line ends at LF or CRLF only); .jsonl .ndjson .json: the `text` field; .tsv .csv: "
+    "the `text` column named by the header; parquet, Arrow and `datasets` folders: the `text` column; "
+    "also compressed (.gz .bz2 .xz .zst).")
+"""How every command that reads documents reads them (`nbcli.corpus.records.iter_documents`)."""
+
+
 def corpus_option(help: str) -> typer.models.OptionInfo:
-    """--corpus FILE (repeatable): text read as documents, one per non-empty line."""
+    """--corpus FILE (repeatable): documents (DOCUMENTS_HELP)."""
     return typer.Option("--corpus", metavar="FILE", show_default=False, help=help)
 
 

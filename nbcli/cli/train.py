@@ -9,8 +9,8 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption, corpus_option,
-    out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption,
+    corpus_option, out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
 EPILOG = """\
@@ -39,8 +39,7 @@ PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8"]
 
 def train(
     corpus: Annotated[list[str], corpus_option(
-        "Training text: files, directories, globs (repeatable). One document per non-empty line; "
-        ".jsonl: the `text` field. Compressed inputs (.gz .bz2 .xz .zst) are read as streams.")],
+        "Training text: files, directories, globs (repeatable). " + DOCUMENTS_HELP)],
     tokenizer: TokenizerOption,
     out: Annotated[Path, out_dir_option(
         "Run directory (config, log.jsonl, step-N.safetensors, training state, summary.json).", short=False)],

@@ -4,23 +4,33 @@
     text.py      plain text: newline-aligned byte ranges; compressed files and stdin as line blocks
     columnar.py  parquet row groups and Arrow record batches (IPC files, `datasets` folders) -> documents
     remote.py    fsspec URLs (hf://, s3://, https://, ...) and the extras they need
+    records.py   THE reader for every command: documents, translation pairs, labelled examples, CoNLL
+                 sentences, from any format above (and TSV/CSV), with one line and format rule
+    rows.py      its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
 
-Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats.
+Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats;
+every other command reads through `records`.
 """
 
 from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, load_columnar_reader, plan_columnar, read_unit
+from nbcli.corpus.records import (
+    Example, Origin, Pair, ReadStats, Sentence, iter_conll, iter_documents, iter_examples, iter_pairs, read_documents,
+)
 from nbcli.corpus.sources import (
-    COLUMNAR_SUFFIXES, COMPRESSION_SUFFIXES, STDIN, TEXT_SUFFIXES, CorpusSource, compression_of, corpus_files,
-    discover_inputs,
+    COLUMNAR_SUFFIXES, COMPRESSION_SUFFIXES, FORMATS, STDIN, TEXT_FORMATS, TEXT_SUFFIXES, CorpusSource, compression_of,
+    corpus_files, corpus_format, discover_inputs,
 )
 from nbcli.corpus.text import (
-    BLOCK_BYTES, MAX_RANGE_BYTES, MIN_RANGE_BYTES, ByteRange, LineTooLong, line_number_at, line_too_long,
-    open_stream, plan_ranges, read_range_blocks, read_stream_blocks,
+    BLOCK_BYTES, MAX_RANGE_BYTES, MIN_RANGE_BYTES, ByteRange, LineTooLong, decode_lines, invalid_utf8, line_number_at,
+    line_too_long, open_stream, plan_ranges, read_range_blocks, read_stream_blocks, split_lines,
 )
 
 __all__ = [
-    "BLOCK_BYTES", "COLUMNAR_SUFFIXES", "COMPRESSION_SUFFIXES", "MAX_RANGE_BYTES", "MIN_RANGE_BYTES", "STDIN",
-    "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "LineTooLong", "RowUnit", "compression_of",
-    "corpus_files", "discover_inputs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long",
-    "open_stream", "plan_columnar", "plan_ranges", "read_range_blocks", "read_stream_blocks", "read_unit",
+    "BLOCK_BYTES", "COLUMNAR_SUFFIXES", "COMPRESSION_SUFFIXES", "FORMATS", "MAX_RANGE_BYTES", "MIN_RANGE_BYTES",
+    "STDIN", "TEXT_FORMATS", "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "Example",
+    "LineTooLong", "Origin", "Pair", "ReadStats", "RowUnit", "Sentence", "compression_of", "corpus_files",
+    "corpus_format", "decode_lines", "discover_inputs", "invalid_utf8", "iter_conll", "iter_documents",
+    "iter_examples", "iter_pairs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long",
+    "open_stream", "plan_columnar", "plan_ranges", "read_documents", "read_range_blocks", "read_stream_blocks",
+    "read_unit", "split_lines",
 ]

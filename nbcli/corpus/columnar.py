@@ -61,6 +61,8 @@ class DocumentBatch:
     documents: list[str]
     nulls: int
     text_bytes: int
+    bad_utf8_lines: int = 0  # lines of the file replaced (U+FFFD) and rows skipped while reading these
+    skipped_lines: int = 0   # documents (TSV/CSV: `nbcli.corpus.records.document_batches`)
 
 
 def load_columnar_reader() -> None:
@@ -386,7 +388,7 @@ def _joined_lines(pa: Any, column: Any) -> bytes:
 
 
 def iter_rows(source: CorpusSource, field: str) -> Iterator[str | None]:
-    """Every row's document (None for a null) of a columnar source, in order (for `nb train`)."""
+    """Every row's document (None for a null) of a columnar source, in order (`nbcli.corpus.records`)."""
     for unit in plan_columnar([source], field)[source.path]:
         pa = _pyarrow()
         try:
@@ -396,3 +398,61 @@ def iter_rows(source: CorpusSource, field: str) -> Iterator[str | None]:
                 yield from column.to_pylist()
         except (pa.ArrowException, OSError, ValueError, EOFError) as err:
             raise CorpusError(f"{unit.path}: corrupt data ({_problem(err)})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Several columns at once (`nbcli.corpus.records`: pairs and labelled examples)
+
+RECORD_BATCH_ROWS = 4096
+
+
+def columnar_schema(source: CorpusSource) -> Any:
+    """The Arrow schema of a parquet or Arrow source; CorpusError naming the file when it is not one."""
+    pa = _pyarrow()
+    what = "parquet" if source.kind == "parquet" else "Arrow"
+    if source.kind == "parquet":
+        head = _head(source, len(PARQUET_MAGIC))
+        if head and head != PARQUET_MAGIC:
+            raise CorpusError(f"{source.path}: not a parquet file (it starts with {head!r}, not {PARQUET_MAGIC!r})")
+    try:
+        handle = _open(source.path, source.remote)
+        if source.kind == "parquet":
+            return pa.parquet.ParquetFile(handle).schema_arrow
+        if _arrow_format(source) == "arrow-file":
+            return pa.ipc.open_file(handle).schema
+        return pa.ipc.open_stream(handle).schema
+    except (InputError, CorpusError):
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorpusError(f"{source.path}: not a readable {what} file ({_problem(err)})") from None
+
+
+def iter_record_batches(source: CorpusSource, columns: list[str]) -> Iterator[tuple[int, Any]]:
+    """(first row, record batch of the top-level `columns`) of a parquet or Arrow source, in row
+    order, each batch validated (invalid UTF-8 is a CorpusError naming the file and rows). Only
+    those columns are read from disk (parquet's column projection)."""
+    pa = _pyarrow()
+    row = 0
+    try:
+        handle = _open(source.path, source.remote)
+        if source.kind == "parquet":
+            pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
+                                        page_checksum_verification=True)
+            batches = pf.iter_batches(batch_size=RECORD_BATCH_ROWS, columns=columns, use_threads=False)
+        elif _arrow_format(source) == "arrow-file":
+            reader = pa.ipc.open_file(handle)
+            batches = (reader.get_batch(i).select(columns) for i in range(reader.num_record_batches))
+        else:
+            batches = (batch.select(columns) for batch in pa.ipc.open_stream(handle))
+        for batch in batches:
+            try:
+                batch.validate(full=True)
+            except pa.ArrowInvalid as err:
+                raise CorpusError(f"{source.path}: rows {row}-{row + batch.num_rows - 1}: invalid data "
+                                  f"({_problem(err)})") from None
+            yield row, batch
+            row += batch.num_rows
+    except (InputError, CorpusError):
+        raise
+    except (pa.ArrowException, OSError, ValueError, EOFError) as err:
+        raise CorpusError(f"{source.path}: rows from {row}: corrupt data ({_problem(err)})") from None

@@ -1,5 +1,6 @@
 """INPUT arguments -> corpus sources: files, directories, globs, stdin and remote URLs, each with the
-kind of reader it needs (text lines, parquet row groups, Arrow record batches).
+kind of reader it needs (text lines, parquet row groups, Arrow record batches) and the format its
+records are read in (`corpus_format`: THE format rule of every command).
 
 The kind comes from the name (`.parquet`; `.arrow`, `.feather`, `.ipc`), and a file named otherwise
 whose first bytes are a parquet or Arrow file's (`PAR1`, `ARROW1`) is read as one: a parquet file is
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbcli.corpus.remote import expand_remote, is_remote
-from nbcli.errors import InputError
+from nbcli.errors import ConfigError, InputError
 from nbcli.limits import input_stat
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
@@ -25,6 +26,9 @@ TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
 COLUMNAR_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow"}
 DATASETS_FILES = {"state.json", "dataset_info.json", "dataset_dict.json"}
 STDIN = "-"
+TEXT_FORMATS = ("text", "jsonl", "tsv", "csv")  # formats of line-based files: what --format may name
+FORMATS = (*TEXT_FORMATS, "parquet", "arrow")
+FORMAT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".tsv": "tsv", ".csv": "csv"}
 COLUMNAR_HEADS = {b"PAR1\x15": "parquet", b"ARROW1\x00": "arrow"}  # magic + the byte that always follows it
 
 
@@ -42,6 +46,7 @@ class CorpusSource:
     kind: str = "text"
     remote: bool = False
     origin: str = ""
+    format: str = "text"  # what its records are read as (`corpus_format`): one of FORMATS
 
     @property
     def splittable(self) -> bool:
@@ -67,6 +72,28 @@ def kind_of_name(name: str) -> str | None:
     return "text" if suffixes and suffixes[-1] in TEXT_SUFFIXES else None
 
 
+def corpus_format(path: str, override: str | None = None) -> str:
+    """The format a corpus file is read as, for every command: "text", "jsonl", "tsv", "csv",
+    "parquet" or "arrow".
+
+    By the name: `.parquet .pq` -> parquet and `.arrow .feather .ipc` -> arrow (whatever `override`
+    says: columnar files are never read as lines); otherwise `override` (`--format`) when given,
+    else the suffix before any compression suffix (`.gz .bz2 .xz .zst`): `.jsonl .ndjson .json` ->
+    jsonl, `.tsv` -> tsv, `.csv` -> csv, anything else -> text. (A file whose first bytes are a
+    parquet or Arrow file's is read as one however it is named: `discover_inputs` looks.)
+    """
+    if override is not None and override not in TEXT_FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(TEXT_FORMATS)}, got {override!r}")
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] in COLUMNAR_SUFFIXES:
+        return COLUMNAR_SUFFIXES[suffixes[-1]]
+    if override is not None:
+        return override
+    if suffixes and suffixes[-1] in COMPRESSION_SUFFIXES:
+        suffixes = suffixes[:-1]
+    return FORMAT_SUFFIXES.get(suffixes[-1], "text") if suffixes else "text"
+
+
 def _is_corpus_name(name: str) -> bool:
     return kind_of_name(name) is not None and not name.startswith(".")
 
@@ -86,7 +113,7 @@ def _sniff(path: str) -> str:
     return columnar_kind(head) or "text"
 
 
-def _source(path: str, origin: str) -> CorpusSource:
+def _source(path: str, origin: str, fmt: str | None) -> CorpusSource:
     st = input_stat(path, "corpus file", allow_pipe=True)
     regular = stat.S_ISREG(st.st_mode)
     size = st.st_size if regular else 0
@@ -97,7 +124,8 @@ def _source(path: str, origin: str) -> CorpusSource:
     if kind == "text" and regular and compression is None:
         kind = _sniff(path)
     return CorpusSource(path=path, size=size, compression=compression if kind == "text" else None,
-                        pipe=stat.S_ISFIFO(st.st_mode), kind=kind, origin=origin)
+                        pipe=stat.S_ISFIFO(st.st_mode), kind=kind, origin=origin,
+                        format=corpus_format(path, fmt) if kind == "text" else kind)
 
 
 def _distinct(paths: list[str]) -> list[str]:
@@ -142,17 +170,19 @@ def _walk(directory: str) -> list[str]:
     return sorted(found)
 
 
-def _remote_sources(item: str) -> list[CorpusSource]:
+def _remote_sources(item: str, fmt: str | None) -> list[CorpusSource]:
     sources = []
     for url, size in expand_remote(item, _is_corpus_name):
         kind = kind_of_name(url) or "text"
         sources.append(CorpusSource(path=url, size=size, compression=compression_of(url) if kind == "text" else None,
-                                    kind=kind, remote=True, origin=item))
+                                    kind=kind, remote=True, origin=item, format=corpus_format(url, fmt)))
     return sources
 
 
-def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
-    """Expand INPUT arguments into sources, in a stable order.
+def discover_inputs(inputs: list[str], format: str | None = None) -> list[CorpusSource]:
+    """Expand INPUT arguments into sources, in a stable order, each with the format it is read in
+    (`corpus_format`; `format`: --format, for files that are not parquet or Arrow; stdin is text
+    unless `format` says otherwise).
 
     Files are taken as given; directories are recursed for corpus files (names ending in .txt .text
     .jsonl .ndjson .json .raw .tok, optionally compressed, or .parquet .arrow); patterns with * ? [
@@ -165,9 +195,10 @@ def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
     sources: list[CorpusSource] = []
     for item in inputs:
         if item == STDIN:
-            sources.append(CorpusSource(path=STDIN, size=0, compression=None, origin=item))
+            sources.append(CorpusSource(path=STDIN, size=0, compression=None, origin=item,
+                                        format=corpus_format(STDIN, format)))
         elif is_remote(item):
-            sources.extend(_remote_sources(item))
+            sources.extend(_remote_sources(item, format))
         elif os.path.isdir(item):
             found = _walk(item)
             if not found:
@@ -176,14 +207,14 @@ def discover_inputs(inputs: list[str]) -> list[CorpusSource]:
                     f"(looked for {', '.join(sorted(TEXT_SUFFIXES))}, optionally compressed, "
                     f"and {', '.join(sorted(COLUMNAR_SUFFIXES))})"
                 )
-            sources.extend(_source(p, item) for p in _distinct(found))
+            sources.extend(_source(p, item, format) for p in _distinct(found))
         elif os.path.lexists(item):
-            sources.append(_source(item, item))
+            sources.append(_source(item, item, format))
         elif any(ch in item for ch in "*?["):
             matches = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise InputError(f"{item}: pattern matches no files")
-            sources.extend(_source(p, item) for p in _distinct(matches))
+            sources.extend(_source(p, item, format) for p in _distinct(matches))
         else:
             raise InputError(f"{item}: no such file or directory")
     return sources

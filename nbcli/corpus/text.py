@@ -1,4 +1,12 @@
-"""Text corpora: newline-aligned byte ranges of plain files, line-aligned blocks of streams.
+"""Text corpora: newline-aligned byte ranges of plain files, line-aligned blocks of streams, and THE
+line rule of every command (`split_lines`, `decode_lines`).
+
+The line rule: a line ends at LF or CR LF, nothing else (a lone CR, form feed, U+0085, U+2028 and
+U+2029 are characters of the line, unlike Python's `str.splitlines`); the line ending is removed and
+nothing else is (no stripping); invalid UTF-8 is replaced by U+FFFD and the lines holding it are
+counted (`--strict`: an error naming FILE:LINE). Counting's byte path cuts lines at LF and sends
+every line holding a CR to `split_lines` (CR is in every segmenter's `line_bail`), so it keeps the
+same rule.
 
 Plain files are split into newline-aligned byte ranges that worker processes read themselves; a
 line belongs to the range that holds its first byte, so ranges partition the lines exactly.
@@ -100,6 +108,38 @@ def refuse_columnar(path: str, head: bytes) -> None:
                           "give it as an uncompressed file (parquet and Arrow need random access)")
 
 
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of decoded whole lines `text`, line endings removed (the module's line rule):
+    split at LF and CR LF only; a final line ending does not start an empty line."""
+    lines = (text.replace("\r\n", "\n") if "\r" in text else text).split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the block ends with a newline (or is empty)
+    return lines
+
+
+def invalid_utf8(path: str, line: int, byte: int) -> CorpusError:
+    """The --strict error for a line holding invalid UTF-8."""
+    return CorpusError(f"{path}:{line}: invalid UTF-8 at byte {byte} of the line (--strict)")
+
+
+def decode_lines(data: bytes) -> tuple[list[str], list[tuple[int, int]]]:
+    """(lines, bad) of a block of whole lines: its lines by `split_lines`, invalid UTF-8 replaced by
+    U+FFFD, and for each line that held some, (its index in the block, the byte of the line where
+    the first bad sequence starts). A caller counts the bad lines or refuses the first
+    (`invalid_utf8`)."""
+    try:
+        return split_lines(data.decode("utf-8")), []
+    except UnicodeDecodeError:
+        pass
+    bad = []
+    for index, raw in enumerate(data.split(b"\n")):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            bad.append((index, err.start))
+    return split_lines(data.decode("utf-8", errors="replace")), bad
 
 
 class LineTooLong(CorpusError):

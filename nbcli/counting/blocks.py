@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from nbcli.corpus import ByteRange, DocumentBatch, RowUnit, line_number_at
+from nbcli.corpus import TEXT_FORMATS, ByteRange, DocumentBatch, RowUnit, decode_lines, invalid_utf8, line_number_at
+from nbcli.corpus.records import BAD_LINE_HINT, jsonl_document
 from nbcli.counting.certificate import certified_lines
 from nbcli.counting.keys import (
     keyed_parts, line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
@@ -23,7 +24,6 @@ from nbcli.counting.keys import (
 from nbcli.counting.table import ChunkTable
 from nbcli.counting.tally import token_counts, weighted_token_counts
 from nbcli.errors import ConfigError, CorpusError
-from nbcli.jsonsafe import jsonl_field
 from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.segment import dirty_lines, without_ranges
 
@@ -38,10 +38,11 @@ CERTIFY_AT_SIGHTING = 2  # a unigram chunk is certified when seen this many time
 
 @dataclass(frozen=True)
 class CountOptions:
-    """How documents are read and counted. `eos=None` means the tokenizer's default
+    """How documents are read and counted. `format`: how files that are not parquet or Arrow are read
+    (None: by their names, `nbcli.corpus.corpus_format`). `eos=None` means the tokenizer's default
     (`Tokenizer.eos_default`: on for causal templates, off for `[CLS] ... [SEP]` encoders)."""
 
-    format: Literal["text", "jsonl"] = "text"
+    format: str | None = None
     field: str = "text"
     eos: bool | None = None
     bos: bool = False
@@ -55,8 +56,8 @@ class CountOptions:
     unigram_certificate: bool = False
 
     def __post_init__(self) -> None:
-        if self.format not in ("text", "jsonl"):
-            raise ConfigError(f"--format must be text or jsonl, got {self.format!r}")
+        if self.format is not None and self.format not in TEXT_FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(TEXT_FORMATS)}, got {self.format!r}")
 
 
 @dataclass
@@ -86,14 +87,16 @@ class Task:
     range: ByteRange | None = None  # read by the worker
     data: bytes | None = None  # already read (compressed file or stdin block)
     rows: RowUnit | None = None  # rows of a parquet/Arrow file, read by the worker as documents
-    # A task with none of range, data, rows only reports progress.
+    batch: DocumentBatch | None = None  # documents already read (TSV/CSV)
+    # A task with none of range, data, rows, batch only reports progress.
     first_line: int | None = None
     offset: int = 0
     progress_bytes: int = 0
+    jsonl: bool = False  # the lines of range or data are JSONL records
 
     @property
     def progress_only(self) -> bool:
-        return self.range is None and self.data is None and self.rows is None
+        return self.range is None and self.data is None and self.rows is None and self.batch is None
 
 
 UNIGRAM_WHOLE_REASON = ("unigram model: whole documents, at the tokenizer's own speed (--unigram-certificate "
@@ -182,6 +185,8 @@ class BlockCounter:
             result.add(TaskResult(counts, documents=len(batch.documents)))
         result.bytes_read = batch.text_bytes
         result.skipped_nulls = batch.nulls
+        result.bad_utf8_lines += batch.bad_utf8_lines
+        result.skipped_lines += batch.skipped_lines
         return result
 
     def count_block(self, path: str, data: bytes, first_line: int | None, offset: int,
@@ -334,25 +339,14 @@ class BlockCounter:
 
     def _text_documents(self, path: str, data: bytes, first_line: int | None, offset: int,
                         result: TaskResult, jsonl: bool) -> list[str]:
-        """The non-empty documents of whole lines `data` as str (CRLF or LF ends a line); invalid
-        UTF-8 is replaced and counted in `result` (an error with --strict)."""
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            for index, raw in enumerate(data.split(b"\n")):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    if self.options.strict:
-                        line = self._line_no(path, first_line, offset, index)
-                        raise CorpusError(
-                            f"{path}:{line}: invalid UTF-8 at byte {err.start} of the line (--strict)"
-                        ) from None
-                    result.bad_utf8_lines += 1
-            text = data.decode("utf-8", errors="replace")
-        lines = (text.replace("\r\n", "\n") if "\r" in text else text).split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the block ends with a newline
+        """The non-empty documents of whole lines `data` as str (the line rule, `decode_lines`: CRLF or
+        LF ends a line); invalid UTF-8 is replaced and counted in `result` (an error with --strict)."""
+        lines, bad = decode_lines(data)
+        if bad:
+            if self.options.strict:
+                index, byte = bad[0]
+                raise invalid_utf8(path, self._line_no(path, first_line, offset, index), byte)
+            result.bad_utf8_lines += len(bad)
         if jsonl:
             lines = self._jsonl_documents(path, lines, first_line, offset, result)
         return list(filter(None, lines))  # empty lines are not documents
@@ -363,15 +357,13 @@ class BlockCounter:
         docs: list[str] = []
         name = self.options.field
         for index, line in enumerate(lines):
-            if not line.strip():
-                continue
-            text, problem = jsonl_field(line, name)
+            text, problem = jsonl_document(line, name)
             if text is not None:
                 docs.append(text)
             if problem is not None:
                 if not self.options.skip_bad_lines:
                     line_no = self._line_no(path, first_line, offset, index)
-                    raise CorpusError(f"{path}:{line_no}: {problem} (--skip-bad-lines to skip such lines)")
+                    raise CorpusError(f"{path}:{line_no}: {problem}{BAD_LINE_HINT}")
                 result.skipped_lines += 1
         return docs
 

@@ -30,31 +30,31 @@ PIECE_BYTES = 1 << 20
 _CUT = re.compile(rb"(?<=[\x21-\x7e]) (?=[A-Za-z])")
 
 
-def count_range(counter: BlockCounter, rng: ByteRange, result: TaskResult) -> None:
-    """Count the lines of a byte range; a line over NB_MAX_LINE_MB is counted in pieces where the
-    family's chunk rule allows it (`count_long_line`), else refused."""
+def count_range(counter: BlockCounter, rng: ByteRange, result: TaskResult, jsonl: bool = False) -> None:
+    """Count the lines of a byte range (`jsonl`: they are JSONL records); a line over NB_MAX_LINE_MB
+    is counted in pieces where the family's chunk rule allows it (`count_long_line`), else refused."""
     start = rng.start
     while start < rng.end:
         done = start  # the end of the last block counted
         try:
             for offset, data in read_range_blocks(ByteRange(rng.path, start, rng.end)):
-                result.add(counter.count_block(rng.path, data, None, offset))
+                result.add(counter.count_block(rng.path, data, None, offset, jsonl=jsonl))
                 done = offset + len(data)
             return
         except LineTooLong as err:
-            if not can_count_in_pieces(counter, err):
+            if not can_count_in_pieces(counter, err, jsonl):
                 raise
             assert err.offset is not None
             if done < err.offset:  # the whole lines read with it, before it
                 for offset, data in read_range_blocks(ByteRange(rng.path, done, err.offset)):
-                    result.add(counter.count_block(rng.path, data, None, offset))
+                    result.add(counter.count_block(rng.path, data, None, offset, jsonl=jsonl))
             start = count_long_line(counter, err, result)
 
 
-def can_count_in_pieces(counter: BlockCounter, err: LineTooLong) -> bool:
-    """Whether `counter` can count the line `err` refused in pieces (see the module doc)."""
-    return (err.offset is not None and counter.segmenter is not None and not counter.certified
-            and counter.options.format == "text")
+def can_count_in_pieces(counter: BlockCounter, err: LineTooLong, jsonl: bool) -> bool:
+    """Whether `counter` can count the line `err` refused in pieces (see the module doc); never a
+    JSONL line (`jsonl`: the file's lines are JSONL records)."""
+    return err.offset is not None and counter.segmenter is not None and not counter.certified and not jsonl
 
 
 def last_cut(data: bytes) -> int:

@@ -1,6 +1,7 @@
 """From a count to its counts file (with provenance) and the summary `nb count-unigrams` prints.
 
     count_to_file(inputs, tokenizer, output, tsv, options, ...) -> (report, counts)   the whole command
+    count_warnings(result, tokenizer)                          what the report's `warnings` say
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
         "nb.total_tokens": str(result.total_tokens),
         "nb.documents": str(result.documents),
         "nb.bytes_read": str(result.bytes_read),
-        "nb.inputs": json.dumps([{"file": s.path, "bytes": s.size} for s in result.sources]),
+        "nb.inputs": json.dumps([{"file": s.path, "bytes": s.size, "format": s.format} for s in result.sources]),
         "nb.options": json.dumps({**result.options, "eos": result.eos, "bos": result.bos,
                                   "smoothing": f"add-k:{smoothing_k:g}"}),
         "nb.method": result.method,
@@ -52,6 +53,27 @@ def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, t
     write_all_atomic(outputs)
 
 
+def count_warnings(result: CountResult, tokenizer: Tokenizer) -> list[str]:
+    """What a person should know of a count that succeeded: lines replaced or skipped, nulls
+    skipped, an option that did not apply (one line each; the report's `warnings`)."""
+    options = result.options
+    warnings = []
+    if result.bad_utf8_lines:
+        warnings.append(f"{result.bad_utf8_lines} line(s) had invalid UTF-8, counted with U+FFFD "
+                        "replacement (--strict to fail instead)")
+    if result.skipped_lines:
+        warnings.append(f"skipped {result.skipped_lines} bad line(s) without a usable --field "
+                        f"{options.get('field', 'text')!r} (JSONL, TSV or CSV)")
+    if result.skipped_nulls:
+        warnings.append(f"skipped {result.skipped_nulls} null document(s) in --field {options.get('field', 'text')!r}")
+    if options.get("unigram_certificate") and options.get("chunk_cache", True) \
+            and result.method != "chunked (sp-unigram-certified)":
+        warnings.append(f"--unigram-certificate applies to SentencePiece unigram models with default settings; "
+                        f"{tokenizer.name} was counted by {result.method} "
+                        f"({result.method_reason or tokenizer.method_reason})")
+    return warnings
+
+
 def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: Path | None) -> dict[str, Any]:
     """The summary printed by `nb count-unigrams` (and its --json form)."""
     summary = summarize_counts(result.counts)
@@ -67,6 +89,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "documents": result.documents,
         "bytes_read": result.bytes_read,
         "inputs": len(result.sources),
+        "formats": sorted({s.format for s in result.sources}),
         "distinct_types": summary.distinct_types,
         "vocab_coverage": summary.coverage,
         "entropy_nats": summary.entropy_nats,
@@ -89,6 +112,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "bad_utf8_lines": result.bad_utf8_lines,
         "skipped_lines": result.skipped_lines,
         "skipped_nulls": result.skipped_nulls,
+        "warnings": count_warnings(result, tokenizer),
     }
 
 

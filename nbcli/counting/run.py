@@ -1,7 +1,8 @@
 """Counting a corpus in parallel: tasks, worker processes (forked or spawned), a Dask cluster.
 
 The work is cut into tasks (byte ranges of plain files, line-aligned blocks of compressed files and
-stdin, row groups of parquet and record batches of Arrow files), each counted by a `BlockCounter` in a worker. Each task returns an int64 count vector;
+stdin, row groups of parquet and record batches of Arrow files, batches of the documents of TSV/CSV
+files read here by `nbcli.corpus.records`), each counted by a `BlockCounter` in a worker. Each task returns an int64 count vector;
 integer sums do not depend on order, so the result is identical for any number of workers, local
 or on a Dask cluster.
 """
@@ -20,6 +21,7 @@ from nbcli.corpus import (
     CorpusSource, RowUnit, discover_inputs, load_columnar_reader, plan_columnar, plan_ranges, read_stream_blocks,
     read_unit,
 )
+from nbcli.corpus.records import document_batches
 from nbcli.counting.blocks import (
     BlockCounter, CountOptions, Task, TaskResult, counting_method, counting_segmenter, document_markers,
 )
@@ -91,15 +93,17 @@ def _worker_ready() -> None:
 
 def run_task(counter: BlockCounter, task: Task) -> TaskResult:
     """Count one task with `counter`: a byte range (long lines in pieces: `count_range`), a block of
-    lines, or a unit of rows."""
+    lines (text or JSONL: `task.jsonl`), a unit of rows, or a batch of documents already read."""
     result = TaskResult(np.zeros(counter.tokenizer.vocab_size, dtype=np.int64))
     if task.range is not None:
-        count_range(counter, task.range, result)
+        count_range(counter, task.range, result, task.jsonl)
     elif task.data is not None:
-        result.add(counter.count_block(task.path, task.data, task.first_line, task.offset))
+        result.add(counter.count_block(task.path, task.data, task.first_line, task.offset, jsonl=task.jsonl))
     elif task.rows is not None:
         for batch in read_unit(task.rows):
             result.add(counter.count_documents(batch))
+    elif task.batch is not None:
+        result.add(counter.count_documents(task.batch))
     return result
 
 
@@ -122,20 +126,27 @@ def _add_results(a: TaskResult, b: TaskResult) -> TaskResult:
 # Planning and scheduling
 
 
-def _tasks(sources: list[CorpusSource], workers: int, units: dict[str, list[RowUnit]]) -> Iterator[Task]:
+def _tasks(sources: list[CorpusSource], workers: int, units: dict[str, list[RowUnit]],
+           options: CountOptions) -> Iterator[Task]:
     for source in sources:
+        jsonl = source.format == "jsonl"
         if source.columnar:
             for unit in units[source.path]:
                 yield Task(path=source.path, rows=unit, progress_bytes=unit.progress_bytes)
+        elif source.format in ("tsv", "csv"):  # fields by the header: read here, documents to the workers
+            for batch in document_batches(source, options.field, strict=options.strict,
+                                          skip_bad_lines=options.skip_bad_lines):
+                yield Task(path=source.path, batch=batch)
+            yield Task(path=source.path, progress_bytes=source.size)
         elif source.splittable:
             for rng in plan_ranges(source, workers):
-                yield Task(path=source.path, range=rng, progress_bytes=rng.end - rng.start)
+                yield Task(path=source.path, range=rng, progress_bytes=rng.end - rng.start, jsonl=jsonl)
         else:
             for first_line, offset, data in read_stream_blocks(source):
                 # stdin progress counts bytes read; a compressed file's counts its size once done
                 shown = len(data) if source.path == "-" else 0
                 yield Task(path=source.path, data=data, first_line=first_line, offset=offset,
-                            progress_bytes=shown)
+                           progress_bytes=shown, jsonl=jsonl)
             if source.compression is not None:
                 # Progress of a compressed file is its size on disk, reported when it is done.
                 yield Task(path=source.path, data=None, progress_bytes=source.size)
@@ -157,14 +168,15 @@ def count_corpus(
     dask_address: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> CountResult:
-    """Count token unigrams in `inputs` (paths, directories, globs, '-', URLs; text, JSONL,
-    parquet, Arrow and `datasets` folders, mixed).
+    """Count token unigrams in `inputs` (paths, directories, globs, '-', URLs; text, JSONL, TSV,
+    CSV, parquet, Arrow and `datasets` folders, mixed; each file in its format by name,
+    `options.format` overriding the names of files that are not parquet or Arrow).
 
     `progress(advance_bytes, total_bytes)` is called as work completes (total is None when the
     size is unknown, i.e. stdin). Raises CorpusError for an empty corpus.
     """
     document_markers(tokenizer, options)  # fail before any work if --eos/--bos cannot be honoured
-    sources = discover_inputs(inputs)
+    sources = discover_inputs(inputs, options.format)
     n_workers = default_workers() if not workers else workers
     if n_workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {n_workers}")
@@ -189,7 +201,7 @@ def count_corpus(
         total.add(result)
         report(task.progress_bytes, total_bytes)
 
-    tasks = _tasks(sources, n_workers, units)
+    tasks = _tasks(sources, n_workers, units, options)
     if dask_address:
         _schedule_dask(tasks, tokenizer, options, dask_address, on_done, total)
     elif pool is None:

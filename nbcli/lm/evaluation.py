@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.lm.perplexity import (
-    Progress, Scored, TokenStats, evaluate, kl_reference, read_documents, tokenize_documents,
-)
+from nbcli.corpus import read_documents
+from nbcli.lm.perplexity import Progress, Scored, TokenStats, evaluate, kl_reference, tokenize_documents
 
 if TYPE_CHECKING:
     import torch

@@ -233,7 +233,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     identity rule only)."""
     from nbcli.lm.arms import no_progress, open_study
     from nbcli.lm.diversity import word_tokenize
-    from nbcli.lm.perplexity import read_documents, tokenize_documents
+    from nbcli.corpus import read_documents
+    from nbcli.lm.perplexity import tokenize_documents
     from nbcli.outputs import guard_outputs
 
     if out is not None:

@@ -1,7 +1,8 @@
 """Token-level loss and perplexity of a causal LM on a held-out corpus, and paper 003 table 1's KL.
 
-Documents are the non-empty lines of the inputs (JSONL: the `text` field), read as `nb train` reads
-them, tokenised once (int32 in memory). Each document is scored as count-unigrams counts it: its
+Documents are those `nb count-unigrams` counts and `nb train` trains on (`nbcli.corpus.records`:
+each file in the format its name says; text: the non-empty lines; JSONL: the `text` field),
+tokenised once (int32 in memory). Each document is scored as count-unigrams counts it: its
 tokens, then one EOS when the tokenizer has one and a causal template (`document_markers`); the
 first token is predicted from an EOS (as in nb's packed training stream and GPT-2's
 <|endoftext|> convention), or, without EOS, from BOS when there is one, else it is not scored.
@@ -61,16 +62,6 @@ class Scored:
         for s in self.sequences:
             counts += np.bincount(s[1:], minlength=vocab_size)[:vocab_size]
         return counts
-
-
-def read_documents(inputs: Sequence[str]) -> list[str]:
-    """The documents of `inputs` (as `nb train` reads them); CorpusError when there are none."""
-    from nbcli.train.data import iter_documents
-
-    docs = list(iter_documents(list(inputs), None))
-    if not docs:
-        raise CorpusError(f"{', '.join(inputs)}: no non-empty documents")
-    return docs
 
 
 def tokenize_documents(documents: Sequence[str], tokenizer: Tokenizer, vocab_size: int,

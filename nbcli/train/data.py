@@ -1,8 +1,9 @@
 """`nb train` data: tokenise the corpus once, count training unigrams on the way, serve fixed blocks.
 
-Documents are the non-empty lines of the inputs (JSONL inputs: the `text` field; parquet and Arrow
-inputs: the rows of the `text` column), read through
-`nbcli.corpus` and tokenised with the one tokenizer loader. Each document becomes `ids EOS` (EOS when
+Documents are those `nb count-unigrams` counts, read by the one reader (`nbcli.corpus.records.
+iter_documents`: each file in the format its name says; text: the non-empty lines, a line ending at
+LF or CRLF only; JSONL, TSV/CSV, parquet and Arrow: the `text` field or column), and tokenised with
+the one tokenizer loader. Each document becomes `ids EOS` (EOS when
 the tokenizer has one) and documents are concatenated (GPT-2/RoBERTa "full sentences" packing).
 For MLM every block then starts with BOS, as RoBERTa's do (fairseq: blocks of T-1 stream tokens,
 `<s>` prepended), so paper 001's [First] heads always look at `<s>`: `BlockStream(prefix=bos)`.
@@ -21,15 +22,14 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from nbcli.corpus import discover_inputs, iter_rows, read_stream_blocks
+from nbcli.corpus import iter_documents
 from nbcli.errors import ConfigError, CorpusError
-from nbcli.jsonsafe import jsonl_field
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
 
@@ -46,30 +46,6 @@ class TokenData:
     documents: int
     inputs: list[str]
     fingerprint: str           # sha256 of both streams (resume checks it)
-
-
-def iter_documents(inputs: list[str], progress: Callable[[int, int | None], None] | None) -> Iterator[str]:
-    """The non-empty documents of `inputs`, in order: lines (JSONL lines and parquet/Arrow rows: their
-    `text` field); `progress(bytes, None)` after each block of a text input."""
-    for source in discover_inputs(inputs):
-        if source.columnar:  # parquet / Arrow: one row a document (column `text`), nulls skipped
-            yield from (text for text in iter_rows(source, "text") if text is not None and text.strip())
-            continue
-        is_jsonl = ".jsonl" in source.path or ".ndjson" in source.path
-        for first_line, _offset, block in read_stream_blocks(source):
-            if progress is not None:
-                progress(len(block), None)
-            for n, raw in enumerate(block.decode("utf-8", errors="replace").splitlines()):
-                if is_jsonl:
-                    if not raw.strip():
-                        continue
-                    text, problem = jsonl_field(raw, "text")
-                    if text is None:
-                        raise CorpusError(f"{source.path}:{first_line + n}: {problem}")
-                else:
-                    text = raw
-                if text.strip():
-                    yield text
 
 
 def never_predicted(tokenizer: Tokenizer) -> frozenset[int]:
@@ -112,7 +88,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
             n_docs += 1
 
     batch: list[str] = []
-    for text in iter_documents(inputs, progress):
+    for text in iter_documents(inputs, progress=None if progress is None else lambda n: progress(n, None)):
         batch.append(text)
         if len(batch) >= ENCODE_BATCH:
             flush(batch)

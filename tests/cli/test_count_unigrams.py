@@ -39,7 +39,7 @@ def test_count_writes_file_with_provenance(tmp_path: Path, sp_model: Path, corpu
     assert meta["nb.tokenizer"] == sp_model.name
     assert meta["nb.tokenizer_sha256"] == load_tokenizer(sp_model).sha256
     assert int(meta["nb.vocab_size"]) == counts.vocab_size
-    assert json.loads(meta["nb.inputs"]) == [{"file": str(corpus), "bytes": corpus.stat().st_size}]
+    assert json.loads(meta["nb.inputs"]) == [{"file": str(corpus), "bytes": corpus.stat().st_size, "format": "text"}]
     assert json.loads(meta["nb.options"])["eos"] is True
     assert int(meta["nb.bytes_read"]) == corpus.stat().st_size
     assert meta["nb.version"].startswith("nb ") and meta["nb.created"]
@@ -145,8 +145,10 @@ def test_skip_bad_lines_and_utf8_warnings(tmp_path: Path, sp_model: Path) -> Non
     result = invoke("count-unigrams", tmp_path / "bad.jsonl", "-t", sp_model, "--format", "jsonl",
                     "--skip-bad-lines", "-o", tmp_path / "c.safetensors", "--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["skipped_lines"] == 1
-    assert "skipped 1 bad JSONL line" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["skipped_lines"] == 1
+    assert "skipped 1 bad line(s)" in result.stderr
+    assert [f"warning: {w}" for w in report["warnings"]] == result.stderr.splitlines()  # the core's warnings
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -286,3 +288,47 @@ def test_unigram_certificate_with_another_family_says_it_does_not_apply(tmp_path
     warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and "--unigram-certificate applies to SentencePiece unigram models" in warning[0]
     assert "chunked (sp)" in warning[0]
+
+
+def test_jsonl_by_name_and_format_recorded(tmp_path: Path, sp_model: Path) -> None:
+    """A .jsonl file is counted as JSONL without --format (as train and eval read it); --format text
+    overrides the name; the counts file records the format each file was read in (issue #28)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = english_like_lines(60, seed=9)
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    (tmp_path / "d.txt").write_text("".join(d + "\n" for d in docs))
+    pq.write_table(pa.table({"text": docs}), tmp_path / "d.parquet")
+    reports = {}
+    for name, extra in (("d.txt", ()), ("d.jsonl", ()), ("d.jsonl", ("--format", "jsonl")), ("d.parquet", ()),
+                        ("d.jsonl", ("--format", "text"))):
+        out = tmp_path / f"{name}{''.join(extra)}.safetensors"
+        result = invoke("count-unigrams", tmp_path / name, "-t", sp_model, "-o", out, "--json", "-j", "1", *extra)
+        assert result.exit_code == 0, result.output
+        fmt = json.loads(read_counts(out).metadata["nb.inputs"])[0]["format"]
+        reports[(name, *extra)] = (read_counts(out).counts, fmt, json.loads(result.stdout)["formats"])
+    reference = reports[("d.txt",)][0]
+    for key in [("d.jsonl",), ("d.jsonl", "--format", "jsonl"), ("d.parquet",)]:
+        np.testing.assert_array_equal(reports[key][0], reference)
+    assert [reports[k][1] for k in reports] == ["text", "jsonl", "jsonl", "parquet", "text"]
+    assert reports[("d.parquet",)][2] == ["parquet"]
+    raw = reports[("d.jsonl", "--format", "text")][0]
+    assert raw.sum() > reference.sum()  # the JSON syntax counted as text: what --format text asks for
+
+
+def test_tsv_counted_by_its_header(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    lines = corpus.read_text().splitlines()
+    (tmp_path / "c.tsv").write_text("label\tsentence\n" + "".join(f"{i % 2}\t{line}\n" for i, line in enumerate(lines)))
+    tsv = invoke("count-unigrams", tmp_path / "c.tsv", "--field", "sentence", "-t", sp_model,
+                 "-o", tmp_path / "t.safetensors", "--json", "-j", "2")
+    text = invoke("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "x.safetensors", "--json", "-j", "1")
+    assert tsv.exit_code == 0 and text.exit_code == 0, tsv.output
+    np.testing.assert_array_equal(read_counts(tmp_path / "t.safetensors").counts,
+                                  read_counts(tmp_path / "x.safetensors").counts)
+    missing = invoke("count-unigrams", tmp_path / "c.tsv", "-t", sp_model, "-o", tmp_path / "m.safetensors")
+    assert missing.exit_code != 0 and not (tmp_path / "m.safetensors").exists()
+    assert_one_line_error(missing.stderr, "c.tsv: no column 'text' in the header (label, sentence)")
+    process = run_nb("count-unigrams", tmp_path / "c.tsv", "-t", sp_model, "-o", tmp_path / "m.safetensors")
+    assert process.returncode == 1 and not (tmp_path / "m.safetensors").exists()
+    assert_one_line_error(process.stderr.decode(), "c.tsv: no column 'text' in the header")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from nbcli.analysis import frequency_effects as fx
-from nbcli.lm.perplexity import evaluate, read_documents, tokenize_documents
+from nbcli.corpus import read_documents
+from nbcli.lm.perplexity import evaluate, tokenize_documents
 from nbcli.lm.runner import load_runner
 from nbcli.tokenizers import load_tokenizer
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb

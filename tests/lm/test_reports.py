@@ -83,3 +83,21 @@ def test_write_outputs_is_one_commit_and_json_safe(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "o" / "samples.jsonl").read_text()) == {"text": "a", "score": "inf"}
     assert json.loads((tmp_path / "o" / "table.json").read_text())["rows"] == [{"perplexity": None}]
     assert not (tmp_path / "o" / OUT_NAMES[2]).exists()
+
+
+def test_eval_and_generate_read_the_documents_count_unigrams_counts(nb_lm: Path, sp_model: Path,
+                                                                    tmp_path: Path) -> None:
+    """Issue #28: form feeds, U+2028, U+0085 and CRLF end no document in eval or generate either."""
+    from nbcli.counting import CountOptions, count_corpus
+    from nbcli.tokenizers import load_tokenizer
+
+    corpus = tmp_path / "odd.txt"
+    corpus.write_bytes("".join(f"the model {i}\x0cbias\u2028of the\x85model{' x' * (i % 4)}\r\n"
+                               for i in range(9)).encode() + b"\n  \nlast one here\n")
+    counted = count_corpus([str(corpus)], load_tokenizer(sp_model), CountOptions(), workers=1)
+    assert counted.documents == 11  # nine lines, the whitespace-only line, the last
+    report = eval_report(nb_lm, [str(corpus)], sp_model, "1", device="cpu")
+    assert report["documents"] == counted.documents and report["rows"][0]["tokens"] == counted.total_tokens
+    opts = GenerationOptions(parse_decoding("greedy"), max_new_tokens=1, samples=1, seed=0)
+    generated, _ = generation_report(nb_lm, [str(corpus)], sp_model, opts, "1", prompt_words=2, device="cpu")
+    assert generated["prompt_count"] == counted.documents - 1  # all but the whitespace-only one have > 2 words
