@@ -90,7 +90,8 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: in
 
     path, name = parse_pretrained(spec)
     with open_checkpoint(path) as ckpt:
-        rows = ckpt.get_float(pretrained_tensor(ckpt, path, name))
+        name = pretrained_tensor(ckpt, path, name)
+        rows = ckpt.get_float(name)
     if rows.ndim != 2:
         raise CheckpointError(f"{path}: tensor {name!r} has shape {list(rows.shape)}, expected [V, d]")
     if rows.shape[0] != vocab_size and rows.shape[0] != tokenizer_rows:

@@ -164,8 +164,7 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
     """Tokenise the corpus into training and validation blocks, build the model with the papers'
     initialisations and its optimizer; the run directory is created once all of that is accepted."""
     tokenizer = load_tokenizer(tokenizer_path)
-    for message in check_pretrained_vocab(cfg, tokenizer, allow_mismatch=allow_vocab_mismatch):
-        warn(message)
+    vocab_warnings = check_pretrained_vocab(cfg, tokenizer, allow_mismatch=allow_vocab_mismatch)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
     mcfg = model_config(cfg, tokenizer)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
@@ -178,6 +177,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
     log_u = unigram_log_prior(data.counts, mcfg.vocab_size, cfg.smoothing_k).to(rt.device)
     guidance = attention_guidance(cfg, mcfg, tokenizer)
     model = build_model(cfg, mcfg, data.counts, tokenizer.vocab_size).to(rt.device)
+    for message in vocab_warnings:  # said once the pretrained rows are accepted too, so a bad file is one line
+        warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)
     return _Run(cfg, rt, out, tokenizer, data, mcfg, train_stream, val_stream, log_u, guidance, model, optimizer,

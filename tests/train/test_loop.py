@@ -235,7 +235,7 @@ def test_rescale_w_and_embedding_inits(tmp_path: Path, sp_model: Path, train_cor
     with pytest.raises(ConfigError, match="--standardise-embeddings"):
         build_config("tiny", embedding_standardise="match:nothing")
     save_tensors(tmp_path / "bad.safetensors", {"emb": torch.randn(V + 1, 128)})
-    with pytest.raises(ConfigError, match="vocabulary sizes must match"):
+    with pytest.raises(ConfigError, match="not vocabulary padding"):
         run(tmp_path, train_corpus, sp_model, "q", steps=1, embedding_init=f"pretrained:{tmp_path}/bad.safetensors")
 
 
