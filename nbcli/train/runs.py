@@ -1,7 +1,7 @@
 """Reading a finished (or running) `nb train` directory without torch: its log, config and summary.
 
-Used by `nb plot-run`; `area_under_curve` is the one ALC formula (paper 000 sec. 4.2), also used by
-the training loop.
+Used by `nb plot-run`. The ALC formula (paper 000 sec. 4.2) is `nbcli.analysis.curves.area_under_curve`,
+also used by the training loop.
 """
 
 from __future__ import annotations
@@ -14,18 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from nbcli.analysis.curves import area_under_curve
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.jsonsafe import JsonProblem, load_file
 from nbcli.jsonsafe import parse as parse_json
-
-
-def area_under_curve(points: list[tuple[int, float]]) -> float | None:
-    """ALC: trapezoid area under (step, value), normalised by the step span (paper 000 sec. 4.2)."""
-    if len(points) < 2:
-        return points[0][1] if points else None
-    xs = np.array([p[0] for p in points], dtype=np.float64)
-    ys = np.array([p[1] for p in points], dtype=np.float64)
-    return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2) / (xs[-1] - xs[0]))
 
 
 @dataclass
