@@ -187,6 +187,10 @@ _nb() {
             ;;
         eval)
             _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). Each file is]:value: ' \
+                '--task[lm: loss and perplexity of a language model; translation: BLEU and chrF of trans]:value:(lm translation)' \
+                '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
+                '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
+                '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
