@@ -45,7 +45,7 @@ _nb() {
         transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
-        plot-run) opts="--output -o --json --help -h"
+        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --json --help -h"
             ;;
         plot-by-frequency) opts="--output -o --label --json --help -h"
             ;;

@@ -200,8 +200,10 @@ complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l allow-v
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -F
-complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, o'
+complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ±'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the PNGs (created if missing; its parent must exist).'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l group-seeds -l no-group-seeds -d 'Draw the runs of an arm (configs equal but for the seed) as their mean ± standar'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l alc-steps -x -d 'ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -F
