@@ -37,14 +37,15 @@ _nb() {
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
-        eval) opts="--corpus --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
+        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
+            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation" -- "$cur")); return;; esac
             ;;
         generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
             ;;
         transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
-        plot-run) opts="--output -o --json --help -h"
+        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --json --help -h"
             ;;
         plot-by-frequency) opts="--output -o --label --json --help -h"
             ;;

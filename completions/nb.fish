@@ -136,6 +136,10 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l help -s h -d 'Show help
 complete -c nb -n '__fish_seen_subcommand_from train' -F
 complete -c nb -n __fish_use_subcommand -a eval -d 'Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l corpus -x -d 'Held-out text: files, directories, globs, - for stdin (repeatable). Each file is'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l task -x -a 'lm translation' -d 'lm: loss and perplexity of a language model; translation: BLEU and chrF of trans'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l hyps -r -F -d '--task translation: score this file of hypotheses (one a line, in the corpus’s p'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l src-lang -x -d 'Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l tgt-lang -x -d 'Target language of a parallel corpus (its side holds the references).'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l tokenizer -s t -r -F -d 'SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l allow-vocab-mismatch -d 'Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l scale-ln-bias -x -d 'Scale the final LayerNorm bias b_LN by each LAMBDA in memory, one row each (pape'
@@ -196,8 +200,10 @@ complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l allow-v
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -F
-complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, o'
+complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ±'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the PNGs (created if missing; its parent must exist).'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l group-seeds -l no-group-seeds -d 'Draw the runs of an arm (configs equal but for the seed) as their mean ± standar'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l alc-steps -x -d 'ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -F

@@ -14,7 +14,7 @@ _nb() {
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
         'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
         'transplant-embeddings:Build a target tokenizer’s input embedding from SOURCE_CKPT’s by vocabulary over'
-        'plot-run:Plot nb train runs- validation loss with ALC, divergence from unigram/uniform, o'
+        'plot-run:Plot nb train runs- validation loss and BLEU with ALC (seeds of an arm as mean ±'
         'plot-by-frequency:Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
         'attention-maps:Draw attention maps of chosen heads for one sentence at chosen checkpoints of a '
     )
@@ -187,6 +187,10 @@ _nb() {
             ;;
         eval)
             _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). Each file is]:value: ' \
+                '--task[lm: loss and perplexity of a language model; translation: BLEU and chrF of trans]:value:(lm translation)' \
+                '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
+                '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
+                '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
@@ -263,6 +267,9 @@ _nb() {
         plot-run)
             _arguments -s '--output[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
                 '-o[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
+                '--group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
+                '--no-group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
+                '--alc-steps[ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -21,7 +21,7 @@ __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate",
     "generate", "inspect", "open_checkpoint", "plot_by_frequency",
-    "patch", "probe", "train_model", "transplant_embeddings",
+    "patch", "probe", "train_model", "transplant_embeddings", "evaluate_translation", "plot_runs",
 ]
 
 

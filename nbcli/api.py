@@ -484,8 +484,31 @@ def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, ste
                                         delimiters=delimiters, metric=metric, plot=_optional(output)))
 
 
+@public
+def evaluate_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_lang: str, *,
+                         hyps: PathLike) -> Report:
+    """Corpus BLEU and chrF (sacreBLEU, with their signatures) of a hypotheses file, one line per pair,
+    against the target side of a parallel test corpus (`nb eval --task translation --hyps FILE`;
+    paper 000 fig. 2): aligned PREFIX.{src,tgt} files, TSV, JSONL translation objects or parquet."""
+    from nbcli.translation_eval import eval_translation
+
+    return Report(eval_translation(_paths(corpus), src_lang, tgt_lang, hyps=_local(hyps)))
+
+
+@public
+def plot_runs(runs: Sequence[PathLike], output: PathLike, *, group_seeds: bool = True,
+              alc_steps: int | None = 20000) -> Report:
+    """`nb plot-run`: the PNG curves of `nb train` runs in `output`, the seeds of an arm (configs
+    equal but for the seed) as mean ± standard error, with each arm's table (`groups`: mean ± SE of
+    best validation BLEU and loss and their ALCs over the first `alc_steps` updates, paper 000 sec. 4.2)."""
+    from nbcli.run_plots import plot_runs as plot
+
+    return Report(plot([_local(r) for r in runs], _local(output), group_seeds=group_seeds, alc_steps=alc_steps))
+
+
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
-    "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate", "generate", "inspect",
-    "open_checkpoint", "patch", "plot_by_frequency", "probe", "train_model", "transplant_embeddings",
+    "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate", "evaluate_translation",
+    "generate", "inspect", "open_checkpoint", "patch", "plot_by_frequency", "plot_runs", "probe", "train_model",
+    "transplant_embeddings",
 ]

@@ -1,4 +1,6 @@
-"""PNG figures for `nb probe-bias` and `nb plot-run` (matplotlib, an optional extra: `pip install nbcli[plot]`).
+"""PNG figures of probe-bias, eval, generate, embedding-stats and attention-maps (matplotlib, an optional
+extra: `pip install nbcli[plot]`); `nb plot-run`'s run curves are `nbcli.run_plots`, built on
+`new_figure` and `save_figure` here.
 
 matplotlib is imported inside the functions, never at import time, and only through its
 object-oriented API (Figure + Agg canvas), so no global pyplot state and no display is needed.
@@ -8,9 +10,6 @@ Every figure is written atomically (with `outputs`, as part of one commit) and c
 from __future__ import annotations
 
 import contextlib
-import json
-import math
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nbcli.atomic import OutputSet, atomic_write
-from nbcli.errors import ConfigError, InputError
+from nbcli.errors import ConfigError
 from nbcli.analysis.bins import FrequencyBin
 
 #: At most this many points in a scatter plot (a random subset beyond; binned means use all tokens).
@@ -41,7 +40,7 @@ def check_figure_outputs(option: str, outputs: list[Path], inputs: list[Any], *,
     guard_outputs(outputs, inputs, folder=folder, option=option)
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -52,7 +51,7 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path, metadata: dict[str, str], outputs: OutputSet | None) -> None:
+def save_figure(fig: Any, path: Path, metadata: dict[str, str], outputs: OutputSet | None) -> None:
     """Write the PNG atomically, or as one of `outputs` (committed together by the caller)."""
     with contextlib.nullcontext(outputs.open(path)) if outputs is not None else atomic_write(path) as handle:
         fig.savefig(handle, format="png", metadata={"Software": metadata.get("nb.version", "nb"),
@@ -69,7 +68,7 @@ def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray,
     shown = seen
     if seen.size > MAX_SCATTER_POINTS:
         shown = np.random.default_rng(seed).choice(seen, MAX_SCATTER_POINTS, replace=False)
-    fig = _figure(7.0, 4.6)
+    fig = new_figure(7.0, 4.6)
     ax = fig.add_subplot()
     ax.scatter(c[shown], s[shown], s=3, alpha=0.25, color="tab:blue", linewidths=0, rasterized=True,
                label=f"tokens ({shown.size:,}{' sampled' if shown.size < seen.size else ''} of {seen.size:,} seen)")
@@ -83,14 +82,14 @@ def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray,
     ax.set_title(f"{title}  (Spearman ρ = {rho:.3f})" if np.isfinite(rho) else title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | None, *, mean_before: float,
                           mean_after: float | None, title: str, metadata: dict[str, str],
                           outputs: OutputSet | None = None) -> None:
     """Histogram of pairwise cosines of output embeddings, before/after removing the b_LN direction."""
-    fig = _figure(7.0, 4.2)
+    fig = new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     data = [np.asarray(before)] + ([np.asarray(after)] if after is not None else [])
     lo = min(float(x.min()) for x in data if x.size) if any(x.size for x in data) else -1.0
@@ -112,7 +111,7 @@ def plot_cosine_histogram(path: Path, before: np.ndarray, after: np.ndarray | No
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.ndarray,
@@ -126,7 +125,7 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     shown = seen
     if seen.size > MAX_SCATTER_POINTS:
         shown = np.random.default_rng(seed).choice(seen, MAX_SCATTER_POINTS, replace=False)
-    fig = _figure(11.0, 4.4)
+    fig = new_figure(11.0, 4.4)
     left, right = fig.subplots(1, 2, width_ratios=[1.3, 1])
     fd = section.get("frequency_direction") or {}
     for values, colour, label, rho in ((before, "tab:blue", "raw", fd.get("spearman_before")),
@@ -156,7 +155,7 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     removed = fd.get("removed")
     suffix = f"  (whitening removes {removed:.1%} of the frequency direction's share)" if removed is not None else ""
     fig.suptitle(f"{title}{suffix}", fontsize=10)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def _shown(counts: np.ndarray, keep: np.ndarray, seed: int) -> np.ndarray:
@@ -178,7 +177,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
     with np.errstate(divide="ignore", invalid="ignore"):
         keep = (c > 0) & (pw > 0) & (po > 0)
     shown = _shown(c, keep, seed)
-    fig = _figure(11.0, 4.4)
+    fig = new_figure(11.0, 4.4)
     left, right = fig.subplots(1, 2)
     bins = [b for b in section["bins"] if b["tokens"]]
     centres = [10 ** ((b["log10_count_lo"] + b["log10_count_hi"]) / 2) for b in bins]
@@ -210,7 +209,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
     right.legend(loc="best", fontsize=7)
     right.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], *, title: str,
@@ -220,7 +219,7 @@ def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], 
     lower panel with the output bias dropped (when any checkpoint has one). Tokens per bin are
     written beside each point of the first series."""
     lower = any(s.get("output_bias_dropped") for _name, s in series)
-    fig = _figure(7.0, 7.6 if lower else 4.4)
+    fig = new_figure(7.0, 7.6 if lower else 4.4)
     axes = fig.subplots(2, 1, sharex=True) if lower else [fig.add_subplot()]
     panels = [("mean_log_prob", "sem", "all parameters")]
     if lower:
@@ -243,7 +242,7 @@ def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], 
         ax.legend(loc="best", fontsize=7)
     axes[-1].set_xlabel("log-unigram probability in the training counts (nats)")
     fig.suptitle(title, fontsize=10)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: str, metadata: dict[str, str],
@@ -251,7 +250,7 @@ def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: s
     """Paper 002 tables 2, 6, 8 as a figure: per row, the range [min, max] as a bar and mean +- sigma
     as a marker with error bars; left as stored, right scaled by sqrt(D) (table 6). Symmetric-log x
     axis, since ranges differ by orders of magnitude (T5's -792..332 next to Xavier's +-0.03)."""
-    fig = _figure(11.0, 1.2 + 0.45 * max(1, len(rows)))
+    fig = new_figure(11.0, 1.2 + 0.45 * max(1, len(rows)))
     panels = fig.subplots(1, 2, sharey=True)
     y = np.arange(len(rows))[::-1]
     for ax, scaled in zip(panels, (False, True)):
@@ -270,14 +269,14 @@ def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: s
     panels[0].set_yticks(y, [r["label"] for r in rows], fontsize=8)
     panels[0].legend(loc="best", fontsize=8)
     fig.suptitle(title, fontsize=10)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)
 
 
 def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, title: str,
                                  metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
     """n-gram diversity D (paper 003 eq. 6) against the perplexity of human text, one point per arm
     (lambda arms joined in lambda order, paper 003 table 2's trade-off)."""
-    fig = _figure(6.4, 4.4)
+    fig = new_figure(6.4, 4.4)
     ax = fig.add_subplot()
     lam = sorted((r for r in rows if r.get("logit_adjust") is None and r.get("perplexity") is not None),
                  key=lambda r: -1.0 if r.get("lambda") is None else r["lambda"])
@@ -295,174 +294,7 @@ def plot_diversity_vs_perplexity(path: Path, rows: Sequence[dict[str, Any]], *, 
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path, metadata, outputs)
-
-
-# ---------------------------------------------------------------------------------------------
-# nb plot-run: curves of nb train runs, several overlaid (one colour per arm, seeds share it)
-
-RUN_FIGURES = ("val_loss", "divergence", "bias", "attention_guidance", "unigram_reg")
-
-
-def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
-    from matplotlib import colormaps
-
-    groups = list(dict.fromkeys(r.group for r in runs))
-    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
-    return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
-
-
-def _series_pair(runs: list[Any], colours: dict[Any, Any], panels: tuple[tuple[str, str], tuple[str, str]],
-                 linewidth: float, grid: str) -> tuple[Any, Any]:
-    """A figure of two side-by-side panels, each one logged series (key, y label) per run against the step."""
-    fig = _figure(10.0, 4.0)
-    axes = fig.subplots(1, 2)
-    for ax, (key, ylabel) in zip(axes, panels):
-        seen: set[str] = set()
-        for r in runs:
-            if r.has(key):
-                steps, values = r.series[key]
-                ax.plot(steps, values, color=colours[r.group], linewidth=linewidth, label=_label(r, seen))
-        ax.set_xlabel("training step")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which=grid, alpha=0.3)
-    return fig, axes
-
-
-def _mark_unigram_switch(axes: Sequence[Any], runs: Sequence[Any], colours: dict[Any, Any]) -> list[dict[str, Any]]:
-    """A dotted vertical line, in the run's colour, at the update where each run's regulariser away
-    from the unigram stops (paper 000 app. B.3, fig. 9's 'regularisation steps'), one legend entry per
-    arm and switch; returns the marks drawn (for the PNG's text chunk)."""
-    marks: list[dict[str, Any]] = []
-    for r in runs:
-        switch = r.unigram_reg_switch()
-        if switch is None or any(m["group"] == r.group and m["step"] == switch[1] for m in marks):
-            continue
-        lam, step = switch
-        marks.append({"group": r.group, "step": step, "lambda": lam})
-        for i, ax in enumerate(axes):
-            ax.axvline(step, color=colours[r.group], linestyle=":", linewidth=1.4,
-                       label=f"{r.group}: unigram reg. (λ={lam:g}) off at step {step}" if i == 0 else None)
-    return marks
-
-
-def _marks_metadata(metadata: dict[str, str], marks: list[dict[str, Any]]) -> dict[str, str]:
-    return {**metadata, "nb.unigram_reg_switch": json.dumps(marks)} if marks else metadata
-
-
-def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
-    """One legend entry per arm (its group); seeds of an arm share colour and entry."""
-    if run.group in seen:
-        return None
-    seen.add(run.group)
-    return run.group + extra
-
-
-def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str]) -> list[Path]:
-    """The PNGs of `nb plot-run` in `out_dir`, committed together or not at all (one OutputSet);
-    figures whose curves no run logged are skipped. `runs` are `nbcli.train.runs.RunLog`s."""
-    with OutputSet() as outputs:
-        try:
-            with warnings.catch_warnings():  # overflow inside matplotlib's tick maths: the error below says it
-                warnings.simplefilter("ignore", RuntimeWarning)
-                return _plot_run_figures(out_dir, runs, metadata, outputs)
-        except (OverflowError, ValueError) as err:  # values no figure can draw (|loss| near 1e308)
-            logs = ", ".join(str(Path(r.path) / "log.jsonl") for r in runs)
-            raise InputError(f"{logs}: matplotlib cannot draw these curves ({err})") from None
-
-
-def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
-                      outputs: OutputSet) -> list[Path]:
-    written: list[Path] = []
-    colours = _run_colours(runs) if runs else {}
-    n = {g: sum(r.group == g for r in runs) for g in colours}
-
-    # 1. validation loss with the area under it (ALC, paper 000 sec. 4.2) shaded
-    if any(r.has("val_loss") for r in runs):
-        fig = _figure(7.5, 4.6)
-        ax = fig.add_subplot()
-        seen: set[str] = set()
-        for r in runs:
-            if not r.has("val_loss"):
-                continue
-            steps, values = r.series["val_loss"]
-            alcs = [x.alc() for x in runs if x.group == r.group and x.alc() is not None]
-            extra = f"  (ALC {np.mean(alcs):.3f}" + (f", {n[r.group]} runs)" if n[r.group] > 1 else ")")
-            ax.plot(steps, values, color=colours[r.group], linewidth=1.4, label=_label(r, seen, extra))
-            ax.fill_between(steps, 0, values, color=colours[r.group], alpha=0.06 / max(1, n[r.group]) * 2)
-        lo = min(float(r.series["val_loss"][1].min()) for r in runs if r.has("val_loss"))
-        hi = max(float(r.series["val_loss"][1].max()) for r in runs if r.has("val_loss"))
-        bottom, top = max(0.0, lo - 0.1 * (hi - lo)), hi + 0.05 * (hi - lo)
-        if math.isfinite(bottom) and math.isfinite(top) and top > bottom:  # else matplotlib's own limits
-            ax.set_ylim(bottom, top)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("validation loss (nats/token)")
-        ax.set_title("Validation loss; shaded: area under the curve (ALC = area / span, paper 000 sec. 4.2)",
-                     fontsize=9)
-        ax.grid(True, alpha=0.3)
-        marks = _mark_unigram_switch([ax], runs, colours)
-        ax.legend(loc="upper right", fontsize=8)
-        written.append(_save_named(fig, out_dir, "val_loss", _marks_metadata(metadata, marks), outputs))
-
-    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
-    if any(r.has("kl_unigram") for r in runs):
-        fig = _figure(7.5, 4.6)
-        ax = fig.add_subplot()
-        seen = set()
-        for r in runs:
-            for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
-                if r.has(key):
-                    steps, values = r.series[key]
-                    ax.plot(steps, values, linestyle=style, color=colours[r.group], linewidth=1.3,
-                            label=_label(r, seen) if key == "kl_unigram" else None)
-        ax.plot([], [], "k-", label="KL(p_θ ‖ unigram)")
-        ax.plot([], [], "k--", label="KL(p_θ ‖ uniform)")
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlabel("training step (log scale; 0 shown linearly)")
-        ax.set_ylabel("mean per-token divergence (nats)")
-        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)",
-                     fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "divergence", metadata, outputs))
-
-    # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
-    if any(r.has("bias_norm") for r in runs):
-        panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major")
-        axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
-        axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "bias", metadata, outputs))
-
-    # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
-    if any(r.has("ag_loss") for r in runs):
-        fig, axes = _series_pair(runs, colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
-                                 linewidth=1.2, grid="both")
-        if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
-            axes[0].set_yscale("log")
-        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
-        axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "attention_guidance", metadata, outputs))
-
-    # 5. regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
-    #    (paper 000 app. B.3, fig. 9)
-    if any(r.has("unigram_kl") for r in runs):
-        panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major")
-        marks = _mark_unigram_switch(axes, runs, colours)
-        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)", fontsize=9)
-        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "unigram_reg", _marks_metadata(metadata, marks), outputs))
-    return written
-
-
-def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet) -> Path:
-    path = out_dir / f"{name}.png"
-    _save(fig, path, metadata, outputs)
-    return path
+    save_figure(fig, path, metadata, outputs)
 
 
 PATTERN_LABELS = {"next": "[Next]", "prev": "[Prev]", "first": "[First]", "delim": "[Delim]", "period": "[Period]"}
@@ -479,7 +311,7 @@ def plot_attention_maps(path: Path, report: dict[str, Any], *, metadata: dict[st
     tokens = report["tokens"]
     n_cols = max(len(checkpoints) + 1, len(patterns))
     size = 1.9 if len(tokens) <= 24 else 2.6
-    fig = _figure(size * n_cols + 0.6, size * (len(heads) + 1) + 0.4)
+    fig = new_figure(size * n_cols + 0.6, size * (len(heads) + 1) + 0.4)
     axes = fig.subplots(len(heads) + 1, n_cols, squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
@@ -514,4 +346,4 @@ def plot_attention_maps(path: Path, report: dict[str, Any], *, metadata: dict[st
         show(axes[len(heads), col], P, f"pattern {PATTERN_LABELS[name]}")
     fig.suptitle(f"Attention maps for {report['sentence']!r} (paper 001 figs. 1, 2, 4; rows: queries, "
                  "columns: keys)", fontsize=9)
-    _save(fig, path, metadata, outputs)
+    save_figure(fig, path, metadata, outputs)

@@ -205,14 +205,18 @@ def load_counts_for(path: Path, vocab_rows: int, checkpoint: Any = None, *, toke
 
 
 def _vector(checkpoint: Any, name: str | None, length: int | None, role: str) -> np.ndarray | None:
-    """A 1-D role tensor as float32, checked for shape and finiteness."""
+    """A role vector as float32 [n] (stored as [n], or as a [1, n] row like Marian's and BART's
+    final_logits_bias), checked for shape and finiteness."""
+    from nbcli.checkpoint.roles import vector_length
+
     if name is None:
         return None
     reader = checkpoint.rows(name)
-    if len(reader.shape) != 1 or (length is not None and reader.shape[0] != length):
+    n = vector_length(reader.shape)
+    if n is None or (length is not None and n != length):
         want = f"[{length}]" if length is not None else "1-D"
         raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has shape {list(reader.shape)}, expected {want}")
-    values = reader.read_all()
+    values = reader.read_all().reshape(n)
     if not np.all(np.isfinite(values)):
         raise CheckpointError(f"{reader.info.file}: tensor {name!r} ({role}) has non-finite values")
     return values

@@ -50,6 +50,8 @@ def _roles(emb: str, out: str | None, bias: str | None, lnw: str | None, lnb: st
 
 
 ENC = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, max_position_embeddings=40)
+_S2S = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32)
 LAYOUTS = [
     Layout("gpt2", _cfg("GPT2Config", n_embd=16, n_layer=2, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=0),
            "GPT2LMHeadModel", _roles("transformer.wte.weight", None, None, "transformer.ln_f.weight", "transformer.ln_f.bias",
@@ -86,6 +88,19 @@ LAYOUTS = [
     Layout("t5", _cfg("T5Config", d_model=16, d_ff=32, d_kv=8, num_layers=2, num_heads=2, decoder_start_token_id=0),
            "T5ForConditionalGeneration", _roles("shared.weight", None, None, "decoder.final_layer_norm.weight", None),
            None, True),
+    Layout("marian", _cfg("MarianConfig", pad_token_id=V - 1, decoder_start_token_id=V - 1, **_S2S), "MarianMTModel",
+           _roles("model.shared.weight", None, "final_logits_bias", None, None), None, True),
+    Layout("marian", lambda: transformers.MarianConfig(  # separate source (112) and target (V) vocabularies
+        vocab_size=112, decoder_vocab_size=V, share_encoder_decoder_embeddings=False, pad_token_id=V - 1,
+        decoder_start_token_id=V - 1, **_S2S), "MarianMTModel",
+           _roles("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "final_logits_bias", None,
+                  None), None, False),
+    Layout("bart", _cfg("BartConfig", **_S2S), "BartForConditionalGeneration",
+           _roles("model.shared.weight", None, "final_logits_bias", None, None, "model.encoder.embed_positions.weight"),
+           None, True),
+    Layout("bart", _cfg("MBartConfig", **_S2S), "MBartForConditionalGeneration",
+           _roles("model.shared.weight", None, "final_logits_bias", "model.decoder.layer_norm.weight",
+                  "model.decoder.layer_norm.bias", "model.encoder.embed_positions.weight"), "model.decoder.layer_norm", True),
     Layout("bert", _cfg("BertConfig", **ENC), "BertForMaskedLM",
            _roles("bert.embeddings.word_embeddings.weight", None, "cls.predictions.bias",
                   "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
@@ -98,15 +113,20 @@ LAYOUTS = [
            _roles("distilbert.embeddings.word_embeddings.weight", None, "vocab_projector.bias", "vocab_layer_norm.weight",
                   "vocab_layer_norm.bias", "distilbert.embeddings.position_embeddings.weight"), "vocab_layer_norm", True),
 ]
-IDS = [f"{layout.arch}-{layout.model_class.removesuffix('ForCausalLM')}" if layout.arch == "llama" else layout.arch
-       for layout in LAYOUTS]
+IDS = [f"{layout.arch}-{layout.model_class.removesuffix('ForCausalLM')}" if layout.arch == "llama"
+       else f"{layout.model_class.removesuffix('ForConditionalGeneration')}{'' if layout.tied else '-separate'}"
+       if layout.arch in ("marian", "bart") else layout.arch for layout in LAYOUTS]
 
 
-def build(layout: Layout, vocab_size: int = V, seed: int = 0) -> Any:
-    """The layout's random model (eval mode), with `vocab_size` output rows."""
+def build(layout: Layout, vocab_size: int | None = None, seed: int = 0) -> Any:
+    """The layout's random model (eval mode), with `vocab_size` output rows (None: the layout's own,
+    which keeps a separate-vocabulary Marian's larger source vocabulary)."""
     torch.manual_seed(seed)
     config = layout.make()
-    config.vocab_size = vocab_size
+    if vocab_size is not None:
+        config.vocab_size = vocab_size
+        if getattr(config, "decoder_vocab_size", None) is not None:  # Marian's target vocabulary
+            config.decoder_vocab_size = vocab_size
     model = getattr(transformers, layout.model_class)(config).eval()
     with torch.no_grad():  # untrained norms have bias 0 (no direction): give them one
         if layout.final_norm is not None:
@@ -114,4 +134,6 @@ def build(layout: Layout, vocab_size: int = V, seed: int = 0) -> Any:
         bias = getattr(model.get_output_embeddings(), "bias", None)
         if bias is not None:
             bias.normal_()
+        if hasattr(model, "final_logits_bias"):  # Marian, BART: b is a [1, V] buffer beside lm_head
+            model.final_logits_bias.normal_()
     return model

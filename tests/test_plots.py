@@ -14,8 +14,8 @@ pytest.importorskip("matplotlib")
 
 def test_cosine_histogram_series_do_not_hide_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figures = []
-    real_save = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, path, meta, outputs: (figures.append(fig), real_save(fig, path, meta, outputs)))
+    real_save = plots.save_figure
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, meta, outputs: (figures.append(fig), real_save(fig, path, meta, outputs)))
     rng = np.random.default_rng(0)
     before, after = rng.normal(0.3, 0.1, 5000), rng.normal(0.3, 0.1, 5000)  # fully overlapping
     plots.plot_cosine_histogram(tmp_path / "c.png", before, after, mean_before=0.3, mean_after=0.3, title="t",

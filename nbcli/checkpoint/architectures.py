@@ -6,8 +6,9 @@ This is the one file to edit to teach nb a model. To add one:
      the candidate tensor names (first present wins), the `signature` regexes that identify its
      tensor names, the config.json `model_type`s that name it, the roles it has not (`absent`, and
      why: said instead of suggesting a wrong tensor), its untie rules (`untied_output`,
-     `untie_bias_names`, `scaled_tied_head`), whether it is a masked LM (`masked_lm`), and the name
-     transformers gives a tensor once loaded where it renames it (`loaded_output`).
+     `untie_bias_names`, `untie_input_names`, `scaled_tied_head`), whether it is a masked LM
+     (`masked_lm`), and the name transformers gives a tensor once loaded where it renames it
+     (`loaded_output`).
   2. Put its name in DETECTION_ORDER before any entry whose signature would also match its names.
   3. Add a tiny checkpoint of its layout to tests/checkpoint/builders.py and a case to
      tests/checkpoint/test_roles.py; where transformers has the model, add its tiny random model to
@@ -16,10 +17,13 @@ This is the one file to edit to teach nb a model. To add one:
 Resolving roles for a checkpoint from this table is `nbcli.checkpoint.roles`.
 
 Entries: gpt2 (also GPT-Neo), gptj, gpt_neox (Pythia), opt, bloom, falcon, phi, llama (Mistral,
-Mixtral, Qwen2/3), gemma, t5, bert, roberta, distilbert, nb, and custom (every role from --map).
+Mixtral, Qwen2/3), gemma, t5, bert, roberta, distilbert, nb, and custom (every role from --map);
+encoder-decoders for translation: bart (also mBART) and marian.
 
 Roles: input_embedding [V, d]; output_weight [V, d] (may be tied to input_embedding, then both
-names are the same tensor and `tied` is True); output_bias [V]; final_ln_weight / final_ln_bias [d]
+names are the same tensor and `tied` is True); output_bias [V] (Marian's and BART's
+final_logits_bias is a [1, V] row: read as [V], written back in its stored shape);
+final_ln_weight / final_ln_bias [d]
 (the norm right before the output projection: GPT-2's ln_f, BERT's MLM-head transform LayerNorm,
 RoBERTa's lm_head.layer_norm, DistilBERT's vocab_layer_norm, Pythia's final_layer_norm, OPT's
 decoder.final_layer_norm, nb's ln_f or mlm.ln; Llama's, Gemma's and T5's are RMS-style: a weight, no
@@ -62,8 +66,15 @@ class Architecture:
     untie_bias_names: tuple[str, ...] = ()
     """Further names the loader reads for the output bias once the output layer is untied
     (BERT's cls.predictions.decoder.bias): `--untie` writes them too."""
+    untie_input_names: tuple[str, ...] = ()
+    """Names the loader ties to the input embedding only while tie_word_embeddings is true
+    (Marian's and BART's encoder/decoder embed_tokens beside model.shared): `--untie` writes them as
+    copies of the input embedding, so the untied model still finds them."""
     input_aliases: tuple[str, ...] = ()
     """Other names of the input embedding that some saves hold (T5's encoder/decoder.embed_tokens)."""
+    bias_row: bool = False
+    """The output bias is kept as a [1, V] row (Marian's and BART's final_logits_bias): one that
+    `--set-output-bias` creates under a name of the table gets that shape."""
     scaled_tied_head: bool = False
     """With a tied head the decoder output is scaled by d_model^-0.5 before the output layer (T5):
     `--untie` carries the factor into the copy and switches the scaling off (see untie_rule)."""
@@ -103,6 +114,33 @@ def _decoder(name: str, description: str, signature: tuple[str, ...], model_type
         absent={**({} if bias else {"output_bias": _NO_LM_BIAS}),
                 **({} if position else {"position_embedding": _ROTARY}), **(absent or {})},
         untied_output=output)
+
+
+_POST_LN = ("post-LN: every layer ends in its own LayerNorm and no norm follows the decoder stack (mBART's "
+            "model.decoder.layer_norm is absent here); the norm right before the output layer is the last decoder "
+            "layer's final_layer_norm: name it with --map final_ln_bias=model.decoder.layers.N.final_layer_norm.bias")
+
+
+_EMBED_TOKENS = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+
+
+def _seq2seq(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
+             position: tuple[str, ...], absent: dict[str, str]) -> Architecture:
+    """A Marian/BART-layout encoder-decoder (transformers' MarianMTModel, BartForConditionalGeneration,
+    MBartForConditionalGeneration; nb's translation exports). The input embedding is model.shared
+    (encoder and decoder embed_tokens are aliases of it in saves that hold them) or, with separate
+    vocabularies (Marian's share_encoder_decoder_embeddings=false), the encoder's embed_tokens; the
+    output weight is lm_head when saved untied, else the tensor transformers ties it to (model.shared,
+    or the decoder's embed_tokens); the output bias b is `final_logits_bias`, stored as a [1, V] row."""
+    return Architecture(
+        name, description, signature=signature, model_types=model_types,
+        candidates={"input_embedding": ("model.shared.weight", "model.encoder.embed_tokens.weight"),
+                    "output_weight": ("lm_head.weight", "model.shared.weight", "model.decoder.embed_tokens.weight"),
+                    "output_bias": ("final_logits_bias",),
+                    "final_ln_weight": ("model.decoder.layer_norm.weight",),
+                    "final_ln_bias": ("model.decoder.layer_norm.bias",), "position_embedding": position},
+        absent={"final_ln_weight": _POST_LN, "final_ln_bias": _POST_LN, **absent},
+        untied_output="lm_head.weight", bias_row=True, input_aliases=_EMBED_TOKENS, untie_input_names=_EMBED_TOKENS)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -166,6 +204,19 @@ ARCHITECTURES: dict[str, Architecture] = {
                 "position_embedding": "relative position buckets: no position-embedding tensor"},
         untied_output="lm_head.weight", input_aliases=("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
         scaled_tied_head=True),
+    "bart": _seq2seq(
+        "bart", "BART / mBART encoder-decoder (model.shared, final_logits_bias [1, V]; layernorm_embedding; "
+        "mBART's model.decoder.layer_norm)",
+        (r"^model\.(encoder|decoder)\.layernorm_embedding\.weight$",), ("bart", "mbart"),
+        position=("model.encoder.embed_positions.weight",),
+        absent={"position_embedding": "no stored position table in this save"}),
+    "marian": _seq2seq(
+        "marian", "MarianMT encoder-decoder (model.shared or separate encoder/decoder embed_tokens, "
+        "final_logits_bias [1, V]; post-LN, sinusoidal positions)",
+        (r"^final_logits_bias$", r"^model\.decoder\.layers\.\d+\.encoder_attn\."), ("marian",),
+        position=("model.encoder.embed_positions.weight",),
+        absent={"position_embedding": "sinusoidal positions, computed rather than stored (transformers does not "
+                                      "save them)"}),
     "bert": Architecture(
         "bert", "BERT with its MLM head (cls.predictions.*), or an encoder without one",
         signature=(r"^bert\.embeddings\.word_embeddings\.weight$", r"^cls\.predictions\.",
@@ -225,9 +276,10 @@ ARCHITECTURES: dict[str, Architecture] = {
 
 #: The order signatures are tried in: the more specific layouts first (GPT-J's transformer.wte
 #: would match GPT-2's; BLOOM's word_embeddings Falcon's; Phi's model.embed_tokens Llama's;
-#: RoBERTa's and DistilBERT's unprefixed encoders BERT's).
-DETECTION_ORDER = ("nb", "t5", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "llama", "gpt2", "distilbert",
-                   "roberta", "bert")
+#: RoBERTa's and DistilBERT's unprefixed encoders BERT's; BART's and Marian's older saves hold
+#: model.decoder.embed_tokens, OPT's signature; BART's layernorm_embedding tells it from Marian).
+DETECTION_ORDER = ("nb", "t5", "bart", "marian", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "llama",
+                   "gpt2", "distilbert", "roberta", "bert")
 
 
 
@@ -268,6 +320,13 @@ def candidate_names(arch: str, role: str) -> tuple[str, ...]:
     return spec.candidates.get(role, ()) if spec else ()
 
 
+def new_bias_shape(arch: str, name: str, vocab: int) -> tuple[int, ...]:
+    """The shape of an output bias `--set-output-bias` creates: [1, V] under a table name of a
+    `bias_row` entry (Marian's final_logits_bias, which transformers loads), else [V]."""
+    spec = ARCHITECTURES.get(arch)
+    return (1, vocab) if spec and spec.bias_row and name in spec.candidates.get("output_bias", ()) else (vocab,)
+
+
 def untied_output_name(arch: str) -> str:
     """The name `--untie` gives the separate output weight (lm_head.weight when the entry names none)."""
     spec = ARCHITECTURES.get(arch)
@@ -278,3 +337,9 @@ def untie_bias_names(arch: str) -> tuple[str, ...]:
     """Further output-bias names the loader reads once the output layer is untied (written by `--untie`)."""
     spec = ARCHITECTURES.get(arch)
     return spec.untie_bias_names if spec else ()
+
+
+def untie_input_names(arch: str) -> tuple[str, ...]:
+    """Input-embedding names the loader no longer ties once the output layer is untied (written by `--untie`)."""
+    spec = ARCHITECTURES.get(arch)
+    return spec.untie_input_names if spec else ()

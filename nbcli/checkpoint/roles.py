@@ -17,6 +17,7 @@ Public API (stable; used by patch-checkpoint, inspect, probe-bias and train):
         .candidates(role) -> list[str]  tensor names whose shape could fit the role
     look_alikes(shapes) -> {role: names}   the hints an error message gives when nothing matches
     parse_role_map(["output_bias=lm_head.bias", ...]) -> dict[str, str]
+    vector_length(shape) -> int | None   n for a role vector stored as [n] or as a [1, n] row
 
 Detection: nb metadata; else the `model_type` of a Hugging Face config.json beside the checkpoint
 (Gemma has Llama's tensor names, and an encoder without its head is BERT's or RoBERTa's only by
@@ -84,7 +85,8 @@ class Roles:
                 fits = len(shape) == 2 and (width is None or shape[1] == width) and (
                     role == "position_embedding" or vocab is None or shape[0] == vocab)
             elif role == "output_bias":
-                fits = len(shape) == 1 and (vocab is None or shape[0] == vocab)
+                length = vector_length(shape)
+                fits = length is not None and (vocab is None or length == vocab)
             else:
                 fits = len(shape) == 1 and (width is None or shape[0] == width) and (
                     not strict or ("bias" in name) == role.endswith("bias"))
@@ -123,6 +125,17 @@ class Roles:
                 "aliases": {k: list(v) for k, v in self.aliases.items()}, "absent": dict(self.notes)}
 
 
+def vector_length(shape: Sequence[int]) -> int | None:
+    """The length of a role vector stored as [n], or as the [1, n] row in which Marian and BART keep
+    their output bias (final_logits_bias); None for any other shape."""
+    shape = tuple(shape)
+    if len(shape) == 1:
+        return int(shape[0])
+    if len(shape) == 2 and shape[0] == 1:
+        return int(shape[1])
+    return None
+
+
 def _check_role(role: str) -> None:
     if role not in ROLES:
         raise ConfigError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
@@ -157,7 +170,7 @@ def look_alikes(shapes: Mapping[str, tuple[int, ...]], limit: int = 4) -> dict[s
     found["input_embedding"] = sorted(emb or big, key=lambda n: (_block_index(n), n))
     out = [n for n in big if re.search(r"head|out|proj|decoder|logit|vocab|unembed|lm", n, re.IGNORECASE)]
     found["output_weight"] = sorted(out, key=lambda n: (_block_index(n), n))
-    found["output_bias"] = sorted((n for n, s in vectors.items() if s[0] == vocab),
+    found["output_bias"] = sorted((n for n, s in shapes.items() if vector_length(s) == vocab),
                                   key=lambda n: (_block_index(n), n))
     norms = [n for n, s in vectors.items() if (width is None or s[0] == width)
              and re.search(r"norm|ln|layer_?norm", n, re.IGNORECASE)]

@@ -1,17 +1,18 @@
-"""`nb eval`: perplexity of a causal LM on held-out text, per lambda, with paper 003 table 1's KL."""
+"""`nb eval`: perplexity of a causal LM on held-out text, per lambda, with paper 003 table 1's KL;
+`--task translation`: test BLEU and chrF of translations (sacreBLEU)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
-    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, corpus_option,
-    counts_option,
+    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, SrcLangOption, TgtLangOption,
+    corpus_option, counts_option,
 )
 
 EPILOG = """\
@@ -44,6 +45,14 @@ EPILOG = """\
 Documents longer than the context are scored with a sliding window (--stride, default half the
 context); every token is scored once.
 
+[bold]--task translation[/] (paper 000 fig. 2: test BLEU)
+
+  --corpus TEST is a parallel corpus (PREFIX of aligned PREFIX.SRC/PREFIX.TGT files, .tsv, .jsonl with
+  {"translation": {SRC: .., TGT: ..}}, parquet/Arrow) with --src-lang SRC --tgt-lang TGT; the target
+  side holds the references. --hyps FILE scores a hypotheses file (one detokenised line per pair, in
+  order) without a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
+  mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
+
 [bold]Examples[/]
 
   nb eval openai-community/gpt2 --corpus test.jsonl --scale-ln-bias 1,0.5,0   # its own tokenizer
@@ -52,13 +61,27 @@ context); every token is scored once.
   nb eval gpt2/ --corpus test.jsonl --counts train.counts.safetensors --bias-effect-plot fig1.png
   nb eval run/step-2000.safetensors --corpus test.txt --by-frequency train.counts.safetensors \
       --by-frequency-plot fig4.png --json > unigram.json
+  nb eval --task translation --corpus iwslt14/test --src-lang de --tgt-lang en --hyps hyps.en --json
 """
 
 
 def eval_command(
-    checkpoint: LmCheckpointArgument,
+    checkpoint: Annotated[Optional[Path], typer.Argument(
+        metavar="[CHECKPOINT]", show_default=False,
+        help="An nb train checkpoint (.safetensors), a Hugging Face causal-LM directory (config.json + "
+        "safetensors; needs pip install 'nbcli\\[hf]'), or a Hub repo id org/name[@rev] (cache first). "
+        "Not with --hyps.")] = None,
     corpus: Annotated[list[str], corpus_option(
-        "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP)],
+        "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP +
+        " --task translation: a parallel corpus (see below).")] = ...,
+    task: Annotated[Literal["lm", "translation"], typer.Option(
+        "--task", help="lm: loss and perplexity of a language model; translation: BLEU and chrF of "
+        "translations of a parallel corpus (see below).")] = "lm",
+    hyps: Annotated[Optional[Path], typer.Option(
+        "--hyps", metavar="FILE", show_default=False, help="--task translation: score this file of "
+        "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,
+    src_lang: SrcLangOption = None,
+    tgt_lang: TgtLangOption = None,
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
@@ -95,8 +118,29 @@ def eval_command(
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA."""  # noqa: E501
+    """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU)."""  # noqa: E501
     from functools import partial
+
+    from nbcli.errors import ConfigError
+
+    if task == "translation":
+        lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
+                   "--scale-ln-bias": scale_ln_bias is not None,
+                   "--remove-frequency-direction": remove_direction, "--counts": counts is not None,
+                   "--smoothing": smoothing != "add-k:1", "--stride": stride is not None, "--bias-effect": bias_effect,
+                   "--bias-effect-plot": bias_effect_plot is not None, "--bias-effect-positions":
+                   bias_effect_positions != "all", "--bias-effect-space": bias_effect_space != "prob",
+                   "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
+                   "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping)}
+        given = [name for name, used in lm_only.items() if used]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
+        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, as_json)
+        return
+    if checkpoint is None:
+        raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
+    if hyps is not None or src_lang is not None or tgt_lang is not None:
+        raise ConfigError("--hyps, --src-lang and --tgt-lang are options of --task translation")
 
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import print_report, print_warnings, token_progress
@@ -114,6 +158,33 @@ def eval_command(
                          allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render)
+
+
+def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[Path], src_lang: Optional[str],
+                 tgt_lang: Optional[str], as_json: bool) -> None:
+    from nbcli.cli.console import print_report, print_warnings
+    from nbcli.errors import ConfigError
+    from nbcli.translation_eval import eval_translation
+
+    if checkpoint is not None and hyps is not None:
+        raise ConfigError(f"{checkpoint} and --hyps {hyps}: score a model's translations or a hypotheses file, not both")
+    if checkpoint is not None:
+        raise ConfigError(f"nb eval --task translation {checkpoint}: decoding a checkpoint needs nb's translation "
+                          "model, which this build does not have; score a hypotheses file with --hyps FILE")
+    report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps)
+    print_warnings(report["warnings"])
+    print_report(report, as_json, _render_translation)
+
+
+def _render_translation(report: dict[str, Any]) -> None:
+    from nbcli.cli.console import esc, stdout_console
+
+    console = stdout_console()
+    source = esc(report["hypotheses"]) if report["hypotheses"] else esc(str((report["model"] or {}).get("path")))
+    console.print(f"[bold]{source}[/] against {esc(', '.join(report['corpus']))} ({report['src_lang']}->"
+                  f"{report['tgt_lang']}, {report['pairs']} pairs)", highlight=False)
+    console.print(f"BLEU {report['bleu']:.2f}   {esc(report['bleu_signature'])}", highlight=False)
+    console.print(f"chrF {report['chrf']:.2f}   {esc(report['chrf_signature'])}", highlight=False)
 
 
 def _render(report: dict[str, Any]) -> None:

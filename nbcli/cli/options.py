@@ -104,6 +104,12 @@ LmCheckpointArgument = Annotated[
         "safetensors; needs pip install 'nbcli\\[hf]'), or a Hub repo id org/name[@rev] (cache first).",
     ),
 ]
+SrcLangOption = Annotated[Optional[str], typer.Option(
+    "--src-lang", metavar="LANG", show_default=False,
+    help="Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/parquet key or column.")]
+TgtLangOption = Annotated[Optional[str], typer.Option(
+    "--tgt-lang", metavar="LANG", show_default=False,
+    help="Target language of a parallel corpus (its side holds the references).")]
 LambdasOption = Annotated[
     Optional[str],
     typer.Option(

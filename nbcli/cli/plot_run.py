@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ EPILOG = """\
 
   val_loss.png            validation loss per step, the area under it shaded (ALC, paper 000 sec. 4.2); a dotted
                           line where a run's --unigram-reg-lambda regulariser switched off
+  val_bleu.png            validation BLEU per step (translation runs), ALC in the legend (paper 000 figs. 2-3)
   divergence.png          KL(p_θ ‖ unigram) and KL(p_θ ‖ uniform) over steps, log step axis (paper 000 fig. 1)
   bias.png                ‖b‖₂ and KL(softmax(b) ‖ unigram) over steps (paper 000 app. B.5)
   attention_guidance.png  L_AG and α_t over steps (paper 001 eqs. 3-4)
@@ -23,14 +24,22 @@ EPILOG = """\
                           app. B.3, fig. 9); the PNG's nb.unigram_reg_switch text chunk and --json's
                           unigram_reg_switch / unigram_reg_lambda per run say where
 
-Runs whose directory names differ only by a seed suffix (-s0, -s1, _seed2) share a colour and a legend
-entry (the ALC shown is their mean). A non-finite value (the NaN loss nb train logs for a diverged
-step) is left out of its curve and of the ALC.
+[bold]Seeds[/bold] Runs whose config.json differ only in the seed (and device, compile, save_every), trained on
+the same data, are one arm: one colour, one legend entry, their mean curve with a ± standard-error band
+(ddof 1, at the steps all of them evaluated), the ALC as mean ± SE over the runs (paper 000 figs. 2-3
+use 5 seeds). Runs without a config.json are grouped by directory name less a seed suffix (-s0, _seed2).
+--no-group-seeds draws every run on its own. The table (and --json's `groups`) gives each arm's mean ±
+SE of best validation BLEU, ALC of validation BLEU, best validation loss and ALC of validation loss.
+
+ALC: the area under the curve over the first --alc-steps updates (20000, the paper's), by the
+trapezoidal rule, divided by the span covered (docs/training.md#translation-metrics). A non-finite
+value (the NaN loss nb train logs for a diverged step) is left out of its curve and of the ALC.
 
 [bold]Examples[/bold]
 
   nb plot-run runs/unigram-s0 runs/unigram-s1 runs/zero-s0 runs/zero-s1 -o figures/
   nb plot-run runs/* -o figures/ --json
+  nb plot-run runs/* -o figures/ --no-group-seeds --alc-steps 0   # every run alone, ALC of whole curves
 """
 
 
@@ -39,40 +48,53 @@ def plot_run(
                                                show_default=False)],
     output: Annotated[Path, output_option("Directory for the PNGs (created if missing; its parent must exist).",
                                           "OUTDIR")],
+    group_seeds: Annotated[bool, typer.Option(
+        "--group-seeds/--no-group-seeds", help="Draw the runs of an arm (configs equal but for the seed) as their "
+        "mean ± standard error; --no-group-seeds: every run on its own.")] = True,
+    alc_steps: Annotated[int, typer.Option(
+        "--alc-steps", metavar="N", min=0, help="ALC over the first N updates (paper 000 sec. 4.2: 20000); "
+        "0: the whole curve.")] = 20000,
     as_json: JsonOption = False,
 ) -> None:
-    """Plot nb train runs: validation loss with ALC, divergence from unigram/uniform, output-bias drift, AG loss and alpha, the switch of the unigram regulariser.
+    """Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ± standard error), divergence from unigram/uniform, output-bias drift, AG loss and alpha, the switch of the unigram regulariser.
 
     Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import esc, print_json, stdout_console
-    from nbcli.outputs import guard_outputs
-    from nbcli.plots import RUN_FIGURES, plot_run_figures
-    from nbcli.provenance import tool_version, utc_now
-    from nbcli.train.runs import read_run
+    from nbcli.cli.console import print_report
+    from nbcli.run_plots import plot_runs
 
-    logs = [read_run(d) for d in runs]
-    guard_outputs([output / f"{name}.png" for name in RUN_FIGURES],
-                  [d / name for d in runs for name in ("log.jsonl", "config.json", "summary.json")], folder=output)
-    created = not output.exists()
-    output.mkdir(exist_ok=True)
-    metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
-                "nb.runs": ",".join(str(d) for d in runs)}
-    try:
-        files = plot_run_figures(output, logs, metadata)
-    except BaseException:
-        if created and not any(output.iterdir()):
-            output.rmdir()  # a failed run leaves no output, not even the folder it made
-        raise
-    report = {"output": str(output), "files": [str(f) for f in files], "runs": [r.as_dict() for r in logs]}
-    if as_json:
-        print_json(report)
-        return
+    report = plot_runs(runs, output, group_seeds=group_seeds, alc_steps=alc_steps or None)
+    print_report(report, as_json, _render)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from nbcli.cli.console import esc, stdout_console
+
     console = stdout_console()
-    for f in files:
+    for f in report["files"]:
         console.print(esc(f), highlight=False)
-    if not files:
+    if not report["files"]:
         console.print("no figures: the runs logged no curves yet", highlight=False)
+    window = f"first {report['alc_steps']:,} updates" if report["alc_steps"] else "whole curves"
+    table = Table(title=f"arms: mean ± standard error over their runs (ALC over the {window})", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    width = min(max((len(row["group"]) for row in report["groups"]), default=3), 30)
+    table.add_column("arm", min_width=width, overflow="fold")
+    for column in ("runs", "best val BLEU", "ALC val BLEU", "best val loss", "ALC val loss"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in report["groups"]:
+        table.add_row(esc(row["group"]), str(len(row["runs"])), *(_mean_se(row[k], 2 if "bleu" in k else 3) for k in (
+            "best_val_bleu", "alc_val_bleu", "best_val_loss", "alc_val_loss")))
+    console.print(table)
+
+
+def _mean_se(cell: dict[str, Any], digits: int) -> str:
+    if cell["mean"] is None:
+        return "-"
+    return f"{cell['mean']:.{digits}f}" + (f" ± {cell['se']:.{digits}f}" if cell["se"] is not None else "")
 
 
 def register(app: typer.Typer) -> None:

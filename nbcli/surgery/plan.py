@@ -194,6 +194,8 @@ class SurgeryRun:
     warnings: list[str] = field(default_factory=list)
     output_name: str | None = None
     tied: bool = False
+    untie_copies: list[str] = field(default_factory=list)
+    """Input-embedding names `untie` leaves to write_aliases, to get the embedding's final value."""
 
     def output_weight(self, purpose: str) -> str:
         return self.roles.require("output_weight", purpose)
@@ -221,6 +223,8 @@ class SurgeryRun:
 
 def set_output_bias(run: SurgeryRun) -> None:
     """1. b = log p(y), add-k smoothed (paper 000 sec. 3); a named bias that is absent is created."""
+    from nbcli.checkpoint.architectures import new_bias_shape
+    from nbcli.checkpoint.roles import vector_length
     from nbcli.ops import unigram_log_prior
 
     checkpoint, options, ws = run.checkpoint, run.options, run.ws
@@ -233,14 +237,16 @@ def set_output_bias(run: SurgeryRun) -> None:
         raise CheckpointError(
             f"{checkpoint.path}: architecture {arch} has no output bias tensor; pass --bias-name NAME to "
             f"create one (e.g. --bias-name {_suggest_bias_name(arch)}). {CREATED_BIAS_NOTE}")
-    if bias_name in checkpoint and checkpoint.shape(bias_name) != (vocab,):
+    stored_shape = (checkpoint.shape(bias_name) if bias_name in checkpoint
+                    else new_bias_shape(run.roles.architecture, bias_name, vocab))
+    if vector_length(stored_shape) != vocab:
         raise CheckpointError(f"{checkpoint.path}: output bias {bias_name!r} has shape "
-                              f"{list(checkpoint.shape(bias_name))}, expected [{vocab}]")
+                              f"{list(stored_shape)}, expected [{vocab}] (or [1, {vocab}])")
     if bias_name in checkpoint:
         ws.read(bias_name)  # validates dtype and finiteness
     counts = run.counts(options.output_bias_counts, vocab)
     with naming(f"{options.output_bias_counts} for {checkpoint.path} (tensor {w_name!r})"):
-        bias = unigram_log_prior(counts, vocab, options.smoothing_k)
+        bias = unigram_log_prior(counts, vocab, options.smoothing_k).reshape(stored_shape)  # [1, V]: Marian, BART
     ws.write(bias_name, "output_bias", bias, dtype=options.new_tensor_dtype, anchor=w_name)
     if bias_name not in checkpoint:
         run.warnings.append(f"created output bias {bias_name!r}: {CREATED_BIAS_NOTE}")
@@ -251,7 +257,7 @@ def set_output_bias(run: SurgeryRun) -> None:
 
 def untie(run: SurgeryRun) -> None:
     """A separate output weight, so that output-side operations leave the input embedding alone."""
-    from nbcli.checkpoint.architectures import untie_bias_names, untie_rule
+    from nbcli.checkpoint.architectures import untie_bias_names, untie_input_names, untie_rule
 
     checkpoint, roles, ws, arch = run.checkpoint, run.roles, run.ws, run.roles.architecture
     emb = roles.require("input_embedding", "--untie")
@@ -277,6 +283,9 @@ def untie(run: SurgeryRun) -> None:
             source_dtype = ws.touched[bias_now].dtype if bias_now in ws.touched else checkpoint.dtype(bias_now)
             anchor = bias_now if bias_now in checkpoint else ws.anchor.get(bias_now)
             ws.write(extra, "output_bias", ws.read(bias_now).clone(), dtype=source_dtype, anchor=anchor)
+    # names the loader tied to the input embedding only while the head was tied (Marian, BART):
+    # write_aliases writes them last, with the input embedding's final value
+    run.untie_copies = [n for n in untie_input_names(arch) if n not in checkpoint and n != emb]
     ws.config_updates.update(changes)
     scaled = f" (scaled by {factor:.6g}: the tied head scaled the decoder output)" if factor != 1.0 else ""
     run.warnings.append(f"wrote a separate output weight {output_name!r}{scaled}; loaders must not re-tie it")
@@ -368,13 +377,18 @@ OPERATIONS: dict[str, Callable[[SurgeryRun], None]] = {
 
 
 def write_aliases(run: SurgeryRun) -> None:
-    """Other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared) get its value."""
+    """Other names of a rewritten tensor (T5's encoder/decoder.embed_tokens beside shared) get its value;
+    so do the input-embedding copies `untie` asked for (Marian's and BART's embed_tokens)."""
     for role, others in run.roles.aliases.items():
         main = run.roles.get(role)
         if main is not None and main in run.ws.values:
             for alias in others:
                 if alias not in run.ws.touched:
                     run.ws.write(alias, role, run.ws.values[main].clone())
+    for name in run.untie_copies:
+        source = run.roles.require("input_embedding", "--untie")
+        run.ws.write(name, "input_embedding", run.ws.read(source).clone(), dtype=run.checkpoint.dtype(source),
+                     anchor=source)
 
 
 def run_surgery(checkpoint: Checkpoint, roles: Roles, options: SurgeryOptions,

@@ -1,31 +1,29 @@
-"""Reading a finished (or running) `nb train` directory without torch: its log, config and summary.
+"""Reading a finished (or running) `nb train` directory without torch: its log, config and summary;
+runs grouped into arms (the seeds of one configuration, `group_runs`) and each arm's mean ±
+standard error of its best and ALC scores (`arm_table`, paper 000 figs. 2-3).
 
-Used by `nb plot-run`; `area_under_curve` is the one ALC formula (paper 000 sec. 4.2), also used by
-the training loop.
+Used by `nb plot-run`. The ALC formula (paper 000 sec. 4.2) is `nbcli.analysis.curves.area_under_curve`,
+also used by the training loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nbcli.analysis.curves import area_under_curve, mean_standard_error
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.jsonsafe import JsonProblem, load_file
 from nbcli.jsonsafe import parse as parse_json
-
-
-def area_under_curve(points: list[tuple[int, float]]) -> float | None:
-    """ALC: trapezoid area under (step, value), normalised by the step span (paper 000 sec. 4.2)."""
-    if len(points) < 2:
-        return points[0][1] if points else None
-    xs = np.array([p[0] for p in points], dtype=np.float64)
-    ys = np.array([p[1] for p in points], dtype=np.float64)
-    return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2) / (xs[-1] - xs[0]))
 
 
 @dataclass
@@ -34,19 +32,38 @@ class RunLog:
 
     path: Path
     name: str
-    group: str                        # the name without a trailing seed suffix (-s0, _seed1): one colour
+    group: str                        # its arm's label (one colour, one legend entry; see group_runs)
     config: dict[str, Any]
     summary: dict[str, Any]
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    data: dict[str, Any] | None = None
+    """The training data's identity from DIR/counts.safetensors (tokenizer, tokens, documents), when present."""
 
     def has(self, key: str) -> bool:
         return key in self.series and self.series[key][0].size > 0
 
-    def alc(self) -> float | None:
-        if not self.has("val_loss"):
+    @property
+    def seed(self) -> int | None:
+        seed = self.config.get("seed")
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    def alc(self, key: str = "val_loss", until: int | None = None) -> float | None:
+        """ALC of the `key` curve over its first `until` updates (None: the whole curve), paper 000
+        sec. 4.2 (`nbcli.analysis.curves.area_under_curve`)."""
+        if not self.has(key):
             return None
-        steps, values = self.series["val_loss"]
-        return area_under_curve(list(zip(steps.tolist(), values.tolist())))
+        steps, values = self.series[key]
+        return area_under_curve(list(zip(steps.tolist(), values.tolist())), until=until)
+
+    def best_val_bleu(self) -> float | None:
+        """summary.json's best_val_bleu (the checkpoint kept, paper 000 app. A), else the highest logged."""
+        best = self.summary.get("best_val_bleu")
+        if isinstance(best, (int, float)) and not isinstance(best, bool) and math.isfinite(best):
+            return float(best)
+        return float(self.series["val_bleu"][1].max()) if self.has("val_bleu") else None
+
+    def best_val_loss(self) -> float | None:
+        return float(self.series["val_loss"][1].min()) if self.has("val_loss") else None
 
     def unigram_reg_switch(self) -> tuple[float, int] | None:
         """(lambda, S) when the run regularised away from the unigram for updates < S (config.json's
@@ -57,15 +74,18 @@ class RunLog:
             return float(lam), steps
         return None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The run as `nb plot-run --json` lists it: directory, colour group, last validated step,
-        ALC (paper 000 sec. 4.2), final validation loss (None before the first evaluation), and the
-        step at which the unigram regulariser switched off with its lambda (None without one)."""
+    def as_dict(self, until: int | None = None) -> dict[str, Any]:
+        """The run as `nb plot-run --json` lists it: directory, arm (group), seed, last validated
+        step, ALC of validation loss and of validation BLEU over the first `until` updates (paper
+        000 sec. 4.2), final and best validation loss, best validation BLEU (None where not logged),
+        and the step at which the unigram regulariser switched off with its lambda (None without one)."""
         logged = self.has("val_loss")
         steps, values = self.series["val_loss"] if logged else (None, None)
         switch = self.unigram_reg_switch()
-        return {"dir": str(self.path), "group": self.group, "steps": int(steps.max()) if logged else None,
-                "alc": self.alc(), "final_val_loss": float(values[-1]) if logged else None,
+        return {"dir": str(self.path), "group": self.group, "seed": self.seed,
+                "steps": int(steps.max()) if logged else None, "alc": self.alc(until=until),
+                "final_val_loss": float(values[-1]) if logged else None, "best_val_loss": self.best_val_loss(),
+                "alc_val_bleu": self.alc("val_bleu", until), "best_val_bleu": self.best_val_bleu(),
                 "unigram_reg_switch": switch[1] if switch else None,
                 "unigram_reg_lambda": switch[0] if switch else None}
 
@@ -90,7 +110,89 @@ def read_run(directory: Path | str) -> RunLog:
     name = directory.resolve().name
     return RunLog(path=directory, name=name, group=SEED_SUFFIX.sub("", name),
                   config=_json_or_empty(directory / "config.json"), summary=_json_or_empty(directory / "summary.json"),
-                  series=series)
+                  series=series, data=_training_data(directory / "counts.safetensors"))
+
+
+def _training_data(path: Path) -> dict[str, Any] | None:
+    """What identifies a run's training data: the tokenizer and the token and document totals that
+    DIR/counts.safetensors records (two corpora with the same options are two arms, not seeds)."""
+    from nbcli.checkpoint.format import read_header
+
+    if not path.is_file():
+        return None
+    try:
+        metadata = read_header(path).metadata
+    except CheckpointError:
+        return None  # a damaged counts file says nothing about the data; the config still groups
+    return {key: metadata.get(f"nb.{key}") for key in ("tokenizer_sha256", "vocab_size", "total_tokens", "documents")}
+
+
+#: config.json keys that cannot change what a run learns or logs: runs whose configs differ only in
+#: these and the seed are seeds of one arm (paper 000 figs. 2-3: 5 seeds per arm).
+NOT_AN_ARM = frozenset({"seed", "device", "compile", "save_every"})
+
+
+def read_runs(directories: Sequence[Path | str], group_seeds: bool = True) -> list[RunLog]:
+    """`read_run` of each directory, grouped into arms by `group_runs`."""
+    return group_runs([read_run(d) for d in directories], group_seeds)
+
+
+def group_runs(runs: Sequence[RunLog], group_seeds: bool = True) -> list[RunLog]:
+    """The runs with `group` set to their arm's label. With `group_seeds`, runs are one arm when
+    their config.json values are equal but for the seed (and NOT_AN_ARM) and their training data is
+    the same; a run without a config.json is grouped by its directory name less a seed suffix
+    (-s0, _seed1). Without, every run is its own arm. The label is the members' common directory
+    name less the seed suffix (else their common prefix); arms with the same label get #2, #3."""
+    keys = []
+    for r in runs:
+        if not group_seeds:
+            keys.append(f"dir:{r.path.resolve()}")
+        elif r.config:
+            settings = {k: v for k, v in r.config.items() if k not in NOT_AN_ARM}
+            keys.append(json.dumps({"config": settings, "data": r.data}, sort_keys=True, default=str))
+        else:
+            keys.append(f"name:{SEED_SUFFIX.sub('', r.name)}")
+    order = list(dict.fromkeys(keys))
+    labels: dict[str, str] = {}
+    taken: dict[str, int] = {}
+    for key in order:
+        members = [r for r, k in zip(runs, keys) if k == key]
+        label = _arm_label(members) if group_seeds else members[0].name
+        taken[label] = taken.get(label, 0) + 1
+        labels[key] = label if taken[label] == 1 else f"{label} #{taken[label]}"
+    return [dataclasses.replace(r, group=labels[k]) for r, k in zip(runs, keys)]
+
+
+def _arm_label(members: Sequence[RunLog]) -> str:
+    stems = {SEED_SUFFIX.sub("", r.name) for r in members}
+    if len(stems) == 1:
+        return stems.pop()
+    prefix = os.path.commonprefix([r.name for r in members]).rstrip("-_. ")
+    return prefix or f"{members[0].name} (+{len(members) - 1})"
+
+
+#: The per-run numbers `arm_table` summarises (what figs. 2-3 plot per arm).
+ARM_METRICS = ("best_val_bleu", "alc_val_bleu", "best_val_loss", "alc_val_loss")
+
+
+def arm_table(runs: Sequence[RunLog], until: int | None = None) -> list[dict[str, Any]]:
+    """One row per arm (group), in first-seen order: its run directories, seeds, and for each of
+    ARM_METRICS the mean ± standard error (ddof 1) over the runs that logged it, with their number
+    (paper 000 figs. 2-3: mean and standard error over 5 seeds). ALCs over the first `until` updates."""
+    rows = []
+    for group in dict.fromkeys(r.group for r in runs):
+        members = [r for r in runs if r.group == group]
+        values = {"best_val_bleu": [r.best_val_bleu() for r in members],
+                  "alc_val_bleu": [r.alc("val_bleu", until) for r in members],
+                  "best_val_loss": [r.best_val_loss() for r in members],
+                  "alc_val_loss": [r.alc("val_loss", until) for r in members]}
+        row: dict[str, Any] = {"group": group, "runs": [str(r.path) for r in members], "seeds": [r.seed for r in members]}
+        for metric in ARM_METRICS:
+            present = [v for v in values[metric] if v is not None]
+            mean, se = mean_standard_error(present)
+            row[metric] = {"mean": mean, "se": se, "n": len(present)}
+        rows.append(row)
+    return rows
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:

@@ -69,6 +69,35 @@ def llama_tensors(tied: bool = False, dtype: torch.dtype = torch.bfloat16) -> di
     return t
 
 
+def seq2seq_tensors(kind: str = "marian", separate: bool = False) -> dict[str, torch.Tensor]:
+    """A Marian or BART save as older transformers wrote it (model.shared beside encoder/decoder
+    embed_tokens copies, position tables, final_logits_bias [1, V]); `separate`: Marian with source
+    and target vocabularies of their own (no model.shared)."""
+    shared = randn(V, D, seed=1)
+    t = {"final_logits_bias": randn(1, V, seed=2), "model.encoder.embed_positions.weight": randn(T, D, seed=3),
+         "model.decoder.embed_positions.weight": randn(T, D, seed=4)}
+    if separate:
+        t |= {"model.encoder.embed_tokens.weight": randn(V + 8, D, seed=5),
+              "model.decoder.embed_tokens.weight": randn(V, D, seed=6)}
+    else:
+        t |= {"model.shared.weight": shared, "model.encoder.embed_tokens.weight": shared.clone(),
+              "model.decoder.embed_tokens.weight": shared.clone()}
+    for i in range(LAYERS):
+        for side in ("encoder", "decoder"):
+            t[f"model.{side}.layers.{i}.self_attn.q_proj.weight"] = randn(D, D, seed=40 + i)
+            t[f"model.{side}.layers.{i}.final_layer_norm.weight"] = torch.ones(D)
+            t[f"model.{side}.layers.{i}.final_layer_norm.bias"] = randn(D, seed=50 + i)
+        t[f"model.decoder.layers.{i}.encoder_attn.k_proj.weight"] = randn(D, D, seed=60 + i)
+    if kind in ("bart", "mbart"):
+        for side in ("encoder", "decoder"):
+            t[f"model.{side}.layernorm_embedding.weight"] = torch.ones(D)
+            t[f"model.{side}.layernorm_embedding.bias"] = torch.zeros(D)
+    if kind == "mbart":
+        t["model.decoder.layer_norm.weight"] = torch.ones(D)
+        t["model.decoder.layer_norm.bias"] = randn(D, seed=7)
+    return t
+
+
 def nb_tensors(objective: str = "clm", tied: bool = True, bias: bool = True,
                dtype: torch.dtype = torch.float32) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     t = {"tok_emb.weight": randn(V, D, seed=1, dtype=dtype), "pos_emb.weight": randn(T, D, seed=2, dtype=dtype),

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from nbcli.checkpoint.architectures import (
-    ARCHITECTURES, DETECTION_ORDER, ROLES, by_model_type, candidate_names, untie_bias_names, untie_rule,
-    untied_output_name,
+    ARCHITECTURES, DETECTION_ORDER, ROLES, by_model_type, candidate_names, new_bias_shape, untie_bias_names,
+    untie_input_names, untie_rule, untied_output_name,
 )
 
 
@@ -47,6 +47,17 @@ def test_lookups_for_other_modules() -> None:
     assert untied_output_name("custom") == "lm_head.weight" == untied_output_name("no-such-arch")
     assert untie_bias_names("bert") == ("cls.predictions.decoder.bias",)
     assert untie_bias_names("gpt2") == () == untie_bias_names("no-such-arch")
+    assert untie_input_names("marian") == ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+    assert untie_input_names("gpt2") == () == untie_input_names("no-such-arch")
+    assert by_model_type("marian") == "marian" and by_model_type("mbart") == "bart"
+
+
+def test_a_created_bias_takes_the_stored_shape_of_its_family() -> None:
+    """Marian's and BART's final_logits_bias is a [1, V] row (what transformers loads); any other
+    created bias, or another name on those families, is [V]."""
+    assert new_bias_shape("marian", "final_logits_bias", 9) == (1, 9) == new_bias_shape("bart", "final_logits_bias", 9)
+    assert new_bias_shape("marian", "lm_head.bias", 9) == (9,) == new_bias_shape("gpt2", "lm_head.bias", 9)
+    assert new_bias_shape("no-such-arch", "final_logits_bias", 9) == (9,)
 
 
 def test_untie_keeps_logits_of_a_scaled_tied_head() -> None:

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from nbcli.checkpoint import ROLES, open_checkpoint, parse_role_map, resolve_roles
-from nbcli.checkpoint.roles import detect_architecture
+from nbcli.checkpoint.roles import detect_architecture, look_alikes, vector_length
 from nbcli.errors import CheckpointError, ConfigError
 from tests.checkpoint.builders import (
-    bert_tensors, gpt2_tensors, llama_tensors, nb_tensors, roberta_tensors, save, save_sharded,
+    bert_tensors, gpt2_tensors, llama_tensors, nb_tensors, roberta_tensors, save, save_sharded, seq2seq_tensors,
 )
 
 
@@ -78,6 +78,43 @@ def test_llama(tmp_path: Path, tied: bool) -> None:
     assert roles["output_weight"] == ("model.embed_tokens.weight" if tied else "lm_head.weight")
     assert roles["final_ln_weight"] == "model.norm.weight"
     assert roles["output_bias"] is None and roles["final_ln_bias"] is None and roles["position_embedding"] is None
+
+
+@pytest.mark.parametrize("kind", ["marian", "bart", "mbart"])
+def test_marian_and_bart_older_saves(tmp_path: Path, kind: str) -> None:
+    """model.shared with encoder/decoder embed_tokens copies (aliases, kept equal by writers), the head
+    tied to it, b = final_logits_bias [1, V]; detected by names before OPT (whose signature
+    model.decoder.embed_tokens they also hold); a final norm only where the model has one (mBART),
+    else said why (post-LN), naming the last layer's norm to --map."""
+    roles = roles_of(tmp_path, seq2seq_tensors(kind))
+    assert roles.architecture == ("marian" if kind == "marian" else "bart") and roles.tied
+    assert roles["input_embedding"] == roles["output_weight"] == "model.shared.weight"
+    assert roles.aliases["input_embedding"] == ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+    assert roles["output_bias"] == "final_logits_bias" and roles.candidates("output_bias") == ["final_logits_bias"]
+    assert roles["position_embedding"] == "model.encoder.embed_positions.weight"
+    if kind == "mbart":
+        assert roles["final_ln_bias"] == "model.decoder.layer_norm.bias"
+        return
+    assert roles["final_ln_weight"] is None and roles["final_ln_bias"] is None
+    with pytest.raises(CheckpointError) as err:
+        roles.require("final_ln_bias", "--scale-ln-bias")
+    assert "post-LN" in str(err.value) and "model.decoder.layers.1.final_layer_norm.bias" in str(err.value)
+
+
+def test_marian_with_separate_vocabularies(tmp_path: Path) -> None:
+    """No model.shared: the input embedding is the encoder's (source vocabulary), the output weight
+    the decoder's embed_tokens that lm_head is tied to (target vocabulary, b's length)."""
+    roles = roles_of(tmp_path, seq2seq_tensors("marian", separate=True))
+    assert roles.architecture == "marian" and not roles.tied and not roles.aliases
+    assert roles["input_embedding"] == "model.encoder.embed_tokens.weight"
+    assert roles["output_weight"] == "model.decoder.embed_tokens.weight" and roles["output_bias"] == "final_logits_bias"
+
+
+def test_a_bias_row_counts_as_a_vector() -> None:
+    assert vector_length((7,)) == 7 == vector_length((1, 7))
+    assert vector_length((2, 7)) is None and vector_length((7, 1)) is None and vector_length(()) is None
+    found = look_alikes({"emb": (40, 8), "logits_bias": (1, 40), "other": (2, 40)})
+    assert found["output_bias"] == ["logits_bias"]
 
 
 @pytest.mark.parametrize(("objective", "ln"), [("clm", "ln_f.bias"), ("mlm", "mlm.ln.bias")])

@@ -87,6 +87,8 @@ def _apply_in_memory(model: Any, ops: tuple[str, ...], counts: np.ndarray, layou
     with torch.no_grad():
         if "set-output-bias" in ops and getattr(model.get_output_embeddings(), "bias", None) is not None:
             model.get_output_embeddings().bias.copy_(bias)
+        if "set-output-bias" in ops and hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.copy_(bias.reshape(1, -1))
         if "untie" in ops:  # a separate output weight; T5's tied head scaled the decoder output by d^-0.5
             factor = model.config.d_model ** -0.5 if layout.arch == "t5" else 1.0
             out = model.get_output_embeddings()
@@ -209,3 +211,50 @@ def test_encoder_without_prediction_head(tmp_path: Path, counts_path) -> None:  
     assert not info["missing_keys"] and not info["unexpected_keys"]
     weight = loaded.get_input_embeddings().weight.detach()
     assert abs(float(weight.std()) - xavier_std(*weight.shape)) < 1e-4
+
+
+@pytest.mark.parametrize("model_class", ["MarianMTModel", "BartForConditionalGeneration"])
+def test_seq2seq_output_bias_is_final_logits_bias(tmp_path: Path, counts_path, model_class: str) -> None:  # noqa: ANN001
+    """Marian and BART keep b as `final_logits_bias`, a [1, V] buffer added to lm_head's logits:
+    --set-output-bias rewrites it in that shape, and the loaded model's logits are its base logits
+    with the old bias swapped for log p(y) (add-1 smoothing, computed here by hand); probe-bias reads
+    it back (KL 0, Spearman 1 with the counts); a save without it gets one created as [1, V], which
+    transformers loads (no unexpected key)."""
+    from safetensors.torch import load_file, save_file
+
+    transformers.logging.set_verbosity_error()
+    counts_file, counts = counts_path
+    layout = next(item for item in LAYOUTS if item.model_class == model_class and item.tied)
+    model = build(layout)
+    folder = tmp_path / "in"
+    model.save_pretrained(folder)
+    base = _logits(model)
+    old_bias = model.final_logits_bias.detach().clone()
+    by_hand = torch.from_numpy(np.log((counts + 1.0) / (counts.sum() + V))).float()
+
+    def patched_logits(out: Path) -> torch.Tensor:
+        loaded, info = _load(out, layout)
+        assert not info["missing_keys"] and not info["unexpected_keys"], info
+        assert open_checkpoint(out).shape("final_logits_bias") == (1, V)
+        return _logits(loaded)
+
+    result = invoke("patch-checkpoint", folder, "-o", tmp_path / "out", "--set-output-bias", counts_file, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["tensors"][0]["shape"] == [1, V]
+    torch.testing.assert_close(patched_logits(tmp_path / "out"), base - old_bias + by_hand, rtol=1e-5, atol=1e-5)
+    probe = invoke("probe-bias", tmp_path / "out", "-c", counts_file, "--json")
+    assert probe.exit_code == 0, probe.output
+    section = json.loads(probe.stdout)["output_bias"]
+    assert section["present"] and section["kl_unigram_to_bias"] == pytest.approx(0.0, abs=1e-6)
+    assert section["spearman"] == pytest.approx(1.0) and section["norm"] == pytest.approx(float(by_hand.norm()), rel=1e-5)
+
+    weights = load_file(folder / "model.safetensors")  # a save without the bias (older conversions)
+    del weights["final_logits_bias"]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    assert _inspect(folder)["roles"]["output_bias"] is None
+    result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o2", "--set-output-bias", counts_file)
+    assert result.exit_code == 1 and "--bias-name final_logits_bias" in result.stderr, result.output
+    result = invoke("patch-checkpoint", folder, "-o", tmp_path / "o2", "--set-output-bias", counts_file,
+                    "--bias-name", "final_logits_bias")
+    assert result.exit_code == 0, result.output
+    torch.testing.assert_close(patched_logits(tmp_path / "o2"), base - old_bias + by_hand, rtol=1e-5, atol=1e-5)

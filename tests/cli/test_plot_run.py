@@ -28,7 +28,8 @@ def fake_run(directory: Path, offset: float, ag: bool) -> Path:
                            "kl_uniform": 2.0 - 0.01 * step, "bias_norm": 80.0 + step, "bias_kl_unigram": 0.01 * step})
         lines.append(json.dumps(record))
     (directory / "log.jsonl").write_text("\n".join(lines) + "\n")
-    (directory / "config.json").write_text(json.dumps({"seed": 0}))
+    seed = int(directory.name.rsplit("-s", 1)[1]) if "-s" in directory.name else 0
+    (directory / "config.json").write_text(json.dumps({"seed": seed, "ag_fraction": 0.5 if ag else 0.0}))
     return directory
 
 
@@ -105,7 +106,7 @@ def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sampl
 
 def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while drawing a later figure leaves none of the earlier ones (one OutputSet)."""
-    import nbcli.plots as plots
+    import nbcli.run_plots as plots
 
     original = plots._save_named
 
@@ -170,3 +171,57 @@ def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
     with Image.open(tmp_path / "fa" / "val_loss.png") as a, Image.open(tmp_path / "fb" / "val_loss.png") as b:
         assert _switch_chunk(b) is None
         assert a.size == b.size and a.tobytes() != b.tobytes()
+
+
+def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Translation runs, 3 seeds per arm: val_bleu.png draws one line per arm, the mean of its seeds
+    at the steps all of them evaluated, inside a band of ± the standard error (ddof 1); the legend
+    gives the arm's ALC as mean ± SE; --json's groups hold the table; --no-group-seeds draws each run."""
+    import numpy as np
+
+    import nbcli.run_plots as run_plots
+    from nbcli.analysis.curves import area_under_curve
+    from tests.train.test_runs import BASE, make_run
+
+    figures: dict[str, object] = {}
+    real_save = run_plots.save_figure
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, path, meta, outputs: (
+        figures.__setitem__(Path(path).stem, fig), real_save(fig, path, meta, outputs)))
+    rng = np.random.default_rng(1)
+    steps = [0, 10000, 20000, 30000]
+    dirs, bleus = [], {"unigram": [], "zero": []}
+    for arm in ("unigram", "zero"):
+        for seed in range(3):
+            extra = [(40000, 30.0)] if seed == 0 else []  # one seed evaluated further: not in the mean
+            bleu = [(s, float(v)) for s, v in zip(steps, np.sort(rng.uniform(0, 35, 4)))] + extra
+            dirs.append(make_run(tmp_path / f"{arm}-s{seed}", {**BASE, "bias_init": arm, "seed": seed}, bleu=bleu,
+                                 loss=[(s, 6.0 - s / 10000) for s in steps]))
+            bleus[arm].append(bleu)
+    result = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted(Path(f).name for f in report["files"]) == ["val_bleu.png", "val_loss.png"]
+    assert [g["group"] for g in report["groups"]] == ["unigram", "zero"] and report["alc_steps"] == 20000
+    ax = figures["val_bleu"].axes[0]
+    lines = {line.get_label().split()[0]: line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    for arm, group in zip(("unigram", "zero"), report["groups"]):
+        table = np.array([[v for s, v in b if s in steps] for b in bleus[arm]])
+        assert lines[arm].get_xdata().tolist() == steps
+        np.testing.assert_allclose(lines[arm].get_ydata(), table.mean(axis=0))
+        alcs = [area_under_curve(b, until=20000) for b in bleus[arm]]
+        alc, se = np.mean(alcs), np.std(alcs, ddof=1) / np.sqrt(3)
+        assert group["alc_val_bleu"]["mean"] == pytest.approx(alc) and group["alc_val_bleu"]["se"] == pytest.approx(se)
+        assert f"ALC {alc:.2f} ± {se:.2f}, 3 runs" in lines[arm].get_label()
+        band = [c for c in ax.collections if np.allclose(c.get_facecolor()[0][:3], lines[arm].get_color()[:3])
+                and c.get_facecolor()[0][3] > 0.2]
+        top = band[0].get_paths()[0].vertices[:, 1].max()
+        assert top == pytest.approx((table.mean(axis=0) + table.std(axis=0, ddof=1) / np.sqrt(3)).max())
+    assert any("end of the ALC window" in line.get_label() for line in ax.get_lines())
+    text = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig2")])
+    assert text.exit_code == 0 and "unigram" in text.stdout and "±" in text.stdout, text.output
+    alone = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig3"), "--no-group-seeds",
+                                     "--alc-steps", "0", "--json"])
+    assert alone.exit_code == 0, alone.output
+    groups = json.loads(alone.stdout)["groups"]
+    assert [g["group"] for g in groups] == [d.name for d in dirs] and all(g["alc_val_bleu"]["se"] is None for g in groups)
+    assert groups[0]["alc_val_bleu"]["mean"] == pytest.approx(area_under_curve(bleus["unigram"][0]))

@@ -31,7 +31,7 @@ from tests.cli.helpers import assert_one_line_error, invoke  # noqa: E402
 from tests.hf_layouts import IDS, LAYOUTS, Layout, build  # noqa: E402
 from tests.hub_cache import add_snapshot, commit_hash  # noqa: E402
 
-NOT_CAUSAL = ("t5", "bert", "roberta", "distilbert")
+NOT_CAUSAL = ("t5", "marian", "bart", "bert", "roberta", "distilbert")
 CAUSAL = [(layout, name) for layout, name in zip(LAYOUTS, IDS) if layout.arch not in NOT_CAUSAL]
 DOCS = ["The model is a bias of the token.", "Frequency and the word are in a model.", "A token is a word."]
 NEW_TOKENS = 6

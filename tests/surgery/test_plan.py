@@ -15,7 +15,7 @@ from nbcli import ops, surgery
 from nbcli.checkpoint import open_checkpoint, resolve_roles
 from nbcli.counts import UnigramCounts, write_counts
 from nbcli.errors import CheckpointError, ConfigError
-from tests.checkpoint.builders import gpt2_tensors, nb_tensors, save
+from tests.checkpoint.builders import gpt2_tensors, nb_tensors, save, seq2seq_tensors
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
@@ -155,3 +155,26 @@ def test_surgery_result_reports_the_workspace(tmp_path: Path) -> None:
     assert result.operations == [{"op": "scale-ln-bias", "lambda": 0.5}] and result.outputs == []
     assert [t.name for t in result.tensors] == ["ln_f.bias"] and result.warnings is warnings
     assert result.tensors[0].after["norm"] == pytest.approx(0.5 * result.tensors[0].before["norm"], rel=1e-6)
+
+
+def test_marian_older_save_keeps_its_embedding_copies_equal(tmp_path: Path) -> None:
+    """An older Marian save holds model.shared and encoder/decoder embed_tokens copies: every
+    operation on the input embedding writes all three alike; final_logits_bias keeps its [1, V]
+    shape (with the values of the unigram prior); --untie writes lm_head and leaves the copies."""
+    tensors = seq2seq_tensors("marian")
+    ckpt = open_checkpoint(save(tmp_path / "m.safetensors", tensors))
+    counts = np.random.default_rng(2).integers(0, 100, size=40)
+    write_counts(tmp_path / "c.safetensors", UnigramCounts(counts=counts, metadata={}))
+    options = surgery.SurgeryOptions(output_bias_counts=tmp_path / "c.safetensors", shuffle=True, seed=5,
+                                     standardise=surgery.StandardiseSpec("xavier"))
+    new, _ws, _warnings = surgery.run_surgery(ckpt, resolve_roles(ckpt), surgery.resolve_options(
+        ckpt, resolve_roles(ckpt), options))
+    shared = ops.shuffle_embeddings(ops.standardise_embeddings(tensors["model.shared.weight"], 0.0,
+                                                               ops.xavier_std(40, 8)), 5)
+    for name in ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"):
+        torch.testing.assert_close(new[name], shared)
+    assert new["final_logits_bias"].shape == (1, 40)
+    torch.testing.assert_close(new["final_logits_bias"][0], ops.unigram_log_prior(counts, 40, 1.0))
+    untied, _ws, _warnings = surgery.run_surgery(ckpt, resolve_roles(ckpt), surgery.SurgeryOptions(untie=True))
+    assert set(untied) == {"lm_head.weight"}
+    torch.testing.assert_close(untied["lm_head.weight"], tensors["model.shared.weight"])

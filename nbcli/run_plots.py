@@ -1,0 +1,262 @@
+"""`nb plot-run`'s PNGs: curves of `nb train` runs, several overlaid, one colour per arm.
+
+The seeds of an arm (`nbcli.train.runs.group_runs`: configs equal but for the seed) are drawn as
+their mean ± standard error (ddof 1) at the steps they all evaluated, paper 000 figs. 2-3's 5 seeds;
+validation loss and validation BLEU carry each arm's ALC over the first N updates (paper 000 sec.
+4.2, mean ± SE over its seeds) in the legend. Figures are built with `nbcli.plots.new_figure` and
+written with `save_figure`, all in one OutputSet (committed together or not at all).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbcli.analysis.curves import ALC_UPDATES, mean_curve, mean_standard_error
+from nbcli.atomic import OutputSet
+from nbcli.errors import InputError
+from nbcli.plots import new_figure, save_figure
+
+def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = True,
+              alc_steps: int | None = ALC_UPDATES) -> dict[str, Any]:
+    """`nb plot-run`: read the run directories, group their seeds into arms (`group_seeds`), write
+    the figures into `output` (created if missing; none, and no folder it made, when drawing fails)
+    and return the report: files, each run (`RunLog.as_dict`) and each arm's mean ± SE table
+    (`arm_table`), ALCs over the first `alc_steps` updates (None: whole curves)."""
+    from nbcli.outputs import guard_outputs
+    from nbcli.provenance import tool_version, utc_now
+    from nbcli.train.runs import arm_table, read_runs
+
+    logs = read_runs(directories, group_seeds)
+    guard_outputs([output / f"{name}.png" for name in RUN_FIGURES],
+                  [d / name for d in directories for name in ("log.jsonl", "config.json", "summary.json")],
+                  folder=output)
+    created = not output.exists()
+    output.mkdir(exist_ok=True)
+    metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
+                "nb.runs": ",".join(str(d) for d in directories)}
+    try:
+        files = plot_run_figures(output, logs, metadata, alc_steps)
+    except BaseException:
+        if created and not any(output.iterdir()):
+            output.rmdir()  # a failed run leaves no output, not even the folder it made
+        raise
+    return {"output": str(output), "files": [str(f) for f in files], "alc_steps": alc_steps,
+            "group_seeds": group_seeds, "runs": [r.as_dict(alc_steps) for r in logs],
+            "groups": arm_table(logs, alc_steps)}
+
+
+RUN_FIGURES = ("val_loss", "val_bleu", "divergence", "bias", "attention_guidance", "unigram_reg")
+
+
+def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    groups = list(dict.fromkeys(r.group for r in runs))
+    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
+
+
+def _series_pair(runs: list[Any], colours: dict[Any, Any], panels: tuple[tuple[str, str], tuple[str, str]],
+                 linewidth: float, grid: str) -> tuple[Any, Any]:
+    """A figure of two side-by-side panels, each one logged series (key, y label) per run against the step."""
+    fig = new_figure(10.0, 4.0)
+    axes = fig.subplots(1, 2)
+    for ax, (key, ylabel) in zip(axes, panels):
+        seen: set[str] = set()
+        for r in runs:
+            if r.has(key):
+                steps, values = r.series[key]
+                ax.plot(steps, values, color=colours[r.group], linewidth=linewidth, label=_label(r, seen))
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which=grid, alpha=0.3)
+    return fig, axes
+
+
+def _mark_unigram_switch(axes: Sequence[Any], runs: Sequence[Any], colours: dict[Any, Any]) -> list[dict[str, Any]]:
+    """A dotted vertical line, in the run's colour, at the update where each run's regulariser away
+    from the unigram stops (paper 000 app. B.3, fig. 9's 'regularisation steps'), one legend entry per
+    arm and switch; returns the marks drawn (for the PNG's text chunk)."""
+    marks: list[dict[str, Any]] = []
+    for r in runs:
+        switch = r.unigram_reg_switch()
+        if switch is None or any(m["group"] == r.group and m["step"] == switch[1] for m in marks):
+            continue
+        lam, step = switch
+        marks.append({"group": r.group, "step": step, "lambda": lam})
+        for i, ax in enumerate(axes):
+            ax.axvline(step, color=colours[r.group], linestyle=":", linewidth=1.4,
+                       label=f"{r.group}: unigram reg. (λ={lam:g}) off at step {step}" if i == 0 else None)
+    return marks
+
+
+def _marks_metadata(metadata: dict[str, str], marks: list[dict[str, Any]]) -> dict[str, str]:
+    return {**metadata, "nb.unigram_reg_switch": json.dumps(marks)} if marks else metadata
+
+
+def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
+    """One legend entry per arm (its group); seeds of an arm share colour and entry."""
+    if run.group in seen:
+        return None
+    seen.add(run.group)
+    return run.group + extra
+
+
+def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
+                     alc_steps: int | None = ALC_UPDATES) -> list[Path]:
+    """The PNGs of `nb plot-run` in `out_dir`, committed together or not at all (one OutputSet);
+    figures whose curves no run logged are skipped. `runs` are `nbcli.train.runs.RunLog`s, grouped
+    into arms (`group`); ALCs over the first `alc_steps` updates (None: the whole curve)."""
+    with OutputSet() as outputs:
+        try:
+            with warnings.catch_warnings():  # overflow inside matplotlib's tick maths: the error below says it
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return _plot_run_figures(out_dir, runs, metadata, outputs, alc_steps)
+        except (OverflowError, ValueError) as err:  # values no figure can draw (|loss| near 1e308)
+            logs = ", ".join(str(Path(r.path) / "log.jsonl") for r in runs)
+            raise InputError(f"{logs}: matplotlib cannot draw these curves ({err})") from None
+
+
+def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
+                      outputs: OutputSet, alc_steps: int | None) -> list[Path]:
+    written: list[Path] = []
+    colours = _run_colours(runs) if runs else {}
+
+    # 1. validation loss and validation BLEU, each arm's mean ± SE, the area under it shaded (ALC,
+    #    paper 000 sec. 4.2; BLEU: figs. 2-3)
+    for key, ylabel, title, digits in (
+            ("val_loss", "validation loss (nats/token)", "Validation loss", 3),
+            ("val_bleu", "validation BLEU (sacreBLEU)", "Validation BLEU", 2)):
+        if not any(r.has(key) for r in runs):
+            continue
+        fig = new_figure(7.5, 4.6)
+        ax = fig.add_subplot()
+        lo, hi = _arm_curves(ax, runs, key, colours, alc_steps, digits)
+        bottom = 0.0 if key == "val_bleu" else max(0.0, lo - 0.1 * (hi - lo))
+        top = hi + 0.05 * (hi - lo)
+        if math.isfinite(bottom) and math.isfinite(top) and top > bottom:  # else matplotlib's own limits
+            ax.set_ylim(bottom, top)
+        ax.set_xlabel("training step (update)")
+        ax.set_ylabel(ylabel)
+        window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
+        ax.set_title(f"{title}; band: ± standard error over seeds; shaded: area under the curve\n"
+                     f"(ALC = area / span over the {window}, paper 000 sec. 4.2)", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        marks = _mark_unigram_switch([ax], runs, colours)
+        ax.legend(loc="upper right" if key == "val_loss" else "lower right", fontsize=8)
+        written.append(_save_named(fig, out_dir, key, _marks_metadata(metadata, marks), outputs))
+
+    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
+    if any(r.has("kl_unigram") for r in runs):
+        fig = new_figure(7.5, 4.6)
+        ax = fig.add_subplot()
+        seen = set()
+        for r in runs:
+            for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
+                if r.has(key):
+                    steps, values = r.series[key]
+                    ax.plot(steps, values, linestyle=style, color=colours[r.group], linewidth=1.3,
+                            label=_label(r, seen) if key == "kl_unigram" else None)
+        ax.plot([], [], "k-", label="KL(p_θ ‖ unigram)")
+        ax.plot([], [], "k--", label="KL(p_θ ‖ uniform)")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel("training step (log scale; 0 shown linearly)")
+        ax.set_ylabel("mean per-token divergence (nats)")
+        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)",
+                     fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "divergence", metadata, outputs))
+
+    # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
+    if any(r.has("bias_norm") for r in runs):
+        panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major")
+        axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
+        axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "bias", metadata, outputs))
+
+    # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
+    if any(r.has("ag_loss") for r in runs):
+        fig, axes = _series_pair(runs, colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
+                                 linewidth=1.2, grid="both")
+        if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
+            axes[0].set_yscale("log")
+        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
+        axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "attention_guidance", metadata, outputs))
+
+    # 5. regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
+    #    (paper 000 app. B.3, fig. 9)
+    if any(r.has("unigram_kl") for r in runs):
+        panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major")
+        marks = _mark_unigram_switch(axes, runs, colours)
+        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)", fontsize=9)
+        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on", fontsize=9)
+        axes[0].legend(loc="best", fontsize=8)
+        written.append(_save_named(fig, out_dir, "unigram_reg", _marks_metadata(metadata, marks), outputs))
+    return written
+
+
+def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet) -> Path:
+    path = out_dir / f"{name}.png"
+    save_figure(fig, path, metadata, outputs)
+    return path
+
+
+def _arm_curves(ax: Any, runs: Sequence[Any], key: str, colours: dict[Any, Any], until: int | None,
+                digits: int) -> tuple[float, float]:
+    """Each arm's `key` curve on `ax`: a single run as logged; several (its seeds) as their mean at
+    the steps all of them evaluated, with a ± standard-error band (each run drawn thinly instead
+    when they share no step); the area under it lightly shaded; the arm's ALC in the legend (mean ±
+    SE over its runs). A dotted line where the ALC window ends, when a curve goes past it. Returns
+    the lowest and highest value drawn."""
+    drawn: list[np.ndarray] = []
+    for group in dict.fromkeys(r.group for r in runs):
+        members = [r for r in runs if r.group == group and r.has(key)]
+        if not members:
+            continue
+        colour = colours[group]
+        alc, alc_se = mean_standard_error([a for a in (m.alc(key, until) for m in members) if a is not None])
+        spread = f" ± {alc_se:.{digits}f}" if alc_se is not None else ""
+        runs_note = f", {len(members)} runs" if len(members) > 1 else ""
+        label = f"{group}  (ALC {alc:.{digits}f}{spread}{runs_note})" if alc is not None else group
+        steps, mean, se = mean_curve([m.series[key] for m in members])
+        if steps.size == 0:  # seeds evaluated on disjoint steps: no mean to take
+            for i, m in enumerate(members):
+                ax.plot(*m.series[key], color=colour, linewidth=1.0, label=label if i == 0 else None)
+                drawn.append(m.series[key][1])
+            continue
+        ax.plot(steps, mean, color=colour, linewidth=1.5, label=label)
+        ax.fill_between(*_window(steps, mean, until), color=colour, alpha=0.06)
+        drawn.append(mean)
+        if len(members) > 1:
+            ax.fill_between(steps, mean - se, mean + se, color=colour, alpha=0.22, linewidth=0)
+            drawn.extend([mean - se, mean + se])
+    last = max(int(r.series[key][0].max()) for r in runs if r.has(key))
+    if until and last > until:
+        ax.axvline(until, color="grey", linestyle=":", linewidth=1.2, label=f"end of the ALC window ({until:,} updates)")
+    values = np.concatenate(drawn)
+    values = values[np.isfinite(values)]
+    return (float(values.min()), float(values.max())) if values.size else (math.nan, math.nan)
+
+
+def _window(steps: np.ndarray, values: np.ndarray, until: int | None) -> tuple[np.ndarray, int, np.ndarray]:
+    """(x, 0, y) of the area the ALC covers: the curve up to `until`, its value there interpolated."""
+    if not until or steps.size == 0 or steps[0] >= until:
+        return steps, 0, values
+    inside = steps <= until
+    xs, ys = steps[inside].astype(np.float64), values[inside]
+    if xs[-1] < until < steps[-1]:
+        xs, ys = np.append(xs, until), np.append(ys, np.interp(until, steps, values))
+    return xs, 0, ys
