@@ -84,7 +84,8 @@ _DISTIL = ("distilbert.", "")
 _BLOOM = ("transformer.", "")
 _RMS = "its final norm is an RMSNorm (a scale, no bias), so it has no b_LN"
 _ROTARY = "rotary position embeddings: no position-embedding tensor"
-_NO_LM_BIAS = "its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers ignores it)"
+_NO_LM_BIAS = ("its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers' "
+               "from_pretrained drops it, nbcli.load_model installs it)")
 
 
 def _decoder(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
