@@ -87,7 +87,7 @@ def install_output_bias(model: Any, values: torch.Tensor, *, trainable: bool = T
         new = torch.nn.Parameter(flat.to(device=current.device, dtype=current.dtype).reshape(current.shape).clone(),
                                  requires_grad=trainable)
         if created:
-            del model._buffers[FINAL_LOGITS_BIAS]  # a buffer becomes a Parameter of the same name
+            delattr(model, FINAL_LOGITS_BIAS)  # a buffer becomes a Parameter of the same name
             model.register_parameter(FINAL_LOGITS_BIAS, new)
         else:
             with torch.no_grad():
