@@ -70,7 +70,7 @@ class AttentionGuidanceTrainer(Trainer):
         if ag_fraction > 0:
             self._ag_projections = self._choose_source(self.accelerator.unwrap_model(self.model), ag_source)
         self._ag_causal = is_causal_model(self.accelerator.unwrap_model(self.model))
-        self._ag_sums = [0.0, 0.0, 0]  # ag_loss, lm_loss, micro-batches since the last log
+        self._ag_sums = [0.0, 0.0, 0.0, 0]  # ag_loss, lm_loss, alpha_t, micro-batches since the last log
 
     @staticmethod
     def _choose_source(model: Any, source: str) -> Any:
@@ -125,7 +125,8 @@ class AttentionGuidanceTrainer(Trainer):
         alpha = self.current_ag_alpha()
         self._ag_sums[0] += float(ag.detach())
         self._ag_sums[1] += float(lm_value)
-        self._ag_sums[2] += 1
+        self._ag_sums[2] += alpha
+        self._ag_sums[3] += 1
         total = loss + alpha * ag / (steps if scaled else 1)  # Trainer divides an unscaled loss by the steps
         return (total, outputs) if return_outputs else total
 
@@ -139,10 +140,11 @@ class AttentionGuidanceTrainer(Trainer):
                     or self.compute_loss_func is not None)
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """The Trainer's log record, with ag_loss and lm_loss (means over the micro-batches since the
-        last record) and ag_alpha (alpha_t now) in training records."""
-        if "loss" in logs and self._ag_sums[2]:
-            ag_sum, lm_sum, count = self._ag_sums
-            logs = {**logs, "lm_loss": lm_sum / count, "ag_loss": ag_sum / count, "ag_alpha": self.current_ag_alpha()}
-            self._ag_sums = [0.0, 0.0, 0]
+        """The Trainer's log record, with lm_loss, ag_loss and ag_alpha in training records: the means
+        over the micro-batches since the last record of L, L_AG and the alpha_t that weighed it (with
+        logging_steps=1: that step's values, loss = lm_loss + ag_alpha * ag_loss)."""
+        if "loss" in logs and self._ag_sums[3]:
+            ag_sum, lm_sum, alpha_sum, count = self._ag_sums
+            logs = {**logs, "lm_loss": lm_sum / count, "ag_loss": ag_sum / count, "ag_alpha": alpha_sum / count}
+            self._ag_sums = [0.0, 0.0, 0.0, 0]
         super().log(logs, *args, **kwargs)
