@@ -147,10 +147,10 @@ def install_carried_bias(model: Any, checkpoint: Any, roles: Roles, *, trainable
     if name is None or name in live or prefix + name in live:
         return None
     rescaled = any(op.get("op") == "rescale-w" for op in provenance_operations(checkpoint.metadata))
-    why = " and W was rescaled to its norm (nb.provenance: rescale-w)" if rescaled else ""
+    why = "; W was rescaled to its norm (nb.provenance: rescale-w), so W alone is a broken model" if rescaled else ""
     try:
         install_output_bias(model, checkpoint.get(name).to(torch.float32), trainable=trainable)
     except ConfigError as err:
-        raise CheckpointError(f"{checkpoint.path}: carries the output bias {name!r}{why}, which this "
-                              f"{type(model).__name__} cannot apply ({err}); refusing to use the model without it") from None
+        raise CheckpointError(f"{checkpoint.path}: this {type(model).__name__} cannot apply the output bias {name!r} "
+                              f"the checkpoint carries ({err}){why}; refusing to use the model without it") from None
     return name
