@@ -77,5 +77,11 @@ def load_model(path: Path | str, *, model_class: str | None = None, arch: str = 
         raise CheckpointError(f"{path}: not a transformers model folder (no config.json in {directory})")
     model = from_pretrained(directory, model_class or saved_class(directory), "model", **kwargs)
     with open_checkpoint(folder) as checkpoint:
-        install_carried_bias(model, checkpoint, resolve_roles(checkpoint, arch, mapping), trainable=trainable)
+        try:
+            roles = resolve_roles(checkpoint, arch, mapping)
+        except CheckpointError:
+            if arch != "auto" or mapping:
+                raise
+            return model  # not in the architecture table (Marian: its final_logits_bias loads as it is)
+        install_carried_bias(model, checkpoint, roles, trainable=trainable)
     return model

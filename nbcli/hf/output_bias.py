@@ -99,7 +99,8 @@ def install_output_bias(model: Any, values: torch.Tensor, *, trainable: bool = T
         with torch.no_grad():
             bias.copy_(flat.to(device=bias.device, dtype=bias.dtype))
         bias.requires_grad_(trainable)
-        return f"{name}.bias", False
+        # the name save_pretrained writes it under (BERT's cls.predictions.bias, shared with decoder.bias)
+        return next((n for n, p in model.named_parameters() if p is bias), f"{name}.bias"), False
     if not isinstance(layer, torch.nn.Linear):
         raise ConfigError(f"{type(model).__name__}: its output layer {name} is a {type(layer).__name__} without a "
                           "bias; nb adds one to an nn.Linear only")
