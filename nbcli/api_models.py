@@ -58,7 +58,7 @@ def init_output_bias(model: Any, counts: PathLike | Any, *, smoothing: str = "ad
     from nbcli.resolve import local_path
 
     source = os.fspath(counts) if isinstance(counts, (str, os.PathLike)) else counts
-    return Report(init(model, source, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
+    return Report(init(_in_memory(model, "init_output_bias"), source, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
                        tokenizer=None if tokenizer is None else local_path(tokenizer, "tokenizer"),
                        allow_vocab_mismatch=allow_vocab_mismatch, trainable=trainable))
 

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")  # in the test extras; never 
 
 import nbcli  # noqa: E402
 from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
-from nbcli.errors import ConfigError, CountsError  # noqa: E402
+from nbcli.errors import CheckpointError, ConfigError, CountsError  # noqa: E402
 from nbcli.ops import (  # noqa: E402
     remove_direction, shuffle_embeddings, standardise_embeddings, unigram_log_prior, unigram_weights, xavier_std,
     zipfian_whiten,
@@ -181,6 +181,8 @@ def test_evaluate_generate_inspect_probe_take_a_loaded_model(tmp_path: Path, hf_
     assert nbcli.probe(model).to_dict()["isotropy"] == nbcli.probe(folder).to_dict()["isotropy"]
     with pytest.raises(ConfigError, match="load a state dict"):
         nbcli.evaluate(model.state_dict(), text, hf_bytelevel_json)
+    with pytest.raises(CheckpointError, match="not a causal LM"):
+        nbcli.evaluate(_build("bert"), text, hf_bytelevel_json)
 
 
 def test_load_model_without_a_created_bias_is_from_pretrained(hf_folder: tuple[Path, Any]) -> None:
