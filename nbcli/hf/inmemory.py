@@ -7,7 +7,7 @@
                                                            new Parameter, a created output bias is installed
 
 The values come from the same pure functions as `nb patch-checkpoint` (nbcli.ops: unigram_log_prior,
-rescale_w); counts are checked against the model by the one counts policy (nbcli.checkpoint.vocab).
+rescale_w); counts are checked against the model by the one vocabulary policy (nbcli.checkpoint.vocab).
 """
 
 from __future__ import annotations
@@ -29,30 +29,28 @@ if TYPE_CHECKING:
 
 def counts_for_model(counts: Any, model: Any, rows: int, *, tokenizer: Path | None = None,
                      allow_vocab_mismatch: bool = False) -> tuple[np.ndarray, str, list[str]]:
-    """(the counts vector, where it came from, warnings) for a model with `rows` output rows: a
-    counts file (`nb count-unigrams`) or an array of counts, either checked by `check_counts` as
-    patch-checkpoint checks them (tokenizer hash when both sides name one, vocabulary padding)."""
+    """(the counts padded to the model's `rows`, where they came from, warnings): a counts file
+    (`nb count-unigrams`; `fit_counts`) or an array of counts (`check_vocab`), checked by nb's one
+    vocabulary policy as patch-checkpoint checks them (tokenizer identity where both sides name one,
+    `tokenizer` naming the model's; vocabulary padding)."""
     from nbcli.checkpoint.memory import MemoryCheckpoint
-    from nbcli.checkpoint.vocab import check_counts
-    from nbcli.counts import read_counts
+    from nbcli.checkpoint.vocab import Vocabulary, check_vocab, fit_counts, model_vocab
+    from nbcli.counts import pad_counts
 
-    if isinstance(counts, (str, os.PathLike)):
-        path = Path(os.fspath(counts))
-        read = read_counts(path)
-        vector, sha, label = read.counts, read.tokenizer_sha256, str(path)
-    else:
-        vector = np.asarray(counts.detach().cpu() if hasattr(counts, "detach") else counts)
-        if vector.ndim != 1 or vector.size == 0 or vector.dtype.kind not in "iuf":
-            raise CountsError(f"counts array: expected a non-empty vector of numbers, got {vector.dtype} "
-                              f"{list(vector.shape)}")
-        if not np.all(np.isfinite(vector)) or bool((vector < 0).any()):
-            raise CountsError("counts array: counts must be finite and >= 0")
-        sha, label = None, "counts array"
     held = MemoryCheckpoint({}, label=type(model).__name__, model_config=_config_dict(model))
-    check = check_counts(Path(label), sha, int(vector.size), rows, held, tokenizer=tokenizer,
-                         allow_mismatch=allow_vocab_mismatch)
-    warnings = [w for w in check.warnings if not (sha is None and "no nb tokenizer hash" in w)]
-    return vector, label, warnings
+    vocab = model_vocab(held, rows, tokenizer, hint=" (give tokenizer=, the model's tokenizer)")
+    if isinstance(counts, (str, os.PathLike)):
+        fitted = fit_counts(Path(os.fspath(counts)), vocab, allow_mismatch=allow_vocab_mismatch)
+        return fitted.counts, os.fspath(counts), fitted.warnings
+    vector = np.asarray(counts.detach().cpu() if hasattr(counts, "detach") else counts)
+    if vector.ndim != 1 or vector.size == 0 or vector.dtype.kind not in "iuf":
+        raise CountsError(f"counts array: expected a non-empty vector of numbers, got {vector.dtype} {list(vector.shape)}")
+    if not np.all(np.isfinite(vector)) or bool((vector < 0).any()) or bool((vector != np.round(vector)).any()):
+        raise CountsError("counts array: counts must be whole numbers >= 0")
+    check = check_vocab(Vocabulary("counts array", int(vector.size), None, "counts", "count 0"), vocab,
+                        allow_mismatch=allow_vocab_mismatch)
+    warnings = [w for w in check.warnings if "records no tokenizer" not in w]  # an array never records one
+    return pad_counts(vector.astype(np.int64), rows), "counts array", warnings
 
 
 def _config_dict(model: Any) -> dict[str, Any] | None:

@@ -423,18 +423,16 @@ def model_runner(model: Any, *, arch: str = "auto", overrides: dict[str, str] | 
         runner: Runner = NbRunner(Path(held.path), held, resolve_roles(held, arch, overrides), model, device,
                                   model.cfg.vocab_size, model.cfg.seq_len)
     else:
-        from nbcli.hf.guidance import is_causal_model
         from nbcli.hf.output_bias import output_layer
 
-        config = getattr(model, "config", None)
-        if getattr(config, "is_encoder_decoder", False) or not is_causal_model(model):
-            raise CheckpointError(f"{type(model).__name__}: not a causal LM; eval and generate score and continue text "
-                                  "left to right (load it with AutoModelForCausalLM)")
         held = MemoryCheckpoint.from_model(model)
+        roles = resolve_roles(held, arch, overrides)
+        _require_causal(held.path, held.model_config or {}, roles)
+        config = getattr(model, "config", None)
         rows = int(output_layer(model)[1].weight.shape[0])
         context = next((getattr(config, key) for key in ("n_positions", "max_position_embeddings")
                         if isinstance(getattr(config, key, None), int)), None)
-        runner = HFRunner(Path(held.path), held, resolve_roles(held, arch, overrides), model, device, rows, context)
+        runner = HFRunner(Path(held.path), held, roles, model, device, rows, context)
     runner.restore_training = bool(model.training)
     model.eval()
     return runner

@@ -181,7 +181,7 @@ def test_evaluate_generate_inspect_probe_take_a_loaded_model(tmp_path: Path, hf_
     assert nbcli.probe(model).to_dict()["isotropy"] == nbcli.probe(folder).to_dict()["isotropy"]
     with pytest.raises(ConfigError, match="load a state dict"):
         nbcli.evaluate(model.state_dict(), text, hf_bytelevel_json)
-    with pytest.raises(CheckpointError, match="not a causal LM"):
+    with pytest.raises(CheckpointError, match="masked LM"):
         nbcli.evaluate(_build("bert"), text, hf_bytelevel_json)
 
 
