@@ -145,7 +145,8 @@ def pattern_ids(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 def is_causal_model(model: Any) -> bool:
     """A masked LM (its class in transformers' masked-LM mapping, not configured as a decoder) attends
-    both ways; every other language model here is causal."""
+    both ways; every other language model here is causal. (For the architectures in nb's table the
+    table's `masked_lm` says the same: `qk_projections` reads it.)"""
     try:
         from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
     except ImportError:  # pragma: no cover - transformers without the auto mapping
@@ -198,8 +199,9 @@ def qk_projections(model: Any) -> QKProjections:
     if not queries or len(queries) != len(keys) or (isinstance(layers, int) and len(queries) != layers):
         raise ConfigError(f"{type(model).__name__}: found {len(queries)} query and {len(keys)} key projections for "
                           f"{layers} layers; use output_attentions=True with eager attention instead")
+    causal = not spec.masked_lm or bool(getattr(config, "is_decoder", False))  # the table's rule, as eval's
     return QKProjections(list(zip(queries, keys)), spec.attention_qk[0] == spec.attention_qk[1],
-                         int(config.num_attention_heads), is_causal_model(model))
+                         int(config.num_attention_heads), causal)
 
 
 @contextmanager
