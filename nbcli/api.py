@@ -168,6 +168,19 @@ def _is_path(value: Any) -> bool:
     return isinstance(value, (str, os.PathLike))
 
 
+def _runnable(model: Any, function: str) -> Any:
+    """A model argument of evaluate/generate: a path (or repo id) as given, or a loaded model (a
+    transformers causal LM or nb's Transformer), run where it is; a state dict cannot run."""
+    from nbcli.errors import ConfigError
+
+    if _is_path(model):
+        return _local(model)
+    if isinstance(model, Mapping) or not callable(getattr(model, "parameters", None)):
+        raise ConfigError(f"{function}() runs a model: give a path or a loaded model, not a "
+                          f"{type(model).__name__} (load a state dict into its model first: model.load_state_dict(sd))")
+    return model
+
+
 def _held(model: Any) -> MemoryCheckpoint:
     """A loaded transformers model (any torch module) or a state dict, as a checkpoint in memory."""
     from nbcli.checkpoint.memory import MemoryCheckpoint
@@ -226,12 +239,16 @@ def open_checkpoint(path: PathLike) -> Checkpoint:
 
 
 @public
-def inspect(checkpoint: PathLike, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
+def inspect(checkpoint: PathLike | Any, *, arch: str = "auto", mapping: RoleMap = None) -> CheckpointReport:
     """A checkpoint's tensors (name, dtype, shape, bytes, shard), architecture, roles and metadata
-    (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised."""
-    from nbcli.checkpoint.report import inspect_checkpoint
+    (`nb inspect`); reads only the headers. An unrecognised architecture is reported, not raised.
+    `checkpoint`: a path, a loaded model or a state dict (tied names listed once, as saved)."""
+    from nbcli.checkpoint.report import checkpoint_report, inspect_checkpoint
 
-    return CheckpointReport(inspect_checkpoint(_local(checkpoint), arch, _role_map(mapping)))
+    if _is_path(checkpoint):
+        return CheckpointReport(inspect_checkpoint(_local(checkpoint), arch, _role_map(mapping)))
+    held = _held(checkpoint)
+    return CheckpointReport(checkpoint_report(held, str(held.path), arch, _role_map(mapping)))
 
 
 @public
@@ -316,7 +333,6 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
     import torch
 
     from nbcli.checkpoint.roles import resolve_roles
-    from nbcli.errors import CheckpointError
     from nbcli.surgery import resolve_options, run_surgery, surgery_result
 
     held = _held(model)
@@ -325,16 +341,18 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
     tensors, workspace, warnings = run_surgery(held, roles, options)
     result = surgery_result(roles, options, workspace, warnings)
     original = model if isinstance(model, Mapping) else model.state_dict()
+    if in_place and not isinstance(model, Mapping):  # untie: a new Parameter; a created bias: installed live
+        from nbcli.hf.inmemory import write_into_model
+
+        write_into_model(model, tensors, workspace.touched, workspace.config_updates)
+        return PatchReport(result.as_dict())
     if in_place:
-        created = [name for name in tensors if name not in original]
-        if created and not isinstance(model, Mapping):
-            raise CheckpointError(f"{held.path}: the surgery creates {', '.join(map(repr, created))}, which the loaded "
-                                  "model has no parameter for; patch its state dict (in_place=False) or its saved folder")
         with torch.no_grad():
             for name, value in tensors.items():
-                if name in original:
+                created = workspace.touched[name].created if name in workspace.touched else False
+                if name in original and not created:
                     original[name].copy_(value)  # tied names share this storage
-                else:
+                else:  # a created tensor (untie's output weight: never into the tied storage)
                     model[name] = value
         return PatchReport(result.as_dict(), state_dict=dict(original) if isinstance(model, Mapping) else None)
     patched = dict(original)
@@ -348,7 +366,7 @@ def _patch_held(model: Any, options: Any, *, arch: str, mapping: RoleMap, in_pla
 
 
 @public
-def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
+def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, remove_frequency_direction: bool = False,
              counts: PathLike | None = None, smoothing: str = "add-k:1", stride: int | None = None,
              batch_size: int = 8, arch: str = "auto", mapping: RoleMap = None, device: str = "auto",
@@ -358,8 +376,9 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
              bins: int = 10, allow_vocab_mismatch: bool = False) -> EvalReport:
     """Loss, perplexity, word perplexity and KL of the average prediction from the unigram, with and
     without b_LN, one row per lambda (`nb eval`; paper 003 table 1). `checkpoint`: an nb train
-    checkpoint or a transformers causal-LM folder; `scale_ln_bias`: "1,0.5,0", "0,0.1,...,1" or a
-    list of numbers (b_LN scaled in memory, nothing written). `bias_effect` (or a
+    checkpoint or a transformers causal-LM folder (its output bias applied, `nbcli.load_model`), or a
+    loaded causal LM (run on its device, lambda arms restored after); `scale_ln_bias`: "1,0.5,0",
+    "0,0.1,...,1" or a list of numbers (b_LN scaled in memory, nothing written). `bias_effect` (or a
     `bias_effect_plot` PNG) adds paper 003 fig. 1 (section `bias_effect`); `by_frequency` (training
     counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins.
     `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's."""
@@ -372,7 +391,7 @@ def evaluate(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], tokeni
                            bias_effect_plot=_optional(bias_effect_plot), by_frequency_plot=_optional(by_frequency_plot))
 
     return EvalReport(eval_report(
-        _local(checkpoint), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
+        _runnable(checkpoint, "evaluate"), _paths(corpus), _local(tokenizer), _lambdas(scale_ln_bias),
         remove_direction=remove_frequency_direction, counts=_optional(counts), smoothing_k=parse_smoothing(smoothing),
         stride=stride, batch_size=batch_size, arch=arch, mapping=_role_map(mapping), device=device, figures=figures,
         allow_vocab_mismatch=allow_vocab_mismatch))
@@ -398,7 +417,7 @@ def _lambdas(values: str | Sequence[float] | float | None) -> str | None:
 
 
 @public
-def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
+def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike], tokenizer: PathLike, *,
              scale_ln_bias: str | Sequence[float] | None = None, decoding: str = "top-p:0.9", prompt_words: int = 10,
              max_new_tokens: int = 256, samples: int = 1, max_prompts: int | None = None, seed: int = 0,
              eval_corpus: PathLike | Sequence[PathLike] | None = None, logit_adjust: float | None = None,
@@ -408,7 +427,8 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
              allow_vocab_mismatch: bool = False) -> GenerateReport:
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
-    (`nb generate`; paper 003 sec. 3.3, table 2). The samples are in the result's `samples`; with
+    (`nb generate`; paper 003 sec. 3.3, table 2). `checkpoint`: a path or a loaded causal LM, as for
+    `evaluate`. The samples are in the result's `samples`; with
     `out` (a directory) also in out/samples.jsonl, beside table.json and the plot (`nb generate --out`)."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.decoding import parse_decoding
@@ -416,7 +436,7 @@ def generate(checkpoint: PathLike, prompts: PathLike | Sequence[PathLike], token
 
     opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
     report, records = generation_report(
-        _local(checkpoint), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
+        _runnable(checkpoint, "generate"), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
         max_prompts=max_prompts, eval_corpus=_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
         counts=_optional(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
         featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out),

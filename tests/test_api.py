@@ -181,8 +181,10 @@ def test_patch_in_memory_untie_and_refusals(gpt2: tuple[Any, Path], counts: Path
     assert new is not None and untied.config_updates == {"tie_word_embeddings": False}
     assert new["lm_head.weight"] is not new["transformer.wte.weight"]
     assert torch.equal(new["lm_head.weight"], model.transformer.wte.weight)
-    with pytest.raises(Exception, match="no parameter for"):
-        nbcli.patch(tiny_gpt2(), set_output_bias=counts, bias_name="lm_head.bias", in_place=True)
+    fresh = tiny_gpt2()  # in place, a created bias is installed live (nbcli.hf.output_bias), not refused
+    nbcli.patch(fresh, set_output_bias=counts, bias_name="lm_head.bias", in_place=True)
+    assert isinstance(fresh.lm_head.bias, torch.nn.Parameter) and fresh.lm_head.weight is fresh.transformer.wte.weight
+    assert float(fresh.lm_head.bias.detach().exp().sum()) == pytest.approx(1.0, rel=1e-4)  # log p(y)
     with pytest.raises(ConfigError, match="no operation"):
         nbcli.patch(model)
     with pytest.raises(ConfigError, match="state dict"):

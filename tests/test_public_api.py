@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 import nbcli
-from nbcli import api
+from nbcli import api, api_models
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _public_definitions() -> set[str]:
-    tree = ast.parse((ROOT / "nbcli" / "api.py").read_text(encoding="utf-8"))
+def _public_definitions(module: str = "api") -> set[str]:
+    tree = ast.parse((ROOT / "nbcli" / f"{module}.py").read_text(encoding="utf-8"))
     return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
             and not node.name.startswith("_")}
 
@@ -30,13 +30,17 @@ def test_every_public_definition_of_api_is_in_all() -> None:
     assert {"attention_maps", "patch", "Report"} <= defined  # the walk found them
     assert defined == set(api.__all__)
     assert len(api.__all__) == len(set(api.__all__))
+    models = _public_definitions("api_models")
+    assert {"load_model", "init_output_bias"} <= models
+    assert models | set(api_models.LAZY) == set(api_models.__all__)
 
 
 def test_import_nbcli_exports_the_api() -> None:
-    assert set(nbcli.__all__) == set(api.__all__)
+    assert set(nbcli.__all__) == set(api.__all__) | set(api_models.__all__)
     for name in nbcli.__all__:
-        assert getattr(nbcli, name) is getattr(api, name), name
-    assert set(api.__all__) <= set(dir(nbcli))
+        module = api if name in api.__all__ else api_models
+        assert getattr(nbcli, name) is getattr(module, name), name
+    assert set(nbcli.__all__) <= set(dir(nbcli))
 
 
 def test_every_nbcli_name_in_the_docs_is_exported_or_a_module() -> None:
@@ -49,7 +53,8 @@ def test_every_nbcli_name_in_the_docs_is_exported_or_a_module() -> None:
 
 def test_the_python_page_lists_every_api_function() -> None:
     page = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
-    functions = [name for name in api.__all__ if inspect.isfunction(getattr(api, name))]
+    functions = [name for module in (api, api_models) for name in module.__all__
+                 if inspect.isfunction(getattr(module, name))]
     missing = [name for name in functions if f"| `{name}(" not in page]
     assert not missing, f"docs/python.md's table lacks {missing}"
 
@@ -74,7 +79,7 @@ def test_a_repo_id_names_a_model_as_on_the_command_line(tmp_path: Path, monkeypa
 
 
 #: The packages whose docstring is a map of their modules (the others describe themselves as a whole).
-PACKAGES = [ROOT / "nbcli" / name for name in ("checkpoint", "corpus", "counting", "lm", "surgery", "tokenizers")]
+PACKAGES = [ROOT / "nbcli" / name for name in ("checkpoint", "corpus", "counting", "hf", "lm", "surgery", "tokenizers")]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])

@@ -81,6 +81,11 @@ class Architecture:
     masked_lm: bool = False
     """A bidirectional masked LM (BERT, RoBERTa, DistilBERT): `nb eval` and `nb generate` refuse it
     (a causal reading would see the tokens it predicts) unless its config.json says `is_decoder`."""
+    attention_qk: tuple[str, str] = ()
+    """Regexes over a transformers model's module names: each layer's query and key projections, in
+    layer order (the same module twice for a fused q, k, v projection: GPT-2's c_attn). Attention
+    guidance hooks them to recompute the guided heads' maps without eager attention
+    (`nbcli.hf.guidance.capture_qk`); empty: that model gives its maps only with output_attentions."""
 
 
 
@@ -95,13 +100,15 @@ _DISTIL = ("distilbert.", "")
 _BLOOM = ("transformer.", "")
 _RMS = "its final norm is an RMSNorm (a scale, no bias), so it has no b_LN"
 _ROTARY = "rotary position embeddings: no position-embedding tensor"
-_NO_LM_BIAS = "its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers ignores it)"
+_SELF_ATTENTION_QK = (r"(^|\.)layer\.\d+\.attention\.self\.query$", r"(^|\.)layer\.\d+\.attention\.self\.key$")
+_NO_LM_BIAS = ("its output layer has no bias (--set-output-bias --bias-name NAME creates one; transformers' "
+               "from_pretrained drops it, nbcli.load_model installs it)")
 
 
 def _decoder(name: str, description: str, signature: tuple[str, ...], model_types: tuple[str, ...], *,
              embedding: tuple[str, ...], output: str, ln: tuple[str, ...], bias: tuple[str, ...] = (),
              position: tuple[str, ...] = (), absent: dict[str, str] | None = None,
-             loaded_output: tuple[str, ...] = ()) -> Architecture:
+             loaded_output: tuple[str, ...] = (), attention_qk: tuple[str, str] = ()) -> Architecture:
     """A decoder-only language model: one input embedding, an output layer, a final norm.
     `loaded_output`: the output layer's name in a loaded model's state dict where transformers
     renames it on load (its conversion mapping), so an in-memory model resolves like its files."""
@@ -113,7 +120,7 @@ def _decoder(name: str, description: str, signature: tuple[str, ...], model_type
                     "final_ln_bias": tuple(f"{p}.bias" for p in ln), "position_embedding": position},
         absent={**({} if bias else {"output_bias": _NO_LM_BIAS}),
                 **({} if position else {"position_embedding": _ROTARY}), **(absent or {})},
-        untied_output=output)
+        untied_output=output, attention_qk=attention_qk)
 
 
 _POST_LN = ("post-LN: every layer ends in its own LayerNorm and no norm follows the decoder stack (mBART's "
@@ -148,7 +155,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         "gpt2", "GPT-2 (wte/wpe/ln_f; hub layout or transformer.-prefixed), also GPT-Neo",
         (r"^(transformer\.)?wte\.weight$",), ("gpt2", "gpt_neo"),
         embedding=_prefixed(_GPT2, "wte.weight"), output="lm_head.weight", ln=_prefixed(_GPT2, "ln_f"),
-        position=_prefixed(_GPT2, "wpe.weight")),
+        position=_prefixed(_GPT2, "wpe.weight"), attention_qk=(r"(^|\.)h\.\d+\.attn\.c_attn$",) * 2),
     "gptj": _decoder(
         "gptj", "GPT-J (transformer.wte, transformer.ln_f, lm_head with bias; rotary)",
         (r"^transformer\.h\.\d+\.mlp\.fc_in\.weight$",), ("gptj",),
@@ -231,7 +238,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "position_embedding": _prefixed(_BERT, "embeddings.position_embeddings.weight"),
         },
         head_prefixes=("cls.predictions.",), untied_output="cls.predictions.decoder.weight",
-        untie_bias_names=("cls.predictions.decoder.bias",), masked_lm=True),
+        untie_bias_names=("cls.predictions.decoder.bias",), masked_lm=True, attention_qk=_SELF_ATTENTION_QK),
     "roberta": Architecture(
         "roberta", "RoBERTa / XLM-R with its LM head (lm_head.*), or an encoder without one",
         signature=(r"^roberta\.", r"^lm_head\.layer_norm\.", r"^lm_head\.dense\."),
@@ -245,7 +252,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             "position_embedding": _prefixed(_ROBERTA, "embeddings.position_embeddings.weight"),
         },
         head_prefixes=("lm_head.",), untied_output="lm_head.decoder.weight", untie_bias_names=("lm_head.decoder.bias",),
-        masked_lm=True),
+        masked_lm=True, attention_qk=_SELF_ATTENTION_QK),
     "distilbert": Architecture(
         "distilbert", "DistilBERT with its MLM head (vocab_transform/vocab_layer_norm/vocab_projector)",
         signature=(r"^distilbert\.", r"^vocab_projector\.", r"^transformer\.layer\.\d+\.attention\.q_lin\."),
@@ -257,7 +264,8 @@ ARCHITECTURES: dict[str, Architecture] = {
             "position_embedding": _prefixed(_DISTIL, "embeddings.position_embeddings.weight"),
         },
         head_prefixes=("vocab_projector.", "vocab_layer_norm.", "vocab_transform."),
-        untied_output="vocab_projector.weight", masked_lm=True),
+        untied_output="vocab_projector.weight", masked_lm=True,
+        attention_qk=(r"(^|\.)layer\.\d+\.attention\.q_lin$", r"(^|\.)layer\.\d+\.attention\.k_lin$")),
     "nb": Architecture(
         "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
         signature=(r"^tok_emb\.weight$",),

@@ -41,6 +41,12 @@ class MemoryTensorInfo:
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def nbytes(self) -> int:
+        from nbcli.checkpoint.format import DTYPE_SIZES
+
+        return self.numel * DTYPE_SIZES[self.dtype]
+
 
 def _storage_key(tensor: torch.Tensor) -> tuple[Any, ...] | None:
     """Two names with the same key are the same parameter (tied): same memory, shape and strides."""

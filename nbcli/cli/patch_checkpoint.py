@@ -70,8 +70,8 @@ def patch_checkpoint(
     bias_name: Annotated[Optional[str], typer.Option(
         "--bias-name", metavar="NAME",
         help="Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which have none). "
-        "A created bias is read by nb's own model and probe-bias and by loaders whose output layer has a "
-        "bias; transformers' GPT-2 and Llama classes ignore it.")] = None,
+        "A created bias is applied by nb's own model, eval, generate and probe-bias; transformers' "
+        "from_pretrained drops it (GPT-2 and Llama classes have none): load OUT with nbcli.load_model.")] = None,
     rescale_w: Annotated[Optional[RescaleNorm], rescale_w_option(
         "Scale the output weight W so its matrix norm equals the output bias's l2 norm (paper 000 sec. "
         "4.1, 'matrix l2 norm'). fro = Frobenius (the entries' l2 norm, like for like with the bias vector; "

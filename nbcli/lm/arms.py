@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,6 +154,8 @@ def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | Non
     if tokenizer_path is None:  # the model's own tokenizer (nbcli.resolve says which file)
         from nbcli.tokenizers import model_tokenizer
 
+        if not isinstance(checkpoint, (str, PathLike)):
+            raise ConfigError("a model in memory carries no tokenizer file: give its tokenizer")
         tokenizer_path = model_tokenizer(checkpoint)
         what = f"tokenizer {tokenizer_path}"
     tokenizer = load_tokenizer(tokenizer_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +118,8 @@ def guard_figures(figures: TokenFigures, checkpoint: Path, corpus: Sequence[str]
     from nbcli.plots import check_figure_outputs
 
     option = "--bias-effect-plot" if figures.bias_effect_plot is not None else "--by-frequency-plot"
-    check_figure_outputs(option, figures.plots(), [*checkpoint_inputs(checkpoint), tokenizer, counts,
+    held = not isinstance(checkpoint, (str, PathLike))  # a model in memory has no files to protect
+    check_figure_outputs(option, figures.plots(), [*([] if held else checkpoint_inputs(checkpoint)), tokenizer, counts,
                                                    figures.by_frequency, *(c for c in corpus if c != "-")])
 
 

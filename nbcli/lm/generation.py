@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +239,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     from nbcli.outputs import guard_outputs
 
     if out is not None:
-        guard_outputs([out / name for name in OUT_NAMES], [checkpoint, tokenizer, counts, *prompts, *(eval_corpus or [])],
+        model_path = checkpoint if isinstance(checkpoint, (str, PathLike)) else None  # None: a model in memory
+        guard_outputs([out / name for name in OUT_NAMES], [model_path, tokenizer, counts, *prompts, *(eval_corpus or [])],
                       folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,

@@ -18,8 +18,10 @@ AutoModelForCausalLM (optional extra `nbcli[hf]`; every causal entry of the arch
 GPT-2, GPT-J, GPT-NeoX/Pythia, OPT, BLOOM, Falcon, Phi, the Llama family, Gemma; masked LMs and
 encoder-decoders are refused). Surgery names the checkpoint's tensors; `loaded_names` finds each in
 the loaded model, whose names transformers may have changed on load (GPT-NeoX's embed_out is
-lm_head in transformers 5). Weights stay in the dtype they were saved in; CUDA when present.
-An nb checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype
+lm_head in transformers 5). Loading goes through nb's loader (nbcli.hf.loading): an output bias
+the checkpoint carries but the class has none for (`patch-checkpoint --set-output-bias --bias-name
+lm_head.bias`) is installed into its output layer and applied, never dropped. Weights stay in the
+dtype they were saved in; CUDA when present. An nb checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype
 (`nbcli.model.output_logits`); a transformers model computes its logits in its own dtype, and
 `logits`/`prefill`/`step` hand them back as float32 for the metrics (`nbcli.lm.perplexity`: float32
 log-probabilities, float64 sums).
@@ -28,6 +30,7 @@ log-probabilities, float64 sums).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +61,9 @@ class Runner:
         self.context = context
         self._saved: dict[str, torch.Tensor] = {}
         self.surgery: list[dict[str, Any]] = []
+        self.installed_bias: str | None = None
+        self.restore_training = False
+        """the checkpoint's output bias that nb installed into a transformers class without one"""
 
     # -- the interface -----------------------------------------------------------------------------
     @property
@@ -141,10 +147,14 @@ class Runner:
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "kind": self.kind, "architecture": self.architecture,
                 "vocab_size": self.vocab_size, "context": self.context, "dtype": str(self.dtype).replace("torch.", ""),
-                "device": str(self.device), "has_ln_bias": self.has_ln_bias()}
+                "device": str(self.device), "has_ln_bias": self.has_ln_bias(),
+                "output_bias": self.roles.get("output_bias") or self.installed_bias,
+                "output_bias_installed_by_nb": self.installed_bias is not None}
 
     def close(self) -> None:
         self.checkpoint.close()
+        if self.restore_training:  # a caller's model in memory, back in the mode it was given in
+            self.module.train()
 
 
 class KVCache:
@@ -316,13 +326,16 @@ def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
     return current
 
 
-def load_runner(path: Path | str, *, arch: str = "auto", overrides: dict[str, str] | None = None,
+def load_runner(path: Path | str | Any, *, arch: str = "auto", overrides: dict[str, str] | None = None,
                 device: str = "auto") -> Runner:
-    """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode)."""
+    """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode); a
+    model already in memory is run as it is (`model_runner`)."""
     from nbcli.checkpoint import open_checkpoint, resolve_roles
     from nbcli.resolve import local_path
     from nbcli.train.runtime import resolve_device
 
+    if not isinstance(path, (str, os.PathLike)):
+        return model_runner(path, arch=arch, overrides=overrides)
     path = local_path(path, "model")
     checkpoint = open_checkpoint(path)
     try:
@@ -353,40 +366,73 @@ def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.dev
     return NbRunner(path, checkpoint, roles, model, device, cfg.vocab_size, cfg.seq_len)
 
 
-def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> HFRunner:
+def _require_causal(label: object, config: dict[str, Any], roles: Roles) -> None:
+    """CheckpointError unless the model is a causal LM (config.json / config.to_dict() `config`)."""
     from nbcli.checkpoint.architectures import ARCHITECTURES
+
+    if config.get("is_encoder_decoder"):
+        raise CheckpointError(f"{label}: an encoder-decoder model ({config.get('model_type')}) cannot score "
+                              "or generate text left to right on its own; eval and generate need a causal LM")
+    spec = ARCHITECTURES.get(roles.architecture)
+    if spec is not None and spec.masked_lm and not config.get("is_decoder"):
+        raise CheckpointError(f"{label}: a masked LM ({roles.architecture}) sees the tokens it predicts and "
+                              "cannot generate or score text left to right; eval and generate need a causal LM")
+
+
+def _load_hf(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> HFRunner:
+    from nbcli.hf.loading import from_pretrained
+    from nbcli.hf.output_bias import install_carried_bias
 
     directory = path if path.is_dir() else path.parent
     if not (directory / "config.json").is_file():
         raise CheckpointError(f"{path}: neither an nb checkpoint (no nb.format metadata) nor a transformers "
                               f"model directory (no config.json in {directory})")
-    config = checkpoint.model_config or {}
-    if config.get("is_encoder_decoder"):
-        raise CheckpointError(f"{directory}: an encoder-decoder model ({config.get('model_type')}) cannot score "
-                              "or generate text left to right on its own; eval and generate need a causal LM")
-    spec = ARCHITECTURES.get(roles.architecture)
-    if spec is not None and spec.masked_lm and not config.get("is_decoder"):
-        raise CheckpointError(f"{directory}: a masked LM ({roles.architecture}) sees the tokens it predicts and "
-                              "cannot generate or score text left to right; eval and generate need a causal LM")
-    try:
-        import transformers
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        raise ConfigError(f"{path}: loading a Hugging Face model needs transformers: pip install 'nbcli[hf]'") from None
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-        saved_dtype = {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": "auto"}  # renamed in 4.56
-        model = AutoModelForCausalLM.from_pretrained(str(directory), local_files_only=True, use_safetensors=True,
-                                                     **saved_dtype)
-    except (OSError, ValueError, KeyError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{directory}: transformers cannot load this causal LM ({first})") from None
+    _require_causal(directory, checkpoint.model_config or {}, roles)
+    model = from_pretrained(directory)
+    bias = install_carried_bias(model, checkpoint, roles, trainable=False)  # from_pretrained drops a created one
     model = model.to(device).eval()
     cfg = model.config
     context = next((getattr(cfg, key) for key in ("n_positions", "max_position_embeddings")
                     if isinstance(getattr(cfg, key, None), int)), None)
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    return HFRunner(path, checkpoint, roles, model, device, vocab, context)
+    runner = HFRunner(path, checkpoint, roles, model, device, vocab, context)
+    runner.installed_bias = bias
+    return runner
+
+
+def model_runner(model: Any, *, arch: str = "auto", overrides: dict[str, str] | None = None) -> Runner:
+    """A model in memory as a Runner, on the device it is on: a transformers causal LM (roles from
+    its state dict and config, as `nbcli.probe` reads them) or nb's own `Transformer` (clm). It is
+    put in eval mode while the runner is open; `close()` puts it back in training mode if it was.
+    In-memory surgery (eval's lambda arms) changes its tensors and restores them (`set_surgery`)."""
+    from nbcli.checkpoint import resolve_roles
+    from nbcli.checkpoint.memory import MemoryCheckpoint
+    from nbcli.model import Transformer
+
+    if not hasattr(model, "parameters") or not callable(model.state_dict):
+        raise ConfigError(f"expected a path or a loaded model, got {type(model).__name__}")
+    device = next(model.parameters()).device
+    if isinstance(model, Transformer):
+        from nbcli.train.state import FORMAT
+
+        if not model.cfg.causal:
+            raise CheckpointError(f"{type(model).__name__}: an {model.cfg.objective} model cannot generate or score "
+                                  "text left to right; eval and generate need a clm model")
+        held = MemoryCheckpoint(model.nb_state_dict(), label="nb Transformer",
+                                metadata={"nb.format": FORMAT, "nb.config": model.cfg.to_json()})
+        runner: Runner = NbRunner(Path(held.path), held, resolve_roles(held, arch, overrides), model, device,
+                                  model.cfg.vocab_size, model.cfg.seq_len)
+    else:
+        from nbcli.hf.output_bias import output_layer
+
+        held = MemoryCheckpoint.from_model(model)
+        roles = resolve_roles(held, arch, overrides)
+        _require_causal(held.path, held.model_config or {}, roles)
+        config = getattr(model, "config", None)
+        rows = int(output_layer(model)[1].weight.shape[0])
+        context = next((getattr(config, key) for key in ("n_positions", "max_position_embeddings")
+                        if isinstance(getattr(config, key, None), int)), None)
+        runner = HFRunner(Path(held.path), held, roles, model, device, rows, context)
+    runner.restore_training = bool(model.training)
+    model.eval()
+    return runner

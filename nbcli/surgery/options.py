@@ -35,9 +35,10 @@ Spelling = Literal["option", "argument"]
 PathLike = Union[str, os.PathLike]
 
 CREATED_BIAS_NOTE = (
-    "A created output bias is read by nb's own model and probe-bias, and by any loader whose output "
-    "layer has a bias (nn.Linear(..., bias=True)); transformers' GPT-2 and Llama classes have no "
-    "output bias and ignore it (an 'unexpected key').")
+    "A created output bias is applied by nb's own model, nb eval, nb generate and probe-bias; "
+    "transformers' from_pretrained drops it where the class has no output bias (GPT-2, Llama: an "
+    "'unexpected key'), so load such a folder with nbcli.load_model(OUT), which installs it into the "
+    "output layer (docs/python.md).")
 
 
 @dataclass(frozen=True)

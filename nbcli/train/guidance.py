@@ -46,7 +46,7 @@ a block of query rows at a time under activation checkpointing, so memory is O(b
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,18 +210,28 @@ def reduce_rows(row_err: torch.Tensor, reduction: str = "mse") -> torch.Tensor:
     raise ConfigError(f"--ag-reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
 
 
+def explicit_row_errors(H: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Row errors ||H_i - P_i||^2 [B, G, T] of maps H [B, G, T, T] against P [B, T, T] or [B, G, T, T]
+    (eq. 2 row by row); padding rows give 0."""
+    T = H.size(2)
+    if P.dim() == 3:
+        P = P[:, None]
+    real_row = (torch.arange(T, device=H.device)[None, :] < lengths[:, None])[:, None, :]
+    return ((H - P) ** 2).sum(-1) * real_row
+
+
 def explicit_ag_loss(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor,
                      causal: bool, reduction: str = "mse") -> torch.Tensor:
     """Eq. 2 with the explicit map: q, k [B, G, T, dh], P [B, T, T] or [B, G, T, T]."""
+    return reduce_rows(explicit_row_errors(guided_maps(q, k, lengths, causal), P, lengths), reduction)
+
+
+def guided_maps(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor, causal: bool) -> torch.Tensor:
+    """H = softmax(q k^T / sqrt(dh)) [B, G, T, T] (float32) over the keys each row may attend."""
     T = q.size(2)
     s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))          # [B, G, T, T]
     allowed = allowed_keys(lengths, T, causal)[:, None]
-    H = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
-    if P.dim() == 3:
-        P = P[:, None]
-    real_row = (torch.arange(T, device=q.device)[None, :] < lengths[:, None])[:, None, :]
-    row_err = ((H - P) ** 2).sum(-1) * real_row
-    return reduce_rows(row_err, reduction)
+    return torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
 def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
@@ -243,13 +253,20 @@ def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, length
     s_t = s.gather(-1, t.clamp(min=0)[..., None]).squeeze(-1)                        # s_i,t(i)
     p_t = torch.exp(s_t - lse)
     m = allowed.expand(B, c, T).sum(-1)[:, None, :].to(s.dtype)                      # |A_i|
+    return _one_hot_errors(sum_sq, p_t, t, m)
+
+
+def _one_hot_errors(sum_sq: torch.Tensor, p_t: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """||H_i - e_t||^2 = sum_j p_ij^2 - 2 p_it + 1; a uniform row over m keys: sum_j p_ij^2 - 1/m;
+    a padding row: 0 (module docstring)."""
     err = torch.where(t >= 0, sum_sq - 2 * p_t + 1, sum_sq - 1 / m)
     return torch.where(t == PAD_ROW, torch.zeros_like(err), err)
 
 
-def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
-                    causal: bool, block: int = 256, reduction: str = "mse") -> torch.Tensor:
-    """Eq. 2 for a one-hot pattern in O(block x T) memory: q, k [B, G, T, dh], target [B, T]."""
+def one_hot_row_errors(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                       causal: bool, block: int = 256) -> torch.Tensor:
+    """Row errors [B, G, T] of a one-hot pattern from q, k [B, G, T, dh] in O(block x T) memory
+    (query rows a block at a time, under activation checkpointing); target [B, T]."""
     T = q.size(2)
     pieces = []
     for start in range(0, T, block):
@@ -260,7 +277,26 @@ def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, leng
             pieces.append(checkpoint(_one_hot_rows, *args, use_reentrant=False))
         else:
             pieces.append(_one_hot_rows(*args))
-    return reduce_rows(torch.cat(pieces, -1), reduction)
+    return torch.cat(pieces, -1)
+
+
+def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                    causal: bool, block: int = 256, reduction: str = "mse") -> torch.Tensor:
+    """Eq. 2 for a one-hot pattern in O(block x T) memory: q, k [B, G, T, dh], target [B, T]."""
+    return reduce_rows(one_hot_row_errors(q, k, target, lengths, causal, block), reduction)
+
+
+def one_hot_map_row_errors(H: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                           causal: bool) -> torch.Tensor:
+    """Row errors [B, G, T] of a one-hot pattern from given maps H [B, G, T, T] (rows summing to 1
+    over the keys they may attend, as a model's softmax gives them): the same identity as from q, k
+    (module docstring), with p_ij read from H instead of recomputed; target [B, T]."""
+    B, G, T, _ = H.shape
+    p = H.float()
+    t = target[:, None, :].expand(B, G, T)
+    p_t = p.gather(-1, t.clamp(min=0)[..., None]).squeeze(-1)
+    m = allowed_keys(lengths, T, causal).sum(-1)[:, None, :].to(p.dtype)             # |A_i|
+    return _one_hot_errors((p * p).sum(-1), p_t, t, m)
 
 
 @dataclass(frozen=True)
@@ -279,25 +315,46 @@ class Guidance:
     def loss(self, qks: list[tuple[torch.Tensor, torch.Tensor]], ids: torch.Tensor,
              lengths: torch.Tensor, causal: bool) -> torch.Tensor:
         """L_AG (eq. 3) over all layers' guided heads in `self.reduction`'s units (module docstring);
-        qks[l] = (q, k) [B, G, T, dh] of layer l."""
-        T = ids.size(1)
+        qks[l] = (q, k) [B, G, T, dh] of layer l, G the guided heads in `guided` order."""
+
+        def rows(qk: tuple[torch.Tensor, torch.Tensor], name: str, slots: list[int], target: torch.Tensor,
+                 ) -> torch.Tensor:
+            qs, ks = qk[0][:, slots], qk[1][:, slots]
+            if name in ONE_HOT:
+                return one_hot_row_errors(qs, ks, target, lengths, causal)
+            return explicit_row_errors(guided_maps(qs, ks, lengths, causal), target, lengths)
+
+        return self._total(qks, ids, lengths, causal, rows)
+
+    def loss_from_maps(self, maps: Sequence[torch.Tensor], ids: torch.Tensor, lengths: torch.Tensor,
+                       causal: bool) -> torch.Tensor:
+        """L_AG as `loss`, from every head's attention maps: maps[l] [B, H, T, T] of layer l (what
+        transformers returns with output_attentions=True); the guided heads are picked by index."""
         order = self.guided
+
+        def rows(H: torch.Tensor, name: str, slots: list[int], target: torch.Tensor) -> torch.Tensor:
+            Hs = H[:, [order[s] for s in slots]]
+            if name in ONE_HOT:
+                return one_hot_map_row_errors(Hs, target, lengths, causal)
+            return explicit_row_errors(Hs.float(), target, lengths)
+
+        return self._total(maps, ids, lengths, causal, rows)
+
+    def _total(self, layers: Sequence[Any], ids: torch.Tensor, lengths: torch.Tensor, causal: bool,
+               rows: Callable[[Any, str, list[int], torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Sum over layers and pattern groups of each group's reduced row errors (eq. 3); `rows(layer,
+        pattern, slots, target)` gives a group's row errors [B, G, T] (slots: positions in `guided`)."""
+        T = ids.size(1)
         groups: dict[str, list[int]] = {}
-        for slot, head in enumerate(order):
+        for slot, head in enumerate(self.guided):
             groups.setdefault(self.heads[head], []).append(slot)
         targets = {name: (one_hot_targets(name, lengths, T, causal) if name in ONE_HOT
                           else pattern_matrix(name, ids, lengths, causal, self.delim_ids, self.period_ids))
                    for name in groups}
         total = ids.new_zeros((), dtype=torch.float32)
-        for q, k in qks:
+        for layer in layers:
             for name, slots in groups.items():
-                qs, ks = q[:, slots], k[:, slots]
-                if name in ONE_HOT:
-                    total = total + one_hot_ag_loss(qs, ks, targets[name], lengths, causal,
-                                                    reduction=self.reduction)
-                else:
-                    total = total + explicit_ag_loss(qs, ks, targets[name], lengths, causal,
-                                                     reduction=self.reduction)
+                total = total + reduce_rows(rows(layer, name, slots, targets[name]), self.reduction)
         return total
 
 

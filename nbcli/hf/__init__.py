@@ -1,0 +1,16 @@
+"""The papers' methods on transformers models: in memory, loaded from a folder, and in training.
+
+    output_bias.py  where a model's output bias lives and `install_output_bias` (a Parameter forward
+                    adds: the output layer's own bias, BART/Marian's final_logits_bias, or one created
+                    on a bias-free nn.Linear); the bias a checkpoint carries (`install_carried_bias`)
+    loading.py      the one `from_pretrained` call (nb eval/generate's runner and `load_model`);
+                    `load_model`: a folder as transformers loads it, plus its carried output bias
+    inmemory.py     `init_output_bias` (paper 000 sec. 3, sec. 4.1) and `write_into_model`, what
+                    `nbcli.patch(model, in_place=True)` does with the surgery plan's tensors
+    guidance.py     `attention_guidance_loss` (paper 001, nb train's `Guidance`) on transformers'
+                    attention maps or on queries/keys kept by `capture_qk` hooks; `pattern_ids`
+    trainer.py      `AttentionGuidanceTrainer`, a transformers.Trainer with L + alpha_t L_AG (imports
+                    transformers at import time: reach it through `nbcli.AttentionGuidanceTrainer`)
+
+The public functions are `nbcli.api_models`'; transformers is imported inside the functions.
+"""

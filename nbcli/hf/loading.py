@@ -1,0 +1,87 @@
+"""nb's transformers loader: `from_pretrained` on a model folder, plus the output bias it carries.
+
+    model = nbcli.load_model("gpt2-unigram/")        # what `nb patch-checkpoint --set-output-bias` wrote
+
+`patch-checkpoint --set-output-bias --bias-name lm_head.bias` on a GPT-2 or Llama folder writes a
+bias their transformers classes have no parameter for, so `from_pretrained` drops it ("unexpected
+key"). `load_model` loads the folder with transformers and installs the carried bias into the output
+layer (`nbcli.hf.output_bias.install_carried_bias`), so forward uses it; `nb eval` and `nb generate`
+load the same way (`from_pretrained` here is the one call both make). The same holds for a model saved
+by `save_pretrained` after `nbcli.init_output_bias`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nbcli.errors import CheckpointError, ConfigError
+
+
+def transformers_class(name: str) -> Any:
+    """A transformers class by name (AutoModelForCausalLM, GPT2LMHeadModel, ...); ConfigError without
+    transformers installed or for a name it does not have."""
+    try:
+        import transformers
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        raise ConfigError("loading a Hugging Face model needs transformers: pip install 'nbcli[hf]'") from None
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    found = getattr(transformers, name, None)
+    if found is None:
+        raise ConfigError(f"transformers {transformers.__version__} has no class {name!r}")
+    return found
+
+
+def from_pretrained(directory: Path, class_name: str = "AutoModelForCausalLM", what: str = "causal LM",
+                    **kwargs: Any) -> Any:
+    """`class_name.from_pretrained(directory)` from local safetensors files only, in the dtype the
+    weights were saved in; CheckpointError (one line) when transformers cannot load it."""
+    import transformers
+
+    cls = transformers_class(class_name)
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    saved_dtype = {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": "auto"}  # renamed in 4.56
+    try:
+        return cls.from_pretrained(str(directory), local_files_only=True, use_safetensors=True,
+                                   **{**saved_dtype, **kwargs})
+    except (OSError, ValueError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{directory}: transformers cannot load this {what} ({first})") from None
+
+
+def saved_class(directory: Path) -> str:
+    """The class `save_pretrained` recorded (config.json `architectures`), else AutoModelForCausalLM."""
+    try:
+        names = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        names = None
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else "AutoModelForCausalLM"
+
+
+def load_model(path: Path | str, *, model_class: str | None = None, arch: str = "auto",
+               mapping: dict[str, str] | None = None, trainable: bool = True, **kwargs: Any) -> Any:
+    """A transformers model folder (or Hub repo id) loaded with `from_pretrained` as the class it was
+    saved as (`model_class` to choose another), with the output bias its checkpoint carries
+    installed and live (trainable unless `trainable=False`). `kwargs` go to from_pretrained
+    (attn_implementation="eager", ...). The model is in eval mode, as from_pretrained leaves it."""
+    from nbcli.checkpoint import open_checkpoint, resolve_roles
+    from nbcli.hf.output_bias import install_carried_bias
+    from nbcli.resolve import local_path
+
+    folder = local_path(path, "model")
+    directory = folder if folder.is_dir() else folder.parent
+    if not (directory / "config.json").is_file():
+        raise CheckpointError(f"{path}: not a transformers model folder (no config.json in {directory})")
+    model = from_pretrained(directory, model_class or saved_class(directory), "model", **kwargs)
+    with open_checkpoint(folder) as checkpoint:
+        try:
+            roles = resolve_roles(checkpoint, arch, mapping)
+        except CheckpointError:
+            if arch != "auto" or mapping:
+                raise
+            return model  # not in the architecture table (Marian: its final_logits_bias loads as it is)
+        install_carried_bias(model, checkpoint, roles, trainable=trainable)
+    return model
