@@ -42,7 +42,10 @@ def read_examples(inputs: Sequence[str], *, text_field: str | None = None, pair_
         except CorpusError as err:
             if "'text'" not in str(err):
                 raise
-            text_field = "sentence"
+            try:
+                return read_examples(inputs, text_field="sentence", pair_field=pair_field, label_field=label_field)
+            except CorpusError as second:
+                raise (err if "'sentence'" in str(second) else second) from None
     examples = list(iter_examples(inputs, text_field=text_field, pair_field=pair_field, label_field=label_field))
     if not examples:
         raise CorpusError(f"{', '.join(inputs)}: no examples (an empty file)")
