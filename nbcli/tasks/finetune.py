@@ -41,7 +41,7 @@ from nbcli.tasks.labels import LabelSet
 from nbcli.tasks.tagging import tagging_loss, tagging_metrics, word_tags
 
 __all__ = ["FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune", "learning_rate",
-           "load_classifier", "predict_file"]
+           "load_classifier", "predict_file", "predict_report", "train_report"]
 
 FORMAT = "nb-classifier/1"
 
@@ -429,3 +429,27 @@ def evaluate_classifier(loaded: LoadedClassifier, corpus: Sequence[str], batch_s
     logits, loss = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
     return {"task": spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus), "loss": loss,
             **file_metrics(spec.task, data, logits, loaded.labels), "labels": list(loaded.labels.names)}
+
+
+def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path | str | None, *, batch_size: int = 32,
+                   device: str = "cpu") -> dict[str, Any]:
+    """`nb predict`: predictions of every record of `corpus`, written to `output` as JSON lines in
+    input order (atomically; None: kept in the report only)."""
+    from nbcli.atomic import write_text_atomic
+
+    loaded = load_classifier(checkpoint, device)
+    if output is not None and any(Path(output).resolve() == Path(c).resolve() for c in corpus if c != "-"):
+        raise OutputError(f"-o {output}: is an input; choose another file")
+    predictions = predict_file(loaded, corpus, batch_size)
+    if output is not None:
+        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+    return {"task": loaded.spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus),
+            "output": None if output is None else str(output), "records": len(predictions),
+            "labels": list(loaded.labels.names), "predictions": predictions if output is None else None}
+
+
+def train_report(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,
+                 resume: bool = False, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """`nb train --task classification|tagging`: the run's summary (summary.json's content)."""
+    result = finetune(cfg, train_files, valid, out, resume=resume, progress=progress)
+    return {**asdict(result), "out": str(result.out), "checkpoint": str(result.checkpoint), "task": cfg.data.task}
