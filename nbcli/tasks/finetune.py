@@ -102,6 +102,7 @@ class FinetuneResult:
     tokens: int
     seconds: float
     tokens_per_s: float
+    """training tokens (real, unpadded) per second of the updates, evaluation and saving excluded"""
 
 
 def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> float:
@@ -285,7 +286,7 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
             write_bytes_atomic(out / name, tokenizer.data)
         best: tuple[float, int] | None = None
         final: dict[str, dict[str, Any]] = {}
-        tokens, began = 0, time.perf_counter()
+        tokens, began, aside = 0, time.perf_counter(), 0.0   # aside: evaluation and saving, not training
 
         def evaluate(step: int) -> None:
             nonlocal best, final
@@ -325,11 +326,13 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
             tokens += int(batch.key_mask.sum())
             _log(out, {"step": step + 1, "lr": lr, "loss": float(loss.detach())})
             done = step + 1
+            paused = time.perf_counter()
             if done % eval_every == 0 or done == total:
                 evaluate(done)
             if done == total or (cfg.save_every and done % cfg.save_every == 0):
                 _save_state(out, done, model, optimizer, _metadata(cfg, labels, model, done))
-        seconds = time.perf_counter() - began
+            aside += time.perf_counter() - paused
+        seconds = time.perf_counter() - began - aside
         checkpoint = out / f"step-{total}.safetensors"
         result = FinetuneResult(out, total, best[0] if best else None, best[1] if best else None, final, checkpoint,
                                 tokens, seconds, tokens / seconds if seconds > 0 else 0.0)
