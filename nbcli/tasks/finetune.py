@@ -289,7 +289,7 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
         tokens, began, aside = 0, time.perf_counter(), 0.0   # aside: evaluation and saving, not training
 
         def evaluate(step: int) -> None:
-            nonlocal best, final
+            nonlocal best
             record: dict[str, Any] = {"step": step}
             for index, (name, data) in enumerate(sets.items()):
                 logits, loss = run_model(model, data, pad, cfg.batch_size, device)
