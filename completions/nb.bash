@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -38,7 +38,9 @@ _nb() {
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
         eval) opts="--corpus --task --hyps --src-lang --tgt-lang --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
-            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation" -- "$cur")); return;; esac
+            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
+            ;;
+        predict) opts="--corpus --output -o --batch-size --device --json --help -h"
             ;;
         generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
             ;;

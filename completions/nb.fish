@@ -136,7 +136,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l help -s h -d 'Show help
 complete -c nb -n '__fish_seen_subcommand_from train' -F
 complete -c nb -n __fish_use_subcommand -a eval -d 'Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l corpus -x -d 'Held-out text: files, directories, globs, - for stdin (repeatable). Each file is'
-complete -c nb -n '__fish_seen_subcommand_from eval' -l task -x -a 'lm translation' -d 'lm: loss and perplexity of a language model; translation: BLEU and chrF of trans'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l task -x -a 'lm translation classification tagging' -d 'lm: loss and perplexity of a language model; translation: BLEU and chrF of trans'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l hyps -r -F -d '--task translation: score this file of hypotheses (one a line, in the corpus’s p'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l src-lang -x -d 'Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l tgt-lang -x -d 'Target language of a parallel corpus (its side holds the references).'
@@ -161,6 +161,14 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l device -x -d 'auto: CUDA
 complete -c nb -n '__fish_seen_subcommand_from eval' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
+complete -c nb -n __fish_use_subcommand -a predict -d 'Label every record of a corpus with a fine-tuned classifier or tagger (labels by'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l corpus -x -d 'Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l batch-size -x -d 'Sequences per forward pass.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l device -x -d 'Where the model runs.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l json -d 'Print the result as one JSON object on stdout.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l help -s h -d 'Show help and exit.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -F
 complete -c nb -n __fish_use_subcommand -a generate -d 'Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l prompts -x -d 'Held-out documents whose first words are the prompts (repeatable). Each file is '
 complete -c nb -n '__fish_seen_subcommand_from generate' -l tokenizer -s t -r -F -d 'SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@'

@@ -12,6 +12,7 @@ _nb() {
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
+        'predict:Label every record of a corpus with a fine-tuned classifier or tagger (labels by'
         'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
         'transplant-embeddings:Build a target tokenizer’s input embedding from SOURCE_CKPT’s by vocabulary over'
         'plot-run:Plot nb train runs- validation loss and BLEU with ALC (seeds of an arm as mean ±'
@@ -187,7 +188,7 @@ _nb() {
             ;;
         eval)
             _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). Each file is]:value: ' \
-                '--task[lm: loss and perplexity of a language model; translation: BLEU and chrF of trans]:value:(lm translation)' \
+                '--task[lm: loss and perplexity of a language model; translation: BLEU and chrF of trans]:value:(lm translation classification tagging)' \
                 '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
@@ -211,6 +212,17 @@ _nb() {
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        predict)
+            _arguments -s '--corpus[Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi]:value: ' \
+                '--output[The predictions, one JSON object a line.]:path:_files' \
+                '-o[The predictions, one JSON object a line.]:path:_files' \
+                '--batch-size[Sequences per forward pass.]:value: ' \
+                '--device[Where the model runs.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

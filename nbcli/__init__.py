@@ -24,6 +24,7 @@ API = [
     "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate",
     "generate", "inspect", "open_checkpoint", "plot_by_frequency",
     "patch", "probe", "train_model", "transplant_embeddings", "evaluate_translation", "plot_runs",
+    "finetune_classifier", "predict_labels", "evaluate_classifier",
 ]
 API_MODELS = [
     "AttentionGuidanceTrainer", "attention_guidance_loss", "capture_qk", "init_output_bias", "load_model",

@@ -284,6 +284,18 @@ class Transformer(nn.Module):
         001 sec. 3.2). Incremental decoding: kv holds per layer the key/value buffers [B, H, >= past + T,
         dh] of the `past` earlier positions (the runner's cache, `nbcli.lm.runner.KVCache`); idx holds
         only the new tokens, at positions past .. past + T - 1, whose keys/values are written into kv."""
+        h, qks = self.encode(idx, key_mask, guided, kv, past)                   # [B, T, d]
+        if self.mlm is not None:
+            h = self.mlm(h)                                                      # [B, T, d]
+        logits = output_logits(h, self.output_weight, self.head_bias)            # [B, T, V] float32
+        return logits, qks
+
+    def encode(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
+               guided: list[int] | None = None, kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+               past: int = 0) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """The final states ln_f(x_L) [B, T, d] (before any output head) and the guided heads' (q, k):
+        what `forward` projects to the vocabulary, and what a classifier's head reads
+        (`nbcli.models.heads`). Arguments as `forward`."""
         B, T = idx.shape
         if kv is not None and not self.cfg.causal:
             raise ConfigError("a key/value cache needs a causal (clm) model")
@@ -296,11 +308,7 @@ class Transformer(nn.Module):
             x, qk = block(x, key_mask, guided, None if kv is None else kv[layer], past)
             if qk is not None:
                 qks.append(qk)
-        h = self.ln_f(x)                                                         # [B, T, d]
-        if self.mlm is not None:
-            h = self.mlm(h)                                                      # [B, T, d]
-        logits = output_logits(h, self.output_weight, self.head_bias)            # [B, T, V] float32
-        return logits, qks
+        return self.ln_f(x), qks
 
     def attention_maps(self, idx: torch.Tensor, layers: list[int], key_mask: torch.Tensor | None = None,
                        ) -> dict[int, torch.Tensor]:

@@ -22,7 +22,7 @@ COMMAND_MODULES = {
     "quickstart": "quickstart", "count-unigrams": "count_unigrams", "merge-counts": "merge_counts",
     "patch-checkpoint": "patch_checkpoint", "inspect": "inspect", "embedding-stats": "embedding_stats",
     "probe-bias": "probe_bias", "train": "train",
-    "eval": "eval", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
+    "eval": "eval", "predict": "predict", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
     "plot-run": "plot_run", "plot-by-frequency": "plot_by_frequency", "attention-maps": "attention_maps",
 }
 

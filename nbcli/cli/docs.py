@@ -34,6 +34,7 @@ TOPICS = {
     "probe-bias": "../probes.md#nb-probe-bias",
     "train": "../training.md#nb-train",
     "eval": "../eval-generate.md#nb-eval",
+    "predict": "../classification.md#nb-predict",
     "generate": "../eval-generate.md#nb-generate",
     "transplant-embeddings": "../training.md#nb-transplant-embeddings",
     "plot-run": "../training.md#nb-plot-run",

@@ -53,6 +53,14 @@ context); every token is scored once.
   order) without a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
   mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
 
+[bold]--task classification | tagging[/] (papers 001 tables 1, 2, 4; 002 table 1)
+
+  CHECKPOINT is a classifier run (nbcli.finetune_classifier) or its step-N.safetensors; --corpus a
+  labelled file as it was trained on (GLUE TSV, CSV, JSONL, parquet/Arrow; CoNLL for tagging). Every
+  record counts: classification gives loss, accuracy, F1 (binary for two labels, of the label with id
+  1; macro otherwise) and Matthews correlation (scikit-learn); tagging gives entity precision, recall
+  and F1 (seqeval, BIO/IOB2) and token accuracy. A label never seen in training is an error.
+
 [bold]Examples[/]
 
   nb eval openai-community/gpt2 --corpus test.jsonl --scale-ln-bias 1,0.5,0   # its own tokenizer
@@ -62,6 +70,7 @@ context); every token is scored once.
   nb eval run/step-2000.safetensors --corpus test.txt --by-frequency train.counts.safetensors \
       --by-frequency-plot fig4.png --json > unigram.json
   nb eval --task translation --corpus iwslt14/test --src-lang de --tgt-lang en --hyps hyps.en --json
+  nb eval runs/mnli --task classification --corpus dev_matched.tsv --json
 """
 
 
@@ -74,9 +83,10 @@ def eval_command(
     corpus: Annotated[list[str], corpus_option(
         "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP +
         " --task translation: a parallel corpus (see below).")] = ...,
-    task: Annotated[Literal["lm", "translation"], typer.Option(
+    task: Annotated[Literal["lm", "translation", "classification", "tagging"], typer.Option(
         "--task", help="lm: loss and perplexity of a language model; translation: BLEU and chrF of "
-        "translations of a parallel corpus (see below).")] = "lm",
+        "translations of a parallel corpus (see below); classification / tagging: the metrics of a classifier "
+        "run (nbcli.finetune_classifier) on a labelled file (see below).")] = "lm",
     hyps: Annotated[Optional[Path], typer.Option(
         "--hyps", metavar="FILE", show_default=False, help="--task translation: score this file of "
         "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,
@@ -118,7 +128,7 @@ def eval_command(
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU)."""  # noqa: E501
+    """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU); --task classification|tagging: a classifier's metrics."""  # noqa: E501
     from functools import partial
 
     from nbcli.errors import ConfigError
@@ -139,6 +149,9 @@ def eval_command(
         return
     if checkpoint is None:
         raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
+    if task in ("classification", "tagging"):
+        _labelled(checkpoint, corpus, task, batch_size, device, as_json)
+        return
     if hyps is not None or src_lang is not None or tgt_lang is not None:
         raise ConfigError("--hyps, --src-lang and --tgt-lang are options of --task translation")
 
@@ -174,6 +187,26 @@ def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[P
     report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render_translation)
+
+
+def _labelled(checkpoint: Path, corpus: list[str], task: str, batch_size: int, device: str, as_json: bool) -> None:
+    from nbcli.cli.console import print_report
+    from nbcli.errors import ConfigError
+    from nbcli.tasks.finetune import evaluate_classifier, load_classifier
+
+    loaded = load_classifier(checkpoint, device)
+    if loaded.spec.task != task:
+        raise ConfigError(f"{checkpoint}: a {loaded.spec.task} run; give --task {loaded.spec.task}")
+    print_report(evaluate_classifier(loaded, corpus, batch_size), as_json, _render_labelled)
+
+
+def _render_labelled(report: dict[str, Any]) -> None:
+    from nbcli.cli.console import esc, stdout_console
+
+    keys = ("loss", "accuracy", "f1", "matthews", "precision", "recall")
+    figures = "   ".join(f"{k} {report[k]:.4f}" for k in keys if isinstance(report.get(k), float))
+    stdout_console().print(f"[bold]{esc(report['checkpoint'])}[/] on {esc(', '.join(report['corpus']))} "
+                           f"({report['task']}): {figures}", highlight=False)
 
 
 def _render_translation(report: dict[str, Any]) -> None:

@@ -320,7 +320,8 @@ def iter_conll(inputs: Sequence[str], *, token_column: int = 0, tag_column: int 
                progress: Progress | None = None) -> Iterator[Sentence]:
     """CoNLL sentences of `inputs` (CoNLL-2003, WNUT, CoNLL-U-like files; any name, read as lines):
     one token a line, columns separated by runs of spaces or TABs, `token_column` and `tag_column`
-    (0-based; negative counts from the end) taken; a blank line (or one of spaces and TABs) ends a
+    (0-based; negative counts from the end) taken (a line where both are the same column has no tag:
+    an error); a blank line (or one of spaces and TABs) ends a
     sentence; `-DOCSTART-` lines are skipped (`docstart=False`: kept as tokens). A line without the
     columns is an error naming FILE:LINE."""
     stats = stats if stats is not None else ReadStats()
@@ -343,6 +344,8 @@ def iter_conll(inputs: Sequence[str], *, token_column: int = 0, tag_column: int 
             if not (-width <= token_column < width and -width <= tag_column < width):
                 raise CorpusError(f"{source.path}:{number}: {width} column(s), no column {token_column} and "
                                   f"{tag_column} (token and tag)")
+            if token_column % width == tag_column % width:
+                raise CorpusError(f"{source.path}:{number}: {width} column(s): the token {columns[0]!r} has no tag")
             if not tokens:
                 start = number
             tokens.append(columns[token_column])

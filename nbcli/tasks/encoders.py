@@ -1,0 +1,146 @@
+"""The encoder a classifier or tagger starts from (`--init BASE`), with its head and tokenizer.
+
+    a transformers encoder folder or Hub repo id   AutoModel (safetensors only), its family read from
+                                                   config.json's model_type through the one architecture
+                                                   table (bert, roberta, distilbert; MiniLM is bert);
+                                                   the head of that family (`nbcli.models.heads`)
+    an nb MLM checkpoint (step-N.safetensors)      nbcli.model's Transformer, its MLM output head unused;
+    or run directory (its last step-N)             a plain head (first-token or mean pooling)
+    nothing (from scratch)                         nbcli.model's Transformer built as `nb train --objective
+                                                   mlm` builds it (preset, --embedding-init: paper 002),
+                                                   positions learned | sinusoidal | none
+
+`--freeze-embeddings` stops the gradient of the input embedding (paper 002's frozen arm).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nbcli.errors import CheckpointError, ConfigError
+from nbcli.models.heads import Classifier, EncoderSpec, Pooling, head_dropout, head_for, init_head, set_positions
+
+__all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
+           "run_checkpoint"]
+
+_STEP = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+def is_transformers_folder(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def run_checkpoint(path: Path) -> Path:
+    """An nb run directory's last step-N.safetensors (a file is returned as it is)."""
+    if path.is_file():
+        return path
+    steps = sorted((int(m.group(1)), p) for p in path.glob("step-*.safetensors") if (m := _STEP.match(p.name)))
+    if not steps:
+        raise CheckpointError(f"{path}: no step-N.safetensors in this run directory")
+    return steps[-1][1]
+
+
+def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Classifier:
+    from nbcli.checkpoint.architectures import by_model_type
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path / 'config.json'}: not readable ({err})") from None
+    style = by_model_type(config.get("model_type"))
+    if style not in ("bert", "roberta", "distilbert"):
+        raise ConfigError(f"{path}: model_type {config.get('model_type')!r} is not an encoder nb can put a head on "
+                          "(bert, roberta, distilbert families)")
+    try:
+        from transformers import AutoModel
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        raise ConfigError(f"{path}: fine-tuning a transformers encoder needs transformers: "
+                          "pip install 'nbcli[hf]'") from None
+    hf_logging.set_verbosity_error()
+    kwargs: dict[str, Any] = {}
+    if style in ("bert", "roberta"):   # transformers' heads: only BERT's sequence head reads the pooler
+        kwargs["add_pooling_layer"] = style == "bert" and task == "classification"
+    try:
+        encoder = AutoModel.from_pretrained(path, use_safetensors=True, **kwargs)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: cannot load the encoder ({str(err).splitlines()[0]})") from None
+    encoder.train()
+    d = int(config.get("hidden_size") or config.get("dim"))
+    head = head_for(task, style, d, num_labels, head_dropout(config, style, task), pooling)  # type: ignore[arg-type]
+    init_head(head, float(config.get("initializer_range", 0.02)))
+    return Classifier(encoder, head, EncoderSpec("hf", style, config, path))  # type: ignore[arg-type]
+
+
+def _nb_encoder(path: Path, task: str, num_labels: int, pooling: Pooling, dropout: float) -> Classifier:
+    from nbcli.model import ModelConfig, Transformer
+    from nbcli.train.state import load_model_tensors
+
+    file = run_checkpoint(path)
+    tensors, metadata = load_model_tensors(file)
+    if "nb.config" not in metadata:
+        raise CheckpointError(f"{file}: not an nb checkpoint (no nb.config) and not a transformers folder")
+    cfg = ModelConfig.from_json(metadata["nb.config"])
+    if cfg.objective != "mlm":
+        raise CheckpointError(f"{file}: a {cfg.objective} run is causal; --init needs an mlm run (a bidirectional "
+                              "encoder)")
+    model = Transformer(cfg)
+    model.load_nb_state_dict(tensors)
+    return _nb_classifier(model, task, num_labels, pooling, dropout)
+
+
+def _nb_classifier(model: Any, task: str, num_labels: int, pooling: Pooling, dropout: float) -> Classifier:
+    head = head_for(task, "nb", model.cfg.d_model, num_labels, dropout, pooling)
+    init_head(head, model.cfg.init_std)
+    from dataclasses import asdict
+
+    return Classifier(model, head, EncoderSpec("nb", "nb", asdict(model.cfg)))
+
+
+def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: str, seq_len: int, dropout: float,
+                         embedding_init: str, positions: str, pooling: Pooling, seed: int) -> Classifier:
+    """nb's encoder as `nb train --objective mlm --preset PRESET --embedding-init ...` builds it at step 0
+    (`nbcli.train.init`), with `positions` and a fresh head."""
+    from nbcli.model import Transformer
+    from nbcli.train.config import build_config
+    from nbcli.train.init import input_embedding, model_config
+
+    cfg = build_config(preset, objective="mlm", seq_len=seq_len, dropout=dropout, embedding_init=embedding_init,
+                       seed=seed)
+    mcfg = model_config(cfg, tokenizer)
+    torch.manual_seed(seed)
+    model = Transformer(mcfg)
+    with torch.no_grad():
+        model.tok_emb.weight.copy_(input_embedding(cfg, model.tok_emb.weight, tokenizer.vocab_size))
+    set_positions(model.pos_emb, positions)
+    return _nb_classifier(model, task, num_labels, pooling, dropout)
+
+
+def open_encoder(base: str, task: str, num_labels: int, *, pooling: Pooling = "first", dropout: float = 0.1,
+                 ) -> Classifier:
+    """The classifier of `--init BASE` (module doc) with a fresh head of `num_labels`."""
+    from nbcli.resolve import local_path
+
+    path = local_path(base, "model")
+    if not path.exists():
+        raise CheckpointError(f"--init {base}: no such file, folder or cached Hub repo")
+    if is_transformers_folder(path):
+        return _hf_encoder(path, task, num_labels, pooling)
+    return _nb_encoder(path, task, num_labels, pooling, dropout)
+
+
+def input_embedding_of(model: Classifier) -> torch.nn.Parameter:
+    """The encoder's input embedding matrix [V, d]."""
+    if model.spec.kind == "nb":
+        return model.encoder.tok_emb.weight
+    return model.encoder.get_input_embeddings().weight
+
+
+def freeze_embeddings(model: Classifier) -> None:
+    """`--freeze-embeddings`: the input embedding keeps its initial values (paper 002)."""
+    input_embedding_of(model).requires_grad_(False)

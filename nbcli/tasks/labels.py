@@ -1,0 +1,139 @@
+"""What classification and tagging share: label names kept end to end, and padded batches.
+
+Label names come from, first found: `--label-names` (a comma-separated list, or a features file:
+the `datasets` library's dataset_info.json or a features JSON, whose `ClassLabel` field names them),
+a dataset_info.json beside a parquet/Arrow training file, or the training data's own label strings
+sorted. Every label leaves nb by its name (predictions, metrics, exported config.json id2label).
+A stored label is read as (`LabelSet.index`):
+
+    a name of the set                      itself
+    an int i (JSON, parquet, Arrow)        names[i]   (the datasets schema: integer class ids)
+    a digit string "i" with given names    names[i]   (a GLUE TSV of 0/1 with --label-names)
+
+anything else is a one-line error naming FILE:LINE.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nbcli.corpus.records import Origin
+from nbcli.errors import ConfigError, CorpusError
+
+__all__ = ["Batch", "LabelSet", "features_label_names", "label_names_option", "pad_batch"]
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    """The label names in id order; `given`: named by the user or a features file (ints and digit
+    strings then index them), not collected from the training data."""
+
+    names: tuple[str, ...]
+    given: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            raise ConfigError("no labels: the training data has none and no --label-names were given")
+        if len(set(self.names)) != len(self.names):
+            raise ConfigError(f"label names repeat: {', '.join(self.names)}")
+
+    def index(self, label: Any, origin: Origin | str, what: str = "label") -> int:
+        """The id of a stored label (module doc); CorpusError naming `origin` when it is not one."""
+        if isinstance(label, str) and label in self.names:
+            return self.names.index(label)
+        number = label if isinstance(label, int) and not isinstance(label, bool) else \
+            int(label) if isinstance(label, str) and label.isdigit() and self.given else None
+        if number is not None and 0 <= number < len(self.names) and (self.given or not isinstance(label, str)):
+            return number
+        if label is None:
+            raise CorpusError(f"{origin}: no {what} (null)")
+        if isinstance(label, float):
+            raise CorpusError(f"{origin}: {what} {label!r} is a number with a fraction; classification needs "
+                              "class labels (regression tasks such as STS-B are not supported)")
+        known = ", ".join(self.names[:8]) + (", ..." if len(self.names) > 8 else "")
+        raise CorpusError(f"{origin}: {what} {label!r} was never seen in training (labels: {known})")
+
+    def to_json(self) -> list[str]:
+        return list(self.names)
+
+
+def features_label_names(path: Path | str, field: str = "label") -> list[str] | None:
+    """The `ClassLabel` names of `field` in a datasets dataset_info.json (or a bare features
+    object); None when the file names none. ConfigError when the file is not JSON."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not a readable features file ({err})") from None
+    features = data.get("features", data) if isinstance(data, dict) else None
+    entry = features.get(field) if isinstance(features, dict) else None
+    names = entry.get("names") if isinstance(entry, dict) else None
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return names
+    return None
+
+
+def label_names_option(spec: str | None, train_inputs: Sequence[str], label_field: str = "label") -> list[str] | None:
+    """The names `--label-names` gives (a list, or a features file), else those of a
+    dataset_info.json beside a training file; None: collect them from the training data."""
+    if spec:
+        if Path(spec).is_file():
+            names = features_label_names(spec, label_field)
+            if names is None:
+                raise ConfigError(f"--label-names {spec}: no ClassLabel names for field {label_field!r} in it")
+            return names
+        names = [n.strip() for n in spec.split(",")]
+        if not all(names):
+            raise ConfigError(f"--label-names {spec!r}: an empty name")
+        return names
+    for item in train_inputs:
+        info = Path(item).parent / "dataset_info.json" if Path(item).is_file() else Path(item) / "dataset_info.json"
+        if info.is_file():
+            return features_label_names(info, label_field)
+    return None
+
+
+def collected_names(labels: Iterable[Any]) -> tuple[str, ...]:
+    """The training data's own label strings, sorted (ints as their digits, sorted as numbers)."""
+    seen = {label for label in labels if label is not None and not isinstance(label, float)}
+    if all(isinstance(label, int) for label in seen):
+        return tuple(str(label) for label in sorted(seen))
+    return tuple(sorted(str(label) for label in seen))
+
+
+@dataclass
+class Batch:
+    """Padded model inputs: ids, key_mask (True on real tokens), type_ids [B, T]; labels [B]
+    (classification) or [B, T] (tagging, -100 where no tag is predicted)."""
+
+    ids: torch.Tensor
+    key_mask: torch.Tensor
+    type_ids: torch.Tensor
+    labels: torch.Tensor
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.ids.to(device), self.key_mask.to(device), self.type_ids.to(device), self.labels.to(device))
+
+
+def pad_batch(items: Sequence[tuple[list[int], list[int], Any]], pad_id: int) -> Batch:
+    """Right-pad (ids, type_ids, label) items to the longest: ids with `pad_id`, type ids with 0,
+    token labels with -100."""
+    T = max(len(ids) for ids, _t, _l in items)
+    ids = torch.full((len(items), T), pad_id, dtype=torch.long)
+    types = torch.zeros((len(items), T), dtype=torch.long)
+    mask = torch.zeros((len(items), T), dtype=torch.bool)
+    per_token = isinstance(items[0][2], list)
+    labels = torch.full((len(items), T), -100, dtype=torch.long) if per_token else \
+        torch.tensor([label for _i, _t, label in items], dtype=torch.long)
+    for row, (seq, type_ids, label) in enumerate(items):
+        ids[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        types[row, :len(seq)] = torch.tensor(type_ids, dtype=torch.long)
+        mask[row, :len(seq)] = True
+        if per_token:
+            labels[row, :len(seq)] = torch.tensor(label, dtype=torch.long)
+    return Batch(ids, mask, types, labels)

@@ -1,0 +1,53 @@
+"""nb predict and nb eval --task classification through CliRunner and a real `nb` subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbcli.tasks.data import DataSpec
+from nbcli.tasks.finetune import FinetuneConfig, finetune
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+from tests.tasks.builders import encoder_folder, write_corpus
+from tests.tasks.test_finetune import LABELS, pairs
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cls")
+    bert = encoder_folder(root / "bert", "bert")
+    train = write_corpus(root / "train.jsonl", pairs(16), "jsonl")
+    write_corpus(root / "dev.tsv", pairs(6, 1), "tsv")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert), steps=2,
+                         batch_size=8)
+    finetune(cfg, [str(train)], {"dev": str(root / "dev.tsv")}, root / "run")
+    return root
+
+
+def test_predict_writes_labels_by_name_in_order(run) -> None:
+    out = run / "preds.jsonl"
+    result = run_nb("predict", str(run / "run" / "step-2.safetensors"), "--corpus", str(run / "dev.tsv"), "-o",
+                    str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 6 and all(line["label"] in LABELS and set(line["probs"]) == set(LABELS) for line in lines)
+    assert json.loads(result.stdout)["records"] == 6
+
+
+def test_eval_classification_matches_predictions(run) -> None:
+    result = invoke("eval", run / "run", "--task", "classification", "--corpus", run / "dev.tsv", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    preds = json.loads(invoke("predict", run / "run", "--corpus", run / "dev.tsv", "--json").stdout)["predictions"]
+    gold = [r[2] for r in pairs(6, 1)]
+    assert report["accuracy"] == sum(p["label"] == g for p, g in zip(preds, gold)) / 6
+    assert set(report) >= {"accuracy", "f1", "matthews", "loss"}
+
+
+def test_eval_unseen_label_is_one_line(run) -> None:
+    bad = run / "bad.tsv"
+    bad.write_text((run / "dev.tsv").read_text() + "the\tof\tmaybe\n")
+    result = run_nb("eval", str(run / "run"), "--task", "classification", "--corpus", str(bad))
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr.decode(), f"{bad}:8", "maybe")

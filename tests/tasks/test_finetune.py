@@ -1,0 +1,178 @@
+"""nb train --task classification|tagging in Python: input forms give identical batches, labels
+round-trip by name, resume equals uninterrupted, metrics on the whole file, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from nbcli.errors import CorpusError, NbError
+from nbcli.tasks.data import DataSpec, encode_file, make_labels, read_records
+from nbcli.tasks.finetune import FinetuneConfig, evaluate_classifier, finetune, learning_rate, load_classifier, predict_file
+from nbcli.tasks.tagging import align_words
+from nbcli.tokenizers import load_tokenizer
+from tests.tasks.builders import WORDS, encoder_folder, write_corpus
+
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+def pairs(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
+    rng = random.Random(seed)
+    return [(" ".join(rng.choices(WORDS, k=rng.randint(2, 7))), " ".join(rng.choices(WORDS, k=rng.randint(2, 5))),
+             rng.choice(LABELS)) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> Path:
+    return encoder_folder(tmp_path_factory.mktemp("enc") / "bert", "bert")
+
+
+def test_input_forms_give_identical_batches(tmp_path, bert) -> None:
+    rows = pairs(12)
+    tok = load_tokenizer(bert)
+    spec = DataSpec(text_field="sentence1", pair_field="sentence2")
+    batches = []
+    for form in ("tsv", "csv", "jsonl", "parquet"):
+        path = write_corpus(tmp_path / f"d.{form}", rows, form)
+        records = read_records(spec, [str(path)])
+        labels = make_labels(spec, records, None, [str(path)])
+        assert labels.names == tuple(sorted(LABELS))
+        batches.append(encode_file(spec, tok, records, labels).batch(list(range(12)), 0))
+    for other in batches[1:]:
+        for name in ("ids", "key_mask", "type_ids", "labels"):
+            assert torch.equal(getattr(batches[0], name), getattr(other, name))
+    assert bool((batches[0].type_ids == 1).any())     # the pair's segment is marked
+
+
+def test_word_piece_alignment_labels_first_piece() -> None:
+    assert align_words([-1, 0, 0, 1, 2, 2, 2, -1], [5, 6, 7]) == [-100, 5, -100, 6, 7, -100, -100, -100]
+
+
+def test_linear_schedule() -> None:
+    lrs = [learning_rate(s, 10, 1.0, 0.2) for s in range(10)]
+    assert lrs[:2] == [0.5, 1.0] and lrs[2] == 1.0 and abs(lrs[-1] - 1 / 8) < 1e-12
+    assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))
+
+
+def _run(tmp_path: Path, bert: Path, name: str, **kw) -> Path:
+    train = write_corpus(tmp_path / "train.jsonl", pairs(24), "jsonl")
+    valid = write_corpus(tmp_path / "valid.tsv", pairs(10, 1), "tsv")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert),
+                         batch_size=8, lr=1e-3, **kw)
+    finetune(cfg, [str(train)], {"m": str(valid), "mm": str(valid)}, tmp_path / name)
+    return tmp_path / name
+
+
+def test_train_predict_eval_roundtrip_by_name(tmp_path, bert) -> None:
+    out = _run(tmp_path, bert, "run", steps=4)
+    summary = json.loads((out / "summary.json").read_text())
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    evals = [r for r in log if "val_accuracy" in r]
+    assert evals and "val_m_f1" in evals[-1] and "val_mm_accuracy" in evals[-1]
+    assert summary["best_val_accuracy"] == max(r["val_accuracy"] for r in evals)
+    loaded = load_classifier(out / "step-4.safetensors")
+    preds = predict_file(loaded, [str(tmp_path / "valid.tsv")])
+    gold = [r[2] for r in pairs(10, 1)]
+    assert len(preds) == 10 and all(p["label"] in LABELS and abs(sum(p["probs"].values()) - 1) < 1e-5 for p in preds)
+    metrics = evaluate_classifier(loaded, [str(tmp_path / "valid.tsv")])
+    accuracy = sum(p["label"] == g for p, g in zip(preds, gold)) / 10
+    assert abs(metrics["accuracy"] - accuracy) < 1e-12
+    assert abs(metrics["accuracy"] - evals[-1]["val_accuracy"]) < 1e-12
+
+
+def test_resume_equals_uninterrupted(tmp_path, bert) -> None:
+    from nbcli.train.state import load_model_tensors
+
+    whole = _run(tmp_path, bert, "whole", steps=6, save_every=3)
+    cut = _run_until(tmp_path, bert, 3)
+    assert not (cut / "step-6.safetensors").exists()
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert),
+                         batch_size=8, lr=1e-3, steps=6, save_every=3)
+    finetune(cfg, [str(tmp_path / "train.jsonl")], {"m": str(tmp_path / "valid.tsv")}, cut, resume=True)
+    a, _ = load_model_tensors(whole / "step-6.safetensors")
+    b, _ = load_model_tensors(cut / "step-6.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start, _ = load_model_tensors(cut / "step-3.safetensors")
+    assert not all(torch.equal(a[k], start[k]) for k in a)   # the last three updates changed something
+    losses = [json.loads(line)["loss"] for line in (whole / "log.jsonl").read_text().splitlines() if "loss" in line
+              and "val_loss" not in line]
+    resumed = [json.loads(line)["loss"] for line in (cut / "log.jsonl").read_text().splitlines() if "loss" in line
+               and "val_loss" not in line]
+    assert losses == resumed
+
+
+class _Stop(Exception):
+    pass
+
+
+def _run_until(tmp_path: Path, bert: Path, stop: int) -> Path:
+    """A 6-step run (save every 3) interrupted right after its state at `stop` is saved."""
+    import nbcli.tasks.finetune as ft
+
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert),
+                         batch_size=8, lr=1e-3, steps=6, save_every=3)
+    original = ft._save_state
+
+    def save_then_stop(out, step, *args):
+        original(out, step, *args)
+        if step == stop:
+            raise _Stop
+
+    ft._save_state = save_then_stop
+    try:
+        with pytest.raises(_Stop):
+            finetune(cfg, [str(tmp_path / "train.jsonl")], {"m": str(tmp_path / "valid.tsv")}, tmp_path / "cut")
+    finally:
+        ft._save_state = original
+    return tmp_path / "cut"
+
+
+def test_tagging_run(tmp_path, bert) -> None:
+    rng = random.Random(3)
+    lines = []
+    for _ in range(12):
+        for _w in range(rng.randint(2, 6)):
+            lines.append(f"{rng.choice(WORDS)} {rng.choice(['O', 'B-PER', 'I-PER', 'B-LOC'])}")
+        lines.append("")
+    (tmp_path / "t.conll").write_text("\n".join(lines) + "\n")
+    cfg = FinetuneConfig(data=DataSpec(task="tagging"), init=str(bert), batch_size=4, lr=1e-3, steps=3)
+    result = finetune(cfg, [str(tmp_path / "t.conll")], {"dev": str(tmp_path / "t.conll")}, tmp_path / "tag")
+    assert 0 <= result.final["dev"]["f1"] <= 1
+    preds = predict_file(load_classifier(tmp_path / "tag"), [str(tmp_path / "t.conll")])
+    assert len(preds) == 12 and all(len(p["tags"]) == len(p["tokens"]) for p in preds)
+
+
+@pytest.mark.parametrize("case", ["missing_column", "no_label_field", "unseen_label", "empty", "conll_no_tag"])
+def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, bert, case: str) -> None:
+    train = write_corpus(tmp_path / "train.jsonl", pairs(8), "jsonl")
+    valid = write_corpus(tmp_path / "valid.tsv", pairs(4, 1), "tsv")
+    task = "classification"
+    if case == "missing_column":
+        (tmp_path / "valid.tsv").write_text("sentence1\tlabel\nthe\tneutral\n")
+    elif case == "no_label_field":
+        train.write_text(train.read_text() + json.dumps({"sentence1": "a", "sentence2": "b"}) + "\n")
+    elif case == "unseen_label":
+        valid.write_text(valid.read_text() + "the\tof\tmaybe\n")
+    elif case == "empty":
+        valid.write_text("")
+    else:
+        task = "tagging"
+        train = tmp_path / "t.conll"
+        train.write_text("the O\nof B-PER\n\nand\nto O\n")
+        valid = train
+    cfg = FinetuneConfig(data=DataSpec(task=task, **({} if task == "tagging" else
+                                                        {"text_field": "sentence1", "pair_field": "sentence2"})),
+                         init=str(bert), steps=2, batch_size=4)
+    with pytest.raises(NbError) as err:
+        finetune(cfg, [str(train)], {"v": str(valid)}, tmp_path / "out")
+    message = str(err.value)
+    assert "\n" not in message and not (tmp_path / "out").exists()
+    where = {"missing_column": "valid.tsv:", "no_label_field": "train.jsonl:9", "unseen_label": "valid.tsv:6",
+             "empty": "valid.tsv", "conll_no_tag": "t.conll:4"}[case]
+    assert where in message, message
+    if case == "unseen_label":
+        assert isinstance(err.value, CorpusError) and "maybe" in message
