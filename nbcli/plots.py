@@ -216,7 +216,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
 def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], *, title: str,
                       metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
     """Paper 000 fig. 4: per checkpoint, the binned average log-probability of the ground-truth
-    token (+- standard error) against its log-unigram probability; upper panel the full model,
+    token (+- standard error; no bar for a one-token bin, which has none) against its log-unigram probability; upper panel the full model,
     lower panel with the output bias dropped (when any checkpoint has one). Tokens per bin are
     written beside each point of the first series."""
     lower = any(s.get("output_bias_dropped") for _name, s in series)
@@ -231,8 +231,9 @@ def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], 
             if not bins:
                 continue
             x = [(b["log_unigram_lo"] + b["log_unigram_hi"]) / 2 for b in bins]
-            ax.errorbar(x, [b[key] for b in bins], yerr=[b[err] for b in bins], marker="o", markersize=4,
-                        capsize=3, label=name)
+            # a one-token bin has no standard error (null): its point is drawn without a bar
+            yerr = [np.nan if b.get(err) is None else b[err] for b in bins]
+            ax.errorbar(x, [b[key] for b in bins], yerr=yerr, marker="o", markersize=4, capsize=3, label=name)
             if i == 0:
                 for xi, b in zip(x, bins):
                     ax.annotate(str(b["tokens"]), (xi, b[key]), textcoords="offset points", xytext=(0, 6),

@@ -11,7 +11,8 @@ Choices the papers leave to nb (documented in `nb eval --help` and docs/eval-gen
   and the std of log10 p (the paper's footnote 4); tokens with count 0 are not binned.
 * Paper 000 fig. 4: a token's average is over the positions where it is the ground truth, of the
   natural-log probability; bins are equal-width intervals of the log-unigram probability (nats) with
-  the mean and its standard error (the paper's bars) and the number of tokens per bin.
+  the mean and its standard error (the paper's bars: sample std, ddof 1, / sqrt(n); none for a bin
+  of one token) and the number of tokens per bin.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ SPACES: tuple[str, ...] = ("prob", "log")
 
 def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, Any]]:
     """Equal-width bins of x over [min x, max x] (the last includes its top) with the count, mean,
-    population std and standard error (std / sqrt(n)) of y in each; NaN entries of x or y are left
-    out; None for an empty bin's statistics. All points in one bin when x is constant."""
+    population std (ddof 0) and standard error of the mean (sample std, ddof 1, / sqrt(n), as
+    scipy.stats.sem) of y in each; NaN entries of x or y are left out; None for an empty bin's
+    statistics and for the standard error of a one-point bin. All points in one bin when x is
+    constant."""
     if bins < 1:
         raise ConfigError(f"--bins {bins}: must be at least 1")
     table = equal_width_table(x, y, bins)
@@ -48,7 +51,7 @@ def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, 
         mean = float(table.mean[b]) if n else None
         std = float(table.std[b]) if n else None
         out.append({"lo": float(table.edges[b]), "hi": float(table.edges[b + 1]), "tokens": n, "mean": mean,
-                    "std": std, "sem": std / math.sqrt(n) if std is not None else None})
+                    "std": std, "sem": float(table.sem[b]) if n > 1 else None})
     return out
 
 
