@@ -170,8 +170,10 @@ def _shown(counts: np.ndarray, keep: np.ndarray, seed: int) -> np.ndarray:
 def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[str, Any], *, title: str,
                      metadata: dict[str, str], seed: int = 0, outputs: OutputSet | None = None) -> None:
     """Paper 003 fig. 1: left, corpus count (log x) against each token's predicted probability with
-    and without b_LN (log y), the binned geometric means +- std, the unigram's bins and the uniform
-    1/V; right, the per-token change log10 p_without - log10 p_with and its bin means."""
+    and without b_LN (log y), the binned geometric means with their geometric spread (x/÷ 10^std of
+    log10 p; the paper's footnote 4 std of p itself is in the JSON, but would reach below 0 on a log
+    axis), the unigram's bins and the uniform 1/V; right, the per-token change
+    log10 p_without - log10 p_with and its bin means."""
     c = np.asarray(arrays["counts"], dtype=np.float64)
     pw = np.asarray(arrays["with"], dtype=np.float64)
     po = np.asarray(arrays["without"], dtype=np.float64)
@@ -188,7 +190,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
         mean = np.array([b[f"log10_p_{key}"] for b in bins])
         std = np.array([b[f"log10_p_{key}_std"] for b in bins])
         left.errorbar(centres, 10 ** mean, yerr=[10 ** mean - 10 ** (mean - std), 10 ** (mean + std) - 10 ** mean],
-                      color=colour, marker="o", markersize=4, capsize=3, label=f"{label} (bin geometric mean ± std)")
+                      color=colour, marker="o", markersize=4, capsize=3, label=f"{label} (bin geometric mean ×/÷ geometric std)")
     left.plot(centres, [10 ** b["log10_unigram"] for b in bins], color="tab:green", linestyle="--", label="Unigram")
     left.axhline(10 ** section["log10_uniform"], color="grey", linestyle=":", label="Uniform")
     left.set_xscale("log")

@@ -106,6 +106,9 @@ def test_bias_effect_matches_numpy() -> None:
             continue
         assert row["log10_p_with"] == pytest.approx(np.log10(pw[keep][members]).mean())
         assert row["log10_p_without_std"] == pytest.approx(np.log10(po[keep][members]).std())
+        # footnote 4: the std of the probabilities themselves (population std), beside the geometric mean
+        assert row["p_with_std"] == pytest.approx(pw[keep][members].std(), rel=1e-9, abs=1e-300)
+        assert row["p_without_std"] == pytest.approx(np.std(po[keep][members]), rel=1e-9, abs=1e-300)
         assert row["log10_change"] == pytest.approx((np.log10(po[keep]) - np.log10(pw[keep]))[members].mean())
         assert row["log10_unigram"] == pytest.approx(np.log10(counts[keep] / counts.sum())[members].mean())
     assert got["tokens"] == int(keep.sum())
