@@ -9,9 +9,10 @@ Mu & Viswanath ("All-but-the-top", ICLR 2018): partition-function isotropy.
 
 Embedding matrices are passed as `rows`: anything with `.shape` ([V, d]) and row slicing
 (`rows[a:b]`) -- a numpy array, a torch tensor of any float dtype, or a lazy checkpoint tensor.
-Every pass reads row blocks, converts each block to float32 and never materialises a V x V (or,
-except for the partition function's d x d Gram matrix, any V x d) intermediate, so memory stays
-bounded by a few blocks.
+Every pass reads row blocks, converts each block to float32 and never materialises a V x V or
+V x d intermediate, so memory stays bounded by a few blocks and d x d matrices. The partition
+function's sums (`LogPartition`) are torch tensors on any device, as the passes of
+`nbcli.analysis.geometry` that `nb probe-bias` runs need them.
 """
 
 from __future__ import annotations
@@ -336,8 +337,11 @@ class LogPartition:
         lo = logits.amin(dim=0)
         rows = logits.shape[0]
         sums: list[list[torch.Tensor]] = [[] for _ in self.weightings]
-        for exponent in (logits - hi, lo - logits):  # c: <c, w_i> - max;  -c: -<c, w_i>, largest at -lo
-            e = exponent.exp_()
+        e = torch.sub(logits, hi)  # c: exponents <c, w_i> - max
+        for sign in (1, -1):
+            if sign < 0:  # -c: exponents -<c, w_i>, largest at -lo (the buffer reused)
+                torch.sub(lo, logits, out=e)
+            e.exp_()
             for out, weights in zip(sums, self.weightings):  # block sums in float32 (cascade), running sums float64
                 out.append((e.sum(dim=0) if weights is None else weights[start:start + rows] @ e).to(torch.float64))
         m_new = torch.cat([hi, -lo]).to(torch.float64)

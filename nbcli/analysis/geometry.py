@@ -42,6 +42,16 @@ def as_device_block(block: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(block).to(device)
 
 
+def gram_block(x: torch.Tensor) -> torch.Tensor:
+    """x^T x of a [rows, d] block, in x's dtype. On the CPU through numpy, whose a.T @ a is BLAS syrk:
+    half the products of the general matmul torch runs (measured 0.34 vs 0.66 CPU s in float32 and
+    0.67 vs 1.28 s in float64 for a 50,257 x 768 matrix)."""
+    if x.device.type == "cpu":
+        a = np.ascontiguousarray(x.numpy())
+        return torch.from_numpy(a.T @ a)
+    return x.T @ x
+
+
 @contextlib.contextmanager
 def full_float32(device: torch.device) -> Iterator[None]:
     """float32 matmuls at full precision on CUDA (TF32 keeps 10 mantissa bits: too few for whitening),
@@ -79,7 +89,7 @@ class RowMoments:
         if self.shift is None:  # a float32 value, so the float32 and float64 sums share one exact c
             self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
         centred = x - self.shift.to(torch.float32)
-        self.gram += (centred.T @ centred).to(torch.float64)
+        self.gram += gram_block(centred).to(torch.float64)
         self.sum += centred.sum(dim=0).to(torch.float64)
         norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
         self.norm_sum += float(norms.sum())
@@ -92,10 +102,10 @@ class RowMoments:
         seen = weight > 0  # zero-weight rows add nothing: leave them out of the float64 product
         if not bool(seen.all()):
             x, weight = x[seen], weight[seen]
-        exact = x.to(torch.float64) - self.shift
-        self.weighted_sum += weight @ exact
-        scaled = exact * weight.sqrt()[:, None]
-        self.weighted_scatter += scaled.T @ scaled
+        root = weight.sqrt()
+        scaled = x.to(torch.float64).sub_(self.shift).mul_(root[:, None])  # sqrt(p) (w - c), exact in float64
+        self.weighted_sum += root @ scaled
+        self.weighted_scatter += gram_block(scaled)
 
     def moments(self) -> Moments:
         assert self.shift is not None, "no rows"

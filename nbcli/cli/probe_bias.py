@@ -34,17 +34,17 @@ EPILOG = """\
       number of tokens and the mean and population std of <b_LN, w_i> (paper 003 fig. 3).
   [bold]zipfian[/]  frequency-weighted geometry (Yokoi et al. 2024, Zipfian whitening), needs --counts:
       p(w) = --zipfian-weights: raw (default, the paper's relative frequencies: a token with count 0
-      has weight 0) or add-k:K (the add-k unigram); mu = sum p(w) w, Sigma = sum p(w)(w - mu)(w - mu)^T,
-      w' = Sigma^(-1/2)(w - mu) with the symmetric (ZCA) root.
-      [bold]raw / whitened[/], Yokoi et al.'s scores (1 = symmetric; _unigram under p, _uniform under
-      1/V): sym1 = 1 - ||sum p(w) w|| / sum p(w) ||w|| (first moment), sym2 = -sum l log l / log d,
-      l = the covariance's eigenvalues over their sum (second moment); nb's own: mean_cosine_uniform,
-      mean_cosine_unigram = sum_ij p_i p_j cos(w_i, w_j); partition_ratio_uniform / _unigram =
-      min_c Z / max_c Z with Z(c) = sum_i exp(<c, w_i>) or sum_i p_i exp(<c, w_i>), c over the
-      eigenvectors of the measured matrix's W^T W (both signs).
-      [bold]frequency_direction[/]: u = b_LN (or, without one, the weighted mean mu); share_before /
-      share_after = sum_i p_i cos^2(w_i, u) of raw / whitened rows; removed = 1 - after / before;
-      spearman_before / _after: rho(<w_i, u>, count). --no-whiten skips the section.
+      has weight 0) or add-k:K; mu = sum p(w) w, Sigma = sum p(w)(w - mu)(w - mu)^T,
+      w' = Sigma^(-1/2)(w - mu) with the symmetric (ZCA) root. --no-whiten skips the section.
+  [bold]zipfian.raw / zipfian.whitened[/]  of W and of its whitened rows, _unigram under p, _uniform
+      under 1/V. Yokoi et al.'s scores (1 = symmetric): sym1 = 1 - ||sum p(w) w|| / sum p(w) ||w||
+      (first moment), sym2 = -sum l log l / log d, l = the covariance's eigenvalues over their sum
+      (second moment). nb's own: mean_cosine = sum_ij p_i p_j cos(w_i, w_j); partition_ratio =
+      min_c Z / max_c Z, Z(c) = sum_i p_i exp(<c, w_i>), c over the eigenvectors of the measured
+      matrix's W^T W (both signs).
+  [bold]zipfian.frequency_direction[/]  u = b_LN (or, without one, mu); share_before / share_after =
+      sum_i p_i cos^2(w_i, u) of raw / whitened rows; removed = 1 - after / before;
+      spearman_before / _after: rho(<w_i, u>, count).
 
 Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
 converted to float32; W is read twice, the d x d and V x d^2 algebra runs in torch on --device.
