@@ -119,8 +119,8 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
                  section: dict[str, Any], *, title: str, metadata: dict[str, str], seed: int = 0,
                  outputs: OutputSet | None = None) -> None:
     """Zipfian whitening (Yokoi et al. 2024): left, corpus count against <w_i, u> (u the frequency
-    direction) before and after whitening; right, mean cosine and partition ratio under uniform and
-    unigram weighting, raw and whitened."""
+    direction) before and after whitening; right, Yokoi et al.'s symmetry scores (unigram-weighted),
+    mean cosine and partition ratio under uniform and unigram weighting, raw and whitened."""
     c = np.asarray(counts)
     seen = np.flatnonzero(c > 0)
     shown = seen
@@ -141,8 +141,10 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     left.set_ylabel(f"<w_i, u> / std   (u = {section.get('direction')})")
     left.grid(True, alpha=0.3)
     left.legend(loc="best", fontsize=8, markerscale=4)
-    names = ["mean_cosine_uniform", "mean_cosine_unigram", "partition_ratio_uniform", "partition_ratio_unigram"]
-    labels = ["mean cos\nuniform", "mean cos\nunigram", "Z ratio\nuniform", "Z ratio\nunigram"]
+    names = ["sym1_unigram", "sym2_unigram", "mean_cosine_uniform", "mean_cosine_unigram", "partition_ratio_uniform",
+             "partition_ratio_unigram"]
+    labels = ["Sym1\nunigram", "Sym2\nunigram", "mean cos\nuniform", "mean cos\nunigram", "Z ratio\nuniform",
+              "Z ratio\nunigram"]
     x = np.arange(len(names))
     for offset, key, colour in ((-0.2, "raw", "tab:blue"), (0.2, "whitened", "tab:orange")):
         values = [(section.get(key) or {}).get(n) for n in names]
@@ -150,7 +152,7 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
                   label="raw" if key == "raw" else "Zipfian-whitened")
     right.set_xticks(x, labels, fontsize=8)
     right.axhline(0, color="black", linewidth=0.6)
-    right.set_ylabel("isotropy measure (mean cos: 0 best; Z ratio: 1 best)")
+    right.set_ylabel("Sym1, Sym2, Z ratio: 1 best; mean cos: 0 best")
     right.grid(True, axis="y", alpha=0.3)
     right.legend(loc="best", fontsize=8)
     removed = fd.get("removed")
