@@ -72,13 +72,15 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     the per-token scores and bins for plotting.
     """
     dev = probe_device(device)
-    weights, weights_note = _weights(inputs, whiten, zipfian_k)
+    zipf = whiten and inputs.output_weight is not None and inputs.counts is not None
+    weights, weights_note = _weights(inputs, zipf, zipfian_k)
     first = second = None
     if inputs.output_weight is not None:
         with full_float32(dev):
             first = _first_pass(inputs, weights, partition, dev, progress)
-            if partition or weights is not None:
-                progress("eigendecompositions; partition functions" + (", Zipfian whitening" if weights is not None else ""))
+            if partition or zipf:  # as report_steps counts
+                progress(", ".join(["eigendecompositions"] + ["partition functions"] * partition
+                                   + ["Zipfian whitening"] * zipf))
                 second = second_pass(inputs.output_weight, first, _usable_b_ln(inputs), weights, partition, dev)
     arrays: dict[str, Any] = {}
     report: dict[str, Any] = {
@@ -108,10 +110,10 @@ def _usable_b_ln(inputs: ProbeInputs) -> np.ndarray | None:
     return b_ln if b_ln is not None and bool(np.any(b_ln != 0)) else None
 
 
-def _weights(inputs: ProbeInputs, whiten: bool, k: float) -> tuple[np.ndarray | None, str | None]:
+def _weights(inputs: ProbeInputs, zipf: bool, k: float) -> tuple[np.ndarray | None, str | None]:
     """The Zipfian section's unigram weights p (None when the section is not computed, with a note
     when they are undefined)."""
-    if not whiten or inputs.output_weight is None or inputs.counts is None:
+    if not zipf or inputs.output_weight is None or inputs.counts is None:
         return None, None
     return zipfian_weights(inputs.counts, int(inputs.output_weight.shape[0]), k)
 
