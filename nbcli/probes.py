@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from nbcli.analysis.kernels import exp_, matmul
+
 #: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
 BLOCK_FLOATS = 1 << 23
 
@@ -341,7 +343,7 @@ class LogPartition:
         for sign in (1, -1):
             if sign < 0:  # -c: exponents -<c, w_i>, largest at -lo (the buffer reused)
                 torch.sub(lo, logits, out=e)
-            e.exp_()
+            exp_(e)
             for out, weights in zip(sums, self.weightings):  # block sums in float32 (cascade), running sums float64
                 out.append((e.sum(dim=0) if weights is None else weights[start:start + rows] @ e).to(torch.float64))
         m_new = torch.cat([hi, -lo]).to(torch.float64)
@@ -370,7 +372,7 @@ class BasisLogits:
         self.partition = partition
 
     def update(self, start: int, block: np.ndarray) -> None:
-        self.partition.add(start, torch.from_numpy(block).to(self.basis.device) @ self.basis)
+        self.partition.add(start, matmul(torch.from_numpy(block).to(self.basis.device), self.basis))
 
 
 def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None,
