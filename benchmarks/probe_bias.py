@@ -17,8 +17,8 @@ measured is this checkout's (PYTHONPATH); `--baseline DIR` also times another ch
 worktree) in the same run, each repeat alternating the two, so a shared machine's load falls on both
 and the ratio stays meaningful. The generated files are deleted afterwards unless --keep.
 
-Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--repeat N] [--baseline DIR] [--blas-threads N]
-                                       [--out FILE]
+Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--report full|no-partition] [--repeat N]
+                                       [--baseline DIR] [--blas-threads N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="Set OPENBLAS/OMP/MKL_NUM_THREADS for nb (default: the BLAS library's own choice). "
                         "On a shared machine 1 avoids spinning BLAS threads fighting other processes.")
+    parser.add_argument("--report", choices=["full", "no-partition"], action="append",
+                        help="Run only this report (repeatable; default both).")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="Another nbcli checkout (e.g. /work/main) to time in the same run, alternating.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
@@ -138,6 +140,8 @@ def main() -> None:
             entry: dict[str, object] = {**case, "w_fp32_bytes": fp32_bytes, "file_bytes": ckpt.stat().st_size}
             checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
             for label, extra in (("full", ()), ("no-partition", ("--no-partition",))):
+                if args.report and label not in args.report:
+                    continue
                 runs: dict[str, list[dict[str, object]]] = {which: [] for which, _ in checkouts}
                 for i in range(args.repeat):
                     for which, checkout in checkouts:
@@ -174,7 +178,7 @@ def main() -> None:
               f"{over:12.2f} {load:5.1f}")
     for name, entry in results["cases"].items():  # type: ignore[union-attr]
         for label in ("full", "no-partition"):
-            if "baseline" in entry[label]:
+            if "baseline" in entry.get(label, {}):
                 base, this = entry[label]["baseline"], entry[label]["this"]
                 print(f"{name} {label}: baseline / this = {base['best_seconds'] / this['best_seconds']:.2f}x wall, "
                       f"{min(base['cpu_seconds']) / min(this['cpu_seconds']):.2f}x CPU")

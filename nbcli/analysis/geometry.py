@@ -7,19 +7,21 @@ device, float64 where the whitening needs it.
   weights p, the weighted scatter sum_i p_i (w_i - c)(w_i - c)^T (float64), with the sums and norm
   sums beside them. From these alone (`Moments`): W^T W, the weighted mean mu and covariance Sigma,
   the uniform scatter, and the scatter of the rows about mu: d x d algebra, no further pass.
-* Between the passes (`solve`): one eigendecomposition per matrix, each used for everything it
+* Between the passes (`solve_whitening`, `second_pass`): one eigendecomposition per matrix, each used for everything it
   gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
   (Sigma^(-1/2), the symmetric ZCA root of Zipfian whitening, and its spectrum for Yokoi et al.'s
   second-moment score) and the whitened rows' Gram matrix S (W - mu)^T (W - mu) S (their candidate
   directions C_w).
-* Pass 2 (`RowProjections`): per block the logits B C (raw) and Y = (B - mu) S C_w (the whitened
+* Pass 2 (`ProjectedRows`): per block the logits B C (raw) and Y = (B - mu) S C_w (the whitened
   rows in the orthonormal basis C_w, so ||y_i|| = ||w'_i|| and every inner product is kept): both
   partition functions, the whitened rows' norms, mean cosines, projections on the frequency
   direction and its weighted share, without a whitened copy of W.
 
-Before this module, the same numbers took four float64 eigendecompositions and six V d^2 products
-(W^T W twice, the weighted covariance and the whitening in float64, the partition logits of W twice
-and of the whitened rows); now three and four (one in float64).
+Before this module, the same numbers took four eigendecompositions and nine V d^2 products over
+seven passes (W^T W twice and the whitened rows' once, the weighted covariance and the whitening
+twice in float64, the partition logits of W twice and of the whitened rows once); now three (and
+two eigenvalue-only ones for Yokoi et al.'s uniform scores) and four products, one in float64.
+The block kernels are `nbcli.analysis.kernels` (numpy's BLAS on the CPU).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 import torch
 
 from nbcli import ops
-from nbcli.analysis.kernels import gram_block, matmul, pass_threads
+from nbcli.analysis.kernels import eigh_threads, gram_block, matmul, pass_threads
 from nbcli.errors import ConfigError
 from nbcli.probes import LogPartition, MeanCosine, Projections, Rows, run_pass
 
@@ -146,19 +148,13 @@ class Moments:
         return self.weighted_scatter_c / self.weight_total - torch.outer(d, d)
 
 
-#: Up to this d, CPU eigendecompositions run on one thread: d = 768 took 0.34 s on one thread and
-#: 4.4 s on two while other processes ran (LAPACK's threads spin against them), and little less on a
-#: quiet machine; larger matrices keep torch's threads.
-SINGLE_THREAD_EIGH = 1024
-
-
 @contextlib.contextmanager
 def _eigh_threads(matrix: torch.Tensor) -> Iterator[None]:
-    if matrix.device.type != "cpu" or matrix.shape[0] > SINGLE_THREAD_EIGH or torch.get_num_threads() == 1:
+    if matrix.device.type != "cpu":
         yield
         return
     saved = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(eigh_threads(saved))
     try:
         yield
     finally:

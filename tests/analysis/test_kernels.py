@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,3 +39,13 @@ def test_pass_threads_uses_one_torch_thread_and_restores_the_setting() -> None:
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(saved)
+
+
+def test_eigh_threads_follow_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert kernels.eigh_threads(4) == 1  # busy: one thread
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process alone
+    assert kernels.eigh_threads(8) == 4 and kernels.eigh_threads(2) == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 1.0, 1.0))
+    assert kernels.eigh_threads(8) == 2
