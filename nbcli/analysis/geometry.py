@@ -3,9 +3,9 @@ blocks, the heavy algebra (the V d^2 products and the d x d eigendecompositions)
 device, float64 where the whitening needs it.
 
 * Pass 1 (`RowMoments`): about a shift c (the first block's mean, so nothing cancels), the Gram
-  matrix sum_i (w_i - c)(w_i - c)^T (float32 block products summed in float64) and, with unigram
-  weights p, the weighted scatter sum_i p_i (w_i - c)(w_i - c)^T (float64), with the sums and norm
-  sums beside them. From these alone (`Moments`): W^T W, the weighted mean mu and covariance Sigma,
+  matrix sum_i (w_i - c)(w_i - c)^T and, with unigram weights p, the weighted scatter
+  sum_i p_i (w_i - c)(w_i - c)^T, with the sums and norm sums beside them, in float64 (whitening
+  amplifies the errors of the small directions). From these alone (`Moments`): W^T W, the weighted mean mu and covariance Sigma,
   the uniform scatter, and the scatter of the rows about mu: d x d algebra, no further pass.
 * Between the passes (`solve_whitening`, `second_pass`): one eigendecomposition per matrix, each used for everything it
   gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
@@ -79,24 +79,27 @@ class RowMoments:
 
     def update(self, start: int, block: np.ndarray) -> None:
         x = as_device_block(block, self.device)
-        if self.shift is None:  # a float32 value, so the float32 and float64 sums share one exact c
+        if self.shift is None:  # the first block's mean, rounded to float32 (any c is exact)
             self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
-        centred = x - self.shift.to(torch.float32)
-        self.gram += gram_block(centred).to(torch.float64)
-        self.sum += centred.sum(dim=0).to(torch.float64)
         norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
         self.norm_sum += float(norms.sum())
         self.n += x.shape[0]
+        # float64 products: whitening amplifies the errors of the small directions (float32 ones put
+        # 2e-5 into the whitened rows' uniform spectrum at condition 1e5), and W^T W is the same
+        # matrix with counts or without
+        exact = x.to(torch.float64).sub_(self.shift)
+        self.gram += gram_block(exact)
+        self.sum += exact.sum(dim=0)
         if self.weights is None:
             return
         weight = self.weights[start:start + x.shape[0]]
         self.weight_total += float(weight.sum())
         self.weighted_norm_sum += float(weight @ norms)
-        seen = weight > 0  # zero-weight rows add nothing: leave them out of the float64 product
+        seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
         if not bool(seen.all()):
-            x, weight = x[seen], weight[seen]
+            exact, weight = exact[seen], weight[seen]
         root = weight.sqrt()
-        scaled = x.to(torch.float64).sub_(self.shift).mul_(root[:, None])  # sqrt(p) (w - c), exact in float64
+        scaled = exact * root[:, None]  # sqrt(p) (w - c)
         self.weighted_sum += root @ scaled
         self.weighted_scatter += gram_block(scaled)
 

@@ -106,7 +106,10 @@ def test_symmetry_scores_match_numpy_and_the_authors_code(seed: int, v: int, d: 
     authors = authors_scores(torch.from_numpy(w).double(), None if uniform else torch.from_numpy(p))
     for g, n, a in zip(got, want, authors):
         assert g == pytest.approx(n, rel=1e-9, abs=1e-12)
-        assert g == pytest.approx(a, rel=1e-7, abs=1e-9)
+        if math.isnan(a):  # their code: 0 * log 0 for an exactly zero eigenvalue (here 0 log 0 = 0)
+            assert v <= d  # centred rows of rank < d
+        else:
+            assert g == pytest.approx(a, rel=1e-7, abs=1e-9)
         assert 0.0 <= g <= 1.0 + 1e-12
 
 
@@ -169,10 +172,9 @@ def test_zipfian_section_matches_dense_computation(seed: int, v: int, d: int, k:
         assert math.isclose(got["partition_ratio_uniform"], dense_partition_ratio(matrix, None), rel_tol=1e-3)
         assert math.isclose(got["partition_ratio_unigram"], dense_partition_ratio(matrix, p), rel_tol=1e-3)
         for weighting, q in (("uniform", np.full(v, 1.0 / v)), ("unigram", p)):
-            # the uniform Gram matrix is summed from float32 block products, as W^T W always was
             sym1, sym2 = dense_symmetry(matrix, q)
             assert got[f"sym1_{weighting}"] == pytest.approx(sym1, abs=1e-5), (key, weighting)
-            assert got[f"sym2_{weighting}"] == pytest.approx(sym2, abs=2e-5), (key, weighting)
+            assert got[f"sym2_{weighting}"] == pytest.approx(sym2, abs=1e-7), (key, weighting)
     assert section["whitened"]["sym1_unigram"] == pytest.approx(1.0, abs=1e-5)  # whitening centres and
     assert section["whitened"]["sym2_unigram"] == pytest.approx(1.0, abs=1e-9)  # makes Sigma = I
     fd = section["frequency_direction"]
