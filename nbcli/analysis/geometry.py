@@ -70,6 +70,7 @@ class RowMoments:
         self.gram = torch.zeros(width, width, dtype=torch.float64, device=device)  # sum (w - c)(w - c)^T
         self.sum = torch.zeros(width, dtype=torch.float64, device=device)  # sum (w - c)
         self.norm_sum = 0.0  # sum ||w||
+        self.max_norm = 0.0
         self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).to(device)
         self.weight_total = 0.0  # sum p
         # sum p (w - c)(w - c)^T and sum p (w - c)
@@ -83,6 +84,7 @@ class RowMoments:
             self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
         norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
         self.norm_sum += float(norms.sum())
+        self.max_norm = max(self.max_norm, float(norms.max()))
         self.n += x.shape[0]
         # float64 products: whitening amplifies the errors of the small directions (float32 ones put
         # 2e-5 into the whitened rows' uniform spectrum at condition 1e5), and W^T W is the same
@@ -109,7 +111,10 @@ class RowMoments:
                        self.weighted_sum, self.weighted_scatter, self.weighted_norm_sum)
 
     def finite(self) -> bool:
-        return bool(torch.isfinite(self.gram).all()) and math.isfinite(self.norm_sum)
+        """False for non-finite rows, or rows whose squared length overflows float32 (the row
+        statistics and logits are float32)."""
+        return bool(torch.isfinite(self.gram).all()) and math.isfinite(self.norm_sum) \
+            and self.max_norm ** 2 <= float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
