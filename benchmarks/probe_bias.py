@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
-"""Benchmark `nb probe-bias` (issue 5): full report, no plots, on generated output embeddings.
+"""Benchmark `nb probe-bias` (issues 5, 28): full report with counts (the Zipfian section included),
+no plots, on generated output embeddings.
 
 Two generated checkpoints in nb's own layout (so every section is computed: untied `head.weight`
 as the output embedding W, `ln_f.bias` as b_LN, `head.bias` as the output bias), with a planted
 frequency direction and Zipf counts:
 
-* GPT-2 size:   W 50,257 x 768, float32   (target: < 2 s, peak RSS < 2.5 x 154 MB)
-* Llama-3 size: W 128,256 x 4,096, bfloat16 (target: < 20 s, peak RSS < 2.5 x W in float32 = 5.25 GB)
+* GPT-2 size:   W 50,257 x 768, float32   (target: < 4 s, issue 28; peak RSS < 2.5 x 154 MB)
+* Llama-3 size: W 128,256 x 4,096, bfloat16 (target: < 20 s, issue 5; peak RSS < 2.5 x W in float32 = 5.25 GB)
 
 Each case runs `nb probe-bias CKPT --counts COUNTS --json` in a subprocess, once with the
 partition-function isotropy (the default full report) and once with --no-partition; wall time and
 the subprocess's own peak RSS (os.wait4 rusage; the files are generated in another child process so
-the measuring parent, whose pages a forked child starts with, stays small) are reported. The generated files are deleted
-afterwards unless --keep.
+the measuring parent, whose pages a forked child starts with, stays small) are reported. The nbcli
+measured is this checkout's (PYTHONPATH); `--baseline DIR` also times another checkout (e.g. main's
+worktree) in the same run, each repeat alternating the two, so a shared machine's load falls on both
+and the ratio stays meaningful. The generated files are deleted afterwards unless --keep.
 
-Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--repeat N] [--blas-threads N] [--out FILE]
+Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--report full|no-partition] [--repeat N]
+                                       [--baseline DIR] [--blas-threads N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -30,12 +34,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, load_average, log, machine, write_json  # noqa: E402
+from common import OUT, ROOT, load_average, log, machine, write_json  # noqa: E402
 
 DEFAULT_OUT = OUT / "probe_bias.json"
 
 CASES = {
-    "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 2.0},
+    "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 4.0},
     "llama": {"vocab": 128_256, "d": 4_096, "dtype": "bfloat16", "target_s": 20.0},
 }
 
@@ -72,16 +76,19 @@ def generate(directory: Path, vocab: int, d: int, dtype: str, seed: int = 0) -> 
     return ckpt, counts_path
 
 
-def run_probe(ckpt: Path, counts: Path, *extra: str, blas_threads: int | None = None) -> dict[str, object]:
-    """`nb probe-bias` in a subprocess: wall seconds, peak RSS (bytes) of that process, its report."""
-    cmd = [shutil.which("nb") or "nb", "probe-bias", str(ckpt), "--counts", str(counts), "--json", *extra]
-    env = dict(os.environ)
+def run_probe(ckpt: Path, counts: Path, *extra: str, blas_threads: int | None = None,
+              checkout: Path = ROOT) -> dict[str, object]:
+    """`nb probe-bias` of `checkout`'s nbcli in a subprocess: wall seconds, peak RSS (bytes) of that
+    process, its report, the load average when it started."""
+    cmd = [sys.executable, "-m", "nbcli", "probe-bias", str(ckpt), "--counts", str(counts), "--json", *extra]
+    env = dict(os.environ, PYTHONPATH=str(checkout))
     if blas_threads:
         env.update(OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(blas_threads),
                    MKL_NUM_THREADS=str(blas_threads))
+    load = load_average()[0]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=checkout)  # cwd: `-m` puts it first on sys.path
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -90,7 +97,8 @@ def run_probe(ckpt: Path, counts: Path, *extra: str, blas_threads: int | None = 
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read().decode()}")
         report = json.loads(out.read())
-    return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024, "report": report}
+    return {"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_bytes": usage.ru_maxrss * 1024,
+            "report": report, "load": load}
 
 
 def main() -> None:
@@ -101,6 +109,10 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="Set OPENBLAS/OMP/MKL_NUM_THREADS for nb (default: the BLAS library's own choice). "
                         "On a shared machine 1 avoids spinning BLAS threads fighting other processes.")
+    parser.add_argument("--report", choices=["full", "no-partition"], action="append",
+                        help="Run only this report (repeatable; default both).")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="Another nbcli checkout (e.g. /work/main) to time in the same run, alternating.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--generate", nargs=4, metavar=("DIR", "VOCAB", "D", "DTYPE"), help=argparse.SUPPRESS)
@@ -126,22 +138,31 @@ def main() -> None:
             counts = workdir / f"counts-{case['vocab']}.safetensors"
             fp32_bytes = case["vocab"] * case["d"] * 4
             entry: dict[str, object] = {**case, "w_fp32_bytes": fp32_bytes, "file_bytes": ckpt.stat().st_size}
+            checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
             for label, extra in (("full", ()), ("no-partition", ("--no-partition",))):
-                runs = []
+                if args.report and label not in args.report:
+                    continue
+                runs: dict[str, list[dict[str, object]]] = {which: [] for which, _ in checkouts}
                 for i in range(args.repeat):
-                    log(f"[{name}] {label} run {i + 1}/{args.repeat}")
-                    runs.append(run_probe(ckpt, counts, *extra, blas_threads=args.blas_threads))
-                best = min(runs, key=lambda r: r["seconds"])
-                peak = max(r["peak_rss_bytes"] for r in runs)
-                report = best["report"]
-                entry[label] = {"seconds": [r["seconds"] for r in runs], "best_seconds": best["seconds"],
-                                "peak_rss_bytes": peak, "rss_over_w_fp32": peak / fp32_bytes,
-                                "spearman": report["frequency_direction"]["spearman"],
-                                "mean_cosine": report["isotropy"]["mean_cosine"],
-                                "partition_ratio": report["isotropy"]["partition_ratio"]}
-                rows.append((name, label, f"{case['vocab']:,} x {case['d']:,} {case['dtype']}", best["seconds"],
-                             case["target_s"], peak / 2**20, peak / fp32_bytes,
-                             report["frequency_direction"]["spearman"]))
+                    for which, checkout in checkouts:
+                        log(f"[{name}] {label} {which} run {i + 1}/{args.repeat}")
+                        runs[which].append(run_probe(ckpt, counts, *extra, blas_threads=args.blas_threads,
+                                                     checkout=checkout))
+                entry[label] = {}
+                for which, checkout in checkouts:
+                    best = min(runs[which], key=lambda r: r["seconds"])
+                    peak = max(r["peak_rss_bytes"] for r in runs[which])
+                    report = best["report"]
+                    entry[label][which] = {
+                        "checkout": str(checkout), "seconds": [r["seconds"] for r in runs[which]],
+                        "cpu_seconds": [r["cpu_seconds"] for r in runs[which]],
+                        "loads": [r["load"] for r in runs[which]], "best_seconds": best["seconds"],
+                        "peak_rss_bytes": peak, "rss_over_w_fp32": peak / fp32_bytes,
+                        "spearman": report["frequency_direction"]["spearman"],
+                        "partition_ratio": report["isotropy"]["partition_ratio"]}
+                    rows.append((name, label, which, f"{case['vocab']:,} x {case['d']:,} {case['dtype']}",
+                                 best["seconds"], best["cpu_seconds"], case["target_s"], peak / 2**20,
+                                 peak / fp32_bytes, best["load"]))
             results["cases"][name] = entry  # type: ignore[index]
             ckpt.unlink()
             counts.unlink()
@@ -150,11 +171,17 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
 
     write_json(args.out, results, indent=1)
-    print(f"{'case':6} {'report':13} {'W':27} {'wall s':>8} {'target s':>8} {'ratio':>6} {'peak RSS MiB':>12} "
-          f"{'RSS / W fp32':>12} {'rho':>6}")
-    for name, label, shape, secs, target, rss, over, rho in rows:
-        print(f"{name:6} {label:13} {shape:27} {secs:8.2f} {target:8.1f} {secs / target:6.2f} {rss:12.0f} "
-              f"{over:12.2f} {rho:6.3f}")
+    print(f"{'case':6} {'report':13} {'nbcli':9} {'W':27} {'wall s':>8} {'CPU s':>7} {'target s':>8} "
+          f"{'peak RSS MiB':>12} {'RSS / W fp32':>12} {'load':>5}")
+    for name, label, which, shape, secs, cpu, target, rss, over, load in rows:
+        print(f"{name:6} {label:13} {which:9} {shape:27} {secs:8.2f} {cpu:7.2f} {target:8.1f} {rss:12.0f} "
+              f"{over:12.2f} {load:5.1f}")
+    for name, entry in results["cases"].items():  # type: ignore[union-attr]
+        for label in ("full", "no-partition"):
+            if "baseline" in entry.get(label, {}):
+                base, this = entry[label]["baseline"], entry[label]["this"]
+                print(f"{name} {label}: baseline / this = {base['best_seconds'] / this['best_seconds']:.2f}x wall, "
+                      f"{min(base['cpu_seconds']) / min(this['cpu_seconds']):.2f}x CPU")
     print(f"JSON: {args.out}")
 
 

@@ -83,8 +83,10 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l map -x -d 'Use TEN
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l plot -r -F -d 'Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l bins -x -d 'Log-frequency bins in the binned table.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l zipfian-weights -x -d 'Unigram weights p(w) of the zipfian section: raw relative frequencies (Yokoi et '
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l partition -l no-partition -d 'Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo'
-complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l whiten -l no-whiten -d 'With --counts: isotropy under uniform and unigram weighting before and after Zip'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l whiten -l no-whiten -d 'With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l device -x -a 'auto cpu cuda' -d 'Where the eigendecompositions and V x d^2 products run: auto = CUDA when present'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F

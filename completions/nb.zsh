@@ -128,10 +128,12 @@ _nb() {
                 '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
                 '--bins[Log-frequency bins in the binned table.]:value: ' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--zipfian-weights[Unigram weights p(w) of the zipfian section: raw relative frequencies (Yokoi et ]:value: ' \
                 '--partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
                 '--no-partition[Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo]' \
-                '--whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
-                '--no-whiten[With --counts: isotropy under uniform and unigram weighting before and after Zip]' \
+                '--whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
+                '--no-whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
+                '--device[Where the eigendecompositions and V x d^2 products run: auto = CUDA when present]:value:(auto cpu cuda)' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

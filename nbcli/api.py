@@ -254,27 +254,32 @@ def inspect(checkpoint: PathLike | Any, *, arch: str = "auto", mapping: RoleMap 
 @public
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
           allow_vocab_mismatch: bool = False, arch: str = "auto", mapping: RoleMap = None, bins: int = 10,
-          smoothing: str = "add-k:1", partition: bool = True, whiten: bool = True) -> ProbeReport:
+          smoothing: str = "add-k:1", zipfian_weights: str = "raw", partition: bool = True, whiten: bool = True,
+          device: str = "auto") -> ProbeReport:
     """Frequency-direction, isotropy and output-bias statistics (`nb probe-bias`; papers 003, 000).
 
     `checkpoint`: a path (as the command takes), a loaded transformers model, or a state dict
     (name -> tensor); roles come from the same architecture table either way (a model's
     `config.model_type` picks it as a model folder's config.json does). `counts`: a counts file;
     without it only what needs none is computed. `whiten`: with counts, the Zipfian-whitening section
-    (Yokoi et al. 2024; 4 more passes over W). Nothing is modified.
+    (Yokoi et al. 2024) with unigram weights `zipfian_weights` (`raw`, the paper's relative
+    frequencies, or `add-k:K`; `smoothing` is for the output bias's KL). `device`: where the heavy
+    algebra runs (auto: CUDA when present). Nothing is modified.
     """
+    from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
     from nbcli.probe_report import finish_report, load_probe_inputs, probe_inputs
 
     k = parse_smoothing(smoothing)
+    zipfian_k = parse_zipfian_weights(zipfian_weights)
     options = {"arch": arch, "mapping": _role_items(mapping), "tokenizer": _optional(tokenizer),
                "allow_vocab_mismatch": allow_vocab_mismatch}
     if _is_path(checkpoint):
         inputs, header, warnings = load_probe_inputs(_local(checkpoint), _optional(counts), **options)
     else:
         inputs, header, warnings = probe_inputs(_held(checkpoint), _optional(counts), **options)
-    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
-                                    whiten=whiten)
+    report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, zipfian_k=zipfian_k,
+                                    partition=partition, whiten=whiten, device=device)
     return ProbeReport(report, scores=arrays.get("scores"))
 
 

@@ -292,11 +292,18 @@ def inverse_sqrt(sigma: torch.Tensor) -> torch.Tensor:
     if s.ndim != 2 or s.shape[0] != s.shape[1] or not bool(torch.isfinite(s).all()):
         raise ConfigError(f"expected a finite square matrix, got shape {list(s.shape)}")
     values, vectors = torch.linalg.eigh((s + s.T) / 2)
+    return inverse_sqrt_from_eigh(values, vectors)
+
+
+def inverse_sqrt_from_eigh(values: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """`inverse_sqrt` from the eigendecomposition Sigma = U diag(values) U^T already computed (values
+    ascending, as torch.linalg.eigh returns them), with the same singularity rule: for a caller
+    that needs the spectrum too (Yokoi et al.'s second-moment symmetry score)."""
     top = float(values[-1]) if values.numel() else 0.0
-    floor = max(top, 0.0) * s.shape[0] * float(torch.finfo(torch.float64).eps)
+    floor = max(top, 0.0) * values.shape[0] * float(torch.finfo(torch.float64).eps)
     rank = int((values > floor).sum())
-    if top <= 0 or rank < s.shape[0]:
-        raise ConfigError(f"the weighted covariance is singular (rank {rank} of {s.shape[0]}): whitening is "
+    if top <= 0 or rank < values.shape[0]:
+        raise ConfigError(f"the weighted covariance is singular (rank {rank} of {values.shape[0]}): whitening is "
                           "undefined (too few tokens with weight > 0, or an embedding confined to a subspace)")
     return (vectors * values.rsqrt()) @ vectors.T
 

@@ -118,8 +118,8 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
                  section: dict[str, Any], *, title: str, metadata: dict[str, str], seed: int = 0,
                  outputs: OutputSet | None = None) -> None:
     """Zipfian whitening (Yokoi et al. 2024): left, corpus count against <w_i, u> (u the frequency
-    direction) before and after whitening; right, mean cosine and partition ratio under uniform and
-    unigram weighting, raw and whitened."""
+    direction) before and after whitening; right, Yokoi et al.'s symmetry scores (unigram-weighted),
+    mean cosine and partition ratio under uniform and unigram weighting, raw and whitened."""
     c = np.asarray(counts)
     seen = np.flatnonzero(c > 0)
     shown = seen
@@ -140,8 +140,10 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     left.set_ylabel(f"<w_i, u> / std   (u = {section.get('direction')})")
     left.grid(True, alpha=0.3)
     left.legend(loc="best", fontsize=8, markerscale=4)
-    names = ["mean_cosine_uniform", "mean_cosine_unigram", "partition_ratio_uniform", "partition_ratio_unigram"]
-    labels = ["mean cos\nuniform", "mean cos\nunigram", "Z ratio\nuniform", "Z ratio\nunigram"]
+    names = ["sym1_unigram", "sym2_unigram", "mean_cosine_uniform", "mean_cosine_unigram", "partition_ratio_uniform",
+             "partition_ratio_unigram"]
+    labels = ["Sym1\nunigram", "Sym2\nunigram", "mean cos\nuniform", "mean cos\nunigram", "Z ratio\nuniform",
+              "Z ratio\nunigram"]
     x = np.arange(len(names))
     for offset, key, colour in ((-0.2, "raw", "tab:blue"), (0.2, "whitened", "tab:orange")):
         values = [(section.get(key) or {}).get(n) for n in names]
@@ -149,7 +151,7 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
                   label="raw" if key == "raw" else "Zipfian-whitened")
     right.set_xticks(x, labels, fontsize=8)
     right.axhline(0, color="black", linewidth=0.6)
-    right.set_ylabel("isotropy measure (mean cos: 0 best; Z ratio: 1 best)")
+    right.set_ylabel("Sym1, Sym2, Z ratio: 1 best; mean cos: 0 best")
     right.grid(True, axis="y", alpha=0.3)
     right.legend(loc="best", fontsize=8)
     removed = fd.get("removed")
@@ -169,8 +171,10 @@ def _shown(counts: np.ndarray, keep: np.ndarray, seed: int) -> np.ndarray:
 def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[str, Any], *, title: str,
                      metadata: dict[str, str], seed: int = 0, outputs: OutputSet | None = None) -> None:
     """Paper 003 fig. 1: left, corpus count (log x) against each token's predicted probability with
-    and without b_LN (log y), the binned geometric means +- std, the unigram's bins and the uniform
-    1/V; right, the per-token change log10 p_without - log10 p_with and its bin means."""
+    and without b_LN (log y), the binned geometric means with their geometric spread (x/÷ 10^std of
+    log10 p; the paper's footnote 4 std of p itself is in the JSON, but would reach below 0 on a log
+    axis), the unigram's bins and the uniform 1/V; right, the per-token change
+    log10 p_without - log10 p_with and its bin means."""
     c = np.asarray(arrays["counts"], dtype=np.float64)
     pw = np.asarray(arrays["with"], dtype=np.float64)
     po = np.asarray(arrays["without"], dtype=np.float64)
@@ -187,7 +191,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
         mean = np.array([b[f"log10_p_{key}"] for b in bins])
         std = np.array([b[f"log10_p_{key}_std"] for b in bins])
         left.errorbar(centres, 10 ** mean, yerr=[10 ** mean - 10 ** (mean - std), 10 ** (mean + std) - 10 ** mean],
-                      color=colour, marker="o", markersize=4, capsize=3, label=f"{label} (bin geometric mean ± std)")
+                      color=colour, marker="o", markersize=4, capsize=3, label=f"{label} (bin geometric mean ×/÷ geometric std)")
     left.plot(centres, [10 ** b["log10_unigram"] for b in bins], color="tab:green", linestyle="--", label="Unigram")
     left.axhline(10 ** section["log10_uniform"], color="grey", linestyle=":", label="Uniform")
     left.set_xscale("log")
@@ -215,7 +219,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
 def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], *, title: str,
                       metadata: dict[str, str], outputs: OutputSet | None = None) -> None:
     """Paper 000 fig. 4: per checkpoint, the binned average log-probability of the ground-truth
-    token (+- standard error) against its log-unigram probability; upper panel the full model,
+    token (+- standard error; no bar for a one-token bin, which has none) against its log-unigram probability; upper panel the full model,
     lower panel with the output bias dropped (when any checkpoint has one). Tokens per bin are
     written beside each point of the first series."""
     lower = any(s.get("output_bias_dropped") for _name, s in series)
@@ -230,8 +234,9 @@ def plot_by_frequency(path: Path, series: Sequence[tuple[str, dict[str, Any]]], 
             if not bins:
                 continue
             x = [(b["log_unigram_lo"] + b["log_unigram_hi"]) / 2 for b in bins]
-            ax.errorbar(x, [b[key] for b in bins], yerr=[b[err] for b in bins], marker="o", markersize=4,
-                        capsize=3, label=name)
+            # a one-token bin has no standard error (null): its point is drawn without a bar
+            yerr = [np.nan if b.get(err) is None else b[err] for b in bins]
+            ax.errorbar(x, [b[key] for b in bins], yerr=yerr, marker="o", markersize=4, capsize=3, label=name)
             if i == 0:
                 for xi, b in zip(x, bins):
                     ax.annotate(str(b["tokens"]), (xi, b[key]), textcoords="offset points", xytext=(0, 6),

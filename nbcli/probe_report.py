@@ -20,6 +20,8 @@ import numpy as np
 
 from nbcli import probes
 from nbcli.analysis.bins import frequency_bins
+from nbcli.analysis.geometry import FirstPass, SecondPass, first_pass, full_float32, second_pass
+from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram
 from nbcli.errors import CheckpointError, OutputError
@@ -52,95 +54,142 @@ def _finite_or_none(value: float) -> float | None:
 
 def report_steps(inputs: ProbeInputs, partition: bool, whiten: bool = True) -> int:
     """How many progress steps `build_report` will announce (for a progress bar's total)."""
-    from nbcli.analysis.zipfian import STEPS
-
     zipf = whiten and inputs.output_weight is not None and inputs.counts is not None
-    return (inputs.output_weight is not None) * (1 + partition) + (inputs.output_bias is not None and inputs.counts is not None) \
-        + STEPS * zipf
+    return (inputs.output_weight is not None) * (1 + (partition or zipf)) \
+        + (inputs.output_bias is not None and inputs.counts is not None)
 
 
-def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, partition: bool = True,
-                 whiten: bool = True, progress: Progress = _none) -> dict[str, Any]:
+def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, zipfian_k: float = 0.0,
+                 partition: bool = True, whiten: bool = True, device: str = "auto",
+                 progress: Progress = _none) -> dict[str, Any]:
     """All sections that the available roles allow; absent ones carry `present: false` and a note.
 
     Sections: frequency_direction (paper 003 sec. 3.2, table 3), isotropy (paper 003 sec. 3.2;
-    Mu & Viswanath 2018), output_bias (paper 000 app. B.5), frequency_bins (paper 003 fig. 3).
-    W is read at most twice: one pass for <b_LN, w_i>, both mean cosines and W^T W, and one for
-    the partition function. Returns the report and, under the private key `_arrays`, the
-    per-token scores and bins for plotting.
+    Mu & Viswanath 2018), output_bias (paper 000 app. B.5), frequency_bins (paper 003 fig. 3),
+    zipfian (Yokoi et al. 2024; weights p from `zipfian_k`, 0 = raw frequencies). W is read at most
+    twice (`nbcli.analysis.geometry`: moments, then projections), the heavy algebra in torch on
+    `device` (auto: CUDA when present). Returns the report and, under the private key `_arrays`,
+    the per-token scores and bins for plotting.
     """
-    counts = inputs.counts
-    w, b_ln, b_out = inputs.output_weight, inputs.final_ln_bias, inputs.output_bias
-    seen = int((counts > 0).sum()) if counts is not None else None
-    report: dict[str, Any] = {"counts": None if counts is None else {
-        "tokens_seen": seen, "vocab_size": int(counts.size), "total": exact_total(counts), "smoothing_k": smoothing_k}}
+    dev = probe_device(device)
+    zipf = whiten and inputs.output_weight is not None and inputs.counts is not None
+    weights, weights_note = _weights(inputs, zipf, zipfian_k)
+    first = second = None
+    if inputs.output_weight is not None:
+        with full_float32(dev):
+            first = _first_pass(inputs, weights, partition, dev, progress)
+            if partition or zipf:  # as report_steps counts
+                progress(", ".join(["eigendecompositions"] + ["partition functions"] * partition
+                                   + ["Zipfian whitening"] * zipf))
+                second = second_pass(inputs.output_weight, first, _usable_b_ln(inputs), weights, partition, dev)
     arrays: dict[str, Any] = {}
-    ln_usable = b_ln is not None and bool(np.any(b_ln != 0))
+    report: dict[str, Any] = {
+        "counts": _counts_section(inputs.counts, smoothing_k),
+        "frequency_direction": _frequency_direction_section(inputs, first, arrays),
+        "isotropy": _isotropy_section(inputs, first, second),
+        "output_bias": _output_bias_section(inputs, smoothing_k, progress),
+        "frequency_bins": _bins_section(inputs.counts, arrays, bins),
+        "zipfian": _zipfian_section(inputs, second, zipfian_k, partition, whiten, weights_note, arrays)}
+    report["_arrays"] = arrays
+    return report
 
-    # one pass over W feeds every row statistic
-    scores = cosine = cosine_without = gram = None
-    if w is not None:
-        n_rows, width = (int(x) for x in w.shape)
-        cosine = probes.MeanCosine(width)
-        stats: list[Any] = [cosine]
-        if ln_usable:
-            scores = probes.Projections(b_ln, n_rows)
-            cosine_without = probes.MeanCosine(width, remove=b_ln)
-            stats += [scores, cosine_without]
-        if partition:
-            gram = probes.Gram(width)
-            stats.append(gram)
-        progress("<b_LN, w_i>, mean cosines" + (", W^T W" if partition else ""))
-        with np.errstate(over="ignore", invalid="ignore"):  # non-finite W: the one-line error below
-            probes.run_pass(w, stats)
-        finite = (scores is None or np.all(np.isfinite(scores.values))) and math.isfinite(cosine.total.sum()) and (
-            gram is None or np.all(np.isfinite(gram.matrix)))
-        if not finite:
-            where = f"{w.info.file}: " if isinstance(w, RowBlocks) else ""
-            raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values "
-                                  "(or values whose products overflow float32)")
 
-    # 1. frequency direction: <b_LN, w_i> vs counts
-    fd: dict[str, Any] = {"present": False, "spearman": None, "pearson_log": None, "tokens": seen,
-                          "b_ln_norm": None, "note": None}
+def probe_device(choice: str) -> Any:
+    """The torch device of `build_report`'s algebra: auto (CUDA when present), cpu or cuda."""
+    from nbcli.errors import ConfigError
+    from nbcli.train.runtime import resolve_device
+
+    if choice not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device {choice!r}: expected auto, cpu or cuda")
+    return resolve_device(choice)
+
+
+def _usable_b_ln(inputs: ProbeInputs) -> np.ndarray | None:
+    """b_LN when it defines a direction (not absent, not all zeros)."""
+    b_ln = inputs.final_ln_bias
+    return b_ln if b_ln is not None and bool(np.any(b_ln != 0)) else None
+
+
+def _weights(inputs: ProbeInputs, zipf: bool, k: float) -> tuple[np.ndarray | None, str | None]:
+    """The Zipfian section's unigram weights p (None when the section is not computed, with a note
+    when they are undefined)."""
+    if not zipf or inputs.output_weight is None or inputs.counts is None:
+        return None, None
+    return zipfian_weights(inputs.counts, int(inputs.output_weight.shape[0]), k)
+
+
+def _first_pass(inputs: ProbeInputs, weights: np.ndarray | None, partition: bool, device: Any,
+                progress: Progress) -> FirstPass:
+    """Pass 1 over W, and the one-line error naming the tensor when W is not finite."""
+    w = inputs.output_weight
+    assert w is not None
+    progress("<b_LN, w_i>, mean cosines" + (", moments" if partition or weights is not None else ""))
+    first = first_pass(w, _usable_b_ln(inputs), weights, partition, device)
+    if not first.finite():
+        where = f"{w.info.file}: " if isinstance(w, RowBlocks) else ""
+        raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values "
+                              "(or values whose products overflow float32)")
+    return first
+
+
+def _counts_section(counts: np.ndarray | None, smoothing_k: float) -> dict[str, Any] | None:
+    if counts is None:
+        return None
+    return {"tokens_seen": int((counts > 0).sum()), "vocab_size": int(counts.size), "total": exact_total(counts),
+            "smoothing_k": smoothing_k}
+
+
+def _frequency_direction_section(inputs: ProbeInputs, first: FirstPass | None, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Section 1: <b_LN, w_i> against the counts (paper 003 sec. 3.2, table 3)."""
+    w, b_ln, counts = inputs.output_weight, inputs.final_ln_bias, inputs.counts
+    fd: dict[str, Any] = {"present": False, "spearman": None, "pearson_log": None,
+                          "tokens": None if counts is None else int((counts > 0).sum()), "b_ln_norm": None, "note": None}
     if w is None or b_ln is None:
         fd["note"] = "needs " + " and ".join(r for r, t in (("output weight", w), ("final LayerNorm bias", b_ln))
                                               if t is None) + " (absent)"
+        return fd
+    fd["b_ln_norm"] = float(np.linalg.norm(b_ln.astype(np.float64)))
+    if first is None or first.scores is None:
+        fd["note"] = "b_LN is all zeros (e.g. an untrained model): it defines no direction"
+    elif counts is None:
+        fd["note"] = "needs corpus counts (--counts)"
     else:
-        fd["b_ln_norm"] = float(np.linalg.norm(b_ln.astype(np.float64)))
-        if scores is None:
-            fd["note"] = "b_LN is all zeros (e.g. an untrained model): it defines no direction"
-        elif counts is None:
-            fd["note"] = "needs corpus counts (--counts)"
-        else:
-            corr = probes.frequency_correlation(scores.values, counts)
-            fd.update(present=True, spearman=_finite_or_none(corr.spearman),
-                      pearson_log=_finite_or_none(corr.pearson_log), tokens=corr.tokens)
-            arrays["scores"] = scores.values
-    report["frequency_direction"] = fd
+        corr = probes.frequency_correlation(first.scores.values, counts)
+        fd.update(present=True, spearman=_finite_or_none(corr.spearman), pearson_log=_finite_or_none(corr.pearson_log),
+                  tokens=corr.tokens)
+        arrays["scores"] = first.scores.values
+    return fd
 
-    # 2. isotropy of the output embedding rows
-    iso: dict[str, Any] = {"present": w is not None, "mean_cosine": None,
-                           "mean_cosine_without_bias_direction": None, "partition_ratio": None,
-                           "rows": None, "note": None if w is not None else "needs the output weight (absent)"}
-    if w is not None and cosine is not None:
-        iso["rows"] = int(w.shape[0])
-        iso["mean_cosine"] = _finite_or_none(cosine.result())
-        if cosine_without is not None:
-            iso["mean_cosine_without_bias_direction"] = _finite_or_none(cosine_without.result())
-        else:
-            iso["note"] = "no usable b_LN direction to remove"
-        if gram is not None:
-            progress("partition function Z(c) over the eigenvectors of W^T W")
-            part = probes.partition_isotropy_from_gram(w, gram.matrix)
-            iso.update(partition_ratio=part.ratio, partition_log_z_min=part.log_z_min,
-                       partition_log_z_max=part.log_z_max, partition_directions=part.directions)
-        else:
-            iso["partition_ratio_note"] = "skipped (--no-partition)"
-    report["isotropy"] = iso
 
-    # 3. output bias vs unigram
-    ob: dict[str, Any] = {"present": b_out is not None, "spearman": None, "tokens": seen,
+def _isotropy_section(inputs: ProbeInputs, first: FirstPass | None, second: SecondPass | None) -> dict[str, Any]:
+    """Section 2: mean cosine with and without the b_LN direction (paper 003 sec. 3.2) and the
+    partition ratio (Mu & Viswanath 2018) of the output embedding rows."""
+    w = inputs.output_weight
+    iso: dict[str, Any] = {"present": w is not None, "mean_cosine": None, "mean_cosine_without_bias_direction": None,
+                           "partition_ratio": None, "rows": None,
+                           "note": None if w is not None else "needs the output weight (absent)"}
+    if w is None or first is None:
+        return iso
+    iso["rows"] = int(w.shape[0])
+    iso["mean_cosine"] = _finite_or_none(first.cosine.result())
+    if first.cosine_without is not None:
+        iso["mean_cosine_without_bias_direction"] = _finite_or_none(first.cosine_without.result())
+    else:
+        iso["note"] = "no usable b_LN direction to remove"
+    if second is not None and second.raw is not None and second.raw.partition is not None:
+        part = probes.partition_isotropy_from_log_z(second.raw.log_partition()[0])
+        iso.update(partition_ratio=part.ratio, partition_log_z_min=part.log_z_min,
+                   partition_log_z_max=part.log_z_max, partition_directions=part.directions)
+    else:
+        iso["partition_ratio_note"] = "skipped (--no-partition)"
+    return iso
+
+
+def _output_bias_section(inputs: ProbeInputs, smoothing_k: float, progress: Progress) -> dict[str, Any]:
+    """Section 3: the output bias against the unigram distribution (paper 000 app. B.5)."""
+    b_out, counts = inputs.output_bias, inputs.counts
+    ob: dict[str, Any] = {"present": b_out is not None, "spearman": None,
+                          "tokens": None if counts is None else int((counts > 0).sum()),
                           "kl_unigram_to_bias": None, "kl_bias_to_unigram": None, "norm": None,
                           "note": None if b_out is not None else "no output bias"}
     if b_out is not None and counts is None:
@@ -151,35 +200,29 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
         ob["spearman"] = _finite_or_none(probes.frequency_correlation(b_out, counts).spearman)
         kl = probes.bias_vs_unigram(b_out, log_unigram(counts, smoothing_k))
         ob.update(kl_unigram_to_bias=kl.kl_unigram_to_bias, kl_bias_to_unigram=kl.kl_bias_to_unigram, norm=kl.norm)
-    report["output_bias"] = ob
-
-    # 4. frequency-binned <b_LN, w_i>
-    rows = []
-    if "scores" in arrays:
-        arrays["bins"] = frequency_bins(arrays["scores"], counts, bins)
-        for item in arrays["bins"]:
-            rows.append({"log10_lo": item.log10_lo, "log10_hi": item.log10_hi, "count_lo": 10 ** item.log10_lo,
-                         "count_hi": 10 ** item.log10_hi, "tokens": item.tokens,
-                         "mean": _finite_or_none(item.mean), "std": _finite_or_none(item.std)})
-    report["frequency_bins"] = rows
-
-    # 5. frequency-weighted isotropy and Zipfian whitening (Yokoi et al. 2024)
-    report["zipfian"] = _zipfian(inputs, smoothing_k, partition, whiten, progress, arrays)
-    report["_arrays"] = arrays
-    return report
+    return ob
 
 
-def _zipfian(inputs: ProbeInputs, smoothing_k: float, partition: bool, whiten: bool, progress: Progress,
-             arrays: dict[str, Any]) -> dict[str, Any]:
-    """The `zipfian` section (nbcli.analysis.zipfian), or why it is absent."""
-    from nbcli.analysis.zipfian import zipfian_section
+def _bins_section(counts: np.ndarray | None, arrays: dict[str, Any], bins: int) -> list[dict[str, Any]]:
+    """Section 4: <b_LN, w_i> in equal-width bins of log10(count) (paper 003 fig. 3)."""
+    if "scores" not in arrays or counts is None:
+        return []
+    arrays["bins"] = frequency_bins(arrays["scores"], counts, bins)
+    return [{"log10_lo": item.log10_lo, "log10_hi": item.log10_hi, "count_lo": 10 ** item.log10_lo,
+             "count_hi": 10 ** item.log10_hi, "tokens": item.tokens, "mean": _finite_or_none(item.mean),
+             "std": _finite_or_none(item.std)} for item in arrays["bins"]]
 
+
+def _zipfian_section(inputs: ProbeInputs, second: SecondPass | None, k: float, partition: bool, whiten: bool,
+                     note: str | None, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Section 5: frequency-weighted geometry and Zipfian whitening (`nbcli.analysis.zipfian`), or
+    why it is absent."""
     why = ("skipped (--no-whiten)" if not whiten else "needs the output weight (absent)" if inputs.output_weight is None
            else "needs corpus counts (--counts)" if inputs.counts is None else None)
     if why is not None:
         return {"present": False, "note": why}
-    section, zipf_arrays = zipfian_section(inputs.output_weight, inputs.counts, inputs.final_ln_bias,
-                                           smoothing_k=smoothing_k, partition=partition, progress=progress)
+    assert inputs.counts is not None
+    section, zipf_arrays = zipfian_section(second, inputs.counts, k, partition, note)
     if zipf_arrays:
         arrays["zipfian"] = zipf_arrays
     return section
@@ -313,13 +356,14 @@ PROBE_PLOTS = ("frequency_direction.png", "cosine_histogram.png", "zipfian.png")
 
 
 def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[str], *, bins: int = 10,
-                  smoothing_k: float = 1.0, partition: bool = True, whiten: bool = True,
-                  progress: Callable[[str], None] = _none) -> tuple[dict[str, Any], dict[str, Any]]:
+                  smoothing_k: float = 1.0, zipfian_k: float = 0.0, partition: bool = True, whiten: bool = True,
+                  device: str = "auto", progress: Callable[[str], None] = _none,
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The whole `nb probe-bias` report (what `--json` prints) from `load_probe_inputs`' result:
     `build_report`'s sections after the checkpoint's header, the counts file's identity in the
     counts section, and the warnings. Returns (report, arrays the figures draw)."""
-    report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, partition=partition, whiten=whiten,
-                          progress=progress)
+    report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, zipfian_k=zipfian_k, partition=partition,
+                          whiten=whiten, device=device, progress=progress)
     arrays = report.pop("_arrays")
     header = dict(header)
     counts_file = header.pop("counts_file")

@@ -9,19 +9,23 @@ Mu & Viswanath ("All-but-the-top", ICLR 2018): partition-function isotropy.
 
 Embedding matrices are passed as `rows`: anything with `.shape` ([V, d]) and row slicing
 (`rows[a:b]`) -- a numpy array, a torch tensor of any float dtype, or a lazy checkpoint tensor.
-Every pass reads row blocks, converts each block to float32 and never materialises a V x V (or,
-except for the partition function's d x d Gram matrix, any V x d) intermediate, so memory stays
-bounded by a few blocks.
+Every pass reads row blocks, converts each block to float32 and never materialises a V x V or
+V x d intermediate, so memory stays bounded by a few blocks and d x d matrices. The partition
+function's sums (`LogPartition`) are torch tensors on any device, as the passes of
+`nbcli.analysis.geometry` that `nb probe-bias` runs need them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import torch
+
+from nbcli.analysis.kernels import exp_, matmul
 
 #: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
 BLOCK_FLOATS = 1 << 23
@@ -319,36 +323,57 @@ class PartitionIsotropy:
 
 
 class LogPartition:
-    """log Z(c) = log sum_i exp(<c, w_i>) for every column c of `basis` and for -c, as running
-    log-sum-exps in float64 (large <c, w_i> cannot overflow)."""
+    """log Z_p(c) = log sum_i p_i exp(<c, w_i>) for every column c of a basis and for -c, under
+    several weightings p at once (None: p_i = 1, Mu & Viswanath's Z), as running log-sum-exps: sums
+    of float32 exponentials in float64, shifted by the running maximum, so large <c, w_i> cannot
+    overflow. Each block's exponentials are computed once and shared by all weightings. Torch
+    tensors on any device: `add` takes the block's logits <c, w_i> [rows, k]."""
 
-    def __init__(self, basis: np.ndarray, weights: np.ndarray | None = None) -> None:
-        self.basis = np.ascontiguousarray(basis, dtype=np.float32)
-        k = self.basis.shape[1]
-        self.m = np.full(2 * k, -np.inf)  # running max of the exponents
-        self.s = np.zeros(2 * k)  # running sum of exp(x - m)
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    def __init__(self, k: int, weightings: Sequence[torch.Tensor | None], device: torch.device | str = "cpu") -> None:
+        self.weightings = [None if w is None else torch.as_tensor(w).to(device=device, dtype=torch.float32).reshape(-1)
+                           for w in weightings]
+        self.m = torch.full((2 * k,), -math.inf, dtype=torch.float64, device=device)  # running max of the exponents
+        self.s = [torch.zeros(2 * k, dtype=torch.float64, device=device) for _ in self.weightings]  # sums of exp(x - m)
+
+    def add(self, start: int, logits: torch.Tensor) -> None:
+        hi = logits.amax(dim=0)
+        lo = logits.amin(dim=0)
+        rows = logits.shape[0]
+        sums: list[list[torch.Tensor]] = [[] for _ in self.weightings]
+        e = torch.sub(logits, hi)  # c: exponents <c, w_i> - max
+        for sign in (1, -1):
+            if sign < 0:  # -c: exponents -<c, w_i>, largest at -lo (the buffer reused)
+                torch.sub(lo, logits, out=e)
+            exp_(e)
+            for out, weights in zip(sums, self.weightings):  # block sums in float32 (cascade), running sums float64
+                out.append((e.sum(dim=0) if weights is None else weights[start:start + rows] @ e).to(torch.float64))
+        m_new = torch.cat([hi, -lo]).to(torch.float64)
+        top = torch.maximum(self.m, m_new)
+        old_scale = torch.where(torch.isfinite(self.m), (self.m - top).exp(), torch.zeros_like(top))
+        new_scale = (m_new - top).exp()
+        self.s = [s * old_scale + torch.cat(parts) * new_scale for s, parts in zip(self.s, sums)]
+        self.m = top
+
+    def result(self) -> list[np.ndarray]:
+        """log Z per weighting, float64 [2k]: columns c first, then -c."""
+        return [(self.m + s.log()).cpu().numpy() for s in self.s]
+
+
+def partition_isotropy_from_log_z(log_z: np.ndarray) -> PartitionIsotropy:
+    """min_c Z(c) / max_c Z(c) from log Z over the candidate directions."""
+    lo_z, hi_z = float(log_z.min()), float(log_z.max())
+    return PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z, directions=log_z.size)
+
+
+class BasisLogits:
+    """Row statistic feeding a LogPartition with <c, w_i> for the columns c of `basis`."""
+
+    def __init__(self, basis: torch.Tensor, partition: LogPartition) -> None:
+        self.basis = basis.to(torch.float32)
+        self.partition = partition
 
     def update(self, start: int, block: np.ndarray) -> None:
-        logits = block @ self.basis  # [rows, k]
-        hi = logits.max(axis=0)
-        lo = logits.min(axis=0)
-        shifted = np.subtract(logits, hi)  # the one temporary: exponents <c, w_i> - max
-        if self.weights is None:
-            sum_pos = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
-            np.subtract(lo, logits, out=shifted)  # -c: exponents -<c, w_i>, largest at -lo
-            sum_neg = np.exp(shifted, out=shifted).sum(axis=0, dtype=np.float64)
-        else:  # Z_p(c) = sum_i p_i exp(<c, w_i>)
-            weight = self.weights[start:start + block.shape[0]]
-            sum_pos = weight @ np.exp(shifted, out=shifted).astype(np.float64)
-            np.subtract(lo, logits, out=shifted)
-            sum_neg = weight @ np.exp(shifted, out=shifted).astype(np.float64)
-        m_new = np.concatenate([hi, -lo]).astype(np.float64)
-        s_new = np.concatenate([sum_pos, sum_neg])
-        self.m, self.s = _merge_lse(self.m, self.s, m_new, s_new)
-
-    def result(self) -> np.ndarray:
-        return self.m + np.log(self.s)
+        self.partition.add(start, matmul(torch.from_numpy(block).to(self.basis.device), self.basis))
 
 
 def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None,
@@ -357,20 +382,17 @@ def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int |
     return partition_isotropies_from_gram(rows, gram, [weights], block_rows)[0]
 
 
-def partition_isotropies_from_gram(rows: Rows, gram: np.ndarray, weightings: list[np.ndarray | None],
-                                   block_rows: int | None = None) -> list[PartitionIsotropy]:
+def partition_isotropies_from_gram(rows: Rows, gram: np.ndarray | torch.Tensor, weightings: list[np.ndarray | None],
+                                   block_rows: int | None = None, device: torch.device | str = "cpu",
+                                   ) -> list[PartitionIsotropy]:
     """`partition_isotropy` under several weightings (None = uniform) in one pass over the rows:
     the candidate directions c are the same (eigenvectors of W^T W), only Z's weights differ."""
-    _, eigenvectors = np.linalg.eigh(gram)
-    stats = [LogPartition(eigenvectors, weights) for weights in weightings]
-    run_pass(rows, list(stats), block_rows)
-    results = []
-    for stat in stats:
-        log_z = stat.result()
-        lo_z, hi_z = float(log_z.min()), float(log_z.max())
-        results.append(PartitionIsotropy(ratio=math.exp(lo_z - hi_z), log_z_min=lo_z, log_z_max=hi_z,
-                                         directions=log_z.size))
-    return results
+    g = torch.as_tensor(gram, dtype=torch.float64).to(device)
+    _, eigenvectors = torch.linalg.eigh((g + g.T) / 2)
+    partition = LogPartition(eigenvectors.shape[1], [None if w is None else torch.as_tensor(np.asarray(w, dtype=np.float64))
+                                                     for w in weightings], device)
+    run_pass(rows, [BasisLogits(eigenvectors, partition)], block_rows)
+    return [partition_isotropy_from_log_z(log_z) for log_z in partition.result()]
 
 
 def partition_isotropy(rows: Rows, block_rows: int | None = None, weights: np.ndarray | None = None,
@@ -391,14 +413,6 @@ def partition_isotropy(rows: Rows, block_rows: int | None = None, weights: np.nd
     Yokoi et al. 2024's weighted isotropy), over the same candidate directions c.
     """
     return partition_isotropy_from_gram(rows, gram_matrix(rows, block_rows), block_rows, weights)
-
-
-def _merge_lse(m: np.ndarray, s: np.ndarray, m_new: np.ndarray, s_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Combine two log-sum-exp partials (max, sum of exp(x - max))."""
-    top = np.maximum(m, m_new)
-    with np.errstate(invalid="ignore"):  # -inf - -inf on the first block
-        s = np.where(np.isfinite(m), s * np.exp(m - top), 0.0) + s_new * np.exp(m_new - top)
-    return top, s
 
 
 # ---------------------------------------------------------------------------------------------

@@ -88,3 +88,17 @@ def test_finish_report_is_the_whole_command_report(tmp_path: Path) -> None:
     sections = build_report(inputs, bins=4, smoothing_k=0.5, partition=False)
     for key in ("frequency_direction", "isotropy", "output_bias", "frequency_bins"):
         assert report[key] == sections[key], key
+
+
+@pytest.mark.parametrize("partition, whiten", [(True, False), (False, True), (True, True)])
+def test_rows_whose_squares_overflow_float32_are_an_error(tensors: dict[str, np.ndarray], partition: bool,
+                                                         whiten: bool) -> None:
+    """The moments are float64 now, but the row statistics and logits are float32: a row whose squared
+    length overflows float32 is refused as before, not reported as a wrong mean cosine."""
+    from nbcli.errors import CheckpointError
+
+    t = tensors
+    w = t["w"].copy()
+    w[5] = 1e19  # ||w||^2 ~ 3e39 > float32 max; the float64 Gram matrix stays finite
+    with pytest.raises(CheckpointError, match="non-finite values .or values whose products overflow float32"):
+        build_report(ProbeInputs(counts=t["counts"], output_weight=w), partition=partition, whiten=whiten)

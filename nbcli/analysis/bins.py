@@ -1,6 +1,6 @@
-"""The frequency-binned table: equal-width bins of x with the count, mean and population std of y in
-each (the one binning rule of nb's frequency tables and figures), and its log10(count) form for
-`nb probe-bias` (paper 003 fig. 3; paper 000 fig. 4)."""
+"""The frequency-binned table: equal-width bins of x with the count, mean, population std and
+standard error of the mean of y in each (the one binning rule of nb's frequency tables and figures),
+and its log10(count) form for `nb probe-bias` (paper 003 fig. 3; paper 000 fig. 4)."""
 
 from __future__ import annotations
 
@@ -24,17 +24,20 @@ class FrequencyBin:
 @dataclass(frozen=True)
 class BinnedStatistics:
     """`equal_width_bins`' result, one entry per bin: edges [bins + 1], n, mean and population std
-    of y (NaN where a bin is empty)."""
+    (ddof 0) of y (NaN where a bin is empty), and the standard error of the mean, the sample std
+    (ddof 1) / sqrt(n), as scipy.stats.sem (NaN where a bin has fewer than 2 points: one value has no
+    standard error)."""
 
     edges: np.ndarray
     n: np.ndarray
     mean: np.ndarray
     std: np.ndarray
+    sem: np.ndarray
 
 
 def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> BinnedStatistics | None:
     """Equal-width bins of x over [min x, max x] (the last bin includes its top) with the count,
-    mean and population std of y in each; None when no point is left. Points whose x or y is not
+    mean, population std and standard error (ddof 1) of y in each; None when no point is left. Points whose x or y is not
     finite are left out; when every x is equal, all points fall in the first bin of a zero-width
     range. The one binning rule of nb's frequency tables and figures (paper 003 fig. 3, paper 000
     fig. 4)."""
@@ -58,7 +61,8 @@ def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> BinnedStatistic
         mean = total / n
         sq = np.bincount(index, weights=(y - mean[index]) ** 2, minlength=bins)
         std = np.sqrt(sq / n)
-    return BinnedStatistics(edges, n, mean, std)
+        sem = np.where(n > 1, np.sqrt(sq / np.maximum(n - 1, 1) / n), np.nan)
+    return BinnedStatistics(edges, n, mean, std, sem)
 
 
 def frequency_bins(scores: np.ndarray, counts: np.ndarray, bins: int = 10) -> list[FrequencyBin]:

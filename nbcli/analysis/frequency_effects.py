@@ -7,11 +7,14 @@ Choices the papers leave to nb (documented in `nb eval --help` and docs/eval-gen
 * Paper 003 fig. 1 averages "the word prediction distributions for each time step" (sec. 3.1): by
   default every scored position, in probability space (p_bar, the distribution of table 1's KL);
   `positions="target"` averages p(i) only where i is the ground truth, `space="log"` averages log p
-  (a geometric mean). Bins: equal-width intervals of log10 corpus count, each with the geometric mean
-  and the std of log10 p (the paper's footnote 4); tokens with count 0 are not binned.
+  (a geometric mean). Bins: equal-width intervals of log10 corpus count, each with what the paper's
+  footnote 4 plots, the geometric mean of p and the (population) std of p itself, and beside them
+  the std of log10 p (the geometric spread, which the figure draws: on its log axis the std of p
+  would reach below 0); tokens with count 0 are not binned.
 * Paper 000 fig. 4: a token's average is over the positions where it is the ground truth, of the
   natural-log probability; bins are equal-width intervals of the log-unigram probability (nats) with
-  the mean and its standard error (the paper's bars) and the number of tokens per bin.
+  the mean and its standard error (the paper's bars: sample std, ddof 1, / sqrt(n); none for a bin
+  of one token) and the number of tokens per bin.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ SPACES: tuple[str, ...] = ("prob", "log")
 
 def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, Any]]:
     """Equal-width bins of x over [min x, max x] (the last includes its top) with the count, mean,
-    population std and standard error (std / sqrt(n)) of y in each; NaN entries of x or y are left
-    out; None for an empty bin's statistics. All points in one bin when x is constant."""
+    population std (ddof 0) and standard error of the mean (sample std, ddof 1, / sqrt(n), as
+    scipy.stats.sem) of y in each; NaN entries of x or y are left out; None for an empty bin's
+    statistics and for the standard error of a one-point bin. All points in one bin when x is
+    constant."""
     if bins < 1:
         raise ConfigError(f"--bins {bins}: must be at least 1")
     table = equal_width_table(x, y, bins)
@@ -48,7 +53,7 @@ def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, 
         mean = float(table.mean[b]) if n else None
         std = float(table.std[b]) if n else None
         out.append({"lo": float(table.edges[b]), "hi": float(table.edges[b + 1]), "tokens": n, "mean": mean,
-                    "std": std, "sem": std / math.sqrt(n) if std is not None else None})
+                    "std": std, "sem": float(table.sem[b]) if n > 1 else None})
     return out
 
 
@@ -69,8 +74,10 @@ def per_token_probability(stats: TokenStats, positions: Positions = "all", space
 
 def bias_effect(p_with: np.ndarray, p_without: np.ndarray, counts: np.ndarray, bins: int = 10) -> dict[str, Any]:
     """Paper 003 fig. 1: per token the change log10 p_without - log10 p_with, and equal-width bins of
-    log10 count with the geometric mean (mean and std of log10 p) of p with b_LN, without it and of
-    the unigram counts / total; tokens with count 0 or an undefined probability are not binned.
+    log10 count with, for p with b_LN and without it, the geometric mean (the mean of log10 p) and
+    the std of p (footnote 4: "each bin's geometric mean and standard deviation for the word
+    prediction probabilities"; population std, ddof 0) and of log10 p, and the geometric mean of the
+    unigram counts / total; tokens with count 0 or an undefined probability are not binned.
     Spearman rho of the change with the count over the binned tokens."""
     from nbcli.probes import spearman
 
@@ -86,11 +93,14 @@ def bias_effect(p_with: np.ndarray, p_without: np.ndarray, counts: np.ndarray, b
     x = np.where(keep, x, np.nan)
     change = lo_ - lw
     series = {name: equal_width_bins(x, values, bins)
-              for name, values in (("with", lw), ("without", lo_), ("unigram", unigram), ("change", change))}
+              for name, values in (("with", lw), ("without", lo_), ("unigram", unigram), ("change", change),
+                                   ("p_with", pw), ("p_without", po))}
     table = [{"log10_count_lo": w["lo"], "log10_count_hi": w["hi"], "tokens": w["tokens"],
-              "log10_p_with": w["mean"], "log10_p_without": o["mean"], "log10_p_with_std": w["std"],
-              "log10_p_without_std": o["std"], "log10_unigram": u["mean"], "log10_change": d["mean"]}
-             for w, o, u, d in zip(series["with"], series["without"], series["unigram"], series["change"])]
+              "log10_p_with": w["mean"], "log10_p_without": o["mean"], "p_with_std": pw_["std"],
+              "p_without_std": po_["std"], "log10_p_with_std": w["std"], "log10_p_without_std": o["std"],
+              "log10_unigram": u["mean"], "log10_change": d["mean"]}
+             for w, o, u, d, pw_, po_ in zip(series["with"], series["without"], series["unigram"], series["change"],
+                                            series["p_with"], series["p_without"])]
     rho = spearman(change[keep], c[keep]) if int(keep.sum()) > 1 else math.nan
     return {"tokens": int(keep.sum()), "log10_uniform": -math.log10(pw.size),
             "spearman_change_vs_count": None if not math.isfinite(rho) else rho, "bins": table}

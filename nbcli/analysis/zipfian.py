@@ -1,166 +1,180 @@
-"""Frequency-weighted geometry of an embedding: isotropy under uniform and unigram weighting, before
-and after Zipfian whitening (Yokoi et al. 2024, "Zipfian Whitening"), and how much of the frequency
-direction whitening removes. The `zipfian` section of `nb probe-bias`, and its streaming pieces:
-the whitened view of a matrix (`zipfian_whitened`) and the weighted share along a direction
-(`FrequencyShare`), both row-block statistics in the manner of nbcli.probes.
+"""Frequency-weighted geometry of an embedding (Yokoi et al. 2024, "Zipfian Whitening", NeurIPS):
+the `zipfian` section of `nb probe-bias`, assembled from the two passes of
+`nbcli.analysis.geometry`, and the paper's own symmetry scores as small pure functions.
+
+Yokoi et al.'s scores (sec. 3 of the paper; `calc_zipfian_isotropy_score` and
+`calc_uniform_isotropy_score` in their code, src/calc_isotropy_score.py, taken as ground truth), for
+rows w under a distribution p (uniform: p = 1/V), both 1 for a perfectly symmetric embedding:
+* first moment (degree of centrality): Sym1 = 1 - ||sum_w p(w) w|| / sum_w p(w) ||w||;
+* second moment (degree of isotropy): Sym2 = -sum_k l_k log l_k / log d, l_k = lambda_k / sum lambda,
+  lambda the eigenvalues of the p-weighted covariance sum_w p(w) (w - mu)(w - mu)^T (their code: the
+  squared singular values of sqrt(p) (W - mu)): the spectrum's entropy over its maximum.
+
+nb's own measures beside them (not in the paper): the mean cosine sum_ij p_i p_j cos(w_i, w_j) and
+Mu & Viswanath's partition ratio with Z(c) = sum_i p_i exp(<c, w_i>), each uniform and unigram-
+weighted, and the weighted share of the frequency direction before and after whitening.
 
 Choices the paper leaves to nb (documented in `nb probe-bias --help` and docs/probes.md):
-* p(w) is the add-k smoothed unigram of the counts (--smoothing; add-k:0 gives raw frequencies).
-* Sigma^(-1/2) is the symmetric (ZCA) root, so whitened rows keep the original axes and a direction
-  u means the same thing before and after.
+* p(w) (`--zipfian-weights`): `raw` by default, the relative frequencies the paper uses (a token
+  with count 0 gets weight 0: it enters neither the mean, the covariance nor any weighted measure);
+  `add-k:K` the add-k smoothed unigram (the one smoothing formula, `nbcli.counts.log_unigram`).
+* Sigma^(-1/2) is the symmetric (ZCA) root (their code uses the PCA root V S^-1; both whiten, and
+  every measure here is unchanged by the rotation between them), so whitened rows keep the original
+  axes and a direction u means the same thing before and after.
 * The frequency direction u is b_LN when the checkpoint has a non-zero one (paper 003 sec. 3.2),
   otherwise the unigram-weighted mean mu of the rows (the direction whitening centres away).
-* Its share: sum_i p_i cos^2(w_i, u) (unigram-weighted); removed = 1 - share_after / share_before.
-* The partition ratio's candidate directions are the eigenvectors of W^T W of the matrix measured
-  (raw or whitened), both signs; only Z's weights differ between uniform and unigram.
+* 0 log 0 = 0 in Sym2 (their code would give NaN for an exactly zero eigenvalue); eigenvalues below
+  0 by rounding count as 0.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
-from nbcli import ops, probes
+from nbcli import ops
+from nbcli.analysis.geometry import Moments, ProjectedRows, SecondPass, Whitening, symmetric_eigvals
+from nbcli.counts import parse_smoothing
 from nbcli.errors import ConfigError
+from nbcli.probes import frequency_correlation, partition_isotropy_from_log_z
 
-
-#: Progress steps `zipfian_section` announces.
-STEPS = 3
+#: The default `--zipfian-weights`: the raw relative frequencies of Yokoi et al.
+DEFAULT_WEIGHTS = "raw"
 
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class WhitenedRows:
-    """Rows v' = (v - mu) S of a [V, d] matrix, computed block by block on slicing (S = Sigma^(-1/2),
-    symmetric: `nbcli.ops.zipfian_whiten`'s transform without a whitened copy of the matrix)."""
-
-    def __init__(self, rows: probes.Rows, mu: np.ndarray, root: np.ndarray) -> None:
-        self.rows = rows
-        self.mu = np.asarray(mu, dtype=np.float64)
-        self.root = np.asarray(root, dtype=np.float64)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (int(self.rows.shape[0]), int(self.rows.shape[1]))
-
-    def __getitem__(self, key: slice) -> np.ndarray:
-        block = probes.float32_block(self.rows[key]).astype(np.float64)
-        return ((block - self.mu) @ self.root).astype(np.float32)
+# ---------------------------------------------------------------------------------------------
+# Weights
 
 
-def zipfian_whitened(rows: probes.Rows, weights: np.ndarray) -> WhitenedRows:
-    """The Zipfian-whitened view of `rows` under the unigram weights p (two passes for mu and Sigma,
-    `nbcli.ops.weighted_moments`; Sigma^(-1/2) by `nbcli.ops.inverse_sqrt`: the one formula)."""
-    mu, sigma = ops.weighted_moments(_FloatRows(rows), weights)
-    return WhitenedRows(rows, mu.numpy(), ops.inverse_sqrt(sigma).numpy())
-
-
-class _FloatRows:
-    """`rows` with every slice converted to a float32 numpy block (what `weighted_moments` reads)."""
-
-    def __init__(self, rows: probes.Rows) -> None:
-        self.rows = rows
-        self.shape = tuple(int(s) for s in rows.shape)
-
-    def __getitem__(self, key: slice) -> np.ndarray:
-        return probes.float32_block(self.rows[key])
-
-
-class FrequencyShare:
-    """sum_i p_i cos^2(w_i, u) / sum_i p_i over non-zero rows: the unigram-weighted share of each
-    row's squared length that lies along the unit direction u (the frequency direction)."""
-
-    def __init__(self, direction: np.ndarray, weights: np.ndarray) -> None:
-        unit = probes.unit_direction(direction)
-        assert unit is not None
-        self.unit = unit
-        self.weights = np.asarray(weights, dtype=np.float64).ravel()
-        self.total = 0.0
-        self.weight_total = 0.0
-
-    def update(self, start: int, block: np.ndarray) -> None:
-        sq_norms = np.einsum("ij,ij->i", block, block, dtype=np.float64)
-        keep = sq_norms > 0
-        along = (block @ self.unit).astype(np.float64)
-        weight = self.weights[start:start + block.shape[0]]
-        self.total += float((weight[keep] * along[keep] ** 2 / sq_norms[keep]).sum())
-        self.weight_total += float(weight[keep].sum())
-
-    def result(self) -> float:
-        return self.total / self.weight_total if self.weight_total > 0 else math.nan
-
-
-def isotropy_measures(rows: probes.Rows, weights: np.ndarray, partition: bool = True,
-                      direction: np.ndarray | None = None, counts: np.ndarray | None = None,
-                      ) -> tuple[dict[str, Any], np.ndarray | None]:
-    """Mean cosine and partition ratio of `rows` under uniform and unigram (`weights`) weighting;
-    with `direction`, the weighted share along it and (with `counts`) the Spearman rho of
-    <w_i, u> with the counts. Two passes (one without `partition`). Returns (measures, <w_i, u>)."""
-    width = int(rows.shape[1])
-    uniform = probes.MeanCosine(width)
-    weighted = probes.MeanCosine(width, weights=weights)
-    stats: list[Any] = [uniform, weighted]
-    gram = share = projections = None
-    if partition:
-        gram = probes.Gram(width)
-        stats.append(gram)
-    if direction is not None:
-        share = FrequencyShare(direction, weights)
-        projections = probes.Projections(direction / np.linalg.norm(direction), int(rows.shape[0]))
-        stats += [share, projections]
-    probes.run_pass(rows, stats)
-    out: dict[str, Any] = {"mean_cosine_uniform": _finite(uniform.result()),
-                           "mean_cosine_unigram": _finite(weighted.result()),
-                           "partition_ratio_uniform": None, "partition_ratio_unigram": None}
-    if gram is not None:
-        flat, zipf = probes.partition_isotropies_from_gram(rows, gram.matrix, [None, weights])
-        out.update(partition_ratio_uniform=flat.ratio, partition_ratio_unigram=zipf.ratio)
-    if share is not None:
-        out["frequency_share"] = _finite(share.result())
-    if projections is not None and counts is not None:
-        out["spearman"] = _finite(probes.frequency_correlation(projections.values, counts).spearman)
-    return out, None if projections is None else projections.values
-
-
-def zipfian_section(rows: probes.Rows, counts: np.ndarray, b_ln: np.ndarray | None, *, smoothing_k: float = 1.0,
-                    partition: bool = True, progress: Callable[[str], None] = lambda _: None,
-                    ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The `zipfian` report section and the arrays its figure draws (<w_i, u> before and after).
-
-    `counts` has one entry per row (padded). Whitening errors (a singular weighted covariance) make
-    the section absent with the reason as its note, not a failed probe."""
-    section: dict[str, Any] = {"present": False, "note": None, "weighting": f"unigram add-k:{smoothing_k:g}",
-                               "direction": None, "raw": None, "whitened": None, "frequency_direction": None}
-    weights = ops.unigram_weights(counts, int(rows.shape[0]), smoothing_k)
-    progress("Zipfian whitening: weighted mean and covariance")
+def parse_zipfian_weights(spec: str) -> float:
+    """`raw` (Yokoi et al.'s relative frequencies) -> 0.0, or `add-k:K` -> K (add-k:0 is raw)."""
+    if spec == "raw":
+        return 0.0
     try:
-        whitened = zipfian_whitened(rows, weights)
+        return parse_smoothing(spec)
+    except ConfigError:
+        raise ConfigError(f"--zipfian-weights {spec!r}: expected raw or add-k:K with K >= 0, e.g. add-k:1") from None
+
+
+def weighting_label(k: float) -> str:
+    """The `--zipfian-weights` spelling of k: raw for 0."""
+    return "raw" if k == 0 else f"add-k:{k:g}"
+
+
+def zipfian_weights(counts: np.ndarray, rows: int, k: float) -> tuple[np.ndarray | None, str | None]:
+    """p(w) over `rows` tokens (`nbcli.ops.unigram_weights`: raw frequencies for k = 0), or None
+    and why (raw weights of counts that are all zero)."""
+    try:
+        return ops.unigram_weights(counts, rows, k), None
     except ConfigError as err:
-        section["note"] = str(err)
+        return None, str(err)
+
+
+# ---------------------------------------------------------------------------------------------
+# Yokoi et al.'s symmetry scores
+
+
+def first_moment_symmetry(mean: torch.Tensor, mean_norm: float) -> float:
+    """Yokoi et al. 2024's first-moment symmetry (degree of centrality) 1 - ||E_p[w]|| / E_p[||w||],
+    from the weighted mean row and the weighted mean row length (NaN when every row is zero)."""
+    if not mean_norm > 0:
+        return math.nan
+    return 1.0 - float(torch.linalg.vector_norm(mean.to(torch.float64))) / mean_norm
+
+
+def second_moment_symmetry(spectrum: torch.Tensor) -> float:
+    """Yokoi et al. 2024's second-moment symmetry (degree of isotropy): the entropy of the covariance
+    spectrum normalised to sum 1, over its maximum log d: -sum l log l / log d, 0 log 0 = 0 (NaN for
+    d = 1 or an all-zero spectrum)."""
+    values = spectrum.to(torch.float64).clamp(min=0)
+    total = float(values.sum())
+    d = values.numel()
+    if d < 2 or not total > 0:
+        return math.nan
+    share = values[values > 0] / total
+    return float(-(share * share.log()).sum()) / math.log(d)
+
+
+def symmetry_scores(w: torch.Tensor, p: torch.Tensor | None = None) -> tuple[float, float]:
+    """(Sym1, Sym2) of the rows of a [V, d] matrix under weights p (normalised here; None: uniform),
+    computed densely in float64: the reference for the streamed scores of `zipfian_section`."""
+    x = w.to(torch.float64)
+    weights = torch.full((x.shape[0],), 1.0, dtype=torch.float64) if p is None else p.to(torch.float64).reshape(-1)
+    weights = weights / weights.sum()
+    mu = weights @ x
+    centred = x - mu
+    sigma = centred.T @ (centred * weights[:, None])
+    return (first_moment_symmetry(mu, float(weights @ torch.linalg.vector_norm(x, dim=1))),
+            second_moment_symmetry(symmetric_eigvals(sigma)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The section
+
+
+def _raw_measures(raw: ProjectedRows, moments: Moments, whitening: Whitening, partition: bool) -> dict[str, Any]:
+    spectrum_uniform = whitening.uniform_spectrum
+    return _measures(raw, partition, {
+        "sym1_uniform": first_moment_symmetry(moments.uniform_mean(), moments.norm_sum / moments.n),
+        "sym1_unigram": first_moment_symmetry(moments.weighted_mean(), moments.weighted_norm_sum / moments.weight_total),
+        "sym2_uniform": second_moment_symmetry(spectrum_uniform),
+        "sym2_unigram": second_moment_symmetry(whitening.spectrum)})
+
+
+def _whitened_measures(white: ProjectedRows, moments: Moments, whitening: Whitening, partition: bool) -> dict[str, Any]:
+    total = moments.weight_total
+    return _measures(white, partition, {
+        "sym1_uniform": first_moment_symmetry(whitening.whitened_uniform_mean, white.norm_sum / moments.n),
+        "sym1_unigram": first_moment_symmetry(white.weighted_sum / total, white.weighted_norm_sum / total),
+        "sym2_uniform": second_moment_symmetry(whitening.whitened_uniform_spectrum),
+        "sym2_unigram": second_moment_symmetry(whitening.whitened_spectrum)})
+
+
+def _measures(rows: ProjectedRows, partition: bool, scores: dict[str, float]) -> dict[str, Any]:
+    out: dict[str, Any] = {"mean_cosine_uniform": _finite(rows.mean_cosine(weighted=False)),
+                           "mean_cosine_unigram": _finite(rows.mean_cosine(weighted=True)),
+                           "partition_ratio_uniform": None, "partition_ratio_unigram": None}
+    if partition:
+        flat, zipf = (partition_isotropy_from_log_z(log_z) for log_z in rows.log_partition())
+        out.update(partition_ratio_uniform=flat.ratio, partition_ratio_unigram=zipf.ratio)
+    out.update({key: _finite(value) for key, value in scores.items()})
+    return out
+
+
+def _frequency_direction(raw: ProjectedRows, white: ProjectedRows, counts: np.ndarray) -> dict[str, Any]:
+    """How much of the weighted share sum p cos^2(w_i, u) whitening removes, and rho(<w_i, u>, count)."""
+    before, after = _finite(raw.frequency_share()), _finite(white.frequency_share())
+    removed = 1.0 - after / before if before is not None and after is not None and before > 0 else None
+    assert raw.projections is not None and white.projections is not None
+    return {"share_before": before, "share_after": after, "removed": removed,
+            "spearman_before": _finite(frequency_correlation(raw.projections, counts).spearman),
+            "spearman_after": _finite(frequency_correlation(white.projections, counts).spearman)}
+
+
+def zipfian_section(second: SecondPass | None, counts: np.ndarray, k: float, partition: bool, note: str | None = None,
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The `zipfian` report section from pass 2 (`nbcli.analysis.geometry.second_pass` with the
+    unigram weights of `counts`, k as `--zipfian-weights`), and the arrays its figure draws (<w_i, u>
+    before and after whitening). A weighting or whitening that is undefined (all counts zero under
+    raw weights, a singular weighted covariance) makes the section absent with the reason as its
+    note, not a failed probe."""
+    section: dict[str, Any] = {"present": False, "note": note, "weighting": weighting_label(k), "direction": None,
+                               "raw": None, "whitened": None, "frequency_direction": None}
+    if second is None or second.whitening is None or second.whitened is None or second.raw is None:
+        section["note"] = note or (second.note if second is not None else None)
         return section, {}
-    if b_ln is not None and np.any(b_ln != 0):
-        direction, section["direction"] = np.asarray(b_ln, dtype=np.float64), "b_LN"
-    else:
-        direction, section["direction"] = whitened.mu, "unigram-weighted mean"
-        if not np.any(direction != 0):
-            direction = None
-            section["direction"] = None
-    progress("isotropy, uniform and unigram-weighted")
-    raw, before = isotropy_measures(rows, weights, partition, direction, counts)
-    progress("isotropy after Zipfian whitening")
-    white, after = isotropy_measures(whitened, weights, partition, direction, counts)
-    section.update(present=True, raw=raw, whitened=white)
-    if direction is not None:
-        share_before, share_after = raw.pop("frequency_share"), white.pop("frequency_share")
-        removed = (1.0 - share_after / share_before
-                   if share_before is not None and share_after is not None and share_before > 0 else None)
-        section["frequency_direction"] = {
-            "share_before": share_before, "share_after": share_after, "removed": removed,
-            "spearman_before": raw.pop("spearman", None), "spearman_after": white.pop("spearman", None)}
-    arrays = {"before": before, "after": after} if before is not None else {}
-    return section, arrays
+    assert second.moments is not None
+    raw = _raw_measures(second.raw, second.moments, second.whitening, partition)
+    white = _whitened_measures(second.whitened, second.moments, second.whitening, partition)
+    section.update(present=True, direction=second.direction, raw=raw, whitened=white)
+    if second.direction is None:
+        return section, {}
+    section["frequency_direction"] = _frequency_direction(second.raw, second.whitened, counts)
+    return section, {"before": second.raw.projections, "after": second.whitened.projections}

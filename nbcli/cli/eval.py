@@ -33,7 +33,8 @@ EPILOG = """\
                       probabilities (p_bar, table 1's distribution); --bias-effect-positions target
                       averages only where the token is the ground truth, --bias-effect-space log
                       averages log p (a geometric mean). Bins: equal-width in log10 count, with the
-                      geometric mean and std of p (the paper's footnote 4); change = log10 p_w/o - log10 p.
+                      geometric mean and std of p (the paper's footnote 4: p_with_std) and the std of
+                      log10 p (log10_p_with_std, the bars drawn); change = log10 p_w/o - log10 p.
   --by-frequency C    paper 000 fig. 4: each ground-truth token's average log-probability (natural log,
                       over its occurrences) against its log-unigram probability in the training
                       counts C (--smoothing), with the output bias and, when the model has one,

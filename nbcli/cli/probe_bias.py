@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -33,18 +33,22 @@ EPILOG = """\
   [bold]frequency_bins[/]  --bins equal-width bins of log10(count) over seen tokens, each with the
       number of tokens and the mean and population std of <b_LN, w_i> (paper 003 fig. 3).
   [bold]zipfian[/]  frequency-weighted geometry (Yokoi et al. 2024, Zipfian whitening), needs --counts:
-      p(w) = the add-k unigram (--smoothing; add-k:0 = raw frequencies), mu = sum p(w) w,
-      Sigma = sum p(w)(w - mu)(w - mu)^T, w' = Sigma^(-1/2)(w - mu) with the symmetric (ZCA) root.
-      [bold]raw / whitened[/]: mean_cosine_uniform (as isotropy.mean_cosine), mean_cosine_unigram =
-      sum_ij p_i p_j cos(w_i, w_j); partition_ratio_uniform / _unigram = min_c Z / max_c Z with
-      Z(c) = sum_i exp(<c, w_i>) or sum_i p_i exp(<c, w_i>), c over the eigenvectors of the measured
+      p(w) = --zipfian-weights: raw (default, the paper's relative frequencies: a token with count 0
+      has weight 0) or add-k:K; mu = sum p(w) w, Sigma = sum p(w)(w - mu)(w - mu)^T,
+      w' = Sigma^(-1/2)(w - mu) with the symmetric (ZCA) root. --no-whiten skips the section.
+  [bold]zipfian.raw / zipfian.whitened[/]  of W and of its whitened rows, _unigram under p, _uniform
+      under 1/V. Yokoi et al.'s scores (1 = symmetric): sym1 = 1 - ||sum p(w) w|| / sum p(w) ||w||
+      (first moment), sym2 = -sum l log l / log d, l = the covariance's eigenvalues over their sum
+      (second moment). nb's own: mean_cosine = sum_ij p_i p_j cos(w_i, w_j); partition_ratio =
+      min_c Z / max_c Z, Z(c) = sum_i p_i exp(<c, w_i>), c over the eigenvectors of the measured
       matrix's W^T W (both signs).
-      [bold]frequency_direction[/]: u = b_LN (or, without one, the weighted mean mu); share_before /
-      share_after = sum_i p_i cos^2(w_i, u) of raw / whitened rows; removed = 1 - after / before;
-      spearman_before / _after: rho(<w_i, u>, count). --no-whiten skips the section (4 more passes over W).
+  [bold]zipfian.frequency_direction[/]  u = b_LN (or, without one, mu); share_before / share_after =
+      sum_i p_i cos^2(w_i, u) of raw / whitened rows; removed = 1 - after / before;
+      spearman_before / _after: rho(<w_i, u>, count).
 
 Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
-converted to float32. Counts shorter than the embedding (padded vocabularies) are padded with zeros.
+converted to float32; W is read twice, the d x d and V x d^2 algebra runs in torch on --device.
+Counts shorter than the embedding (padded vocabularies) are padded with zeros.
 
 [bold]Examples[/]
 
@@ -72,13 +76,21 @@ def probe_bias(
         "--plot", metavar="DIR", help="Write PNG figures into DIR (needs matplotlib: pip install 'nbcli[plot]').")] = None,
     bins: Annotated[int, typer.Option("--bins", min=1, max=1000, help="Log-frequency bins in the binned table.")] = 10,
     smoothing: SmoothingOption = "add-k:1",
+    zipfian_weights: Annotated[str, typer.Option(
+        "--zipfian-weights", metavar="raw|add-k:K",
+        help="Unigram weights p(w) of the zipfian section: raw relative frequencies (Yokoi et al.'s; "
+        "tokens with count 0 get weight 0) or the add-k smoothed unigram. --smoothing is for the KL only.")] = "raw",
     partition: Annotated[bool, typer.Option(
         "--partition/--no-partition",
         help="Compute Mu & Viswanath's partition-function isotropy (O(V d^2): the slow part for large d).")] = True,
     whiten: Annotated[bool, typer.Option(
         "--whiten/--no-whiten",
-        help="With --counts: isotropy under uniform and unigram weighting before and after Zipfian whitening "
-        "(Yokoi et al. 2024), and how much of the frequency direction whitening removes (4 more passes over W).")] = True,
+        help="With --counts: Yokoi et al. 2024's symmetry scores and isotropy under uniform and unigram "
+        "weighting before and after Zipfian whitening, and how much of the frequency direction whitening "
+        "removes.")] = True,
+    device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
+        "--device", help="Where the eigendecompositions and V x d^2 products run: auto = CUDA when present, "
+        "else CPU. Rows are read as float32 either way.")] = "auto",
     as_json: JsonOption = False,
 ) -> None:
     """Print frequency-direction, isotropy and output-bias reports for a checkpoint (papers 003, 000).
@@ -88,17 +100,21 @@ def probe_bias(
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
     from nbcli.cli.console import print_report, print_warnings, step_progress
+    from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
-    from nbcli.probe_report import finish_report, load_probe_inputs, report_steps, write_probe_plots
+    from nbcli.probe_report import finish_report, load_probe_inputs, probe_device, report_steps, write_probe_plots
 
     k = parse_smoothing(smoothing)
+    zipfian_k = parse_zipfian_weights(zipfian_weights)
+    probe_device(device)  # --device cuda without CUDA: the one-line error before anything is read
     if plot is not None:
         _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])])
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:
-        report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, partition=partition,
-                                       whiten=whiten, progress=lambda status: advance(1, status=status))
+        report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, zipfian_k=zipfian_k,
+                                       partition=partition, whiten=whiten, device=device,
+                                       progress=lambda status: advance(1, status=status))
     print_warnings(warnings)  # once the probe has succeeded: a failure is one error line alone
     if plot is not None:
         report["plots"] = write_probe_plots(plot, inputs, report, arrays)
@@ -205,7 +221,11 @@ def _render_zipfian(console: Any, zipf: dict[str, Any]) -> None:
     t = Table(title=f"{title}; weights: {esc(zipf['weighting'])}", title_justify="left")
     for name in ("measure", "raw", "whitened"):
         t.add_column(name, justify="left" if name == "measure" else "right")
-    for key, label, spec in (("mean_cosine_uniform", "mean cosine, uniform", ".4f"),
+    for key, label, spec in (("sym1_unigram", "Sym1 (1st moment), unigram-weighted", ".4f"),
+                             ("sym2_unigram", "Sym2 (2nd moment), unigram-weighted", ".4f"),
+                             ("sym1_uniform", "Sym1 (1st moment), uniform", ".4f"),
+                             ("sym2_uniform", "Sym2 (2nd moment), uniform", ".4f"),
+                             ("mean_cosine_uniform", "mean cosine, uniform", ".4f"),
                              ("mean_cosine_unigram", "mean cosine, unigram-weighted", ".4f"),
                              ("partition_ratio_uniform", "partition ratio, uniform", ".4g"),
                              ("partition_ratio_unigram", "partition ratio, unigram-weighted", ".4g")):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import sem as scipy_sem
 from scipy.stats import spearmanr
 
 from nbcli.analysis import frequency_effects as fx
@@ -16,7 +18,8 @@ from nbcli.lm.perplexity import TokenStats
 
 
 def _reference_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[tuple[int, float, float]]:
-    """Loop-by-loop equal-width binning: (n, mean, sem) per bin, the last bin closed."""
+    """Loop-by-loop equal-width binning: (n, mean, sem) per bin, the last bin closed; sem by scipy
+    (ddof 1), NaN for a bin of one point."""
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
     lo, hi = x.min(), x.max()
@@ -32,7 +35,7 @@ def _reference_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[tuple[int, 
             b -= 1
         members[0 if hi == lo else b].append(yi)
     return [(len(m), float(np.mean(m)) if m else math.nan,
-             float(np.std(m) / math.sqrt(len(m))) if m else math.nan) for m in members]
+             float(scipy_sem(m)) if len(m) > 1 else math.nan) for m in members]
 
 
 @settings(max_examples=60, deadline=None)
@@ -50,8 +53,10 @@ def test_equal_width_bins_match_a_loop(n: int, bins: int, seed: int) -> None:
     assert sum(b["tokens"] for b in got) == int(np.isfinite(x).sum())
     for g, (count, mean, sem) in zip(got, want):
         assert g["tokens"] == count
-        if count:
+        if count > 1:
             assert g["mean"] == pytest.approx(mean, abs=1e-12) and g["sem"] == pytest.approx(sem, abs=1e-12)
+        elif count == 1:  # one value: a mean, no standard error (not 0)
+            assert g["mean"] == pytest.approx(mean, abs=1e-12) and g["sem"] is None
         else:
             assert g["mean"] is None and g["sem"] is None
 
@@ -101,6 +106,9 @@ def test_bias_effect_matches_numpy() -> None:
             continue
         assert row["log10_p_with"] == pytest.approx(np.log10(pw[keep][members]).mean())
         assert row["log10_p_without_std"] == pytest.approx(np.log10(po[keep][members]).std())
+        # footnote 4: the std of the probabilities themselves (population std), beside the geometric mean
+        assert row["p_with_std"] == pytest.approx(pw[keep][members].std(), rel=1e-9, abs=1e-300)
+        assert row["p_without_std"] == pytest.approx(np.std(po[keep][members]), rel=1e-9, abs=1e-300)
         assert row["log10_change"] == pytest.approx((np.log10(po[keep]) - np.log10(pw[keep]))[members].mean())
         assert row["log10_unigram"] == pytest.approx(np.log10(counts[keep] / counts.sum())[members].mean())
     assert got["tokens"] == int(keep.sum())
@@ -124,7 +132,8 @@ def test_by_frequency_matches_numpy_and_keeps_the_same_tokens_without_the_bias()
         assert row["tokens"] == int(m.sum())
         if m.any():
             assert row["mean_log_prob"] == pytest.approx(y[seen][m].mean())
-            assert row["sem"] == pytest.approx(y[seen][m].std() / math.sqrt(m.sum()))
+            want = scipy_sem(y[seen][m]) if m.sum() > 1 else None
+            assert row["sem"] == (None if want is None else pytest.approx(want))
             assert row["mean_log_prob_without_bias"] == pytest.approx(y_wo[seen][m].mean())
     assert got["tokens"] == int(seen.sum())
 
@@ -135,3 +144,32 @@ def test_bad_choices_are_config_errors() -> None:
         fx.per_token_probability(stats, "some", "prob")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         fx.equal_width_bins(np.ones(3), np.ones(3), 0)
+
+
+def test_a_one_token_bin_has_no_standard_error_and_its_point_has_no_bar(tmp_path: Path) -> None:
+    """Paper 000 fig. 4's bars are standard errors: one token gives a mean but no error bar (null in
+    JSON, not 0); the figure draws its point without a bar."""
+    pytest.importorskip("matplotlib")
+    from nbcli import plots
+
+    x = np.array([0.0, 0.1, 0.2, 5.0])  # the last bin holds one token
+    y = np.array([-3.0, -2.0, -4.0, -1.0])
+    got = fx.by_frequency(y, x, bins=2)
+    assert got["bins"][0]["sem"] == pytest.approx(scipy_sem(y[:3]))
+    assert got["bins"][1]["tokens"] == 1 and got["bins"][1]["sem"] is None
+    figures = []
+    real_save = plots.save_figure
+    path = tmp_path / "fig4.png"
+    try:
+        plots.save_figure = lambda fig, p, meta, outputs: (figures.append(fig), real_save(fig, p, meta, outputs))
+        plots.plot_by_frequency(path, [("run", got)], title="t", metadata={"nb.version": "test"})
+    finally:
+        plots.save_figure = real_save
+    assert path.stat().st_size > 0
+    from matplotlib.collections import LineCollection
+
+    bars = [c for c in figures[0].axes[0].collections if isinstance(c, LineCollection)]
+    segments = [seg for c in bars for seg in c.get_segments() if len(seg) and np.all(np.isfinite(seg))]
+    assert len(segments) == 1  # the three-token bin's bar only
+    assert segments[0][:, 1] == pytest.approx([got["bins"][0]["mean_log_prob"] - got["bins"][0]["sem"],
+                                               got["bins"][0]["mean_log_prob"] + got["bins"][0]["sem"]])

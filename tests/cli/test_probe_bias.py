@@ -215,6 +215,16 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, counts_file: Path) -> No
     assert_one_line_error(result.stderr, str(garbage))
     result = invoke("probe-bias", tmp_path / "missing.safetensors", "-c", counts_file)
     assert result.exit_code == 1 and "Traceback" not in result.stderr
+    for option, value in (("--zipfian-weights", "zipf"), ("--zipfian-weights", "add-k:-1")):
+        result = invoke("probe-bias", garbage, "-c", counts_file, option, value)
+        assert result.exit_code == 1
+        assert_one_line_error(result.stderr, option, value)
+    result = invoke("probe-bias", garbage, "-c", counts_file, "--device", "tpu")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr  # not a choice: typer's usage error
+    if not torch.cuda.is_available():  # refused before the checkpoint is read
+        result = invoke("probe-bias", garbage, "-c", counts_file, "--device", "cuda")
+        assert result.exit_code == 1
+        assert_one_line_error(result.stderr, "--device cuda", "CUDA is not available")
 
 
 def test_plot_writes_pngs_with_provenance(tmp_path: Path, t: dict, counts_file: Path) -> None:
@@ -335,28 +345,36 @@ def test_few_or_no_seen_tokens_give_no_numpy_warnings(tmp_path: Path, t: dict, s
 
 
 def test_zipfian_section_against_dense_whitening(tmp_path: Path, t: dict, counts_file: Path) -> None:
-    """The zipfian section of the CLI report equals a dense numpy recomputation (weights = add-k 1)."""
+    """The zipfian section of the CLI report equals a dense numpy recomputation, under the default
+    raw frequencies (Yokoi et al.'s weights) and under --zipfian-weights add-k:1; --smoothing is the
+    KL's alone."""
     from scipy.linalg import sqrtm
 
     ckpt = tmp_path / "model.safetensors"
     save_file(nb_layout(t), str(ckpt), metadata=nb_metadata())
-    zipf = probe(ckpt, "-c", counts_file, "--smoothing", "add-k:1")["zipfian"]
     w = t["w"].double().numpy()
     c = t["counts"].double().numpy()
-    p = (c + 1) / (c.sum() + c.size)
-    mu = p @ w
-    white = np.linalg.solve(np.real(sqrtm((w - mu).T @ np.diag(p) @ (w - mu))), (w - mu).T).T
-    units = white / np.linalg.norm(white, axis=1, keepdims=True)
-    assert zipf["whitened"]["mean_cosine_unigram"] == pytest.approx(float(p @ units @ units.T @ p), rel=1e-3, abs=1e-6)
     u = t["b_ln"].double().numpy()
     u /= np.linalg.norm(u)
-    share = float(p @ ((white @ u) ** 2 / (white * white).sum(axis=1)))
-    assert zipf["direction"] == "b_LN"
-    assert zipf["frequency_direction"]["share_after"] == pytest.approx(share, rel=1e-3)
+    for args, p in (((), c / c.sum()), (("--zipfian-weights", "add-k:1", "--smoothing", "add-k:0.5"),
+                                        (c + 1) / (c.sum() + c.size))):
+        zipf = probe(ckpt, "-c", counts_file, *args)["zipfian"]
+        assert zipf["weighting"] == ("raw" if not args else "add-k:1")
+        mu = p @ w
+        white = np.linalg.solve(np.real(sqrtm((w - mu).T @ np.diag(p) @ (w - mu))), (w - mu).T).T
+        units = white / np.linalg.norm(white, axis=1, keepdims=True)
+        assert zipf["whitened"]["mean_cosine_unigram"] == pytest.approx(float(p @ units @ units.T @ p), rel=1e-3,
+                                                                        abs=1e-6)
+        share = float(p @ ((white @ u) ** 2 / (white * white).sum(axis=1)))
+        assert zipf["direction"] == "b_LN"
+        assert zipf["frequency_direction"]["share_after"] == pytest.approx(share, rel=1e-3)
+        assert zipf["raw"]["sym1_unigram"] == pytest.approx(1 - np.linalg.norm(mu) / (p @ np.linalg.norm(w, axis=1)))
+        assert zipf["whitened"]["sym2_unigram"] == pytest.approx(1.0)
     # the planted frequency direction dominates W; whitening removes most of its share
     assert zipf["frequency_direction"]["removed"] > 0.5
     proc = run_nb("probe-bias", ckpt, "-c", counts_file)
-    assert "Zipfian whitening" in proc.stdout.decode() and "mean cosine, unigram-weighted" in proc.stdout.decode()
+    for text in ("Zipfian whitening", "weights: raw", "Sym1 (1st moment), unigram-weighted", "mean cosine, unigram-weighted"):
+        assert text in proc.stdout.decode()
     skipped = probe(ckpt, "-c", counts_file, "--no-whiten")["zipfian"]
     assert skipped == {"present": False, "note": "skipped (--no-whiten)"}
     assert probe(ckpt)["zipfian"]["note"] == "needs corpus counts (--counts)"

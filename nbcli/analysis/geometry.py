@@ -1,0 +1,383 @@
+"""The row geometry of an output embedding W [V, d] for `nb probe-bias`: two passes over its row
+blocks, the heavy algebra (the V d^2 products and the d x d eigendecompositions) in torch on one
+device, float64 where the whitening needs it.
+
+* Pass 1 (`RowMoments`): about a shift c (the first block's mean, so nothing cancels), the Gram
+  matrix sum_i (w_i - c)(w_i - c)^T and, with unigram weights p, the weighted scatter
+  sum_i p_i (w_i - c)(w_i - c)^T, with the sums and norm sums beside them, in float64 (whitening
+  amplifies the errors of the small directions). From these alone (`Moments`): W^T W, the weighted mean mu and covariance Sigma,
+  the uniform scatter, and the scatter of the rows about mu: d x d algebra, no further pass.
+* Between the passes (`solve_whitening`, `second_pass`): one eigendecomposition per matrix, each used for everything it
+  gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
+  (Sigma^(-1/2), the symmetric ZCA root of Zipfian whitening, and its spectrum for Yokoi et al.'s
+  second-moment score) and the whitened rows' Gram matrix S (W - mu)^T (W - mu) S (their candidate
+  directions C_w).
+* Pass 2 (`ProjectedRows`): per block the logits B C (raw) and Y = (B - mu) S C_w (the whitened
+  rows in the orthonormal basis C_w, so ||y_i|| = ||w'_i|| and every inner product is kept): both
+  partition functions, the whitened rows' norms, mean cosines, projections on the frequency
+  direction and its weighted share, without a whitened copy of W.
+
+Before this module, the same numbers took four eigendecompositions and nine V d^2 products over
+seven passes (W^T W twice and the whitened rows' once, the weighted covariance and the whitening
+twice in float64, the partition logits of W twice and of the whitened rows once); now three (and
+two eigenvalue-only ones for Yokoi et al.'s uniform scores) and four products, one in float64.
+The block kernels are `nbcli.analysis.kernels` (numpy's BLAS on the CPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nbcli import ops
+from nbcli.analysis.kernels import eigh_threads, gram_block, matmul, pass_threads
+from nbcli.errors import ConfigError
+from nbcli.probes import LogPartition, MeanCosine, Projections, Rows, run_pass
+
+
+def as_device_block(block: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A float32 numpy row block as a torch tensor on `device` (no copy on the CPU)."""
+    return torch.from_numpy(block).to(device)
+
+
+@contextlib.contextmanager
+def full_float32(device: torch.device) -> Iterator[None]:
+    """float32 matmuls at full precision on CUDA (TF32 keeps 10 mantissa bits: too few for whitening),
+    restoring the caller's setting afterwards."""
+    if device.type != "cuda":
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+class RowMoments:
+    """Pass 1: the row sums of a [V, d] matrix about a shift c (see the module docstring)."""
+
+    def __init__(self, width: int, device: torch.device, weights: np.ndarray | None = None) -> None:
+        self.device = device
+        self.shift: torch.Tensor | None = None  # c, float64 [d]
+        self.n = 0
+        self.gram = torch.zeros(width, width, dtype=torch.float64, device=device)  # sum (w - c)(w - c)^T
+        self.sum = torch.zeros(width, dtype=torch.float64, device=device)  # sum (w - c)
+        self.norm_sum = 0.0  # sum ||w||
+        self.max_norm = 0.0
+        self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).to(device)
+        self.weight_total = 0.0  # sum p
+        # sum p (w - c)(w - c)^T and sum p (w - c)
+        self.weighted_scatter = torch.zeros(0 if weights is None else width, width, dtype=torch.float64, device=device)
+        self.weighted_sum = torch.zeros(width, dtype=torch.float64, device=device)
+        self.weighted_norm_sum = 0.0  # sum p ||w||
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        x = as_device_block(block, self.device)
+        if self.shift is None:  # the first block's mean, rounded to float32 (any c is exact)
+            self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
+        norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
+        self.norm_sum += float(norms.sum())
+        self.max_norm = max(self.max_norm, float(norms.max()))
+        self.n += x.shape[0]
+        # float64 products: whitening amplifies the errors of the small directions (float32 ones put
+        # 2e-5 into the whitened rows' uniform spectrum at condition 1e5), and W^T W is the same
+        # matrix with counts or without
+        exact = x.to(torch.float64).sub_(self.shift)
+        self.gram += gram_block(exact)
+        self.sum += exact.sum(dim=0)
+        if self.weights is None:
+            return
+        weight = self.weights[start:start + x.shape[0]]
+        self.weight_total += float(weight.sum())
+        self.weighted_norm_sum += float(weight @ norms)
+        seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
+        if not bool(seen.all()):
+            exact, weight = exact[seen], weight[seen]
+        root = weight.sqrt()
+        scaled = exact * root[:, None]  # sqrt(p) (w - c)
+        self.weighted_sum += root @ scaled
+        self.weighted_scatter += gram_block(scaled)
+
+    def moments(self) -> Moments:
+        assert self.shift is not None, "no rows"
+        return Moments(self.n, self.shift, self.gram, self.sum, self.norm_sum, self.weight_total,
+                       self.weighted_sum, self.weighted_scatter, self.weighted_norm_sum)
+
+    def finite(self) -> bool:
+        """False for non-finite rows, or rows whose squared length overflows float32 (the row
+        statistics and logits are float32)."""
+        return bool(torch.isfinite(self.gram).all()) and math.isfinite(self.norm_sum) \
+            and self.max_norm ** 2 <= float(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Pass 1's sums about the shift c; every matrix below is d x d algebra on them."""
+
+    n: int
+    shift: torch.Tensor
+    gram_c: torch.Tensor  # sum_i (w_i - c)(w_i - c)^T
+    sum_c: torch.Tensor  # sum_i (w_i - c)
+    norm_sum: float  # sum_i ||w_i||
+    weight_total: float  # sum_i p_i (0 without weights)
+    weighted_sum_c: torch.Tensor  # sum_i p_i (w_i - c)
+    weighted_scatter_c: torch.Tensor  # sum_i p_i (w_i - c)(w_i - c)^T
+    weighted_norm_sum: float  # sum_i p_i ||w_i||
+
+    def gram(self) -> torch.Tensor:
+        """W^T W = sum (w - c)(w - c)^T + s c^T + c s^T + n c c^T, s = sum (w - c)."""
+        c, s = self.shift, self.sum_c
+        return self.gram_c + torch.outer(s, c) + torch.outer(c, s) + self.n * torch.outer(c, c)
+
+    def uniform_mean(self) -> torch.Tensor:
+        return self.shift + self.sum_c / self.n
+
+    def scatter_about(self, centre: torch.Tensor) -> torch.Tensor:
+        """sum_i (w_i - m)(w_i - m)^T for any m: the Gram matrix about c, moved to m (no cancellation
+        when m is near c)."""
+        d, s = centre - self.shift, self.sum_c
+        return self.gram_c - torch.outer(s, d) - torch.outer(d, s) + self.n * torch.outer(d, d)
+
+    def weighted_mean(self) -> torch.Tensor:
+        """mu = sum p w / sum p (Yokoi et al. 2024, the p-weighted mean)."""
+        return self.shift + self.weighted_sum_c / self.weight_total
+
+    def weighted_covariance(self) -> torch.Tensor:
+        """Sigma = sum p (w - mu)(w - mu)^T / sum p (Yokoi et al. 2024), as `nbcli.ops.weighted_moments`
+        computes it in two passes."""
+        d = self.weighted_mean() - self.shift
+        return self.weighted_scatter_c / self.weight_total - torch.outer(d, d)
+
+
+@contextlib.contextmanager
+def _eigh_threads(matrix: torch.Tensor) -> Iterator[None]:
+    if matrix.device.type != "cpu":
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(eigh_threads(saved))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric matrix, float64."""
+    m = matrix.to(torch.float64)
+    with _eigh_threads(m):
+        return torch.linalg.eigh((m + m.T) / 2)
+
+
+def symmetric_eigvals(matrix: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues (ascending) of a symmetric matrix, float64."""
+    m = matrix.to(torch.float64)
+    with _eigh_threads(m):
+        return torch.linalg.eigvalsh((m + m.T) / 2)
+
+
+@dataclass(frozen=True)
+class Whitening:
+    """Zipfian whitening's transform w' = (w - mu) S, S = Sigma^(-1/2), and the spectra `solve_whitening`
+    derived from pass 1's sums (Yokoi et al. 2024's second-moment score reads them)."""
+
+    mu: torch.Tensor  # float64 [d]
+    root: torch.Tensor  # S, float64 [d, d], symmetric
+    spectrum: torch.Tensor  # eigenvalues of Sigma (unigram-weighted covariance of W)
+    uniform_spectrum: torch.Tensor  # eigenvalues of the uniform covariance of W
+    whitened_spectrum: torch.Tensor  # eigenvalues of S Sigma S = U diag(lambda^-1/2 lambda lambda^-1/2) U^T: all 1
+    whitened_uniform_spectrum: torch.Tensor  # eigenvalues of the whitened rows' uniform covariance
+    whitened_uniform_mean: torch.Tensor  # mean_i w'_i = (mean_i w_i - mu) S
+    basis: torch.Tensor | None  # C_w: eigenvectors of the whitened rows' Gram matrix (None without partition)
+
+
+def solve_whitening(moments: Moments, partition: bool) -> Whitening:
+    """S = Sigma^(-1/2) from one eigendecomposition of Sigma (a singular Sigma raises ConfigError, the
+    rule of `nbcli.ops.inverse_sqrt`) and, from pass 1's sums alone, the spectra of the uniform
+    covariances of W and of the whitened rows, of S Sigma S (from Sigma's own eigenvalues: S and
+    Sigma share eigenvectors) and (with `partition`) the eigenvectors of the whitened rows' Gram
+    matrix S (W - mu)^T (W - mu) S."""
+    values, vectors = symmetric_eigh(moments.weighted_covariance())
+    root = ops.inverse_sqrt_from_eigh(values, vectors)
+    mu = moments.weighted_mean()
+    mean = moments.uniform_mean()
+    uniform_scatter = moments.scatter_about(mean)
+    basis = symmetric_eigh(root @ moments.scatter_about(mu) @ root)[1] if partition else None
+    return Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=symmetric_eigvals(uniform_scatter),
+                     whitened_spectrum=values.rsqrt() * values * values.rsqrt(),
+                     whitened_uniform_spectrum=symmetric_eigvals(root @ uniform_scatter @ root),
+                     whitened_uniform_mean=(mean - mu) @ root, basis=basis)
+
+
+class ProjectedRows:
+    """Pass 2, for W (`root` None) or its whitened rows (`root` = S, `centre` = mu): the rows
+    r_i = (w_i - centre) R and their coordinates y_i = r_i C in an orthonormal basis C (eigenvectors of
+    the measured matrix's Gram matrix: the partition function's candidate directions), one product
+    per block. Accumulates log Z(c) over the columns of C under uniform and (with `weights`) unigram
+    weights when `partition`; the (weighted) sums of r_i / ||r_i|| (mean cosines), ||r_i|| and r_i;
+    with a direction u the projections <r_i, u> and the weighted share sum p cos^2(r_i, u). For the
+    whitened rows these come from y_i (C is orthonormal, so norms and inner products are r_i's): no
+    second product; for W from the rows themselves. Zero rows have no cosine and are left out."""
+
+    def __init__(self, shape: tuple[int, int], device: torch.device, *, basis: torch.Tensor | None = None,
+                 centre: torch.Tensor | None = None, root: torch.Tensor | None = None,
+                 weights: np.ndarray | None = None, direction: np.ndarray | None = None,
+                 partition: bool = False) -> None:
+        self.device = device
+        n_rows, width = shape
+        self.rotated = root is not None  # statistics from y (whitened rows) or from the rows as read (W)
+        transform = root if basis is None else basis if root is None else root @ basis
+        self.transform = None if transform is None else transform.to(device=device, dtype=torch.float32)
+        # the centre as float32 head + tail: w - head - tail keeps the centred row's own precision (a
+        # centre rounded to float32 alone would shift every row by the same error, which S amplifies)
+        self.centre = None if centre is None else centre.to(device=device, dtype=torch.float32)
+        self.centre_tail = None if centre is None else \
+            (centre.to(device=device, dtype=torch.float64) - self.centre.to(torch.float64)).to(torch.float32)
+        self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).to(device)
+        self.unit_sum, self.weighted_unit_sum, self.weighted_sum = (
+            torch.zeros(width, dtype=torch.float64, device=device) for _ in range(3))
+        self.kept = 0
+        self.kept_weight = self.norm_sum = self.weighted_norm_sum = self.share = 0.0
+        self.along: torch.Tensor | None = None
+        self.projections: np.ndarray | None = None
+        if direction is not None:
+            unit = torch.as_tensor(direction, dtype=torch.float64).to(device)
+            unit = unit / torch.linalg.vector_norm(unit)
+            self.along = (basis.to(device).T @ unit if self.rotated and basis is not None else unit).to(torch.float32)
+            self.projections = np.empty(n_rows, dtype=np.float64)
+        self.partition = LogPartition(width, [None] if self.weights is None else [None, self.weights], device) \
+            if partition else None
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        rows = as_device_block(block, self.device)
+        if self.centre is not None and self.centre_tail is not None:
+            rows = rows.sub(self.centre).sub_(self.centre_tail)
+        y = rows if self.transform is None else matmul(rows, self.transform)
+        if self.partition is not None:
+            self.partition.add(start, y)
+        self._accumulate(start, y if self.rotated else rows)
+
+    def _accumulate(self, start: int, r: torch.Tensor) -> None:
+        sq_norms = torch.einsum("ij,ij->i", r, r).to(torch.float64)
+        keep = sq_norms > 0
+        inverse = torch.where(keep, sq_norms.clamp(min=1e-300).rsqrt(), torch.zeros_like(sq_norms))
+        self.kept += int(keep.sum())
+        self.norm_sum += float(sq_norms.sqrt().sum())
+        self.unit_sum += (inverse.to(torch.float32) @ r).to(torch.float64)
+        along = None if self.along is None else (r @ self.along).to(torch.float64)
+        if along is not None and self.projections is not None:
+            self.projections[start:start + r.shape[0]] = along.cpu().numpy()
+        if self.weights is None:
+            return
+        weight = self.weights[start:start + r.shape[0]]
+        self.kept_weight += float(weight[keep].sum())
+        self.weighted_norm_sum += float(weight @ sq_norms.sqrt())
+        self.weighted_unit_sum += ((weight * inverse).to(torch.float32) @ r).to(torch.float64)
+        self.weighted_sum += (weight.to(torch.float32) @ r).to(torch.float64)
+        if along is not None:
+            self.share += float((weight * (along * inverse) ** 2).sum())
+
+    def mean_cosine(self, weighted: bool) -> float:
+        """sum_ij a_i a_j cos(y_i, y_j) / (sum_i a_i)^2 over the non-zero rows, a = 1 or p
+        (`nbcli.probes.MeanCosine`'s formula)."""
+        total, norm = (self.weighted_unit_sum, self.kept_weight) if weighted else (self.unit_sum, float(self.kept))
+        return float(total @ total) / norm ** 2 if norm > 0 else math.nan
+
+    def frequency_share(self) -> float:
+        """sum_i p_i cos^2(row_i, u) / sum_i p_i over the non-zero rows."""
+        return self.share / self.kept_weight if self.kept_weight > 0 else math.nan
+
+    def log_partition(self) -> list[np.ndarray]:
+        assert self.partition is not None
+        return self.partition.result()
+
+
+@dataclass
+class FirstPass:
+    """Pass 1 over W: the mean cosines of section 2 (with and without the b_LN direction, paper 003
+    sec. 3.2), <b_LN, w_i> (section 1) and, for the partition function or Zipfian whitening, the
+    moments (`RowMoments`)."""
+
+    cosine: MeanCosine
+    cosine_without: MeanCosine | None
+    scores: Projections | None
+    moments: RowMoments | None
+
+    def finite(self) -> bool:
+        """False when W has non-finite values (or values whose products overflow float32)."""
+        return (self.scores is None or bool(np.all(np.isfinite(self.scores.values)))) \
+            and math.isfinite(self.cosine.total.sum()) and (self.moments is None or self.moments.finite())
+
+
+def first_pass(rows: Rows, b_ln: np.ndarray | None, weights: np.ndarray | None, partition: bool,
+               device: torch.device) -> FirstPass:
+    """Pass 1 (b_ln: a usable, non-zero b_LN or None; weights: the unigram weights when the Zipfian
+    section is computed)."""
+    n_rows, width = (int(x) for x in rows.shape)
+    first = FirstPass(MeanCosine(width), None if b_ln is None else MeanCosine(width, remove=b_ln),
+                      None if b_ln is None else Projections(b_ln, n_rows),
+                      RowMoments(width, device, weights) if partition or weights is not None else None)
+    with np.errstate(over="ignore", invalid="ignore"), pass_threads(device):  # non-finite W: the caller's error
+        run_pass(rows, [s for s in (first.cosine, first.cosine_without, first.scores, first.moments) if s is not None])
+    return first
+
+
+@dataclass
+class SecondPass:
+    """Pass 2 over W: W's own projections (`raw`: partition function, weighted measures) and its
+    whitened rows' (`whitened`), with what the whitening was solved from; `note` says why there are
+    no whitened rows when weights were given (a singular covariance)."""
+
+    raw: ProjectedRows | None
+    whitened: ProjectedRows | None
+    moments: Moments | None
+    whitening: Whitening | None
+    direction: str | None  # "b_LN", "unigram-weighted mean" or None: the frequency direction u
+    note: str | None = None
+
+
+def frequency_direction(b_ln: np.ndarray | None, mu: torch.Tensor) -> tuple[np.ndarray | None, str | None]:
+    """u = b_LN when usable (paper 003 sec. 3.2), else the unigram-weighted mean mu, the direction
+    whitening centres away (none when mu = 0)."""
+    if b_ln is not None:
+        return np.asarray(b_ln, dtype=np.float64), "b_LN"
+    m = mu.cpu().numpy()
+    return (m, "unigram-weighted mean") if np.any(m != 0) else (None, None)
+
+
+def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: np.ndarray | None,
+                partition: bool, device: torch.device) -> SecondPass:
+    """Eigendecompositions (W^T W with `partition`; Sigma and the whitened Gram matrix with weights),
+    then pass 2 over W feeding W's and the whitened rows' `ProjectedRows`."""
+    if first.moments is None:
+        return SecondPass(None, None, None, None, None)
+    moments = first.moments.moments()
+    shape = (int(rows.shape[0]), int(rows.shape[1]))
+    basis = symmetric_eigh(moments.gram())[1] if partition else None
+    if weights is None:
+        raw = ProjectedRows(shape, device, basis=basis, partition=True)
+        with pass_threads(device):
+            run_pass(rows, [raw])
+        return SecondPass(raw, None, moments, None, None)
+    try:
+        whitening: Whitening | None = solve_whitening(moments, partition)
+    except ConfigError as err:
+        whitening, note = None, str(err)
+    else:
+        note = None
+    direction, name = frequency_direction(b_ln, moments.weighted_mean())
+    stats = [ProjectedRows(shape, device, basis=basis, weights=weights, direction=direction, partition=partition)]
+    if whitening is not None:
+        stats.append(ProjectedRows(shape, device, basis=whitening.basis, centre=whitening.mu, root=whitening.root,
+                                   weights=weights, direction=direction, partition=partition))
+    if partition or whitening is not None:
+        with pass_threads(device):
+            run_pass(rows, list(stats))
+    return SecondPass(stats[0], stats[1] if whitening is not None else None, moments, whitening, name, note)

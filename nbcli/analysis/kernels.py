@@ -1,0 +1,73 @@
+"""The few block kernels of `nb probe-bias`'s passes (nbcli.analysis.geometry, nbcli.probes), on
+torch tensors of any device. On the CPU they run through numpy on the same memory (no copy), whose
+kernels measured faster than torch's on the 2-core AMD EPYC (AVX-512) machine nb is benchmarked on,
+one thread, for a 50,257 x 768 float32 matrix in row blocks:
+
+* x^T x: numpy's a.T @ a is BLAS syrk, half the products of the general matmul torch runs
+  (0.34 vs 0.66 CPU s in float32, 0.67 vs 1.28 s in float64);
+* x @ m: OpenBLAS sgemm 1.22 vs torch's (MKL) 1.6-1.8 CPU s per 768 x 1,536 product;
+* exp in place: 0.015 vs 0.048 CPU s per 10,922 x 1,536 block.
+
+On CUDA they are the plain torch operations. While a pass runs on the CPU (`pass_threads`), torch's
+own operations (elementwise, memory-bound) keep to one thread, so its OpenMP threads do not spin
+against numpy's BLAS threads in the same process: with both pools on 2 cores the full GPT-2-size
+report took 10.3 CPU s instead of 5.4.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+
+def eigh_threads(available: int) -> int:
+    """Threads for a CPU eigendecomposition: at most `available`, and no more than the cores the
+    1-minute load average leaves idle (this process's own running thread counted as idle). LAPACK's
+    threads spin against other processes: on 2 shared cores at load 5, d = 2,048 took 25 s on two
+    threads and 4 s on one (d = 768: 4.4 s and 0.34 s), so a busy machine gets one thread and a
+    quiet one all it has."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    idle = int(cores + 1 - os.getloadavg()[0])
+    return max(1, min(available, idle))
+
+
+@contextlib.contextmanager
+def pass_threads(device: torch.device) -> Iterator[None]:
+    """One torch thread for the duration of a pass on the CPU (restored afterwards)."""
+    saved = torch.get_num_threads()
+    if device.type != "cpu" or saved == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def gram_block(x: torch.Tensor) -> torch.Tensor:
+    """x^T x of a [rows, d] block, in x's dtype (syrk through numpy on the CPU)."""
+    if x.device.type == "cpu":
+        a = np.ascontiguousarray(x.numpy())
+        return torch.from_numpy(a.T @ a)
+    return x.T @ x
+
+
+def matmul(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """x @ m (through numpy's BLAS on the CPU)."""
+    if x.device.type == "cpu":
+        return torch.from_numpy(np.matmul(x.numpy(), m.numpy()))
+    return x @ m
+
+
+def exp_(x: torch.Tensor) -> torch.Tensor:
+    """exp(x) in place, returned (numpy's vectorised exp on the CPU)."""
+    if x.device.type == "cpu" and x.is_contiguous():
+        a = x.numpy()
+        np.exp(a, out=a)
+        return x
+    return x.exp_()
