@@ -22,6 +22,7 @@ standard deviations) are accumulated in float64 over row blocks, so no full-size
     inverse_sqrt(sigma)                    Yokoi et al. 2024     Sigma^(-1/2), symmetric (ZCA)
     zipfian_whiten(x, p)                   Yokoi et al. 2024     v' = Sigma^(-1/2) (v - mu)
     tensor_summary(x)                      norm, mean, std, min, max (what patch-checkpoint reports)
+    sinusoidal_positions(positions, d)     paper 002 eq. 2     P[i, 2k] = sin(i / 10000^(2k/D)), P[i, 2k+1] = cos(...)
 
 The smoothing formula itself is `nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
 these functions into a plan over a checkpoint's tensors and writes the result.
@@ -322,3 +323,23 @@ def zipfian_whiten(x: torch.Tensor, p: np.ndarray | torch.Tensor) -> torch.Tenso
     for start in range(0, x.shape[0], _ROW_BLOCK):
         out[start:start + _ROW_BLOCK] = ((x[start:start + _ROW_BLOCK].to(torch.float64) - mu) @ root).to(x.dtype)
     return out
+
+
+def sinusoidal_positions(positions: torch.Tensor, d: int) -> torch.Tensor:
+    """The sinusoidal positional encodings P[p] of the given positions, float32 [len(positions), d]
+    (paper 002 app. A.1 eq. 2; Vaswani et al. 2017 sec. 3.5): P[p, 2k] = sin(p / 10000^(2k/d)) and
+    P[p, 2k+1] = cos(p / 10000^(2k/d)).
+
+    Eq. 2 as printed divides by 10000^(j/D) for the odd columns too; nb follows Vaswani's 2k/d (the
+    PyTorch transformer tutorial's PositionalEncoding, which the paper's table 6 matches: its "Pos.
+    Encoding" mean 0.131 is Vaswani's over max_len = 5000 positions at D = 300; the printed form gives
+    0.133). The angles are computed in float64."""
+    if d < 1:
+        raise ConfigError(f"positional encodings need a width >= 1, got {d}")
+    pos = positions.to(torch.float64).reshape(-1, 1)
+    even = torch.arange(0, d, 2, dtype=torch.float64)
+    angles = pos / torch.pow(10000.0, even / d)
+    out = torch.empty(pos.shape[0], d, dtype=torch.float64)
+    out[:, 0::2] = torch.sin(angles)
+    out[:, 1::2] = torch.cos(angles[:, : d // 2])
+    return out.to(torch.float32)

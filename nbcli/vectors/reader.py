@@ -1,0 +1,411 @@
+"""THE reader of word vectors as they ship: GloVe text, word2vec text and binary, fastText `.vec`,
+any of them compressed (paper 002 sec. 5: GloVe 300-d word vectors).
+
+Formats (`format="auto"` decides by content, never by the name alone):
+
+    glove            `word v1 ... vD` per line, no header (glove.6B/42B/840B.*.txt); D is the number
+                     of fields of the first line minus one
+    word2vec         a header line `N D`, then `word v1 ... vD` lines (word2vec -binary 0, fastText .vec)
+    word2vec-binary  a header line `N D`, then N records `word<space>` + D little-endian float32
+                     (+ an optional newline), as word2vec.c writes them (GoogleNews-vectors-negative300.bin)
+
+The rule: the first bytes say the compression (gzip 1f 8b, bzip2 `BZh`, xz fd 37 7a 58 5a 00, zstd
+28 b5 2f fd: a `.gz` file that is not gzip is read as what it is). After decompression, a first line
+of exactly two integers is a header; the line after it is text when it splits into at least D + 1
+fields whose last D are numbers, else the records are binary. No header: GloVe text.
+
+Text lines: the LAST D fields are the vector and everything before them is the word, so GloVe 840B's
+few words containing spaces (`. . .`, `at name@domain.com`) read whole. A line with another number of
+numbers is an error, and so is a word with spaces whose last part is itself a number (a line with D +
+1 numbers would otherwise pass as a word with a space). A blank line is an error (except after the last).
+
+Errors (one line, `nbcli.errors.InputError`, naming FILE:LINE; binary records FILE: record K (byte B)):
+a wrong dimension; a field that is not a number; NaN or infinity; fewer rows than the header says;
+a truncated binary record; a duplicate word (`duplicates="error"`, the default, names the second
+occurrence's line and the first's; `"keep-first"` keeps the first row and counts the rest in
+`duplicates_skipped`). Bad UTF-8: an error in the text formats (FILE:LINE); in word2vec binary files
+it is escaped (`\\xNN`, `backslashreplace`, counted in `escaped_words`) because word2vec.c truncates
+long words inside multibyte characters and Google's GoogleNews vectors hold some; escaping keeps two
+different byte strings two different words, where 'replace' or 'ignore' would make duplicates.
+
+Memory is bounded by the rows kept: `limit` (the first N rows kept; reading stops there) and
+`vocabulary` (keep only these words; others are parsed for their dimension, then dropped); rows go
+into a float32 array that grows by doubling (preallocated from the header when there is one); the
+file is read in 1 MiB blocks, never whole. Duplicates are checked among the rows kept.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, Literal
+
+import numpy as np
+
+from nbcli.errors import ConfigError, InputError
+
+Format = Literal["auto", "glove", "word2vec", "word2vec-binary"]
+Duplicates = Literal["error", "keep-first"]
+FORMATS = ("auto", "glove", "word2vec", "word2vec-binary")
+DUPLICATES = ("error", "keep-first")
+MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+_HEADER = re.compile(rb"^[ \t]*(\d+)[ \t]+(\d+)[ \t]*\r?$")
+_BLOCK = 1 << 20
+_MAX_LINE = 1 << 26  # a 64 MiB line is not a word vector
+
+
+@dataclass(frozen=True)
+class WordVectors:
+    """Word vectors as read: `words[i]` has the float32 row `vectors[i]`, in file order."""
+
+    words: list[str]
+    vectors: np.ndarray
+    path: str
+    format: str
+    compression: str | None = None
+    header: tuple[int, int] | None = None
+    rows_read: int = 0  # rows parsed (kept or not)
+    duplicates_skipped: int = 0
+    escaped_words: int = 0
+    index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def summary(self) -> dict[str, object]:
+        """What a report says about the file (no rows)."""
+        return {"path": self.path, "format": self.format, "compression": self.compression,
+                "header": list(self.header) if self.header else None, "rows": len(self.words), "dim": self.dim,
+                "rows_read": self.rows_read, "duplicates_skipped": self.duplicates_skipped,
+                "escaped_words": self.escaped_words}
+
+
+def detect_compression(head: bytes) -> str | None:
+    """The compression named by a file's first bytes (see the module docstring), or None."""
+    for magic, name in MAGIC.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
+class _Source:
+    """A decompressed byte stream read in blocks, with the line number and byte offset of what it
+    hands out (the error messages' FILE:LINE and byte B)."""
+
+    def __init__(self, path: str) -> None:
+        from nbcli.corpus.sources import CorpusSource
+        from nbcli.corpus.text import open_stream
+        from nbcli.limits import input_stat
+
+        size = input_stat(path, "word-vector file").st_size
+        try:
+            with open(path, "rb") as probe:
+                head = probe.read(8)
+        except OSError as err:
+            raise InputError(f"{path}: cannot read the word-vector file: {err.strerror or err}") from None
+        self.path, self.compression = path, detect_compression(head)
+        self._stream: BinaryIO = open_stream(CorpusSource(path, size, self.compression))
+        self._buf, self._pos, self.offset, self.line, self._eof = b"", 0, 0, 1, False
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def _fill(self) -> bool:
+        """Read one more block into the buffer; False at the end of the stream."""
+        if self._eof:
+            return False
+        import lzma
+        import zlib
+
+        try:
+            data = self._stream.read(_BLOCK)
+        except (EOFError, OSError, lzma.LZMAError, zlib.error) as err:
+            raise InputError(f"{self.path}: corrupt or truncated {self.compression or ''} stream near line "
+                             f"{self.line} ({err})".replace("  ", " ")) from None
+        if not data:
+            self._eof = True
+            return False
+        self._buf = self._buf[self._pos:] + data
+        self._pos = 0
+        return True
+
+    def readline(self) -> bytes | None:
+        """The next line without its newline; None at the end."""
+        while True:
+            end = self._buf.find(b"\n", self._pos)
+            if end >= 0:
+                line = self._buf[self._pos:end]
+                self.offset += end + 1 - self._pos
+                self._pos = end + 1
+                self.line += 1
+                return line
+            if len(self._buf) - self._pos > _MAX_LINE:
+                raise InputError(f"{self.path}:{self.line}: line longer than {_MAX_LINE >> 20} MiB: not a word-vector file")
+            if not self._fill():
+                if self._pos >= len(self._buf):
+                    return None
+                line = self._buf[self._pos:]
+                self.offset += len(line)
+                self._pos = len(self._buf)
+                self.line += 1
+                return line
+
+    def lines(self) -> Iterator[bytes]:
+        """The remaining lines, a block at a time (self.line is the number of the line after the one
+        last yielded)."""
+        while True:
+            end = self._buf.rfind(b"\n", self._pos)
+            if end < 0:
+                if len(self._buf) - self._pos > _MAX_LINE:
+                    raise InputError(f"{self.path}:{self.line}: line longer than {_MAX_LINE >> 20} MiB")
+                if self._fill():
+                    continue
+                rest = self._buf[self._pos:]
+                self._pos = len(self._buf)
+                if rest:
+                    self.line += 1
+                    yield rest
+                return
+            block = self._buf[self._pos:end].split(b"\n")
+            self._pos = end + 1
+            for line in block:
+                self.line += 1
+                yield line
+
+    def peek_line(self) -> bytes:
+        """The next line (at most 64 MiB), not consumed."""
+        while self._buf.find(b"\n", self._pos) < 0 and len(self._buf) - self._pos <= _MAX_LINE and self._fill():
+            pass
+        end = self._buf.find(b"\n", self._pos)
+        return self._buf[self._pos:end if end >= 0 else len(self._buf)]
+
+    def read(self, n: int) -> bytes:
+        """Exactly n bytes, or fewer at the end of the stream."""
+        while len(self._buf) - self._pos < n and self._fill():
+            pass
+        data = self._buf[self._pos:self._pos + n]
+        self._pos += len(data)
+        self.offset += len(data)
+        return data
+
+    def read_until_space(self) -> bytes | None:
+        """Bytes up to (not including) the next b' ', consumed with it; None at a clean end."""
+        while True:
+            end = self._buf.find(b" ", self._pos)
+            if end >= 0:
+                word = self._buf[self._pos:end]
+                self.offset += end + 1 - self._pos
+                self._pos = end + 1
+                return word
+            if len(self._buf) - self._pos > _MAX_LINE:
+                raise InputError(f"{self.path}: byte {self.offset}: no space within {_MAX_LINE >> 20} MiB: "
+                                 "not a word2vec binary record")
+            if not self._fill():
+                return None if self._pos >= len(self._buf) else self._buf[self._pos:]
+
+
+def _numbers(fields: list[bytes]) -> bool:
+    try:
+        for f in fields:
+            float(f)
+    except ValueError:
+        return False
+    return True
+
+
+def sniff(first: bytes, second: bytes) -> tuple[str, tuple[int, int] | None]:
+    """(format, header) from the first two lines of the decompressed file (the module's rule)."""
+    match = _HEADER.match(first)
+    if match is None:
+        return "glove", None
+    header = (int(match.group(1)), int(match.group(2)))
+    fields = second.split()
+    if len(fields) >= header[1] + 1 and _numbers(fields[-header[1]:]):
+        return "word2vec", header
+    return "word2vec-binary", header
+
+
+class _Rows:
+    """The kept rows: words, their index (the duplicate check) and a float32 array that grows."""
+
+    def __init__(self, path: str, dim: int, capacity: int, duplicates: Duplicates) -> None:
+        self.path, self.dim, self.duplicates = path, dim, duplicates
+        self.words: list[str] = []
+        self.index: dict[str, int] = {}
+        self.where: list[str] = []
+        self.array = np.empty((max(capacity, 1), dim), dtype=np.float32)
+        self.skipped = 0
+
+    def add(self, word: str, row: np.ndarray | list[float], where: str) -> None:
+        first = self.index.get(word)
+        if first is not None:
+            if self.duplicates == "error":
+                raise InputError(f"{where}: duplicate word {word!r} (first at {self.where[first]}); "
+                                 "duplicates='keep-first' (--duplicates keep-first) keeps the first row")
+            self.skipped += 1
+            return
+        n = len(self.words)
+        if n == self.array.shape[0]:
+            grown = np.empty((2 * n, self.dim), dtype=np.float32)
+            grown[:n] = self.array
+            self.array = grown
+        self.array[n] = row
+        self.index[word] = n
+        self.words.append(word)
+        self.where.append(where)
+
+    def matrix(self) -> np.ndarray:
+        n = len(self.words)
+        return self.array[:n] if self.array.shape[0] == n else np.ascontiguousarray(self.array[:n])
+
+
+def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit: int | None = None,
+                 vocabulary: Collection[str] | None = None, duplicates: Duplicates = "error") -> WordVectors:
+    """Read a word-vector file (the module docstring: formats, the detection rule, errors, memory)."""
+    path = os.fspath(path)
+    if format not in FORMATS:
+        raise ConfigError(f"unknown word-vector format {format!r}: expected {', '.join(FORMATS)}")
+    if duplicates not in DUPLICATES:
+        raise ConfigError(f"--duplicates must be error or keep-first, got {duplicates!r}")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
+    keep = None if vocabulary is None else set(vocabulary)
+    source = _Source(path)
+    try:
+        first = source.peek_line()
+        header_match = _HEADER.match(first)
+        if header_match is not None:
+            source.readline()
+        second = source.peek_line()
+        if header_match is not None:
+            first_fmt, header = sniff(first, second)
+        else:
+            first_fmt, header = "glove", None
+        fmt = first_fmt if format == "auto" else format
+        if fmt != "glove" and header is None:
+            raise InputError(f"{path}:1: no `N D` header line: not a {fmt} file (GloVe text has none: format glove)")
+        if fmt == "glove" and header is not None:
+            raise InputError(f"{path}:1: a `N D` header line: a word2vec/fastText file, not GloVe text")
+        if fmt == "glove":
+            if b"\x00" in second:
+                raise InputError(f"{path}:1: binary data without a `N D` header: not a word-vector file (a fastText "
+                                 ".bin model? its .vec is)")
+            fields = second.split()
+            if len(fields) < 2:
+                raise InputError(f"{path}:1: expected `word v1 ... vD`, got {len(fields)} field(s)")
+            dim = len(fields) - 1
+        else:
+            assert header is not None
+            dim = header[1]
+            if dim < 1:
+                raise InputError(f"{path}:1: header `{header[0]} {header[1]}` names no dimensions")
+        capacity = min(header[0] if header else 1 << 16, limit or (1 << 62), 1 << 22)
+        if keep is not None:
+            capacity = min(capacity, max(len(keep), 1))
+        rows = _Rows(path, dim, capacity, duplicates)
+        wanted = header[0] if header else None
+        if fmt == "word2vec-binary":
+            read, escaped = _read_binary(source, rows, dim, wanted, limit, keep)
+        else:
+            read, escaped = _read_text(source, rows, dim, wanted, limit, keep), 0
+    finally:
+        source.close()
+    if not rows.words:
+        raise InputError(f"{path}: no word vectors kept ({read} read" + (", none in the vocabulary asked for)"
+                                                                        if keep is not None else ")"))
+    return WordVectors(rows.words, rows.matrix(), path, fmt, source.compression, header, read, rows.skipped,
+                       escaped, rows.index)
+
+
+def _short(field: bytes) -> str:
+    text = repr(field[:40].decode("utf-8", "backslashreplace"))
+    return text + ("..." if len(field) > 40 else "")
+
+
+def _text_row(line: bytes, dim: int, where: str) -> tuple[str, list[float]]:
+    """(word, values) of one text line: the last `dim` fields are the numbers, the rest the word."""
+    parts = line.rsplit(None, dim)
+    if len(parts) != dim + 1 or not parts[0].strip():
+        raise InputError(f"{where}: {max(len(line.split()) - 1, 0)} numbers, expected {dim} (the dimension of the "
+                         "first row)")
+    word_bytes = parts[0].strip()
+    if len(word_bytes.split()) > 1 and _numbers(word_bytes.split()[-1:]):
+        raise InputError(f"{where}: {len(line.split()) - 1} numbers, expected {dim} (the dimension of the first row)")
+    try:
+        values = list(map(float, parts[1:]))
+    except ValueError:
+        bad = next(f for f in parts[1:] if not _numbers([f]))
+        raise InputError(f"{where}: {_short(bad)} is not a number") from None
+    if not all(map(math.isfinite, values)):
+        raise InputError(f"{where}: NaN or infinite value in the vector of {word_bytes!r}")
+    try:
+        word = word_bytes.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{where}: invalid UTF-8 in the word at byte {err.start}") from None
+    return word, values
+
+
+def _read_text(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit: int | None,
+               keep: set[str] | None) -> int:
+    read = 0
+    path = source.path
+    blank: int | None = None
+    for line in source.lines():
+        if wanted is not None and read == wanted:
+            if line.strip():
+                raise InputError(f"{path}:{source.line - 1}: more rows than the header's {wanted}")
+            continue
+        if not line.strip():
+            blank = blank or source.line - 1
+            continue
+        if blank is not None:
+            raise InputError(f"{path}:{blank}: blank line inside the word vectors")
+        where = f"{path}:{source.line - 1}"
+        word, values = _text_row(line, dim, where)
+        read += 1
+        if keep is None or word in keep:
+            rows.add(word, values, where)
+            if limit is not None and len(rows.words) >= limit:
+                break
+    else:
+        if wanted is not None and read < wanted:
+            raise InputError(f"{path}:{source.line}: the file ends after {read} rows; its header says {wanted} "
+                             "(truncated?)")
+    return read
+
+
+def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit: int | None,
+                 keep: set[str] | None) -> tuple[int, int]:
+    assert wanted is not None
+    width = 4 * dim
+    escaped = 0
+    path = source.path
+    for record in range(1, wanted + 1):
+        start = source.offset
+        raw = source.read_until_space()
+        where = f"{path}: record {record} (byte {start})"
+        raw = b"" if raw is None else raw.lstrip(b"\n")
+        data = source.read(width) if raw else b""
+        if not raw:
+            raise InputError(f"{where}: the file ends after {record - 1} records; its header says {wanted} (truncated)")
+        if len(data) < width:
+            raise InputError(f"{where}: truncated: {len(data)} of the vector's {width} bytes")
+        try:
+            word = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            word = raw.decode("utf-8", "backslashreplace")
+            escaped += 1
+        if not word:
+            raise InputError(f"{where}: empty word (not a word2vec binary record)")
+        values = np.frombuffer(data, dtype="<f4")
+        if not np.isfinite(values).all():
+            raise InputError(f"{where}: NaN or infinite value in the vector of {word!r}")
+        if keep is None or word in keep:
+            rows.add(word, values, where)
+            if limit is not None and len(rows.words) >= limit:
+                return record, escaped
+    return wanted, escaped
