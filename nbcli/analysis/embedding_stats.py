@@ -1,8 +1,8 @@
 """Embedding statistics as paper 002 tabulates them (Kim et al., tables 2, 6 and 8): the range
 (min, max), mean and sample standard deviation of all entries of an embedding matrix, and the same
 scaled by sqrt(D) as table 6 scales them (the embedding a Transformer adds to its positional
-encoding is x * sqrt(D)), for a checkpoint's input and output embeddings and for a pretrained
-embedding before and after each of nb's initialisations.
+encoding is x * sqrt(D)), for a checkpoint's input and output embeddings, for word vectors (GloVe, word2vec: table 6) and
+their table 4 transforms, and for a pretrained embedding before and after each of nb's initialisations.
 
 Initialisations (`INITIALISATIONS`, the functions of `nbcli.ops`, as nb patch-checkpoint and nb
 train apply them):
@@ -118,3 +118,39 @@ def embedding_stats_report(checkpoint_path: Any, *, arch: str = "auto", mapping:
 
 def _naming_tensor(ckpt: Any, name: str) -> Any:
     return naming(f"{ckpt.shard_of(name)}: tensor {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading word vectors (the one word-vector reader, table 4's transforms)
+
+
+def vectors_stats_report(vectors_path: Any, *, transforms: tuple[str, ...] = (), positions: Any = None,
+                         inits: tuple[str, ...] = (), seed: int = 0, shuffle_mode: ops.ShuffleMode = "rows",
+                         limit: int | None = None, duplicates: Any = "error") -> dict[str, Any]:
+    """`nb embedding-stats --vectors`: table 6 for a word-vector file. Rows: the vectors as read; the
+    matrix after each prefix of `transforms` (nbcli.vectors.transforms, in order); the positional
+    encodings added (table 6's "Pos. Encoding"), when a pos-enc transform is in the chain; then one
+    row per initialisation in `inits` of the vectors as read (xavier: table 6's "Xavier" of the same
+    N x D; pretrained-xavier: its "Pretrained_Xavier")."""
+    from nbcli.vectors.reader import read_vectors
+    from nbcli.vectors.transforms import Positions, positional_table, transform_chain
+
+    positions = positions or Positions()
+    wv = read_vectors(vectors_path, limit=limit, duplicates=duplicates)
+    source = torch.from_numpy(wv.vectors)
+    path = str(vectors_path)
+    base = {"tensor": path, "role": "vectors"}
+    with naming(path):
+        rows = [{**embedding_row("vectors", source), **base, "initialisation": None, "transform": None}]
+        for label, matrix in transform_chain(source, transforms, positions):
+            rows.append({**embedding_row(label, matrix), **base, "initialisation": None, "transform": label})
+        if any(name.startswith("pos-enc") for name in transforms):
+            table = positional_table(source.shape[0], source.shape[1], positions)
+            rows.append({**embedding_row("positional-encoding", table), **base, "initialisation": None,
+                         "transform": "positional-encoding"})
+        for init, matrix in initialisations(source, seed, shuffle_mode, inits):
+            rows.append({**embedding_row(init, matrix), **base, "initialisation": init, "transform": None})
+    return {"checkpoint": path, "architecture": f"{wv.format} word vectors", "tied": None, "source": path,
+            "vectors": wv.summary(), "transforms": list(transforms),
+            "positions": positions.as_dict() if any(t.startswith("pos-enc") for t in transforms) else None,
+            "initialisations": list(inits), "seed": seed, "shuffle_mode": shuffle_mode, "rows": rows}

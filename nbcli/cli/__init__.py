@@ -20,7 +20,7 @@ from nbcli.cli.base import NbGroup
 # Each command's CLI module (nbcli/cli/<module>.py, with a `register(app)`), in `nb --help` order.
 COMMAND_MODULES = {
     "quickstart": "quickstart", "count-unigrams": "count_unigrams", "merge-counts": "merge_counts",
-    "patch-checkpoint": "patch_checkpoint", "inspect": "inspect", "embedding-stats": "embedding_stats",
+    "patch-checkpoint": "patch_checkpoint", "inspect": "inspect", "embedding-stats": "embedding_stats", "analogy": "analogy",
     "probe-bias": "probe_bias", "train": "train",
     "eval": "eval", "predict": "predict", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
     "plot-run": "plot_run", "plot-by-frequency": "plot_by_frequency", "attention-maps": "attention_maps",

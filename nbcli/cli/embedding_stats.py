@@ -1,4 +1,4 @@
-"""`nb embedding-stats`: paper 002's embedding statistics (tables 2, 6, 8) for a checkpoint."""
+"""`nb embedding-stats`: paper 002's embedding statistics (tables 2, 6, 8) for a checkpoint or word vectors."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ embedding, or --tensor), the functions nb patch-checkpoint and nb train apply:
   xavier-pretrained    eq. 4: the Xavier draw standardised to the source's mean and σ (table 8)
   pretrained-shuffled  sec. 3.4, --shuffle-mode (same statistics as the source, table 2's note)
 
+With --vectors, IN is a word-vector file (GloVe, word2vec, fastText .vec, compressed or not; the
+reader of nb analogy) and table 6's rows come from it: the vectors, the matrix after each prefix of
+--transform (scale-sqrt-d, xavier-std, pos-enc, pos-enc-scaled, as nb analogy applies them), the
+positional encodings added ("Pos. Encoding", when a pos-enc transform is named), then --inits.
+
 A separate command rather than an `nb inspect` option: inspect reads headers only (instant, no
 torch), while these statistics read every entry and draw initialisations.
 
@@ -34,6 +39,7 @@ torch), while these statistics read every entry and draw initialisations.
   nb embedding-stats bert/model.safetensors
   nb embedding-stats glove.safetensors --inits all --plot glove-stats.png
   nb embedding-stats t5/ --inits pretrained,pretrained-xavier --json
+  nb embedding-stats glove.6B.300d.txt --vectors --limit 5893 --transform xavier-std,pos-enc --inits xavier
   nb embedding-stats ckpt.safetensors --tensor encoder.embed_tokens.weight --inits xavier,xavier-pretrained
 """
 
@@ -41,7 +47,21 @@ torch), while these statistics read every entry and draw initialisations.
 def embedding_stats(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
-        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json.")],
+        help="A .safetensors file, a sharded checkpoint directory, or its *.safetensors.index.json; with "
+        "--vectors a word-vector file.")],
+    vectors: Annotated[bool, typer.Option(
+        "--vectors", help="IN is a word-vector file (GloVe, word2vec text/binary, fastText .vec; gz/bz2/xz/zst).")
+    ] = False,
+    transform: Annotated[Optional[str], typer.Option(
+        "--transform", metavar="T,...", help="With --vectors: a row after each of these transforms, applied in "
+        "order: scale-sqrt-d, xavier-std, pos-enc, pos-enc-scaled (as nb analogy).")] = None,
+    positions: Annotated[Literal["index", "random"], typer.Option(
+        "--positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded by --seed, "
+        "in [0, --max-len)).")] = "index",
+    max_len: Annotated[int, typer.Option(
+        "--max-len", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, metavar="N", help="With --vectors: read only the first N rows.")] = None,
     tensor: Annotated[Optional[str], typer.Option(
         "--tensor", metavar="NAME", help="Report this [V, D] tensor (and initialise from it) instead of the "
         "roles (a bare pretrained embedding file, e.g. GloVe saved as safetensors).")] = None,
@@ -49,7 +69,7 @@ def embedding_stats(
         "--inits", metavar="LIST|all",
         help="Comma-separated initialisations of the source to add as rows: xavier, pretrained, "
         "pretrained-xavier, xavier-pretrained, pretrained-shuffled, or all.")] = None,
-    seed: Annotated[int, seed_option("Seed of the Xavier draw and the shuffle")] = 0,
+    seed: Annotated[int, seed_option("Seed of the Xavier draw, the shuffle and random positions")] = 0,
     shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
@@ -70,10 +90,20 @@ def embedding_stats(
         if bad:
             raise ConfigError(f"--inits {inits!r}: unknown initialisation {bad[0]!r}; expected "
                               f"{', '.join(INITIALISATIONS)} or all")
+    if not vectors and (transform is not None or limit is not None):
+        raise ConfigError("--transform and --limit apply to word vectors: add --vectors")
     if plot is not None:
-        _check_plot(plot, checkpoint)
-    report = embedding_stats_report(checkpoint, arch=arch, mapping=mapping or [], tensor=tensor, inits=chosen,
-                                    seed=seed, shuffle_mode=shuffle_mode)
+        _check_plot(plot, checkpoint, vectors)
+    if vectors:
+        from nbcli.analysis.embedding_stats import vectors_stats_report
+        from nbcli.vectors.transforms import Positions, parse_transforms
+
+        report = vectors_stats_report(checkpoint, transforms=parse_transforms(transform),
+                                      positions=Positions(positions, max_len, seed), inits=chosen, seed=seed,
+                                      shuffle_mode=shuffle_mode, limit=limit)
+    else:
+        report = embedding_stats_report(checkpoint, arch=arch, mapping=mapping or [], tensor=tensor, inits=chosen,
+                                        seed=seed, shuffle_mode=shuffle_mode)
     if plot is not None:
         from nbcli import plots
         from nbcli.provenance import tool_version
@@ -86,11 +116,11 @@ def embedding_stats(
     print_report(report, as_json, _render)
 
 
-def _check_plot(plot: Path, checkpoint: Path) -> None:
+def _check_plot(plot: Path, checkpoint: Path, vectors: bool) -> None:
     from nbcli.checkpoint.reader import checkpoint_inputs
     from nbcli.plots import check_figure_outputs
 
-    check_figure_outputs("--plot", [plot], checkpoint_inputs(checkpoint))
+    check_figure_outputs("--plot", [plot], [checkpoint] if vectors else checkpoint_inputs(checkpoint))
 
 
 def _render(report: dict[str, Any]) -> None:
