@@ -25,6 +25,7 @@ API = [
     "generate", "inspect", "open_checkpoint", "plot_by_frequency",
     "patch", "probe", "train_model", "transplant_embeddings", "evaluate_translation", "plot_runs",
     "finetune_classifier", "predict_labels", "evaluate_classifier",
+    "analogy", "read_vectors",
 ]
 API_MODELS = [
     "AttentionGuidanceTrainer", "attention_guidance_loss", "capture_qk", "init_output_bias", "load_model",

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from nbcli.vectors.reader import WordVectors
+
     from nbcli.checkpoint.reader import Checkpoint
     from nbcli.checkpoint.memory import MemoryCheckpoint
 
@@ -582,9 +584,39 @@ def evaluate_classifier(checkpoint: PathLike, corpus: PathLike | Sequence[PathLi
     return Report(evaluate_file(load_classifier(_local(checkpoint), device), _paths(corpus), batch_size))
 
 
+@public
+def read_vectors(path: PathLike, *, format: Literal["auto", "glove", "word2vec", "word2vec-binary"] = "auto",
+                 limit: int | None = None, vocabulary: Sequence[str] | set[str] | None = None,
+                 duplicates: Literal["error", "keep-first"] = "error") -> WordVectors:
+    """Word vectors as they ship (GloVe text, word2vec text/binary, fastText .vec; gzip, bzip2, xz, zstd),
+    the format read from the content: `.words` and the float32 `.vectors` [N, D] in file order, the
+    first `limit` rows kept, only `vocabulary`'s words when given (docs/vectors.md; the reader of `nb analogy`)."""
+    from nbcli.vectors.reader import read_vectors as read
+
+    return read(_local(path), format=format, limit=limit, vocabulary=vocabulary, duplicates=duplicates)
+
+
+@public
+def analogy(vectors: PathLike, questions: PathLike, *, transform: str | Sequence[str] | None = None,
+            positions: Literal["index", "random"] = "index", max_len: int = 5000, seed: int = 0,
+            restrict_vocab: int = 300000, case_sensitive: bool = False, limit: int | None = None,
+            duplicates: Literal["error", "keep-first"] = "error") -> Report:
+    """The word-analogy test (`nb analogy`; paper 002 sec. 6, table 4): 3CosAdd per `: section` and
+    overall, scored as gensim's evaluate_word_analogies with its defaults, after `transform`
+    ("scale-sqrt-d", "xavier-std", "pos-enc", "pos-enc-scaled", applied in order)."""
+    from nbcli.vectors.analogy import analogy_report
+    from nbcli.vectors.transforms import Positions, parse_transforms
+
+    chain = parse_transforms(transform if transform is None or isinstance(transform, str) else ",".join(transform))
+    return Report(analogy_report(_local(vectors), _local(questions), transforms=chain,
+                                 positions=Positions(positions, max_len, seed), case_sensitive=case_sensitive,
+                                 restrict_vocab=restrict_vocab, limit=limit, duplicates=duplicates))
+
+
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
-    "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate", "evaluate_classifier",
-    "evaluate_translation", "finetune_classifier", "generate", "inspect", "open_checkpoint", "patch",
-    "plot_by_frequency", "plot_runs", "predict_labels", "probe", "train_model", "transplant_embeddings",
+    "TrainReport", "TransplantReport", "analogy", "attention_maps", "count_unigrams", "evaluate",
+    "evaluate_classifier", "evaluate_translation", "finetune_classifier", "generate", "inspect", "open_checkpoint",
+    "patch", "plot_by_frequency", "plot_runs", "predict_labels", "probe", "read_vectors", "train_model",
+    "transplant_embeddings",
 ]

@@ -1,0 +1,102 @@
+"""`nb analogy`: the word-analogy test (3CosAdd) on word vectors, after paper 002 table 4's transforms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+
+from nbcli.cli.base import NbCommand
+from nbcli.cli.options import JsonOption, seed_option
+
+EPILOG = """\
+[bold]Scoring[/] (Mikolov et al. 2013; paper 002 sec. 6, table 4), as gensim's
+KeyedVectors.evaluate_word_analogies with its defaults, so the accuracies are equal:
+  answer = argmax cos(v, b̂ + ĉ − â) over the first --restrict-vocab rows (300000), the three question
+  words (and their case variants) excluded; words compared after str.upper() unless --case-sensitive
+  (a word with several case variants takes the first row); a question counts as applicable when its
+  four words are among those rows; lines without four words are skipped (a warning says how many).
+  accuracy = correct / applicable, per `: section` and overall.
+
+[bold]Vectors[/]: GloVe text (no header), word2vec text or binary (`N D` header), fastText .vec;
+gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/vectors.md).
+
+[bold]Transforms[/] (--transform, applied in the order given to all rows read; table 4's rows):
+  scale-sqrt-d     × √D
+  xavier-std       eq. 1: mean 0, σ = sqrt(2/(N+D)), N the rows read (--limit sets it)
+  pos-enc          + sinusoidal positional encoding (Vaswani) at each row's position (--positions)
+  pos-enc-scaled   + the encoding × σp/σx (σp the matrix's σ, σx Xavier's)
+--positions index puts row i at position i; random draws positions in [0, --max-len) with --seed
+(paper 002 footnote 6).
+
+[bold]Examples[/]
+
+  nb analogy glove.6B.300d.txt --questions questions-words.txt
+  nb analogy glove.6B.300d.txt --questions questions-words.txt --transform xavier-std,pos-enc --json
+  nb analogy GoogleNews-vectors-negative300.bin.gz --questions questions-words.txt --limit 300000
+"""
+
+
+def analogy(
+    vectors: Annotated[Path, typer.Argument(
+        metavar="VECTORS", show_default=False,
+        help="Word vectors: GloVe .txt, word2vec .txt/.bin, fastText .vec, optionally compressed.")],
+    questions: Annotated[Path, typer.Option(
+        "--questions", metavar="FILE", show_default=False,
+        help="Analogy questions in questions-words.txt format (`: section` lines, then `a b c d` lines).")],
+    transform: Annotated[Optional[str], typer.Option(
+        "--transform", metavar="T,...",
+        help="Transforms applied in order before scoring: scale-sqrt-d, xavier-std, pos-enc, pos-enc-scaled.")] = None,
+    positions: Annotated[Literal["index", "random"], typer.Option(
+        "--positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded, "
+        "in [0, --max-len)).")] = "index",
+    max_len: Annotated[int, typer.Option(
+        "--max-len", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
+    seed: Annotated[int, seed_option("Seed of the random positions")] = 0,
+    restrict_vocab: Annotated[int, typer.Option(
+        "--restrict-vocab", min=0, help="Only the first N rows are candidates and count as present "
+        "(gensim's default; 0: all rows).")] = 300000,
+    case_sensitive: Annotated[bool, typer.Option(
+        "--case-sensitive", help="Compare words as written (default: after str.upper(), as gensim).")] = False,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, metavar="N", help="Read only the first N rows of the vectors.")] = None,
+    duplicates: Annotated[Literal["error", "keep-first"], typer.Option(
+        "--duplicates", help="A word twice in the vectors: an error naming both lines, or keep the first row.")
+    ] = "error",
+    as_json: JsonOption = False,
+) -> None:
+    """Score word vectors on the word-analogy test (3CosAdd, as gensim's evaluate_word_analogies) per section and overall, after paper 002 table 4's transforms."""  # noqa: E501
+    from nbcli.cli.console import print_report, print_warnings
+    from nbcli.vectors.analogy import analogy_report
+    from nbcli.vectors.transforms import Positions, parse_transforms
+
+    chain = parse_transforms(transform)
+    report = analogy_report(vectors, questions, transforms=chain, positions=Positions(positions, max_len, seed),
+                            case_sensitive=case_sensitive, restrict_vocab=restrict_vocab, limit=limit,
+                            duplicates=duplicates)
+    print_warnings(report["warnings"])
+    print_report(report, as_json, _render)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import esc, stdout_console
+
+    console = stdout_console()
+    v = report["vectors"]
+    console.print(f"[bold]{esc(v['path'])}[/] ({esc(v['format'])}{', ' + esc(v['compression']) if v['compression'] else ''}"
+                  f"): {v['rows']} words × {v['dim']}; candidates: the first {report['candidates']}; "
+                  f"transforms: {esc(','.join(report['transforms']) or 'none')}")
+    table = Table(title=f"3CosAdd on {esc(report['questions'])}", title_justify="left")
+    for column in ("section", "correct", "applicable", "total", "accuracy"):
+        table.add_column(column, justify="left" if column == "section" else "right", no_wrap=True)
+    for row in (*report["sections"], report["overall"]):
+        acc = "—" if row["accuracy"] is None else f"{100 * row['accuracy']:.1f}%"
+        table.add_row(esc(row["section"]), str(row["correct"]), str(row["applicable"]), str(row["total"]), acc)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analogy", epilog=EPILOG, cls=NbCommand)(analogy)
