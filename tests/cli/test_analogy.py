@@ -1,0 +1,92 @@
+"""`nb analogy` and `nb embedding-stats --vectors` through CliRunner and a real `nb` process: the
+JSON report, the transforms' rows, and every reader error as one line naming FILE:LINE."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+from tests.vectors.writers import random_vectors, to_bytes, write
+
+QUESTIONS = ": s1\nw0 w1 w2 w3\nw4 w5 w6 w7\n: s2\nw8 w9 w10 absent\n"
+
+
+def planted(tmp_path: Path) -> Path:
+    words, x = random_vectors(30, 6, seed=2)
+    x[3] = x[1] - x[0] + x[2]  # w0 : w1 :: w2 : w3 is right by construction
+    return write(tmp_path / "v.txt", "glove", words, x)
+
+
+def test_json_report_in_process_and_subprocess(tmp_path: Path) -> None:
+    vectors = planted(tmp_path)
+    q = tmp_path / "q.txt"
+    q.write_text(QUESTIONS)
+    result = invoke("analogy", vectors, "--questions", q, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    s1, s2 = report["sections"]
+    assert s1["section"] == "s1" and s1["applicable"] == 2 and s1["correct"] >= 1
+    assert (s2["applicable"], s2["total"], s2["accuracy"]) == (0, 1, None)
+    assert report["overall"]["total"] == 3 and report["vectors"]["format"] == "glove"
+    proc = run_nb("analogy", vectors, "--questions", q, "--json", "--transform", "xavier-std,pos-enc",
+                  "--positions", "random", "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    sub = json.loads(proc.stdout)
+    assert sub["transforms"] == ["xavier-std", "pos-enc"]
+    assert sub["positions"] == {"mode": "random", "max_len": 5000, "seed": 3}
+    table = run_nb("analogy", vectors, "--questions", q)
+    assert table.returncode == 0 and b"overall" in table.stdout
+
+
+@pytest.mark.parametrize("content, where", [
+    (b"a 1 2\nb 3 4\na 5 6\n", ":3: duplicate word 'a'"),
+    (b"a 1 2\nb 3 4 5\n", ":2: 3 numbers, expected 2"),
+    (b"a 1 2\n\xc3( 3 4\n", ":2: invalid UTF-8"),
+])
+def test_text_errors_are_one_line_naming_file_and_line(tmp_path: Path, content: bytes, where: str) -> None:
+    vectors = tmp_path / "bad.txt"
+    vectors.write_bytes(content)
+    q = tmp_path / "q.txt"
+    q.write_text(": s\na b a b\n")
+    for stderr in (invoke("analogy", vectors, "--questions", q).stderr,
+                   run_nb("analogy", vectors, "--questions", q).stderr.decode()):
+        assert_one_line_error(stderr, f"{vectors}{where}")
+    assert vectors.read_bytes() == content  # inputs untouched
+
+
+def test_truncated_binary_is_one_line_naming_the_record(tmp_path: Path) -> None:
+    words, x = random_vectors(4, 3)
+    vectors = tmp_path / "v.bin"
+    vectors.write_bytes(to_bytes("word2vec-binary", words, x)[:-5])
+    q = tmp_path / "q.txt"
+    q.write_text(": s\nw0 w1 w0 w1\n")
+    proc = run_nb("analogy", vectors, "--questions", q, "--json")
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert_one_line_error(proc.stderr.decode(), f"{vectors}: record 4 (byte", "truncated")
+    result = invoke("analogy", vectors, "--questions", q, "--transform", "nope")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "unknown transform 'nope'")
+
+
+def test_embedding_stats_on_vectors_matches_numpy(tmp_path: Path) -> None:
+    words, x = random_vectors(40, 8, seed=4)
+    vectors = write(tmp_path / "v.vec.gz", "vec", words, x, "gzip")
+    result = invoke("embedding-stats", vectors, "--vectors", "--transform", "scale-sqrt-d,xavier-std,pos-enc",
+                    "--inits", "xavier", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["label"]: r for r in json.loads(result.stdout)["rows"]}
+    assert list(rows) == ["vectors", "scale-sqrt-d", "scale-sqrt-d,xavier-std", "scale-sqrt-d,xavier-std,pos-enc",
+                          "positional-encoding", "xavier"]
+    x64 = x.astype(np.float64)
+    assert rows["vectors"]["std"] == pytest.approx(x64.std(ddof=1), rel=1e-6)
+    assert rows["scale-sqrt-d"]["max"] == pytest.approx(x64.max() * math.sqrt(8), rel=1e-6)
+    assert rows["scale-sqrt-d,xavier-std"]["std"] == pytest.approx(math.sqrt(2 / 48), rel=1e-5)
+    assert rows["positional-encoding"]["max"] <= 1 and rows["xavier"]["shape"] == [40, 8]
+    refused = invoke("embedding-stats", vectors, "--transform", "pos-enc")
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, "add --vectors")
