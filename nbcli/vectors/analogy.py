@@ -35,10 +35,8 @@ BUDGET = 1 << 25
 RESTRICT_VOCAB = 300000
 
 
-@dataclass(frozen=True)
-class Question:
-    section: int
-    words: tuple[str, str, str, str]
+Question = tuple[int, tuple[str, ...]]
+"""(section index, the four words a b c d)."""
 
 
 @dataclass(frozen=True)
@@ -55,28 +53,34 @@ def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
 
     path = os.fspath(path)
     input_stat(path, "questions file")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the questions file: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        number = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1)
+        raise InputError(f"{path}:{number}: invalid UTF-8 at byte {column} of the line") from None
     sections: list[str] = []
     questions: list[Question] = []
     skipped = 0
-    try:
-        with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise InputError(f"{path}:{number}: invalid UTF-8 at byte {err.start} of the line") from None
-                if line.startswith(": "):
-                    sections.append(line.lstrip(": ").strip())
-                    continue
-                words = line.split()
-                if len(words) != 4:
-                    skipped += 1
-                    continue
-                if not sections:
-                    raise InputError(f"{path}:{number}: a question before any `: section` line")
-                questions.append(Question(len(sections) - 1, (words[0], words[1], words[2], words[3])))
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the questions file: {err.strerror or err}") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the end of the last line, not a line
+    for number, line in enumerate(lines, 1):
+        if line.startswith(": "):
+            sections.append(line.lstrip(": ").strip())
+            continue
+        words = line.split()
+        if len(words) != 4:
+            skipped += 1
+            continue
+        if not sections:
+            raise InputError(f"{path}:{number}: a question before any `: section` line")
+        questions.append((len(sections) - 1, tuple(words)))
     if not sections:
         raise InputError(f"{path}: no `: section` line: not a questions-words file")
     return QuestionSet(path, sections, questions, skipped)
@@ -150,8 +154,8 @@ def score_analogies(words: list[str], x: torch.Tensor, questions: QuestionSet, *
     applicable: list[Question] = []
     keys: list[tuple[str, ...]] = []
     for q in questions.questions:
-        k = tuple(_key(w, case_sensitive) for w in q.words)
-        if all(w in first for w in k):
+        k = q[1] if case_sensitive else tuple(w.upper() for w in q[1])
+        if k[0] in first and k[1] in first and k[2] in first and k[3] in first:
             applicable.append(q)
             keys.append(k)
     a = torch.tensor([first[k[0]] for k in keys], dtype=torch.int64)
@@ -162,14 +166,14 @@ def score_analogies(words: list[str], x: torch.Tensor, questions: QuestionSet, *
     counts = [{"section": name, "correct": 0, "applicable": 0, "total": 0} for name in questions.sections]
     examples: list[dict[str, Any]] = []
     for q in questions.questions:
-        counts[q.section]["total"] += 1
+        counts[q[0]]["total"] += 1
     for q, k, answer in zip(applicable, keys, answers):
-        row = counts[q.section]
+        row = counts[q[0]]
         row["applicable"] += 1
         hit = _key(words[answer], case_sensitive) == k[3]
         row["correct"] += int(hit)
         if not hit and len(examples) < 10:
-            examples.append({"question": list(q.words), "answer": words[answer]})
+            examples.append({"question": list(q[1]), "answer": words[answer]})
     overall = {"section": "overall", **{f: sum(r[f] for r in counts) for f in ("correct", "applicable", "total")}}
     for row in (*counts, overall):
         row["accuracy"] = row["correct"] / row["applicable"] if row["applicable"] else None
