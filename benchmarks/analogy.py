@@ -8,7 +8,8 @@ Cases:
 2. synthetic: --words rows x --dim (default 400,000 x 300, float32) whose first rows are the
    question words (upper-cased as they appear), random normal; --questions of the file's questions
    (a seeded sample, default 500: gensim scores one question at a time against 300,000 rows, ~0.14 s
-   each on the loaded 2-core VM), half of them planted (d = b - a + c + noise) so that some are right, both tools on the same matrix in memory (load time is not measured).
+   each on the loaded 2-core VM), half of them planted (d = b - a + c + noise) so that some are
+   right; both tools on the same matrix in memory (load time is not measured).
 
 Both scorings run in this process on the same float32 matrix: nb through `score_analogies` (the
 function `nb analogy` calls), gensim through a KeyedVectors built from the same array.

@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats probe-bias train eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias train eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -21,8 +21,13 @@ _nb() {
             ;;
         inspect) opts="--arch --map --json --help -h"
             ;;
-        embedding-stats) opts="--tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+        embedding-stats) opts="--vectors --transform --positions --max-len --limit --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+            case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
+            ;;
+        analogy) opts="--questions --transform --positions --max-len --seed --restrict-vocab --case-sensitive --limit --duplicates --json --help -h"
+            case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
+            case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac

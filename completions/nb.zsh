@@ -9,6 +9,7 @@ _nb() {
         'patch-checkpoint:Patch a safetensors checkpoint- log-unigram output bias, rescaled W, standardise'
         'inspect:Show a checkpoint’s tensors (name, dtype, shape, bytes, shard), its architecture'
         'embedding-stats:Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8)- range, '
+        'analogy:Score word vectors on the word-analogy test (3CosAdd, as gensim’s evaluate_word_'
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
@@ -106,13 +107,33 @@ _nb() {
                 '*:file:_files'
             ;;
         embedding-stats)
-            _arguments -s '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
+            _arguments -s '--vectors[IN is a word-vector file (GloVe, word2vec text/binary, fastText .vec; gz/bz2/xz/]' \
+                '--transform[With --vectors: a row after each of these transforms, applied in order: scale-sq]:value: ' \
+                '--positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded by --see]:value:(index random)' \
+                '--max-len[Length of the positional table that random positions are drawn from.]:value: ' \
+                '--limit[With --vectors: read only the first N rows.]:value: ' \
+                '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
                 '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
-                '--seed[Seed of the Xavier draw and the shuffle (0 to 2^63-1: the range torch’s and nump]:value: ' \
+                '--seed[Seed of the Xavier draw, the shuffle and random positions (0 to 2^63-1: the rang]:value: ' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--plot[Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; needs matplotli]:path:_files' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        analogy)
+            _arguments -s '--questions[Analogy questions in questions-words.txt format (: section lines, then a b c d l]:path:_files' \
+                '--transform[Transforms applied in order before scoring: scale-sqrt-d, xavier-std, pos-enc, p]:value: ' \
+                '--positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded, in (0, ]:value:(index random)' \
+                '--max-len[Length of the positional table that random positions are drawn from.]:value: ' \
+                '--seed[Seed of the random positions (0 to 2^63-1: the range torch’s and numpy’s generat]:value: ' \
+                '--restrict-vocab[Only the first N rows are candidates and count as present (gensim’s default; 0: ]:value: ' \
+                '--case-sensitive[Compare words as written (default: after str.upper(), as gensim).]' \
+                '--limit[Read only the first N rows of the vectors.]:value: ' \
+                '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
