@@ -31,6 +31,7 @@ TOPICS = {
     "patch-checkpoint": "../surgery.md#nb-patch-checkpoint",
     "inspect": "../checkpoints.md#nb-inspect",
     "embedding-stats": "../surgery.md#nb-embedding-stats",
+    "analogy": "../vectors.md#nb-analogy",
     "probe-bias": "../probes.md#nb-probe-bias",
     "train": "../training.md#nb-train",
     "eval": "../eval-generate.md#nb-eval",
