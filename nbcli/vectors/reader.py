@@ -133,26 +133,33 @@ class _Source:
         self._pos = 0
         return True
 
-    def readline(self) -> bytes | None:
-        """The next line without its newline; None at the end."""
+    def _until(self, sep: bytes) -> bytes | None:
+        """Bytes up to (not including) the next `sep`, consumed with it; at the end of the stream
+        what is left (None when nothing is)."""
         while True:
-            end = self._buf.find(b"\n", self._pos)
+            end = self._buf.find(sep, self._pos)
             if end >= 0:
-                line = self._buf[self._pos:end]
+                data = self._buf[self._pos:end]
                 self.offset += end + 1 - self._pos
                 self._pos = end + 1
-                self.line += 1
-                return line
+                return data
             if len(self._buf) - self._pos > _MAX_LINE:
-                raise InputError(f"{self.path}:{self.line}: line longer than {_MAX_LINE >> 20} MiB: not a word-vector file")
+                raise InputError(f"{self.path}:{self.line} (byte {self.offset}): no {sep!r} within "
+                                 f"{_MAX_LINE >> 20} MiB: not a word-vector file")
             if not self._fill():
                 if self._pos >= len(self._buf):
                     return None
-                line = self._buf[self._pos:]
-                self.offset += len(line)
+                data = self._buf[self._pos:]
+                self.offset += len(data)
                 self._pos = len(self._buf)
-                self.line += 1
-                return line
+                return data
+
+    def readline(self) -> bytes | None:
+        """The next line without its newline; None at the end."""
+        line = self._until(b"\n")
+        if line is not None:
+            self.line += 1
+        return line
 
     def lines(self) -> Iterator[bytes]:
         """The remaining lines, a block at a time (self.line is the number of the line after the one
@@ -194,18 +201,7 @@ class _Source:
 
     def read_until_space(self) -> bytes | None:
         """Bytes up to (not including) the next b' ', consumed with it; None at a clean end."""
-        while True:
-            end = self._buf.find(b" ", self._pos)
-            if end >= 0:
-                word = self._buf[self._pos:end]
-                self.offset += end + 1 - self._pos
-                self._pos = end + 1
-                return word
-            if len(self._buf) - self._pos > _MAX_LINE:
-                raise InputError(f"{self.path}: byte {self.offset}: no space within {_MAX_LINE >> 20} MiB: "
-                                 "not a word2vec binary record")
-            if not self._fill():
-                return None if self._pos >= len(self._buf) else self._buf[self._pos:]
+        return self._until(b" ")
 
 
 def _numbers(fields: list[bytes]) -> bool:
