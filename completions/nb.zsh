@@ -112,6 +112,7 @@ _nb() {
                 '--positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded by --see]:value:(index random)' \
                 '--max-len[Length of the positional table that random positions are drawn from.]:value: ' \
                 '--limit[With --vectors: read only the first N rows.]:value: ' \
+                '--vocabulary[With --vectors: keep only these words (the first field of each line; table 6’s r]:path:_files' \
                 '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
                 '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
                 '--seed[Seed of the Xavier draw, the shuffle and random positions (0 to 2^63-1: the rang]:value: ' \
@@ -133,6 +134,7 @@ _nb() {
                 '--restrict-vocab[Only the first N rows are candidates and count as present (gensim’s default; 0: ]:value: ' \
                 '--case-sensitive[Compare words as written (default: after str.upper(), as gensim).]' \
                 '--limit[Read only the first N rows of the vectors.]:value: ' \
+                '--vocabulary[Keep only these words (the first field of each line), e.g. a training set’s voca]:path:_files' \
                 '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \

@@ -600,17 +600,19 @@ def read_vectors(path: PathLike, *, format: Literal["auto", "glove", "word2vec",
 def analogy(vectors: PathLike, questions: PathLike, *, transform: str | Sequence[str] | None = None,
             positions: Literal["index", "random"] = "index", max_len: int = 5000, seed: int = 0,
             restrict_vocab: int = 300000, case_sensitive: bool = False, limit: int | None = None,
-            duplicates: Literal["error", "keep-first"] = "error") -> Report:
+            vocabulary: PathLike | None = None, duplicates: Literal["error", "keep-first"] = "error") -> Report:
     """The word-analogy test (`nb analogy`; paper 002 sec. 6, table 4): 3CosAdd per `: section` and
     overall, scored as gensim's evaluate_word_analogies with its defaults, after `transform`
-    ("scale-sqrt-d", "xavier-std", "pos-enc", "pos-enc-scaled", applied in order)."""
+    ("scale-sqrt-d", "xavier-std", "pos-enc", "pos-enc-scaled", applied in order); `vocabulary`: a
+    word-list file, the only words kept."""
     from nbcli.vectors.analogy import analogy_report
     from nbcli.vectors.transforms import Positions, parse_transforms
 
     chain = parse_transforms(transform if transform is None or isinstance(transform, str) else ",".join(transform))
     return Report(analogy_report(_local(vectors), _local(questions), transforms=chain,
                                  positions=Positions(positions, max_len, seed), case_sensitive=case_sensitive,
-                                 restrict_vocab=restrict_vocab, limit=limit, duplicates=duplicates))
+                                 restrict_vocab=restrict_vocab, limit=limit, duplicates=duplicates,
+                                 vocabulary=_optional(vocabulary)))
 
 
 __all__ = [

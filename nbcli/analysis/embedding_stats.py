@@ -126,17 +126,20 @@ def _naming_tensor(ckpt: Any, name: str) -> Any:
 
 def vectors_stats_report(vectors_path: Any, *, transforms: tuple[str, ...] = (), positions: Any = None,
                          inits: tuple[str, ...] = (), seed: int = 0, shuffle_mode: ops.ShuffleMode = "rows",
-                         limit: int | None = None, duplicates: Any = "error") -> dict[str, Any]:
+                         limit: int | None = None, duplicates: Any = "error",
+                         vocabulary: Any = None) -> dict[str, Any]:
     """`nb embedding-stats --vectors`: table 6 for a word-vector file. Rows: the vectors as read; the
     matrix after each prefix of `transforms` (nbcli.vectors.transforms, in order); the positional
     encodings added (table 6's "Pos. Encoding"), when a pos-enc transform is in the chain; then one
     row per initialisation in `inits` of the vectors as read (xavier: table 6's "Xavier" of the same
-    N x D; pretrained-xavier: its "Pretrained_Xavier")."""
-    from nbcli.vectors.reader import read_vectors
+    N x D; pretrained-xavier: its "Pretrained_Xavier"). `vocabulary`: a word-list file, the only
+    words kept (table 6's 5893 x 300 Multi30k rows)."""
+    from nbcli.vectors.reader import read_vectors, read_word_list
     from nbcli.vectors.transforms import Positions, positional_table, transform_chain
 
     positions = positions or Positions()
-    wv = read_vectors(vectors_path, limit=limit, duplicates=duplicates)
+    keep = None if vocabulary is None else read_word_list(vocabulary)
+    wv = read_vectors(vectors_path, limit=limit, duplicates=duplicates, vocabulary=keep)
     source = torch.from_numpy(wv.vectors)
     path = str(vectors_path)
     base = {"tensor": path, "role": "vectors"}

@@ -24,7 +24,7 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
 
 [bold]Transforms[/] (--transform, applied in the order given to all rows read; table 4's rows):
   scale-sqrt-d     × √D
-  xavier-std       eq. 1: mean 0, σ = sqrt(2/(N+D)), N the rows read (--limit sets it)
+  xavier-std       eq. 1: mean 0, σ = sqrt(2/(N+D)), N the rows kept (--limit, --vocabulary)
   pos-enc          + sinusoidal positional encoding (Vaswani) at each row's position (--positions)
   pos-enc-scaled   + the encoding × σp/σx (σp the matrix's σ, σx Xavier's)
 --positions index puts row i at position i; random draws positions in [0, --max-len) with --seed
@@ -34,6 +34,8 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
 
   nb analogy glove.6B.300d.txt --questions questions-words.txt
   nb analogy glove.6B.300d.txt --questions questions-words.txt --transform xavier-std,pos-enc --json
+  nb analogy glove.840B.300d.txt.gz --questions questions-words.txt --vocabulary multi30k-words.txt \\
+      --transform scale-sqrt-d,pos-enc --positions random
   nb analogy GoogleNews-vectors-negative300.bin.gz --questions questions-words.txt --limit 300000
 """
 
@@ -61,6 +63,9 @@ def analogy(
         "--case-sensitive", help="Compare words as written (default: after str.upper(), as gensim).")] = False,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", min=1, metavar="N", help="Read only the first N rows of the vectors.")] = None,
+    vocabulary: Annotated[Optional[Path], typer.Option(
+        "--vocabulary", metavar="FILE", help="Keep only these words (the first field of each line), e.g. a "
+        "training set's vocabulary as paper 002 app. A.2 does (5893 Multi30k words).")] = None,
     duplicates: Annotated[Literal["error", "keep-first"], typer.Option(
         "--duplicates", help="A word twice in the vectors: an error naming both lines, or keep the first row.")
     ] = "error",
@@ -74,7 +79,7 @@ def analogy(
     chain = parse_transforms(transform)
     report = analogy_report(vectors, questions, transforms=chain, positions=Positions(positions, max_len, seed),
                             case_sensitive=case_sensitive, restrict_vocab=restrict_vocab, limit=limit,
-                            duplicates=duplicates)
+                            duplicates=duplicates, vocabulary=vocabulary)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render)
 

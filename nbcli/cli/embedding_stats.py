@@ -62,6 +62,9 @@ def embedding_stats(
         "--max-len", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", min=1, metavar="N", help="With --vectors: read only the first N rows.")] = None,
+    vocabulary: Annotated[Optional[Path], typer.Option(
+        "--vocabulary", metavar="FILE", help="With --vectors: keep only these words (the first field of each "
+        "line; table 6's rows are the 5893 Multi30k words).")] = None,
     tensor: Annotated[Optional[str], typer.Option(
         "--tensor", metavar="NAME", help="Report this [V, D] tensor (and initialise from it) instead of the "
         "roles (a bare pretrained embedding file, e.g. GloVe saved as safetensors).")] = None,
@@ -90,8 +93,8 @@ def embedding_stats(
         if bad:
             raise ConfigError(f"--inits {inits!r}: unknown initialisation {bad[0]!r}; expected "
                               f"{', '.join(INITIALISATIONS)} or all")
-    if not vectors and (transform is not None or limit is not None):
-        raise ConfigError("--transform and --limit apply to word vectors: add --vectors")
+    if not vectors and (transform is not None or limit is not None or vocabulary is not None):
+        raise ConfigError("--transform, --limit and --vocabulary apply to word vectors: add --vectors")
     if plot is not None:
         _check_plot(plot, checkpoint, vectors)
     if vectors:
@@ -100,7 +103,7 @@ def embedding_stats(
 
         report = vectors_stats_report(checkpoint, transforms=parse_transforms(transform),
                                       positions=Positions(positions, max_len, seed), inits=chosen, seed=seed,
-                                      shuffle_mode=shuffle_mode, limit=limit)
+                                      shuffle_mode=shuffle_mode, limit=limit, vocabulary=vocabulary)
     else:
         report = embedding_stats_report(checkpoint, arch=arch, mapping=mapping or [], tensor=tensor, inits=chosen,
                                         seed=seed, shuffle_mode=shuffle_mode)

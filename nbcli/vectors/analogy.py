@@ -184,16 +184,18 @@ def score_analogies(words: list[str], x: torch.Tensor, questions: QuestionSet, *
 def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike[str], *,
                    transforms: tuple[str, ...] = (), positions: Any = None, case_sensitive: bool = False,
                    restrict_vocab: int = RESTRICT_VOCAB, limit: int | None = None, format: Any = "auto",
-                   duplicates: Any = "error", budget: int = BUDGET) -> dict[str, Any]:
+                   duplicates: Any = "error", vocabulary: str | os.PathLike[str] | None = None,
+                   budget: int = BUDGET) -> dict[str, Any]:
     """The `nb analogy` report: read the questions and the vectors, apply `transforms` in order
-    (nbcli.vectors.transforms) to all rows read, score 3CosAdd."""
+    (nbcli.vectors.transforms) to all rows kept (`vocabulary`: a word-list file), score 3CosAdd."""
     from nbcli.errors import naming
-    from nbcli.vectors.reader import read_vectors
+    from nbcli.vectors.reader import read_vectors, read_word_list
     from nbcli.vectors.transforms import Positions, transform_chain
 
     positions = positions or Positions()
     qs = read_questions(questions)  # first: a bad questions file fails before a 5 GB read
-    wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates)
+    keep = None if vocabulary is None else read_word_list(vocabulary)
+    wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates, vocabulary=keep)
     x = torch.from_numpy(wv.vectors)
     with naming(f"{wv.path}"):
         chain = transform_chain(x, transforms, positions)
@@ -208,7 +210,8 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
         warnings.append(f"{wv.path}: {wv.duplicates_skipped} duplicate word(s) skipped (the first row kept)")
     if wv.escaped_words:
         warnings.append(f"{wv.path}: {wv.escaped_words} word(s) with invalid UTF-8, escaped as \\xNN")
-    return {"vectors": wv.summary(), "questions": qs.path, "transforms": list(transforms),
+    return {"vectors": wv.summary(), "vocabulary": None if vocabulary is None else os.fspath(vocabulary),
+            "vocabulary_words": None if keep is None else len(set(keep)), "questions": qs.path, "transforms": list(transforms),
             "positions": positions.as_dict() if any(t.startswith("pos-enc") for t in transforms) else None,
             "case_sensitive": case_sensitive, "restrict_vocab": restrict_vocab, "method": "3CosAdd",
             **scores, "skipped_lines": qs.skipped_lines, "warnings": warnings}

@@ -29,7 +29,8 @@ long words inside multibyte characters and Google's GoogleNews vectors hold some
 different byte strings two different words, where 'replace' or 'ignore' would make duplicates.
 
 Memory is bounded by the rows kept: `limit` (the first N rows kept; reading stops there) and
-`vocabulary` (keep only these words; others are parsed for their dimension, then dropped); rows go
+`vocabulary` (keep only these words, in the file's order; others are parsed and dropped;
+`read_word_list` reads one from a file: paper 002's 5893 Multi30k words, app. A.2); rows go
 into a float32 array that grows by doubling (preallocated from the header when there is one); the
 file is read in 1 MiB blocks, never whole. Duplicates are checked among the rows kept.
 """
@@ -405,3 +406,28 @@ def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, lim
             if limit is not None and len(rows.words) >= limit:
                 return record, escaped
     return wanted, escaped
+
+
+def read_word_list(path: str | os.PathLike[str]) -> list[str]:
+    """The words of a vocabulary file: the first whitespace-separated field of each non-blank line
+    (a word list, or a `word count` TSV such as a counts export), UTF-8; FILE:LINE on bad UTF-8."""
+    from nbcli.limits import input_stat
+
+    path = os.fspath(path)
+    input_stat(path, "vocabulary file")
+    words: list[str] = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                fields = raw.split()
+                if not fields:
+                    continue
+                try:
+                    words.append(fields[0].decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    raise InputError(f"{path}:{number}: invalid UTF-8 at byte {err.start} of the word") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the vocabulary file: {err.strerror or err}") from None
+    if not words:
+        raise InputError(f"{path}: no words in the vocabulary file")
+    return words

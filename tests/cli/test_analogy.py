@@ -90,3 +90,23 @@ def test_embedding_stats_on_vectors_matches_numpy(tmp_path: Path) -> None:
     refused = invoke("embedding-stats", vectors, "--transform", "pos-enc")
     assert refused.exit_code == 1
     assert_one_line_error(refused.stderr, "add --vectors")
+
+
+def test_vocabulary_file_keeps_only_its_words(tmp_path: Path) -> None:
+    vectors = planted(tmp_path)
+    q = tmp_path / "q.txt"
+    q.write_text(QUESTIONS)
+    vocab = tmp_path / "vocab.tsv"
+    vocab.write_text("w3\t7\nw0 1\n\nw1\nw2\nw9\nnot-in-vectors\n")
+    result = invoke("analogy", vectors, "--questions", q, "--vocabulary", vocab, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["vectors"]["rows"] == 5 and report["vocabulary_words"] == 6
+    # w0 w1 w2 w3 is applicable and right by construction (w3 = w1 - w0 + w2); w4..w7 are gone
+    assert [(s["correct"], s["applicable"]) for s in report["sections"]] == [(1, 1), (0, 0)]
+    stats = invoke("embedding-stats", vectors, "--vectors", "--vocabulary", vocab, "--inits", "xavier", "--json")
+    assert stats.exit_code == 0, stats.output
+    assert [r["shape"] for r in json.loads(stats.stdout)["rows"]] == [[5, 6], [5, 6]]
+    vocab.write_bytes(b"ok\n\xff\n")
+    bad = run_nb("analogy", vectors, "--questions", q, "--vocabulary", vocab)
+    assert_one_line_error(bad.stderr.decode(), f"{vocab}:2: invalid UTF-8")
