@@ -37,10 +37,10 @@ file is read in 1 MiB blocks, never whole. Duplicates are checked among the rows
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Collection, Iterator
+from array import array
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
@@ -227,22 +227,24 @@ def sniff(first: bytes, second: bytes) -> tuple[str, tuple[int, int] | None]:
 
 
 class _Rows:
-    """The kept rows: words, their index (the duplicate check) and a float32 array that grows."""
+    """The kept rows: words, their index (the duplicate check), where each was read (a line or
+    record number, formatted by `describe` only for an error message) and a float32 array that grows."""
 
-    def __init__(self, path: str, dim: int, capacity: int, duplicates: Duplicates) -> None:
-        self.path, self.dim, self.duplicates = path, dim, duplicates
+    def __init__(self, dim: int, capacity: int, duplicates: Duplicates, describe: Callable[[int], str]) -> None:
+        self.dim, self.duplicates, self.describe = dim, duplicates, describe
         self.words: list[str] = []
         self.index: dict[str, int] = {}
-        self.where: list[str] = []
+        self.at = array("q")
         self.array = np.empty((max(capacity, 1), dim), dtype=np.float32)
         self.skipped = 0
 
-    def add(self, word: str, row: np.ndarray | list[float], where: str) -> None:
+    def add(self, word: str, row: np.ndarray | list[float], at: int) -> None:
         first = self.index.get(word)
         if first is not None:
             if self.duplicates == "error":
-                raise InputError(f"{where}: duplicate word {word!r} (first at {self.where[first]}); "
-                                 "duplicates='keep-first' (--duplicates keep-first) keeps the first row")
+                raise InputError(f"{self.describe(at)}: duplicate word {word!r} (first at "
+                                 f"{self.describe(self.at[first])}); duplicates='keep-first' (--duplicates "
+                                 "keep-first) keeps the first row")
             self.skipped += 1
             return
         n = len(self.words)
@@ -253,11 +255,18 @@ class _Rows:
         self.array[n] = row
         self.index[word] = n
         self.words.append(word)
-        self.where.append(where)
+        self.at.append(at)
 
     def matrix(self) -> np.ndarray:
+        """The kept rows, checked finite (the first NaN or infinity is an error naming its row)."""
         n = len(self.words)
-        return self.array[:n] if self.array.shape[0] == n else np.ascontiguousarray(self.array[:n])
+        out = self.array[:n] if self.array.shape[0] == n else np.ascontiguousarray(self.array[:n])
+        for start in range(0, n, 1 << 16):
+            finite = np.isfinite(out[start:start + (1 << 16)]).all(axis=1)
+            if not finite.all():
+                i = start + int(np.argmin(finite))
+                raise InputError(f"{self.describe(self.at[i])}: NaN or infinite value in the vector of {self.words[i]!r}")
+        return out
 
 
 def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit: int | None = None,
@@ -303,7 +312,8 @@ def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit
         capacity = min(header[0] if header else 1 << 16, limit or (1 << 62), 1 << 22)
         if keep is not None:
             capacity = min(capacity, max(len(keep), 1))
-        rows = _Rows(path, dim, capacity, duplicates)
+        rows = _Rows(dim, capacity, duplicates, (lambda n: f"{path}: record {n}") if fmt == "word2vec-binary"
+                     else (lambda n: f"{path}:{n}"))
         wanted = header[0] if header else None
         if fmt == "word2vec-binary":
             read, escaped = _read_binary(source, rows, dim, wanted, limit, keep)
@@ -311,10 +321,11 @@ def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit
             read, escaped = _read_text(source, rows, dim, wanted, limit, keep), 0
     finally:
         source.close()
+    matrix = rows.matrix()
     if not rows.words:
         raise InputError(f"{path}: no word vectors kept ({read} read" + (", none in the vocabulary asked for)"
                                                                         if keep is not None else ")"))
-    return WordVectors(rows.words, rows.matrix(), path, fmt, source.compression, header, read, rows.skipped,
+    return WordVectors(rows.words, matrix, path, fmt, source.compression, header, read, rows.skipped,
                        escaped, rows.index)
 
 
@@ -323,8 +334,9 @@ def _short(field: bytes) -> str:
     return text + ("..." if len(field) > 40 else "")
 
 
-def _text_row(line: bytes, dim: int, where: str) -> tuple[str, list[float]]:
+def _text_row(line: bytes, dim: int, path: str, number: int) -> tuple[str, list[float]]:
     """(word, values) of one text line: the last `dim` fields are the numbers, the rest the word."""
+    where = f"{path}:{number}"  # only for the messages: cheap next to parsing 300 numbers
     parts = line.rsplit(None, dim)
     if len(parts) != dim + 1 or not parts[0].strip():
         raise InputError(f"{where}: {max(len(line.split()) - 1, 0)} numbers, expected {dim} (the dimension of the "
@@ -337,8 +349,6 @@ def _text_row(line: bytes, dim: int, where: str) -> tuple[str, list[float]]:
     except ValueError:
         bad = next(f for f in parts[1:] if not _numbers([f]))
         raise InputError(f"{where}: {_short(bad)} is not a number") from None
-    if not all(map(math.isfinite, values)):
-        raise InputError(f"{where}: NaN or infinite value in the vector of {word_bytes!r}")
     try:
         word = word_bytes.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -361,11 +371,11 @@ def _read_text(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit
             continue
         if blank is not None:
             raise InputError(f"{path}:{blank}: blank line inside the word vectors")
-        where = f"{path}:{source.line - 1}"
-        word, values = _text_row(line, dim, where)
+        number = source.line - 1
+        word, values = _text_row(line, dim, path, number)
         read += 1
         if keep is None or word in keep:
-            rows.add(word, values, where)
+            rows.add(word, values, number)
             if limit is not None and len(rows.words) >= limit:
                 break
     else:
@@ -384,9 +394,9 @@ def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, lim
     for record in range(1, wanted + 1):
         start = source.offset
         raw = source.read_until_space()
-        where = f"{path}: record {record} (byte {start})"
         raw = b"" if raw is None else raw.lstrip(b"\n")
         data = source.read(width) if raw else b""
+        where = f"{path}: record {record} (byte {start})" if not raw or len(data) < width else ""
         if not raw:
             raise InputError(f"{where}: the file ends after {record - 1} records; its header says {wanted} (truncated)")
         if len(data) < width:
@@ -397,12 +407,9 @@ def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, lim
             word = raw.decode("utf-8", "backslashreplace")
             escaped += 1
         if not word:
-            raise InputError(f"{where}: empty word (not a word2vec binary record)")
-        values = np.frombuffer(data, dtype="<f4")
-        if not np.isfinite(values).all():
-            raise InputError(f"{where}: NaN or infinite value in the vector of {word!r}")
+            raise InputError(f"{path}: record {record} (byte {start}): empty word (not a word2vec binary record)")
         if keep is None or word in keep:
-            rows.add(word, values, where)
+            rows.add(word, np.frombuffer(data, dtype="<f4"), record)
             if limit is not None and len(rows.words) >= limit:
                 return record, escaped
     return wanted, escaped

@@ -68,6 +68,9 @@ def test_truncated_binary_is_one_line_naming_the_record(tmp_path: Path) -> None:
     proc = run_nb("analogy", vectors, "--questions", q, "--json")
     assert proc.returncode == 1 and proc.stdout == b""
     assert_one_line_error(proc.stderr.decode(), f"{vectors}: record 4 (byte", "truncated")
+    in_process = invoke("analogy", vectors, "--questions", q, "--json")
+    assert in_process.exit_code == 1 and in_process.stdout == ""
+    assert_one_line_error(in_process.stderr, f"{vectors}: record 4 (byte", "truncated")
     result = invoke("analogy", vectors, "--questions", q, "--transform", "nope")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "unknown transform 'nope'")
