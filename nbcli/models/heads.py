@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from nbcli import ops
 from nbcli.errors import ConfigError
 
 __all__ = ["Classifier", "EncoderSpec", "HEAD_STYLES", "Pooling", "SequenceHead", "TokenHead", "head_dropout",
@@ -127,14 +128,9 @@ def head_for(task: str, style: HeadStyle, d: int, num_labels: int, dropout: floa
 
 
 def positions_table(T: int, d: int) -> torch.Tensor:
-    """Vaswani et al. (2017) sec. 3.5: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(same), [T, d]."""
-    t = torch.arange(T, dtype=torch.float64)[:, None]
-    i = torch.arange(0, d, 2, dtype=torch.float64)
-    angle = t / torch.pow(10000.0, i / d)
-    table = torch.zeros(T, d, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d // 2])
-    return table.float()
+    """Vaswani et al. (2017) sec. 3.5: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(same), [T, d]
+    (the one formula: `nbcli.ops.sinusoidal_positions`, positions 0..T-1)."""
+    return ops.sinusoidal_positions(torch.arange(T), d)
 
 
 def set_positions(pos_emb: nn.Embedding, kind: str) -> None:
