@@ -21,11 +21,11 @@ _nb() {
             ;;
         inspect) opts="--arch --map --json --help -h"
             ;;
-        embedding-stats) opts="--vectors --transform --positions --max-len --limit --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+        embedding-stats) opts="--vectors --transform --positions --max-len --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
             case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        analogy) opts="--questions --transform --positions --max-len --seed --restrict-vocab --case-sensitive --limit --duplicates --json --help -h"
+        analogy) opts="--questions --transform --positions --max-len --seed --restrict-vocab --case-sensitive --limit --vocabulary --duplicates --json --help -h"
             case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;
