@@ -21,20 +21,22 @@ Translate = Callable[[list[str]], list[str]]
 """Source sentences -> detokenised hypotheses, one each, in order (e.g. nb's beam-search decoder)."""
 
 
-def read_hypotheses(path: Path | str) -> tuple[list[str], int]:
+def read_hypotheses(path: Path | str, *, what: str = "--hyps", strict: bool = False) -> tuple[list[str], int]:
     """(lines, lines that held invalid UTF-8) of a hypotheses file, one sentence a line: every line in
     order, empty ones included (a model may output nothing for a sentence), by the corpus line rule
     (a line ends at LF or CR LF; invalid UTF-8 replaced by U+FFFD and counted, as for the corpus);
-    plain, compressed or `-` for stdin. CorpusError when `path` is not one text file (a folder)."""
+    plain, compressed or `-` for stdin. CorpusError when `path` is not one text file (a folder).
+    `strict` (`nb translate --input`, where `what` names the option): invalid UTF-8 is a CorpusError
+    naming FILE:LINE instead, so no sentence is silently changed."""
     from nbcli.corpus.records import ReadStats
     from nbcli.corpus.rows import numbered_lines
     from nbcli.corpus.sources import discover_inputs
 
     sources = [] if Path(path).is_dir() else discover_inputs([str(path)], "text")
     if len(sources) != 1 or sources[0].columnar:
-        raise CorpusError(f"--hyps {path}: expected one text file, one sentence a line")
+        raise CorpusError(f"{what} {path}: expected one text file, one sentence a line")
     stats = ReadStats()
-    lines = [line for _number, line in numbered_lines(sources[0], False, stats, None)]
+    lines = [line for _number, line in numbered_lines(sources[0], strict, stats, None)]
     return lines, stats.bad_utf8_lines
 
 

@@ -20,6 +20,8 @@ Public API (stable; used by patch-checkpoint, train and transplant):
         tensor is copied first, then compute() gives their new values (same dtype and shape), which
         are written into the byte ranges kept for them (the rest of them copied from the source).
         This lets the caller compute them (e.g. in a thread) while the bulk copy runs.
+    write_model_folder(directory, tensors, metadata, extra_files) -> list[Path]
+        A new model folder (model.safetensors + config/tokenizer files), one commit (`nb export`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from nbcli.atomic import OutputSet, atomic_write, sigint_held, start_writeback
+from nbcli.atomic import OutputSet, atomic_write, check_output_dir, sigint_held, start_writeback
 from nbcli.checkpoint.edits import Held, TensorData, WritePlan, checked_edits, plan_sharded, plan_single, stored
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code
 from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
@@ -255,6 +257,21 @@ def save_tensors(path: Path | str, tensors: Mapping[str, torch.Tensor],
                  metadata: Mapping[str, str] | None = None, progress: Progress | None = None) -> None:
     """Save a dict of torch tensors with string metadata as one safetensors file, atomically."""
     write_safetensors(path, list(tensors.items()), metadata, progress)
+
+
+def write_model_folder(directory: Path | str, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str],
+                       extra_files: Mapping[str, Path | bytes], weights_name: str = "model.safetensors",
+                       ) -> list[Path]:
+    """A new model folder: DIR/`weights_name` (the tensors) and the extra files (file name -> source
+    path or bytes: config.json, tokenizer files), all renamed into place together or none (DIR is
+    created; it must not exist or be an empty directory). Returns the written paths. `nb export`."""
+    directory = Path(directory)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise OutputError(f"{directory}: exists and is not an empty directory; choose a new output folder")
+    check_output_dir(directory)
+    plan = WritePlan(files=[(directory / weights_name, list(tensors.items()), dict(metadata))],
+                     extra=[(directory / name, content) for name, content in extra_files.items()])
+    return _execute(plan, directory, None, None, None, {})
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,

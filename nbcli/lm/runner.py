@@ -188,6 +188,14 @@ class KVCache:
             buffers.append((keys, values))
         return buffers
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep (and reorder to) the cached rows `rows` [B'] (long): beam search's reordering and the
+        dropping of finished sentences (`nbcli.decoding`)."""
+        for layer, (keys, values) in enumerate(zip(self.keys, self.values)):
+            if keys is not None and values is not None:
+                self.keys[layer] = keys.index_select(0, rows)
+                self.values[layer] = values.index_select(0, rows)
+
 
 class NbRunner(Runner):
     """nb's own `nb train` checkpoints through nbcli.model.Transformer, with this runner's KVCache."""

@@ -1,0 +1,72 @@
+"""Decoding nb's encoder-decoder (`nbcli.models.seq2seq`) with its KV cache: the source batch is encoded
+once, each decoder layer's cross-attention keys/values are projected once (`cross_kv`), and each
+step feeds one token per row, its self-attention keys/values appended to the cache
+(`nbcli.lm.runner.KVCache`, the LM's). Beam search repeats every sentence's rows `beam` times and
+reorders the rows (cache, cross keys/values, source mask) after each step (`Seq2SeqStepper.select`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from nbcli.decoding.search import Hypothesis, length_limits, search
+from nbcli.lm.runner import KVCache
+from nbcli.models.seq2seq import Seq2SeqTransformer
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu",
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Right-padded ids [B, L] and the mask [B, L] (True on real tokens; None when no row is padded)."""
+    L = max(len(r) for r in rows)
+    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    mask = None if bool((lengths == L).all()) else torch.arange(L)[None, :] < lengths[:, None]
+    return ids.to(device), None if mask is None else mask.to(device)
+
+
+class Seq2SeqStepper:
+    """A `Stepper` over a batch of source sentences, `copies` rows per sentence (the beam)."""
+
+    def __init__(self, model: Seq2SeqTransformer, src: torch.Tensor, src_mask: torch.Tensor | None,
+                 copies: int = 1) -> None:
+        self.model = model
+        cfg = model.cfg
+        with torch.no_grad():
+            memory, _ = model.encode(src, src_mask)                                  # [B, S, d]
+            if copies > 1:
+                memory = memory.repeat_interleave(copies, dim=0)
+                src_mask = None if src_mask is None else src_mask.repeat_interleave(copies, dim=0)
+            self.cross = model.cross_kv(memory)
+        self.src_mask = src_mask
+        self.cache = KVCache(cfg.decoder_layers, cfg.n_head, cfg.head_dim)
+        self.dtype = memory.dtype
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            kv = self.cache.reserve(tokens.size(0), 1, self.dtype, tokens.device)
+            logits, _ = self.model.decode(tokens[:, None], self.cross, self.src_mask, kv=kv, past=self.cache.length)
+            self.cache.length += 1
+            return F.log_softmax(logits[:, -1].float(), dim=-1)
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.cache.select(rows)
+        self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask.index_select(0, rows)
+
+
+def translate_ids(model: Seq2SeqTransformer, sources: Sequence[Sequence[int]], *, beam: int = 5, lenpen: float = 1.0,
+                  max_len_a: float = 1.2, max_len_b: int = 10) -> list[Hypothesis]:
+    """Decode one batch of source id lists (each already ending in the source EOS, if the model uses one)
+    with greedy (beam 1) or beam search; the model is in eval mode on its device."""
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    src, src_mask = pad_batch(sources, cfg.pad_id, device)
+    limits = length_limits([len(s) for s in sources], max_len_a, max_len_b, cfg.max_positions)
+    stepper = Seq2SeqStepper(model, src, src_mask, copies=beam)
+    return search(stepper, cfg.decoder_start_id, cfg.eos_id, limits, beam, lenpen, device)

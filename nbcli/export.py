@@ -1,0 +1,172 @@
+"""`nb export`: an nb translation checkpoint -> a transformers model folder (Marian layout) that
+`AutoModelForSeq2SeqLM.from_pretrained` loads with the same logits, so `generate`, pipelines and the
+Hub work on it.
+
+nb's encoder-decoder (`nbcli.models.seq2seq`) names its tensors as Marian does without the `model.`
+prefix, so the export is a rename: `model.` + name, except the output layer's `lm_head.weight`
+(written only when W is not tied) and the output bias b, `final_logits_bias` [1, V] (zeros for a
+model trained with --bias-init none: the same logits). Marian is post-LN with scale_embedding and
+sinusoidal positions computed from the config (not saved); a model with learned positions writes
+its tables as `model.{encoder,decoder}.embed_positions.weight`, one with none writes zero tables.
+A pre-LN model (--norm pre) has final LayerNorms Marian lacks: refused.
+
+Files: model.safetensors, config.json (MarianConfig: vocab sizes, widths, activation, scale_embedding,
+share_encoder_decoder_embeddings / tie_word_embeddings from the embedding sharing, pad / eos /
+decoder_start ids; forced_eos_token_id null), generation_config.json (decoder_start_token_id,
+eos_token_id, pad_token_id, num_beams / length_penalty of the run, early_stopping true: nb's beam
+search, `nbcli.decoding.search`; max_length the position table), and the tokenizer: for
+SentencePiece models MarianTokenizer's files (source.spm, target.spm, vocab.json [+ target_vocab.json
+for separate vocabularies], tokenizer_config.json), which encode as nb does and append EOS; for
+tokenizer.json models the source tokenizer as tokenizer.json (+ target-tokenizer.json when the target's
+differs). All are written through the one safetensors writer in one commit (`write_model_folder`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbcli.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+    from nbcli.tokenizers import Tokenizer
+    from nbcli.translate import TranslationModel
+
+
+def marian_tensors(model: Seq2SeqTransformer) -> dict[str, torch.Tensor]:
+    """The model's tensors under MarianMTModel's names (module docstring), float32 on the CPU."""
+    import torch
+
+    cfg = model.cfg
+    if cfg.norm != "post":
+        raise ConfigError("nb export writes the Marian layout, which is post-LN: a --norm pre model has final "
+                          "LayerNorms Marian has no place for")
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in model.nb_state_dict().items():
+        value = tensor.detach().to("cpu", torch.float32).contiguous()
+        if name == "final_logits_bias":
+            out[name] = value[None].contiguous()
+        elif name == "lm_head.weight":
+            out[name] = value
+        else:
+            out[f"model.{name}"] = value
+    if "final_logits_bias" not in out:   # --bias-init none: Marian always adds a bias; zeros change nothing
+        out["final_logits_bias"] = torch.zeros(1, cfg.tgt_vocab_size)
+    if cfg.positions == "none":
+        for stack in ("encoder", "decoder"):
+            out[f"model.{stack}.embed_positions.weight"] = torch.zeros(cfg.max_positions, cfg.d_model)
+    return out
+
+
+def marian_config(cfg: Seq2SeqConfig) -> dict[str, Any]:
+    """config.json of the exported model (transformers' MarianConfig fields)."""
+    return {
+        "architectures": ["MarianMTModel"], "model_type": "marian", "is_encoder_decoder": True,
+        "vocab_size": cfg.src_vocab_size, "decoder_vocab_size": cfg.tgt_vocab_size, "d_model": cfg.d_model,
+        "encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers,
+        "encoder_attention_heads": cfg.n_head, "decoder_attention_heads": cfg.n_head,
+        "encoder_ffn_dim": cfg.d_ff, "decoder_ffn_dim": cfg.d_ff, "activation_function": cfg.activation,
+        "dropout": cfg.dropout, "attention_dropout": 0.0, "activation_dropout": 0.0,
+        "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
+        "max_position_embeddings": cfg.max_positions, "scale_embedding": cfg.scale_embedding,
+        "share_encoder_decoder_embeddings": cfg.share_embeddings == "all",
+        "tie_word_embeddings": cfg.share_embeddings != "none",
+        "pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id, "decoder_start_token_id": cfg.decoder_start_id,
+        "bos_token_id": None, "forced_eos_token_id": None, "use_cache": True, "dtype": "float32",
+        "init_std": cfg.d_model ** -0.5,
+    }
+
+
+def generation_config(cfg: Seq2SeqConfig, beam: int, lenpen: float) -> dict[str, Any]:
+    """generation_config.json: nb's conventions and decoding (beam, lenpen, early_stopping: nbcli.decoding.search)."""
+    return {"decoder_start_token_id": cfg.decoder_start_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
+            "bos_token_id": None, "forced_eos_token_id": None, "num_beams": beam, "length_penalty": lenpen,
+            "early_stopping": True, "max_length": cfg.max_positions}
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _piece(tokenizer: Tokenizer, token_id: int | None, fallback: str) -> str:
+    return tokenizer.piece(token_id) if token_id is not None else fallback
+
+
+def tokenizer_files(source: Tokenizer, target: Tokenizer, cfg: Seq2SeqConfig) -> dict[str, bytes]:
+    """The tokenizer files of the export (module docstring)."""
+    joint = source.sha256 == target.sha256
+    if source.kind == "sentencepiece" and target.kind == "sentencepiece":
+        files = {"source.spm": source.serialized(), "target.spm": target.serialized(),
+                 "vocab.json": _json({p: i for i, p in enumerate(source.pieces())})}
+        if not joint:
+            files["target_vocab.json"] = _json({p: i for i, p in enumerate(target.pieces())})
+        files["tokenizer_config.json"] = _json({
+            "tokenizer_class": "MarianTokenizer", "separate_vocabs": not joint,
+            "unk_token": _piece(source, source.unk_id, "<unk>"), "eos_token": _piece(target, target.eos_id, "</s>"),
+            "pad_token": _piece(target, cfg.pad_id, "<pad>"), "model_max_length": cfg.max_positions,
+            **({"target_vocab_file": "target_vocab.json"} if not joint else {})})
+        return files
+    files = {"tokenizer.json": source.serialized(),
+             "tokenizer_config.json": _json({"tokenizer_class": "PreTrainedTokenizerFast",
+                                             "eos_token": _piece(target, target.eos_id, "</s>"),
+                                             "pad_token": _piece(target, cfg.pad_id, "<pad>"),
+                                             "model_max_length": cfg.max_positions})}
+    if not joint:
+        files["target-tokenizer" + (".json" if target.kind == "tokenizer.json" else ".model")] = target.serialized()
+    return files
+
+
+@dataclass
+class ExportReport:
+    checkpoint: str
+    out: str
+    step: int | None
+    layout: str
+    tensors: int
+    parameters: int
+    files: list[str]
+    decoder_start_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = None, lenpen: float | None = None,
+                 ) -> ExportReport:
+    """Write the Marian model folder of a loaded translation model into `out` (new or empty)."""
+    from nbcli.checkpoint.writer import write_model_folder
+    from nbcli.provenance import tool_version
+
+    cfg = tm.cfg
+    defaults = tm.decoding_defaults()
+    tensors = marian_tensors(tm.model)
+    extra = {"config.json": _json(marian_config(cfg)),
+             "generation_config.json": _json(generation_config(
+                 cfg, defaults["beam"] if beam is None else beam, defaults["lenpen"] if lenpen is None else lenpen)),
+             **tokenizer_files(tm.source_tokenizer, tm.target_tokenizer, cfg)}
+    metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(tm.path),
+                **({"nb.step": tm.metadata["nb.step"]} if "nb.step" in tm.metadata else {})}
+    written = write_model_folder(out, tensors, metadata, extra)
+    return ExportReport(checkpoint=str(tm.path), out=str(out), step=tm.step, layout="marian", tensors=len(tensors),
+                        parameters=sum(t.numel() for t in tensors.values()), files=[p.name for p in written],
+                        decoder_start_token_id=cfg.decoder_start_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id)
+
+
+def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokenizer: Path | str | None = None,
+                      target_tokenizer: Path | str | None = None, beam: int | None = None,
+                      lenpen: float | None = None) -> ExportReport:
+    """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate)."""
+    from nbcli.outputs import guard_outputs
+    from nbcli.translate import load_translation_model
+
+    guard_outputs([], [checkpoint], folder=out)
+    tm = load_translation_model(checkpoint, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+                                device="cpu")
+    return export_model(tm, out, beam=beam, lenpen=lenpen)

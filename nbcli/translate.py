@@ -1,0 +1,235 @@
+"""`nb translate`: load a translation checkpoint (`nb train --task translation`) with its tokenizers and
+decode a file of source sentences, one a line, into detokenised translations in the same order.
+
+A run directory stands for its best checkpoint by validation BLEU (`best.safetensors`, paper 000
+app. A's early stopping), else its last `step-N.safetensors`. A run keeps its tokenizers beside its
+checkpoints (`source-tokenizer.*`, `target-tokenizer.*`), so a checkpoint in a run directory needs no
+tokenizer option; `--src-tokenizer`/`--tgt-tokenizer` (or `-t` for both) name others, which must be
+the ones it was trained with (sha256 in the checkpoint's metadata).
+
+Conventions (docs/training.md): each source line is encoded and the source tokenizer's EOS appended;
+decoding starts from the model's `decoder_start_id` and stops at the target EOS or the length
+limit; the output drops special tokens and is the target tokenizer's decoding. An empty or
+whitespace-only line gives an empty line (it is not decoded).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbcli.errors import CheckpointError, ConfigError, TokenizerError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+    from nbcli.tokenizers import Tokenizer
+
+SIDES = ("source", "target")
+BEST = "best.safetensors"
+_STEP = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+def run_tokenizer_name(side: str, tokenizer: Tokenizer) -> str:
+    """The file name a run keeps its `side` ("source"/"target") tokenizer under."""
+    return f"{side}-tokenizer" + (".json" if tokenizer.kind == "tokenizer.json" else ".model")
+
+
+def run_tokenizer_path(directory: Path, side: str) -> Path | None:
+    for suffix in (".model", ".json"):
+        path = directory / f"{side}-tokenizer{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def resolve_translation_checkpoint(path: Path | str) -> Path:
+    """A checkpoint file as given; a run directory's best.safetensors, else its last step-N.safetensors."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        return path
+    if (path / BEST).is_file():
+        return path / BEST
+    steps = sorted((int(m.group(1)), p) for p in path.iterdir() if (m := _STEP.match(p.name)))
+    if not steps:
+        raise CheckpointError(f"{path}: no {BEST} or step-N.safetensors (not an nb translation run directory)")
+    return steps[-1][1]
+
+
+@dataclass
+class TranslationModel:
+    """A loaded translation checkpoint: the model (eval mode, on its device) and its two tokenizers."""
+
+    path: Path
+    model: Seq2SeqTransformer
+    cfg: Seq2SeqConfig
+    metadata: dict[str, str]
+    source_tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+
+    @property
+    def step(self) -> int | None:
+        value = self.metadata.get("nb.step", "")
+        return int(value) if value.isdigit() else None
+
+    def decoding_defaults(self) -> dict[str, Any]:
+        """The run's --beam/--lenpen (its training config), else beam 5 and lenpen 1 (paper 000 sec. 4.1)."""
+        try:
+            train = json.loads(self.metadata.get("nb.train_config", "{}"))
+        except json.JSONDecodeError:
+            train = {}
+        extra = train.get("extra", {}) if isinstance(train, dict) else {}
+        return {"beam": int(extra.get("beam", 5)), "lenpen": float(extra.get("lenpen", 1.0))}
+
+
+def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:
+    """The Seq2SeqConfig in a checkpoint's nb.config; CheckpointError naming the file otherwise."""
+    from nbcli.models.seq2seq import OBJECTIVE, Seq2SeqConfig
+
+    if not metadata.get("nb.format", "").startswith("nb-model/"):
+        raise CheckpointError(f"{path}: not an nb checkpoint (no nb.format metadata); nb translate reads the "
+                              "checkpoints of nb train --task translation")
+    try:
+        data = json.loads(metadata["nb.config"])
+    except (KeyError, json.JSONDecodeError):
+        raise CheckpointError(f"{path}: nb checkpoint without a readable nb.config") from None
+    if not isinstance(data, dict) or data.get("objective") != OBJECTIVE:
+        found = data.get("objective") if isinstance(data, dict) else None
+        raise CheckpointError(f"{path}: a {found or 'non-translation'} checkpoint, not a translation model "
+                              "(nb train --task translation)")
+    try:
+        return Seq2SeqConfig(**data)
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(f"{path}: nb.config is not a valid translation model config ({err})") from None
+
+
+def _tokenizer(given: Path | str | None, directory: Path, side: str, expected: str | None, path: Path) -> Tokenizer:
+    from nbcli.tokenizers import load_tokenizer
+
+    source = given if given is not None else run_tokenizer_path(directory, side)
+    if source is None:
+        raise TokenizerError(f"{path}: no {side}-tokenizer.* beside the checkpoint; name it with "
+                             f"--{'src' if side == 'source' else 'tgt'}-tokenizer (or -t for a joint one)")
+    tokenizer = load_tokenizer(source)
+    if expected and tokenizer.sha256 != expected:
+        raise TokenizerError(f"{tokenizer.path}: not the {side} tokenizer {path} was trained with (sha256 "
+                             f"{tokenizer.sha256[:12]}... vs {expected[:12]}... in the checkpoint)")
+    return tokenizer
+
+
+def load_translation_model(path: Path | str, *, source_tokenizer: Path | str | None = None,
+                           target_tokenizer: Path | str | None = None, device: str = "auto") -> TranslationModel:
+    """Load RUN_OR_CKPT (module docstring) for decoding: model in eval mode on `device`, tokenizers checked."""
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.models.seq2seq import Seq2SeqTransformer
+    from nbcli.train.runtime import resolve_device
+
+    ckpt_path = resolve_translation_checkpoint(path)
+    with open_checkpoint(ckpt_path) as ckpt:
+        metadata = dict(ckpt.metadata)
+        cfg = read_seq2seq_config(metadata, ckpt_path)
+        tensors = {name: ckpt.get(name).clone() for name in ckpt.names()}
+    model = Seq2SeqTransformer(cfg)
+    try:
+        model.load_nb_state_dict({k: v.float() for k, v in tensors.items()})
+    except ConfigError as err:
+        raise CheckpointError(f"{ckpt_path}: {err}") from None
+    model = model.to(resolve_device(device)).eval()
+    src = _tokenizer(source_tokenizer, ckpt_path.parent, "source", metadata.get("nb.src_tokenizer_sha256"), ckpt_path)
+    tgt = _tokenizer(target_tokenizer, ckpt_path.parent, "target", metadata.get("nb.tgt_tokenizer_sha256"), ckpt_path)
+    for tok, size, side in ((src, cfg.src_vocab_size, "source"), (tgt, cfg.tgt_vocab_size, "target")):
+        if tok.vocab_size > size:
+            raise TokenizerError(f"{tok.path}: {tok.vocab_size} tokens do not fit the model's {size}-row {side} "
+                                 f"embedding ({ckpt_path})")
+    return TranslationModel(ckpt_path, model, cfg, metadata, src, tgt)
+
+
+def source_ids(tm: TranslationModel, texts: list[str]) -> list[list[int]]:
+    """Source token ids: each text encoded, the source EOS appended (the model's convention)."""
+    eos = tm.cfg.src_eos_id
+    return [ids + ([eos] if eos is not None else []) for ids in tm.source_tokenizer.encode_batch(texts)]
+
+
+def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, lenpen: float = 1.0,
+                    batch_size: int = 64, max_len_a: float = 1.2, max_len_b: int = 10,
+                    progress: Callable[[int], None] | None = None, where: str = "input") -> list[str]:
+    """Detokenised translations of `texts` in order (an empty text gives ""). Sentences are decoded in
+    batches of similar source length; a sentence's output does not depend on its batch. A sentence
+    longer than the model's position table is a ConfigError naming `where`:LINE."""
+    from nbcli.decoding.search import check_search
+    from nbcli.decoding.seq2seq import translate_ids
+
+    check_search(beam, lenpen)
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
+    out = [""] * len(texts)
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    ids = dict(zip(todo, source_ids(tm, [texts[i] for i in todo])))
+    limit = tm.cfg.max_positions
+    for i in todo:
+        if len(ids[i]) > limit:
+            raise ConfigError(f"{where}:{i + 1}: {len(ids[i])} source tokens exceed the model's {limit} positions")
+    order = sorted(todo, key=lambda i: len(ids[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        hyps = translate_ids(tm.model, [ids[i] for i in chunk], beam=beam, lenpen=lenpen, max_len_a=max_len_a,
+                             max_len_b=max_len_b)
+        for i, h in zip(chunk, hyps):
+            out[i] = tm.target_tokenizer.decode(h.tokens)
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
+@dataclass
+class TranslateReport:
+    checkpoint: str
+    step: int | None
+    input: str
+    output: str
+    sentences: int
+    beam: int
+    lenpen: float
+    seconds: float
+    sentences_per_s: float
+    device: str
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path | str, *, beam: int | None = None,
+                   lenpen: float | None = None, batch_size: int = 64, max_len_a: float = 1.2, max_len_b: int = 10,
+                   source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
+                   device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
+    """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
+    when every line is translated). beam/lenpen None: the run's own (see decoding_defaults)."""
+    from nbcli.atomic import write_text_atomic
+    from nbcli.outputs import guard_outputs
+    from nbcli.translation_eval import read_hypotheses
+
+    guard_outputs([output], [input_path, run_or_ckpt])
+    texts, _ = read_hypotheses(input_path, what="--input", strict=True)
+    tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+                                device=device)
+    defaults = tm.decoding_defaults()
+    beam = defaults["beam"] if beam is None else beam
+    lenpen = defaults["lenpen"] if lenpen is None else lenpen
+    t0 = time.perf_counter()
+    lines = translate_texts(tm, texts, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_a=max_len_a,
+                            max_len_b=max_len_b, progress=progress, where=str(input_path))
+    seconds = time.perf_counter() - t0
+    write_text_atomic(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
+    return TranslateReport(checkpoint=str(tm.path), step=tm.step, input=str(input_path), output=str(output),
+                           sentences=len(texts), beam=beam, lenpen=lenpen, seconds=seconds,
+                           sentences_per_s=len(texts) / seconds if seconds > 0 else 0.0,
+                           device=str(next(tm.model.parameters()).device))
