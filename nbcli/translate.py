@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 
 if TYPE_CHECKING:
-    import torch
-
     from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
     from nbcli.tokenizers import Tokenizer
 

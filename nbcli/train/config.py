@@ -58,7 +58,9 @@ class TrainConfig:
     ag_decay_steps: int = 0       # 0 means --steps
     ag_hold_steps: int = 0        # alpha held at alpha_0 this long, then linear decay (the release: 20000)
     ag_reduction: Literal["mse", "frobenius"] = "mse"
-    lr_schedule: Literal["cosine", "linear"] = "cosine"
+    lr_schedule: Literal["cosine", "linear", "inverse-sqrt", "constant"] = "cosine"
+    adam_beta2: float = 0.95      # AdamW betas (0.9, adam_beta2): GPT-2/nanoGPT 0.95, fairseq/Vaswani 0.98
+    adam_eps: float = 1e-8
     unigram_reg_lambda: float = 0.0   # paper 000 app. B.3: minimise CE - lambda KL(omega || p_theta) ...
     unigram_reg_steps: int = 0        # ... for updates 0 .. S-1, then the standard objective
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
@@ -75,13 +77,15 @@ class TrainConfig:
     compile: bool = False
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     seed: int = 0
+    task: str = "lm"              # lm (decoder-only / MLM: objective), or a task of nbcli.tasks (translation)
+    task_options: dict[str, Any] = field(default_factory=dict)   # the task's own options, checked by the task
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.ag_patterns, list):
             self.ag_patterns = tuple(self.ag_patterns)
         checks = [
-            (self.preset in PRESETS, f"--preset must be one of {', '.join(PRESETS)}"),
+            (self.task != "lm" or self.preset in PRESETS, f"--preset must be one of {', '.join(PRESETS)}"),
             (self.objective in ("clm", "mlm"), "--objective must be clm or mlm"),
             (self.steps >= 1, "--steps must be >= 1"),
             (self.batch_size >= 1, "--batch-size must be >= 1"),
@@ -100,7 +104,9 @@ class TrainConfig:
             (self.ag_decay_steps >= 0, "--ag-decay-steps must be >= 0"),
             (self.ag_hold_steps >= 0, "--ag-hold-steps must be >= 0"),
             (self.ag_reduction in ("mse", "frobenius"), "--ag-reduction must be mse or frobenius"),
-            (self.lr_schedule in ("cosine", "linear"), "--lr-schedule must be cosine or linear"),
+            (self.lr_schedule in ("cosine", "linear", "inverse-sqrt", "constant"),
+             "--lr-schedule must be cosine, linear, inverse-sqrt or constant"),
+            (0.0 <= self.adam_beta2 < 1.0 and self.adam_eps > 0, "Adam's beta2 must be in [0, 1) and its eps > 0"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier or pretrained:FILE[:TENSOR]"),
             (self.embedding_shuffle_mode in ("rows", "rows-columns", "elements"),
@@ -133,7 +139,7 @@ class TrainConfig:
             parse_standardise(self.embedding_standardise)   # raises ConfigError on a bad spec
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
-        if self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:
+        if self.task == "lm" and self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:
             raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
                               "to the next token); use prev, first, delim or period, or --objective mlm")
 

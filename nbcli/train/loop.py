@@ -8,6 +8,11 @@ The rooms it orchestrates: runtime.py (device, bf16, DDP, compile), rundir.py (t
 and files), init.py (the model at step 0), step.py (one update: accumulation, AG, no_sync; evaluate),
 state.py (checkpoint + optimizer state for --resume).
 
+The update loop itself is task-agnostic: `run_updates` over an `Updates` record (the task's batches,
+forward, evaluation and checkpoint metadata) from a `Position` (`start_position`: step 0 or the saved
+state). The LM's record is built here (`_set_up`, its forward `step.lm_forward`); translation's in
+`nbcli.tasks.translation`.
+
 Exactness of --resume: the data order is a function of (seed, sequence index), MLM masks and dropout
 are drawn from generators seeded by (seed, step, rank, micro-step), the LR schedule is a function of
 the step, and the AdamW moments are saved in float32; so a resumed run repeats the uninterrupted one.
@@ -26,7 +31,7 @@ from typing import Any
 import torch
 
 from nbcli.errors import Interrupted, naming
-from nbcli.model import ModelConfig, Transformer
+from nbcli.model import ModelConfig
 from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
@@ -39,8 +44,8 @@ from nbcli.train.runs import area_under_curve, read_log_records
 from nbcli.train.runtime import (Runtime, model_flops_utilisation, on_main_rank, peak_flops, setup_runtime, synchronize,
                                  wrap_model)
 from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint, save_model
-from nbcli.train.step import (count_labels, evaluate, learning_rate, make_optimizer, micro_batches, optimizer_step,
-                              set_learning_rate, step0_alpha)
+from nbcli.train.step import (Forward, count_labels, evaluate, learning_rate, lm_forward, make_optimizer,
+                              micro_batches, optimizer_step, set_learning_rate, step0_alpha)
 from nbcli.train.unigram_reg import regulariser_on
 
 # ---------------------------------------------------------------------------------------------
@@ -101,26 +106,40 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
 
 
 @dataclass
-class _Run:
-    """What a run trains with, fixed once it is set up."""
+class Updates:
+    """What the update loop needs from a task, fixed once its run is set up (the LM's from `_set_up`,
+    translation's from `nbcli.tasks.translation`)."""
 
     cfg: TrainConfig
     rt: Runtime
     out: Path
-    tokenizer: Tokenizer
-    data: TokenData
-    mcfg: ModelConfig
-    train_stream: BlockStream
-    val_stream: BlockStream
-    log_u: torch.Tensor
-    guidance: Guidance | None
-    model: Transformer
+    model: torch.nn.Module
     optimizer: torch.optim.AdamW
+    batches: Callable[[int, int], list[Any]]    # (step, sequences consumed) -> this rank's micro-batches
+    forward: Forward                            # one micro-batch through the model (`step.lm_forward`)
+    evaluate: Callable[[int], dict[str, Any]]   # the eval fields at a step, val_loss among them (every rank)
+    metadata: Callable[[int], dict[str, str]]   # the checkpoint metadata of step N
+    fingerprint: str                            # of the training data, saved with the state (--resume checks it)
+    guidance: Any | None                        # the AG loss's heads (None: no AG); `forward` computes the loss
+    log_u: torch.Tensor                         # log omega [V]: the unigram regulariser's reference
+    vocab_size: int                             # of the predicted tokens (the step-0 loss check against log V)
+    tokens: Callable[[list[Any]], int]          # tokens of one update over all ranks (tokens_per_s)
+    flops_per_token: float                      # training FLOPs per token (MFU)
     warn: Callable[[str], None]
 
 
 @dataclass
-class _Position:
+class _Run:
+    """What an LM run trains with, fixed once it is set up: the update loop's record and the LM's data."""
+
+    updates: Updates
+    tokenizer: Tokenizer
+    data: TokenData
+    mcfg: ModelConfig
+
+
+@dataclass
+class Position:
     """Where a run is: the next update, sequences consumed, AG's alpha_0 once known, the validation
     points so far (for the ALC), the step the run resumed from, and the tokens this process trained on."""
 
@@ -146,12 +165,11 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
 
     on_main_rank(rt, lambda: check_run_directory(out, cfg, corpus, tokenizer_path, resume))
     run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn, allow_vocab_mismatch)
-    position = _start(run, resume)
+    position = start_position(run.updates, resume)
     on_main_rank(rt, lambda: write_run_files(out, cfg, run.data, run.tokenizer, position.step if resume else None))
     last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
     t_start = time.perf_counter()
-    with _log(run, on_step) as write:
-        checkpoint = _train_steps(run, position, last_step, write)
+    checkpoint = run_updates(run.updates, position, last_step, on_step)
     seconds = time.perf_counter() - t_start
     result = _result(run, position, last_step, checkpoint, seconds, warnings)
     on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
@@ -181,35 +199,50 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
         warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)
-    return _Run(cfg, rt, out, tokenizer, data, mcfg, train_stream, val_stream, log_u, guidance, model, optimizer,
-                warn)
+    sampler = TrainSampler(train_stream.n_blocks, cfg.seed)
+    updates = Updates(
+        cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer,
+        batches=lambda step, sequences: micro_batches(train_stream, sampler, cfg, mcfg, rt, step, sequences),
+        forward=lm_forward(mcfg.causal), evaluate=lambda step: evaluate(model, val_stream, cfg, mcfg, log_u, rt),
+        metadata=lambda step: checkpoint_metadata(cfg, mcfg, step, tokenizer, data), fingerprint=data.fingerprint,
+        guidance=guidance, log_u=log_u, vocab_size=mcfg.vocab_size,
+        tokens=lambda batches: cfg.batch_size * cfg.seq_len, flops_per_token=model.flops_per_token(), warn=warn)
+    return _Run(updates, tokenizer, data, mcfg)
 
 
-def _start(run: _Run, resume: bool) -> _Position:
+def start_position(u: Updates, resume: bool) -> Position:
     """Step 0, or with --resume the saved state: model, AdamW moments, data position, alpha_0 and
     the validation points logged before it."""
-    alpha0 = None if run.cfg.ag_alpha == "auto" else float(run.cfg.ag_alpha)
+    alpha0 = None if u.cfg.ag_alpha == "auto" else float(u.cfg.ag_alpha)
     if not resume:
-        return _Position(alpha0=alpha0)
-    state = resume_state(run.out, run.model, run.optimizer, run.data.fingerprint, run.rt.device)
+        return Position(alpha0=alpha0)
+    state = resume_state(u.out, u.model, u.optimizer, u.fingerprint, u.rt.device)  # type: ignore[arg-type]
     if alpha0 is None:
         alpha0 = state.get("ag_alpha0")
-    val_points = [(r["step"], r["val_loss"]) for r in read_log_records(run.out / "log.jsonl") if "val_loss" in r]
-    return _Position(step=state["step"], sequences=state["sequences"], alpha0=alpha0, val_points=val_points,
-                     resumed_from=state["step"])
+    val_points = [(r["step"], r["val_loss"]) for r in read_log_records(u.out / "log.jsonl") if "val_loss" in r]
+    return Position(step=state["step"], sequences=state["sequences"], alpha0=alpha0, val_points=val_points,
+                    resumed_from=state["step"])
+
+
+def run_updates(u: Updates, position: Position, last_step: int,
+                on_step: Callable[[int, dict[str, Any]], None] | None) -> Path:
+    """The updates from position.step to last_step, each record appended to DIR/log.jsonl (rank 0)
+    and passed to `on_step`; the path of the last checkpoint (`_train_steps`)."""
+    with _log(u, on_step) as write:
+        return _train_steps(u, position, last_step, write)
 
 
 @contextlib.contextmanager
-def _log(run: _Run, on_step: Callable[[int, dict[str, Any]], None] | None,
+def _log(u: Updates, on_step: Callable[[int, dict[str, Any]], None] | None,
          ) -> Iterator[Callable[[dict[str, Any]], None]]:
     """A function that appends a record to DIR/log.jsonl (rank 0) and passes it to `on_step`."""
-    log_file = open(run.out / "log.jsonl", "a", encoding="utf-8") if run.rt.is_main else None
+    log_file = open(u.out / "log.jsonl", "a", encoding="utf-8") if u.rt.is_main else None
 
     def write(record: dict[str, Any]) -> None:
         if log_file is not None:
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
-        if on_step is not None and run.rt.is_main:
+        if on_step is not None and u.rt.is_main:
             on_step(record["step"], record)
 
     try:
@@ -219,47 +252,46 @@ def _log(run: _Run, on_step: Callable[[int, dict[str, Any]], None] | None,
             log_file.close()
 
 
-def _save(run: _Run, position: _Position, step: int, *, state: bool = True) -> Path:
+def _save(u: Updates, position: Position, step: int, *, state: bool = True) -> Path:
     """DIR/step-N.safetensors (rank 0; every rank shares the outcome), with the training state that
     resumes from it unless `state` is False (step 0: the initial model, for the figures that start there)."""
-    path = run.out / f"step-{step}.safetensors"
-    metadata = checkpoint_metadata(run.cfg, run.mcfg, step, run.tokenizer, run.data)
+    path = u.out / f"step-{step}.safetensors"
+    metadata = u.metadata(step)
     if state:
-        on_main_rank(run.rt, lambda: save_checkpoint(run.out, step, position.sequences, run.model, run.optimizer,
-                                                     metadata, run.data.fingerprint, position.alpha0))
+        on_main_rank(u.rt, lambda: save_checkpoint(u.out, step, position.sequences, u.model,  # type: ignore[arg-type]
+                                                   u.optimizer, metadata, u.fingerprint, position.alpha0))
     else:
-        on_main_rank(run.rt, lambda: save_model(path, run.model, metadata))
+        on_main_rank(u.rt, lambda: save_model(path, u.model, metadata))  # type: ignore[arg-type]
     return path
 
 
-def _train_steps(run: _Run, position: _Position, last_step: int,
+def _train_steps(u: Updates, position: Position, last_step: int,
                  write: Callable[[dict[str, Any]], None]) -> Path:
     """The updates from position.step to last_step (the initial model saved as step 0 first, the
     state every --save-every updates), then the final evaluation and checkpoint; its path."""
-    cfg = run.cfg
-    net = wrap_model(run.model, cfg, run.rt)
-    sampler = TrainSampler(run.train_stream.n_blocks, cfg.seed)
-    meter = _Meter(run)
+    cfg = u.cfg
+    net = wrap_model(u.model, cfg, u.rt)
+    meter = _Meter(u)
     try:
-        run.model.train()
+        u.model.train()
         if position.step == 0 and last_step > 0:
-            _save(run, position, 0, state=False)
+            _save(u, position, 0, state=False)
         for step in range(position.step, last_step):
             position.step = step
-            record = _update(run, net, sampler, position, meter)
+            record = _update(u, net, position, meter)
             write(record)
             if step == 0:
-                check_start(record["loss"], run.mcfg.vocab_size, cfg, run.warn)
+                check_start(record["loss"], u.vocab_size, cfg, u.warn)
             if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < last_step:
-                _save(run, position, step + 1)
+                _save(u, position, step + 1)
         position.step = last_step
-        final = evaluate(run.model, run.val_stream, cfg, run.mcfg, run.log_u, run.rt)
+        final = u.evaluate(last_step)
         if not position.val_points or position.val_points[-1][0] != last_step:
             position.val_points.append((last_step, final["val_loss"]))
         write({"step": last_step, **final})
-        return _save(run, position, last_step)
+        return _save(u, position, last_step)
     except KeyboardInterrupt:
-        out = run.out
+        out = u.out
         saved = (out / "train-state.json").exists()
         raise Interrupted(f"interrupted at step {position.step}; " + (
             f"{out} holds the last saved state (--resume continues from it)" if saved else
@@ -267,51 +299,49 @@ def _train_steps(run: _Run, position: _Position, last_step: int,
 
 
 class _Meter:
-    """Throughput and MFU of each update: tokens per update, FLOPs per token, the device's peak."""
+    """Throughput and MFU of each update: FLOPs per token and the device's peak."""
 
-    def __init__(self, run: _Run) -> None:
-        self.tokens_per_step = run.cfg.batch_size * run.cfg.seq_len
-        self.peak = peak_flops(run.rt.device)
-        self.flops_per_token = run.model.flops_per_token()
-        self.world = run.rt.world
+    def __init__(self, u: Updates) -> None:
+        self.peak = peak_flops(u.rt.device)
+        self.flops_per_token = u.flops_per_token
+        self.world = u.rt.world
 
-    def fields(self, seconds: float) -> dict[str, float]:
-        """tokens_per_s, and mfu on a GPU whose peak is known."""
-        record = {"tokens_per_s": self.tokens_per_step / seconds}
+    def fields(self, tokens: int, seconds: float) -> dict[str, float]:
+        """tokens_per_s of an update of `tokens` tokens, and mfu on a GPU whose peak is known."""
+        record = {"tokens_per_s": tokens / seconds}
         if self.peak is not None:
-            record["mfu"] = model_flops_utilisation(self.flops_per_token, self.tokens_per_step, seconds, self.peak,
-                                                    self.world)
+            record["mfu"] = model_flops_utilisation(self.flops_per_token, tokens, seconds, self.peak, self.world)
         return record
 
 
-def _update(run: _Run, net: torch.nn.Module, sampler: TrainSampler, position: _Position,
-            meter: _Meter) -> dict[str, Any]:
+def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter) -> dict[str, Any]:
     """One update at position.step: evaluate first when due, then one optimizer step over all its
     micro-batches; its log record."""
-    cfg, step = run.cfg, position.step
+    cfg, rt, step = u.cfg, u.rt, position.step
     record: dict[str, Any] = {"step": step}
     if step % cfg.eval_every == 0:
-        record.update(evaluate(run.model, run.val_stream, cfg, run.mcfg, run.log_u, run.rt))
+        record.update(u.evaluate(step))
         position.val_points.append((step, record["val_loss"]))
     t0 = time.perf_counter()
     lr = learning_rate(step, cfg)
-    set_learning_rate(run.optimizer, lr)
+    set_learning_rate(u.optimizer, lr)
     # All micro-batches of this step, so the loss can be normalised by the global label count.
-    batches = micro_batches(run.train_stream, sampler, cfg, run.mcfg, run.rt, step, position.sequences)
-    n_labels = count_labels(batches, run.rt)
-    guidance = run.guidance
+    batches = u.batches(step, position.sequences)
+    n_labels = count_labels(batches, rt)
+    guidance = u.guidance
     if guidance is not None and position.alpha0 is None:
-        position.alpha0 = step0_alpha(run.model, batches, guidance, cfg, run.mcfg, n_labels, run.rt)
+        position.alpha0 = step0_alpha(u.model, batches, guidance, cfg, None, n_labels, rt, forward=u.forward)
     alpha = ag_alpha(step, position.alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
     reg_on = regulariser_on(step, cfg.unigram_reg_lambda, cfg.unigram_reg_steps)
-    losses = optimizer_step(net, run.model, run.optimizer, batches, n_labels, guidance, alpha, step, cfg, run.mcfg,
-                            run.rt, unigram_reg=(cfg.unigram_reg_lambda, run.log_u) if reg_on else None)
+    losses = optimizer_step(net, u.model, u.optimizer, batches, n_labels, guidance, alpha, step, cfg, None, rt,
+                            unigram_reg=(cfg.unigram_reg_lambda, u.log_u) if reg_on else None, forward=u.forward)
     position.sequences += cfg.batch_size
-    synchronize(run.rt)
+    synchronize(rt)
     dt = time.perf_counter() - t0
-    position.tokens += meter.tokens_per_step
+    tokens = u.tokens(batches)
+    position.tokens += tokens
     record.update({"loss": losses.loss, "lr": lr})
-    record.update(meter.fields(dt))
+    record.update(meter.fields(tokens, dt))
     if guidance is not None:
         record["ag_loss"] = losses.ag_loss
         record["ag_alpha"] = alpha
@@ -324,15 +354,17 @@ def _update(run: _Run, net: torch.nn.Module, sampler: TrainSampler, position: _P
     return record
 
 
-def _result(run: _Run, position: _Position, last_step: int, checkpoint: Path, seconds: float,
+def _result(run: _Run, position: Position, last_step: int, checkpoint: Path, seconds: float,
             warnings: list[str]) -> TrainResult:
     from nbcli.counts import unigram_entropy
 
+    u = run.updates
     val_points = position.val_points
     return TrainResult(
-        out=run.out, steps=last_step, final_val_loss=val_points[-1][1] if val_points else None,
+        out=u.out, steps=last_step, final_val_loss=val_points[-1][1] if val_points else None,
         alc=area_under_curve(val_points), checkpoint=checkpoint, tokens=position.tokens, seconds=seconds,
-        tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0, parameters=run.model.num_parameters(),
-        device=str(run.rt.device), unigram_entropy=unigram_entropy(run.data.counts),
+        tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0,
+        parameters=u.model.num_parameters(),  # type: ignore[operator]
+        device=str(u.rt.device), unigram_entropy=unigram_entropy(run.data.counts),
         log_v=math.log(run.mcfg.vocab_size), resumed_from=position.resumed_from,
-        ag_alpha0=position.alpha0 if run.guidance is not None else None, warnings=warnings)
+        ag_alpha0=position.alpha0 if u.guidance is not None else None, warnings=warnings)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,19 +34,44 @@ from nbcli.train.runtime import Runtime, all_reduce_sum, autocast
 from nbcli.train.unigram_reg import unigram_kl
 
 
-def make_optimizer(model: Transformer, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (never on biases, LayerNorms or the output bias)."""
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+# One micro-batch through the model: (net, batch, guidance, runtime) -> (logits [..., V] whose labels are
+# batch.labels, the AG loss or None). `lm_forward` is the LM's; a task brings its own (nbcli.tasks).
+Forward = Callable[[torch.nn.Module, Any, "Guidance | None", Runtime], tuple[torch.Tensor, "torch.Tensor | None"]]
+
+
+def lm_forward(causal: bool) -> Forward:
+    """The decoder-only / MLM forward: logits of batch.inputs (under autocast), AG loss of its guided heads."""
+    def forward(net: torch.nn.Module, batch: Batch, guidance: Guidance | None, rt: Runtime,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with autocast(rt):
+            logits, qks = net(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided if guidance else None)
+        ag = guidance.loss(qks, batch.inputs, _lengths(batch), causal) if guidance is not None else None
+        return logits, ag
+    return forward
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW (betas (0.9, --adam-beta2), eps --adam-eps); weight decay on matrices only (never on biases,
+    LayerNorms or the output bias); frozen parameters (--freeze-embeddings) are left out."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in params if p.dim() >= 2]
+    no_decay = [p for n, p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.adam_beta2), eps=cfg.adam_eps,
+                             fused=device.type == "cuda")
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up over --warmup steps, then cosine (GPT-2/nanoGPT) or linear (RoBERTa, paper 001's
-    release: `get_linear_schedule_with_warmup`) decay to lr * min_lr_ratio at --steps."""
+    release: `get_linear_schedule_with_warmup`) decay to lr * min_lr_ratio at --steps, fairseq's
+    inverse square root lr * sqrt(warmup / (step + 1)) after the warm-up (Vaswani et al. 2017 eq. 3's
+    shape; no floor, no end), or constant (paper 002's translation runs name no schedule)."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
+    if cfg.lr_schedule == "inverse-sqrt":
+        return cfg.lr * math.sqrt(max(1, cfg.warmup) / (step + 1))
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
     progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     floor = cfg.lr * cfg.min_lr_ratio
     if cfg.lr_schedule == "linear":
@@ -96,14 +122,18 @@ def gradient_sync(net: torch.nn.Module, rt: Runtime, last: bool) -> contextlib.A
     return net.no_sync()  # type: ignore[operator]
 
 
-def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.optim.Optimizer,
-                   batches: list[Batch], n_labels: torch.Tensor, guidance: Guidance | None, alpha: float,
-                   step: int, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime, *,
-                   unigram_reg: tuple[float, torch.Tensor] | None = None) -> StepLosses:
+def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   batches: list[Any], n_labels: torch.Tensor, guidance: Guidance | None, alpha: float,
+                   step: int, cfg: TrainConfig, mcfg: ModelConfig | None, rt: Runtime, *,
+                   unigram_reg: tuple[float, torch.Tensor] | None = None, forward: Forward | None = None,
+                   ) -> StepLosses:
     """Forward and backward every micro-batch through `net` (the model, compiled and/or in DDP),
     check the loss is finite, clip, update `model`'s parameters and clear the gradients.
     `unigram_reg` = (lambda, log omega [V]): subtract lambda KL(omega || p_theta) per labelled token
-    (paper 000 app. B.3); None: the standard objective."""
+    (paper 000 app. B.3); None: the standard objective. `forward`: the task's (default: the LM's)."""
+    if forward is None:
+        assert mcfg is not None
+        forward = lm_forward(mcfg.causal)
     ce_sum = torch.zeros((), device=rt.device)
     ag_sum = torch.zeros((), device=rt.device)
     kl_sum = torch.zeros((), device=rt.device)
@@ -111,9 +141,7 @@ def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.op
     for m, batch in enumerate(batches):
         torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
         with gradient_sync(net, rt, last=m == cfg.grad_accum - 1):
-            with autocast(rt):
-                logits, qks = net(batch.inputs, key_mask=_key_mask(batch),
-                                  guided=guidance.guided if guidance else None)
+            logits, ag = forward(net, batch, guidance, rt)
             ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
             lm = ce
             if unigram_reg is not None:   # paper 000 app. B.3: CE - lambda KL(omega || p_theta)
@@ -123,8 +151,7 @@ def optimizer_step(net: torch.nn.Module, model: Transformer, optimizer: torch.op
                 kl_sum += kl.detach()
             # DDP averages gradients over ranks: scale so the total is the global token mean.
             loss = lm * rt.world / n_labels.clamp(min=1)
-            if guidance is not None:
-                ag = guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal)
+            if ag is not None:
                 loss = loss + alpha * ag / cfg.grad_accum
                 ag_sum += ag.detach() / cfg.grad_accum
             loss.backward()
@@ -154,19 +181,22 @@ def check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
 
 
 @torch.no_grad()
-def step0_alpha(model: Transformer, batches: list[Batch], guidance: Guidance, cfg: TrainConfig,
-                mcfg: ModelConfig, n_labels: torch.Tensor, rt: Runtime) -> float:
+def step0_alpha(model: torch.nn.Module, batches: list[Any], guidance: Guidance, cfg: TrainConfig,
+                mcfg: ModelConfig | None, n_labels: torch.Tensor, rt: Runtime, forward: Forward | None = None) -> float:
     """`--ag-alpha auto`: alpha_0 = L_LM / L_AG on the step-0 update's batches (all ranks and
     micro-steps; evaluation mode, no gradient), so alpha_0 L_AG = L_LM at step 0 (paper 001 sec. 4.5)."""
+    if forward is None:
+        assert mcfg is not None
+        forward = lm_forward(mcfg.causal)
     was_training = model.training
     model.eval()
     ce_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
     ag_sum = torch.zeros((), dtype=torch.float64, device=rt.device)
     for batch in batches:
-        with autocast(rt):
-            logits, qks = model(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided)
+        logits, ag = forward(model, batch, guidance, rt)
+        assert ag is not None
         ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
-        ag_sum += guidance.loss(qks, batch.inputs, _lengths(batch), mcfg.causal).double() / len(batches)
+        ag_sum += ag.double() / len(batches)
     totals = all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
     if was_training:
         model.train()
