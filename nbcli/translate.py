@@ -79,13 +79,15 @@ class TranslationModel:
         return int(value) if value.isdigit() else None
 
     def decoding_defaults(self) -> dict[str, Any]:
-        """The run's --beam/--lenpen (its training config), else beam 5 and lenpen 1 (paper 000 sec. 4.1)."""
+        """The run's --beam/--lenpen/--max-len-a/-b (its training config), else beam 5, lenpen 1, 1.2 and 10."""
         try:
             train = json.loads(self.metadata.get("nb.train_config", "{}"))
         except json.JSONDecodeError:
             train = {}
-        extra = train.get("extra", {}) if isinstance(train, dict) else {}
-        return {"beam": int(extra.get("beam", 5)), "lenpen": float(extra.get("lenpen", 1.0))}
+        options = train.get("task_options", {}) if isinstance(train, dict) else {}
+        options = options if isinstance(options, dict) else {}
+        return {"beam": int(options.get("beam", 5)), "lenpen": float(options.get("lenpen", 1.0)),
+                "max_len_a": float(options.get("max_len_a", 1.2)), "max_len_b": int(options.get("max_len_b", 10))}
 
 
 def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:

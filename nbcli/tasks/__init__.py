@@ -1,6 +1,13 @@
-"""The papers' downstream tasks, one module per task: what a batch is, its loss and its metrics.
+"""The papers' tasks beyond language modelling, one module per task: what a batch is, its loss and
+its metrics.
 
-`classification` (sentences and pairs), `tagging` (CoNLL token classification); `labels`: the label
-names they keep end to end and their padded batches; `finetune`: building, running and predicting
-with an encoder and its head.
+    classification.py     sentences and sentence pairs (fine-tuning an encoder with a head)
+    tagging.py            CoNLL token classification
+    labels.py             the label names classification and tagging keep end to end, padded batches
+    data.py               a classification or tagging data set as the model sees it
+    encoders.py           the encoders those heads sit on (nb's MLM or a transformers encoder)
+    finetune.py           building, running and predicting with an encoder and its head
+    translation.py        nb train --task translation: the encoder-decoder on the task-agnostic update
+                          loop (`nbcli.train.loop.run_updates`), BLEU / chrF validation
+    translation_data.py   its sentence pairs: tokenised, split, counted, batched
 """

@@ -125,6 +125,30 @@ def on_main_rank(rt: Runtime, action: Callable[[], None]) -> None:
         raise _failure_from_bytes(bytes(data.cpu().tolist()))
 
 
+def all_gather_texts(items: list[tuple[int, str]], rt: Runtime) -> list[tuple[int, str]]:
+    """Every rank's (index, text) items, concatenated in rank order (the list itself on one process):
+    translation's validation hypotheses, decoded a share per rank. They travel as UTF-8 JSON in uint8
+    tensors (the lengths, then the bytes padded to the longest): no pickle."""
+    if rt.world == 1:
+        return items
+    import json
+
+    import torch.distributed as dist
+
+    payload = json.dumps(items).encode("utf-8")
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=rt.device)
+    sizes = [torch.zeros_like(size) for _ in range(rt.world)]
+    dist.all_gather(sizes, size)
+    data = torch.zeros(max(int(n) for n in sizes), dtype=torch.uint8, device=rt.device)
+    data[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(rt.device)
+    parts = [torch.zeros_like(data) for _ in range(rt.world)]
+    dist.all_gather(parts, data)
+    out: list[tuple[int, str]] = []
+    for part, n in zip(parts, sizes):
+        out += [(int(i), str(text)) for i, text in json.loads(part[:int(n)].cpu().numpy().tobytes().decode("utf-8"))]
+    return out
+
+
 def _failure_bytes(err: BaseException) -> bytes:
     """`Class\0message` of rank 0's failure: an NbError keeps its class and message; Ctrl-C is an
     Interrupted; anything else (a bug, with its traceback on rank 0) is an NbError saying so."""

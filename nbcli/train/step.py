@@ -271,15 +271,21 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
             logits, _ = model(batch.inputs, key_mask=_key_mask(batch))      # float32 (model.output_logits)
         sel = batch.labels != -100
         totals += eval_sums(logits[sel], batch.labels[sel], log_u)
-    all_reduce_sum(totals, rt)
+    out = prediction_fields(all_reduce_sum(totals, rt), model.head_bias, log_u)
+    if was_training:
+        model.train()
+    return out
+
+
+def prediction_fields(totals: torch.Tensor, bias: torch.Tensor | None, log_u: torch.Tensor) -> dict[str, float]:
+    """The eval fields of `eval_sums` totals summed over batches and ranks: val_loss, kl_unigram =
+    mean KL(p_theta(.|ctx) || u), kl_uniform = mean KL(p_theta || uniform) (paper 000 fig. 1); with an
+    output bias b, bias_kl_unigram = KL(softmax(b) || u) and bias_norm = ||b|| (app. B.5, figs. 11-12)."""
     count = max(1.0, float(totals[3]))
     out = {"val_loss": float(totals[0]) / count, "kl_unigram": float(totals[1]) / count,
            "kl_uniform": float(totals[2]) / count}
-    bias = model.head_bias
     if bias is not None:
         stats = bias_vs_unigram(bias.detach().float().cpu().numpy(), log_u.double().cpu().numpy())
         out["bias_kl_unigram"] = stats.kl_bias_to_unigram
         out["bias_norm"] = stats.norm
-    if was_training:
-        model.train()
     return out

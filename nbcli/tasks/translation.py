@@ -1,0 +1,501 @@
+"""`nb train --task translation`: the papers' own experiment, an encoder-decoder (`nbcli.models.seq2seq`)
+trained on sentence pairs with label-smoothed cross-entropy and validated by BLEU / chrF of its
+beam-search translations (paper 000 sec. 4.1 and app. A; paper 001 table 7; paper 002 tables 1, 3).
+
+What the task brings to the task-agnostic update loop (`nbcli.train.loop.run_updates`): its batches
+(`translation_data`), its forward (encoder + teacher-forced decoder, attention guidance on encoder and
+decoder self-attention), its evaluation (validation loss and paper 000 fig. 1's divergences on the
+target tokens; BLEU and chrF by sacreBLEU of the decoded validation sources; the best checkpoint by
+validation BLEU kept as DIR/best.safetensors, paper 000 app. A's early stopping) and its checkpoints.
+
+Presets (docs/training.md): tiny (seconds on CPU); iwslt (fairseq transformer_iwslt_de_en: 6+6 layers,
+d 512, FFN 1024, 4 heads, dropout 0.3, lr 5e-4, inverse-sqrt warm-up 4000, Adam (0.9, 0.98), weight
+decay 1e-4); base (Vaswani et al. 2017 base: 6+6, d 512, FFN 2048, 8 heads, dropout 0.1, lr 7e-4 =
+512^-0.5 4000^-0.5, warm-up 4000); kim-3 (paper 002 app. A.2: 3+3 layers, 8 heads, Adam (0.9, 0.98,
+1e-9), dropout 0.1, lr 2e-4; d 512 and FFN 512 from the PyTorch translation tutorial its setup follows).
+All: post-LN, sinusoidal positions with embeddings scaled by sqrt(d), ReLU, label smoothing 0.1,
+no gradient clipping (fairseq's defaults).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.errors import ConfigError, naming
+from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+from nbcli.ops import unigram_log_prior
+from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatch, collate, conventions, input_files,
+                                          tokenize_pairs)
+from nbcli.tokenizers import Tokenizer, load_tokenizer
+from nbcli.tokenizers.identity import identity_metadata
+from nbcli.train.config import TrainConfig
+from nbcli.train.data import TrainSampler
+from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
+from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
+from nbcli.train.loop import Updates, run_updates, start_position
+from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
+                                write_run_files, write_summary)
+from nbcli.train.runs import read_log_records
+from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, autocast, on_main_rank, setup_runtime
+from nbcli.train.state import FORMAT, save_model
+from nbcli.train.step import eval_sums, make_optimizer, prediction_fields
+
+TASK = "translation"
+BEST = "best.safetensors"
+
+_FAIRSEQ = dict(lr_schedule="inverse-sqrt", adam_beta2=0.98, weight_decay=0.0, grad_clip=0.0, label_smoothing=0.1)
+PRESETS: dict[str, dict[str, Any]] = {
+    # seconds on a CPU
+    "tiny": dict(n_layer=2, n_head=4, d_model=64, seq_len=64, batch_size=32, lr=2e-3, warmup=20, dropout=0.1,
+                 **_FAIRSEQ, task_options=dict(d_ff=256, eval_sentences=64)),
+    # fairseq transformer_iwslt_de_en (and its IWSLT'14 de-en recipe)
+    "iwslt": dict(n_layer=6, n_head=4, d_model=512, seq_len=256, batch_size=128, lr=5e-4, warmup=4000, dropout=0.3,
+                  **{**_FAIRSEQ, "weight_decay": 1e-4}, task_options=dict(d_ff=1024)),
+    # Vaswani et al. 2017, base
+    "base": dict(n_layer=6, n_head=8, d_model=512, seq_len=256, batch_size=256, lr=7e-4, warmup=4000, dropout=0.1,
+                 **{**_FAIRSEQ, "adam_eps": 1e-9}, task_options=dict(d_ff=2048)),
+    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128)
+    "kim-3": dict(n_layer=3, n_head=8, d_model=512, seq_len=256, batch_size=128, lr=2e-4, warmup=0, dropout=0.1,
+                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9}, task_options=dict(d_ff=512)),
+}
+
+
+@dataclass(frozen=True)
+class TranslationOptions:
+    """The task's own options (TrainConfig.task_options; compared on --resume like every option)."""
+
+    src_lang: str = "src"
+    tgt_lang: str = "tgt"
+    d_ff: int = 512
+    norm: str = "post"                      # post (Vaswani, fairseq) | pre
+    positions: str = "sinusoidal"           # sinusoidal | learned | none (paper 002 table 3)
+    scale_embedding: bool = True            # embeddings times sqrt(d) before the positions
+    share_embeddings: str = "auto"          # all | decoder | none | auto (all with one joint tokenizer, else decoder)
+    activation: str = "relu"
+    max_positions: int = 1024
+    freeze_embeddings: bool = False         # paper 002 table 3's "Train: no"
+    beam: int = 5                           # validation BLEU's (and nb translate's default) beam ...
+    lenpen: float = 1.0                     # ... and length penalty (paper 000 sec. 4.1: beam 5, length-normalised)
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    eval_sentences: int = 0                 # validation pairs decoded for BLEU at each evaluation (0: all)
+    ag_decoder_fraction: float = 0.0        # decoder self-attention guidance (paper 001 table 7: none)
+    ag_decoder_patterns: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ag_decoder_patterns, list):
+            object.__setattr__(self, "ag_decoder_patterns", tuple(self.ag_decoder_patterns))
+        checks = [
+            (self.norm in ("post", "pre"), "--norm must be post or pre"),
+            (self.positions in ("sinusoidal", "learned", "none"), "--positions must be sinusoidal, learned or none"),
+            (self.share_embeddings in ("auto", "all", "decoder", "none"),
+             "--share-embeddings must be auto, all, decoder or none"),
+            (self.activation in ("relu", "gelu"), "--activation must be relu or gelu"),
+            (self.d_ff >= 1 and self.max_positions >= 2, "d_ff and max_positions must be positive"),
+            (self.beam >= 1, "--beam must be >= 1"),
+            (math.isfinite(self.lenpen), "--lenpen must be a finite number"),
+            (self.max_len_a >= 0 and self.max_len_b >= 0, "--max-len-a and --max-len-b must be >= 0"),
+            (self.eval_sentences >= 0, "--eval-sentences must be >= 0"),
+            (0.0 <= self.ag_decoder_fraction <= 1.0, "--ag-decoder-fraction must be in [0, 1]"),
+            (bool(self.src_lang) and bool(self.tgt_lang) and self.src_lang != self.tgt_lang,
+             "--src-lang and --tgt-lang must be two different language codes"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.ag_decoder_patterns and "next" in self.ag_decoder_patterns:
+            raise ConfigError("--ag-decoder-patterns: [Next] is impossible in the causal decoder")
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> "TranslationOptions":
+        known = {f.name for f in fields(cls)}
+        unknown = set(cfg.task_options) - known
+        if unknown:
+            raise ConfigError(f"translation options: unknown keys {sorted(unknown)}")
+        return cls(**cfg.task_options)
+
+
+def build_translation_config(preset: str = "tiny", task_options: dict[str, Any] | None = None,
+                             **overrides: Any) -> TrainConfig:
+    """A TrainConfig for --task translation from a translation preset plus explicit options (None: the
+    preset's); task_options over the preset's, checked by TranslationOptions."""
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset for --task translation must be one of {', '.join(PRESETS)}, got {preset!r}")
+    values = {k: v for k, v in PRESETS[preset].items() if k != "task_options"}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    options = {**PRESETS[preset].get("task_options", {}), **{k: v for k, v in (task_options or {}).items()
+                                                             if v is not None}}
+    opts = TranslationOptions(**options)
+    if "tie_embeddings" not in overrides or overrides["tie_embeddings"] is None:
+        values["tie_embeddings"] = opts.share_embeddings != "none"
+    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), **values)
+    if cfg.seq_len > opts.max_positions:
+        raise ConfigError(f"--max-len {cfg.seq_len} exceeds the position table ({opts.max_positions})")
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+def model_config(cfg: TrainConfig, opts: TranslationOptions, source: Tokenizer, target: Tokenizer,
+                 conv: Conventions) -> Seq2SeqConfig:
+    joint = source.sha256 == target.sha256
+    share = ("all" if joint else "decoder") if opts.share_embeddings == "auto" else opts.share_embeddings
+    if share == "all" and not joint:
+        raise ConfigError("--share-embeddings all needs one joint tokenizer (-t), not two")
+    return Seq2SeqConfig(
+        src_vocab_size=source.vocab_size, tgt_vocab_size=target.vocab_size, eos_id=conv.eos_id,
+        decoder_start_id=conv.decoder_start_id, pad_id=conv.pad_id, src_eos_id=conv.src_eos_id,
+        max_positions=opts.max_positions, encoder_layers=cfg.n_layer, decoder_layers=cfg.n_layer, n_head=cfg.n_head,
+        d_model=cfg.d_model, d_ff=opts.d_ff, dropout=cfg.dropout, activation=opts.activation,  # type: ignore[arg-type]
+        norm=opts.norm, positions=opts.positions, scale_embedding=opts.scale_embedding,  # type: ignore[arg-type]
+        share_embeddings=share, output_bias=cfg.bias_init != "none")  # type: ignore[arg-type]
+
+
+def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig, data: PairData) -> Seq2SeqTransformer:
+    """fairseq's init (the model's), then the papers': b = log-unigram of the target side's training
+    tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked; the source and target
+    embeddings initialised by --embedding-init and its transforms (paper 002; the LM's function, each
+    side with its own counts for --embedding-whiten); frozen with --freeze-embeddings (table 3)."""
+    torch.manual_seed(cfg.seed)
+    model = Seq2SeqTransformer(mcfg)
+    with torch.no_grad():
+        for emb, counts in zip(model.embeddings(), [data.src_counts, data.counts] if mcfg.share_embeddings != "all"
+                               else [data.counts]):
+            emb.weight.copy_(input_embedding(cfg, emb.weight, None, counts))
+        if model.final_logits_bias is not None and cfg.bias_init == "unigram":
+            model.final_logits_bias.copy_(output_bias(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k))
+            if cfg.rescale_w is not None:
+                assert model.lm_head_weight is not None
+                model.lm_head_weight.copy_(rescale_output_weight(model.lm_head_weight, model.final_logits_bias,
+                                                                 cfg.rescale_w))
+    if opts.freeze_embeddings:
+        for emb in model.embeddings():
+            emb.weight.requires_grad_(False)
+    return model
+
+
+@dataclass(frozen=True)
+class Seq2SeqGuidance:
+    """Attention guidance of the encoder's and the decoder's self-attention (paper 001 table 7: the
+    cross-attention is never guided). L_AG = encoder's (bidirectional) + decoder's (causal) terms."""
+
+    encoder: Guidance | None
+    decoder: Guidance | None
+
+    def loss(self, enc_qks: list[Any], dec_qks: list[Any], batch: TranslationBatch) -> torch.Tensor:
+        total = torch.zeros((), device=batch.src.device)
+        if self.encoder is not None:
+            total = total + self.encoder.loss(enc_qks, batch.src, batch.src_lengths, False)
+        if self.decoder is not None:
+            total = total + self.decoder.loss(dec_qks, batch.tgt_in, batch.tgt_lengths, True)
+        return total
+
+
+def attention_guidance(cfg: TrainConfig, opts: TranslationOptions, source: Tokenizer,
+                       target: Tokenizer) -> Seq2SeqGuidance | None:
+    """--ag-fraction/--ag-patterns guide encoder heads; --ag-decoder-fraction/-patterns decoder heads."""
+    def side(fraction: float, patterns: Sequence[str] | None, causal: bool, tokenizer: Tokenizer) -> Guidance | None:
+        heads = assign_heads(cfg.n_head, fraction, patterns, causal)
+        if not heads:
+            return None
+        delim_ids, period_ids = pattern_token_ids(tokenizer)
+        return Guidance(heads=heads, delim_ids=delim_ids, period_ids=period_ids, reduction=cfg.ag_reduction)
+
+    encoder = side(cfg.ag_fraction, cfg.ag_patterns, False, source)
+    decoder = side(opts.ag_decoder_fraction, opts.ag_decoder_patterns, True, target)
+    return None if encoder is None and decoder is None else Seq2SeqGuidance(encoder, decoder)
+
+
+def translation_forward(net: torch.nn.Module, batch: TranslationBatch, guidance: Seq2SeqGuidance | None,
+                        rt: Runtime) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Teacher-forced logits of the decoder inputs (labels: batch.labels) and the AG loss (the task's
+    `nbcli.train.step.Forward`)."""
+    enc = guidance.encoder.guided if guidance is not None and guidance.encoder is not None else None
+    dec = guidance.decoder.guided if guidance is not None and guidance.decoder is not None else None
+    with autocast(rt):
+        logits, (enc_qks, dec_qks) = net(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask, enc, dec)
+    return logits, (guidance.loss(enc_qks, dec_qks, batch) if guidance is not None else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float, str, str]:
+    """Corpus BLEU and chrF of detokenised hypotheses against one reference each and their signatures:
+    `nbcli.analysis.translation.score_translations` (sacreBLEU's defaults; paper 000 app. A)."""
+    from nbcli.analysis.translation import score_translations
+
+    scores = score_translations(hypotheses, references)
+    return scores["bleu"], scores["chrf"], scores["bleu_signature"], scores["chrf_signature"]
+
+
+@torch.no_grad()
+def evaluate(model: Seq2SeqTransformer, data: PairData, conv: Conventions, cfg: TrainConfig,
+             opts: TranslationOptions, log_u: torch.Tensor, rt: Runtime, target: Tokenizer,
+             ) -> tuple[dict[str, float], tuple[str, str]]:
+    """val_loss (teacher-forced, the first --eval-batches x --batch-size validation pairs) with the
+    LM's divergence fields over target tokens, then val_bleu / val_chrf of the decoded validation
+    sources (--eval-sentences, 0: all) with --beam / --lenpen; and the BLEU and chrF signatures."""
+    from nbcli.decoding.seq2seq import translate_ids
+
+    was_training = model.training
+    model.eval()
+    n_loss = min(len(data.val_src), cfg.eval_batches * cfg.batch_size)
+    order = sorted(range(n_loss), key=lambda i: len(data.val_src[i]))
+    micro = max(1, cfg.batch_size // (cfg.grad_accum * rt.world))
+    totals = torch.zeros(4, dtype=torch.float64, device=rt.device)
+    for start in range(rt.rank * micro, n_loss, micro * rt.world):
+        batch = collate(data.val_src, data.val_tgt, order[start:start + micro], conv, rt.device)
+        with autocast(rt):
+            logits, _ = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        sel = batch.labels != -100
+        totals += eval_sums(logits[sel], batch.labels[sel], log_u)             # float32 logits (output_logits)
+    out = prediction_fields(all_reduce_sum(totals, rt), model.final_logits_bias, log_u)
+    n_bleu = len(data.val_src) if not opts.eval_sentences else min(len(data.val_src), opts.eval_sentences)
+    mine = sorted(range(rt.rank, n_bleu, rt.world), key=lambda i: len(data.val_src[i]))
+    hyps: list[tuple[int, str]] = []
+    for start in range(0, len(mine), 64):
+        chunk = mine[start:start + 64]
+        with autocast(rt):
+            found = translate_ids(model, [data.val_src[i].tolist() for i in chunk], beam=opts.beam,
+                                  lenpen=opts.lenpen, max_len_a=opts.max_len_a, max_len_b=opts.max_len_b)
+        hyps.extend((i, target.decode(h.tokens)) for i, h in zip(chunk, found))
+    ordered = [text for _, text in sorted(all_gather_texts(hyps, rt))]
+    out["val_bleu"], out["val_chrf"], bleu_signature, chrf_signature = bleu_chrf(ordered, data.val_refs[:n_bleu])
+    if was_training:
+        model.train()
+    return out, (bleu_signature, chrf_signature)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class TranslationResult:
+    out: Path
+    steps: int
+    final_val_loss: float | None
+    alc: float | None                   # area under the validation-loss curve
+    best_val_bleu: float | None
+    best_step: int | None
+    alc_val_bleu: float | None          # ALC of validation BLEU over the first 20k updates (paper 000 sec. 4.2, fig. 3)
+    final_val_bleu: float | None
+    final_val_chrf: float | None
+    bleu_signature: str | None
+    chrf_signature: str | None
+    checkpoint: Path
+    best_checkpoint: Path | None
+    pairs: int
+    skipped_long_pairs: int
+    tokens: int                         # target tokens trained on in this run
+    seconds: float
+    tokens_per_s: float
+    parameters: int
+    device: str
+    unigram_entropy: float
+    log_v: float
+    resumed_from: int | None
+    ag_alpha0: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("out", "checkpoint", "best_checkpoint"):
+            d[key] = None if d[key] is None else str(d[key])
+        return d
+
+
+def checkpoint_metadata(cfg: TrainConfig, mcfg: Seq2SeqConfig, step: int, source: Tokenizer, target: Tokenizer,
+                        data: PairData) -> dict[str, str]:
+    """The LM's checkpoint metadata for an encoder-decoder: the tokenizer identity (`nb.tokenizer*`,
+    the one vocabulary policy's) is the target side's, whose vocabulary the output layer predicts;
+    both sides' sha256 and fingerprints are recorded too (nb translate checks them)."""
+    from nbcli.provenance import tool_version, utc_now
+    from nbcli.resolve import hub_inputs_metadata
+
+    return {"nb.format": FORMAT, "nb.config": mcfg.to_json(), "nb.version": tool_version(),
+            "nb.train_config": json.dumps(cfg.to_dict(), sort_keys=True), "nb.step": str(step),
+            **identity_metadata(target), "nb.src_tokenizer_sha256": source.sha256,
+            "nb.tgt_tokenizer_sha256": target.sha256, "nb.src_tokenizer_fingerprint": source.fingerprint,
+            "nb.tgt_tokenizer_fingerprint": target.fingerprint, "nb.data_sha256": data.fingerprint,
+            "nb.inputs": json.dumps(data.inputs), "nb.created": utc_now(),
+            **hub_inputs_metadata([source.path, target.path])}
+
+
+def copy_tokenizers(out: Path, source: Tokenizer, target: Tokenizer) -> None:
+    """DIR/source-tokenizer.* and DIR/target-tokenizer.*: the run carries what decodes it (nb translate, export)."""
+    from nbcli.atomic import write_bytes_atomic
+    from nbcli.translate import run_tokenizer_name
+
+    for side, tok in (("source", source), ("target", target)):
+        write_bytes_atomic(out / run_tokenizer_name(side, tok), tok.serialized())
+
+
+def pretrained_vocab_warnings(cfg: TrainConfig, source: Tokenizer, target: Tokenizer, allow_mismatch: bool,
+                              ) -> list[str]:
+    """--embedding-init pretrained:FILE initialises every token embedding (source and target): FILE's
+    rows must be those of each side's tokenizer, by the LM's one policy (`init.check_pretrained_vocab`)."""
+    sides = [source] if source.sha256 == target.sha256 else [source, target]
+    warnings: list[str] = []
+    for tok in sides:
+        warnings += [w for w in check_pretrained_vocab(cfg, tok, allow_mismatch=allow_mismatch) if w not in warnings]
+    return warnings
+
+
+class BestBleu:
+    """The best validation BLEU so far and its step; DIR/best.safetensors holds that model (paper 000
+    app. A: the checkpoint of the best validation BLEU). Only the scheduled evaluations (every
+    --eval-every, and at --steps) count, so a run stopped with --stop-at and resumed keeps the best
+    checkpoint of the uninterrupted run; on --resume the logged evaluations before the resumed
+    step are taken up again."""
+
+    def __init__(self) -> None:
+        self.bleu: float | None = None
+        self.step: int | None = None
+        self.points: list[tuple[int, float]] = []
+
+    def take_up(self, records: list[dict[str, Any]]) -> None:
+        """The logged evaluations of the run resumed (those before its resumed step)."""
+        for record in records:
+            if "val_bleu" in record:
+                self.points.append((record["step"], record["val_bleu"]))
+                if self.bleu is None or record["val_bleu"] > self.bleu:
+                    self.bleu, self.step = record["val_bleu"], record["step"]
+
+    def better(self, step: int, bleu: float, scheduled: bool) -> bool:
+        """Record an evaluation; True when it is the new best (to be saved as best.safetensors)."""
+        self.points.append((step, bleu))
+        if scheduled and (self.bleu is None or bleu > self.bleu):
+            self.bleu, self.step = bleu, step
+            return True
+        return False
+
+
+def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Path | str, target_tokenizer: Path | str,
+                      out: Path | str, *, valid: list[str] | None = None, resume: bool = False,
+                      stop_at: int | None = None, on_step: Callable[[int, dict[str, Any]], None] | None = None,
+                      on_bytes: Callable[[int], None] | None = None,
+                      on_warning: Callable[[str], None] | None = None,
+                      allow_vocab_mismatch: bool = False) -> TranslationResult:
+    """Run `nb train --task translation` (as `nbcli.train.loop.train` for the LM: a new run that fails
+    before its first saved state leaves nothing behind; --resume continues exactly)."""
+    out = Path(out)
+    with removed_on_failure(out, resume):
+        return _train(cfg, corpus, source_tokenizer, target_tokenizer, out, valid=valid, resume=resume,
+                      stop_at=stop_at, on_step=on_step, on_bytes=on_bytes, on_warning=on_warning,
+                      allow_vocab_mismatch=allow_vocab_mismatch)
+
+
+def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_path: Path | str, out: Path, *,
+           valid: list[str] | None, resume: bool, stop_at: int | None,
+           on_step: Callable[[int, dict[str, Any]], None] | None, on_bytes: Callable[[int], None] | None,
+           on_warning: Callable[[str], None] | None, allow_vocab_mismatch: bool) -> TranslationResult:
+    if cfg.task != TASK:
+        raise ConfigError(f"train_translation needs a --task translation config, got task {cfg.task!r}")
+    opts = TranslationOptions.of(cfg)
+    warnings: list[str] = []
+    rt = setup_runtime(cfg)
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning is not None and rt.is_main:
+            on_warning(message)
+
+    files = input_files([*corpus, *(valid or [])], opts.src_lang, opts.tgt_lang)
+
+    def check_directory() -> None:
+        check_run_directory(out, cfg, files, source_path, resume)
+        check_inputs_outside(out, cfg, [], target_path)
+
+    on_main_rank(rt, check_directory)
+    source, target = load_tokenizer(source_path), load_tokenizer(target_path)
+    vocab_warnings = pretrained_vocab_warnings(cfg, source, target, allow_vocab_mismatch)
+    data = tokenize_pairs(corpus, valid, source, target, opts.src_lang, opts.tgt_lang, cfg.seq_len, cfg.val_fraction,
+                          progress=on_bytes)
+    if data.skipped_long:
+        warn(f"{data.skipped_long} of {data.documents} pairs have a side longer than --max-len {cfg.seq_len} "
+             "tokens (EOS included) and were skipped")
+    conv = conventions(source, target)
+    mcfg = model_config(cfg, opts, source, target, conv)
+    log_u = unigram_log_prior(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k).to(rt.device)
+    guidance = attention_guidance(cfg, opts, source, target)
+    with naming("--embedding-init"):
+        model = build_model(cfg, opts, mcfg, data).to(rt.device)
+    for message in vocab_warnings:  # said once the pretrained rows are accepted too, as for the LM
+        warn(message)
+    on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
+    optimizer = make_optimizer(model, cfg, rt.device)
+    best = BestBleu()
+    signatures: list[str | None] = [None, None]
+    latest: dict[str, Any] = {}     # the last evaluation's fields
+
+    def metadata(step: int) -> dict[str, str]:
+        return checkpoint_metadata(cfg, mcfg, step, source, target, data)
+
+    def evaluate_and_keep_best(step: int) -> dict[str, Any]:
+        record, (signatures[0], signatures[1]) = evaluate(model, data, conv, cfg, opts, log_u, rt, target)
+        latest.clear()
+        latest.update(record)
+        if best.better(step, record["val_bleu"], scheduled=step % cfg.eval_every == 0 or step == cfg.steps):
+            on_main_rank(rt, lambda: save_model(out / BEST, model, metadata(step)))  # type: ignore[arg-type]
+        return record
+
+    sampler = TrainSampler(len(data.train_src), cfg.seed)
+    micro = cfg.batch_size // (cfg.grad_accum * rt.world)
+
+    def batches(step: int, seqs: int) -> list[TranslationBatch]:
+        return [collate(data.train_src, data.train_tgt,
+                        sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), conv, rt.device)
+                for m in range(cfg.grad_accum)]
+
+    def tokens(step_batches: list[TranslationBatch]) -> int:
+        mine = torch.tensor(float(sum(int((b.labels != -100).sum()) for b in step_batches)), device=rt.device)
+        return int(all_reduce_sum(mine, rt))
+
+    mean_src, mean_tgt = float(data.train_src.lengths().mean()), float(data.train_tgt.lengths().mean()) + 1
+    updates = Updates(cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
+                      forward=translation_forward, evaluate=evaluate_and_keep_best,  # type: ignore[arg-type]
+                      metadata=metadata, fingerprint=data.fingerprint, guidance=guidance, log_u=log_u,
+                      vocab_size=mcfg.tgt_vocab_size, tokens=tokens,
+                      flops_per_token=model.flops_per_token(round(mean_src), round(mean_tgt)), warn=warn)
+    position = start_position(updates, resume)
+
+    def write_files() -> None:
+        write_run_files(out, cfg, data, target, position.step if resume else None)  # type: ignore[arg-type]
+        copy_tokenizers(out, source, target)
+
+    on_main_rank(rt, write_files)
+    if resume:
+        best.take_up([r for r in read_log_records(out / "log.jsonl") if r["step"] < position.step])
+    last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
+    t_start = time.perf_counter()
+    checkpoint = run_updates(updates, position, last_step, on_step)
+    seconds = time.perf_counter() - t_start
+    from nbcli.counts import unigram_entropy
+
+    result = TranslationResult(
+        out=out, steps=last_step, final_val_loss=position.val_points[-1][1] if position.val_points else None,
+        alc=area_under_curve(position.val_points), best_val_bleu=best.bleu, best_step=best.step,
+        alc_val_bleu=area_under_curve(best.points, until=ALC_UPDATES), final_val_bleu=latest.get("val_bleu"),
+        final_val_chrf=latest.get("val_chrf"), bleu_signature=signatures[0], chrf_signature=signatures[1],
+        checkpoint=checkpoint, best_checkpoint=out / BEST if best.step is not None else None, pairs=data.documents,
+        skipped_long_pairs=data.skipped_long, tokens=position.tokens, seconds=seconds,
+        tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
+        device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
+        resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,
+        warnings=warnings)
+    on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
+    return result
