@@ -212,14 +212,17 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
 
 def start_position(u: Updates, resume: bool) -> Position:
     """Step 0, or with --resume the saved state: model, AdamW moments, data position, alpha_0 and
-    the validation points logged before it."""
+    the validation points logged before its step."""
     alpha0 = None if u.cfg.ag_alpha == "auto" else float(u.cfg.ag_alpha)
     if not resume:
         return Position(alpha0=alpha0)
     state = resume_state(u.out, u.model, u.optimizer, u.fingerprint, u.rt.device)  # type: ignore[arg-type]
     if alpha0 is None:
         alpha0 = state.get("ag_alpha0")
-    val_points = [(r["step"], r["val_loss"]) for r in read_log_records(u.out / "log.jsonl") if "val_loss" in r]
+    # the records from the resumed step on are written again (write_run_files truncates the log): the
+    # final evaluation of a run stopped with --stop-at is no point of the uninterrupted run's curve
+    val_points = [(r["step"], r["val_loss"]) for r in read_log_records(u.out / "log.jsonl")
+                  if "val_loss" in r and r["step"] < state["step"]]
     return Position(step=state["step"], sequences=state["sequences"], alpha0=alpha0, val_points=val_points,
                     resumed_from=state["step"])
 
