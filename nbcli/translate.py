@@ -208,11 +208,12 @@ class TranslateReport:
 
 
 def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path | str, *, beam: int | None = None,
-                   lenpen: float | None = None, batch_size: int = 64, max_len_a: float = 1.2, max_len_b: int = 10,
+                   lenpen: float | None = None, batch_size: int = 64, max_len_a: float | None = None,
+                   max_len_b: int | None = None,
                    source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
                    device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam/lenpen None: the run's own (see decoding_defaults)."""
+    when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
     from nbcli.atomic import write_text_atomic
     from nbcli.outputs import guard_outputs
     from nbcli.translation_eval import read_hypotheses
@@ -224,6 +225,8 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     defaults = tm.decoding_defaults()
     beam = defaults["beam"] if beam is None else beam
     lenpen = defaults["lenpen"] if lenpen is None else lenpen
+    max_len_a = defaults["max_len_a"] if max_len_a is None else max_len_a
+    max_len_b = defaults["max_len_b"] if max_len_b is None else max_len_b
     t0 = time.perf_counter()
     lines = translate_texts(tm, texts, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_a=max_len_a,
                             max_len_b=max_len_b, progress=progress, where=str(input_path))

@@ -21,7 +21,7 @@ from nbcli.cli.base import NbGroup
 COMMAND_MODULES = {
     "quickstart": "quickstart", "count-unigrams": "count_unigrams", "merge-counts": "merge_counts",
     "patch-checkpoint": "patch_checkpoint", "inspect": "inspect", "embedding-stats": "embedding_stats", "analogy": "analogy",
-    "probe-bias": "probe_bias", "train": "train",
+    "probe-bias": "probe_bias", "train": "train", "translate": "translate", "export": "export",
     "eval": "eval", "predict": "predict", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
     "plot-run": "plot_run", "plot-by-frequency": "plot_by_frequency", "attention-maps": "attention_maps",
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -9,7 +10,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, TokenizerOption,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, SrcLangOption, TgtLangOption,
     corpus_option, out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
@@ -26,6 +27,15 @@ EPILOG = """\
   nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --resume
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
+
+[bold]Translation[/bold] (--task translation; paper 000's experiment)
+
+  nb train --task translation --corpus data/train --valid data/valid --src-lang de --tgt-lang en \\
+      -t joint.model --preset iwslt --bias-init unigram --out runs/iwslt-unigram-s0 --seed 0
+  nb train --task translation --corpus train.jsonl --src-lang de --tgt-lang en --src-tokenizer de.model \\
+      --tgt-tokenizer en.model --preset kim-3 --positions none --freeze-embeddings --out runs/t3
+  nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
+      --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
 """
 
 # Bounds that keep every derived count (tokens seen, positions, step numbers) inside int64 and every
@@ -34,43 +44,63 @@ MAX_STEPS = 10**12
 MAX_SEQUENCES = 2**24
 MAX_SEQ_LEN = 2**20
 
-PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8"]
+PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8", "iwslt", "base", "kim-3"]
 
 
 def train(
     corpus: Annotated[list[str], corpus_option(
-        "Training text: files, directories, globs (repeatable). " + DOCUMENTS_HELP)],
-    tokenizer: TokenizerOption,
+        "Training text: files, directories, globs (repeatable). " + DOCUMENTS_HELP + " --task translation: "
+        "sentence pairs, the PREFIX of aligned PREFIX.SRC + PREFIX.TGT files, a .tsv (source TAB target), a "
+        ".jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow.")],
     out: Annotated[Path, out_dir_option(
         "Run directory (config, log.jsonl, step-N.safetensors, training state, summary.json).", short=False)],
+    tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tokenizer", "-t", metavar="TOK", show_default=False,
+        help="SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its tokenizer.json, else "
+        "its tokenizer.model), or a Hub repo id org/name[@rev]. --task translation: the joint tokenizer of both "
+        "sides (or give --src-tokenizer and --tgt-tokenizer).")] = None,
+    task: Annotated[Literal["lm", "translation"], typer.Option(
+        "--task", help="lm: nb's decoder-only / MLM Transformer (--objective). translation: the Vaswani "
+        "encoder-decoder on sentence pairs, validated by BLEU (docs/training.md 'Translation').")] = "lm",
     objective: Annotated[Optional[Literal["clm", "mlm"]], typer.Option(
         "--objective", help="clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens "
         "selected, 80% <mask> / 10% random / 10% kept. Default: the preset's (clm except roberta-8).",
         show_default=False)] = None,
     preset: Annotated[PresetName, typer.Option(
         "--preset", help="tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), "
-        "roberta-8 (paper 001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). Vocabulary size "
-        "always comes from the tokenizer.")] = "tiny",
+        "roberta-8 (paper 001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). --task "
+        "translation: tiny (2+2 layers, d 64; seconds on CPU), iwslt (fairseq transformer_iwslt_de_en: 6+6, d 512, "
+        "FFN 1024, 4 heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads). "
+        "Vocabulary size always comes from the tokenizer.")] = "tiny",
     steps: Annotated[int, typer.Option("--steps", min=1, max=MAX_STEPS, help="Optimizer updates.")] = 200,
     batch_size: Annotated[Optional[int], typer.Option(
         "--batch-size", min=1, max=MAX_SEQUENCES, show_default=False,
         help="Sequences per update over all GPUs and micro-steps (default: preset's).")] = None,
     grad_accum: Annotated[int, typer.Option("--grad-accum", min=1, max=MAX_SEQUENCES,
                                             help="Micro-steps per update.")] = 1,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=2, max=MAX_SEQ_LEN, show_default=False,
-                                                   help="Tokens per sequence T (default: preset's).")] = None,
+    seq_len: Annotated[Optional[int], typer.Option(
+        "--seq-len", "--max-len", min=2, max=MAX_SEQ_LEN, show_default=False,
+        help="Tokens per sequence T (default: preset's). --task translation: the most tokens a side may have, "
+        "EOS included; longer pairs are skipped and counted (summary.json skipped_long_pairs).")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", show_default=False,
                                                 help="Peak learning rate (AdamW; default: preset's).")] = None,
-    lr_schedule: Annotated[Optional[Literal["cosine", "linear"]], typer.Option(
-        "--lr-schedule", show_default=False, help="Decay after warm-up: cosine to 10% (GPT-2 presets) or "
-        "linear to 0 (roberta-8, as RoBERTa and paper 001's release). Default: the preset's.")] = None,
+    lr_schedule: Annotated[Optional[Literal["cosine", "linear", "inverse-sqrt", "constant"]], typer.Option(
+        "--lr-schedule", show_default=False, help="After warm-up: cosine decay to 10% (GPT-2 presets), linear "
+        "decay to 0 (roberta-8, as RoBERTa and paper 001's release), inverse-sqrt: lr sqrt(warmup / step) "
+        "(fairseq; the iwslt and base presets), or constant (kim-3). Default: the preset's.")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, max=MAX_STEPS, show_default=False,
                                                   help="Linear warm-up steps (default: preset's).")] = None,
-    label_smoothing: Annotated[float, typer.Option("--label-smoothing", metavar="A", help="Label smoothing of the cross-entropy (0 = none, as in the papers).")] = 0.0,
-    dropout: Annotated[float, typer.Option("--dropout", metavar="P", help="Dropout probability (0 = none; the papers' small runs use none).")] = 0.0,
+    label_smoothing: Annotated[Optional[float], typer.Option(
+        "--label-smoothing", metavar="A", show_default=False,
+        help="Label smoothing of the cross-entropy. Default: the preset's (0 for the LM presets; 0.1 for "
+        "translation, paper 000 sec. 4.1).")] = None,
+    dropout: Annotated[Optional[float], typer.Option(
+        "--dropout", metavar="P", show_default=False,
+        help="Dropout probability. Default: the preset's (0 for the LM presets, the papers' small runs use none; "
+        "translation: 0.1, iwslt 0.3).")] = None,
     untie: Annotated[bool, typer.Option(
         "--untie-embeddings", help="Give the output layer its own W (`head.weight`) instead of tying it to "
-        "the input embedding.")] = False,
+        "the input embedding. (--task translation: --share-embeddings none.)")] = False,
     bias_init: Annotated[Literal["unigram", "zero", "none"], typer.Option(
         "--bias-init", help="Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens "
         "(counted while tokenising), zero, or none (no bias parameter).")] = "zero",
@@ -150,6 +180,55 @@ def train(
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the run in DIR from its last saved state (same options required).")] = False,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
+    src_lang: SrcLangOption = None,
+    tgt_lang: TgtLangOption = None,
+    src_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--src-tokenizer", metavar="TOK", show_default=False,
+        help="--task translation: the source side's tokenizer (with --tgt-tokenizer, instead of -t).")] = None,
+    tgt_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tgt-tokenizer", metavar="TOK", show_default=False,
+        help="--task translation: the target side's tokenizer (its EOS ends sentences; its BOS, else EOS, "
+        "starts the decoder).")] = None,
+    valid: Annotated[Optional[list[str]], typer.Option(
+        "--valid", metavar="FILE", show_default=False,
+        help="--task translation: validation pairs, in --corpus's forms (repeatable). Default: every "
+        "round(1/--val-fraction)-th pair of --corpus is held out.")] = None,
+    norm: Annotated[Optional[Literal["post", "pre"]], typer.Option(
+        "--norm", show_default=False, help="--task translation: post-LN (the papers' fairseq models, Vaswani; "
+        "default) or pre-LN (+ a final LayerNorm per stack; not exportable to Marian).")] = None,
+    positions: Annotated[Optional[Literal["sinusoidal", "learned", "none"]], typer.Option(
+        "--positions", show_default=False, help="--task translation: sinusoidal (Vaswani; default), learned, or "
+        "none (paper 002 table 3's 'Pos.: no').")] = None,
+    scale_embedding: Annotated[Optional[bool], typer.Option(
+        "--scale-embedding/--no-scale-embedding", show_default=False,
+        help="--task translation: multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. "
+        "3.4, paper 002 app. A.1; default on).")] = None,
+    share_embeddings: Annotated[Optional[Literal["auto", "all", "decoder", "none"]], typer.Option(
+        "--share-embeddings", show_default=False,
+        help="--task translation: all = one matrix for source, target and output (fairseq --share-all-embeddings; "
+        "needs -t), decoder = target embedding is the output W (--share-decoder-input-output-embed), none = three "
+        "matrices. auto (default): all with a joint tokenizer, else decoder.")] = None,
+    freeze_embeddings: Annotated[bool, typer.Option(
+        "--freeze-embeddings", help="--task translation: keep the token embeddings (and a W tied to them) at their "
+        "initial values (paper 002 table 3's 'Train: no').")] = False,
+    beam: Annotated[Optional[int], typer.Option(
+        "--beam", min=1, max=1024, show_default=False,
+        help="--task translation: beam size of validation BLEU (and of nb translate for this run). Default 5 "
+        "(paper 000 sec. 4.1).")] = None,
+    lenpen: Annotated[Optional[float], typer.Option(
+        "--lenpen", show_default=False, help="--task translation: length penalty: hypotheses are scored "
+        "logprob / length^lenpen (fairseq --lenpen, transformers length_penalty). Default 1.")] = None,
+    eval_sentences: Annotated[Optional[int], typer.Option(
+        "--eval-sentences", min=0, max=MAX_SEQUENCES, show_default=False,
+        help="--task translation: validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64).")] = None,
+    ag_decoder_fraction: Annotated[Optional[float], typer.Option(
+        "--ag-decoder-fraction", metavar="LAMBDA", show_default=False,
+        help="--task translation: fraction of decoder self-attention heads guided (default 0, as paper 001 "
+        "table 7's best model); --ag-fraction/--ag-patterns guide the encoder.")] = None,
+    ag_decoder_patterns: Annotated[Optional[str], typer.Option(
+        "--ag-decoder-patterns", metavar="LIST", show_default=False,
+        help="--task translation: patterns of the guided decoder heads (prev,first,delim,period; default prev, "
+        "then first).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.
@@ -158,38 +237,93 @@ def train(
     unigram_reg_on/unigram_kl with --unigram-reg-lambda; eval steps add val_loss, kl_unigram, kl_uniform,
     bias_kl_unigram, bias_norm), step-N.safetensors checkpoints in nb's layout (step 0: the initial model;
     readable by probe-bias and patch-checkpoint) and summary.json with the final validation loss and the area under the validation-loss curve (ALC, paper 000 sec. 4.2).
+    --task translation trains the Vaswani encoder-decoder (post-LN, sinusoidal positions) on sentence pairs: eval
+    steps add val_bleu and val_chrf (sacreBLEU) to the log, DIR/best.safetensors is the best checkpoint by
+    validation BLEU, and summary.json adds best_val_bleu, best_step and alc_val_bleu.
     Under torchrun it trains with DDP. A new run that fails or is interrupted before its first saved
     state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
     simply run again; once a state is saved, DIR stays and --resume continues from it.
     """
     from nbcli.cli.console import print_report, step_progress
     from nbcli.counts import parse_smoothing
-    from nbcli.train.config import build_config
+    from nbcli.errors import ConfigError
     from nbcli.train.guidance import parse_alpha, parse_patterns
-    from nbcli.train.loop import train as run_training
 
-    cfg = build_config(
-        preset, objective=objective, steps=steps, batch_size=batch_size, grad_accum=grad_accum, seq_len=seq_len,
-        lr=lr, warmup=warmup, label_smoothing=label_smoothing, dropout=dropout, tie_embeddings=not untie,
-        bias_init=bias_init, smoothing_k=parse_smoothing(smoothing), rescale_w=rescale_w,
-        ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
+    common = dict(
+        steps=steps, batch_size=batch_size, grad_accum=grad_accum, seq_len=seq_len, lr=lr, warmup=warmup,
+        label_smoothing=label_smoothing, dropout=dropout, bias_init=bias_init, smoothing_k=parse_smoothing(smoothing),
+        rescale_w=rescale_w, ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
         ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
         ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, unigram_reg_lambda=unigram_reg_lambda,
         unigram_reg_steps=unigram_reg_steps, embedding_init=embedding_init,
         embedding_standardise=embedding_standardise, embedding_whiten=embedding_whiten,
-        embedding_shuffle=embedding_shuffle,
-        embedding_shuffle_mode=shuffle_mode,
+        embedding_shuffle=embedding_shuffle, embedding_shuffle_mode=shuffle_mode,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
         device=device, dtype=dtype, compile=compile_model, seed=seed)
+    translation_only = {
+        "--src-lang": src_lang, "--tgt-lang": tgt_lang, "--src-tokenizer": src_tokenizer,
+        "--tgt-tokenizer": tgt_tokenizer, "--valid": valid, "--norm": norm, "--positions": positions,
+        "--scale-embedding": scale_embedding, "--share-embeddings": share_embeddings,
+        "--freeze-embeddings": freeze_embeddings or None, "--beam": beam, "--lenpen": lenpen,
+        "--eval-sentences": eval_sentences, "--ag-decoder-fraction": ag_decoder_fraction,
+        "--ag-decoder-patterns": ag_decoder_patterns}
+    if task == "translation":
+        from nbcli.tasks.translation import build_translation_config, train_translation
+
+        if objective is not None:
+            raise ConfigError("--objective applies to --task lm; a translation model is an encoder-decoder")
+        if src_lang is None or tgt_lang is None:
+            raise ConfigError("--task translation needs --src-lang and --tgt-lang (e.g. --src-lang de --tgt-lang en)")
+        source_tok, target_tok = _translation_tokenizers(tokenizer, src_tokenizer, tgt_tokenizer)
+        if untie and share_embeddings not in (None, "none"):
+            raise ConfigError(f"--untie-embeddings contradicts --share-embeddings {share_embeddings}")
+        cfg = build_translation_config(preset, dict(
+            src_lang=src_lang, tgt_lang=tgt_lang, norm=norm, positions=positions, scale_embedding=scale_embedding,
+            share_embeddings="none" if untie else share_embeddings, freeze_embeddings=freeze_embeddings or None,
+            beam=beam, lenpen=lenpen, eval_sentences=eval_sentences, ag_decoder_fraction=ag_decoder_fraction,
+            ag_decoder_patterns=parse_patterns(ag_decoder_patterns)), **common)
+
+        def run(on_step: Callable[[int, dict[str, object]], None]) -> dict[str, object]:
+            return train_translation(cfg, corpus, source_tok, target_tok, out, valid=valid, resume=resume,
+                                     stop_at=stop_at, on_step=on_step, on_warning=_print_warning,
+                                     allow_vocab_mismatch=allow_vocab_mismatch).as_dict()
+        render = _render_translation
+    else:
+        from nbcli.train.config import build_config
+        from nbcli.train.loop import train as run_training
+
+        given = [name for name, value in translation_only.items() if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} applies to --task translation")
+        if tokenizer is None:
+            raise ConfigError("Missing option '--tokenizer' / '-t'")
+        cfg = build_config(preset, objective=objective, tie_embeddings=not untie, **common)
+
+        def run(on_step: Callable[[int, dict[str, object]], None]) -> dict[str, object]:
+            return run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                                on_warning=_print_warning, allow_vocab_mismatch=allow_vocab_mismatch).as_dict()
+        render = _render
     total = min(cfg.steps, stop_at) if stop_at else cfg.steps
     with step_progress("training", total) as progress:
         def on_step(step: int, record: dict[str, object]) -> None:
             if "loss" in record:
                 progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
-        result = run_training(cfg, corpus, tokenizer, out, resume=resume, stop_at=stop_at, on_step=on_step,
-                              on_warning=_print_warning, allow_vocab_mismatch=allow_vocab_mismatch)
-    print_report(result.as_dict(), as_json, _render)
+        summary = run(on_step)
+    print_report(summary, as_json, render)
+
+
+def _translation_tokenizers(joint: Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:
+    """(source, target) tokenizer of --task translation: -t for both, or --src-tokenizer and --tgt-tokenizer."""
+    from nbcli.errors import ConfigError
+
+    if joint is not None and (source is not None or target is not None):
+        raise ConfigError("give either -t (one joint tokenizer) or --src-tokenizer and --tgt-tokenizer, not both")
+    if joint is not None:
+        return joint, joint
+    if source is None or target is None:
+        raise ConfigError("--task translation needs -t (a joint tokenizer) or both --src-tokenizer and --tgt-tokenizer")
+    return source, target
 
 
 def _print_warning(message: str) -> None:
@@ -221,3 +355,27 @@ def _render(summary: dict[str, object]) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("train", epilog=EPILOG, cls=NbCommand)(train)
+
+
+def _render_translation(summary: dict[str, object]) -> None:
+    from rich.table import Table
+
+    from nbcli.cli.console import esc, stdout_console
+
+    table = Table(title=f"nb train --task translation: {esc(summary['out'])}", show_header=False)
+    rows = [("steps", summary["steps"]), ("device", summary["device"]), ("parameters", f"{summary['parameters']:,}"),
+            ("pairs (skipped: too long)", f"{summary['pairs']:,} ({summary['skipped_long_pairs']:,})"),
+            ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
+            ("final val BLEU / chrF", f"{summary['final_val_bleu']:.2f} / {summary['final_val_chrf']:.2f}"
+             if summary.get("final_val_bleu") is not None else None),
+            ("best val BLEU (step)", f"{summary['best_val_bleu']:.2f} ({summary['best_step']})"
+             if summary.get("best_val_bleu") is not None else None),
+            ("ALC (val BLEU)", summary["alc_val_bleu"]),
+            ("target unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
+            ("target tokens/s", f"{summary['tokens_per_s']:,.0f}"), ("checkpoint", summary["checkpoint"]),
+            ("best checkpoint", summary["best_checkpoint"]), ("BLEU signature", summary["bleu_signature"])]
+    if summary.get("ag_alpha0") is not None:
+        rows.insert(6, ("AG alpha_0", summary["ag_alpha0"]))
+    for key, value in rows:
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else esc(value))
+    stdout_console().print(table)

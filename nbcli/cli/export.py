@@ -1,0 +1,70 @@
+"""`nb export`: an nb translation checkpoint as a transformers model folder (Marian layout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nbcli.cli.base import NbCommand
+from nbcli.cli.options import JsonOption
+
+EPILOG = """\
+Writes DIR with model.safetensors, config.json (MarianConfig), generation_config.json and tokenizer files, so
+that transformers' AutoModelForSeq2SeqLM.from_pretrained(DIR) computes the same logits (the output bias b is
+final_logits_bias) and generate() the same translations (generation_config: decoder_start_token_id, eos/pad
+ids, the run's num_beams and length_penalty, early_stopping true). SentencePiece runs get MarianTokenizer's
+files (source.spm, target.spm, vocab.json), which encode as nb does and append EOS. Post-LN models only (Marian
+has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is written in one commit.
+
+[bold]Examples[/bold]
+
+  nb export runs/iwslt-unigram-s0 -o hf/iwslt-unigram       # the run's best checkpoint
+  nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
+  python -c "from transformers import pipeline; print(pipeline('translation', 'hf/iwslt-unigram')('Hallo Welt'))"
+"""
+
+
+def export(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="RUN_OR_CKPT", show_default=False,
+        help="An nb train --task translation run directory (its best checkpoint) or checkpoint file.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", metavar="DIR", show_default=False, help="The model folder to write (new or empty).")],
+    tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tokenizer", "-t", metavar="TOK", show_default=False,
+        help="The joint tokenizer, when the checkpoint is not in its run directory.")] = None,
+    src_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--src-tokenizer", metavar="TOK", show_default=False, help="The source tokenizer (default: the run's).")] = None,
+    tgt_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tgt-tokenizer", metavar="TOK", show_default=False, help="The target tokenizer (default: the run's).")] = None,
+    beam: Annotated[Optional[int], typer.Option(
+        "--beam", min=1, max=1024, show_default=False,
+        help="generation_config num_beams (default: the run's --beam).")] = None,
+    lenpen: Annotated[Optional[float], typer.Option(
+        "--lenpen", show_default=False, help="generation_config length_penalty (default: the run's --lenpen).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export a translation checkpoint to a transformers model folder (Marian layout, b as final_logits_bias)."""
+    from nbcli.cli.console import print_report
+    from nbcli.export import export_checkpoint
+
+    source, target = (tokenizer, tokenizer) if tokenizer is not None else (src_tokenizer, tgt_tokenizer)
+    report = export_checkpoint(checkpoint, out, source_tokenizer=source, target_tokenizer=target, beam=beam,
+                               lenpen=lenpen)
+    print_report(report.as_dict(), as_json, _render)
+
+
+def _render(report: dict[str, object]) -> None:
+    from nbcli.cli.console import esc, stdout_console
+
+    stdout_console().print(
+        f"{esc(report['checkpoint'])} (step {report['step']}) -> {esc(report['out'])}: {report['layout']} layout, "
+        f"{report['tensors']} tensors, {report['parameters']:,} parameters; decoder_start_token_id "
+        f"{report['decoder_start_token_id']}, eos {report['eos_token_id']}, pad {report['pad_token_id']}; files "
+        f"{', '.join(str(f) for f in report['files'])}", highlight=False)  # type: ignore[union-attr]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export", epilog=EPILOG, cls=NbCommand)(export)

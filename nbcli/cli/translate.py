@@ -1,0 +1,82 @@
+"""`nb translate`: decode a file of source sentences with an `nb train --task translation` model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nbcli.cli.base import NbCommand
+from nbcli.cli.options import DeviceOption, JsonOption
+
+EPILOG = """\
+One sentence a line in, one detokenised translation a line out, in the same order (an empty line gives
+an empty line). RUN_OR_CKPT: a run directory (its best checkpoint by validation BLEU, best.safetensors,
+else its last step-N.safetensors) or a checkpoint file; the run's tokenizers are found beside it. Greedy
+with --beam 1, else beam search scoring hypotheses logprob / length^lenpen (length = generated tokens,
+EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Default
+--beam/--lenpen: the run's own (nb train --beam/--lenpen; 5 and 1).
+
+[bold]Examples[/bold]
+
+  nb translate runs/iwslt-unigram-s0 --input test.de -o test.hyp.en
+  nb translate runs/iwslt-unigram-s0/step-20000.safetensors --input test.de -o hyp.en --beam 1 --json
+  sacrebleu test.en -i test.hyp.en -m bleu chrf
+"""
+
+
+def translate(
+    checkpoint: Annotated[Path, typer.Argument(
+        metavar="RUN_OR_CKPT", show_default=False,
+        help="An nb train --task translation run directory or checkpoint (.safetensors).")],
+    input_path: Annotated[Path, typer.Option(
+        "--input", "-i", metavar="FILE", show_default=False,
+        help="Source sentences, one a line (compressed files and - for stdin too).")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", metavar="FILE", show_default=False,
+        help="Translations, one a line (written only when every line is translated).")],
+    beam: Annotated[Optional[int], typer.Option(
+        "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default: the run's.")] = None,
+    lenpen: Annotated[Optional[float], typer.Option(
+        "--lenpen", show_default=False, help="Length penalty (score = logprob / length^lenpen). Default: the run's.")] = None,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", min=1, max=1 << 16, help="Sentences decoded together (grouped by source length).")] = 64,
+    max_len_a: Annotated[Optional[float], typer.Option(
+        "--max-len-a", show_default=False, help="Length limit a x S + b generated tokens for S source tokens "
+        "(fairseq's; default: the run's, 1.2).")] = None,
+    max_len_b: Annotated[Optional[int], typer.Option(
+        "--max-len-b", min=0, show_default=False, help="The limit's b (default: the run's, 10).")] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tokenizer", "-t", metavar="TOK", show_default=False,
+        help="The joint tokenizer, when the checkpoint is not in its run directory.")] = None,
+    src_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--src-tokenizer", metavar="TOK", show_default=False, help="The source tokenizer (default: the run's).")] = None,
+    tgt_tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tgt-tokenizer", metavar="TOK", show_default=False, help="The target tokenizer (default: the run's).")] = None,
+    device: DeviceOption = "auto",
+    as_json: JsonOption = False,
+) -> None:
+    """Translate a file with a translation model trained by nb (greedy or length-normalised beam search)."""
+    from nbcli.cli.console import print_report, step_progress
+    from nbcli.translate import translate_file
+
+    source, target = (tokenizer, tokenizer) if tokenizer is not None else (src_tokenizer, tgt_tokenizer)
+    with step_progress("translating", None) as progress:
+        report = translate_file(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
+                                max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
+                                target_tokenizer=target, device=device, progress=lambda n: progress(n))
+    print_report(report.as_dict(), as_json, _render)
+
+
+def _render(report: dict[str, object]) -> None:
+    from nbcli.cli.console import esc, stdout_console
+
+    stdout_console().print(
+        f"{report['sentences']:,} sentences -> {esc(report['output'])} ({esc(report['checkpoint'])}, step "
+        f"{report['step']}, beam {report['beam']}, lenpen {report['lenpen']:g}; {report['seconds']:.1f} s, "
+        f"{report['sentences_per_s']:.1f} sentences/s on {report['device']})", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("translate", epilog=EPILOG, cls=NbCommand)(translate)
