@@ -23,7 +23,8 @@ API = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate",
     "generate", "inspect", "open_checkpoint", "plot_by_frequency",
-    "patch", "probe", "train_model", "transplant_embeddings", "evaluate_translation", "plot_runs",
+    "patch", "probe", "train_model", "train_translation", "translate_file", "export_checkpoint",
+    "transplant_embeddings", "evaluate_translation", "plot_runs",
     "finetune_classifier", "predict_labels", "evaluate_classifier",
     "analogy", "read_vectors",
 ]

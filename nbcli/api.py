@@ -461,23 +461,84 @@ def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out:
     step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
     preset's (steps=200, bias_init="unigram", objective="mlm", ag_fraction=0.5, ...); `on_step(step,
     record)` sees every log record. Warnings are in the result's `warnings`."""
-    import typing
-
-    from nbcli.arguments import check
-    from nbcli.errors import ConfigError
-    from nbcli.train.config import TrainConfig, build_config
+    from nbcli.train.config import build_config
     from nbcli.train.loop import train as run_training
 
-    fields = typing.get_type_hints(TrainConfig)
-    for key, value in config.items():  # the options of **config, checked as the named parameters are
-        if key not in fields or key == "preset":
-            raise ConfigError(f"train_model(): unknown option {key}=; the options are the fields of "
-                              f"nbcli.train.config.TrainConfig: {', '.join(f for f in fields if f != 'preset')}")
-        check("train_model", key, value, typing.Optional[fields[key]])
+    _check_train_config("train_model", config)
     cfg = build_config(preset, **config)
     result = run_training(cfg, _paths(corpus), _local(tokenizer), _local(out), resume=resume, stop_at=stop_at,
                           on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch)
     return TrainReport(result.as_dict())
+
+
+def _check_train_config(function: str, config: Mapping[str, Any]) -> None:
+    """The options of a training function's **config, checked as its named parameters are: each a
+    field of `nbcli.train.config.TrainConfig` (not preset, task or task_options) of its type."""
+    import typing
+
+    from nbcli.arguments import check
+    from nbcli.errors import ConfigError
+    from nbcli.train.config import TrainConfig
+
+    fields = {k: v for k, v in typing.get_type_hints(TrainConfig).items()
+              if k not in ("preset", "task", "task_options")}
+    for key, value in config.items():
+        if key not in fields:
+            raise ConfigError(f"{function}(): unknown option {key}=; the options are the fields of "
+                              f"nbcli.train.config.TrainConfig: {', '.join(fields)}")
+        check(function, key, value, typing.Optional[fields[key]])
+
+
+@public
+def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_lang: str, out: PathLike, *,
+                      tokenizer: PathLike | None = None, src_tokenizer: PathLike | None = None,
+                      tgt_tokenizer: PathLike | None = None, valid: PathLike | Sequence[PathLike] | None = None,
+                      preset: str = "tiny", task_options: Mapping[str, Any] | None = None, resume: bool = False,
+                      stop_at: int | None = None, on_step: Callable[[int, dict[str, Any]], None] | None = None,
+                      allow_vocab_mismatch: bool = False, **config: Any) -> TrainReport:
+    """Train nb's encoder-decoder (`nb train --task translation`) on sentence pairs into `out`: one joint
+    `tokenizer`, or `src_tokenizer` and `tgt_tokenizer`; `valid` pairs, else every k-th pair held out.
+    `task_options`: `nbcli.tasks.translation.TranslationOptions` fields (norm="pre", positions="none",
+    beam=5, ...); `config`: TrainConfig fields over the preset's (tiny, iwslt, base, kim-3). The summary
+    adds best_val_bleu, best_step, alc_val_bleu and skipped_long_pairs."""
+    from nbcli.errors import ConfigError
+    from nbcli.tasks.translation import build_translation_config
+    from nbcli.tasks.translation import train_translation as run_translation
+
+    if tokenizer is not None:
+        if src_tokenizer is not None or tgt_tokenizer is not None:
+            raise ConfigError("give either tokenizer= (one joint tokenizer) or src_tokenizer= and tgt_tokenizer=")
+        src_tokenizer = tgt_tokenizer = tokenizer
+    if src_tokenizer is None or tgt_tokenizer is None:
+        raise ConfigError("train_translation needs tokenizer= (joint) or src_tokenizer= and tgt_tokenizer=")
+    _check_train_config("train_translation", config)
+    cfg = build_translation_config(preset, {**(task_options or {}), "src_lang": src_lang, "tgt_lang": tgt_lang},
+                                   **config)
+    result = run_translation(cfg, _paths(corpus), _local(src_tokenizer), _local(tgt_tokenizer), _local(out),
+                             valid=_paths(valid) if valid is not None else None, resume=resume, stop_at=stop_at,
+                             on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch)
+    return TrainReport(result.as_dict())
+
+
+@public
+def translate_file(checkpoint: PathLike, input: PathLike, output: PathLike, *, beam: int | None = None,
+                   lenpen: float | None = None, batch_size: int = 64, device: str = "auto") -> Report:
+    """Translate a file, one sentence a line, with a translation run or checkpoint (`nb translate`;
+    beam/lenpen default to the run's; named translate_file because `nbcli.translate` is its module)."""
+    from nbcli.translate import translate_file as run_translate
+
+    return Report(run_translate(_local(checkpoint), _local(input), _local(output), beam=beam, lenpen=lenpen,
+                                batch_size=batch_size, device=device).as_dict())
+
+
+@public
+def export_checkpoint(checkpoint: PathLike, out: PathLike, *, beam: int | None = None,
+                      lenpen: float | None = None) -> Report:
+    """A translation run or checkpoint as a transformers model folder, Marian layout (`nb export`; named
+    export_checkpoint because `nbcli.export` is its module)."""
+    from nbcli.export import export_checkpoint as run_export
+
+    return Report(run_export(_local(checkpoint), _local(out), beam=beam, lenpen=lenpen).as_dict())
 
 
 @public
@@ -618,7 +679,7 @@ def analogy(vectors: PathLike, questions: PathLike, *, transform: str | Sequence
 __all__ = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "analogy", "attention_maps", "count_unigrams", "evaluate",
-    "evaluate_classifier", "evaluate_translation", "finetune_classifier", "generate", "inspect", "open_checkpoint",
-    "patch", "plot_by_frequency", "plot_runs", "predict_labels", "probe", "read_vectors", "train_model",
-    "transplant_embeddings",
+    "evaluate_classifier", "evaluate_translation", "export_checkpoint", "finetune_classifier", "generate", "inspect",
+    "open_checkpoint", "patch", "plot_by_frequency", "plot_runs", "predict_labels", "probe", "read_vectors",
+    "train_model", "train_translation", "translate_file", "transplant_embeddings",
 ]

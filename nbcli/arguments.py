@@ -37,7 +37,7 @@ BOUNDS: dict[str, tuple[int, int | None]] = {
     "workers": (0, None), "seed": (0, 2**63 - 1), "batch_size": (1, None), "bins": (1, 1000), "stride": (1, None),
     "prompt_words": (1, None), "max_new_tokens": (1, None), "samples": (1, None), "max_prompts": (1, None),
     "min_count": (0, None), "alc_steps": (0, None), "restrict_vocab": (0, None), "max_len": (1, None),
-    "limit": (1, None)}
+    "limit": (1, None), "beam": (1, 1024)}
 
 #: Command-line options whose parameter is not their long name in snake case.
 RENAMED = {"map": "mapping", "standardise-embeddings": "standardise", "shuffle-embeddings": "shuffle",

@@ -298,3 +298,37 @@ def hf_prepend_runs_json(tmp_path_factory: pytest.TempPathFactory, family_lines:
     path = tmp_path_factory.mktemp("prepend") / "tokenizer.json"
     path.write_text(json.dumps(config, ensure_ascii=False))
     return path
+
+
+def reversed_words(line: str) -> str:
+    """The toy translation of the parallel-corpus fixture: the source's words in reverse order."""
+    return " ".join(reversed(line.split()))
+
+
+@pytest.fixture(scope="session")
+def parallel_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with aligned train.de / train.en (600 pairs; the target is the source's words reversed),
+    valid.de / valid.en (40 pairs) and joint.model, a SentencePiece BPE model of both sides (vocab 500)."""
+    folder = tmp_path_factory.mktemp("parallel")
+    lines = english_like_lines(640, seed=7, unicode=False)
+    for split, part in (("train", lines[:600]), ("valid", lines[600:])):
+        (folder / f"{split}.de").write_text("\n".join(part) + "\n", encoding="utf-8")
+        (folder / f"{split}.en").write_text("\n".join(reversed_words(s) for s in part) + "\n", encoding="utf-8")
+    model = train_sentencepiece(folder, lines + [reversed_words(s) for s in lines], 500)
+    model.rename(folder / "joint.model")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def translation_run(tmp_path_factory: pytest.TempPathFactory, parallel_corpus: Path) -> Path:
+    """A tiny `nb train --task translation` run directory (d 32, 4 updates; its best.safetensors,
+    step-4.safetensors and tokenizers), for the commands that read one."""
+    from nbcli.tasks.translation import build_translation_config, train_translation
+
+    out = tmp_path_factory.mktemp("mt-run") / "run"
+    cfg = build_translation_config("tiny", dict(src_lang="de", tgt_lang="en", d_ff=64, eval_sentences=8),
+                                   d_model=32, steps=4, eval_every=2, eval_batches=1, batch_size=16,
+                                   bias_init="unigram")
+    train_translation(cfg, [str(parallel_corpus / "train")], parallel_corpus / "joint.model",
+                      parallel_corpus / "joint.model", out, valid=[str(parallel_corpus / "valid")])
+    return out

@@ -1,2 +1,5 @@
-"""Decoding: greedy and length-normalised beam search (`search`), and the encoder-decoder's
-KV-cached stepper (`seq2seq`)."""
+"""Decoding the encoder-decoder (`nb translate`, validation BLEU during `nb train --task translation`).
+
+    search.py    greedy and length-normalised beam search over any stepper
+    seq2seq.py   the encoder-decoder's KV-cached stepper (`translate_ids`)
+"""

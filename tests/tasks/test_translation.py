@@ -1,0 +1,176 @@
+"""`nb train --task translation` (nbcli.tasks.translation): step-0 losses, exact resume, the best
+checkpoint by validation BLEU, frozen embeddings, guidance, presets, refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nbcli.checkpoint.reader import open_checkpoint
+from nbcli.counts import read_counts, unigram_entropy
+from nbcli.errors import ConfigError
+from nbcli.models.seq2seq import Seq2SeqConfig
+from nbcli.ops import unigram_log_prior
+from nbcli.tasks.translation import PRESETS, bleu_chrf, build_translation_config, train_translation
+from nbcli.train.rundir import read_log
+from nbcli.train.runs import area_under_curve
+
+SMALL = dict(d_model=32, batch_size=16, eval_batches=1, eval_every=2)
+
+
+def run(tmp: Path, corpus: Path, name: str, *, options: dict | None = None, resume: bool = False,
+        stop_at: int | None = None, **kw: object):  # noqa: ANN201
+    cfg = build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", "d_ff": 64, "eval_sentences": 8,
+                                            **(options or {})}, **{**SMALL, **kw})
+    return train_translation(cfg, [str(corpus / "train")], corpus / "joint.model", corpus / "joint.model",
+                             tmp / name, valid=[str(corpus / "valid")], resume=resume, stop_at=stop_at)
+
+
+def test_step0_loss_unigram_vs_zero_bias(tmp_path: Path, parallel_corpus: Path) -> None:
+    """Paper 000 sec. 3 on the target side: with b = log-unigram of the target training tokens the first
+    loss is about their unigram entropy; with b = 0 about log V."""
+    u = run(tmp_path, parallel_corpus, "u", steps=1, bias_init="unigram", label_smoothing=0.0, dropout=0.0)
+    z = run(tmp_path, parallel_corpus, "z", steps=1, bias_init="zero", label_smoothing=0.0, dropout=0.0)
+    counts = read_counts(tmp_path / "u" / "counts.safetensors").counts
+    assert u.unigram_entropy == pytest.approx(unigram_entropy(counts))
+    loss_u, loss_z = read_log(tmp_path / "u")[0]["loss"], read_log(tmp_path / "z")[0]["loss"]
+    # logits g W^T have std about 1 at init (post-LN g, W ~ N(0, 1/d)): about 1/2 nat above log V
+    assert abs(loss_z - u.log_v) < 0.5 and abs(loss_u - u.unigram_entropy) < 0.6 and loss_u < loss_z - 1
+    with open_checkpoint(tmp_path / "u" / "step-1.safetensors") as ckpt:
+        config = Seq2SeqConfig.from_json(ckpt.metadata["nb.config"])
+        step0 = ckpt.get("final_logits_bias")
+    prior = unigram_log_prior(counts, config.tgt_vocab_size, 1.0)
+    assert float((step0 - prior).abs().max()) < 0.05                   # b moved little in one update (app. B.5)
+
+
+@pytest.mark.parametrize("extra", [
+    dict(bias_init="unigram", grad_accum=2),
+    dict(bias_init="zero", ag_fraction=0.5, ag_patterns=("next", "prev"), ag_alpha="auto",
+         options=dict(ag_decoder_fraction=0.25)),
+])
+def test_resume_equals_uninterrupted(tmp_path: Path, parallel_corpus: Path, extra: dict) -> None:
+    run(tmp_path, parallel_corpus, "full", steps=6, save_every=3, **extra)
+    run(tmp_path, parallel_corpus, "cut", steps=6, stop_at=3, **extra)
+    run(tmp_path, parallel_corpus, "cut", steps=6, resume=True, **extra)
+    full, cut = read_log(tmp_path / "full"), read_log(tmp_path / "cut")
+    assert [r["step"] for r in full] == [r["step"] for r in cut]
+    for a, b in zip(full, cut):
+        for key in ("loss", "val_loss", "val_bleu", "val_chrf", "ag_loss", "ag_alpha", "lr", "kl_unigram"):
+            if key in a:
+                assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-7), (a["step"], key)
+    for name in ("step-6.safetensors", "best.safetensors"):
+        with open_checkpoint(tmp_path / "full" / name) as fa, open_checkpoint(tmp_path / "cut" / name) as fb:
+            assert fa.metadata["nb.step"] == fb.metadata["nb.step"]
+            for tensor in fa.names():
+                torch.testing.assert_close(fa.get(tensor), fb.get(tensor), atol=1e-6, rtol=1e-5)
+    sa = json.loads((tmp_path / "full" / "summary.json").read_text())
+    sb = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    for key in ("best_val_bleu", "best_step", "alc_val_bleu", "final_val_loss"):
+        assert sa[key] == pytest.approx(sb[key], rel=1e-6), key
+    if extra.get("ag_fraction"):
+        assert all("ag_loss" in r for r in full if "loss" in r) and full[0]["ag_loss"] > 0
+
+
+def test_log_summary_and_best_checkpoint(tmp_path: Path, parallel_corpus: Path) -> None:
+    res = run(tmp_path, parallel_corpus, "r", steps=6, eval_every=2, options=dict(beam=2))
+    log = read_log(tmp_path / "r")
+    evals = [r for r in log if "val_loss" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4, 6]
+    for r in evals:
+        assert {"val_bleu", "val_chrf", "kl_unigram", "kl_uniform", "bias_norm"} <= set(r)
+        assert 0 <= r["val_bleu"] <= 100 and 0 <= r["val_chrf"] <= 100
+    best = max(evals, key=lambda r: (r["val_bleu"], -r["step"]))
+    assert res.best_val_bleu == best["val_bleu"] and res.best_step == best["step"]
+    assert res.alc_val_bleu == pytest.approx(area_under_curve([(r["step"], r["val_bleu"]) for r in evals]))
+    with open_checkpoint(tmp_path / "r" / "best.safetensors") as ckpt:
+        assert ckpt.metadata["nb.step"] == str(best["step"])
+        assert json.loads(ckpt.metadata["nb.train_config"])["task_options"]["beam"] == 2
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["best_step"] == best["step"] and summary["bleu_signature"].startswith("nrefs:1|")
+    assert summary["pairs"] == 640 and summary["skipped_long_pairs"] == 0
+    assert (tmp_path / "r" / "source-tokenizer.model").read_bytes() == (parallel_corpus / "joint.model").read_bytes()
+
+
+def test_frozen_embeddings_stay_and_the_rest_trains(tmp_path: Path, parallel_corpus: Path) -> None:
+    run(tmp_path, parallel_corpus, "f", steps=3, options=dict(freeze_embeddings=True, share_embeddings="decoder"),
+        save_every=1)
+    with open_checkpoint(tmp_path / "f" / "step-1.safetensors") as a, \
+            open_checkpoint(tmp_path / "f" / "step-3.safetensors") as b:
+        for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
+            assert torch.equal(a.get(name), b.get(name)), name
+        assert not torch.equal(a.get("encoder.layers.0.fc1.weight"), b.get("encoder.layers.0.fc1.weight"))
+
+
+def test_no_positions_and_pre_ln_train(tmp_path: Path, parallel_corpus: Path) -> None:
+    run(tmp_path, parallel_corpus, "p", steps=2, options=dict(positions="none", norm="pre", scale_embedding=False))
+    with open_checkpoint(tmp_path / "p" / "step-2.safetensors") as ckpt:
+        config = Seq2SeqConfig.from_json(ckpt.metadata["nb.config"])
+        assert (config.positions, config.norm, config.scale_embedding) == ("none", "pre", False)
+        assert "decoder.layer_norm.weight" in ckpt and not any("embed_positions" in n for n in ckpt.names())
+
+
+def test_presets_match_the_papers() -> None:
+    cfg = build_translation_config("iwslt", {"src_lang": "de", "tgt_lang": "en"})
+    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.task_options["d_ff"], cfg.dropout) == (6, 4, 512, 1024, 0.3)
+    assert (cfg.lr, cfg.warmup, cfg.lr_schedule, cfg.adam_beta2, cfg.weight_decay) == (5e-4, 4000, "inverse-sqrt",
+                                                                                      0.98, 1e-4)
+    base = build_translation_config("base", {"src_lang": "de", "tgt_lang": "en"})
+    assert (base.n_layer, base.n_head, base.d_model, base.task_options["d_ff"]) == (6, 8, 512, 2048)
+    assert base.lr == pytest.approx(512 ** -0.5 * 4000 ** -0.5, rel=0.02)   # Vaswani eq. 3 at its peak
+    kim = build_translation_config("kim-3", {"src_lang": "de", "tgt_lang": "en"})
+    assert (kim.n_layer, kim.n_head, kim.lr, kim.adam_beta2, kim.adam_eps) == (3, 8, 2e-4, 0.98, 1e-9)
+    for name in PRESETS:
+        cfg = build_translation_config(name, {"src_lang": "de", "tgt_lang": "en"})
+        assert cfg.label_smoothing == 0.1 and cfg.task == "translation" and cfg.task_options["norm"] == "post"
+
+
+def test_base_parameter_count_is_vaswanis_formula() -> None:
+    """Vaswani base with a shared 37000-piece vocabulary: embeddings + 6 encoder layers (attention,
+    FFN, 2 LN) + 6 decoder layers (2 attentions, FFN, 3 LN) + b, counted by formula."""
+    from nbcli.models.seq2seq import Seq2SeqTransformer
+
+    V, d, f, L = 37000, 512, 2048, 6
+    attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
+    expected = V * d + L * (attn + ffn + 2 * ln) + L * (2 * attn + ffn + 3 * ln) + V
+    with torch.device("meta"):
+        model = Seq2SeqTransformer(Seq2SeqConfig(src_vocab_size=V, tgt_vocab_size=V, eos_id=2, decoder_start_id=1,
+                                                 share_embeddings="all", d_model=d, d_ff=f, n_head=8,
+                                                 encoder_layers=L, decoder_layers=L))
+    assert model.num_parameters() == expected
+    assert 60e6 < expected < 66e6                                    # "65M" in Vaswani et al. table 3
+
+
+@pytest.mark.parametrize("options,kw,fragment", [
+    (dict(share_embeddings="decoder"), dict(rescale_w="fro", bias_init="unigram"), "--untie-embeddings"),
+    (dict(ag_decoder_patterns=("next",), ag_decoder_fraction=0.5), {}, "causal decoder"),
+    (dict(positions="rotary"), {}, "--positions"),
+    ({}, dict(seq_len=4096), "position table"),
+])
+def test_refusals(options: dict, kw: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", **options}, **kw)
+
+
+def test_rescale_w_with_separate_output_matrix(tmp_path: Path, parallel_corpus: Path) -> None:
+    """Paper 000 sec. 4.1: ||W||_F = ||b||_2 at step 0 (W is lm_head.weight, share none)."""
+    res = run(tmp_path, parallel_corpus, "w", steps=1, bias_init="unigram", rescale_w="fro", lr=1e-9,
+              options=dict(share_embeddings="none"))
+    with open_checkpoint(res.checkpoint) as ckpt:
+        w, b = ckpt.get("lm_head.weight"), ckpt.get("final_logits_bias")
+    assert float(torch.linalg.norm(w)) == pytest.approx(float(torch.linalg.norm(b)), rel=1e-3)
+
+
+def test_bleu_and_chrf_are_sacrebleus() -> None:
+    bleu, chrf, sig_b, sig_c = bleu_chrf(["the cat sat on the mat", "a b"], ["the cat sat on the mat", "a b c"])
+    import sacrebleu
+
+    assert bleu == pytest.approx(sacrebleu.corpus_bleu(["the cat sat on the mat", "a b"],
+                                                       [["the cat sat on the mat", "a b c"]]).score)
+    assert 0 < chrf <= 100 and "tok:13a" in sig_b and sig_c.startswith("nrefs:1")
+    assert bleu_chrf(["x"], ["x y z w"])[0] < 100 and math.isfinite(bleu)
+    assert np.isclose(bleu_chrf(["same words here now"], ["same words here now"])[0], 100.0)
