@@ -1,0 +1,81 @@
+"""`nb train --task translation` through typer's CliRunner and a real `nb` subprocess: the run, its
+summary, and bad input (one line naming FILE:LINE, exit 1, no run directory left behind)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+
+FAST = ["--steps", "2", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "1", "--eval-sentences", "4",
+        "--beam", "2"]
+
+
+def test_train_translation_subprocess_json(tmp_path: Path, parallel_corpus: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_nb("train", "--task", "translation", "--corpus", parallel_corpus / "train", "--valid",
+                  parallel_corpus / "valid", "--src-lang", "de", "--tgt-lang", "en", "-t", parallel_corpus / "joint.model",
+                  "--out", out, "--bias-init", "unigram", "--json", *FAST, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = json.loads(proc.stdout)
+    assert summary["steps"] == 2 and Path(summary["checkpoint"]).name == "step-2.safetensors"
+    assert {"best_val_bleu", "best_step", "alc_val_bleu", "final_val_chrf", "bleu_signature"} <= set(summary)
+    assert Path(summary["best_checkpoint"]) == out / "best.safetensors"
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert "val_bleu" in records[0] and "val_chrf" in records[-1]
+    config = json.loads((out / "config.json").read_text())
+    assert config["task"] == "translation" and config["task_options"]["src_lang"] == "de"
+
+
+def test_train_translation_table(tmp_path: Path, parallel_corpus: Path) -> None:
+    result = invoke("train", "--task", "translation", "--corpus", parallel_corpus / "train", "--src-lang", "de",
+                    "--tgt-lang", "en", "--src-tokenizer", parallel_corpus / "joint.model", "--tgt-tokenizer",
+                    parallel_corpus / "joint.model", "--out", tmp_path / "r", "--positions", "learned",
+                    "--share-embeddings", "decoder", *FAST)
+    assert result.exit_code == 0, result.output
+    assert "best val BLEU" in result.stdout and "ALC (val BLEU)" in result.stdout
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("files,corpus,fragment", [
+    ({"m.de": "a b\nc d\ne f\n", "m.en": "b a\nd c\n"}, "m", "m.de:3"),                       # misaligned
+    ({"m.de": "a b\nc d\n", "m.en": "b a\n\n"}, "m", "m.de:2: empty target"),                 # an empty side
+    ({"m.jsonl": '{"translation": {"de": "a b", "fr": "b a"}}\n'}, "m.jsonl", "m.jsonl:1"),   # missing language key
+    ({"m.tsv": "a b\n"}, "m.tsv", "m.tsv:1"),                                                  # no TAB
+    ({"m.de": "a b\n", "x.en": "b a\n"}, "m", "m.de has no aligned"),                          # one side only
+])
+def test_bad_pairs_are_one_line_errors_and_leave_no_run(tmp_path: Path, parallel_corpus: Path, files: dict,
+                                                       corpus: str, fragment: str) -> None:
+    write(tmp_path, files)
+    out = tmp_path / "run"
+    proc = run_nb("train", "--task", "translation", "--corpus", tmp_path / corpus, "--src-lang", "de", "--tgt-lang",
+                  "en", "-t", parallel_corpus / "joint.model", "--out", out, *FAST)
+    assert proc.returncode == 1
+    assert_one_line_error(proc.stderr.decode(), fragment)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--task", "translation", "--src-lang", "de"], "--tgt-lang"),
+    (["--task", "translation", "--src-lang", "de", "--tgt-lang", "en", "--objective", "mlm"], "--objective"),
+    (["--task", "translation", "--src-lang", "de", "--tgt-lang", "en", "--preset", "gpt2-124m"], "--preset"),
+    (["--beam", "3"], "--beam applies to --task translation"),
+    (["--task", "translation", "--src-lang", "de", "--tgt-lang", "en", "--share-embeddings", "all",
+      "--src-tokenizer", "{tok}", "--tgt-tokenizer", "{other}"], "joint tokenizer"),
+])
+def test_option_refusals(tmp_path: Path, parallel_corpus: Path, sp_model: Path, args: list[str],
+                         fragment: str) -> None:
+    tok = str(parallel_corpus / "joint.model")
+    args = [a.format(tok=tok, other=str(sp_model)) for a in args]
+    joint = [] if "--src-tokenizer" in args else ["-t", tok]
+    result = invoke("train", "--corpus", parallel_corpus / "train", *joint, "--out", tmp_path / "r", *args)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, fragment)
+    assert not (tmp_path / "r").exists()
