@@ -574,13 +574,28 @@ def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, ste
 
 @public
 def evaluate_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_lang: str, *,
-                         hyps: PathLike) -> Report:
-    """Corpus BLEU and chrF (sacreBLEU, with their signatures) of a hypotheses file, one line per pair,
-    against the target side of a parallel test corpus (`nb eval --task translation --hyps FILE`;
-    paper 000 fig. 2): aligned PREFIX.{src,tgt} files, TSV, JSONL translation objects or parquet."""
+                         hyps: PathLike | None = None, checkpoint: PathLike | None = None, beam: int | None = None,
+                         lenpen: float | None = None, batch_size: int = 64, device: str = "auto") -> Report:
+    """Corpus BLEU and chrF (sacreBLEU, with their signatures) of translations of a parallel test
+    corpus's source side against its target side (`nb eval --task translation`; paper 000 fig. 2):
+    aligned PREFIX.{src,tgt} files, TSV, JSONL translation objects or parquet. The translations are
+    a hypotheses file (`hyps`, one line per pair) or decoded by an `nb train --task translation` run
+    or checkpoint (`checkpoint`: a run means its best checkpoint by validation BLEU; `beam`/`lenpen`
+    default to the run's)."""
+    from nbcli.errors import ConfigError
     from nbcli.translation_eval import eval_translation
 
-    return Report(eval_translation(_paths(corpus), src_lang, tgt_lang, hyps=_local(hyps)))
+    if checkpoint is None:
+        if beam is not None or lenpen is not None:
+            raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
+        return Report(eval_translation(_paths(corpus), src_lang, tgt_lang, hyps=_optional(hyps)))
+    if hyps is not None:
+        raise ConfigError(f"{checkpoint} and --hyps {hyps}: score a model's translations or a hypotheses file, "
+                          "not both")
+    from nbcli.translate import eval_translation_model
+
+    return Report(eval_translation_model(_local(checkpoint), _paths(corpus), src_lang, tgt_lang, beam=beam,
+                                         lenpen=lenpen, batch_size=batch_size, device=device))
 
 
 @public

@@ -189,6 +189,24 @@ def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, le
     return out
 
 
+def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang: str | None, tgt_lang: str | None,
+                           *, beam: int | None = None, lenpen: float | None = None, batch_size: int = 64,
+                           source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
+                           device: str = "auto") -> dict[str, Any]:
+    """`nb eval --task translation RUN_OR_CKPT`: test BLEU and chrF (`nbcli.translation_eval`) of the
+    model's translations of the corpus's source side; a run stands for its best checkpoint by validation
+    BLEU (paper 000 app. A), decoding defaults to the run's (--beam, --lenpen, length limits)."""
+    from nbcli.translation_eval import eval_translation
+
+    tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+                                device=device)
+    decoding = {**tm.decoding_defaults(), **({"beam": beam} if beam is not None else {}),
+                **({"lenpen": lenpen} if lenpen is not None else {})}
+    model = {"path": str(tm.path), "step": tm.step, **decoding}
+    return eval_translation(corpus, src_lang, tgt_lang, model=model,
+                            translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
+
+
 @dataclass
 class TranslateReport:
     checkpoint: str

@@ -216,6 +216,26 @@ def test_train_matches_cli(tmp_path: Path, sp_model: Path, train_corpus: Path) -
     assert Path(api.checkpoint).is_file() and api.steps == 2
 
 
+def test_translation_functions_match_cli(tmp_path: Path, translation_run: Path, parallel_corpus: Path) -> None:
+    """translate_file, export_checkpoint and evaluate_translation(checkpoint=) give their commands' --json."""
+    source = parallel_corpus / "valid.de"
+    api = nbcli.translate_file(translation_run, source, tmp_path / "a.en", beam=2, device="cpu")
+    cli = cli_json("translate", translation_run, "-i", source, "-o", tmp_path / "b.en", "--beam", "2",
+                   "--device", "cpu")
+    assert without(api.to_dict(), "output", "sentences_per_s") == without(cli, "output", "sentences_per_s")
+    assert (tmp_path / "a.en").read_text(encoding="utf-8") == (tmp_path / "b.en").read_text(encoding="utf-8")
+    corpus = parallel_corpus / "valid"
+    api = nbcli.evaluate_translation(corpus, "de", "en", checkpoint=translation_run, beam=2, device="cpu")
+    cli = cli_json("eval", translation_run, "--task", "translation", "--corpus", corpus, "--src-lang", "de",
+                   "--tgt-lang", "en", "--beam", "2", "--device", "cpu")
+    assert without(api.to_dict(), "corpus") == without(cli, "corpus") and api.model["beam"] == 2
+    with pytest.raises(ConfigError, match="beam and lenpen decode with a model"):
+        nbcli.evaluate_translation(corpus, "de", "en", hyps=tmp_path / "a.en", beam=2)
+    api = nbcli.export_checkpoint(translation_run, tmp_path / "hf-a")
+    cli = cli_json("export", translation_run, "-o", tmp_path / "hf-b")
+    assert without(api.to_dict(), "out") == without(cli, "out")
+
+
 def test_transplant_matches_cli(tmp_path: Path, nb_lm: Path, sp_model: Path) -> None:  # noqa: F811
     api = nbcli.transplant_embeddings(nb_lm, sp_model, SAMPLE_TOKENIZER, tmp_path / "a.safetensors",
                                       missing="mean", standardise="xavier")

@@ -50,8 +50,10 @@ context); every token is scored once.
 
   --corpus TEST is a parallel corpus (PREFIX of aligned PREFIX.SRC/PREFIX.TGT files, .tsv, .jsonl with
   {"translation": {SRC: .., TGT: ..}}, parquet/Arrow) with --src-lang SRC --tgt-lang TGT; the target
-  side holds the references. --hyps FILE scores a hypotheses file (one detokenised line per pair, in
-  order) without a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
+  side holds the references. RUN_OR_CKPT decodes the sources with an nb train --task translation model
+  (a run directory: its best checkpoint by validation BLEU, paper 000 app. A; --beam/--lenpen default
+  to the run's); --hyps FILE scores a hypotheses file (one detokenised line per pair, in order) without
+  a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
   mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
 
 [bold]--task classification | tagging[/] (papers 001 tables 1, 2, 4; 002 table 1)
@@ -71,6 +73,7 @@ context); every token is scored once.
   nb eval run/step-2000.safetensors --corpus test.txt --by-frequency train.counts.safetensors \
       --by-frequency-plot fig4.png --json > unigram.json
   nb eval --task translation --corpus iwslt14/test --src-lang de --tgt-lang en --hyps hyps.en --json
+  nb eval runs/iwslt-unigram-s0 --task translation --corpus iwslt14/test --src-lang de --tgt-lang en --beam 5
   nb eval runs/mnli --task classification --corpus dev_matched.tsv --json
 """
 
@@ -93,6 +96,12 @@ def eval_command(
         "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,
     src_lang: SrcLangOption = None,
     tgt_lang: TgtLangOption = None,
+    beam: Annotated[Optional[int], typer.Option(
+        "--beam", min=1, max=1024, show_default=False, help="--task translation with a model: beam size (1 = "
+        "greedy; default: the run's, 5).")] = None,
+    lenpen: Annotated[Optional[float], typer.Option(
+        "--lenpen", show_default=False, help="--task translation with a model: length penalty, score = logprob / "
+        "length^lenpen (default: the run's, 1).")] = None,
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
@@ -146,15 +155,15 @@ def eval_command(
         given = [name for name, used in lm_only.items() if used]
         if given:
             raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
-        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, as_json)
+        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, beam, lenpen, batch_size, device, as_json)
         return
     if checkpoint is None:
         raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
     if task in ("classification", "tagging"):
         _labelled(checkpoint, corpus, task, batch_size, device, as_json)
         return
-    if hyps is not None or src_lang is not None or tgt_lang is not None:
-        raise ConfigError("--hyps, --src-lang and --tgt-lang are options of --task translation")
+    if hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None:
+        raise ConfigError("--hyps, --src-lang, --tgt-lang, --beam and --lenpen are options of --task translation")
 
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import print_report, print_warnings, token_progress
@@ -175,17 +184,22 @@ def eval_command(
 
 
 def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[Path], src_lang: Optional[str],
-                 tgt_lang: Optional[str], as_json: bool) -> None:
+                 tgt_lang: Optional[str], beam: Optional[int], lenpen: Optional[float], batch_size: int, device: str,
+                 as_json: bool) -> None:
     from nbcli.cli.console import print_report, print_warnings
     from nbcli.errors import ConfigError
+    from nbcli.translate import eval_translation_model
     from nbcli.translation_eval import eval_translation
 
     if checkpoint is not None and hyps is not None:
         raise ConfigError(f"{checkpoint} and --hyps {hyps}: score a model's translations or a hypotheses file, not both")
+    if checkpoint is None and (beam is not None or lenpen is not None):
+        raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
     if checkpoint is not None:
-        raise ConfigError(f"nb eval --task translation {checkpoint}: decoding a checkpoint needs nb's translation "
-                          "model, which this build does not have; score a hypotheses file with --hyps FILE")
-    report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps)
+        report = eval_translation_model(checkpoint, corpus, src_lang, tgt_lang, beam=beam, lenpen=lenpen,
+                                        batch_size=batch_size, device=device)
+    else:
+        report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render_translation)
 

@@ -92,3 +92,22 @@ def test_an_lm_checkpoint_is_refused(tmp_path: Path, sp_model: Path, sample_line
     result = invoke("translate", tmp_path / "lm" / "step-1.safetensors", "-i", tmp_path / "in.de", "-o", tmp_path / "o",
                     "-t", sp_model)
     assert_one_line_error(result.stderr, "not a translation model")
+
+
+def test_eval_task_translation_decodes_with_the_run(tmp_path: Path, translation_run: Path,
+                                                    parallel_corpus: Path) -> None:
+    """nb eval --task translation RUN: the BLEU of nb translate's output against the references."""
+    from nbcli.analysis.translation import score_translations
+
+    result = invoke("eval", translation_run, "--task", "translation", "--corpus", parallel_corpus / "valid",
+                    "--src-lang", "de", "--tgt-lang", "en", "--beam", "2", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["model"]["beam"] == 2 and report["model"]["step"] is not None and report["pairs"] == 40
+    invoke("translate", translation_run, "-i", parallel_corpus / "valid.de", "-o", tmp_path / "hyp.en", "--beam", "2")
+    hyps = (tmp_path / "hyp.en").read_text(encoding="utf-8").splitlines()
+    refs = (parallel_corpus / "valid.en").read_text(encoding="utf-8").splitlines()
+    assert report["bleu"] == pytest.approx(score_translations(hyps, refs)["bleu"])
+    result = invoke("eval", "--task", "translation", "--corpus", parallel_corpus / "valid", "--src-lang", "de",
+                    "--tgt-lang", "en", "--hyps", tmp_path / "hyp.en", "--beam", "3")
+    assert_one_line_error(result.stderr, "--beam and --lenpen decode with a model")
