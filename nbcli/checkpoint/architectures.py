@@ -266,16 +266,21 @@ ARCHITECTURES: dict[str, Architecture] = {
         head_prefixes=("vocab_projector.", "vocab_layer_norm.", "vocab_transform."),
         untied_output="vocab_projector.weight", masked_lm=True,
         attention_qk=(r"(^|\.)layer\.\d+\.attention\.q_lin$", r"(^|\.)layer\.\d+\.attention\.k_lin$")),
+    # nb's translation checkpoints (`nb train --task translation`, nbcli.models.seq2seq) carry Marian's
+    # names without `model.`: the input embedding is the target side's (shared.weight, else the decoder's
+    # embed_tokens: the one W is tied to), W is lm_head.weight when untied, b is final_logits_bias [V];
+    # post-LN has no final norm before the output layer, pre-LN has decoder.layer_norm.
     "nb": Architecture(
-        "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln)",
+        "nb", "nb's own `nb train` checkpoints (tok_emb, head, ln_f; MLM: mlm.ln; translation: shared / "
+        "decoder.embed_tokens, lm_head, final_logits_bias)",
         signature=(r"^tok_emb\.weight$",),
         candidates={
-            "input_embedding": ("tok_emb.weight",),
-            "output_weight": ("head.weight",),
-            "output_bias": ("head.bias",),
-            "final_ln_weight": ("mlm.ln.weight", "ln_f.weight"),
-            "final_ln_bias": ("mlm.ln.bias", "ln_f.bias"),
-            "position_embedding": ("pos_emb.weight",),
+            "input_embedding": ("tok_emb.weight", "shared.weight", "decoder.embed_tokens.weight"),
+            "output_weight": ("head.weight", "lm_head.weight", "decoder.embed_tokens.weight"),
+            "output_bias": ("head.bias", "final_logits_bias"),
+            "final_ln_weight": ("mlm.ln.weight", "ln_f.weight", "decoder.layer_norm.weight"),
+            "final_ln_bias": ("mlm.ln.bias", "ln_f.bias", "decoder.layer_norm.bias"),
+            "position_embedding": ("pos_emb.weight", "decoder.embed_positions.weight"),
         }, untied_output="head.weight"),
     "custom": Architecture(
         "custom", "no table entry: every role comes from --map ROLE=TENSOR (tied when output_weight and "

@@ -361,6 +361,13 @@ def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.dev
     from nbcli.model import ModelConfig, Transformer
 
     try:
+        raw = json.loads(checkpoint.metadata.get("nb.config", "{}"))
+    except json.JSONDecodeError:
+        raw = None
+    if isinstance(raw, dict) and raw.get("objective") == "seq2seq":
+        raise CheckpointError(f"{path}: a translation (encoder-decoder) checkpoint; decode it with nb translate, "
+                              "score it with nb eval --task translation")
+    try:
         cfg = ModelConfig.from_json(checkpoint.metadata["nb.config"])
     except (KeyError, json.JSONDecodeError, TypeError) as err:
         raise CheckpointError(f"{path}: nb checkpoint without a readable nb.config ({err})") from None

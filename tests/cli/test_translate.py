@@ -111,3 +111,14 @@ def test_eval_task_translation_decodes_with_the_run(tmp_path: Path, translation_
     result = invoke("eval", "--task", "translation", "--corpus", parallel_corpus / "valid", "--src-lang", "de",
                     "--tgt-lang", "en", "--hyps", tmp_path / "hyp.en", "--beam", "3")
     assert_one_line_error(result.stderr, "--beam and --lenpen decode with a model")
+
+
+def test_lm_commands_refuse_a_translation_checkpoint(translation_run: Path, parallel_corpus: Path) -> None:
+    result = invoke("eval", translation_run / "best.safetensors", "--corpus", parallel_corpus / "valid.de", "-t",
+                    parallel_corpus / "joint.model")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "translation (encoder-decoder) checkpoint", "nb translate")
+    probe = invoke("probe-bias", translation_run / "best.safetensors", "-c", translation_run / "counts.safetensors",
+                   "--json")
+    assert probe.exit_code == 0, probe.output
+    assert "final_logits_bias" in probe.stdout

@@ -174,3 +174,28 @@ def test_bleu_and_chrf_are_sacrebleus() -> None:
     assert 0 < chrf <= 100 and "tok:13a" in sig_b and sig_c.startswith("nrefs:1")
     assert bleu_chrf(["x"], ["x y z w"])[0] < 100 and math.isfinite(bleu)
     assert np.isclose(bleu_chrf(["same words here now"], ["same words here now"])[0], 100.0)
+
+
+@pytest.mark.parametrize("share,norm,roles", [
+    ("all", "post", dict(input_embedding="shared.weight", output_weight="shared.weight", final_ln_bias=None)),
+    ("decoder", "post", dict(input_embedding="decoder.embed_tokens.weight", output_weight="decoder.embed_tokens.weight")),
+    ("none", "pre", dict(input_embedding="decoder.embed_tokens.weight", output_weight="lm_head.weight",
+                         final_ln_bias="decoder.layer_norm.bias")),
+])
+def test_roles_of_translation_checkpoints(tmp_path: Path, share: str, norm: str, roles: dict) -> None:
+    """probe-bias / patch-checkpoint / inspect find the output layer of nb's translation checkpoints: W (tied
+    to the target embedding unless share none), b = final_logits_bias."""
+    from nbcli.checkpoint.roles import resolve_roles
+    from nbcli.models.seq2seq import Seq2SeqTransformer
+    from nbcli.train.state import save_model
+
+    cfg = Seq2SeqConfig(src_vocab_size=30, tgt_vocab_size=30 if share == "all" else 20, eos_id=2, decoder_start_id=1,
+                        share_embeddings=share, norm=norm, d_model=8, n_head=2, d_ff=8)  # type: ignore[arg-type]
+    save_model(tmp_path / "m.safetensors", Seq2SeqTransformer(cfg), {"nb.format": "nb-model/1",
+                                                                     "nb.config": cfg.to_json()})
+    with open_checkpoint(tmp_path / "m.safetensors") as ckpt:
+        found = resolve_roles(ckpt)
+    assert found.architecture == "nb" and found.get("output_bias") == "final_logits_bias"
+    for role, name in roles.items():
+        assert found.get(role) == name, role
+    assert found.tied == (share != "none")
