@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias train eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias train translate export eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -32,18 +32,26 @@ _nb() {
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --tokenizer -t --out --objective --preset --steps --batch-size --grad-accum --seq-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --json --help -h"
+        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --json --help -h"
+            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation" -- "$cur")); return;; esac
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
-            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
-            case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear" -- "$cur")); return;; esac
+            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8 iwslt base kim-3" -- "$cur")); return;; esac
+            case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
+            case "$prev" in --norm) COMPREPLY=($(compgen -W "post pre" -- "$cur")); return;; esac
+            case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
+            case "$prev" in --share-embeddings) COMPREPLY=($(compgen -W "auto all decoder none" -- "$cur")); return;; esac
             ;;
-        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
+        translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
+            ;;
+        export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
+            ;;
+        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
             case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
             ;;
         predict) opts="--corpus --output -o --batch-size --device --json --help -h"

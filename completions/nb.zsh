@@ -12,6 +12,8 @@ _nb() {
         'analogy:Score word vectors on the word-analogy test (3CosAdd, as gensim’s evaluate_word_'
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
         'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
+        'translate:Translate a file with a translation model trained by nb (greedy or length-normal'
+        'export:Export a translation checkpoint to a transformers model folder (Marian layout, b'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
         'predict:Label every record of a corpus with a fine-tuned classifier or tagger (labels by'
         'generate:Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/'
@@ -164,20 +166,22 @@ _nb() {
             ;;
         train)
             _arguments -s '--corpus[Training text: files, directories, globs (repeatable). Each file is read in the ]:value: ' \
+                '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
                 '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
-                '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
+                '--task[lm: nb’s decoder-only / MLM Transformer (--objective). translation: the Vaswani ]:value:(lm translation)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
-                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
+                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 iwslt base kim-3)' \
                 '--steps[Optimizer updates.]:value: ' \
                 '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
                 '--grad-accum[Micro-steps per update.]:value: ' \
-                '--seq-len[Tokens per sequence T (default: preset’s).]:value: ' \
+                '--seq-len[Tokens per sequence T (default: preset’s). --task translation: the most tokens a]:value: ' \
+                '--max-len[Tokens per sequence T (default: preset’s). --task translation: the most tokens a]:value: ' \
                 '--lr[Peak learning rate (AdamW; default: preset’s).]:value: ' \
-                '--lr-schedule[Decay after warm-up: cosine to 10% (GPT-2 presets) or linear to 0 (roberta-8, as]:value:(cosine linear)' \
+                '--lr-schedule[After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8]:value:(cosine linear inverse-sqrt constant)' \
                 '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
-                '--label-smoothing[Label smoothing of the cross-entropy (0 = none, as in the papers).]:value: ' \
-                '--dropout[Dropout probability (0 = none; the papers’ small runs use none).]:value: ' \
+                '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
+                '--dropout[Dropout probability. Default: the preset’s (0 for the LM presets, the papers’ sm]:value: ' \
                 '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
                 '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
@@ -206,6 +210,56 @@ _nb() {
                 '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
+                '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
+                '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--src-tokenizer[--task translation: the source side’s tokenizer (with --tgt-tokenizer, instead o]:path:_files' \
+                '--tgt-tokenizer[--task translation: the target side’s tokenizer (its EOS ends sentences; its BOS]:path:_files' \
+                '--valid[--task translation: validation pairs, in --corpus’s forms (repeatable). Default:]:value: ' \
+                '--norm[--task translation: post-LN (the papers’ fairseq models, Vaswani; default) or pr]:value:(post pre)' \
+                '--positions[--task translation: sinusoidal (Vaswani; default), learned, or none (paper 002 t]:value:(sinusoidal learned none)' \
+                '--scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
+                '--no-scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
+                '--share-embeddings[--task translation: all = one matrix for source, target and output (fairseq --sh]:value:(auto all decoder none)' \
+                '--freeze-embeddings[--task translation: keep the token embeddings (and a W tied to them) at their in]' \
+                '--beam[--task translation: beam size of validation BLEU (and of nb translate for this r]:value: ' \
+                '--lenpen[--task translation: length penalty: hypotheses are scored logprob / length^lenpe]:value: ' \
+                '--eval-sentences[--task translation: validation pairs decoded for BLEU/chrF at each evaluation (0]:value: ' \
+                '--ag-decoder-fraction[--task translation: fraction of decoder self-attention heads guided (default 0, ]:value: ' \
+                '--ag-decoder-patterns[--task translation: patterns of the guided decoder heads (prev,first,delim,perio]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        translate)
+            _arguments -s '--input[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
+                '-i[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
+                '--output[Translations, one a line (written only when every line is translated).]:path:_files' \
+                '-o[Translations, one a line (written only when every line is translated).]:path:_files' \
+                '--beam[Beam size (1 = greedy). Default: the run’s.]:value: ' \
+                '--lenpen[Length penalty (score = logprob / length^lenpen). Default: the run’s.]:value: ' \
+                '--batch-size[Sentences decoded together (grouped by source length).]:value: ' \
+                '--max-len-a[Length limit a x S + b generated tokens for S source tokens (fairseq’s; default:]:value: ' \
+                '--max-len-b[The limit’s b (default: the run’s, 10).]:value: ' \
+                '--tokenizer[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
+                '-t[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
+                '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
+                '--tgt-tokenizer[The target tokenizer (default: the run’s).]:path:_files' \
+                '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        export)
+            _arguments -s '--out[The model folder to write (new or empty).]:path:_files' \
+                '-o[The model folder to write (new or empty).]:path:_files' \
+                '--tokenizer[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
+                '-t[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
+                '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
+                '--tgt-tokenizer[The target tokenizer (default: the run’s).]:path:_files' \
+                '--beam[generation_config num_beams (default: the run’s --beam).]:value: ' \
+                '--lenpen[generation_config length_penalty (default: the run’s --lenpen).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -217,6 +271,8 @@ _nb() {
                 '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--beam[--task translation with a model: beam size (1 = greedy; default: the run’s, 5).]:value: ' \
+                '--lenpen[--task translation with a model: length penalty, score = logprob / length^lenpen]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \

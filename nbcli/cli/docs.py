@@ -34,6 +34,8 @@ TOPICS = {
     "analogy": "../vectors.md#nb-analogy",
     "probe-bias": "../probes.md#nb-probe-bias",
     "train": "../training.md#nb-train",
+    "translate": "../training.md#nb-translate",
+    "export": "../training.md#nb-export",
     "eval": "../eval-generate.md#nb-eval",
     "predict": "../classification.md#nb-predict",
     "generate": "../eval-generate.md#nb-generate",

@@ -20,9 +20,9 @@ has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is wri
 
 [bold]Examples[/bold]
 
-  nb export runs/iwslt-unigram-s0 -o hf/iwslt-unigram       # the run's best checkpoint
+  nb export runs/iwslt-unigram-s0 -o hf/mt       # the run's best checkpoint
   nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
-  python -c "from transformers import pipeline; print(pipeline('translation', 'hf/iwslt-unigram')('Hallo Welt'))"
+  python -c "import transformers as t; print(t.pipeline('translation', 'hf/mt')('Hi'))"
 """
 
 
