@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption
+from nbcli.cli.options import JointTokenizerOption, JsonOption, SrcTokenizerOption, TgtTokenizerOption
 
 EPILOG = """\
 Writes DIR with model.safetensors, config.json (MarianConfig), generation_config.json and tokenizer files, so
@@ -32,13 +32,9 @@ def export(
         help="An nb train --task translation run directory (its best checkpoint) or checkpoint file.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="DIR", show_default=False, help="The model folder to write (new or empty).")],
-    tokenizer: Annotated[Optional[Path], typer.Option(
-        "--tokenizer", "-t", metavar="TOK", show_default=False,
-        help="The joint tokenizer, when the checkpoint is not in its run directory.")] = None,
-    src_tokenizer: Annotated[Optional[Path], typer.Option(
-        "--src-tokenizer", metavar="TOK", show_default=False, help="The source tokenizer (default: the run's).")] = None,
-    tgt_tokenizer: Annotated[Optional[Path], typer.Option(
-        "--tgt-tokenizer", metavar="TOK", show_default=False, help="The target tokenizer (default: the run's).")] = None,
+    tokenizer: JointTokenizerOption = None,
+    src_tokenizer: SrcTokenizerOption = None,
+    tgt_tokenizer: TgtTokenizerOption = None,
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False,
         help="generation_config num_beams (default: the run's --beam).")] = None,

@@ -23,6 +23,14 @@ TokenizerOption = Annotated[
         "(its tokenizer.json, else its tokenizer.model), or a Hub repo id org/name[@rev].",
     ),
 ]
+# A translation run's tokenizers (nb translate, nb export): found in the run directory unless given.
+JointTokenizerOption = Annotated[Optional[Path], typer.Option(
+    "--tokenizer", "-t", metavar="TOK", show_default=False,
+    help="The joint tokenizer, when the checkpoint is not in its run directory.")]
+SrcTokenizerOption = Annotated[Optional[Path], typer.Option(
+    "--src-tokenizer", metavar="TOK", show_default=False, help="The source tokenizer (default: the run's).")]
+TgtTokenizerOption = Annotated[Optional[Path], typer.Option(
+    "--tgt-tokenizer", metavar="TOK", show_default=False, help="The target tokenizer (default: the run's).")]
 MAX_WORKERS = 1024
 WorkersOption = Annotated[
     int,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import DeviceOption, JsonOption
+from nbcli.cli.options import DeviceOption, JointTokenizerOption, JsonOption, SrcTokenizerOption, TgtTokenizerOption
 
 EPILOG = """\
 One sentence a line in, one detokenised translation a line out, in the same order (an empty line gives
@@ -47,13 +47,9 @@ def translate(
         "(fairseq's; default: the run's, 1.2).")] = None,
     max_len_b: Annotated[Optional[int], typer.Option(
         "--max-len-b", min=0, show_default=False, help="The limit's b (default: the run's, 10).")] = None,
-    tokenizer: Annotated[Optional[Path], typer.Option(
-        "--tokenizer", "-t", metavar="TOK", show_default=False,
-        help="The joint tokenizer, when the checkpoint is not in its run directory.")] = None,
-    src_tokenizer: Annotated[Optional[Path], typer.Option(
-        "--src-tokenizer", metavar="TOK", show_default=False, help="The source tokenizer (default: the run's).")] = None,
-    tgt_tokenizer: Annotated[Optional[Path], typer.Option(
-        "--tgt-tokenizer", metavar="TOK", show_default=False, help="The target tokenizer (default: the run's).")] = None,
+    tokenizer: JointTokenizerOption = None,
+    src_tokenizer: SrcTokenizerOption = None,
+    tgt_tokenizer: TgtTokenizerOption = None,
     device: DeviceOption = "auto",
     as_json: JsonOption = False,
 ) -> None:

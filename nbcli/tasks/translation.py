@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from nbcli.train.config import TrainConfig
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
-from nbcli.train.loop import Updates, run_updates, start_position
+from nbcli.train.loop import TrainResult, Updates, run_updates, start_position
 from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
                                 write_run_files, write_summary)
 from nbcli.train.runs import read_log_records
@@ -284,37 +284,24 @@ def evaluate(model: Seq2SeqTransformer, data: PairData, conv: Conventions, cfg: 
 
 
 @dataclass
-class TranslationResult:
-    out: Path
-    steps: int
-    final_val_loss: float | None
-    alc: float | None                   # area under the validation-loss curve
-    best_val_bleu: float | None
-    best_step: int | None
-    alc_val_bleu: float | None          # ALC of validation BLEU over the first 20k updates (paper 000 sec. 4.2, fig. 3)
-    final_val_bleu: float | None
-    final_val_chrf: float | None
-    bleu_signature: str | None
-    chrf_signature: str | None
-    checkpoint: Path
-    best_checkpoint: Path | None
-    pairs: int
-    skipped_long_pairs: int
-    tokens: int                         # target tokens trained on in this run
-    seconds: float
-    tokens_per_s: float
-    parameters: int
-    device: str
-    unigram_entropy: float
-    log_v: float
-    resumed_from: int | None
-    ag_alpha0: float | None = None
-    warnings: list[str] = field(default_factory=list)
+class TranslationResult(TrainResult):
+    """The LM's summary fields (`alc`: over the validation-loss curve; tokens: target tokens) and
+    translation's: BLEU/chrF, the best checkpoint by validation BLEU, the pairs read and skipped."""
+
+    best_val_bleu: float | None = None
+    best_step: int | None = None
+    alc_val_bleu: float | None = None   # ALC of validation BLEU over the first 20k updates (paper 000 sec. 4.2, fig. 3)
+    final_val_bleu: float | None = None
+    final_val_chrf: float | None = None
+    bleu_signature: str | None = None
+    chrf_signature: str | None = None
+    best_checkpoint: Path | None = None
+    pairs: int = 0
+    skipped_long_pairs: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for key in ("out", "checkpoint", "best_checkpoint"):
-            d[key] = None if d[key] is None else str(d[key])
+        d = super().as_dict()
+        d["best_checkpoint"] = None if self.best_checkpoint is None else str(self.best_checkpoint)
         return d
 
 
