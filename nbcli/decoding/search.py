@@ -122,36 +122,45 @@ def beam_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[i
         cand = (scores[:, :, None] + logp).view(m, K * V)
         values, index = cand.topk(min(2 * K, K * V), dim=-1)                     # [m, 2K], best first
         parent, token = index // V, index % V
-        is_eos = (token == eos_id) & torch.isfinite(values)
+        is_eos = token == eos_id
         length = t + 1
-        for i, r in (is_eos[:, :K]).nonzero().tolist():                          # finished hypotheses
-            s = int(active[i])
-            if len(finished[s]) < K:
-                ids = prefixes[i, int(parent[i, r])].tolist()
-                finished[s].append(Hypothesis(ids, float(values[i, r]), normalised(float(values[i, r]), length,
-                                                                                    lenpen), True))
-        running = values.masked_fill(token == eos_id, float("-inf"))
+        done = torch.zeros(m, dtype=torch.bool, device=device)
+        ended = is_eos[:, :K] & torch.isfinite(values[:, :K])
+        if bool(ended.any()):                                                    # finished hypotheses
+            for i, r in ended.nonzero().tolist():
+                hyps = finished[int(active[i])]
+                if len(hyps) < K:
+                    value = float(values[i, r])
+                    hyps.append(Hypothesis(prefixes[i, int(parent[i, r])].tolist(), value,
+                                           normalised(value, length, lenpen), True))
+                    done[i] = len(hyps) >= K
+        running = values.masked_fill(is_eos, float("-inf"))
         scores, pick = running.topk(K, dim=-1)                                   # [m, K]
         chosen_parent = parent.gather(1, pick)
         tokens2d = token.gather(1, pick)
         prefixes = torch.cat([prefixes.gather(1, chosen_parent[:, :, None].expand(-1, -1, t)),
                               tokens2d[:, :, None]], dim=2)                     # [m, K, t + 1]
         at_limit = length >= limit[active]
-        full = torch.tensor([len(finished[int(s)]) >= K for s in active.tolist()], device=device)
-        for i in at_limit.nonzero().flatten().tolist():                          # running prefixes finish as they are
-            s = int(active[i])
-            for k in range(K):
-                if torch.isfinite(scores[i, k]) and len(finished[s]) < K:
-                    finished[s].append(Hypothesis(prefixes[i, k].tolist(), float(scores[i, k]),
-                                                  normalised(float(scores[i, k]), length, lenpen), False))
-        done = full | at_limit
+        if bool(at_limit.any()):                                                 # running prefixes finish as they are
+            for i in at_limit.nonzero().flatten().tolist():
+                hyps = finished[int(active[i])]
+                for k in range(K):
+                    if torch.isfinite(scores[i, k]) and len(hyps) < K:
+                        value = float(scores[i, k])
+                        hyps.append(Hypothesis(prefixes[i, k].tolist(), value, normalised(value, length, lenpen),
+                                               False))
+            done = done | at_limit
+        t += 1
+        if not bool(done.any()):
+            tokens = tokens2d.flatten()
+            stepper.select((torch.arange(m, device=device)[:, None] * K + chosen_parent).flatten())
+            continue
         keep = (~done).nonzero().flatten()
         rows = (keep[:, None] * K + chosen_parent[keep]).flatten()               # parents' rows, kept sentences
         active, scores, prefixes = active[keep], scores[keep], prefixes[keep]
         tokens = tokens2d[keep].flatten()
         if keep.numel():
             stepper.select(rows)
-        t += 1
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
 
 

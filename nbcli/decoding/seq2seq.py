@@ -43,8 +43,11 @@ class Seq2SeqStepper:
                 src_mask = None if src_mask is None else src_mask.repeat_interleave(copies, dim=0)
             self.cross = model.cross_kv(memory)
         self.src_mask = src_mask
-        self.cache = KVCache(cfg.decoder_layers, cfg.n_head, cfg.head_dim)
+        # A small growth step: beam search reorders (copies) the whole buffer every step.
+        self.cache = KVCache(cfg.decoder_layers, cfg.n_head, cfg.head_dim, grow=8 if copies > 1 else 64)
         self.dtype = memory.dtype
+        self.copies = copies
+        self.sentence_of_row = torch.arange(memory.size(0), device=memory.device) // copies
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -54,10 +57,16 @@ class Seq2SeqStepper:
             return F.log_softmax(logits[:, -1].float(), dim=-1)
 
     def select(self, rows: torch.Tensor) -> None:
+        """Reorder the self-attention cache; the source side (cross-attention keys/values, source mask) only
+        when the rows' sentences change: a sentence's beams share it, so a reordering within them keeps it."""
         self.cache.select(rows)
+        sentences = self.sentence_of_row.index_select(0, rows)
+        if rows.numel() == self.sentence_of_row.numel() and torch.equal(sentences, self.sentence_of_row):
+            return
         self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
         if self.src_mask is not None:
             self.src_mask = self.src_mask.index_select(0, rows)
+        self.sentence_of_row = sentences
 
 
 def translate_ids(model: Seq2SeqTransformer, sources: Sequence[Sequence[int]], *, beam: int = 5, lenpen: float = 1.0,
