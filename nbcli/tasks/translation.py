@@ -41,7 +41,7 @@ from nbcli.train.config import TrainConfig
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
-from nbcli.train.loop import TrainResult, Updates, run_updates, start_position
+from nbcli.train.loop import TrainResult, Updates, run_updates, start_position, warning_sink
 from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
                                 write_run_files, write_summary)
 from nbcli.train.runs import read_log_records
@@ -393,14 +393,8 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
     if cfg.task != TASK:
         raise ConfigError(f"train_translation needs a --task translation config, got task {cfg.task!r}")
     opts = TranslationOptions.of(cfg)
-    warnings: list[str] = []
     rt = setup_runtime(cfg)
-
-    def warn(message: str) -> None:
-        warnings.append(message)
-        if on_warning is not None and rt.is_main:
-            on_warning(message)
-
+    warnings, warn = warning_sink(rt, on_warning)
     files = input_files([*corpus, *(valid or [])], opts.src_lang, opts.tgt_lang)
 
     def check_directory() -> None:

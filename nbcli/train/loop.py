@@ -155,14 +155,8 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
            stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
            on_bytes: Callable[[int, int | None], None] | None,
            on_warning: Callable[[str], None] | None, allow_vocab_mismatch: bool = False) -> TrainResult:
-    warnings: list[str] = []
     rt = setup_runtime(cfg)
-
-    def warn(message: str) -> None:
-        warnings.append(message)
-        if on_warning is not None and rt.is_main:
-            on_warning(message)
-
+    warnings, warn = warning_sink(rt, on_warning)
     on_main_rank(rt, lambda: check_run_directory(out, cfg, corpus, tokenizer_path, resume))
     run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn, allow_vocab_mismatch)
     position = start_position(run.updates, resume)
@@ -174,6 +168,20 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     result = _result(run, position, last_step, checkpoint, seconds, warnings)
     on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
     return result
+
+
+def warning_sink(rt: Runtime, on_warning: Callable[[str], None] | None,
+                 ) -> tuple[list[str], Callable[[str], None]]:
+    """A run's warnings: the list they collect in (TrainResult.warnings, summary.json) and the function
+    that adds one, passing it to `on_warning` as it arises (rank 0 only)."""
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning is not None and rt.is_main:
+            on_warning(message)
+
+    return warnings, warn
 
 
 def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokenizer_path: Path | str,
