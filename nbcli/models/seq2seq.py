@@ -29,9 +29,10 @@ Sinusoids: P[p, i] = sin(p / 10000^(2i/d)) and P[p, d/2 + i] = cos(p / 10000^(2i
 positions from 0 -- Vaswani's frequencies with the sines in the first half and the cosines in the
 second, as Marian (transformers' MarianSinusoidalPositionalEmbedding, computed in float64 as it
 does). Paper 002 eq. 2 interleaves them (even j sin, odd j cos): the same table up to a fixed
-permutation of coordinates, equivalent for a model trained from scratch; fairseq spaces the
-frequencies 10000^(-i/(d/2-1)) and starts at padding_idx + 1. nb takes Marian's so that an
-exported model (`nbcli.export`) computes the same logits.
+permutation of coordinates (`nbcli.ops.sinusoidal_positions`, the one formula, reordered here),
+equivalent for a model trained from scratch; fairseq spaces the frequencies 10000^(-i/(d/2-1)) and
+starts at padding_idx + 1. nb takes Marian's layout so that an exported model (`nbcli.export`)
+computes the same logits.
 
 Tensor names are Marian's without its `model.` prefix (encoder.layers.N.self_attn.q_proj.weight,
 self_attn_layer_norm, fc1, fc2, final_layer_norm, decoder.layers.N.encoder_attn.*, shared.weight,
@@ -55,11 +56,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nbcli import ops
 from nbcli.errors import ConfigError
 from nbcli.model import attention_mask, output_logits
 
@@ -148,11 +149,11 @@ class Seq2SeqConfig:
 
 def sinusoid_table(n_positions: int, d: int) -> torch.Tensor:
     """P [n_positions, d] float32: P[p, i] = sin(p / 10000^(2i/d)), P[p, d/2 + i] = cos(same), i < d/2
-    (Vaswani et al. 2017 sec. 3.5, sines then cosines as Marian; float64 then rounded, as Marian)."""
-    p = np.arange(n_positions, dtype=np.float64)[:, None]
-    i = np.arange(d // 2, dtype=np.float64)[None, :]
-    angle = p / np.power(10000.0, 2 * i / d)                                         # [n, d/2]
-    return torch.from_numpy(np.concatenate([np.sin(angle), np.cos(angle)], axis=1)).float()
+    (Vaswani et al. 2017 sec. 3.5): the one formula, `nbcli.ops.sinusoidal_positions` (which interleaves
+    sin and cos, as paper 002 eq. 2), its coordinates reordered sines first as Marian (bit for bit:
+    transformers' MarianSinusoidalPositionalEmbedding, tested)."""
+    P = ops.sinusoidal_positions(torch.arange(n_positions), d)
+    return torch.cat([P[:, 0::2], P[:, 1::2]], dim=1)
 
 
 class Attention(nn.Module):
