@@ -21,12 +21,12 @@ _nb() {
             ;;
         inspect) opts="--arch --map --json --help -h"
             ;;
-        embedding-stats) opts="--vectors --transform --positions --max-len --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
-            case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
+        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+            case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        analogy) opts="--questions --transform --positions --max-len --seed --restrict-vocab --case-sensitive --limit --vocabulary --duplicates --json --help -h"
-            case "$prev" in --positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
+        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --duplicates --json --help -h"
+            case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"

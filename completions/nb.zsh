@@ -111,8 +111,8 @@ _nb() {
         embedding-stats)
             _arguments -s '--vectors[IN is a word-vector file (GloVe, word2vec text/binary, fastText .vec; gz/bz2/xz/]' \
                 '--transform[With --vectors: a row after each of these transforms, applied in order: scale-sq]:value: ' \
-                '--positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded by --see]:value:(index random)' \
-                '--max-len[Length of the positional table that random positions are drawn from.]:value: ' \
+                '--row-positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded by --see]:value:(index random)' \
+                '--max-position[Length of the positional table that random positions are drawn from.]:value: ' \
                 '--limit[With --vectors: read only the first N rows.]:value: ' \
                 '--vocabulary[With --vectors: keep only these words (the first field of each line; table 6’s r]:path:_files' \
                 '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
@@ -130,8 +130,8 @@ _nb() {
         analogy)
             _arguments -s '--questions[Analogy questions in questions-words.txt format (: section lines, then a b c d l]:path:_files' \
                 '--transform[Transforms applied in order before scoring: scale-sqrt-d, xavier-std, pos-enc, p]:value: ' \
-                '--positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded, in (0, ]:value:(index random)' \
-                '--max-len[Length of the positional table that random positions are drawn from.]:value: ' \
+                '--row-positions[Positions of the rows for pos-enc: index (row i at i) or random (seeded, in (0, ]:value:(index random)' \
+                '--max-position[Length of the positional table that random positions are drawn from.]:value: ' \
                 '--seed[Seed of the random positions (0 to 2^63-1: the range torch’s and numpy’s generat]:value: ' \
                 '--restrict-vocab[Only the first N rows are candidates and count as present (gensim’s default; 0: ]:value: ' \
                 '--case-sensitive[Compare words as written (default: after str.upper(), as gensim).]' \

@@ -25,9 +25,9 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
 [bold]Transforms[/] (--transform, applied in the order given to all rows read; table 4's rows):
   scale-sqrt-d     × √D
   xavier-std       eq. 1: mean 0, σ = sqrt(2/(N+D)), N the rows kept (--limit, --vocabulary)
-  pos-enc          + sinusoidal positional encoding (Vaswani) at each row's position (--positions)
+  pos-enc          + sinusoidal positional encoding (Vaswani) at each row's position (--row-positions)
   pos-enc-scaled   + the encoding × σp/σx (σp the matrix's σ, σx Xavier's)
---positions index puts row i at position i; random draws positions in [0, --max-len) with --seed
+--row-positions index puts row i at position i; random draws positions in [0, --max-position) with --seed
 (paper 002 footnote 6).
 
 [bold]Examples[/]
@@ -35,7 +35,7 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
   nb analogy glove.6B.300d.txt --questions questions-words.txt
   nb analogy glove.6B.300d.txt --questions questions-words.txt --transform xavier-std,pos-enc --json
   nb analogy glove.840B.300d.txt.gz --questions questions-words.txt --vocabulary multi30k-words.txt \\
-      --transform scale-sqrt-d,pos-enc --positions random
+      --transform scale-sqrt-d,pos-enc --row-positions random
   nb analogy GoogleNews-vectors-negative300.bin.gz --questions questions-words.txt --limit 300000
 """
 
@@ -51,10 +51,10 @@ def analogy(
         "--transform", metavar="T,...",
         help="Transforms applied in order before scoring: scale-sqrt-d, xavier-std, pos-enc, pos-enc-scaled.")] = None,
     positions: Annotated[Literal["index", "random"], typer.Option(
-        "--positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded, "
-        "in [0, --max-len)).")] = "index",
+        "--row-positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded, "
+        "in [0, --max-position)).")] = "index",
     max_len: Annotated[int, typer.Option(
-        "--max-len", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
+        "--max-position", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
     seed: Annotated[int, seed_option("Seed of the random positions")] = 0,
     restrict_vocab: Annotated[int, typer.Option(
         "--restrict-vocab", min=0, help="Only the first N rows are candidates and count as present "

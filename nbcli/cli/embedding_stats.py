@@ -56,10 +56,10 @@ def embedding_stats(
         "--transform", metavar="T,...", help="With --vectors: a row after each of these transforms, applied in "
         "order: scale-sqrt-d, xavier-std, pos-enc, pos-enc-scaled (as nb analogy).")] = None,
     positions: Annotated[Literal["index", "random"], typer.Option(
-        "--positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded by --seed, "
-        "in [0, --max-len)).")] = "index",
+        "--row-positions", help="Positions of the rows for pos-enc: index (row i at i) or random (seeded by --seed, "
+        "in [0, --max-position)).")] = "index",
     max_len: Annotated[int, typer.Option(
-        "--max-len", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
+        "--max-position", min=1, help="Length of the positional table that random positions are drawn from.")] = 5000,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", min=1, metavar="N", help="With --vectors: read only the first N rows.")] = None,
     vocabulary: Annotated[Optional[Path], typer.Option(

@@ -22,7 +22,7 @@ has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is wri
 
   nb export runs/iwslt-unigram-s0 -o hf/mt       # the run's best checkpoint
   nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
-  python -c "import transformers as t; print(t.pipeline('translation', 'hf/mt')('Hi'))"
+  # then in Python: transformers.pipeline("translation", "hf/mt")("Hallo Welt")
 """
 
 

@@ -34,7 +34,7 @@ def test_json_report_in_process_and_subprocess(tmp_path: Path) -> None:
     assert (s2["applicable"], s2["total"], s2["accuracy"]) == (0, 1, None)
     assert report["overall"]["total"] == 3 and report["vectors"]["format"] == "glove"
     proc = run_nb("analogy", vectors, "--questions", q, "--json", "--transform", "xavier-std,pos-enc",
-                  "--positions", "random", "--seed", "3")
+                  "--row-positions", "random", "--seed", "3")
     assert proc.returncode == 0, proc.stderr
     sub = json.loads(proc.stdout)
     assert sub["transforms"] == ["xavier-std", "pos-enc"]

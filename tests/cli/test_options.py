@@ -11,8 +11,9 @@ from nbcli.cli import app
 from nbcli.cli.options import MAX_SEED
 
 COMMANDS = typer.main.get_command(app).commands
-# Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics):
-DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer"}
+# Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics;
+# --task: train trains lm|translation, eval also scores classification|tagging, which train lacks yet):
+DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer", "--task"}
 
 
 def _declarations() -> dict[str, list[tuple[str, object]]]:
@@ -36,7 +37,7 @@ def test_shared_options_have_one_declaration() -> None:
 
 def test_seed_has_one_bound_everywhere() -> None:
     seeds = _declarations()["--seed"]
-    assert len(seeds) == 5  # patch-checkpoint, embedding-stats, train, generate, transplant-embeddings
+    assert len(seeds) == 6  # patch-checkpoint, embedding-stats, analogy, train, generate, transplant-embeddings
     for name, _ in seeds:
         assert {(p.min, p.max) for n, p in seeds if n == name} == {(0, MAX_SEED)}
         result = CliRunner().invoke(app, [name, "--seed", str(MAX_SEED + 1)])
