@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -47,14 +47,42 @@ RoleMap = Union[Mapping[str, str], Sequence[str], None]
 @dataclass(frozen=True)
 class Report:
     """A command's result. `to_dict()`: plain JSON data, what `nb COMMAND --json` prints; its
-    top-level keys also read as attributes and items (`report.warnings`, `report["warnings"]`)."""
+    top-level keys also read as attributes and items, with the same value (`report.warnings`,
+    `report["warnings"]`, `report.to_dict()["warnings"]`). The tables in it (`tables()`: `rows`,
+    `bias_effect.bins`, `samples`, ...) come as flat records (`to_records`) or a pandas DataFrame
+    (`to_pandas`), the rows `nb COMMAND --csv` writes."""
 
     data: dict[str, Any] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        extra = {f.name for f in fields(self)} - {"data"}
+        clash = sorted(extra & set(self.data))
+        if clash:  # an attribute would hide the key of the same name: one name, two meanings
+            raise TypeError(f"{type(self).__name__}: field(s) {', '.join(clash)} are also keys of its data")
 
     def to_dict(self) -> dict[str, Any]:
         from nbcli.jsonsafe import json_ready
 
         return json_ready(self.data)
+
+    def tables(self) -> list[str]:
+        """The names of the tables in this result (`nbcli.tables.find_tables`), the first the default."""
+        from nbcli.tables import find_tables
+
+        return find_tables(self.data)
+
+    def to_records(self, table: str | None = None) -> list[dict[str, Any]]:
+        """The rows of `table` (default: the first of `tables()`) as flat dicts: nested objects as
+        dotted keys (`before.norm`), full precision, as `nb COMMAND --csv --table TABLE` writes them."""
+        from nbcli.tables import table_records
+
+        return table_records(self.to_dict(), table)
+
+    def to_pandas(self, table: str | None = None) -> Any:
+        """`to_records(table)` as a pandas DataFrame (pandas is optional: NbError when missing)."""
+        from nbcli.tables import to_pandas
+
+        return to_pandas(self.to_records(table))
 
     def __getattr__(self, name: str) -> Any:
         data = self.__dict__.get("data")
@@ -114,10 +142,9 @@ class EvalReport(Report):
 
 @dataclass(frozen=True, repr=False)
 class GenerateReport(Report):
-    """`generate`: one row per arm: Distinct-n, length, EOS rate, perplexity; and every sample."""
-
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    """each continuation with its arm, lambda, prompt and seed (`nb generate --out`'s samples.jsonl)"""
+    """`generate`: one row per arm (`rows`: Distinct-n, length, EOS rate, perplexity) and every
+    sample (`samples`: each continuation with its arm, lambda, prompt and seed, as `nb generate
+    --json` prints them and `--out`'s samples.jsonl holds them); `samples_per_prompt` is --samples."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -386,8 +413,9 @@ def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], 
     checkpoint or a transformers causal-LM folder (its output bias applied, `nbcli.load_model`), or a
     loaded causal LM (run on its device, lambda arms restored after); `scale_ln_bias`: "1,0.5,0",
     "0,0.1,...,1" or a list of numbers (b_LN scaled in memory, nothing written). `bias_effect` (or a
-    `bias_effect_plot` PNG) adds paper 003 fig. 1 (section `bias_effect`); `by_frequency` (training
-    counts) adds paper 000 fig. 4 (section `by_frequency`, PNG `by_frequency_plot`), in `bins` bins.
+    `bias_effect_plot` figure: .pdf, .svg or .png) adds paper 003 fig. 1 (section `bias_effect`);
+    `by_frequency` (training counts) adds paper 000 fig. 4 (section `by_frequency`, figure
+    `by_frequency_plot`), in `bins` bins.
     `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
@@ -435,20 +463,21 @@ def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike],
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
     (`nb generate`; paper 003 sec. 3.3, table 2). `checkpoint`: a path or a loaded causal LM, as for
-    `evaluate`. The samples are in the result's `samples`; with
-    `out` (a directory) also in out/samples.jsonl, beside table.json and the plot (`nb generate --out`)."""
+    `evaluate`. The samples are in the result's `samples`; with `out` (a directory) also in
+    out/samples.jsonl, beside table.json and the plot (`nb generate --out`). `samples` is the number
+    of continuations per prompt; the result's `samples` is the list of them."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
 
     opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
-    report, records = generation_report(
+    report, _ = generation_report(
         _runnable(checkpoint, "generate"), _paths(prompts), _local(tokenizer), opts, _lambdas(scale_ln_bias), prompt_words=prompt_words,
         max_prompts=max_prompts, eval_corpus=_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
         counts=_optional(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
         featurizer=mauve_featurizer, arch=arch, mapping=_role_map(mapping), device=device, out=_optional(out),
         allow_vocab_mismatch=allow_vocab_mismatch)
-    return GenerateReport(report, samples=records)
+    return GenerateReport(report)
 
 
 @public
@@ -564,7 +593,8 @@ def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, ste
     """Paper 001 figs. 1, 2, 4 (`nb attention-maps`): attention maps of `heads` ("L.H,...", "all",
     "assigned"; default the run's guided heads, else all) for one sentence at `steps` (`--at`: "0%,1%,100%":
     nearest saved checkpoints; or exact steps) or `checkpoints` of a run, each map's l1/kl/mse distance
-    to each [Next]/[Prev]/[First]/[Delim]/[Period] pattern, and the PNG grid when `output` is given."""
+    to each [Next]/[Prev]/[First]/[Delim]/[Period] pattern, and the figure (.pdf, .svg, .png) when
+    `output` is given."""
     from nbcli.analysis.attention_report import attention_maps_report
 
     return Report(attention_maps_report(_local(run_dir), sentence, _local(tokenizer), steps=steps,

@@ -25,6 +25,7 @@ from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram
 from nbcli.errors import CheckpointError, OutputError
+from nbcli.figure_style import FigureOptions
 
 #: Roles the report uses, in the order the error message lists them.
 ROLES_USED = ("output_weight", "final_ln_bias", "output_bias")
@@ -351,8 +352,13 @@ def _resolve_roles(checkpoint: Any, arch: str, mapping: list[str] | tuple[str, .
     return roles.architecture, names, notes
 
 
-#: The figures `write_probe_plots` draws, in this order.
-PROBE_PLOTS = ("frequency_direction.png", "cosine_histogram.png", "zipfian.png")
+#: The figures `write_probe_plots` draws, in this order (each named STEM.FORMAT: `probe_plot_paths`).
+PROBE_PLOTS = ("frequency_direction", "cosine_histogram", "zipfian")
+
+
+def probe_plot_paths(directory: Path, fmt: str = "png") -> list[Path]:
+    """Where `write_probe_plots` may write, in PROBE_PLOTS order, as `fmt` (pdf, svg, png)."""
+    return [directory / f"{stem}.{fmt}" for stem in PROBE_PLOTS]
 
 
 def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[str], *, bins: int = 10,
@@ -373,18 +379,19 @@ def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[st
 
 
 def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, Any],
-                      arrays: dict[str, Any]) -> list[str]:
+                      arrays: dict[str, Any], fmt: str = "png", options: FigureOptions | None = None) -> list[str]:
     """PROBE_PLOTS into `directory` (made here if absent), committed together or not at all: corpus
     frequency against <b_LN, w_i> (paper 003 fig. 3) where counts and b_LN allow it, and the
     histogram of sampled pairwise cosines of W with and without the b_LN direction, and the Zipfian
-    whitening figure where counts allow it (`nbcli.plots.plot_zipfian`). Each PNG
-    carries the checkpoint and counts it was drawn from. Returns the paths written."""
-    from nbcli.provenance import tool_version
+    whitening figure where counts allow it (`nbcli.plots.plot_zipfian`), as `fmt` files drawn with
+    `options` (--dpi, --figsize, --title). Each file's metadata names the checkpoint and counts it was
+    drawn from (and their Hub commits); titles name the model and the counts. Returns the paths written."""
+    from nbcli.figure_style import model_label, provenance
 
-    name = Path(report["checkpoint"]).name
     cnt = report["counts"] or {}
-    meta = {"nb.version": tool_version(), "nb.checkpoint": report["checkpoint"],
-            "nb.counts": cnt.get("path") or "", "nb.counts_sha256": cnt.get("sha256") or ""}
+    meta = provenance("probe-bias", checkpoint=report["checkpoint"], counts=cnt.get("path"),
+                      counts_sha256=cnt.get("sha256"))
+    name = model_label(report["checkpoint"]) + (f", counts {Path(cnt['path']).name}" if cnt.get("path") else "")
     written: list[str] = []
     made = not directory.exists()
     try:
@@ -392,7 +399,8 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
     except OSError as err:
         raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
     try:
-        _write_plots(directory, inputs, report, arrays, meta, name, written)
+        _write_plots(probe_plot_paths(directory, fmt), inputs, report, arrays, meta, name, written,
+                     options or FigureOptions())
     except BaseException:
         if made:  # nothing of this run is left: the directory it made goes too
             with contextlib.suppress(OSError):
@@ -401,33 +409,34 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
     return written
 
 
-def _write_plots(directory: Path, inputs: ProbeInputs, report: dict[str, Any], arrays: dict[str, Any],
-                 meta: dict[str, str], name: str, written: list[str]) -> None:
+def _write_plots(paths: list[Path], inputs: ProbeInputs, report: dict[str, Any], arrays: dict[str, Any],
+                 meta: dict[str, str], name: str, written: list[str], options: FigureOptions) -> None:
     from nbcli import plots
     from nbcli.atomic import OutputSet
 
     with OutputSet() as outputs:
         if "scores" in arrays:
-            path = directory / PROBE_PLOTS[0]
+            path = paths[0]
             plots.plot_frequency_direction(
                 path, inputs.counts, arrays["scores"], arrays["bins"],
                 rho=report["frequency_direction"]["spearman"] or float("nan"),
-                title=f"{name}\ncorpus frequency vs <b_LN, w_i>", metadata=meta, outputs=outputs)
+                title=f"{name}: corpus frequency and the b_LN direction", metadata=meta, outputs=outputs,
+                options=options)
             written.append(str(path))
         if inputs.output_weight is not None:
             iso = report["isotropy"]
             b_ln = inputs.final_ln_bias if iso["mean_cosine_without_bias_direction"] is not None else None
             cosines = probes.cosine_sample(inputs.output_weight, remove=b_ln)
-            path = directory / PROBE_PLOTS[1]
+            path = paths[1]
             plots.plot_cosine_histogram(
                 path, cosines.before, cosines.after, mean_before=iso["mean_cosine"],
                 mean_after=iso["mean_cosine_without_bias_direction"],
-                title=f"{name}\npairwise cosines of output embeddings ({cosines.rows:,} sampled tokens)",
-                metadata=meta, outputs=outputs)
+                title=f"{name}: pairwise cosines of output embeddings ({cosines.rows:,} sampled tokens)",
+                metadata=meta, outputs=outputs, options=options)
             written.append(str(path))
         if "zipfian" in arrays:
-            path = directory / PROBE_PLOTS[2]
+            path = paths[2]
             plots.plot_zipfian(path, inputs.counts, arrays["zipfian"]["before"], arrays["zipfian"]["after"],
                                report["zipfian"], title=f"{name}: Zipfian whitening (Yokoi et al. 2024)",
-                               metadata=meta, outputs=outputs)
+                               metadata=meta, outputs=outputs, options=options)
             written.append(str(path))

@@ -1,10 +1,13 @@
-"""`nb plot-run`'s PNGs: curves of `nb train` runs, several overlaid, one colour per arm.
+"""`nb plot-run`'s figures: curves of `nb train` runs, several overlaid, one colour per arm.
 
 The seeds of an arm (`nbcli.train.runs.group_runs`: configs equal but for the seed) are drawn as
 their mean ± standard error (ddof 1) at the steps they all evaluated, paper 000 figs. 2-3's 5 seeds;
 validation loss and validation BLEU carry each arm's ALC over the first N updates (paper 000 sec.
-4.2, mean ± SE over its seeds) in the legend. Figures are built with `nbcli.plots.new_figure` and
-written with `save_figure`, all in one OutputSet (committed together or not at all).
+4.2, mean ± SE over its seeds) in the legend; curves logged at evaluations carry a marker at each
+evaluated step, and the divergences (paper 000 fig. 1) standard-error bars over an arm's seeds.
+Figures are built and written through `nbcli.figure_style` (house style, --figure-format,
+--dpi/--figsize/--title, provenance in the files' metadata), all in one OutputSet (committed
+together or not at all).
 """
 
 from __future__ import annotations
@@ -21,20 +24,25 @@ import numpy as np
 from nbcli.analysis.curves import ALC_UPDATES, mean_curve, mean_standard_error
 from nbcli.atomic import OutputSet
 from nbcli.errors import InputError
-from nbcli.plots import new_figure, save_figure
+from nbcli.figure_style import CYCLE, FigureOptions, house_style, new_figure, save_figure, set_title
 
 def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = True,
-              alc_steps: int | None = ALC_UPDATES) -> dict[str, Any]:
+              alc_steps: int | None = ALC_UPDATES, fmt: str = "png",
+              options: FigureOptions | None = None) -> dict[str, Any]:
     """`nb plot-run`: read the run directories, group their seeds into arms (`group_seeds`), write
-    the figures into `output` (created if missing; none, and no folder it made, when drawing fails)
-    and return the report: files, each run (`RunLog.as_dict`) and each arm's mean ± SE table
-    (`arm_table`), ALCs over the first `alc_steps` updates (None: whole curves)."""
+    the figures into `output` as `fmt` files (pdf, svg, png) drawn with `options` (--dpi, --figsize,
+    --title; created if missing; none, and no folder it made, when drawing fails) and return the
+    report: files, each run (`RunLog.as_dict`) and each arm's mean ± SE table (`arm_table`), ALCs
+    over the first `alc_steps` updates (None: whole curves)."""
+    from nbcli.figure_style import check_format_choice, require_matplotlib
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version, utc_now
     from nbcli.train.runs import arm_table, read_runs
 
+    check_format_choice(fmt)
+    require_matplotlib("nb plot-run")
     logs = read_runs(directories, group_seeds)
-    guard_outputs([output / f"{name}.png" for name in RUN_FIGURES],
+    guard_outputs([output / f"{name}.{fmt}" for name in RUN_FIGURES],
                   [d / name for d in directories for name in ("log.jsonl", "config.json", "summary.json")],
                   folder=output)
     created = not output.exists()
@@ -42,7 +50,7 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
                 "nb.runs": ",".join(str(d) for d in directories)}
     try:
-        files = plot_run_figures(output, logs, metadata, alc_steps)
+        files = plot_run_figures(output, logs, metadata, alc_steps, fmt, options)
     except BaseException:
         if created and not any(output.iterdir()):
             output.rmdir()  # a failed run leaves no output, not even the folder it made
@@ -55,28 +63,43 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
 RUN_FIGURES = ("val_loss", "val_bleu", "divergence", "bias", "attention_guidance", "unigram_reg")
 
 
+#: Curves logged at evaluation steps: drawn with a marker at each evaluated step (paper 000 fig. 1).
+EVAL_SERIES = ("val_loss", "val_bleu", "kl_unigram", "kl_uniform", "bias_norm", "bias_kl_unigram")
+
+
 def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
+    """One colour per arm: the house palette, or tab20 beyond its 8 colours."""
     from matplotlib import colormaps
 
     groups = list(dict.fromkeys(r.group for r in runs))
-    cmap = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    if len(groups) <= len(CYCLE):
+        return {g: CYCLE[i] for i, g in enumerate(groups)}
+    cmap = colormaps["tab20"]
     return {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
 
 
+def _markers(key: str, steps: np.ndarray) -> dict[str, Any]:
+    """A marker at each evaluated step of an evaluation curve (smaller when there are many)."""
+    if key not in EVAL_SERIES:
+        return {}
+    return {"marker": "o", "markersize": 3.0 if len(steps) <= 60 else 1.5}
+
+
 def _series_pair(runs: list[Any], colours: dict[Any, Any], panels: tuple[tuple[str, str], tuple[str, str]],
-                 linewidth: float, grid: str) -> tuple[Any, Any]:
+                 linewidth: float, grid: str, options: FigureOptions | None) -> tuple[Any, Any]:
     """A figure of two side-by-side panels, each one logged series (key, y label) per run against the step."""
-    fig = new_figure(10.0, 4.0)
+    fig = new_figure(10.0, 4.0, options)
     axes = fig.subplots(1, 2)
     for ax, (key, ylabel) in zip(axes, panels):
         seen: set[str] = set()
         for r in runs:
             if r.has(key):
                 steps, values = r.series[key]
-                ax.plot(steps, values, color=colours[r.group], linewidth=linewidth, label=_label(r, seen))
+                ax.plot(steps, values, color=colours[r.group], linewidth=linewidth, label=_label(r, seen),
+                        **_markers(key, steps))
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
-        ax.grid(True, which=grid, alpha=0.3)
+        ax.grid(True, which=grid)
     return fig, axes
 
 
@@ -109,34 +132,50 @@ def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
     return run.group + extra
 
 
+def run_title(runs: Sequence[Any]) -> str:
+    """What plot-run's figures show: the arms (run groups) compared."""
+    groups = list(dict.fromkeys(r.group for r in runs))
+    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+    return f"nb train runs: {shown}" if groups else ""
+
+
+@house_style
 def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
-                     alc_steps: int | None = ALC_UPDATES) -> list[Path]:
-    """The PNGs of `nb plot-run` in `out_dir`, committed together or not at all (one OutputSet);
-    figures whose curves no run logged are skipped. `runs` are `nbcli.train.runs.RunLog`s, grouped
-    into arms (`group`); ALCs over the first `alc_steps` updates (None: the whole curve)."""
+                     alc_steps: int | None = ALC_UPDATES, fmt: str = "png",
+                     options: FigureOptions | None = None) -> list[Path]:
+    """The figures of `nb plot-run` in `out_dir` (NAME.`fmt`), committed together or not at all (one
+    OutputSet); figures whose curves no run logged are skipped. `runs` are
+    `nbcli.train.runs.RunLog`s, grouped into arms (`group`); ALCs over the first `alc_steps` updates
+    (None: the whole curve)."""
     with OutputSet() as outputs:
         try:
             with warnings.catch_warnings():  # overflow inside matplotlib's tick maths: the error below says it
                 warnings.simplefilter("ignore", RuntimeWarning)
-                return _plot_run_figures(out_dir, runs, metadata, outputs, alc_steps)
+                return _plot_run_figures(out_dir, runs, metadata, outputs, alc_steps, fmt,
+                                         options or FigureOptions())
         except (OverflowError, ValueError) as err:  # values no figure can draw (|loss| near 1e308)
             logs = ", ".join(str(Path(r.path) / "log.jsonl") for r in runs)
             raise InputError(f"{logs}: matplotlib cannot draw these curves ({err})") from None
 
 
 def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
-                      outputs: OutputSet, alc_steps: int | None) -> list[Path]:
+                      outputs: OutputSet, alc_steps: int | None, fmt: str, options: FigureOptions) -> list[Path]:
     written: list[Path] = []
     colours = _run_colours(runs) if runs else {}
+    title = run_title(runs)
+
+    def save(fig: Any, name: str, meta: dict[str, str]) -> None:
+        set_title(fig, title, options)
+        written.append(_save_named(fig, out_dir, name, meta, outputs, fmt, options))
 
     # 1. validation loss and validation BLEU, each arm's mean ± SE, the area under it shaded (ALC,
     #    paper 000 sec. 4.2; BLEU: figs. 2-3)
-    for key, ylabel, title, digits in (
+    for key, ylabel, label, digits in (
             ("val_loss", "validation loss (nats/token)", "Validation loss", 3),
             ("val_bleu", "validation BLEU (sacreBLEU)", "Validation BLEU", 2)):
         if not any(r.has(key) for r in runs):
             continue
-        fig = new_figure(7.5, 4.6)
+        fig = new_figure(7.5, 4.6, options)
         ax = fig.add_subplot()
         lo, hi = _arm_curves(ax, runs, key, colours, alc_steps, digits)
         bottom = 0.0 if key == "val_bleu" else max(0.0, lo - 0.1 * (hi - lo))
@@ -146,71 +185,79 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         ax.set_xlabel("training step (update)")
         ax.set_ylabel(ylabel)
         window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
-        ax.set_title(f"{title}; band: ± standard error over seeds; shaded: area under the curve\n"
-                     f"(ALC = area / span over the {window}, paper 000 sec. 4.2)", fontsize=9)
-        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{label}; band: ± standard error over seeds; shaded: area under the curve\n"
+                     f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
+        ax.grid(True)
         marks = _mark_unigram_switch([ax], runs, colours)
-        ax.legend(loc="upper right" if key == "val_loss" else "lower right", fontsize=8)
-        written.append(_save_named(fig, out_dir, key, _marks_metadata(metadata, marks), outputs))
+        ax.legend(loc="upper right" if key == "val_loss" else "lower right")
+        save(fig, key, _marks_metadata(metadata, marks))
 
-    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)
+    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1): each
+    #    arm's mean over its seeds, a marker at each evaluated step, ± standard-error bars
     if any(r.has("kl_unigram") for r in runs):
-        fig = new_figure(7.5, 4.6)
+        fig = new_figure(7.5, 4.6, options)
         ax = fig.add_subplot()
-        seen = set()
-        for r in runs:
+        for group in dict.fromkeys(r.group for r in runs):
             for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
-                if r.has(key):
-                    steps, values = r.series[key]
-                    ax.plot(steps, values, linestyle=style, color=colours[r.group], linewidth=1.3,
-                            label=_label(r, seen) if key == "kl_unigram" else None)
-        ax.plot([], [], "k-", label="KL(p_θ ‖ unigram)")
-        ax.plot([], [], "k--", label="KL(p_θ ‖ uniform)")
+                members = [r for r in runs if r.group == group and r.has(key)]
+                if not members:
+                    continue
+                steps, mean, se = mean_curve([m.series[key] for m in members])
+                if steps.size == 0:  # seeds evaluated on disjoint steps: each run on its own
+                    for i, m in enumerate(members):
+                        ax.plot(*m.series[key], linestyle=style, color=colours[group], linewidth=1.0,
+                                label=group if key == "kl_unigram" and i == 0 else None, **_markers(key, m.series[key][0]))
+                    continue
+                ax.errorbar(steps, mean, yerr=se if len(members) > 1 else None, linestyle=style, color=colours[group],
+                            linewidth=1.3, label=group if key == "kl_unigram" else None, **_markers(key, steps))
+        ax.plot([], [], "k-", marker="o", markersize=3, label="KL(p_θ ‖ unigram)")
+        ax.plot([], [], "k--", marker="o", markersize=3, label="KL(p_θ ‖ uniform)")
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlabel("training step (log scale; 0 shown linearly)")
+        ax.set_xlabel("training step (log scale; 0 shown linearly; markers: evaluated steps)")
         ax.set_ylabel("mean per-token divergence (nats)")
-        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)",
-                     fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "divergence", metadata, outputs))
+        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)\n"
+                     "bars: ± standard error over seeds")
+        ax.grid(True, which="both")
+        ax.legend(loc="best")
+        save(fig, "divergence", metadata)
 
     # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
     if any(r.has("bias_norm") for r in runs):
         panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major")
-        axes[0].set_title("Output-bias norm (paper 000 app. B.5)", fontsize=9)
-        axes[1].set_title("Bias drift from the unigram (nats)", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "bias", metadata, outputs))
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major", options=options)
+        axes[0].set_title("Output-bias norm (paper 000 app. B.5)")
+        axes[1].set_title("Bias drift from the unigram (nats)")
+        axes[0].legend(loc="best")
+        save(fig, "bias", metadata)
 
     # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
     if any(r.has("ag_loss") for r in runs):
         fig, axes = _series_pair(runs, colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
-                                 linewidth=1.2, grid="both")
+                                 linewidth=1.2, grid="both", options=options)
         if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
             axes[0].set_yscale("log")
-        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)", fontsize=9)
-        axes[1].set_title("AG weight α_t (eq. 4)", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "attention_guidance", metadata, outputs))
+        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)")
+        axes[1].set_title("AG weight α_t (eq. 4)")
+        axes[0].legend(loc="best")
+        save(fig, "attention_guidance", metadata)
 
     # 5. regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
     #    (paper 000 app. B.3, fig. 9)
     if any(r.has("unigram_kl") for r in runs):
         panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major")
+        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major", options=options)
         marks = _mark_unigram_switch(axes, runs, colours)
-        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)", fontsize=9)
-        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on", fontsize=9)
-        axes[0].legend(loc="best", fontsize=8)
-        written.append(_save_named(fig, out_dir, "unigram_reg", _marks_metadata(metadata, marks), outputs))
+        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)")
+        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on")
+        axes[0].legend(loc="best")
+        save(fig, "unigram_reg", _marks_metadata(metadata, marks))
     return written
 
 
-def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet) -> Path:
-    path = out_dir / f"{name}.png"
-    save_figure(fig, path, metadata, outputs)
+def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet, fmt: str = "png",
+                options: FigureOptions | None = None) -> Path:
+    path = out_dir / f"{name}.{fmt}"
+    save_figure(fig, path, metadata, outputs, options)
     return path
 
 
@@ -234,10 +281,11 @@ def _arm_curves(ax: Any, runs: Sequence[Any], key: str, colours: dict[Any, Any],
         steps, mean, se = mean_curve([m.series[key] for m in members])
         if steps.size == 0:  # seeds evaluated on disjoint steps: no mean to take
             for i, m in enumerate(members):
-                ax.plot(*m.series[key], color=colour, linewidth=1.0, label=label if i == 0 else None)
+                ax.plot(*m.series[key], color=colour, linewidth=1.0, label=label if i == 0 else None,
+                        **_markers(key, m.series[key][0]))
                 drawn.append(m.series[key][1])
             continue
-        ax.plot(steps, mean, color=colour, linewidth=1.5, label=label)
+        ax.plot(steps, mean, color=colour, linewidth=1.5, label=label, **_markers(key, steps))
         ax.fill_between(*_window(steps, mean, until), color=colour, alpha=0.06)
         drawn.append(mean)
         if len(members) > 1:

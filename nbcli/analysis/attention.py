@@ -54,10 +54,11 @@ def sentence_patterns(ids: Sequence[int], causal: bool, delim_ids: Sequence[int]
 
 def parse_heads(spec: str | None, n_layer: int, n_head: int, assigned: Mapping[int, str]) -> list[tuple[int, int]]:
     """`--heads`: `L.H,...` (0-based layer and head), `L.*` (every head of layer L), `all`, or
-    `assigned` (the heads the run's AG guided, in every layer). None: `assigned` when the run
-    guided heads, else `all`."""
+    `assigned` (the heads the run's AG guided, in every layer). None: a figure one can read, the
+    last layer's guided heads when the run guided heads, else every head of the last layer."""
     if spec is None or not spec.strip():
-        spec = "assigned" if assigned else "all"
+        last = n_layer - 1
+        return [(last, head) for head in (sorted(assigned) if assigned else range(n_head))]
     spec = spec.strip().lower()
     if spec == "all":
         return [(layer, head) for layer in range(n_layer) for head in range(n_head)]

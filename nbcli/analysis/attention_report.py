@@ -19,6 +19,7 @@ import torch
 from nbcli.analysis.attention import (DEFAULT_STEPS, METRICS, Pick, closest_pattern, map_distances, parse_heads,
                                       parse_steps, pick_checkpoints, saved_steps, sentence_patterns)
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
+from nbcli.figure_style import FigureOptions
 from nbcli.model import ModelConfig, Transformer
 from nbcli.train.guidance import assign_heads, pattern_token_ids
 
@@ -105,11 +106,25 @@ def resolve_checkpoints(run_dir: Path, steps: str | None, checkpoints: Sequence[
         raise ConfigError(f"{run_dir}: {err}") from None
 
 
+def distinct_picks(picks: Sequence[Pick]) -> tuple[list[Pick], list[str]]:
+    """The checkpoints to compute and draw, each once (requests that found the same saved step share
+    it: 0 % and 1 % of a short run are often both step 0), and a note for each request merged."""
+    kept: dict[Path, Pick] = {}
+    notes = []
+    for pick in picks:
+        first = kept.setdefault(pick.path, pick)
+        if first is not pick:
+            notes.append(f"{pick.request} found step {pick.step}, the checkpoint already shown for {first.request}: "
+                         "drawn once (no other saved step is nearer)")
+    return list(kept.values()), notes
+
+
 def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *, steps: str | None = None,
                           checkpoints: Sequence[Path] = (), heads: str | None = None, delimiters: bool = True,
-                          metric: str = "l1", plot: Path | None = None) -> dict[str, Any]:
+                          metric: str = "l1", plot: Path | None = None,
+                          looks: FigureOptions | None = None) -> dict[str, Any]:
     """The report `nb attention-maps --json` prints (see docs/training.md#nb-attention-maps), and the
-    PNG when `plot` is given."""
+    figure (.pdf, .svg, .png) when `plot` is given, drawn with `looks` (--dpi, --figsize, --title)."""
     from types import SimpleNamespace
 
     from nbcli.checkpoint.vocab import check_vocab, model_vocab, tokenizer_vocabulary
@@ -117,7 +132,8 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
 
     if metric not in METRICS:
         raise ConfigError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    picks = resolve_checkpoints(run_dir, steps, checkpoints)
+    requested = resolve_checkpoints(run_dir, steps, checkpoints)
+    picks, merged = distinct_picks(requested)
     metas = [_metadata(p.path) for p in picks]
     configs = [_model_config(p.path, m) for p, m in zip(picks, metas)]
     mcfg, train = configs[-1]
@@ -153,23 +169,28 @@ def attention_maps_report(run_dir: Path, sentence: str, tokenizer_path: Path, *,
             rows.append({"layer": layer, "head": head, "assigned": assigned.get(head), "step": pick.step,
                          "checkpoint": str(pick.path), "distances": distances,
                          "closest": closest_pattern(distances, metric), "matrix": H.tolist()})
-    notes = [p.note for p in picks if p.note]
+    notes = [p.note for p in requested if p.note] + merged
     if "period" in patterns and not any(i in period_ids for i in ids):
         notes.append("the sentence has no period token: [Period] rows are uniform (guidance.py's convention)")
     report = {
         "run": str(run_dir), "sentence": sentence, "tokenizer": str(tokenizer.path), "ids": ids,
         "tokens": [tokenizer.piece(i) for i in ids], "delimiters": delimiters, "objective": mcfg.objective,
         "causal": mcfg.causal, "metric": metric, "ag_heads": {str(h): p for h, p in sorted(assigned.items())},
-        "checkpoints": [{"request": p.request, "step": p.step, "path": str(p.path), "note": p.note} for p in picks],
+        "checkpoints": [{"request": p.request, "step": p.step, "path": str(p.path), "note": p.note}
+                        for p in requested],
         "heads": [{"layer": layer, "head": head, "assigned": assigned.get(head)} for layer, head in chosen],
         "patterns": {name: P.tolist() for name, P in patterns.items()},
         "maps": rows, "notes": notes,
     }
     if plot is not None:
         from nbcli import plots
-        from nbcli.provenance import tool_version
+        from nbcli.figure_style import provenance
 
-        plots.plot_attention_maps(plot, report, metadata={"nb.version": tool_version(), "nb.run": str(run_dir),
-                                                          "nb.command": "attention-maps"})
+        layers_shown = sorted({layer for layer, _ in chosen})
+        where = f"layer {layers_shown[0]}" if len(layers_shown) == 1 else f"{len(layers_shown)} layers"
+        plots.plot_attention_maps(plot, report, title=f"{run_dir.name or run_dir}: attention maps, {where}, for "
+                                  f"\"{sentence}\"", metadata=provenance("attention-maps", run=run_dir,
+                                                                          tokenizer=tokenizer.path),
+                                  options=looks)
         report["plot"] = str(plot)
     return report

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,8 +76,38 @@ def print_warnings(warnings: list[str]) -> None:
         err.print(f"[yellow]warning:[/] {esc(warning)}", markup=True)
 
 
-def print_report(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None]) -> None:
-    """A command's result: the JSON object with --json, else `render(report)` for a person."""
+def check_table_targets(as_json: bool, csv: str | None = None, tsv: str | None = None,
+                        inputs: Sequence[Any] = ()) -> None:
+    """Before any work: at most one of --json, --csv -, --tsv - writes to stdout, and no table file
+    lands on an input (`nbcli.outputs.guard_outputs`)."""
+    from pathlib import Path
+
+    from nbcli.errors import ConfigError
+    from nbcli.outputs import guard_outputs
+
+    to_stdout = [name for name, target in (("--csv", csv), ("--tsv", tsv)) if target == "-"]
+    if len(to_stdout) + as_json > 1:
+        claims = (["--json"] if as_json else []) + [f"{name} -" for name in to_stdout]
+        raise ConfigError(f"{' and '.join(claims)} all write to stdout; give --csv/--tsv a FILE")
+    for name, target in (("--csv", csv), ("--tsv", tsv)):
+        if target and target != "-":
+            guard_outputs([Path(target)], list(inputs), option=name)
+
+
+def print_report(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None], *,
+                 csv: str | None = None, tsv: str | None = None, table: str | None = None) -> None:
+    """A command's result: the JSON object with --json, else `render(report)` for a person; with
+    --csv/--tsv FILE also the table `table` (nbcli.tables) written there, and with `-` that table
+    alone on stdout."""
+    if csv or tsv:
+        from nbcli.tables import table_records, write_table
+
+        records = table_records(report, table)  # an unknown table: the error before anything is written
+        targets = [(target, sep) for target, sep in ((csv, ","), (tsv, "\t")) if target]
+        for target, sep in sorted(targets, key=lambda t: t[0] == "-"):  # files first, stdout last
+            write_table(records, target, sep)
+        if any(target == "-" for target, _ in targets):
+            return
     if as_json:
         print_json(report)
     else:

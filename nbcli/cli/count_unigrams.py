@@ -38,7 +38,8 @@ def count_unigrams(
     output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
                                           "OUT.safetensors")],
     tsv: Annotated[Optional[Path], typer.Option(
-        "--tsv", metavar="OUT.tsv", help="Also write id, piece, count, smoothed log-probability per token.")] = None,
+        "--tsv", metavar="OUT.tsv|-", help="Also write id, piece, count, smoothed log-probability per token; - "
+        "writes it to stdout (after the counts file is committed; the summary is then not printed).")] = None,
     workers: WorkersOption = 0,
     fmt: Annotated[Optional[Literal["text", "jsonl", "tsv", "csv"]], typer.Option(
         "--format", show_default=False,
@@ -86,11 +87,12 @@ def count_unigrams(
     whitespace-delimited chunk is encoded once where the tokenizer's settings make that provably
     equal to encoding whole documents, and whole documents are encoded otherwise.
     """
-    from nbcli.cli.console import byte_progress, print_report, print_warnings
+    from nbcli.cli.console import byte_progress, check_table_targets, print_report, print_warnings
     from nbcli.cli.render import render_count_summary
     from nbcli.counting import CountOptions, count_to_file
     from nbcli.counts import parse_smoothing
 
+    check_table_targets(as_json, None, None if tsv is None else str(tsv))
     k = parse_smoothing(smoothing)
     options = CountOptions(format=fmt, field=field, eos=eos, bos=bos, strict=strict,
                            skip_bad_lines=skip_bad_lines, chunked=not exact_only,
@@ -99,7 +101,8 @@ def count_unigrams(
         report, _ = count_to_file(inputs, tokenizer, output, tsv, options, smoothing_k=k, workers=workers or None,
                                   dask_address=dask, progress=progress)
     print_warnings(report["warnings"])  # rich is imported only when there is one
-    print_report(report, as_json, render_count_summary)
+    if str(tsv) != "-":  # with --tsv -, stdout holds the table alone
+        print_report(report, as_json, render_count_summary)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,9 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption, seed_option, shuffle_mode_option
+from nbcli.cli.options import (ArchOption, CsvOption, DpiOption, FigsizeOption, JsonOption, RoleMapOption, TitleOption,
+                               TsvOption, seed_option, shuffle_mode_option)
+from nbcli.cli.render import NUM, TEXT, Col, key, num, print_rows
 
 EPILOG = """\
 [bold]Columns[/] (paper 002 tables 2, 6, 8; all entries of the matrix)
@@ -37,7 +39,7 @@ torch), while these statistics read every entry and draw initialisations.
 [bold]Examples[/]
 
   nb embedding-stats bert/model.safetensors
-  nb embedding-stats glove.safetensors --inits all --plot glove-stats.png
+  nb embedding-stats glove.safetensors --inits all --plot glove-stats.pdf
   nb embedding-stats t5/ --inits pretrained,pretrained-xavier --json
   nb embedding-stats glove.6B.300d.txt --vectors --limit 5893 --transform xavier-std,pos-enc --inits xavier
   nb embedding-stats ckpt.safetensors --tensor encoder.embed_tokens.weight --inits xavier,xavier-pretrained
@@ -77,14 +79,20 @@ def embedding_stats(
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     plot: Annotated[Optional[Path], typer.Option(
-        "--plot", metavar="FILE.png", help="Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; "
-        "needs matplotlib: pip install 'nbcli[plot]').")] = None,
+        "--plot", metavar="FIG", help="Also draw the table into FIG: .pdf, .svg or .png (ranges and mean ± σ, "
+        "raw and × √D; needs matplotlib: pip install 'nbcli[plot]').")] = None,
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, mean and σ, raw and scaled by sqrt(D), for a checkpoint's embeddings and, with --inits, for each of nb's initialisations of them."""  # noqa: E501
     from nbcli.analysis.embedding_stats import INITIALISATIONS, embedding_stats_report
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import check_table_targets, print_report
     from nbcli.errors import ConfigError
+    from nbcli.figure_style import figure_options
 
     chosen: tuple[str, ...] = ()
     if inits is not None:
@@ -95,6 +103,8 @@ def embedding_stats(
                               f"{', '.join(INITIALISATIONS)} or all")
     if not vectors and (transform is not None or limit is not None or vocabulary is not None):
         raise ConfigError("--transform, --limit and --vocabulary apply to word vectors: add --vectors")
+    looks = figure_options(dpi, figsize, title)
+    check_table_targets(as_json, csv, tsv, [checkpoint])
     if plot is not None:
         _check_plot(plot, checkpoint, vectors)
     if vectors:
@@ -109,14 +119,13 @@ def embedding_stats(
                                         seed=seed, shuffle_mode=shuffle_mode)
     if plot is not None:
         from nbcli import plots
-        from nbcli.provenance import tool_version
+        from nbcli.figure_style import model_label, provenance
 
-        plots.plot_embedding_stats(plot, report["rows"], title=f"{checkpoint.name}: embedding statistics "
-                                   "(paper 002 tables 2, 6, 8)",
-                                   metadata={"nb.version": tool_version(), "nb.checkpoint": str(checkpoint),
-                                             "nb.command": "embedding-stats"})
+        plots.plot_embedding_stats(plot, report["rows"], title=f"{model_label(report['checkpoint'])}: embedding "
+                                   "statistics", metadata=provenance("embedding-stats", checkpoint=report["checkpoint"]),
+                                   options=looks)
         report["plot"] = str(plot)
-    print_report(report, as_json, _render)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table="rows")
 
 
 def _check_plot(plot: Path, checkpoint: Path, vectors: bool) -> None:
@@ -126,9 +135,15 @@ def _check_plot(plot: Path, checkpoint: Path, vectors: bool) -> None:
     check_figure_outputs("--plot", [plot], [checkpoint] if vectors else checkpoint_inputs(checkpoint))
 
 
-def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
+def _columns(prefix: str) -> tuple[Col, ...]:
+    return (Col("embedding", TEXT, key("label")),
+            *(Col(name, NUM, key(prefix + k)) for name, k in (("min", "min"), ("max", "max"), ("mean", "mean"), ("σ", "std"))))
 
+
+STORED_COLUMNS, SCALED_COLUMNS = _columns(""), _columns("scaled.")
+
+
+def _render(report: dict[str, Any]) -> None:
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
@@ -137,16 +152,10 @@ def _render(report: dict[str, Any]) -> None:
     rows = {row["role"]: row["tensor"] for row in report["rows"] if row["initialisation"] is None}
     console.print("tensors: " + ", ".join(f"{role}={esc(name)}" for role, name in rows.items())
                   + (f"; initialisations of {esc(report['source'])}" if report["initialisations"] else "")
-                  + f"; D = {report['rows'][0]['shape'][1]}")
-    for title, scaled in (("as stored (paper 002 tables 2, 8)", False),
-                          (f"scaled by √D = {report['rows'][0]['scale']:.4g} (paper 002 table 6)", True)):
-        table = Table(title=title, title_justify="left")
-        for column in ("embedding", "min", "max", "mean", "σ"):
-            table.add_column(column, justify="left" if column == "embedding" else "right", no_wrap=True)
-        for row in report["rows"]:
-            values = row["scaled"] if scaled else row
-            table.add_row(esc(row["label"]), *(f"{values[k]:.4g}" for k in ("min", "max", "mean", "std")))
-        console.print(table)
+                  + f"; D = {num(report['rows'][0]['shape'][1])}")
+    print_rows("as stored (paper 002 tables 2, 8)", STORED_COLUMNS, report["rows"], "no embedding")
+    print_rows(f"scaled by √D = {num(report['rows'][0]['scale'])} (paper 002 table 6)", SCALED_COLUMNS, report["rows"],
+               "no embedding")
     if report.get("plot"):
         console.print(f"wrote {esc(report['plot'])}")
 

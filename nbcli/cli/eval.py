@@ -9,10 +9,11 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
+from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
-    LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, SrcLangOption, TgtLangOption,
-    corpus_option, counts_option,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, CsvOption, DeviceOption, DpiOption,
+    FigsizeOption, JsonOption, LambdasOption, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption,
+    SrcLangOption, TgtLangOption, TitleOption, TsvOption, corpus_option, counts_option, table_option,
 )
 
 EPILOG = """\
@@ -116,8 +117,8 @@ def eval_command(
         "--bias-effect", help="Add paper 003 fig. 1: each token's predicted probability with and without b_LN "
         "against its corpus frequency (table and --json section `bias_effect`; see below).")] = False,
     bias_effect_plot: Annotated[Optional[Path], typer.Option(
-        "--bias-effect-plot", metavar="FILE.png", help="Draw paper 003 fig. 1 as a PNG (implies --bias-effect; "
-        "needs matplotlib).")] = None,
+        "--bias-effect-plot", metavar="FIG", help="Draw paper 003 fig. 1 into FIG: .pdf, .svg or .png (implies "
+        "--bias-effect; needs matplotlib).")] = None,
     bias_effect_positions: Annotated[str, typer.Option(
         "--bias-effect-positions", metavar="all|target", help="Positions a token's probability is averaged "
         "over: every scored position (the paper's average prediction) or those where it is the ground truth.")] = "all",
@@ -129,9 +130,15 @@ def eval_command(
         "ground-truth token against its log-unigram probability in these training counts (--json section "
         "`by_frequency`).")] = None,
     by_frequency_plot: Annotated[Optional[Path], typer.Option(
-        "--by-frequency-plot", metavar="FILE.png", help="Draw paper 000 fig. 4 for this checkpoint as a PNG "
-        "(needs --by-frequency and matplotlib).")] = None,
+        "--by-frequency-plot", metavar="FIG", help="Draw paper 000 fig. 4 for this checkpoint into FIG: .pdf, "
+        ".svg or .png (needs --by-frequency and matplotlib).")] = None,
     bins: Annotated[int, typer.Option("--bins", min=1, max=1000, help="Equal-width bins of both figures.")] = 10,
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
+    table: Annotated[Optional[str], table_option("rows (one per arm), bias_effect.bins, by_frequency.bins")] = None,
     batch_size: BatchSizeOption = 8,
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
@@ -151,7 +158,9 @@ def eval_command(
                    "--bias-effect-plot": bias_effect_plot is not None, "--bias-effect-positions":
                    bias_effect_positions != "all", "--bias-effect-space": bias_effect_space != "prob",
                    "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
-                   "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping)}
+                   "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping), "--dpi": dpi != 200,
+                   "--figsize": figsize is not None, "--title": title is not None, "--csv": csv is not None,
+                   "--tsv": tsv is not None, "--table": table is not None}
         given = [name for name, used in lm_only.items() if used]
         if given:
             raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
@@ -166,21 +175,39 @@ def eval_command(
         raise ConfigError("--hyps, --src-lang, --tgt-lang, --beam and --lenpen are options of --task translation")
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_report, print_warnings, token_progress
+    from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
+    from nbcli.figure_style import figure_options
     from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.evaluation import eval_report
 
+    check_table_targets(as_json, csv, tsv, [checkpoint, *(c for c in corpus if c != "-")])
     figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
                            space=bias_effect_space, by_frequency=by_frequency, bins=bins,
-                           bias_effect_plot=bias_effect_plot, by_frequency_plot=by_frequency_plot)
+                           bias_effect_plot=bias_effect_plot, by_frequency_plot=by_frequency_plot,
+                           looks=figure_options(dpi, figsize, title))
     report = eval_report(checkpoint, corpus, tokenizer, scale_ln_bias, remove_direction=remove_direction,
                          counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
                          arch=arch, mapping=parse_role_map(mapping or []), device=device,
                          progress_bar=partial(token_progress, "scoring"), figures=figures,
                          allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(report["warnings"])
-    print_report(report, as_json, _render)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table)
+
+
+ROW_COLUMNS = (Col("arm", KEY, key("arm")), Col("loss", NUM, key("loss")), Col("ppl", NUM, key("perplexity")),
+               Col("word ppl", NUM, key("word_perplexity")), Col("KL", NUM, key("kl_unigram")),
+               Col("KL w/o b_LN", NUM, key("kl_unigram_without_ln_bias")))
+BIAS_EFFECT_COLUMNS = (
+    Col("log10 count", KEY, lambda b: (b["log10_count_lo"], b["log10_count_hi"]), lambda v: f"{num(v[0])} to {num(v[1])}"),
+    Col("tokens", NUM, key("tokens")), Col("log10 p", NUM, key("log10_p_with")),
+    Col("log10 p w/o b_LN", NUM, key("log10_p_without")), Col("change", NUM, key("log10_change")),
+    Col("log10 unigram", NUM, key("log10_unigram")))
+BY_FREQUENCY_COLUMNS = (
+    Col("log unigram", KEY, lambda b: (b["log_unigram_lo"], b["log_unigram_hi"]), lambda v: f"{num(v[0])} to {num(v[1])}"),
+    Col("tokens", NUM, key("tokens")), Col("mean log p", NUM, key("mean_log_prob")), Col("± s.e.", NUM, key("sem")))
+BY_FREQUENCY_DROPPED = (Col("w/o bias", NUM, key("mean_log_prob_without_bias")),
+                        Col("± s.e. w/o bias", NUM, key("sem_without_bias")))
 
 
 def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[Path], src_lang: Optional[str],
@@ -229,76 +256,50 @@ def _render_translation(report: dict[str, Any]) -> None:
 
     console = stdout_console()
     source = esc(report["hypotheses"]) if report["hypotheses"] else esc(str((report["model"] or {}).get("path")))
-    console.print(f"[bold]{source}[/] against {esc(', '.join(report['corpus']))} ({report['src_lang']}->"
-                  f"{report['tgt_lang']}, {report['pairs']} pairs)", highlight=False)
-    console.print(f"BLEU {report['bleu']:.2f}   {esc(report['bleu_signature'])}", highlight=False)
-    console.print(f"chrF {report['chrf']:.2f}   {esc(report['chrf_signature'])}", highlight=False)
+    console.print(f"[bold]{source}[/] against {esc(', '.join(report['corpus']))} ({esc(report['src_lang'])}->"
+                  f"{esc(report['tgt_lang'])}, {num(report['pairs'])} pairs)", highlight=False)
+    console.print(f"BLEU {num(report['bleu'])}   {esc(report['bleu_signature'])}", highlight=False)
+    console.print(f"chrF {num(report['chrf'])}   {esc(report['chrf_signature'])}", highlight=False)
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     model = report["model"]
-    console.print(f"[bold]{esc(model['path'])}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
-                  f"{report['documents']} documents, {report['rows'][0]['tokens']} tokens")
-    table = Table(title_justify="left")
-    for column in ("arm", "loss", "ppl", "word ppl", "KL", "KL w/o b_LN"):
-        table.add_column(column, justify="left" if column == "arm" else "right", no_wrap=True)
-    for row in report["rows"]:
-        wo = row["kl_unigram_without_ln_bias"]
-        table.add_row(esc(row["arm"]), f"{row['loss']:.4f}", f"{row['perplexity']:.3f}", f"{row['word_perplexity']:.3f}",
-                      f"{row['kl_unigram']:.4f}", "-" if wo is None else f"{wo:.4f}")
-    console.print(table)
+    console.print(f"[bold]{esc(model['path'])}[/] ({esc(model['architecture'])}, {esc(model['dtype'])}, "
+                  f"{esc(model['device'])}); {num(report['documents'])} documents, "
+                  f"{num(report['rows'][0]['tokens'])} tokens")
+    print_rows("perplexity and KL from the unigram, per arm", ROW_COLUMNS, report["rows"], "no arm was evaluated")
     if "bias_effect" in report:
         _render_bias_effect(report["bias_effect"])
     if "by_frequency" in report:
         _render_by_frequency(report["by_frequency"])
 
 
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _render_bias_effect(section: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
-    rho = section["spearman_change_vs_count"]
-    table = Table(title=f"paper 003 fig. 1 ({esc(section['arm'])}): p with and without b_LN by corpus frequency; "
-                  f"{section['positions']} positions, {section['space']} mean; {section['tokens']} tokens; "
-                  f"Spearman ρ(change, count) {_num(rho)}; log10 uniform {section['log10_uniform']:.3f}",
-                  title_justify="left")
-    for column in ("log10 count", "tokens", "log10 p", "log10 p w/o b_LN", "change", "log10 unigram"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for b in section["bins"]:
-        table.add_row(f"{b['log10_count_lo']:.2f}-{b['log10_count_hi']:.2f}", str(b["tokens"]), _num(b["log10_p_with"]),
-                      _num(b["log10_p_without"]), _num(b["log10_change"], "+.3f"), _num(b["log10_unigram"]))
-    stdout_console().print(table)
+    console = stdout_console()
+    console.print(f"[bold]paper 003 fig. 1[/] ({esc(section['arm'])}): p with and without b_LN by corpus frequency; "
+                  f"{esc(section['positions'])} positions, {esc(section['space'])} mean; {num(section['tokens'])} "
+                  f"tokens; Spearman ρ(change, count) {num(section['spearman_change_vs_count'])}; log10 uniform "
+                  f"{num(section['log10_uniform'])}")
+    print_rows("bins of log10 count", BIAS_EFFECT_COLUMNS, section["bins"], "no token has a count")
     if section.get("plot"):
-        stdout_console().print(f"wrote {esc(section['plot'])}")
+        console.print(f"wrote {esc(section['plot'])}")
 
 
 def _render_by_frequency(section: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
-    table = Table(title=f"paper 000 fig. 4 ({esc(section['arm'])}): average log-probability of the ground-truth "
-                  f"token by log-unigram (training counts); {section['tokens']} tokens", title_justify="left")
-    dropped = section["output_bias_dropped"]
-    for column in ("log unigram", "tokens", "mean log p", "± s.e.", *(("w/o bias", "± s.e.") if dropped else ())):
-        table.add_column(column, justify="right", no_wrap=True)
-    for b in section["bins"]:
-        extra = (_num(b["mean_log_prob_without_bias"]), _num(b["sem_without_bias"])) if dropped else ()
-        table.add_row(f"{b['log_unigram_lo']:.2f}-{b['log_unigram_hi']:.2f}", str(b["tokens"]),
-                      _num(b["mean_log_prob"]), _num(b["sem"]), *extra)
-    stdout_console().print(table)
+    console = stdout_console()
+    console.print(f"[bold]paper 000 fig. 4[/] ({esc(section['arm'])}): average log-probability of the ground-truth "
+                  f"token by log-unigram (training counts); {num(section['tokens'])} tokens")
+    columns = BY_FREQUENCY_COLUMNS + (BY_FREQUENCY_DROPPED if section["output_bias_dropped"] else ())
+    print_rows("bins of log-unigram probability", columns, section["bins"], "no scored token")
     if section.get("plot"):
-        stdout_console().print(f"wrote {esc(section['plot'])}")
+        console.print(f"wrote {esc(section['plot'])}")
 
 
 def register(app: typer.Typer) -> None:

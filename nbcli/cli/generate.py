@@ -9,10 +9,12 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, JsonOption, LambdasOption,
-    LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption, counts_option,
-    out_dir_option, seed_option,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, DpiOption, FigsizeOption,
+    FigureFormatOption, JsonOption, LambdasOption, LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption,
+    CsvOption, RoleMapOption, SmoothingOption, TitleOption, TsvOption, counts_option, out_dir_option, seed_option,
+    table_option,
 )
+from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 
 EPILOG = """\
 [bold]What it does[/] (paper 003 sec. 3.3, table 2, app. B)
@@ -31,8 +33,9 @@ EPILOG = """\
   ppl          perplexity of --eval-corpus (human text) under the same arm (as nb eval computes it).
   MAUVE        with mauve-text installed and --mauve-featurizer named; otherwise the reason it is absent.
 
-[bold]Outputs[/] with --out DIR: DIR/samples.jsonl (every sample with its arm, lambda, prompt and
-seed), DIR/table.json, DIR/diversity_vs_perplexity.png (with --eval-corpus and matplotlib).
+[bold]Outputs[/] --json: the report, its `samples` every continuation with its arm, lambda, prompt
+and seed. With --out DIR: DIR/samples.jsonl (the same samples), DIR/table.json (the report less the
+samples), DIR/diversity_vs_perplexity.png (with --eval-corpus and matplotlib; --figure-format pdf|svg).
 Same --seed, same samples: each sample has its own generator, seeded from (seed, prompt, sample).
 
 [bold]Examples[/]
@@ -72,6 +75,13 @@ def generate_command(
     mauve_featurizer: Annotated[Optional[str], typer.Option(
         "--mauve-featurizer", metavar="MODEL", help="Featurizer model for MAUVE (needs mauve-text).")] = None,
     out: Annotated[Optional[Path], out_dir_option("Write samples.jsonl, table.json and the plot into DIR.")] = None,
+    figure_format: FigureFormatOption = "png",
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
+    table: Annotated[Optional[str], table_option("rows (one per arm), samples (every continuation)")] = None,
     batch_size: BatchSizeOption = 16,
     no_cache: Annotated[bool, typer.Option(
         "--no-kv-cache", help="Recompute the whole sequence every step (a reference for the cache).")] = False,
@@ -84,49 +94,47 @@ def generate_command(
     from functools import partial
 
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import print_report, print_warnings, token_progress
+    from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
     from nbcli.counts import parse_smoothing
+    from nbcli.figure_style import figure_options
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
 
+    check_table_targets(as_json, csv, tsv, [checkpoint, *(p for p in prompts if p != "-")])
     opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=not no_cache)
     report, _ = generation_report(
         checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,
         eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
         remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
         device=device, out=out, progress_bar=partial(token_progress, "generating"),
-        allow_vocab_mismatch=allow_vocab_mismatch)
+        allow_vocab_mismatch=allow_vocab_mismatch, figure_format=figure_format,
+        looks=figure_options(dpi, figsize, title))
     print_warnings(report["warnings"])
-    print_report(report, as_json, _render)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table)
 
 
-def _fmt(value: Any, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
+ROW_COLUMNS = (Col("arm", KEY, key("arm")), *(Col(f"D-{n}", NUM, key(f"distinct_{n}")) for n in (1, 2, 3, 4)),
+               Col("D", NUM, key("diversity")), Col("len", NUM, key("mean_tokens")), Col("EOS", NUM, key("eos_rate")),
+               Col("ppl", NUM, key("perplexity")), Col("MAUVE", NUM, key("mauve")))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     model = report["model"]
-    console.print(f"[bold]{esc(model['path'])}[/] ({model['architecture']}, {model['dtype']}, {model['device']}); "
-                  f"{report['prompt_count']} prompts x {report['samples']} samples, {report['decoding']}, "
-                  f"seed {report['seed']}")
-    table = Table(title_justify="left")
-    for column in ("arm", "D-1", "D-2", "D-3", "D-4", "D", "len", "EOS", "ppl", "MAUVE"):
-        table.add_column(column, justify="left" if column == "arm" else "right", no_wrap=True)
-    for row in report["rows"]:
-        table.add_row(esc(row["arm"]), *(_fmt(row[f"distinct_{n}"]) for n in (1, 2, 3, 4)), _fmt(row["diversity"]),
-                      _fmt(row["mean_tokens"], ".1f"), _fmt(row["eos_rate"], ".2f"), _fmt(row["perplexity"], ".2f"),
-                      _fmt(row["mauve"]))
-    console.print(table)
+    console.print(f"[bold]{esc(model['path'])}[/] ({esc(model['architecture'])}, {esc(model['dtype'])}, "
+                  f"{esc(model['device'])}); {num(report['prompt_count'])} prompts x "
+                  f"{num(report['samples_per_prompt'])} samples, {esc(report['decoding'])}, seed {num(report['seed'])}")
+    print_rows("diversity, length and perplexity per arm (paper 003 table 2)", ROW_COLUMNS, report["rows"],
+               "no arm was run")
     notes = {row["mauve_note"] for row in report["rows"] if row["mauve"] is None}
     for note in sorted(notes):
         console.print(f"MAUVE {esc(note)}")
     if report.get("plot_note"):
         console.print(f"plot {esc(report['plot_note'])}")
+    console.print(f"{num(len(report['samples']))} samples: --json (its `samples`), --out DIR (samples.jsonl) or "
+                  "--csv FILE --table samples")
     for path in report["outputs"]:
         console.print(f"wrote {esc(path)}")
 

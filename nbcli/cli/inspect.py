@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import ArchOption, JsonOption, RoleMapOption
+from nbcli.cli.options import ArchOption, CsvOption, JsonOption, RoleMapOption, TsvOption
+from nbcli.cli.render import KEY, NUM, TEXT, Col, key, num, print_rows
 
 EPILOG = """\
 Reads only the headers (no tensor data, no torch import): instant on any size.
@@ -30,55 +31,50 @@ def inspect_checkpoint(
         "repo id org/name[@rev] (cache first; see docs/hub.md).")],
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a checkpoint's tensors (name, dtype, shape, bytes, shard), its architecture and roles, and
     its metadata. An unrecognised architecture is reported, not an error."""
     from nbcli.checkpoint import parse_role_map
     from nbcli.checkpoint.report import inspect_checkpoint as inspect_report
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import check_table_targets, print_report
 
+    check_table_targets(as_json, csv, tsv, [checkpoint])
     report = inspect_report(checkpoint, arch, parse_role_map(mapping or []))
-    print_report(report, as_json, _render)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table="tensors")
+
+
+TENSOR_COLUMNS = (Col("name", TEXT, key("name")), Col("dtype", KEY, key("dtype")),
+                  Col("shape", KEY, lambda t: "x".join(map(str, t["shape"])) or "scalar"),
+                  Col("bytes", NUM, key("bytes")))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     for note in report["recovered"]:
         console.print(f"[yellow]recovered:[/] {esc(note)}")
     files = len(report["files"])
-    console.print(f"[bold]{esc(report['checkpoint'])}[/]: {report['tensor_count']} tensors, "
-                  f"{report['total_bytes']:,} bytes" + (f" in {files} shards" if report["sharded"] else ""))
+    console.print(f"[bold]{esc(report['checkpoint'])}[/]: {num(report['tensor_count'])} tensors, "
+                  f"{num(report['total_bytes'])} bytes" + (f" in {num(files)} shards" if report["sharded"] else ""))
     if report["architecture"]:
         console.print(f"architecture: [bold]{esc(report['architecture'])}[/]"
                       + (" (output weight tied to the input embedding)" if report["tied"] else ""))
-        roles = Table(title="roles", title_justify="left")
-        roles.add_column("role", overflow="fold")
-        roles.add_column("tensor", overflow="fold")
-        for role, name in report["roles"].items():
-            why = (report["absent"] or {}).get(role)
-            roles.add_row(esc(role), esc(name) if name else f"[dim]absent{': ' + esc(why) if why else ''}[/]")
-        console.print(roles)
+        absent = report["absent"] or {}
+        print_rows("roles", (Col("role", KEY, lambda r: r[0]),
+                             Col("tensor", TEXT, lambda r: r[1] or f"absent{': ' + absent[r[0]] if absent.get(r[0]) else ''}")),
+                   list(report["roles"].items()), "no roles")
     else:
         console.print(f"architecture: [yellow]not recognised[/] ({esc(report['architecture_error'])})")
-    tensors = Table(title="tensors", title_justify="left")
-    for column in ("name", "dtype", "shape", "bytes") + (("shard",) if report["sharded"] else ()):
-        tensors.add_column(column, justify="right" if column == "bytes" else "left", overflow="fold")
-    for t in report["tensors"]:
-        row = [esc(t["name"]), esc(t["dtype"]), "x".join(map(str, t["shape"])) or "scalar", f"{t['bytes']:,}"]
-        tensors.add_row(*row, *([esc(t["file"])] if report["sharded"] else []))
-    console.print(tensors)
+    columns = TENSOR_COLUMNS + ((Col("shard", TEXT, key("file")),) if report["sharded"] else ())
+    print_rows("tensors", columns, report["tensors"], "the checkpoint holds no tensor")
     if report["metadata"]:
-        meta = Table(title="metadata", title_justify="left")
-        meta.add_column("key")
-        meta.add_column("value", overflow="fold")
-        for key, value in report["metadata"].items():
-            meta.add_row(esc(key), esc(value if len(value) <= 400 else value[:400] + " ..."))
-        console.print(meta)
+        print_rows("metadata", (Col("key", TEXT, lambda kv: kv[0]),
+                                Col("value", TEXT, lambda kv: kv[1] if len(kv[1]) <= 400 else kv[1][:400] + " ...")),
+                   list(report["metadata"].items()), "none")
 
 
 def register(app: typer.Typer) -> None:

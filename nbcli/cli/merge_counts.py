@@ -25,14 +25,15 @@ def merge_counts(
 ) -> None:
     """Sum counts files. Refuses files made with another tokenizer (by fingerprint: a re-saved copy counts as the same) or of another vocabulary size, so counts made on shards (machines, jobs, days) combine into exactly the counts of the whole corpus."""  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.cli.console import esc, print_json, stdout_console
+    from nbcli.cli.render import num
     from nbcli.counts import merge_counts_files
 
     report = merge_counts_files(inputs, output)
     if as_json:
         print_json(report)
     else:
-        stdout_console().print(f"merged {len(report['inputs'])} files: {report['tokens']:,} tokens, "
-                               f"vocab {report['vocab_size']:,} -> {esc(output)}")
+        stdout_console().print(f"merged {num(len(report['inputs']))} files: {num(report['tokens'])} tokens, "
+                               f"vocab {num(report['vocab_size'])} -> {esc(output)}")
 
 
 def register(app: typer.Typer) -> None:

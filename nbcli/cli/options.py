@@ -186,3 +186,40 @@ LmTokenizerOption = Annotated[
         "checkpoint records or a model folder's own tokenizer files, and it must fit the output rows.",
     ),
 ]
+DpiOption = Annotated[
+    int,
+    typer.Option("--dpi", min=10, max=2400,
+                 help="Dots per inch of PNG figures (and of the rasterised token points inside PDF and SVG)."),
+]
+FigsizeOption = Annotated[
+    Optional[str],
+    typer.Option("--figsize", metavar="W,H", show_default=False,
+                 help="Figure size in inches, e.g. 6.5,4 [default: each figure's own]."),
+]
+TitleOption = Annotated[
+    Optional[str],
+    typer.Option("--title", metavar="TEXT", show_default=False,
+                 help="Figure title [default: what is plotted: the model or runs and the data]; --title '' draws "
+                 "none. Provenance (versions, paths, hashes, Hub commits) is in the file's metadata, not the title."),
+]
+FigureFormatOption = Annotated[
+    Literal["png", "pdf", "svg"],
+    typer.Option("--figure-format", help="Format of the figures written into the folder (vector: pdf, svg)."),
+]
+CsvOption = Annotated[
+    Optional[str],
+    typer.Option("--csv", metavar="FILE|-", show_default=False,
+                 help="Also write a table of the result (--table) as CSV to FILE, or to stdout for - (then "
+                 "nothing else is printed there); every column of its rows, full precision."),
+]
+TsvOption = Annotated[
+    Optional[str],
+    typer.Option("--tsv", metavar="FILE|-", show_default=False,
+                 help="As --csv, tab-separated (- is stdout, never a file named -)."),
+]
+
+
+def table_option(names: str) -> typer.models.OptionInfo:
+    """--table NAME: which of a command's tables --csv / --tsv write; `names` lists them, first the default."""
+    return typer.Option("--table", metavar="NAME", show_default=False,
+                        help=f"The table --csv/--tsv write: {names} [default: the first present].")

@@ -10,8 +10,9 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RescaleNorm, RoleMapOption, SmoothingOption,
-    output_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
+    CsvOption, TsvOption, output_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
+from nbcli.cli.render import KEY, NUM, TEXT, Col, print_rows
 
 EPILOG = """\
 [bold]Operations, applied in this order[/bold] (any combination in one run)
@@ -114,6 +115,8 @@ def patch_checkpoint(
         "--in-place", help="Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is "
         "complete, then is replaced by rename; a sharded IN is replaced as one set (a journal in its folder "
         "lets the next nb run finish a commit cut short by a crash).")] = False,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled embeddings, scaled final-LayerNorm bias, frequency direction removed.
@@ -127,9 +130,10 @@ def patch_checkpoint(
     # command's 2-core benchmark); frozen objects are skipped. Runs after the output is complete.
     atexit.register(gc.freeze)
     from nbcli.checkpoint import parse_role_map
-    from nbcli.cli.console import byte_progress, print_report, print_warnings
+    from nbcli.cli.console import byte_progress, check_table_targets, print_report, print_warnings
     from nbcli.surgery import patch_file, surgery_options
 
+    check_table_targets(as_json, csv, tsv, [checkpoint])
     options = surgery_options(
         set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
         allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,
@@ -140,34 +144,30 @@ def patch_checkpoint(
         result = patch_file(checkpoint, output, options, arch=arch, mapping=parse_role_map(mapping or []),
                             in_place=in_place, dry_run=dry_run, hash_inputs=hash_inputs, progress=progress)
     print_warnings(result.warnings)
-    print_report(result.as_dict(), as_json, _render)
+    print_report(result.as_dict(), as_json, _render, csv=csv, tsv=tsv, table="tensors")
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.6g}"
+STATS = ("norm", "mean", "std", "min", "max")
+#: (entry, stat) rows: the tensor's name, role, shape and dtype on its first row only.
+COLUMNS = (Col("tensor", TEXT, lambda r: r[0]["name"] + (" (new)" if r[0]["created"] else "") if r[1] == "norm" else ""),
+           Col("role", TEXT, lambda r: r[0]["role"] if r[1] == "norm" else ""),
+           Col("shape", KEY, lambda r: "x".join(map(str, r[0]["shape"])) if r[1] == "norm" else ""),
+           Col("dtype", KEY, lambda r: r[0]["dtype"] if r[1] == "norm" else ""),
+           Col("stat", KEY, lambda r: r[1]),
+           Col("before", NUM, lambda r: (r[0]["before"] or {}).get(r[1])),
+           Col("after", NUM, lambda r: r[0]["after"].get(r[1])))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     title = "dry run: nothing written" if report["dry_run"] else f"wrote {', '.join(report['outputs'])}"
     ops = ", ".join(op["op"] for op in report["operations"])
     console.print(f"[bold]{esc(title)}[/] ({esc(report['architecture'])}; {esc(ops)})")
-    table = Table(title_justify="left")
-    for column in ("tensor", "role", "shape", "dtype", "stat", "before", "after"):  # names fold, never cut
-        table.add_column(column, justify="right" if column in ("before", "after") else "left",
-                         overflow="fold", min_width=6 if column in ("before", "after") else None)
-    for entry in report["tensors"]:
-        before = entry["before"] or {}
-        for i, stat in enumerate(("norm", "mean", "std", "min", "max")):
-            head = (esc(entry["name"] + (" (new)" if entry["created"] else "")), esc(entry["role"]),
-                    "x".join(map(str, entry["shape"])), esc(entry["dtype"])) if i == 0 else ("", "", "", "")
-            table.add_row(*head, stat, _fmt(before.get(stat)), _fmt(entry["after"].get(stat)),
-                          end_section=i == 4)
-    console.print(table)
+    rows = [(entry, stat) for entry in report["tensors"] for stat in STATS]
+    print_rows("touched tensors, before and after", COLUMNS, rows, "no tensor was touched", console,
+               sections=lambda r: r[1] == STATS[-1])
 
 
 def register(app: typer.Typer) -> None:

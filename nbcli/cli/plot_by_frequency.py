@@ -9,7 +9,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, output_option
+from nbcli.cli.options import (CsvOption, DpiOption, FigsizeOption, JsonOption, TitleOption, TsvOption, output_option,
+                               table_option)
+from nbcli.cli.render import KEY, NUM, TEXT, Col, num, print_rows
 
 EPILOG = """\
 Each REPORT is what `nb eval CHECKPOINT --corpus TEST --by-frequency TRAIN_COUNTS --json` printed for
@@ -25,47 +27,53 @@ first series' points.
 
   nb eval runs/unigram/step-2000.safetensors --corpus test.txt --by-frequency train.counts --json > u.json
   nb eval runs/zero/step-2000.safetensors --corpus test.txt --by-frequency train.counts --json > z.json
-  nb plot-by-frequency u.json z.json --label "bias init unigram" --label "bias init 0" -o fig4.png
+  nb plot-by-frequency u.json z.json --label "bias init unigram" --label "bias init 0" -o fig4.pdf
 """
 
 
 def plot_by_frequency(
     reports: Annotated[list[Path], typer.Argument(metavar="REPORT...", show_default=False,
                                                   help="nb eval --by-frequency --json reports, one per checkpoint.")],
-    output: Annotated[Optional[Path], output_option("The PNG to write (optional: without it only the table).",
-                                                    "FILE.png")] = None,
+    output: Annotated[Optional[Path], output_option(
+        "The figure to write: .pdf, .svg or .png (optional: without it only the table).", "FIG")] = None,
     label: Annotated[Optional[list[str]], typer.Option(
-        "--label", help="Legend label per REPORT, in order (repeat; default: the checkpoint's file name).")] = None,
+        "--label", help="Legend label per REPORT, in order (repeat; default: the model: a repo id, a model "
+        "folder's name, run/step-N).")] = None,
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
+    table: Annotated[Optional[str], table_option("series.bins (every bin of every report), series")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs its log-unigram probability, binned) for several checkpoints."""  # noqa: E501
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import check_table_targets, print_report
+    from nbcli.figure_style import figure_options
     from nbcli.lm.frequency_report import by_frequency_overlay
 
-    report = by_frequency_overlay(reports, label, output)
-    print_report(report, as_json, _render)
+    check_table_targets(as_json, csv, tsv, reports)
+    report = by_frequency_overlay(reports, label, output, figure_options(dpi, figsize, title))
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table or "series.bins")
+
+
+COLUMNS = (Col("checkpoint", TEXT, lambda r: r[0]["label"]),
+           Col("log unigram", KEY, lambda r: (r[1]["log_unigram_lo"], r[1]["log_unigram_hi"]),
+               lambda v: f"{num(v[0])} to {num(v[1])}"),
+           Col("tokens", NUM, lambda r: r[1]["tokens"]), Col("mean log p", NUM, lambda r: r[1]["mean_log_prob"]),
+           Col("± s.e.", NUM, lambda r: r[1]["sem"]),
+           Col("w/o bias", NUM, lambda r: r[1].get("mean_log_prob_without_bias")),
+           Col("± s.e. w/o bias", NUM, lambda r: r[1].get("sem_without_bias")))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
-    console = stdout_console()
-    table = Table(title="paper 000 fig. 4: mean log p of the ground-truth token (± s.e.) by log-unigram bin",
-                  title_justify="left")
-    table.add_column("checkpoint", no_wrap=True)
-    for column in ("log unigram", "tokens", "mean log p", "± s.e.", "w/o bias"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for series in report["series"]:
-        for b in series["bins"]:
-            wo = b.get("mean_log_prob_without_bias")
-            table.add_row(esc(series["label"]), f"{b['log_unigram_lo']:.2f}-{b['log_unigram_hi']:.2f}", str(b["tokens"]),
-                          "-" if b["mean_log_prob"] is None else f"{b['mean_log_prob']:.3f}",
-                          "-" if b["sem"] is None else f"{b['sem']:.3f}", "-" if wo is None else f"{wo:.3f}")
-    console.print(table)
+    rows = [(series, b) for series in report["series"] for b in series["bins"]]
+    print_rows("paper 000 fig. 4: mean log p of the ground-truth token (± s.e.) by log-unigram bin", COLUMNS, rows,
+               "the reports have no bins", sections=lambda r: r[1] is r[0]["bins"][-1])
     if report.get("plot"):
-        console.print(f"wrote {esc(report['plot'])}")
+        stdout_console().print(f"wrote {esc(report['plot'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,22 +1,26 @@
-"""`nb plot-run`: PNG curves of one or more `nb train` runs, overlaid."""
+"""`nb plot-run`: curves of one or more `nb train` runs, overlaid (PNG, PDF or SVG)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, output_option
+from nbcli.cli.options import (CsvOption, DpiOption, FigsizeOption, FigureFormatOption, JsonOption, TitleOption,
+                               TsvOption, output_option, table_option)
+from nbcli.cli.render import NUM, TEXT, Col, key, num, print_rows
 
 EPILOG = """\
-[bold]Figures[/bold] (a figure is skipped when no run logged its curves)
+[bold]Figures[/bold] (a figure is skipped when no run logged its curves; .png here, or --figure-format pdf|svg;
+evaluation curves carry a marker at each evaluated step)
 
   val_loss.png            validation loss per step, the area under it shaded (ALC, paper 000 sec. 4.2); a dotted
                           line where a run's --unigram-reg-lambda regulariser switched off
   val_bleu.png            validation BLEU per step (translation runs), ALC in the legend (paper 000 figs. 2-3)
-  divergence.png          KL(p_θ ‖ unigram) and KL(p_θ ‖ uniform) over steps, log step axis (paper 000 fig. 1)
+  divergence.png          KL(p_θ ‖ unigram) and KL(p_θ ‖ uniform) over steps, log step axis, ± standard error
+                          over an arm's seeds (paper 000 fig. 1)
   bias.png                ‖b‖₂ and KL(softmax(b) ‖ unigram) over steps (paper 000 app. B.5)
   attention_guidance.png  L_AG and α_t over steps (paper 001 eqs. 3-4)
   unigram_reg.png         training cross-entropy and KL(ω ‖ p_θ) over steps for runs trained with
@@ -46,7 +50,7 @@ value (the NaN loss nb train logs for a diverged step) is left out of its curve 
 def plot_run(
     runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="nb train run directories (log.jsonl).",
                                                show_default=False)],
-    output: Annotated[Path, output_option("Directory for the PNGs (created if missing; its parent must exist).",
+    output: Annotated[Path, output_option("Directory for the figures (created if missing; its parent must exist).",
                                           "OUTDIR")],
     group_seeds: Annotated[bool, typer.Option(
         "--group-seeds/--no-group-seeds", help="Draw the runs of an arm (configs equal but for the seed) as their "
@@ -54,23 +58,44 @@ def plot_run(
     alc_steps: Annotated[int, typer.Option(
         "--alc-steps", metavar="N", min=0, help="ALC over the first N updates (paper 000 sec. 4.2: 20000); "
         "0: the whole curve.")] = 20000,
+    figure_format: FigureFormatOption = "png",
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
+    table: Annotated[Optional[str], table_option("groups (the arms' table), runs")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ± standard error), divergence from unigram/uniform, output-bias drift, AG loss and alpha, the switch of the unigram regulariser.
 
-    Several runs are overlaid. Each PNG is written atomically and carries provenance (the run directories) in its text chunks.
+    Several runs are overlaid. Each figure is written atomically and carries provenance (the run directories) in its metadata.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import check_table_targets, print_report
+    from nbcli.figure_style import figure_options
     from nbcli.run_plots import plot_runs
 
-    report = plot_runs(runs, output, group_seeds=group_seeds, alc_steps=alc_steps or None)
-    print_report(report, as_json, _render)
+    looks = figure_options(dpi, figsize, title)
+    check_table_targets(as_json, csv, tsv, [d / "log.jsonl" for d in runs])
+    report = plot_runs(runs, output, group_seeds=group_seeds, alc_steps=alc_steps or None, fmt=figure_format,
+                       options=looks)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table or "groups")
+
+
+def _show_mean_se(cell: dict[str, Any]) -> str:
+    """`mean ± se` (the mean alone for one run, `-` for none), each number in the one format."""
+    if cell["mean"] is None:
+        return "-"
+    return num(cell["mean"]) + (f" ± {num(cell['se'])}" if cell["se"] is not None else "")
+
+
+GROUP_COLUMNS = (Col("arm", TEXT, lambda row: row["group"]), Col("runs", NUM, lambda row: len(row["runs"])),
+                 *(Col(header, NUM, key(name), _show_mean_se) for header, name in (
+                     ("best val BLEU", "best_val_bleu"), ("ALC val BLEU", "alc_val_bleu"),
+                     ("best val loss", "best_val_loss"), ("ALC val loss", "alc_val_loss"))))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich import box
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
@@ -78,23 +103,9 @@ def _render(report: dict[str, Any]) -> None:
         console.print(esc(f), highlight=False)
     if not report["files"]:
         console.print("no figures: the runs logged no curves yet", highlight=False)
-    window = f"first {report['alc_steps']:,} updates" if report["alc_steps"] else "whole curves"
-    table = Table(title=f"arms: mean ± standard error over their runs (ALC over the {window})", title_justify="left",
-                  box=box.SIMPLE_HEAD)
-    width = min(max((len(row["group"]) for row in report["groups"]), default=3), 30)
-    table.add_column("arm", min_width=width, overflow="fold")
-    for column in ("runs", "best val BLEU", "ALC val BLEU", "best val loss", "ALC val loss"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for row in report["groups"]:
-        table.add_row(esc(row["group"]), str(len(row["runs"])), *(_mean_se(row[k], 2 if "bleu" in k else 3) for k in (
-            "best_val_bleu", "alc_val_bleu", "best_val_loss", "alc_val_loss")))
-    console.print(table)
-
-
-def _mean_se(cell: dict[str, Any], digits: int) -> str:
-    if cell["mean"] is None:
-        return "-"
-    return f"{cell['mean']:.{digits}f}" + (f" ± {cell['se']:.{digits}f}" if cell["se"] is not None else "")
+    window = f"first {num(report['alc_steps'])} updates" if report["alc_steps"] else "whole curves"
+    print_rows(f"arms: mean ± standard error over their runs (ALC over the {window})", GROUP_COLUMNS,
+               report["groups"], "no run")
 
 
 def register(app: typer.Typer) -> None:

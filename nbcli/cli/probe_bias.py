@@ -9,9 +9,11 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RoleMapOption, SmoothingOption,
-    counts_option,
+    AllowVocabMismatchOption, ArchOption, DpiOption, FigsizeOption, FigureFormatOption, JsonOption,
+    CsvOption, ModelTokenizerOption, RoleMapOption, SmoothingOption, TitleOption, TsvOption, counts_option,
+    table_option,
 )
+from nbcli.cli.render import KEY, NUM, TEXT, Col, num, percent, print_pairs, print_rows
 
 EPILOG = """\
 [bold]Definitions[/] (W = output embedding rows w_i, b_LN = final LayerNorm bias, b = output bias)
@@ -73,7 +75,15 @@ def probe_bias(
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     plot: Annotated[Optional[Path], typer.Option(
-        "--plot", metavar="DIR", help="Write PNG figures into DIR (needs matplotlib: pip install 'nbcli[plot]').")] = None,
+        "--plot", metavar="DIR", help="Write the figures into DIR (frequency_direction, cosine_histogram, zipfian; "
+        "in --figure-format; needs matplotlib: pip install 'nbcli[plot]').")] = None,
+    figure_format: FigureFormatOption = "png",
+    dpi: DpiOption = 200,
+    figsize: FigsizeOption = None,
+    title: TitleOption = None,
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
+    table: Annotated[Optional[str], table_option("frequency_bins")] = None,
     bins: Annotated[int, typer.Option("--bins", min=1, max=1000, help="Log-frequency bins in the binned table.")] = 10,
     smoothing: SmoothingOption = "add-k:1",
     zipfian_weights: Annotated[str, typer.Option(
@@ -99,16 +109,19 @@ def probe_bias(
     how anisotropic W is with and without the b_LN direction, and how far softmax of the output bias
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
-    from nbcli.cli.console import print_report, print_warnings, step_progress
+    from nbcli.cli.console import check_table_targets, print_report, print_warnings, step_progress
     from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
+    from nbcli.figure_style import figure_options
     from nbcli.probe_report import finish_report, load_probe_inputs, probe_device, report_steps, write_probe_plots
 
     k = parse_smoothing(smoothing)
     zipfian_k = parse_zipfian_weights(zipfian_weights)
     probe_device(device)  # --device cuda without CUDA: the one-line error before anything is read
+    looks = figure_options(dpi, figsize, title)
+    check_table_targets(as_json, csv, tsv, [checkpoint, *([counts] if counts else [])])
     if plot is not None:
-        _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])])
+        _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])], figure_format)
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:
@@ -117,28 +130,36 @@ def probe_bias(
                                        progress=lambda status: advance(1, status=status))
     print_warnings(warnings)  # once the probe has succeeded: a failure is one error line alone
     if plot is not None:
-        report["plots"] = write_probe_plots(plot, inputs, report, arrays)
-    print_report(report, as_json, _render)
+        report["plots"] = write_probe_plots(plot, inputs, report, arrays, figure_format, looks)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table)
 
 
-def _check_plot_dir(directory: Path, inputs: list[Path]) -> None:
+def _check_plot_dir(directory: Path, inputs: list[Path], fmt: str) -> None:
     """--plot DIR: matplotlib present, DIR writable, its figures none of the inputs; DIR is made."""
     from nbcli.checkpoint.reader import checkpoint_inputs
     from nbcli.plots import check_figure_outputs
-    from nbcli.probe_report import PROBE_PLOTS
+    from nbcli.probe_report import probe_plot_paths
 
-    check_figure_outputs("--plot", [directory / name for name in PROBE_PLOTS],
+    check_figure_outputs("--plot", probe_plot_paths(directory, fmt),
                          [*checkpoint_inputs(inputs[0]), *inputs[1:]], folder=directory)
     # made (if absent) only when the figures are written: a failing probe leaves nothing behind
 
 
-def _fmt(value: Any, spec: str = ".4f") -> str:
-    return "—" if value is None else format(value, spec)
+BIN_COLUMNS = (Col("bin", NUM, lambda r: r[0]),
+               Col("count range", KEY, lambda r: (r[1]["count_lo"], r[1]["count_hi"]),
+                   lambda v: f"{num(v[0])} to {num(v[1])}"),
+               Col("tokens", NUM, lambda r: r[1]["tokens"]), Col("mean", NUM, lambda r: r[1]["mean"]),
+               Col("std", NUM, lambda r: r[1]["std"]))
+ZIPFIAN_MEASURES = (("sym1_unigram", "Sym1 (1st moment), unigram-weighted"),
+                    ("sym2_unigram", "Sym2 (2nd moment), unigram-weighted"),
+                    ("sym1_uniform", "Sym1 (1st moment), uniform"), ("sym2_uniform", "Sym2 (2nd moment), uniform"),
+                    ("mean_cosine_uniform", "mean cosine, uniform"),
+                    ("mean_cosine_unigram", "mean cosine, unigram-weighted"),
+                    ("partition_ratio_uniform", "partition ratio, uniform"),
+                    ("partition_ratio_unigram", "partition ratio, unigram-weighted"))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
@@ -150,93 +171,74 @@ def _render(report: dict[str, Any]) -> None:
     if cnt is None:
         console.print("counts: none (--counts): only what needs no corpus counts is computed")
     else:
-        console.print(f"counts: {esc(cnt['path'])} ({cnt['total']:,} tokens; {cnt['tokens_seen']:,} of "
-                      f"{cnt['vocab_size']:,} vocabulary entries seen)")
-
-    def table(title: str) -> Table:
-        t = Table(title=title, title_justify="left", show_header=False)
-        t.add_column("statistic", style="bold")
-        t.add_column("value", justify="right")
-        t.add_column("")
-        return t
+        console.print(f"counts: {esc(cnt['path'])} ({num(cnt['total'])} tokens; {num(cnt['tokens_seen'])} of "
+                      f"{num(cnt['vocab_size'])} vocabulary entries seen)")
 
     fd = report["frequency_direction"]
-    t = table("1. frequency direction (paper 003 sec. 3.2, table 3)")
+    title = "1. frequency direction (paper 003 sec. 3.2, table 3)"
     if fd["present"]:
-        t.add_row("Spearman ρ(<b_LN, w_i>, count)", _fmt(fd["spearman"]), f"over {fd['tokens']:,} tokens with count > 0")
-        t.add_row("Pearson r(<b_LN, w_i>, log count)", _fmt(fd["pearson_log"]), "same tokens")
-        t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
+        print_pairs(title, [
+            ("Spearman ρ(<b_LN, w_i>, count)", num(fd["spearman"]), f"over {num(fd['tokens'])} tokens with count > 0"),
+            ("Pearson r(<b_LN, w_i>, log count)", num(fd["pearson_log"]), "same tokens"),
+            ("‖b_LN‖₂", num(fd["b_ln_norm"]), "")], "", note=True)
     else:
-        t.add_row("absent", "", esc(fd["note"]))
-        if fd["b_ln_norm"] is not None:
-            t.add_row("‖b_LN‖₂", _fmt(fd["b_ln_norm"]), "")
-    console.print(t)
-    ob = report["output_bias"]
+        norm = f"; ‖b_LN‖₂ = {num(fd['b_ln_norm'])}" if fd["b_ln_norm"] is not None else ""
+        console.print(f"[bold]{title}[/]: absent: {esc(fd['note'])}{norm}")
 
     iso = report["isotropy"]
-    t = table("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)")
+    pairs = []
     if iso["present"]:
-        t.add_row("mean pairwise cosine", _fmt(iso["mean_cosine"]), f"over {iso['rows']:,} rows")
-        t.add_row("… without the b_LN direction", _fmt(iso["mean_cosine_without_bias_direction"]), esc(iso["note"] or ""))
-        t.add_row("partition ratio min Z(c) / max Z(c)", _fmt(iso["partition_ratio"], ".4g"),
-                  esc(iso.get("partition_ratio_note", "1 = isotropic")))
-    else:
-        t.add_row("absent", "", esc(iso["note"]))
-    console.print(t)
+        pairs = [("mean pairwise cosine", num(iso["mean_cosine"]), f"over {num(iso['rows'])} rows"),
+                 ("… without the b_LN direction", num(iso["mean_cosine_without_bias_direction"]), esc(iso["note"] or "")),
+                 ("partition ratio min Z(c) / max Z(c)", num(iso["partition_ratio"]),
+                  esc(iso.get("partition_ratio_note", "1 = isotropic")))]
+    print_pairs("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)", pairs,
+                f"absent: {iso['note']}", note=True)
 
-    t = table("3. output bias vs unigram (paper 000 app. B.5)")
+    ob = report["output_bias"]
+    pairs = []
     if ob["present"] and cnt is not None:
-        t.add_row("Spearman ρ(b, count)", _fmt(ob["spearman"]), f"over {ob['tokens']:,} tokens with count > 0")
-        t.add_row("KL(unigram ‖ softmax(b))", _fmt(ob["kl_unigram_to_bias"]), f"nats, add-k:{cnt['smoothing_k']:g} unigram")
-        t.add_row("KL(softmax(b) ‖ unigram)", _fmt(ob["kl_bias_to_unigram"]), "nats")
-        t.add_row("‖b‖₂", _fmt(ob["norm"]), "")
+        pairs = [("Spearman ρ(b, count)", num(ob["spearman"]), f"over {num(ob['tokens'])} tokens with count > 0"),
+                 ("KL(unigram ‖ softmax(b))", num(ob["kl_unigram_to_bias"]),
+                  f"nats, add-k:{num(cnt['smoothing_k'])} unigram"),
+                 ("KL(softmax(b) ‖ unigram)", num(ob["kl_bias_to_unigram"]), "nats"), ("‖b‖₂", num(ob["norm"]), "")]
     elif ob["present"]:
-        t.add_row("‖b‖₂", _fmt(ob["norm"]), ob["note"] or "")
-    else:
-        t.add_row("no output bias", "", "")
-    console.print(t)
+        pairs = [("‖b‖₂", num(ob["norm"]), esc(ob["note"] or ""))]
+    print_pairs("3. output bias vs unigram (paper 000 app. B.5)", pairs, "the checkpoint has no output bias", note=True)
 
-    if report["frequency_bins"]:
-        t = Table(title="4. <b_LN, w_i> by log-frequency bin (paper 003 fig. 3)", title_justify="left")
-        for name in ("bin", "count range", "tokens", "mean", "std"):
-            t.add_column(name, justify="right")
-        for i, row in enumerate(report["frequency_bins"], 1):
-            t.add_row(str(i), f"{row['count_lo']:,.0f} – {row['count_hi']:,.0f}", f"{row['tokens']:,}",
-                      _fmt(row["mean"]), _fmt(row["std"]))
-        console.print(t)
+    print_rows("4. <b_LN, w_i> by log-frequency bin (paper 003 fig. 3)", BIN_COLUMNS,
+               list(enumerate(report["frequency_bins"] or [], 1)),
+               "no bins (they need --counts and a b_LN)")
     _render_zipfian(console, report["zipfian"])
     for path in report.get("plots", []):
         console.print(f"wrote {esc(path)}")
 
 
-def _render_zipfian(console: Any, zipf: dict[str, Any]) -> None:
-    from rich.table import Table
+def whitening_sentence(removed: float) -> str:
+    """What whitening did to the frequency direction's share, in words that fit either sign."""
+    if removed >= 0:
+        return f"whitening removes {percent(removed)} of the frequency direction's share"
+    return f"whitening raises the frequency direction's share by {percent(-removed)} (removes none of it)"
 
+
+def _render_zipfian(console: Any, zipf: dict[str, Any]) -> None:
     from nbcli.cli.console import esc
 
     title = "5. frequency-weighted isotropy and Zipfian whitening (Yokoi et al. 2024)"
     if not zipf["present"]:
         console.print(f"[bold]{title}[/]: {esc(zipf['note'] or 'absent')}")
         return
-    t = Table(title=f"{title}; weights: {esc(zipf['weighting'])}", title_justify="left")
-    for name in ("measure", "raw", "whitened"):
-        t.add_column(name, justify="left" if name == "measure" else "right")
-    for key, label, spec in (("sym1_unigram", "Sym1 (1st moment), unigram-weighted", ".4f"),
-                             ("sym2_unigram", "Sym2 (2nd moment), unigram-weighted", ".4f"),
-                             ("sym1_uniform", "Sym1 (1st moment), uniform", ".4f"),
-                             ("sym2_uniform", "Sym2 (2nd moment), uniform", ".4f"),
-                             ("mean_cosine_uniform", "mean cosine, uniform", ".4f"),
-                             ("mean_cosine_unigram", "mean cosine, unigram-weighted", ".4f"),
-                             ("partition_ratio_uniform", "partition ratio, uniform", ".4g"),
-                             ("partition_ratio_unigram", "partition ratio, unigram-weighted", ".4g")):
-        t.add_row(label, _fmt(zipf["raw"][key], spec), _fmt(zipf["whitened"][key], spec))
+    rows = [(label, zipf["raw"].get(k), zipf["whitened"].get(k)) for k, label in ZIPFIAN_MEASURES
+            if k in zipf["raw"] or k in zipf["whitened"]]
     fd = zipf["frequency_direction"]
     if fd is not None:
-        t.add_row(f"share along u = {esc(zipf['direction'])} (Σ p cos²)", _fmt(fd["share_before"]), _fmt(fd["share_after"]))
-        t.add_row("Spearman ρ(<w_i, u>, count)", _fmt(fd["spearman_before"]), _fmt(fd["spearman_after"]))
-    console.print(t)
+        rows.append((f"share along u = {zipf['direction']} (Σ p cos²)", fd["share_before"], fd["share_after"]))
+        rows.append(("Spearman ρ(<w_i, u>, count)", fd["spearman_before"], fd["spearman_after"]))
+    print_rows(f"{title}; weights: {zipf['weighting']}",
+               (Col("measure", TEXT, lambda r: r[0]), Col("raw", NUM, lambda r: r[1]), Col("whitened", NUM, lambda r: r[2])),
+               rows, "no measure")
     if fd is not None and fd["removed"] is not None:
-        console.print(f"whitening removes {fd['removed']:.1%} of the frequency direction's share")
+        console.print(whitening_sentence(fd["removed"]))
 
 
 def register(app: typer.Typer) -> None:

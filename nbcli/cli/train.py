@@ -337,20 +337,16 @@ def _alpha_or_auto(value: float | None) -> float | str:
 
 
 def _render(summary: dict[str, object]) -> None:
-    from rich.table import Table
+    from nbcli.cli.console import esc
+    from nbcli.cli.render import TEXT, num, print_pairs
 
-    from nbcli.cli.console import esc, stdout_console
-
-    table = Table(title=f"nb train: {esc(summary['out'])}", show_header=False)
-    rows = [("steps", summary["steps"]), ("device", summary["device"]), ("parameters", f"{summary['parameters']:,}"),
-            ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
-            ("unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
-            ("tokens/s", f"{summary['tokens_per_s']:,.0f}"), ("checkpoint", summary["checkpoint"])]
+    rows = [("steps", num(summary["steps"])), ("device", esc(summary["device"])), ("parameters", num(summary["parameters"])),
+            ("final val loss", num(summary["final_val_loss"])), ("ALC (val loss)", num(summary["alc"])),
+            ("unigram entropy / log V", f"{num(summary['unigram_entropy'])} / {num(summary['log_v'])} nats"),
+            ("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"]))]
     if summary.get("ag_alpha0") is not None:
-        rows.insert(5, ("AG alpha_0", summary["ag_alpha0"]))
-    for key, value in rows:
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else esc(value))
-    stdout_console().print(table)
+        rows.insert(5, ("AG alpha_0", num(summary["ag_alpha0"])))
+    print_pairs(f"nb train: {summary['out']}", rows, "nothing to report", kind=TEXT)
 
 
 def register(app: typer.Typer) -> None:

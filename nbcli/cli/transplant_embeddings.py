@@ -57,7 +57,7 @@ def transplant_embeddings(
 
     Rows of pieces both vocabularies share are copied (matched across the space markers ▁, Ġ and ##); the others are initialised by --missing; then --standardise optionally rescales the whole matrix (eq. 1 / eq. 4). Prints the coverage (pieces matched; with --counts the share of the target corpus's tokens). OUT is written atomically with provenance; `nb train --embedding-init pretrained:OUT` reads it.
     """  # noqa: E501 (one line per paragraph: help text reflows)
-    from nbcli.cli.console import esc, print_json, print_warnings, stdout_console
+    from nbcli.cli.console import esc, print_json, print_warnings
     from nbcli.transplant import transplant
 
     result = transplant(source, source_tokenizer, target_tokenizer, output, missing=missing, counts_path=counts,
@@ -67,23 +67,20 @@ def transplant_embeddings(
     if as_json:
         print_json(result.as_dict())
         return
-    from rich.table import Table
+    from nbcli.cli.render import TEXT, num, percent, print_pairs
 
     cov = result.coverage
-    table = Table(title=f"nb transplant-embeddings: {esc(output)}", show_header=False)
     rows = [("source tensor", f"{result.source_tensor} -> tok_emb.weight {result.shape}"),
-            ("pieces matched", f"{cov.matched:,} of {cov.target_pieces:,} ({cov.matched_fraction:.1%})"),
-            ("initialised", f"{cov.initialised:,} ({missing}"
-             + (f", {cov.neighbour_fallbacks:,} fell back to the mean row" if missing == "neighbours" else "") + ")")]
+            ("pieces matched", f"{num(cov.matched)} of {num(cov.target_pieces)} ({percent(cov.matched_fraction)})"),
+            ("initialised", f"{num(cov.initialised)} ({missing}"
+             + (f", {num(cov.neighbour_fallbacks)} fell back to the mean row" if missing == "neighbours" else "") + ")")]
     if cov.mass_matched is not None:
-        rows.append(("token mass matched", f"{cov.mass_matched:.1%} of {cov.counts_total:,} counted tokens"))
+        rows.append(("token mass matched", f"{percent(cov.mass_matched)} of {num(cov.counts_total)} counted tokens"))
     if min_count:
-        rows.append((f"below --min-count {min_count}", f"{cov.dropped_below_min_count:,} matched pieces not copied"))
+        rows.append((f"below --min-count {min_count}", f"{num(cov.dropped_below_min_count)} matched pieces not copied"))
     if result.standardised is not None:
         rows.append(("standardised", str(result.standardised)))
-    for key, value in rows:
-        table.add_row(esc(key), esc(value))
-    stdout_console().print(table)
+    print_pairs(f"nb transplant-embeddings: {output}", [(esc(k), esc(v)) for k, v in rows], "nothing to report", kind=TEXT)
 
 
 def register(app: typer.Typer) -> None:

@@ -46,11 +46,22 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
 
 def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, tokenizer: Tokenizer,
                         smoothing_k: float) -> None:
-    """Write the counts file (and the TSV) as one commit: both files or neither (nbcli.atomic.OutputSet)."""
+    """Write the counts file (and the TSV) as one commit: both files or neither (nbcli.atomic.OutputSet).
+    A TSV named `-` goes to stdout once the counts file is committed (never a file named `-`)."""
+    import sys
+
     outputs = {output: counts_file_bytes(counts)}
-    if tsv is not None:
-        outputs[tsv] = counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k).encode("utf-8")
+    text = counts_tsv(counts.counts, tokenizer.pieces(), smoothing_k) if tsv is not None else None
+    if text is not None and not _stdout(tsv):
+        outputs[tsv] = text.encode("utf-8")
     write_all_atomic(outputs)
+    if text is not None and _stdout(tsv):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _stdout(path: Path | None) -> bool:
+    return path is not None and str(path) == "-"
 
 
 def count_warnings(result: CountResult, tokenizer: Tokenizer) -> list[str]:
@@ -132,7 +143,7 @@ def count_to_file(inputs: Sequence[str], tokenizer_path: Path, output: Path, tsv
     from nbcli.outputs import guard_outputs
     from nbcli.tokenizers import load_tokenizer, tokenizer_files
 
-    guard_outputs([output, tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer_path)])
+    guard_outputs([output, None if _stdout(tsv) else tsv], [*corpus_files(inputs), *tokenizer_files(tokenizer_path)])
     tokenizer = load_tokenizer(tokenizer_path)
     result = count_corpus(inputs, tokenizer, options, workers=workers, dask_address=dask_address, progress=progress)
     counts = build_counts_file(result, tokenizer, smoothing_k=smoothing_k)

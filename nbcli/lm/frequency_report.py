@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nbcli.errors import CheckpointError, ConfigError, InputError
+from nbcli.figure_style import FigureOptions
 
 if TYPE_CHECKING:
     import torch
@@ -30,7 +31,8 @@ class TokenFigures:
     """What `nb eval` adds per token (nbcli.analysis.frequency_effects): paper 003 fig. 1's change
     when b_LN is removed (`bias_effect`, averaged over `positions` in `space`), paper 000 fig. 4's
     average log-probability against `by_frequency` (a training counts file), in `bins` equal-width
-    bins, with a PNG each where a path is given."""
+    bins, with a figure each where a path is given (.pdf, .svg or .png), drawn with `looks` (--dpi,
+    --figsize, --title)."""
 
     bias_effect: bool = False
     positions: str = "all"
@@ -39,9 +41,11 @@ class TokenFigures:
     bins: int = 10
     bias_effect_plot: Path | None = None
     by_frequency_plot: Path | None = None
+    looks: FigureOptions = FigureOptions()
 
     def __post_init__(self) -> None:
         from nbcli.analysis.frequency_effects import POSITIONS, SPACES
+        from nbcli.figure_style import figure_format
 
         if self.positions not in POSITIONS:
             raise ConfigError(f"--bias-effect-positions {self.positions!r}: expected one of {', '.join(POSITIONS)}")
@@ -51,8 +55,8 @@ class TokenFigures:
             raise ConfigError(f"--bins {self.bins}: must be at least 1")
         for option, path in (("--bias-effect-plot", self.bias_effect_plot),
                              ("--by-frequency-plot", self.by_frequency_plot)):
-            if path is not None and Path(path).suffix.lower() != ".png":
-                raise ConfigError(f"{option} {path}: the figure is a PNG; give a name ending in .png")
+            if path is not None:
+                figure_format(path, option)
         if self.by_frequency_plot is not None and self.by_frequency is None:
             raise ConfigError(f"--by-frequency-plot {self.by_frequency_plot}: needs --by-frequency COUNTS (the training counts)")
 
@@ -113,7 +117,7 @@ def frequency_counts(counts: np.ndarray | None, vocab_size: int, scored: Scored)
 
 def guard_figures(figures: TokenFigures, checkpoint: Path, corpus: Sequence[str], tokenizer: Path | None,
                  counts: Path | None) -> None:
-    """The figures' checks before any work: matplotlib present, no PNG onto an input."""
+    """The figures' checks before any work: matplotlib present, a known format, no figure onto an input."""
     from nbcli.checkpoint.reader import checkpoint_inputs
     from nbcli.plots import check_figure_outputs
 
@@ -124,29 +128,35 @@ def guard_figures(figures: TokenFigures, checkpoint: Path, corpus: Sequence[str]
 
 
 def draw_figures(figures: TokenFigures, report: dict[str, Any], arrays: dict[str, Any]) -> None:
+    """The figures asked for, titled by the model and the held-out corpus, committed together."""
     from nbcli import plots
     from nbcli.atomic import OutputSet
+    from nbcli.figure_style import corpus_label, model_label, provenance
 
-    meta = {"nb.version": report["nb_version"], "nb.checkpoint": report["model"]["path"], "nb.command": "eval"}
-    name = Path(report["model"]["path"]).name
+    meta = provenance("eval", checkpoint=report["model"]["path"], corpus=",".join(report.get("corpus", [])),
+                      counts=(report.get("counts") or {}).get("path"))
+    name = model_label(report["model"]["path"])
+    on = f" on {corpus_label(report.get('corpus'))}" if report.get("corpus") else ""
     with OutputSet() as outputs:
         if figures.bias_effect_plot is not None and "bias_effect" in arrays:
             plots.plot_bias_effect(figures.bias_effect_plot, arrays["bias_effect"], report["bias_effect"],
-                                   title=f"{name}: change in predicted probability without b_LN (paper 003 fig. 1)",
-                                   metadata=meta, outputs=outputs)
+                                   title=f"{name}{on}: predicted probability with and without b_LN",
+                                   metadata=meta, outputs=outputs, options=figures.looks)
             report["bias_effect"]["plot"] = str(figures.bias_effect_plot)
         if figures.by_frequency_plot is not None and "by_frequency" in report:
             plots.plot_by_frequency(figures.by_frequency_plot, [(name, report["by_frequency"])],
-                                    title="average log-probability of the ground-truth token (paper 000 fig. 4)",
-                                    metadata=meta, outputs=outputs)
+                                    title=f"{name}{on}: log-probability of the ground-truth token by frequency",
+                                    metadata=meta, outputs=outputs, options=figures.looks)
             report["by_frequency"]["plot"] = str(figures.by_frequency_plot)
 
 
 def by_frequency_overlay(reports: Sequence[Path], labels: Sequence[str] | None = None,
-                         plot: Path | None = None) -> dict[str, Any]:
+                         plot: Path | None = None, looks: FigureOptions | None = None) -> dict[str, Any]:
     """Paper 000 fig. 4 for several checkpoints on one figure: the `by_frequency` sections of `nb eval
     --by-frequency C --json` reports (one per checkpoint, e.g. bias-init unigram vs zero), labelled by
-    `labels` (default: each report's checkpoint file name), drawn into `plot` when given."""
+    `labels` (default: each report's model, `model_label`), drawn into `plot` when given (.pdf,
+    .svg, .png) with `looks` (--dpi, --figsize, --title)."""
+    from nbcli.figure_style import model_label
     from nbcli.provenance import tool_version, utc_now
 
     if labels is not None and len(labels) != len(reports):
@@ -171,15 +181,20 @@ def by_frequency_overlay(reports: Sequence[Path], labels: Sequence[str] | None =
                                                                        "mean_log_prob", "sem")):
                 raise InputError(f"{path}: by_frequency.bins: a bin lacks log_unigram_lo/hi, tokens, mean_log_prob, sem")
         model = report.get("model") if isinstance(report.get("model"), dict) else {}
-        label = labels[i] if labels is not None else Path(str(model.get("path", path))).name
-        series.append({"label": label, "report": str(path), "checkpoint": model.get("path"), **section})
+        label = labels[i] if labels is not None else model_label(str(model.get("path", path)))
+        series.append({"label": label, "report": str(path), "checkpoint": model.get("path"),
+                       "corpus": report.get("corpus") if isinstance(report.get("corpus"), list) else None,
+                       **section})
     out: dict[str, Any] = {"nb_version": tool_version(), "created": utc_now(), "series": series}
     if plot is not None:
         from nbcli import plots
+        from nbcli.figure_style import corpus_label, provenance
 
+        corpora = {corpus_label(s["corpus"]) for s in series if s["corpus"]}
+        on = f" on {corpora.pop()}" if len(corpora) == 1 else ""
         plots.plot_by_frequency(plot, [(s["label"], s) for s in series],
-                                title="average log-probability of the ground-truth token (paper 000 fig. 4)",
-                                metadata={"nb.version": tool_version(), "nb.command": "plot-by-frequency",
-                                          "nb.reports": ",".join(map(str, reports))})
+                                title=f"log-probability of the ground-truth token by frequency{on}",
+                                metadata=provenance("plot-by-frequency", reports=",".join(map(str, reports))),
+                                options=looks)
         out["plot"] = str(plot)
     return out

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.figure_style import FigureOptions
 
 if TYPE_CHECKING:
     import torch
@@ -215,7 +216,12 @@ def generation_study(runner: Runner, tokenizer: Tokenizer, arms: Sequence[Any], 
 
 
 OUT_NAMES = ("samples.jsonl", "table.json", "diversity_vs_perplexity.png")
-"""What `nb generate --out DIR` writes into DIR."""
+"""What `nb generate --out DIR` writes into DIR (the figure as --figure-format says: `out_names`)."""
+
+
+def out_names(fmt: str = "png") -> tuple[str, ...]:
+    """OUT_NAMES with the figure in format `fmt` (pdf, svg, png)."""
+    return (*OUT_NAMES[:2], f"diversity_vs_perplexity.{fmt}")
 
 
 def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path, opts: GenerationOptions,
@@ -224,12 +230,14 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                       smoothing_k: float = 1.0, remove_direction: bool = False, featurizer: str | None = None,
                       arch: str = "auto", mapping: dict[str, str] | None = None, device: str = "auto",
                       out: Path | None = None, progress_bar: ProgressBar | None = None,
-                      allow_vocab_mismatch: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                      allow_vocab_mismatch: bool = False, figure_format: str = "png",
+                      looks: FigureOptions | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The whole `nb generate` study (paper 003 sec. 3.3, table 2): prompts from `prompts`, the arms
     (`lambdas`, and logit adjustment by `tau` with `counts`), `opts.samples` continuations per
     prompt and arm, each arm's perplexity of `eval_corpus`. With `out`, its OUT_NAMES are written
-    there (`write_outputs`; checked before any model work). Returns (the `--json` report, every
-    sample's record); `progress_bar` is given the number of samples. Tokenizer and counts are checked
+    there (`write_outputs`, the figure as `figure_format` drawn with `looks`; checked before any model
+    work). Returns (the `--json` report, whose `samples` is every sample's record with its prompt and
+    arm; those records again); `progress_bar` is given the number of samples. Tokenizer and counts are checked
     against the model by nb's one policy (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its
     identity rule only)."""
     from nbcli.lm.arms import no_progress, open_study
@@ -240,8 +248,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
 
     if out is not None:
         model_path = checkpoint if isinstance(checkpoint, (str, PathLike)) else None  # None: a model in memory
-        guard_outputs([out / name for name in OUT_NAMES], [model_path, tokenizer, counts, *prompts, *(eval_corpus or [])],
-                      folder=out, option="--out")
+        guard_outputs([out / name for name in out_names(figure_format)],
+                      [model_path, tokenizer, counts, *prompts, *(eval_corpus or [])], folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,
                        smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device,
@@ -259,37 +267,42 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
         study.runner.close()
     report = {**study.provenance(), "prompts": list(prompts), "prompt_count": len(chosen),
               "eval_corpus": None if eval_corpus is None else list(eval_corpus), "decoding": opts.decoding.spec,
-              "prompt_words": prompt_words, "max_new_tokens": opts.max_new_tokens, "samples": opts.samples,
-              "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows, "warnings": [*study.warnings, *warnings],
-              "outputs": []}
+              "prompt_words": prompt_words, "max_new_tokens": opts.max_new_tokens,
+              "samples_per_prompt": opts.samples, "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows,
+              "warnings": [*study.warnings, *warnings], "outputs": [], "samples": records}
     if out is not None:
-        report["outputs"] = write_outputs(out, report, records)
+        report["outputs"] = write_outputs(out, report, records, figure_format, looks)
     return report, records
 
 
-def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
-    """`nb generate --out`: OUT_NAMES into `out` (made if missing), committed together (OutputSet) or
-    not at all: samples.jsonl (every record), table.json (the report), and the diversity vs
-    perplexity plot when the report has an eval corpus and matplotlib is installed. Sets the report's
-    `plot` (and `plot_note` when absent) and `outputs`; returns the paths written."""
+def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]], figure_format: str = "png",
+                  looks: FigureOptions | None = None) -> list[str]:
+    """`nb generate --out`: `out_names(figure_format)` into `out` (made if missing), committed together
+    (OutputSet) or not at all: samples.jsonl (every record), table.json (the report less its
+    `samples`, which samples.jsonl holds), and the diversity vs perplexity figure when the report has
+    an eval corpus and matplotlib is installed. Sets the report's `plot` (and `plot_note` when absent)
+    and `outputs`; returns the paths written."""
     import importlib.util
     import json
 
     from nbcli import plots
     from nbcli.atomic import OutputSet
+    from nbcli.figure_style import corpus_label, model_label, provenance
     from nbcli.jsonsafe import json_ready
 
     out.mkdir(parents=True, exist_ok=True)
     written = [str(out / "samples.jsonl"), str(out / "table.json")]
-    plot = out / "diversity_vs_perplexity.png"
+    plot = out / out_names(figure_format)[2]
     with OutputSet() as outputs:
         outputs.open(out / "samples.jsonl").write(
             "".join(json.dumps(json_ready(r), ensure_ascii=False) + "\n" for r in records).encode())
         if report["eval_corpus"] and importlib.util.find_spec("matplotlib") is not None:
             plots.plot_diversity_vs_perplexity(
-                plot, report["rows"], title=f"{Path(report['model']['path']).name}: diversity vs perplexity "
-                f"({report['decoding']})", metadata={"nb.version": report["nb_version"], "nb.model": report["model"]["path"]},
-                outputs=outputs)
+                plot, report["rows"], title=f"{model_label(report['model']['path'])}: diversity of continuations "
+                f"({report['decoding']}) vs perplexity of {corpus_label(report['eval_corpus'])}",
+                metadata=provenance("generate", model=report["model"]["path"], prompts=",".join(report["prompts"]),
+                                    eval_corpus=",".join(report["eval_corpus"])),
+                outputs=outputs, options=looks)
             written.append(str(plot))
             report["plot"] = str(plot)
         else:
@@ -297,6 +310,7 @@ def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any
             report["plot_note"] = ("absent: needs --eval-corpus (perplexity axis)" if not report["eval_corpus"]
                                    else "absent: matplotlib is not installed (pip install 'nbcli[plot]')")
         report["outputs"] = written
+        table = {k: v for k, v in report.items() if k != "samples"}
         outputs.open(out / "table.json").write(
-            (json.dumps(json_ready(report), indent=2, ensure_ascii=False) + "\n").encode())
+            (json.dumps(json_ready(table), indent=2, ensure_ascii=False) + "\n").encode())
     return written

@@ -33,16 +33,19 @@ def test_json_and_png_subprocess(ag_run: Path, sp_model: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr.decode()
     report = json.loads(proc.stdout)
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(fig)
-    # nb train saves the initial model: 0 % (and 1 % of 6 steps, step 0) is exact, without a note
+    # nb train saves the initial model: 0 % (and 1 % of 6 steps, step 0) is exact, without a note of its own;
+    # 1 % finds the checkpoint 0 % found: computed and drawn once, and a note says so
     assert [c["step"] for c in report["checkpoints"]] == [0, 0, 6]
-    assert report["notes"] == [] and not report["checkpoints"][0]["note"]
+    assert not any(c["note"] for c in report["checkpoints"])
+    assert len(report["notes"]) == 1 and report["notes"][0].startswith("1% found step 0, the checkpoint already shown for 0%")
     assert report["ag_heads"] == {"0": "next", "1": "prev"}       # sec. 4.5's default for an mlm run
-    assert [(h["layer"], h["head"], h["assigned"]) for h in report["heads"]] == [
-        (0, 0, "next"), (0, 1, "prev"), (1, 0, "next"), (1, 1, "prev")]
+    # by default a readable figure: the guided heads of the last layer (--heads assigned: of every layer)
+    assert [(h["layer"], h["head"], h["assigned"]) for h in report["heads"]] == [(1, 0, "next"), (1, 1, "prev")]
     T = len(report["ids"])
     assert report["tokens"][0] == "<s>" and report["tokens"][-1] == "</s>"
     assert list(report["patterns"]) == ["next", "prev", "first", "delim", "period"]
-    assert len(report["maps"]) == 4 * 3
+    assert len(report["maps"]) == 2 * 2  # two heads at two distinct checkpoints (steps 0 and 6)
+    assert {(m["layer"], m["head"], m["step"]) for m in report["maps"]} == {(1, 0, 0), (1, 1, 0), (1, 0, 6), (1, 1, 6)}
     for row in report["maps"]:
         H = row["matrix"]
         assert len(H) == T and all(abs(sum(r) - 1) < 1e-5 for r in H)
@@ -75,7 +78,7 @@ def test_table_heads_steps_and_api(ag_run: Path, sp_model: Path) -> None:
     (["--heads", "a.b"], ["is not L.H"]),
     (["--sentence", "word " * 40], ["exceed the model's context of 32"]),
     (["--checkpoint", "nope.safetensors"], ["no such file"]),
-    (["-o", "fig.jpg"], ["give a name ending in .png"]),
+    (["-o", "fig.jpg"], ["fig.jpg: extension '.jpg'; name the figure .pdf, .svg or .png"]),
 ])
 def test_bad_inputs_are_one_line_errors(ag_run: Path, sp_model: Path, args: list[str], fragments: list[str]) -> None:
     base = ["attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE]

@@ -80,7 +80,8 @@ def test_by_frequency_plots_and_overlays(nb_lm: Path, sp_model: Path, heldout: P
     assert (tmp_path / "o.png").read_bytes()[:4] == b"\x89PNG"
     result = invoke("plot-by-frequency", *reports, "--json")
     series = json.loads(result.stdout)["series"]
-    assert [s["label"] for s in series] == ["model.safetensors", "other.safetensors"]
+    # labelled by the model: a model folder's name (the fixture's nb-lm*/model.safetensors), else the file's
+    assert [s["label"] for s in series] == [nb_lm.parent.name, "other.safetensors"]
     assert series[0]["bins"] == json.loads(reports[0].read_text())["by_frequency"]["bins"]
 
 
@@ -107,7 +108,8 @@ def test_bias_effect_needs_b_ln_and_refuses_a_png_onto_an_input(sp_model: Path, 
 
 @pytest.mark.parametrize("args,fragment", [
     (("--bias-effect-positions", "x"), "--bias-effect-positions"), (("--bias-effect-space", "x"), "--bias-effect-space"),
-    (("--by-frequency-plot", "f.png"), "--by-frequency"), (("--bias-effect-plot", "f.svg"), "PNG")])
+    (("--by-frequency-plot", "f.png"), "--by-frequency"),
+    (("--bias-effect-plot", "f.jpg"), "extension '.jpg'; name the figure .pdf, .svg or .png")])
 def test_bad_figure_options_are_one_line_errors(nb_lm: Path, sp_model: Path, heldout: Path, args: tuple[str, ...],
                                                 fragment: str) -> None:
     result = invoke("eval", nb_lm, "--corpus", heldout, "-t", sp_model, *args)

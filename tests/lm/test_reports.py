@@ -60,12 +60,14 @@ def test_generation_report_writes_its_outputs(nb_lm: Path, sp_model: Path, heldo
                                         device="cpu", out=tmp_path / "out", progress_bar=bar)
     assert report["prompt_count"] == 3 and [r["lambda"] for r in report["rows"]] == [0.0, 1.0]
     assert bar.total == bar.advanced == 3 * 2 * 2 == len(records)
-    assert report["decoding"] == "greedy" and report["samples"] == 2 and report["kv_cache"] is True
+    assert report["decoding"] == "greedy" and report["samples_per_prompt"] == 2 and report["kv_cache"] is True
+    assert report["samples"] is records  # every continuation, in the report (--json) itself
     assert report["plot"] is None and "--eval-corpus" in report["plot_note"]
     assert report["outputs"] == [str(tmp_path / "out" / name) for name in OUT_NAMES[:2]]
     lines = (tmp_path / "out" / "samples.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == json.loads(json.dumps(records))
-    assert json.loads((tmp_path / "out" / "table.json").read_text())["rows"] == json.loads(json.dumps(report["rows"]))
+    table = json.loads((tmp_path / "out" / "table.json").read_text())
+    assert table["rows"] == json.loads(json.dumps(report["rows"])) and "samples" not in table  # samples.jsonl has them
 
 
 def test_generation_report_checks_out_before_model_work(sp_model: Path, heldout: Path, tmp_path: Path) -> None:
