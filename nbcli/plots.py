@@ -54,6 +54,19 @@ def _scatter(ax: Any, x: np.ndarray, y: np.ndarray, colour: str, label: str | No
     ax.scatter(x, y, s=3, alpha=alpha, color=colour, linewidths=0, rasterized=True, label=label)
 
 
+def _legend(ax: Any, **kwargs: Any) -> Any:
+    """A legend whose token-point entries are drawn large and opaque (the points themselves are tiny
+    and faint), the other entries as drawn."""
+    from matplotlib.collections import PathCollection
+
+    legend = ax.legend(**kwargs)
+    for handle in getattr(legend, "legend_handles", None) or getattr(legend, "legendHandles", []):
+        if isinstance(handle, PathCollection):
+            handle.set_sizes([16])
+            handle.set_alpha(1.0)
+    return legend
+
+
 def _token_note(shown: int, seen: int) -> str:
     return f"{shown:,}{' sampled' if shown < seen else ''} of {seen:,} tokens"
 
@@ -80,7 +93,7 @@ def plot_frequency_direction(path: Path, counts: np.ndarray, scores: np.ndarray,
     ax.set_xlabel("corpus frequency (count, log scale)")
     ax.set_ylabel(r"$\langle \mathbf{b}_{\mathrm{LN}}, \mathbf{w}_i \rangle$")
     ax.grid(True, which="major")
-    ax.legend(loc="best", markerscale=3)
+    _legend(ax, loc="best")
     set_title(fig, title, options)
     save_figure(fig, path, metadata, outputs, options)
 
@@ -150,7 +163,7 @@ def plot_zipfian(path: Path, counts: np.ndarray, before: np.ndarray, after: np.n
     left.set_ylabel(r"$\langle \mathbf{w}_i, \mathbf{u} \rangle$ (standard deviations)")
     left.set_title(f"projection on u = {direction}" + (f"\n{_share_note(fd)}" if _share_note(fd) else ""))
     left.grid(True)
-    left.legend(loc="best", markerscale=4)
+    _legend(left, loc="best")
     for ax, measures, ideal in (
             (ones, [("sym1_unigram", "Sym1\nunigram"), ("sym2_unigram", "Sym2\nunigram"),
                     ("partition_ratio_uniform", "Z ratio\nuniform"), ("partition_ratio_unigram", "Z ratio\nunigram")], 1.0),
@@ -221,7 +234,7 @@ def plot_bias_effect(path: Path, arrays: dict[str, np.ndarray], section: dict[st
     rho = section.get("spearman_change_vs_count")
     if rho is not None:
         right.set_title(f"Spearman ρ(change, count) = {rho:.3f}")
-    right.legend(loc="best", fontsize=7, markerscale=2)
+    _legend(right, loc="best", fontsize=7)
     right.grid(True)
     set_title(fig, title, options)
     save_figure(fig, path, metadata, outputs, options)
@@ -294,7 +307,11 @@ def plot_embedding_stats(path: Path, rows: Sequence[dict[str, Any]], *, title: s
         ax.set_xlabel(r"value $\times \sqrt{D}$ (table 6's scaled)" if scaled else "value")
         ax.grid(True, axis="x")
     panels[0].set_yticks(y, [r["label"] for r in rows])
-    panels[0].legend(loc="best")
+    handles, labels = panels[0].get_legend_handles_labels()
+    try:  # below the panels, clear of the bars (matplotlib >= 3.7)
+        fig.legend(handles, labels, loc="outside lower center", ncols=2)
+    except ValueError:
+        panels[0].legend(loc="best")
     set_title(fig, title, options)
     save_figure(fig, path, metadata, outputs, options)
 
@@ -361,6 +378,7 @@ def plot_attention_maps(path: Path, report: dict[str, Any], *, title: str, metad
     def show(ax: Any, matrix: np.ndarray, caption: str | None = None, *, xticks: bool, yticks: bool) -> None:
         nonlocal image
         ax.set_axis_on()
+        ax.spines[:].set_visible(True)  # a map is framed on all sides (the house style drops top/right spines)
         image = ax.imshow(matrix, vmin=0.0, vmax=1.0, interpolation="nearest")
         n = matrix.shape[0]
         ax.set_xticks(range(n), labels if labels is not None and xticks else [""] * n, rotation=90, fontsize=6)
