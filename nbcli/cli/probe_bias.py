@@ -189,7 +189,7 @@ def _render(report: dict[str, Any]) -> None:
     pairs = []
     if iso["present"]:
         pairs = [("mean pairwise cosine", num(iso["mean_cosine"]), f"over {num(iso['rows'])} rows"),
-                 ("… without the b_LN direction", num(iso["mean_cosine_without_bias_direction"]), esc(iso["note"] or "")),
+                 ("mean cosine without the b_LN direction", num(iso["mean_cosine_without_bias_direction"]), esc(iso["note"] or "")),
                  ("partition ratio min Z(c) / max Z(c)", num(iso["partition_ratio"]),
                   esc(iso.get("partition_ratio_note", "1 = isotropic")))]
     print_pairs("2. isotropy of output embeddings (paper 003 sec. 3.2; Mu & Viswanath 2018)", pairs,

@@ -106,16 +106,16 @@ def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sampl
 
 def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while drawing a later figure leaves none of the earlier ones (one OutputSet)."""
-    import nbcli.run_plots as plots
+    import nbcli.run_plots as run_plots
 
-    original = plots._save_named
+    original = run_plots._save_named
 
-    def failing(fig, out_dir, name, metadata, outputs):  # type: ignore[no-untyped-def]
+    def failing(fig, out_dir, name, metadata, outputs, *rest):  # type: ignore[no-untyped-def]
         if name == "bias":
             raise OSError(28, "No space left on device")
-        return original(fig, out_dir, name, metadata, outputs)
+        return original(fig, out_dir, name, metadata, outputs, *rest)
 
-    monkeypatch.setattr(plots, "_save_named", failing)
+    monkeypatch.setattr(run_plots, "_save_named", failing)
     run = fake_run(tmp_path / "ag-s0", 0.0, True)
     out = tmp_path / "fig"
     out.mkdir()
