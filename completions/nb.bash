@@ -14,14 +14,14 @@ _nb() {
             ;;
         merge-counts) opts="--output -o --json --help -h"
             ;;
-        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --json --help -h"
+        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --csv --tsv --json --help -h"
             case "$prev" in --new-tensor-dtype) COMPREPLY=($(compgen -W "float32 bfloat16 float16 float64" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        inspect) opts="--arch --map --json --help -h"
+        inspect) opts="--arch --map --csv --tsv --json --help -h"
             ;;
-        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --json --help -h"
+        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --dpi --figsize --title --csv --tsv --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
@@ -29,7 +29,8 @@ _nb() {
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;
-        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"
+        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --figure-format --dpi --figsize --title --csv --tsv --table --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"
+            case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
         train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --json --help -h"
@@ -51,21 +52,23 @@ _nb() {
             ;;
         export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
             ;;
-        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --batch-size --arch --map --device --json --help -h"
+        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --dpi --figsize --title --csv --tsv --table --batch-size --arch --map --device --json --help -h"
             case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
             ;;
         predict) opts="--corpus --output -o --batch-size --device --json --help -h"
             ;;
-        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --batch-size --no-kv-cache --arch --map --device --json --help -h"
+        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --figure-format --dpi --figsize --title --csv --tsv --table --batch-size --no-kv-cache --arch --map --device --json --help -h"
+            case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             ;;
         transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
-        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --json --help -h"
+        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --figure-format --dpi --figsize --title --csv --tsv --table --json --help -h"
+            case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             ;;
-        plot-by-frequency) opts="--output -o --label --json --help -h"
+        plot-by-frequency) opts="--output -o --label --dpi --figsize --title --csv --tsv --table --json --help -h"
             ;;
-        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --json --help -h"
+        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
     esac

@@ -42,7 +42,7 @@ _nb() {
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '--output[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
                 '-o[Counts file to write (int64 counts tensor + provenance).]:path:_files' \
-                '--tsv[Also write id, piece, count, smoothed log-probability per token.]:path:_files' \
+                '--tsv[Also write id, piece, count, smoothed log-probability per token; - writes it to ]:path:_files' \
                 '--workers[Worker processes (0 = all cores available to nb).]:value: ' \
                 '-j[Worker processes (0 = all cores available to nb).]:value: ' \
                 '--format[Read every file that is not parquet or Arrow as: text (one document per line; a ]:value:(text jsonl tsv csv)' \
@@ -95,6 +95,8 @@ _nb() {
                 '--no-hash-inputs[Record the sha256 of the checkpoint files in nb.provenance (hashed in a backgrou]' \
                 '--dry-run[Write nothing; print the before/after statistics of each touched tensor.]' \
                 '--in-place[Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is compl]' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -103,6 +105,8 @@ _nb() {
         inspect)
             _arguments -s '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -121,7 +125,12 @@ _nb() {
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
-                '--plot[Also draw the table as a PNG (ranges and mean ± σ, raw and × √D; needs matplotli]:path:_files' \
+                '--plot[Also draw the table into FIG: .pdf, .svg or .png (ranges and mean ± σ, raw and ×]:path:_files' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -150,7 +159,14 @@ _nb() {
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
-                '--plot[Write PNG figures into DIR (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
+                '--plot[Write the figures into DIR (frequency_direction, cosine_histogram, zipfian; in -]:path:_files' \
+                '--figure-format[Format of the figures written into the folder (vector: pdf, svg).]:value:(png pdf svg)' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: frequency_bins (default: the first present).]:value: ' \
                 '--bins[Log-frequency bins in the binned table.]:value: ' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--zipfian-weights[Unigram weights p(w) of the zipfian section: raw relative frequencies (Yokoi et ]:value: ' \
@@ -283,12 +299,18 @@ _nb() {
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--stride[Sliding-window stride for long documents (default: half the context).]:value: ' \
                 '--bias-effect[Add paper 003 fig. 1: each token’s predicted probability with and without b_LN a]' \
-                '--bias-effect-plot[Draw paper 003 fig. 1 as a PNG (implies --bias-effect; needs matplotlib).]:path:_files' \
+                '--bias-effect-plot[Draw paper 003 fig. 1 into FIG: .pdf, .svg or .png (implies --bias-effect; needs]:path:_files' \
                 '--bias-effect-positions[Positions a token’s probability is averaged over: every scored position (the pap]:value: ' \
                 '--bias-effect-space[Average probabilities (the paper’s p_bar) or log-probabilities (a geometric mean]:value: ' \
                 '--by-frequency[Add paper 000 fig. 4: the average log-probability of each ground-truth token aga]:path:_files' \
-                '--by-frequency-plot[Draw paper 000 fig. 4 for this checkpoint as a PNG (needs --by-frequency and mat]:path:_files' \
+                '--by-frequency-plot[Draw paper 000 fig. 4 for this checkpoint into FIG: .pdf, .svg or .png (needs --]:path:_files' \
                 '--bins[Equal-width bins of both figures.]:value: ' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: rows (one per arm), bias_effect.bins, by_frequency.]:value: ' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
@@ -330,6 +352,13 @@ _nb() {
                 '--mauve-featurizer[Featurizer model for MAUVE (needs mauve-text).]:value: ' \
                 '--out[Write samples.jsonl, table.json and the plot into DIR.]:path:_files' \
                 '-o[Write samples.jsonl, table.json and the plot into DIR.]:path:_files' \
+                '--figure-format[Format of the figures written into the folder (vector: pdf, svg).]:value:(png pdf svg)' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: rows (one per arm), samples (every continuation) (d]:value: ' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--no-kv-cache[Recompute the whole sequence every step (a reference for the cache).]' \
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
@@ -358,20 +387,33 @@ _nb() {
                 '*:file:_files'
             ;;
         plot-run)
-            _arguments -s '--output[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
-                '-o[Directory for the PNGs (created if missing; its parent must exist).]:path:_files' \
+            _arguments -s '--output[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
+                '-o[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
                 '--group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--no-group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--alc-steps[ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.]:value: ' \
+                '--figure-format[Format of the figures written into the folder (vector: pdf, svg).]:value:(png pdf svg)' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: groups (the arms’ table), runs (default: the first ]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '*:file:_files'
             ;;
         plot-by-frequency)
-            _arguments -s '--output[The PNG to write (optional: without it only the table).]:path:_files' \
-                '-o[The PNG to write (optional: without it only the table).]:path:_files' \
-                '--label[Legend label per REPORT, in order (repeat; default: the checkpoint’s file name).]:value: ' \
+            _arguments -s '--output[The figure to write: .pdf, .svg or .png (optional: without it only the table).]:path:_files' \
+                '-o[The figure to write: .pdf, .svg or .png (optional: without it only the table).]:path:_files' \
+                '--label[Legend label per REPORT, in order (repeat; default: the model: a repo id, a mode]:value: ' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: series.bins (every bin of every report), series (de]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -382,14 +424,20 @@ _nb() {
                 '-s[The sentence whose attention is drawn.]:value: ' \
                 '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
-                '--output[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
-                '-o[Write the grid as a PNG (needs matplotlib: pip install ’nbcli(plot)’).]:path:_files' \
+                '--output[Draw the grid into FIG: .pdf, .svg or .png (needs matplotlib: pip install ’nbcli]:path:_files' \
+                '-o[Draw the grid into FIG: .pdf, .svg or .png (needs matplotlib: pip install ’nbcli]:path:_files' \
                 '--at[Checkpoints as percentages of the run’s steps and/or exact steps (default: 0%,1%]:value: ' \
                 '--checkpoint[A checkpoint to draw (repeatable; instead of --at; a bare name is looked up in R]:value: ' \
                 '--heads[Heads (0-based layer.head; L.* for a whole layer), all, or assigned (the run’s g]:value: ' \
                 '--delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \
                 '--no-delimiters[Put the tokenizer’s BOS (else EOS) before the sentence and EOS after it, as pape]' \
                 '--metric[The distance that names each map’s closest pattern.]:value:(l1 kl mse)' \
+                '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
+                '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \
+                '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--table[The table --csv/--tsv write: maps (distances; the matrices are in --json), heads]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -183,7 +183,8 @@ def file_metadata(fmt: str, title: str, metadata: Mapping[str, str]) -> dict[str
     format has: PNG text chunks (Description = `k=v; ...`, and each key on its own), the PDF info
     dictionary (Subject, Keywords), SVG's Dublin Core (Description, Source). No date, so the same
     figure gives the same file."""
-    creator = f"nb {metadata.get('nb.version', '')}".strip()
+    version = metadata.get("nb.version", "")
+    creator = version if version.startswith("nb") else f"nb {version}".strip()  # tool_version(): "nb X.Y.Z"
     description = "; ".join(f"{k}={v}" for k, v in metadata.items())
     if fmt == "png":
         return {"Title": title, "Software": creator, "Description": description, **dict(metadata)}

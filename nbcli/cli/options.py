@@ -209,8 +209,9 @@ FigureFormatOption = Annotated[
 CsvOption = Annotated[
     Optional[str],
     typer.Option("--csv", metavar="FILE|-", show_default=False,
-                 help="Also write a table of the result (--table) as CSV to FILE, or to stdout for - (then "
-                 "nothing else is printed there); every column of its rows, full precision."),
+                 help="Also write the result's table of rows (the one --table names, where a command has "
+                 "several) as CSV to FILE, or to stdout for - (then nothing else is printed there); every "
+                 "column of its rows, full precision."),
 ]
 TsvOption = Annotated[
     Optional[str],
