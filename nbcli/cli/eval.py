@@ -246,9 +246,9 @@ def _render_labelled(report: dict[str, Any]) -> None:
     from nbcli.cli.console import esc, stdout_console
 
     keys = ("loss", "accuracy", "f1", "matthews", "precision", "recall")
-    figures = "   ".join(f"{k} {report[k]:.4f}" for k in keys if isinstance(report.get(k), float))
+    figures = "   ".join(f"{k} {num(report[k])}" for k in keys if isinstance(report.get(k), float))
     stdout_console().print(f"[bold]{esc(report['checkpoint'])}[/] on {esc(', '.join(report['corpus']))} "
-                           f"({report['task']}): {figures}", highlight=False)
+                           f"({esc(report['task'])}): {figures}", highlight=False)
 
 
 def _render_translation(report: dict[str, Any]) -> None:

@@ -45,9 +45,10 @@ def predict(
 
 def _render(report: dict[str, Any]) -> None:
     from nbcli.cli.console import esc, stdout_console
+    from nbcli.cli.render import num
 
     where = f"wrote {esc(report['output'])}" if report["output"] else "(no -o: predictions only in --json)"
-    stdout_console().print(f"{report['records']} records labelled by {esc(report['checkpoint'])} "
+    stdout_console().print(f"{num(report['records'])} records labelled by {esc(report['checkpoint'])} "
                            f"({report['task']}; labels {esc(', '.join(report['labels']))}); {where}",
                            highlight=False)
 
