@@ -160,29 +160,33 @@ class _Run(SimpleNamespace):
     def has(self, key: str) -> bool:
         return key in self.series
 
-    def alc(self) -> float:
+    def alc(self, key: str = "val_loss", until: int | None = None) -> float:
         return 4.2
 
     def unigram_reg_switch(self) -> None:
         return None
 
 
-def runs() -> list[Any]:
+def runs(seeds: int = 1) -> list[Any]:
+    """Two arms (unigram, zero) of `seeds` runs each, evaluated every 50 steps."""
     out = []
     steps = np.arange(0, 501, 50)
     for group, shift in (("unigram", 0.0), ("zero", 0.6)):
-        series = {"val_loss": (steps, 7 * np.exp(-steps / 150) + 3 + shift),
-                  "kl_unigram": (steps, np.exp(-steps / 100) * (1 + shift) + 0.3),
-                  "kl_uniform": (steps, 2 + steps / 500),
-                  "bias_norm": (steps, 40 + steps / 100), "bias_kl_unigram": (steps, 0.1 + steps / 5000)}
-        out.append(_Run(group=group, path=f"runs/{group}", series=series))
+        for seed in range(seeds):
+            jitter = 0.05 * seed
+            series = {"val_loss": (steps, 7 * np.exp(-steps / 150) + 3 + shift + jitter),
+                      "kl_unigram": (steps, np.exp(-steps / 100) * (1 + shift) + 0.3 + jitter),
+                      "kl_uniform": (steps, 2 + steps / 500 + jitter),
+                      "bias_norm": (steps, 40 + steps / 100), "bias_kl_unigram": (steps, 0.1 + steps / 5000)}
+            out.append(_Run(group=group, path=f"runs/{group}-s{seed}", series=series))
     return out
 
 
-def draw_run_figures(directory: Path, fmt: str = "png", options: FigureOptions | None = None) -> list[Path]:
+def draw_run_figures(directory: Path, fmt: str = "png", options: FigureOptions | None = None,
+                     seeds: int = 1) -> list[Path]:
     from nbcli.run_plots import plot_run_figures
 
-    return plot_run_figures(directory, runs(), META, fmt, options)
+    return plot_run_figures(directory, runs(seeds), META, None, fmt, options)
 
 
 FIGURES: dict[str, Callable[..., None]] = {

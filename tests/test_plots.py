@@ -171,6 +171,17 @@ def test_run_figures_in_each_format(fmt: str, tmp_path: Path, drawn: list[Any]) 
     assert bias.axes[0].get_ylabel() == "‖b‖₂" and bias._suptitle.get_text() == "nb train runs: unigram, zero"
 
 
+def test_divergence_has_standard_error_bars_over_seeds(tmp_path: Path, drawn: list[Any]) -> None:
+    """Paper 000 fig. 1: each arm's mean over its seeds, bars of ± the standard error (ddof 1)."""
+    figure_data.draw_run_figures(tmp_path, "png", seeds=2)
+    (ax,) = drawn[1].axes
+    bars = _errorbars(ax)
+    assert len(bars) == 4 and all(b.has_yerr for b in bars)  # two arms x (unigram, uniform)
+    segments = bars[0].lines[2][0].get_segments()
+    half = [abs(seg[1][1] - seg[0][1]) / 2 for seg in segments]
+    np.testing.assert_allclose(half, np.std([0.0, 0.05], ddof=1) / np.sqrt(2), rtol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["by_frequency", "attention_maps"])
 def test_matches_the_committed_baseline(name: str, tmp_path: Path) -> None:
     """Fixed data, DejaVu Sans and the one style: the pixels match tests/baseline_images/NAME.png

@@ -178,6 +178,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
     at the steps all of them evaluated, inside a band of ± the standard error (ddof 1); the legend
     gives the arm's ALC as mean ± SE; --json's groups hold the table; --no-group-seeds draws each run."""
     import numpy as np
+    from matplotlib.colors import to_rgba
 
     import nbcli.run_plots as run_plots
     from nbcli.analysis.curves import area_under_curve
@@ -185,8 +186,8 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
 
     figures: dict[str, object] = {}
     real_save = run_plots.save_figure
-    monkeypatch.setattr(run_plots, "save_figure", lambda fig, path, meta, outputs: (
-        figures.__setitem__(Path(path).stem, fig), real_save(fig, path, meta, outputs)))
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, path, meta, outputs, *rest: (
+        figures.__setitem__(Path(path).stem, fig), real_save(fig, path, meta, outputs, *rest)))
     rng = np.random.default_rng(1)
     steps = [0, 10000, 20000, 30000]
     dirs, bleus = [], {"unigram": [], "zero": []}
@@ -212,7 +213,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
         alc, se = np.mean(alcs), np.std(alcs, ddof=1) / np.sqrt(3)
         assert group["alc_val_bleu"]["mean"] == pytest.approx(alc) and group["alc_val_bleu"]["se"] == pytest.approx(se)
         assert f"ALC {alc:.2f} ± {se:.2f}, 3 runs" in lines[arm].get_label()
-        band = [c for c in ax.collections if np.allclose(c.get_facecolor()[0][:3], lines[arm].get_color()[:3])
+        band = [c for c in ax.collections if np.allclose(c.get_facecolor()[0][:3], to_rgba(lines[arm].get_color())[:3])
                 and c.get_facecolor()[0][3] > 0.2]
         top = band[0].get_paths()[0].vertices[:, 1].max()
         assert top == pytest.approx((table.mean(axis=0) + table.std(axis=0, ddof=1) / np.sqrt(3)).max())
