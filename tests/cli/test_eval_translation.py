@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from nbcli.analysis.translation import score_translations
+from nbcli.cli.render import num
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 from tests.test_translation_eval import HYPS, TARGETS, corpus_forms
 
@@ -25,8 +26,9 @@ def test_json_and_table(tmp_path: Path) -> None:
     assert report["chrf"] == expected["chrf"] and report["chrf_signature"] == expected["chrf_signature"]
     table = invoke(*args)
     assert table.exit_code == 0, table.output
-    assert f"BLEU {expected['bleu']:.2f}" in table.stdout and expected["bleu_signature"] in table.stdout
-    assert f"chrF {expected['chrf']:.2f}" in table.stdout
+    # in nb's one number format (5 significant digits: cli/render.num)
+    assert f"BLEU {num(expected['bleu'])}" in table.stdout and expected["bleu_signature"] in table.stdout
+    assert f"chrF {num(expected['chrf'])}" in table.stdout
 
 
 def test_subprocess_hypotheses_on_stdin(tmp_path: Path) -> None:
