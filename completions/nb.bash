@@ -25,7 +25,7 @@ _nb() {
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --duplicates --json --help -h"
+        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --duplicates --csv --tsv --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;

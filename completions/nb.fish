@@ -100,6 +100,8 @@ complete -c nb -n '__fish_seen_subcommand_from analogy' -l case-sensitive -d 'Co
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l limit -x -d 'Read only the first N rows of the vectors.'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l vocabulary -r -F -d 'Keep only these words (the first field of each line), e.g. a training set’s voca'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l duplicates -x -a 'error keep-first' -d 'A word twice in the vectors: an error naming both lines, or keep the first row.'
+complete -c nb -n '__fish_seen_subcommand_from analogy' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
+complete -c nb -n '__fish_seen_subcommand_from analogy' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -F

@@ -147,6 +147,8 @@ _nb() {
                 '--limit[Read only the first N rows of the vectors.]:value: ' \
                 '--vocabulary[Keep only these words (the first field of each line), e.g. a training set’s voca]:path:_files' \
                 '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
+                '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
+                '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

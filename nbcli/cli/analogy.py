@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import JsonOption, seed_option
+from nbcli.cli.options import CsvOption, JsonOption, TsvOption, seed_option
+from nbcli.cli.render import NUM, TEXT, Col, key, num, percent, print_rows
 
 EPILOG = """\
 [bold]Scoring[/] (Mikolov et al. 2013; paper 002 sec. 6, table 4), as gensim's
@@ -69,38 +70,40 @@ def analogy(
     duplicates: Annotated[Literal["error", "keep-first"], typer.Option(
         "--duplicates", help="A word twice in the vectors: an error naming both lines, or keep the first row.")
     ] = "error",
+    csv: CsvOption = None,
+    tsv: TsvOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score word vectors on the word-analogy test (3CosAdd, as gensim's evaluate_word_analogies) per section and overall, after paper 002 table 4's transforms."""  # noqa: E501
-    from nbcli.cli.console import print_report, print_warnings
+    from nbcli.cli.console import check_table_targets, print_report, print_warnings
     from nbcli.vectors.analogy import analogy_report
     from nbcli.vectors.transforms import Positions, parse_transforms
 
+    check_table_targets(as_json, csv, tsv, [vectors, questions])
     chain = parse_transforms(transform)
     report = analogy_report(vectors, questions, transforms=chain, positions=Positions(positions, max_len, seed),
                             case_sensitive=case_sensitive, restrict_vocab=restrict_vocab, limit=limit,
                             duplicates=duplicates, vocabulary=vocabulary)
     print_warnings(report["warnings"])
-    print_report(report, as_json, _render)
+    print_report(report, as_json, _render, csv=csv, tsv=tsv, table="sections")
+
+
+#: One row per `: section`, then the overall row.
+COLUMNS = (Col("section", TEXT, key("section")), Col("correct", NUM, key("correct")),
+           Col("applicable", NUM, key("applicable")), Col("total", NUM, key("total")),
+           Col("accuracy", NUM, key("accuracy"), percent))
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
     v = report["vectors"]
     console.print(f"[bold]{esc(v['path'])}[/] ({esc(v['format'])}{', ' + esc(v['compression']) if v['compression'] else ''}"
-                  f"): {v['rows']} words × {v['dim']}; candidates: the first {report['candidates']}; "
+                  f"): {num(v['rows'])} words × {num(v['dim'])}; candidates: the first {num(report['candidates'])}; "
                   f"transforms: {esc(','.join(report['transforms']) or 'none')}")
-    table = Table(title=f"3CosAdd on {esc(report['questions'])}", title_justify="left")
-    for column in ("section", "correct", "applicable", "total", "accuracy"):
-        table.add_column(column, justify="left" if column == "section" else "right", no_wrap=True)
-    for row in (*report["sections"], report["overall"]):
-        acc = "—" if row["accuracy"] is None else f"{100 * row['accuracy']:.1f}%"
-        table.add_row(esc(row["section"]), str(row["correct"]), str(row["applicable"]), str(row["total"]), acc)
-    console.print(table)
+    print_rows(f"3CosAdd on {report['questions']}", COLUMNS, [*report["sections"], report["overall"]],
+               "no question")
 
 
 def register(app: typer.Typer) -> None:

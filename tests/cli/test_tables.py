@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from nbcli.cli import attention_maps, embedding_stats, eval as eval_cli, generate, inspect, patch_checkpoint
+from nbcli.cli import analogy, attention_maps, embedding_stats, eval as eval_cli, generate, inspect, patch_checkpoint
 from nbcli.cli import plot_by_frequency, probe_bias, render, train
 from nbcli.cli.render import KEY, NUM, num
 from tests.checkpoint.builders import nb_tensors, save
@@ -69,6 +69,10 @@ def reports(tmp_path_factory: pytest.TempPathFactory, nb_lm: Path, sp_model: Pat
                          "2", "--objective", "mlm", "--ag-fraction", "0.5", "--seq-len", "32", "--batch-size", "8",
                          "--eval-every", "2", "--eval-batches", "2")
     out["attention-maps"] = _json("attention-maps", run, "-t", sp_model, "--sentence", "Welcome to the show.")
+    from tests.cli.test_analogy import QUESTIONS, planted
+
+    (base / "q.txt").write_text(QUESTIONS)
+    out["analogy"] = _json("analogy", planted(base), "--questions", base / "q.txt")
     out["_paths"] = {"model": str(model), "counts": str(base / "train.counts"), "heldout": str(heldout),
                      "eval_json": str(base / "eval.json"), "base": str(base)}
     return out
@@ -95,6 +99,8 @@ def _tables(command: str, report: dict[str, Any]) -> list[tuple[tuple[render.Col
         return [(attention_maps.map_columns(list(report["patterns"]), report["metric"]), report["maps"])]
     if command == "count-unigrams":
         return [(render.TOP_COLUMNS, list(enumerate(report["top"], 1)))]
+    if command == "analogy":
+        return [(analogy.COLUMNS, [*report["sections"], report["overall"]])]
     return []
 
 
@@ -119,7 +125,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "eval": eval_cli._render, "generate": generate._render, "plot-by-frequency": plot_by_frequency._render,
     "probe-bias": probe_bias._render, "embedding-stats": embedding_stats._render, "inspect": inspect._render,
     "patch-checkpoint": patch_checkpoint._render, "attention-maps": attention_maps._render,
-    "count-unigrams": render.render_count_summary, "train": train._render,
+    "count-unigrams": render.render_count_summary, "train": train._render, "analogy": analogy._render,
 }
 
 
