@@ -161,7 +161,7 @@ def test_a_one_token_bin_has_no_standard_error_and_its_point_has_no_bar(tmp_path
     real_save = plots.save_figure
     path = tmp_path / "fig4.png"
     try:
-        plots.save_figure = lambda fig, p, meta, outputs: (figures.append(fig), real_save(fig, p, meta, outputs))
+        plots.save_figure = lambda fig, p, meta, outputs, *rest: (figures.append(fig), real_save(fig, p, meta, outputs, *rest))
         plots.plot_by_frequency(path, [("run", got)], title="t", metadata={"nb.version": "test"})
     finally:
         plots.save_figure = real_save
