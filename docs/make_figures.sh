@@ -2,8 +2,8 @@
 # Regenerates docs/figures/p00*.svg: one figure per paper, drawn by nb's own commands in its house
 # style, from tiny local inputs (no download): the Botchan sample corpus and 2k BPE tokenizer bundled
 # with nb (nbcli/data/), and three runs of nb's tiny Transformer trained on it here, on the CPU.
-# What the figures show is described in docs/cli.md#figures-of-the-papers. About 6 minutes of CPU
-# (16 minutes on two busy cores).
+# What the figures show is described in docs/cli.md#figures-of-the-papers. About 7 minutes of CPU
+# (7 minutes on a quiet machine, 16 on two busy cores).
 #
 #   bash docs/make_figures.sh            # from the repository root; needs pip install 'nbcli[plot]'
 set -euo pipefail
