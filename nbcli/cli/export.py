@@ -54,10 +54,11 @@ def export(
 
 def _render(report: dict[str, object]) -> None:
     from nbcli.cli.console import esc, stdout_console
+    from nbcli.cli.render import num
 
     stdout_console().print(
         f"{esc(report['checkpoint'])} (step {report['step']}) -> {esc(report['out'])}: {report['layout']} layout, "
-        f"{report['tensors']} tensors, {report['parameters']:,} parameters; decoder_start_token_id "
+        f"{num(report['tensors'])} tensors, {num(report['parameters'])} parameters; decoder_start_token_id "
         f"{report['decoder_start_token_id']}, eos {report['eos_token_id']}, pad {report['pad_token_id']}; files "
         f"{', '.join(str(f) for f in report['files'])}", highlight=False)  # type: ignore[union-attr]
 

@@ -354,24 +354,21 @@ def register(app: typer.Typer) -> None:
 
 
 def _render_translation(summary: dict[str, object]) -> None:
-    from rich.table import Table
+    from nbcli.cli.console import esc
+    from nbcli.cli.render import TEXT, num, print_pairs
 
-    from nbcli.cli.console import esc, stdout_console
-
-    table = Table(title=f"nb train --task translation: {esc(summary['out'])}", show_header=False)
-    rows = [("steps", summary["steps"]), ("device", summary["device"]), ("parameters", f"{summary['parameters']:,}"),
-            ("pairs (skipped: too long)", f"{summary['pairs']:,} ({summary['skipped_long_pairs']:,})"),
-            ("final val loss", summary["final_val_loss"]), ("ALC (val loss)", summary["alc"]),
-            ("final val BLEU / chrF", f"{summary['final_val_bleu']:.2f} / {summary['final_val_chrf']:.2f}"
-             if summary.get("final_val_bleu") is not None else None),
-            ("best val BLEU (step)", f"{summary['best_val_bleu']:.2f} ({summary['best_step']})"
-             if summary.get("best_val_bleu") is not None else None),
-            ("ALC (val BLEU)", summary["alc_val_bleu"]),
-            ("target unigram entropy / log V", f"{summary['unigram_entropy']:.3f} / {summary['log_v']:.3f} nats"),
-            ("target tokens/s", f"{summary['tokens_per_s']:,.0f}"), ("checkpoint", summary["checkpoint"]),
-            ("best checkpoint", summary["best_checkpoint"]), ("BLEU signature", summary["bleu_signature"])]
+    bleu = summary.get("final_val_bleu")
+    best = summary.get("best_val_bleu")
+    rows = [("steps", num(summary["steps"])), ("device", esc(summary["device"])),
+            ("parameters", num(summary["parameters"])),
+            ("pairs (skipped: too long)", f"{num(summary['pairs'])} ({num(summary['skipped_long_pairs'])})"),
+            ("final val loss", num(summary["final_val_loss"])), ("ALC (val loss)", num(summary["alc"])),
+            ("final val BLEU / chrF", f"{num(bleu)} / {num(summary['final_val_chrf'])}" if bleu is not None else "-"),
+            ("best val BLEU (step)", f"{num(best)} ({num(summary['best_step'])})" if best is not None else "-"),
+            ("ALC (val BLEU)", num(summary["alc_val_bleu"])),
+            ("target unigram entropy / log V", f"{num(summary['unigram_entropy'])} / {num(summary['log_v'])} nats"),
+            ("target tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"])),
+            ("best checkpoint", esc(summary["best_checkpoint"])), ("BLEU signature", esc(summary["bleu_signature"]))]
     if summary.get("ag_alpha0") is not None:
-        rows.insert(6, ("AG alpha_0", summary["ag_alpha0"]))
-    for key, value in rows:
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else esc(value))
-    stdout_console().print(table)
+        rows.insert(6, ("AG alpha_0", num(summary["ag_alpha0"])))
+    print_pairs(f"nb train --task translation: {summary['out']}", rows, "nothing to report", kind=TEXT)

@@ -67,11 +67,12 @@ def translate(
 
 def _render(report: dict[str, object]) -> None:
     from nbcli.cli.console import esc, stdout_console
+    from nbcli.cli.render import num
 
     stdout_console().print(
-        f"{report['sentences']:,} sentences -> {esc(report['output'])} ({esc(report['checkpoint'])}, step "
-        f"{report['step']}, beam {report['beam']}, lenpen {report['lenpen']:g}; {report['seconds']:.1f} s, "
-        f"{report['sentences_per_s']:.1f} sentences/s on {report['device']})", highlight=False)
+        f"{num(report['sentences'])} sentences -> {esc(report['output'])} ({esc(report['checkpoint'])}, step "
+        f"{num(report['step'])}, beam {num(report['beam'])}, lenpen {num(report['lenpen'])}; {num(report['seconds'])} s, "
+        f"{num(report['sentences_per_s'])} sentences/s on {esc(report['device'])})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
