@@ -66,8 +66,9 @@ def test_sentence_patterns_follow_app_a2() -> None:
 
 def test_parse_heads() -> None:
     assert parse_heads("0.1, 1.*", 2, 3, {}) == [(0, 1), (1, 0), (1, 1), (1, 2)]
-    assert parse_heads(None, 2, 2, {}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    assert parse_heads(None, 2, 4, {0: "prev", 1: "first"}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert parse_heads(None, 2, 2, {}) == [(1, 0), (1, 1)]                     # default: the last layer's heads
+    assert parse_heads(None, 2, 4, {0: "prev", 1: "first"}) == [(1, 0), (1, 1)]   # ... its guided ones
+    assert parse_heads("all", 2, 2, {}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert parse_heads("assigned", 1, 4, {2: "first"}) == [(0, 2)]
     for spec, fragment in [("2.0", "layer 2 does not exist"), ("0.4", "head 4 does not exist"),
                            ("x", "is not L.H"), ("0-1", "is not L.H"), ("assigned", "guided no heads")]:
