@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
 from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatch, collate, conventions, input_files,
-                                          tokenize_pairs)
+                                          tokenize_pairs, training_sentences)
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.tokenizers.identity import identity_metadata
 from nbcli.train.config import TrainConfig
@@ -331,6 +331,19 @@ def copy_tokenizers(out: Path, source: Tokenizer, target: Tokenizer) -> None:
         write_bytes_atomic(out / run_tokenizer_name(side, tok), tok.serialized())
 
 
+def pair_tokenizers(source_path: Path | str, target_path: Path | str, corpus: Sequence[str], src_lang: str,
+                    tgt_lang: str, val_fraction: float, held_out_pairs: bool) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers; a `words:min-freq=K` one is built from its side's training sentences,
+    from both sides' when -t gives one joint spec (nbcli.tokenizers.words)."""
+    def sides(*names: str) -> Callable[[], Iterable[str]]:
+        return lambda: training_sentences(corpus, src_lang, tgt_lang, val_fraction, held_out_pairs, names)
+
+    if str(source_path) == str(target_path):
+        joint = load_tokenizer(source_path, texts=sides("source", "target"))
+        return joint, joint
+    return load_tokenizer(source_path, texts=sides("source")), load_tokenizer(target_path, texts=sides("target"))
+
+
 def pretrained_vocab_warnings(cfg: TrainConfig, source: Tokenizer, target: Tokenizer, allow_mismatch: bool,
                               ) -> list[str]:
     """--embedding-init pretrained:FILE initialises every token embedding (source and target): FILE's
@@ -402,7 +415,8 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
         check_inputs_outside(out, cfg, [], target_path)
 
     on_main_rank(rt, check_directory)
-    source, target = load_tokenizer(source_path), load_tokenizer(target_path)
+    source, target = pair_tokenizers(source_path, target_path, corpus, opts.src_lang, opts.tgt_lang, cfg.val_fraction,
+                                     held_out_pairs=valid is None)
     vocab_warnings = pretrained_vocab_warnings(cfg, source, target, allow_vocab_mismatch)
     data = tokenize_pairs(corpus, valid, source, target, opts.src_lang, opts.tgt_lang, cfg.seq_len, cfg.val_fraction,
                           progress=on_bytes)

@@ -32,6 +32,7 @@ from nbcli.corpus.records import Pair, ReadStats, aligned_files, iter_pairs
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
+from nbcli.train.data import held_out
 
 ENCODE_BATCH = 2048
 
@@ -152,11 +153,10 @@ def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: T
     conv = conventions(source, target)
     train = _Split(source, target, conv, max_len, True)
     val = _Split(source, target, conv, max_len, False)
-    every = max(2, round(1 / val_fraction))
     stats = ReadStats()
     n = 0
     for pair in iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats, progress=progress):
-        (val if valid is None and n % every == every - 1 else train).add(pair)
+        (val if valid is None and held_out(n, val_fraction) else train).add(pair)
         n += 1
     if valid is not None:
         for pair in iter_pairs(list(valid), src_lang, tgt_lang, stats=stats, progress=progress):
@@ -179,6 +179,16 @@ def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: T
     assert train.counts is not None and train.src_counts is not None
     return PairData(*splits, val_refs=val.refs, counts=train.counts, src_counts=train.src_counts, documents=n, skipped_long=train.skipped + val.skipped,
                     inputs=[*corpus, *(valid or [])], fingerprint=digest)
+
+
+def training_sentences(corpus: Sequence[str], src_lang: str, tgt_lang: str, val_fraction: float, held_out_pairs: bool,
+                       sides: tuple[str, ...]) -> Iterable[str]:
+    """The `sides` ("source", "target") of the training pairs `tokenize_pairs` keeps from `corpus` (every
+    k-th held out when `held_out_pairs`, i.e. no --valid): what `-t words:min-freq=K` counts."""
+    for n, pair in enumerate(iter_pairs(list(corpus), src_lang, tgt_lang)):
+        if not (held_out_pairs and held_out(n, val_fraction)):
+            for side in sides:
+                yield pair.source if side == "source" else pair.target
 
 
 def input_files(inputs: Iterable[str], src_lang: str, tgt_lang: str) -> list[str]:

@@ -15,6 +15,7 @@ counting encode each distinct chunk of a corpus only once. Each family's rule li
     unigram.py        unigram models' chunks and exact lattice margins (--unigram-certificate)
     hf.py             a tokenizer.json: loading and its EOS default
     hf_rules.py       tokenizer.json families' rules (ByteLevel, Split regex, WordPiece, Metaspace)
+    words.py          `words:min-freq=K[,lower]`: a word-level tokenizer.json built from training data
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Callable, Literal
 
 from nbcli.errors import TokenizerError
@@ -109,7 +111,10 @@ _BOM = b"\xef\xbb\xbf"
 def tokenizer_files(path: Path | str) -> list[Path]:
     """The files load_tokenizer(path) may read (a directory stands for its candidate files)."""
     from nbcli.resolve import local_path
+    from nbcli.tokenizers.words import is_words_spec
 
+    if is_words_spec(path):
+        return []  # built from the training data: no file to read
     path = local_path(path, "tokenizer")
     return [path, *(path / name for name in DIRECTORY_CANDIDATES)] if path.is_dir() else [path]
 
@@ -129,11 +134,21 @@ def model_tokenizer(model: Path | str) -> Path:
                          f"({' or '.join(DIRECTORY_CANDIDATES)} in {directory}); pass -t TOK")
 
 
-def load_tokenizer(path: Path | str) -> Tokenizer:
+def load_tokenizer(path: Path | str, texts: Callable[[], Iterable[str]] | None = None) -> Tokenizer:
     """Load a SentencePiece `.model` or a Hugging Face `tokenizer.json` (or a model folder holding
-    one of `DIRECTORY_CANDIDATES`), or a Hub repo id (nbcli.resolve); TokenizerError if none."""
-    from nbcli.resolve import local_path
+    one of `DIRECTORY_CANDIDATES`), or a Hub repo id (nbcli.resolve); TokenizerError if none.
 
+    `words:min-freq=K[,lower]` builds a word-level tokenizer.json from `texts()`, the training texts
+    (nbcli.tokenizers.words); it is named `tokenizer.json` (where nb train saves it in the run)."""
+    from nbcli.resolve import local_path
+    from nbcli.tokenizers.words import build_word_tokenizer_json, is_words_spec, parse_words_spec
+
+    if is_words_spec(path):
+        spec = parse_words_spec(path)
+        if texts is None:
+            raise TokenizerError(f"-t {spec}: a word vocabulary is built from training data, so only nb train "
+                                 "takes it; afterwards pass the run (its tokenizer.json)")
+        return tokenizer_from_bytes(build_word_tokenizer_json(spec, texts()), Path("tokenizer.json"))
     path = local_path(path, "tokenizer")
     if path.is_dir():
         for name in DIRECTORY_CANDIDATES:

@@ -22,7 +22,7 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,11 +63,23 @@ def block_prefix(tokenizer: Tokenizer, objective: str) -> int | None:
     return tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
 
 
+def held_out(n: int, val_fraction: float) -> bool:
+    """Whether document (or sentence pair) `n` (0-based, in reading order) is held out for validation:
+    every round(1/F)-th, at least every 2nd."""
+    every = max(2, round(1 / val_fraction))
+    return n % every == every - 1
+
+
+def training_documents(inputs: list[str], val_fraction: float) -> Iterator[str]:
+    """The documents `tokenize_corpus` trains on (the held-out ones skipped), read by the one corpus
+    reader: what `-t words:min-freq=K` counts (nbcli.tokenizers.words)."""
+    return (text for n, text in enumerate(iter_documents(inputs)) if not held_out(n, val_fraction))
+
+
 def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val_fraction: float,
                     progress: Callable[[int, int | None], None] | None = None) -> TokenData:
     """Tokenise `inputs` once; split documents into train/val; count training unigrams as we go."""
     V = tokenizer.vocab_size
-    every = max(2, round(1 / val_fraction))
     eos = tokenizer.eos_id
     skip = np.array(sorted(i for i in never_predicted(tokenizer) if i < V), dtype=np.int64) \
         if objective == "mlm" else np.zeros(0, np.int64)
@@ -80,7 +92,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
         nonlocal n_docs
         for ids in tokenizer.encode_batch(batch):
             doc = np.asarray(ids + ([eos] if eos is not None else []), dtype=np.int32)
-            if n_docs % every == every - 1:
+            if held_out(n_docs, val_fraction):
                 val_parts.append(doc)
             else:
                 train_parts.append(doc)

@@ -35,11 +35,12 @@ from nbcli.model import ModelConfig
 from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import BlockStream, TokenData, TrainSampler, block_prefix, tokenize_corpus
+from nbcli.train.data import (BlockStream, TokenData, TrainSampler, block_prefix, tokenize_corpus,
+                              training_documents)
 from nbcli.train.guidance import Guidance, ag_alpha, assign_heads, pattern_token_ids
 from nbcli.train.init import build_model, check_pretrained_vocab, check_start, model_config
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
-                                write_summary)
+                                write_run_tokenizer, write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
 from nbcli.train.runtime import (Runtime, model_flops_utilisation, on_main_rank, peak_flops, setup_runtime, synchronize,
                                  wrap_model)
@@ -161,6 +162,7 @@ def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out:
     run = _set_up(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn, allow_vocab_mismatch)
     position = start_position(run.updates, resume)
     on_main_rank(rt, lambda: write_run_files(out, cfg, run.data, run.tokenizer, position.step if resume else None))
+    on_main_rank(rt, lambda: write_run_tokenizer(out, run.tokenizer))
     last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
     t_start = time.perf_counter()
     checkpoint = run_updates(run.updates, position, last_step, on_step)
@@ -189,7 +191,7 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
             allow_vocab_mismatch: bool = False) -> _Run:
     """Tokenise the corpus into training and validation blocks, build the model with the papers'
     initialisations and its optimizer; the run directory is created once all of that is accepted."""
-    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path, texts=lambda: training_documents(corpus, cfg.val_fraction))
     vocab_warnings = check_pretrained_vocab(cfg, tokenizer, allow_mismatch=allow_vocab_mismatch)
     data = tokenize_corpus(corpus, tokenizer, cfg.objective, cfg.val_fraction, progress=on_bytes)
     mcfg = model_config(cfg, tokenizer)

@@ -2,7 +2,9 @@
 there besides the saved state (state.py), and the clean-up of a new run that failed.
 
 DIR layout: config.json (TrainConfig), log.jsonl (one object per step; eval fields on eval steps),
-counts.safetensors (training-token unigram counts), step-N.safetensors + train-state.safetensors +
+counts.safetensors (training-token unigram counts), tokenizer.json or tokenizer.model (the LM's tokenizer, so
+eval/generate on the run's checkpoints need no -t; --task translation keeps source-/target-tokenizer.*),
+step-N.safetensors + train-state.safetensors +
 train-state.json (state.py), summary.json.
 """
 
@@ -99,6 +101,17 @@ def write_run_files(out: Path, cfg: TrainConfig, data: TokenData, tokenizer: Tok
     write_training_counts(out / "counts.safetensors", data, tokenizer, cfg)
     if resume_step is not None:
         truncate_log(out / "log.jsonl", resume_step)
+
+
+def write_run_tokenizer(out: Path, tokenizer: Tokenizer) -> None:
+    """DIR/tokenizer.json (or tokenizer.model for SentencePiece): the tokenizer's bytes, the file a model
+    folder's loader looks for (`nbcli.tokenizers.model_tokenizer`); the checkpoints record its
+    fingerprint (`nbcli.tokenizers.identity`). A `-t words:...` vocabulary lives only here."""
+    from nbcli.atomic import write_bytes_atomic
+    from nbcli.tokenizers import DIRECTORY_CANDIDATES
+
+    name = DIRECTORY_CANDIDATES[0] if tokenizer.kind == "tokenizer.json" else DIRECTORY_CANDIDATES[1]
+    write_bytes_atomic(out / name, tokenizer.serialized())
 
 
 def write_training_counts(path: Path, data: TokenData, tokenizer: Tokenizer, cfg: TrainConfig) -> None:

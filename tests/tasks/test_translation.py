@@ -199,3 +199,30 @@ def test_roles_of_translation_checkpoints(tmp_path: Path, share: str, norm: str,
     for role, name in roles.items():
         assert found.get(role) == name, role
     assert found.tied == (share != "none")
+
+
+def test_word_vocabularies_are_built_from_the_training_pairs_and_kept(tmp_path: Path, parallel_corpus: Path) -> None:
+    """-t words:min-freq=K (one joint vocabulary of both sides) and --src/--tgt-tokenizer words:... (one per
+    side): built from the training pairs only, kept in the run, recorded by fingerprint."""
+    from collections import Counter
+
+    from nbcli.tokenizers import load_tokenizer
+    from nbcli.tokenizers.words import split_words
+
+    cfg = build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", "d_ff": 64, "eval_sentences": 8},
+                                   **{**SMALL, "steps": 1})
+    train_translation(cfg, [str(parallel_corpus / "train")], "words:min-freq=3", "words:min-freq=3", tmp_path / "j",
+                      valid=[str(parallel_corpus / "valid")])
+    joint = load_tokenizer(tmp_path / "j" / "source-tokenizer.json")
+    assert (tmp_path / "j" / "target-tokenizer.json").read_bytes() == joint.serialized()
+    counts = Counter(w for side in ("de", "en") for line in (parallel_corpus / f"train.{side}").read_text().splitlines()
+                     for w in split_words(line))
+    assert set(joint.pieces()[4:]) == {w for w, c in counts.items() if c >= 3}
+    with open_checkpoint(tmp_path / "j" / "step-1.safetensors") as ckpt:
+        assert ckpt.metadata["nb.src_tokenizer_fingerprint"] == joint.fingerprint
+
+    train_translation(cfg, [str(parallel_corpus / "train")], "words:min-freq=2", "words:min-freq=2,lower",
+                      tmp_path / "s", valid=[str(parallel_corpus / "valid")])
+    source = load_tokenizer(tmp_path / "s" / "source-tokenizer.json")
+    de = Counter(w for line in (parallel_corpus / "train.de").read_text().splitlines() for w in split_words(line))
+    assert set(source.pieces()[4:]) == {w for w, c in de.items() if c >= 2}

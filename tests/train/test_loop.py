@@ -263,3 +263,25 @@ def test_bf16_autocast_path_runs_on_cpu(tmp_path: Path, sp_model: Path, train_co
     records = read_log(tmp_path / "bf")
     assert all(math.isfinite(r["loss"]) and math.isfinite(r["ag_loss"]) for r in records if "loss" in r)
     assert abs(records[0]["loss"] - math.log(load_tokenizer(sp_model).vocab_size + 1)) < 0.2
+
+
+def test_word_vocabulary_run_keeps_its_tokenizer(tmp_path: Path, train_corpus: Path) -> None:
+    """-t words:min-freq=K: counted over the training documents only (the held-out ones skipped),
+    saved as DIR/tokenizer.json, which eval finds beside the checkpoint without -t."""
+    from collections import Counter
+
+    from nbcli.tokenizers import model_tokenizer
+    from nbcli.tokenizers.words import split_words
+    from nbcli.train.data import held_out
+
+    cfg = build_config("tiny", steps=1, eval_every=1, eval_batches=1, batch_size=2, seq_len=16, d_model=32,
+                       val_fraction=0.25)
+    train(cfg, [str(train_corpus)], "words:min-freq=2,lower", tmp_path / "w")
+    saved = tmp_path / "w" / "tokenizer.json"
+    assert model_tokenizer(tmp_path / "w" / "step-1.safetensors") == saved
+    tok = load_tokenizer(saved)
+    lines = [line for line in train_corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    counts = Counter(w for n, line in enumerate(lines) if not held_out(n, 0.25) for w in split_words(line, True))
+    assert set(tok.pieces()[4:]) == {w for w, c in counts.items() if c >= 2}
+    with open_checkpoint(tmp_path / "w" / "step-1.safetensors") as ckpt:
+        assert ckpt.metadata["nb.tokenizer_fingerprint"] == tok.fingerprint
