@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,7 +101,7 @@ def piece_key(piece: str, family: Family) -> tuple[str, bool]:
     return (piece, False)
 
 
-def _role_ids(tok: Tokenizer) -> dict[str, int]:
+def role_ids(tok: Tokenizer) -> dict[str, int]:
     roles = {name: i for name, i in (("bos", tok.bos_id), ("eos", tok.eos_id), ("pad", tok.pad_id),
                                      ("unk", tok.unk_id)) if i is not None}
     for i in sorted(tok.special_ids):
@@ -116,8 +116,8 @@ def match_pieces(source: Tokenizer, target: Tokenizer) -> np.ndarray:
     src_pieces, tgt_pieces = source.pieces(), target.pieces()
     src_family = vocabulary_family(src_pieces, source.kind)
     tgt_family = vocabulary_family(tgt_pieces, target.kind)
-    src_special = set(source.special_ids) | set(_role_ids(source).values())
-    tgt_special = set(target.special_ids) | set(_role_ids(target).values())
+    src_special = set(source.special_ids) | set(role_ids(source).values())
+    tgt_special = set(target.special_ids) | set(role_ids(target).values())
     index: dict[tuple[str, bool], int] = {}
     for i, p in enumerate(src_pieces):
         if i not in src_special and p:
@@ -126,8 +126,8 @@ def match_pieces(source: Tokenizer, target: Tokenizer) -> np.ndarray:
     for i, p in enumerate(tgt_pieces):
         if i not in tgt_special and p:
             out[i] = index.get(piece_key(p, tgt_family), -1)
-    src_roles = _role_ids(source)
-    for role, i in _role_ids(target).items():
+    src_roles = role_ids(source)
+    for role, i in role_ids(target).items():
         if role in src_roles:
             out[i] = src_roles[role]
     return out
@@ -174,6 +174,37 @@ def xavier_rows(n: int, d: int, vocab: int, seed: int) -> torch.Tensor:
     return (torch.rand(n, d, generator=g, dtype=torch.float64) * 2 - 1).to(torch.float32) * bound
 
 
+def fill_missing(out: torch.Tensor, miss: Sequence[int], missing: Missing, mean_row: torch.Tensor, seed: int,
+                 neighbour_means: Callable[[list[int]], list[torch.Tensor | None]] | None = None) -> int:
+    """Initialise the rows `miss` of `out` [V, d] in place as --missing says (module docstring): xavier
+    U(+-sqrt(6/(V+d))) seeded, `mean_row`, or each row's `neighbour_means` (None: `mean_row`, counted).
+    The one implementation of --missing (transplant-embeddings, nb train --embedding-init pretrained:VECTORS).
+    Returns how many neighbour rows fell back to the mean row."""
+    import torch
+
+    if missing not in MISSING:
+        raise ConfigError(f"--missing must be one of {', '.join(MISSING)}, got {missing!r}")
+    if not miss:
+        return 0
+    V, d = out.shape
+    if missing == "xavier":
+        out[torch.tensor(list(miss))] = xavier_rows(len(miss), d, V, seed)
+        return 0
+    if missing == "mean":
+        out[torch.tensor(list(miss))] = mean_row
+        return 0
+    if neighbour_means is None:
+        raise ConfigError("--missing neighbours averages a piece's source sub-pieces (transplant-embeddings); "
+                          "rows without a source tokenizer take xavier or mean")
+    fallbacks = 0
+    for i, row in zip(miss, neighbour_means(list(miss))):
+        if row is None:
+            fallbacks += 1
+            row = mean_row
+        out[i] = row
+    return fallbacks
+
+
 @dataclass
 class Coverage:
     """How much of the target vocabulary got a copied row."""
@@ -212,7 +243,7 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
     dropped = 0
     if counts is not None and min_count > 0:
         low = (match >= 0) & (counts[:V] < min_count)
-        low[list(i for i in _role_ids(target).values())] = False        # specials stay copied
+        low[list(i for i in role_ids(target).values())] = False        # specials stay copied
         dropped = int(low.sum())
         match[low] = -1
     out = torch.empty(V, d, dtype=torch.float32)
@@ -220,20 +251,9 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
     hit_ids = torch.from_numpy(np.nonzero(hit)[0])
     out[hit_ids] = rows[torch.from_numpy(match[hit])]
     miss = np.nonzero(~hit)[0].tolist()
-    fallbacks = 0
     mean_row = rows[:source.vocab_size].to(torch.float64).mean(0).to(torch.float32)
-    if miss:
-        if missing == "xavier":
-            out[torch.tensor(miss)] = xavier_rows(len(miss), d, V, seed)
-        elif missing == "mean":
-            out[torch.tensor(miss)] = mean_row
-        else:
-            for i, pairs in zip(miss, neighbour_rows(target, source, miss)):
-                row = weighted_mean_rows(rows, pairs)
-                if row is None:
-                    fallbacks += 1
-                    row = mean_row
-                out[i] = row
+    fallbacks = fill_missing(out, miss, missing, mean_row, seed, lambda ids: [
+        weighted_mean_rows(rows, pairs) for pairs in neighbour_rows(target, source, ids)])
     mass = total = None
     if counts is not None:
         c = counts[:V].astype(np.float64)

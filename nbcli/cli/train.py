@@ -144,9 +144,22 @@ def train(
         help="Updates 0 .. S-1 use --unigram-reg-lambda's objective; from update S on, the standard one "
         "(fig. 9's 'regularisation steps'; needs --unigram-reg-lambda, at most --steps).")] = 0,
     embedding_init: Annotated[str, typer.Option(
-        "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]",
-        help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a [V, d] tensor of a "
-        "safetensors file (default tensor: the file's input-embedding role).")] = "normal",
+        "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]|pretrained:VECTORS",
+        help="Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a [V, d] tensor of a "
+        "safetensors checkpoint (default tensor: the file's input-embedding role), or word vectors (GloVe, "
+        "word2vec text/binary, fastText .vec, maybe compressed; told from a checkpoint by content): each "
+        "whole-word piece takes the vector of its word, else of its lower-cased word; the other rows as "
+        "--missing says; the coverage is reported (docs/vectors.md).")] = "normal",
+    missing: Annotated[Literal["xavier", "mean"], typer.Option(
+        "--missing", help="--embedding-init pretrained:VECTORS: rows whose word has no vector (special tokens "
+        "too): xavier U(+-sqrt(6/(V+d))) seeded by --seed, or the mean of the vectors read (transplant-"
+        "embeddings' --missing).")] = "xavier",
+    d_model: Annotated[Optional[int], typer.Option(
+        "--d-model", metavar="D", min=1, max=1 << 16, show_default=False,
+        help="Model width (default: the preset's); word vectors need their dimension (GloVe: 300).")] = None,
+    n_head: Annotated[Optional[int], typer.Option(
+        "--heads", metavar="H", min=1, max=1024, show_default=False,
+        help="Attention heads per layer, dividing --d-model (default: the preset's; paper 002: 10 for GloVe).")] = None,
     embedding_standardise: Annotated[Optional[str], standardise_option("--embedding-standardise")] = None,
     embedding_whiten: Annotated[bool, typer.Option(
         "--embedding-whiten", help="Zipfian-whiten the initial embedding (Yokoi et al. 2024): v' = Sigma^(-1/2)"
@@ -255,7 +268,8 @@ def train(
         rescale_w=rescale_w, ag_patterns=parse_patterns(ag_patterns), ag_fraction=ag_fraction,
         ag_alpha=_alpha_or_auto(parse_alpha(ag_alpha)), ag_reduction=ag_reduction, ag_hold_steps=ag_hold_steps,
         ag_decay_steps=ag_decay_steps, lr_schedule=lr_schedule, unigram_reg_lambda=unigram_reg_lambda,
-        unigram_reg_steps=unigram_reg_steps, embedding_init=embedding_init,
+        unigram_reg_steps=unigram_reg_steps, embedding_init=embedding_init, embedding_missing=missing,
+        d_model=d_model, n_head=n_head,
         embedding_standardise=embedding_standardise, embedding_whiten=embedding_whiten,
         embedding_shuffle=embedding_shuffle, embedding_shuffle_mode=shuffle_mode,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
@@ -346,7 +360,19 @@ def _render(summary: dict[str, object]) -> None:
             ("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"]))]
     if summary.get("ag_alpha0") is not None:
         rows.insert(5, ("AG alpha_0", num(summary["ag_alpha0"])))
-    print_pairs(f"nb train: {summary['out']}", rows, "nothing to report", kind=TEXT)
+    print_pairs(f"nb train: {summary['out']}", rows + _coverage_rows(summary), "nothing to report", kind=TEXT)
+
+
+def _coverage_rows(summary: dict[str, object]) -> list[tuple[str, str]]:
+    """--embedding-init pretrained:VECTORS: words with a vector, per embedding."""
+    from nbcli.cli.render import num, percent
+
+    rows = []
+    for side, c in (summary.get("embedding_coverage") or {}).items():  # type: ignore[attr-defined]
+        rows.append((f"{side} embedding: words with a vector",
+                     f"{num(c['matched'])} of {num(c['words'])} ({percent(c['matched_fraction'])}; "
+                     f"{num(c['matched_lowercased'])} lower-cased); {num(c['initialised'])} rows {c['missing']}"))
+    return rows
 
 
 def register(app: typer.Typer) -> None:
@@ -371,4 +397,5 @@ def _render_translation(summary: dict[str, object]) -> None:
             ("best checkpoint", esc(summary["best_checkpoint"])), ("BLEU signature", esc(summary["bleu_signature"]))]
     if summary.get("ag_alpha0") is not None:
         rows.insert(6, ("AG alpha_0", num(summary["ag_alpha0"])))
-    print_pairs(f"nb train --task translation: {summary['out']}", rows, "nothing to report", kind=TEXT)
+    print_pairs(f"nb train --task translation: {summary['out']}", rows + _coverage_rows(summary), "nothing to report",
+                kind=TEXT)

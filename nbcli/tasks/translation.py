@@ -162,17 +162,25 @@ def model_config(cfg: TrainConfig, opts: TranslationOptions, source: Tokenizer, 
         share_embeddings=share, output_bias=cfg.bias_init != "none")  # type: ignore[arg-type]
 
 
-def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig, data: PairData) -> Seq2SeqTransformer:
+def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig, data: PairData,
+                tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+                coverage: dict[str, Any] | None = None) -> Seq2SeqTransformer:
     """fairseq's init (the model's), then the papers': b = log-unigram of the target side's training
     tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked; the source and target
     embeddings initialised by --embedding-init and its transforms (paper 002; the LM's function, each
-    side with its own counts for --embedding-whiten); frozen with --freeze-embeddings (table 3)."""
+    side with its own counts for --embedding-whiten; word vectors matched to each side's `tokenizers`, their
+    coverage per side in `coverage`); frozen with --freeze-embeddings (table 3)."""
     torch.manual_seed(cfg.seed)
     model = Seq2SeqTransformer(mcfg)
+    shared = mcfg.share_embeddings == "all"
+    sides = [("shared", data.counts, 0)] if shared else [("source", data.src_counts, 0), ("target", data.counts, 1)]
     with torch.no_grad():
-        for emb, counts in zip(model.embeddings(), [data.src_counts, data.counts] if mcfg.share_embeddings != "all"
-                               else [data.counts]):
-            emb.weight.copy_(input_embedding(cfg, emb.weight, None, counts))
+        for emb, (side, counts, k) in zip(model.embeddings(), sides):
+            report: dict[str, Any] = {}
+            emb.weight.copy_(input_embedding(cfg, emb.weight, None, counts, tokenizers[k] if tokenizers else None,
+                                             report))
+            if report and coverage is not None:
+                coverage[side] = report
         if model.final_logits_bias is not None and cfg.bias_init == "unigram":
             model.final_logits_bias.copy_(output_bias(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k))
             if cfg.rescale_w is not None:
@@ -428,7 +436,8 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
     log_u = unigram_log_prior(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k).to(rt.device)
     guidance = attention_guidance(cfg, opts, source, target)
     with naming("--embedding-init"):
-        model = build_model(cfg, opts, mcfg, data).to(rt.device)
+        coverage: dict[str, Any] = {}
+        model = build_model(cfg, opts, mcfg, data, (source, target), coverage).to(rt.device)
     for message in vocab_warnings:  # said once the pretrained rows are accepted too, as for the LM
         warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
@@ -491,6 +500,6 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
         tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
         device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
         resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,
-        warnings=warnings)
+        warnings=warnings, embedding_coverage=coverage or None)
     on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
     return result

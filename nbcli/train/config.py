@@ -63,7 +63,8 @@ class TrainConfig:
     adam_eps: float = 1e-8
     unigram_reg_lambda: float = 0.0   # paper 000 app. B.3: minimise CE - lambda KL(omega || p_theta) ...
     unigram_reg_steps: int = 0        # ... for updates 0 .. S-1, then the standard objective
-    embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR]
+    embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR] | pretrained:VECTORS
+    embedding_missing: str = "xavier"  # pretrained:VECTORS: rows without a vector (nbcli.transplant.MISSING)
     embedding_standardise: str | None = None   # xavier | match:FILE:TENSOR | mean=M,std=S (surgery spec)
     embedding_whiten: bool = False    # Zipfian whitening under the training counts' unigram (Yokoi et al. 2024)
     embedding_shuffle: bool = False
@@ -108,7 +109,8 @@ class TrainConfig:
              "--lr-schedule must be cosine, linear, inverse-sqrt or constant"),
             (0.0 <= self.adam_beta2 < 1.0 and self.adam_eps > 0, "Adam's beta2 must be in [0, 1) and its eps > 0"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
-             "--embedding-init must be normal, xavier or pretrained:FILE[:TENSOR]"),
+             "--embedding-init must be normal, xavier, pretrained:FILE[:TENSOR] or pretrained:VECTORS"),
+            (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),
             (self.embedding_shuffle_mode in ("rows", "rows-columns", "elements"),
              "--shuffle-mode must be rows, rows-columns or elements"),
             (0.0 < self.mask_rate < 1.0, "mask rate must be in (0, 1)"),

@@ -3,9 +3,11 @@
 * Output bias (paper 000 sec. 3): `ops.unigram_log_prior` (the one smoothing formula,
   `nbcli.counts.log_unigram`) of the training-token counts.
 * W rescaling (paper 000 sec. 4.1): `ops.rescale_w`, as `nb patch-checkpoint --rescale-w`.
-* Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1), or
+* Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1),
   rows of a pretrained safetensors tensor (same vocabulary size required; `nb transplant-embeddings`
-  makes one for another tokenizer's vocabulary, sec. 3.3), optionally standardised (eq. 1 Xavier's
+  makes one for another tokenizer's vocabulary, sec. 3.3), or a word-vector file (GloVe/word2vec/
+  fastText, sec. 3.2: rows matched by word, the rest as --missing says; `nbcli.vectors.vocabulary`;
+  told apart from a checkpoint by content, `nbcli.vectors.reader.is_vector_file`), optionally standardised (eq. 1 Xavier's
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
   function), Zipfian-whitened first if asked (Yokoi et al. 2024, `ops.zipfian_whiten` under the add-k
   unigram of the training counts), and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
@@ -65,6 +67,16 @@ def pretrained_tensor(ckpt: Any, path: Path, name: str | None) -> str:
     return name
 
 
+def pretrained_vectors(cfg: TrainConfig) -> Path | None:
+    """The word-vector file of `--embedding-init pretrained:VECTORS`, None for normal, xavier or a checkpoint."""
+    from nbcli.vectors.reader import is_vector_file
+
+    if not cfg.embedding_init.startswith("pretrained:"):
+        return None
+    path, name = parse_pretrained(cfg.embedding_init)
+    return path if name is None and is_vector_file(path) else None
+
+
 def check_pretrained_vocab(cfg: TrainConfig, tokenizer: Tokenizer, *, allow_mismatch: bool = False) -> list[str]:
     """--embedding-init pretrained:FILE against the training tokenizer, before any work, by nb's one
     policy (nbcli.checkpoint.vocab): FILE's rows are indexed by the tokenizer it records (a transplant
@@ -76,6 +88,8 @@ def check_pretrained_vocab(cfg: TrainConfig, tokenizer: Tokenizer, *, allow_mism
     if not cfg.embedding_init.startswith("pretrained:"):
         return []
     path, name = parse_pretrained(cfg.embedding_init)
+    if pretrained_vectors(cfg) is not None:
+        return []  # word vectors are matched by word, whatever the tokenizer (nbcli.vectors.vocabulary)
     with open_checkpoint(path) as ckpt:
         pretrained = model_vocab(ckpt, ckpt.shape(pretrained_tensor(ckpt, path, name))[0])
     return check_vocab(tokenizer_vocabulary(tokenizer, f"--tokenizer {tokenizer.path}"), pretrained,
@@ -107,13 +121,26 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: in
 
 
 def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int | None = None,
-                    counts: np.ndarray | None = None) -> torch.Tensor:
+                    counts: np.ndarray | None = None, tokenizer: Tokenizer | None = None,
+                    coverage: dict[str, Any] | None = None) -> torch.Tensor:
     """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw). A
     pretrained file with only the tokenizer's rows leaves the appended rows (MLM `<mask>`) at their
-    current init. Order: init, Zipfian whitening (cfg.embedding_whiten, weights from `counts`, the
+    current init. Word vectors are matched to `tokenizer`'s words (their coverage report goes into
+    `coverage`). Order: init, Zipfian whitening (cfg.embedding_whiten, weights from `counts`, the
     training counts), standardisation, shuffling (the order of nb patch-checkpoint)."""
     V, d = current.shape
-    if cfg.embedding_init == "normal":
+    vectors = pretrained_vectors(cfg)
+    if vectors is not None:
+        from nbcli.vectors.vocabulary import vector_embedding
+
+        if tokenizer is None:
+            raise ConfigError("--embedding-init pretrained:VECTORS needs the tokenizer whose words it matches")
+        rows, report = vector_embedding(vectors, tokenizer, d, cfg.embedding_missing, cfg.seed)  # type: ignore[arg-type]
+        emb = current.detach().clone().to(rows.dtype)
+        emb[:rows.shape[0]] = rows
+        if coverage is not None:
+            coverage.update(report)
+    elif cfg.embedding_init == "normal":
         emb = current.detach().clone()
     elif cfg.embedding_init == "xavier":
         emb = ops.xavier_uniform(V, d, cfg.seed)
@@ -156,12 +183,13 @@ def model_config(cfg: TrainConfig, tokenizer: Tokenizer) -> ModelConfig:
 
 
 def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokenizer_rows: int | None = None,
-                ) -> Transformer:
-    """The model with paper 000's bias init (+ W rescale) and paper 002's embedding init applied."""
+                tokenizer: Tokenizer | None = None, coverage: dict[str, Any] | None = None) -> Transformer:
+    """The model with paper 000's bias init (+ W rescale) and paper 002's embedding init applied
+    (`tokenizer`, `coverage`: word vectors' matching, see input_embedding)."""
     torch.manual_seed(cfg.seed)
     model = Transformer(mcfg)
     with torch.no_grad():
-        emb = input_embedding(cfg, model.tok_emb.weight, tokenizer_rows, counts)
+        emb = input_embedding(cfg, model.tok_emb.weight, tokenizer_rows, counts, tokenizer, coverage)
         model.tok_emb.weight.copy_(emb)
         if model.head_bias is not None and cfg.bias_init == "unigram":
             model.head_bias.copy_(output_bias(counts, mcfg.vocab_size, cfg.smoothing_k))

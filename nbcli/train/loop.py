@@ -70,6 +70,9 @@ class TrainResult:
     resumed_from: int | None
     ag_alpha0: float | None = None
     warnings: list[str] = field(default_factory=list)
+    # --embedding-init pretrained:VECTORS: per embedding (input; translation: source/target/shared) the
+    # vectors' coverage of its vocabulary (nbcli.vectors.vocabulary.vector_embedding)
+    embedding_coverage: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -137,6 +140,7 @@ class _Run:
     tokenizer: Tokenizer
     data: TokenData
     mcfg: ModelConfig
+    embedding_coverage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -204,7 +208,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
                                  prefix=prefix)
     log_u = unigram_log_prior(data.counts, mcfg.vocab_size, cfg.smoothing_k).to(rt.device)
     guidance = attention_guidance(cfg, mcfg, tokenizer)
-    model = build_model(cfg, mcfg, data.counts, tokenizer.vocab_size).to(rt.device)
+    coverage: dict[str, Any] = {}
+    model = build_model(cfg, mcfg, data.counts, tokenizer.vocab_size, tokenizer, coverage).to(rt.device)
     for message in vocab_warnings:  # said once the pretrained rows are accepted too, so a bad file is one line
         warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
@@ -217,7 +222,7 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
         metadata=lambda step: checkpoint_metadata(cfg, mcfg, step, tokenizer, data), fingerprint=data.fingerprint,
         guidance=guidance, log_u=log_u, vocab_size=mcfg.vocab_size,
         tokens=lambda batches: cfg.batch_size * cfg.seq_len, flops_per_token=model.flops_per_token(), warn=warn)
-    return _Run(updates, tokenizer, data, mcfg)
+    return _Run(updates, tokenizer, data, mcfg, {"input": coverage} if coverage else None)
 
 
 def start_position(u: Updates, resume: bool) -> Position:
@@ -380,4 +385,5 @@ def _result(run: _Run, position: Position, last_step: int, checkpoint: Path, sec
         parameters=u.model.num_parameters(),  # type: ignore[operator]
         device=str(u.rt.device), unigram_entropy=unigram_entropy(run.data.counts),
         log_v=math.log(run.mcfg.vocab_size), resumed_from=position.resumed_from,
-        ag_alpha0=position.alpha0 if u.guidance is not None else None, warnings=warnings)
+        ag_alpha0=position.alpha0 if u.guidance is not None else None, warnings=warnings,
+        embedding_coverage=run.embedding_coverage)

@@ -226,6 +226,30 @@ def sniff(first: bytes, second: bytes) -> tuple[str, tuple[int, int] | None]:
     return "word2vec-binary", header
 
 
+def is_vector_file(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` holds word vectors rather than a checkpoint (`--embedding-init pretrained:FILE`,
+    `nb analogy`), by content, as `read_vectors` decides formats: a regular file that is compressed
+    (gzip/bzip2/xz/zstd magic), or whose first line is a `N D` header or `word v1 ... vD` (at least
+    two fields, the last a number). A safetensors file (an 8-byte header length, then `{`), a folder,
+    a repo id or a missing path is not."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError:
+        return False
+    if detect_compression(head):
+        return True
+    if len(head) >= 9 and head[8:9] == b"{":
+        return False
+    first = head.split(b"\n", 1)[0]
+    if _HEADER.match(first):
+        return True
+    fields = first.split()
+    return len(fields) >= 2 and _numbers(fields[-1:])
+
+
 class _Rows:
     """The kept rows: words, their index (the duplicate check), where each was read (a line or
     record number, formatted by `describe` only for an error message) and a float32 array that grows."""

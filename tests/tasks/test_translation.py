@@ -226,3 +226,28 @@ def test_word_vocabularies_are_built_from_the_training_pairs_and_kept(tmp_path: 
     source = load_tokenizer(tmp_path / "s" / "source-tokenizer.json")
     de = Counter(w for line in (parallel_corpus / "train.de").read_text().splitlines() for w in split_words(line))
     assert set(source.pieces()[4:]) == {w for w, c in de.items() if c >= 2}
+
+
+def test_word_vectors_initialise_each_side_by_word(tmp_path: Path, parallel_corpus: Path) -> None:
+    """--embedding-init pretrained:VECTORS with a tokenizer per side: each side's rows matched to its own
+    words (coverage per side in the summary); frozen, they stay the vectors."""
+    from nbcli.tokenizers import load_tokenizer
+    from tests.vectors.writers import write
+
+    vocab = sorted({w for side in ("de", "en") for w in (parallel_corpus / f"train.{side}").read_text().split()})[:60]
+    x = np.random.default_rng(0).normal(size=(len(vocab), 32)).astype(np.float32)
+    vectors = write(tmp_path / "v.vec", "vec", vocab, x)
+    cfg = build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", "d_ff": 64, "eval_sentences": 8,
+                                            "share_embeddings": "none", "freeze_embeddings": True},
+                                   **{**SMALL, "steps": 1, "embedding_init": f"pretrained:{vectors}"})
+    result = train_translation(cfg, [str(parallel_corpus / "train")], "words:min-freq=2", "words:min-freq=3",
+                               tmp_path / "v", valid=[str(parallel_corpus / "valid")])
+    assert set(result.embedding_coverage) == {"source", "target"}
+    with open_checkpoint(tmp_path / "v" / "step-1.safetensors") as ckpt:
+        for side, name in (("source", "encoder.embed_tokens.weight"), ("target", "decoder.embed_tokens.weight")):
+            tok = load_tokenizer(tmp_path / "v" / f"{side}-tokenizer.json")
+            emb = ckpt.get(name)
+            hits = [(i, vocab.index(p)) for i, p in enumerate(tok.pieces()) if i >= 4 and p in vocab]
+            assert result.embedding_coverage[side]["matched"] == len(hits) > 0
+            for i, j in hits:
+                assert torch.allclose(emb[i], torch.from_numpy(x[j]))

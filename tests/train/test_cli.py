@@ -102,3 +102,39 @@ def test_patch_checkpoint_reads_and_patches_nb_checkpoints(tmp_path: Path, sp_mo
         cfg = ModelConfig.from_json(ckpt.metadata["nb.config"])
         model = Transformer(cfg)
         model.load_nb_state_dict({name: ckpt.get(name).clone() for name in ckpt.names()})
+
+
+def test_word_vocabulary_with_glove_vectors_subprocess(tmp_path: Path, train_corpus: Path) -> None:
+    """-t words:min-freq=K with --embedding-init pretrained:VECTORS: step 0 holds the vectors' rows of the
+    matched words, --json reports the coverage, eval on the run needs no -t; a wrong width is one line."""
+    import numpy as np
+
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.tokenizers import load_tokenizer
+    from tests.vectors.writers import write
+
+    lines = train_corpus.read_text(encoding="utf-8").split()
+    vocab = sorted({w.lower() for w in lines})[:40]
+    x = np.random.default_rng(1).normal(size=(len(vocab), 16)).astype(np.float32)
+    vectors = write(tmp_path / "glove.16d.txt.gz", "glove", vocab, x, compress="gzip")
+    out = tmp_path / "run"
+    proc = run_nb("train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--out", out, "--steps", "2",
+                  "--embedding-init", f"pretrained:{vectors}", "--d-model", "16", "--heads", "2", "--missing", "mean",
+                  "--json", *FAST)
+    assert proc.returncode == 0, proc.stderr.decode()
+    cov = json.loads(proc.stdout)["embedding_coverage"]["input"]
+    tok = load_tokenizer(out / "tokenizer.json")
+    pieces = tok.pieces()
+    hits = [(i, vocab.index(p.lower())) for i, p in enumerate(pieces[4:], 4) if p.lower() in vocab]
+    assert cov["matched"] == len(hits) > 0 and cov["words"] == len(pieces) - 4 and cov["missing"] == "mean"
+    with open_checkpoint(out / "step-0.safetensors") as ckpt:
+        emb = ckpt.get("tok_emb.weight")
+    for i, j in hits:
+        assert torch.allclose(emb[i], torch.from_numpy(x[j]))
+    ev = run_nb("eval", out / "step-2.safetensors", "--corpus", train_corpus, "--json")
+    assert ev.returncode == 0, ev.stderr.decode()
+    bad = run_nb("train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--out", tmp_path / "bad",
+                 "--embedding-init", f"pretrained:{vectors}")
+    assert bad.returncode == 1
+    assert_one_line_error(bad.stderr.decode(), "dimension 16", "d_model is 128")
+    assert not (tmp_path / "bad").exists()
