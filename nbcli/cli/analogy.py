@@ -1,4 +1,5 @@
-"""`nb analogy`: the word-analogy test (3CosAdd) on word vectors, after paper 002 table 4's transforms."""
+"""`nb analogy`: the word-analogy test (3CosAdd) on word vectors or a checkpoint's embedding, after
+paper 002 table 4's transforms."""
 
 from __future__ import annotations
 
@@ -38,13 +39,17 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
   nb analogy glove.840B.300d.txt.gz --questions questions-words.txt --vocabulary multi30k-words.txt \\
       --transform scale-sqrt-d,pos-enc --row-positions random
   nb analogy GoogleNews-vectors-negative300.bin.gz --questions questions-words.txt --limit 300000
+  nb analogy runs/glove-words --questions questions-words.txt        # an nb run: its tokenizer.json's words
+  nb analogy openai-community/gpt2 --questions questions-words.txt   # GPT-2's Ġword rows
 """
 
 
 def analogy(
     vectors: Annotated[Path, typer.Argument(
         metavar="VECTORS", show_default=False,
-        help="Word vectors: GloVe .txt, word2vec .txt/.bin, fastText .vec, optionally compressed.")],
+        help="Word vectors: GloVe .txt, word2vec .txt/.bin, fastText .vec, optionally compressed (told by "
+        "content). Or a checkpoint, model folder, Hub repo id or nb run directory: its input embedding's "
+        "whole-word rows under -t (docs/vectors.md).")],
     questions: Annotated[Path, typer.Option(
         "--questions", metavar="FILE", show_default=False,
         help="Analogy questions in questions-words.txt format (`: section` lines, then `a b c d` lines).")],
@@ -67,6 +72,10 @@ def analogy(
     vocabulary: Annotated[Optional[Path], typer.Option(
         "--vocabulary", metavar="FILE", help="Keep only these words (the first field of each line), e.g. a "
         "training set's vocabulary as paper 002 app. A.2 does (5893 Multi30k words).")] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(
+        "--tokenizer", "-t", metavar="TOK", show_default=False,
+        help="A checkpoint's tokenizer (default: the tokenizer.json/tokenizer.model beside it): its whole-word "
+        "pieces are the words (▁word, Ġword, WordPiece words without ##, every word-level piece).")] = None,
     duplicates: Annotated[Literal["error", "keep-first"], typer.Option(
         "--duplicates", help="A word twice in the vectors: an error naming both lines, or keep the first row.")
     ] = "error",
@@ -83,7 +92,7 @@ def analogy(
     chain = parse_transforms(transform)
     report = analogy_report(vectors, questions, transforms=chain, positions=Positions(positions, max_len, seed),
                             case_sensitive=case_sensitive, restrict_vocab=restrict_vocab, limit=limit,
-                            duplicates=duplicates, vocabulary=vocabulary)
+                            duplicates=duplicates, vocabulary=vocabulary, tokenizer=tokenizer)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render, csv=csv, tsv=tsv, table="sections")
 

@@ -185,17 +185,28 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
                    transforms: tuple[str, ...] = (), positions: Any = None, case_sensitive: bool = False,
                    restrict_vocab: int = RESTRICT_VOCAB, limit: int | None = None, format: Any = "auto",
                    duplicates: Any = "error", vocabulary: str | os.PathLike[str] | None = None,
-                   budget: int = BUDGET) -> dict[str, Any]:
+                   budget: int = BUDGET, tokenizer: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The `nb analogy` report: read the questions and the vectors, apply `transforms` in order
-    (nbcli.vectors.transforms) to all rows kept (`vocabulary`: a word-list file), score 3CosAdd."""
+    (nbcli.vectors.transforms) to all rows kept (`vocabulary`: a word-list file), score 3CosAdd.
+
+    `vectors` that are no word-vector file (`is_vector_file`) are a checkpoint, a model folder, a Hub
+    repo id or an nb run: its input embedding's whole-word rows under `tokenizer` (default: the one
+    beside the model), in id order (`nbcli.vectors.vocabulary.checkpoint_vectors`)."""
     from nbcli.errors import naming
-    from nbcli.vectors.reader import read_vectors, read_word_list
+    from nbcli.vectors.reader import is_vector_file, read_vectors, read_word_list
     from nbcli.vectors.transforms import Positions, transform_chain
+    from nbcli.vectors.vocabulary import checkpoint_vectors, restricted
 
     positions = positions or Positions()
     qs = read_questions(questions)  # first: a bad questions file fails before a 5 GB read
     keep = None if vocabulary is None else read_word_list(vocabulary)
-    wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates, vocabulary=keep)
+    if is_vector_file(vectors):
+        if tokenizer is not None:
+            raise ConfigError(f"-t/--tokenizer applies to a checkpoint's embedding; {os.fspath(vectors)} holds word "
+                              "vectors")
+        wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates, vocabulary=keep)
+    else:
+        wv = restricted(checkpoint_vectors(vectors, tokenizer), keep, limit)
     x = torch.from_numpy(wv.vectors)
     with naming(f"{wv.path}"):
         chain = transform_chain(x, transforms, positions)

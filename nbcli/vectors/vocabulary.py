@@ -25,6 +25,7 @@ row). The coverage counts both. With `-t words:...,lower` every word is lower-ca
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +121,21 @@ def vector_embedding(path: str | os.PathLike[str], tok: Tokenizer, d_model: int,
     return out, {"vectors": wv.summary(), "vocabulary": len(words), "words": n_words, "matched": matched,
                  "matched_lowercased": lowered, "matched_fraction": matched / n_words if n_words else 0.0,
                  "initialised": len(miss), "missing": missing}
+
+
+def restricted(wv: WordVectors, keep: Collection[str] | None, limit: int | None) -> WordVectors:
+    """`wv` with only the words in `keep` (None: all), then the first `limit` of them (as the reader's
+    `vocabulary` and `limit` do for a file)."""
+    from dataclasses import replace
+
+    if keep is None and limit is None:
+        return wv
+    wanted = None if keep is None else set(keep)
+    rows = [i for i, w in enumerate(wv.words) if wanted is None or w in wanted][:limit]
+    if not rows:
+        raise ConfigError(f"{wv.path}: no word kept (--vocabulary, --limit)")
+    words = [wv.words[i] for i in rows]
+    return replace(wv, words=words, vectors=wv.vectors[rows], index={w: k for k, w in enumerate(words)})
 
 
 def checkpoint_vectors(model: Path | str, tokenizer: Path | str | None = None) -> WordVectors:

@@ -128,3 +128,36 @@ def test_questions_file_errors(tmp_path: Path) -> None:
         read_questions(path)
     with pytest.raises(InputError, match="no `: section` line"):
         read_questions(questions(tmp_path, "\n"))
+
+
+def test_a_checkpoints_whole_word_rows_score_as_the_same_vectors_in_a_file(tmp_path: Path) -> None:
+    """A checkpoint's embedding under a word-level tokenizer (beside it, or -t; an nb run directory too)
+    scores exactly as a GloVe file of the same words' rows in id order; special rows are no words."""
+    from nbcli.checkpoint.writer import save_tensors
+    from nbcli.tokenizers import load_tokenizer
+    from tests.cli.helpers import invoke
+
+    words = list(HAND)
+    tok = load_tokenizer("words:min-freq=1", texts=lambda: iter([" ".join(words)]))
+    pieces = tok.pieces()
+    rows = torch.randn(len(pieces), 8)
+    for i, p in enumerate(pieces):
+        if p in HAND:
+            rows[i] = torch.tensor(HAND[p], dtype=torch.float32)
+    run = tmp_path / "run"
+    run.mkdir()
+    save_tensors(run / "step-3.safetensors", {"tok_emb.weight": rows}, {})
+    (run / "tokenizer.json").write_bytes(tok.serialized())
+    file = write(tmp_path / "same.txt", "glove", pieces[4:], rows[4:].numpy())
+    q = questions(tmp_path, ": royal\nman king woman queen\nman woman king banana\n: capitals\n"
+                            "france paris italy rome\nFrance Paris Italy Rome\n")
+    expected = analogy_report(file, q)
+    for target, kw in ((run, {}), (run / "step-3.safetensors", {"tokenizer": run / "tokenizer.json"})):
+        got = analogy_report(target, q, **kw)  # type: ignore[arg-type]
+        assert got["overall"] == expected["overall"] and got["sections"] == expected["sections"]
+        assert got["vectors"]["rows"] == len(pieces) - 4 and got["vectors"]["format"] == "checkpoint"
+    assert expected["overall"]["correct"] >= 2
+    result = invoke("analogy", run, "--questions", q, "-t", run / "tokenizer.json", "--json")
+    assert result.exit_code == 0, result.output
+    bad = invoke("analogy", file, "--questions", q, "-t", run / "tokenizer.json")
+    assert bad.exit_code == 1 and "applies to a checkpoint" in bad.stderr
