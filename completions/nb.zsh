@@ -146,6 +146,8 @@ _nb() {
                 '--case-sensitive[Compare words as written (default: after str.upper(), as gensim).]' \
                 '--limit[Read only the first N rows of the vectors.]:value: ' \
                 '--vocabulary[Keep only these words (the first field of each line), e.g. a training set’s voca]:path:_files' \
+                '--tokenizer[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
+                '-t[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
                 '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
@@ -212,7 +214,10 @@ _nb() {
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
                 '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
-                '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, or a (V, d) tensor]:value: ' \
+                '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of]:value: ' \
+                '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean)' \
+                '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
+                '--heads[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
