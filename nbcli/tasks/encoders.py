@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +23,14 @@ import torch
 
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.models.heads import Classifier, EncoderSpec, Pooling, head_dropout, head_for, init_head, set_positions
+from nbcli.train.runs import run_checkpoint  # the run resolver lives below nbcli.tasks (import order)
 
 __all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
            "run_checkpoint"]
 
-_STEP = re.compile(r"^step-(\d+)\.safetensors$")
-
 
 def is_transformers_folder(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
-
-
-def run_checkpoint(path: Path) -> Path:
-    """An nb run directory's last step-N.safetensors (a file is returned as it is)."""
-    if path.is_file():
-        return path
-    steps = sorted((int(m.group(1)), p) for p in path.glob("step-*.safetensors") if (m := _STEP.match(p.name)))
-    if not steps:
-        raise CheckpointError(f"{path}: no step-N.safetensors in this run directory")
-    return steps[-1][1]
 
 
 def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Classifier:

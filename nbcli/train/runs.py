@@ -234,3 +234,16 @@ def read_log_records(path: Path) -> list[dict[str, Any]]:
                 raise CheckpointError(f"{path}:{number}: {key!r} is not a number")
         records.append(record)
     return records
+
+
+_STEP = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+def run_checkpoint(path: Path) -> Path:
+    """An nb run directory's last step-N.safetensors (a file is returned as it is)."""
+    if path.is_file():
+        return path
+    steps = sorted((int(m.group(1)), p) for p in path.glob("step-*.safetensors") if (m := _STEP.match(p.name)))
+    if not steps:
+        raise CheckpointError(f"{path}: no step-N.safetensors in this run directory")
+    return steps[-1][1]

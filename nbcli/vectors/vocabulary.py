@@ -144,8 +144,8 @@ def checkpoint_vectors(model: Path | str, tokenizer: Path | str | None = None) -
     `tokenizer` (default: the one beside the model, `nbcli.tokenizers.model_tokenizer`). A run
     directory stands for its last step-N.safetensors."""
     from nbcli.checkpoint.vocab import check_vocab, tokenizer_vocabulary
-    from nbcli.tasks.encoders import run_checkpoint
     from nbcli.tokenizers import load_tokenizer, model_tokenizer
+    from nbcli.train.runs import run_checkpoint
     from nbcli.transplant import source_embedding
     from nbcli.vectors.reader import WordVectors
 
