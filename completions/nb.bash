@@ -33,7 +33,7 @@ _nb() {
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --missing --d-model --heads --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --json --help -h"
+        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --json --help -h"
             case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation" -- "$cur")); return;; esac
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8 iwslt base kim-3" -- "$cur")); return;; esac
@@ -41,7 +41,7 @@ _nb() {
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
-            case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean" -- "$cur")); return;; esac
+            case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac

@@ -215,9 +215,9 @@ _nb() {
                 '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
                 '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of]:value: ' \
-                '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean)' \
+                '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean neighbours)' \
                 '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
-                '--heads[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
+                '--n-head[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \

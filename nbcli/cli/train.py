@@ -150,15 +150,15 @@ def train(
         "word2vec text/binary, fastText .vec, maybe compressed; told from a checkpoint by content): each "
         "whole-word piece takes the vector of its word, else of its lower-cased word; the other rows as "
         "--missing says; the coverage is reported (docs/vectors.md).")] = "normal",
-    missing: Annotated[Literal["xavier", "mean"], typer.Option(
+    missing: Annotated[Literal["xavier", "mean", "neighbours"], typer.Option(
         "--missing", help="--embedding-init pretrained:VECTORS: rows whose word has no vector (special tokens "
         "too): xavier U(+-sqrt(6/(V+d))) seeded by --seed, or the mean of the vectors read (transplant-"
-        "embeddings' --missing).")] = "xavier",
+        "embeddings' --missing; its neighbours needs a source tokenizer, so word vectors refuse it).")] = "xavier",
     d_model: Annotated[Optional[int], typer.Option(
         "--d-model", metavar="D", min=1, max=1 << 16, show_default=False,
         help="Model width (default: the preset's); word vectors need their dimension (GloVe: 300).")] = None,
     n_head: Annotated[Optional[int], typer.Option(
-        "--heads", metavar="H", min=1, max=1024, show_default=False,
+        "--n-head", metavar="H", min=1, max=1024, show_default=False,
         help="Attention heads per layer, dividing --d-model (default: the preset's; paper 002: 10 for GloVe).")] = None,
     embedding_standardise: Annotated[Optional[str], standardise_option("--embedding-standardise")] = None,
     embedding_whiten: Annotated[bool, typer.Option(

@@ -119,7 +119,7 @@ def test_word_vocabulary_with_glove_vectors_subprocess(tmp_path: Path, train_cor
     vectors = write(tmp_path / "glove.16d.txt.gz", "glove", vocab, x, compress="gzip")
     out = tmp_path / "run"
     proc = run_nb("train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--out", out, "--steps", "2",
-                  "--embedding-init", f"pretrained:{vectors}", "--d-model", "16", "--heads", "2", "--missing", "mean",
+                  "--embedding-init", f"pretrained:{vectors}", "--d-model", "16", "--n-head", "2", "--missing", "mean",
                   "--json", *FAST)
     assert proc.returncode == 0, proc.stderr.decode()
     cov = json.loads(proc.stdout)["embedding_coverage"]["input"]
