@@ -92,3 +92,13 @@ def test_without_training_texts_it_says_only_train_takes_it() -> None:
     with pytest.raises(TokenizerError, match="only nb train"):
         load_tokenizer("words:min-freq=2")
     assert tokenizer_files("words:min-freq=2") == []
+
+
+def test_other_commands_refuse_the_spec_in_one_line(tmp_path: Path) -> None:
+    from tests.cli.helpers import assert_one_line_error, run_nb
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\n", encoding="utf-8")
+    proc = run_nb("count-unigrams", corpus, "-t", "words:min-freq=2", "-o", tmp_path / "c.safetensors")
+    assert proc.returncode == 1 and not (tmp_path / "c.safetensors").exists()
+    assert_one_line_error(proc.stderr.decode(), "words:min-freq=2", "only nb train")
