@@ -1,6 +1,6 @@
 """nb: a toolkit for studying and exploiting how Transformers handle word frequency.
 
-The Python API (docs/python.md) is `nbcli.api` (one function per command) and `nbcli.api_models`
+The Python API (docs/python.md) is `nbcli.api` (one function per command) and `nbcli.api.models`
 (models in memory and in training), re-exported here on first use (PEP 562), so `import nbcli` and
 `nb --help` import neither torch nor numpy:
 
@@ -18,7 +18,7 @@ from nbcli import version
 __version__ = version.__version__  # defined in nbcli.version (imported by modules below nbcli.api)
 
 #: The public API: functions of `nbcli.api` (one per command) and the report classes they return,
-#: then `nbcli.api_models` (models in memory and in training).
+#: then `nbcli.api.models` (models in memory and in training).
 API = [
     "CheckpointReport", "CountReport", "EvalReport", "GenerateReport", "PatchReport", "ProbeReport", "Report",
     "TrainReport", "TransplantReport", "attention_maps", "count_unigrams", "evaluate",
@@ -37,11 +37,11 @@ __all__ = [*API, *API_MODELS]
 
 
 def __getattr__(name: str) -> Any:
-    """`nbcli.probe` and the rest of `__all__`: imported from nbcli.api or nbcli.api_models on first use."""
+    """`nbcli.probe` and the rest of `__all__`: imported from nbcli.api or nbcli.api.models on first use."""
     if name in API:
         from nbcli import api as module
     elif name in API_MODELS:
-        from nbcli import api_models as module
+        from nbcli.api import models as module
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(module, name)

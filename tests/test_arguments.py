@@ -32,7 +32,7 @@ def _hints(name: str) -> dict[str, Any]:
     parameters = inspect.signature(function).parameters
     holder = type("H", (), {"__annotations__": {k: p.annotation for k, p in parameters.items()
                                                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)},
-                            "__module__": "nbcli.api"})
+                            "__module__": function.__module__})
     return typing.get_type_hints(holder)
 
 

@@ -13,24 +13,33 @@ from pathlib import Path
 import pytest
 
 import nbcli
-from nbcli import api, api_models
+from nbcli import api
+from nbcli.api import models as api_models
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _public_definitions(module: str = "api") -> set[str]:
-    tree = ast.parse((ROOT / "nbcli" / f"{module}.py").read_text(encoding="utf-8"))
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-            and not node.name.startswith("_")}
+def _public_definitions(*modules: str) -> set[str]:
+    """The public functions and classes defined in nbcli/api/MODULE.py for each module."""
+    names = set()
+    for module in modules:
+        tree = ast.parse((ROOT / "nbcli" / "api" / f"{module}.py").read_text(encoding="utf-8"))
+        names |= {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                  and not node.name.startswith("_")}
+    return names
+
+
+COMMAND_MODULES = sorted(p.stem for p in (ROOT / "nbcli" / "api").glob("*.py")
+                         if p.stem not in ("__init__", "inputs", "models"))
 
 
 def test_every_public_definition_of_api_is_in_all() -> None:
-    defined = _public_definitions()
+    defined = _public_definitions(*COMMAND_MODULES)
     assert {"attention_maps", "patch", "Report"} <= defined  # the walk found them
     assert defined == set(api.__all__)
     assert len(api.__all__) == len(set(api.__all__))
-    models = _public_definitions("api_models")
+    models = _public_definitions("models")
     assert {"load_model", "init_output_bias"} <= models
     assert models | set(api_models.LAZY) == set(api_models.__all__)
 

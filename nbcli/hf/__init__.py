@@ -12,5 +12,5 @@
     trainer.py      `AttentionGuidanceTrainer`, a transformers.Trainer with L + alpha_t L_AG (imports
                     transformers at import time: reach it through `nbcli.AttentionGuidanceTrainer`)
 
-The public functions are `nbcli.api_models`'; transformers is imported inside the functions.
+The public functions are `nbcli.api.models`'; transformers is imported inside the functions.
 """

@@ -1,5 +1,5 @@
 """nb's public Python API, part two: the papers' methods on transformers models in memory and in
-training (docs/python.md). Part one, one function per `nb` command, is `nbcli.api`; `import nbcli`
+training (docs/python.md). Part one, one function per `nb` command, is the rest of `nbcli.api`; `import nbcli`
 exports both.
 
     model = nbcli.load_model("gpt2-unigram/")                 # from_pretrained + the output bias it carries
@@ -20,7 +20,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from nbcli.api import PatchReport, PathLike, Report, RoleMap, patch
+from nbcli.api.checkpoints import patch
+from nbcli.api.reports import PatchReport, PathLike, Report, RoleMap
 
 if TYPE_CHECKING:
     import torch

@@ -1,0 +1,64 @@
+"""Classification and tagging as functions (papers 001, 002 downstream): fine-tune or train from
+scratch, predict labels, evaluate a labelled file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+from nbcli.api.inputs import input_paths, local_path, optional_path
+from nbcli.api.reports import PathLike, Report, TrainReport
+from nbcli.arguments import public
+
+
+@public
+def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
+                        task: Literal["classification", "tagging"] = "classification", init: PathLike | None = None,
+                        tokenizer: PathLike | None = None, valid: Sequence[str] = (), text_field: str | None = None,
+                        pair_field: str | None = None, label_field: str = "label", label_names: str | None = None,
+                        max_len: int = 128, epochs: float = 3.0, steps: int = 0, batch_size: int = 32, lr: float = 2e-5,
+                        warmup_ratio: float = 0.06, weight_decay: float = 0.01, dropout: float = 0.1,
+                        pooling: Literal["first", "mean"] = "first", eval_every: int = 0, save_every: int = 0,
+                        seed: int = 0, preset: str = "tiny", embedding_init: str = "normal",
+                        positions: Literal["learned", "sinusoidal", "none"] = "learned",
+                        freeze_embeddings: bool = False, device: str = "cpu", resume: bool = False) -> TrainReport:
+    """`nb train --task classification|tagging`: fine-tune `init` (an nb MLM run or checkpoint, a
+    transformers encoder folder or repo id; None: nb's encoder from scratch, paper 002) with a head on
+    `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; CoNLL for tagging), validating on the whole of each
+    `valid` "NAME=FILE"; returns the run's summary (best_val_accuracy, best_step, final metrics)."""
+    from nbcli.tasks.data import DataSpec, parse_valid
+    from nbcli.tasks.finetune import FinetuneConfig, train_report
+
+    cfg = FinetuneConfig(
+        data=DataSpec(task=task, text_field=text_field, pair_field=pair_field, label_field=label_field,
+                      max_len=max_len),
+        init=None if init is None else os.fspath(init), tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+        label_names=label_names, epochs=epochs, steps=steps, batch_size=batch_size, lr=lr, warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay, dropout=dropout, pooling=pooling, eval_every=eval_every, save_every=save_every,
+        seed=seed, preset=preset, embedding_init=embedding_init, positions=positions,
+        freeze_embeddings=freeze_embeddings, device=device)
+    return TrainReport(train_report(cfg, input_paths(train), parse_valid(list(valid)), local_path(out), resume=resume))
+
+
+@public
+def predict_labels(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], *, output: PathLike | None = None,
+                   batch_size: int = 32, device: str = "cpu") -> Report:
+    """`nb predict`: the label (by name) and class probabilities of every record of `corpus` (tags
+    and per-token probabilities for a tagger), in input order, from a classifier run or its
+    step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`."""
+    from nbcli.tasks.finetune import predict_report
+
+    return Report(predict_report(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
+                                 device=device))
+
+
+@public
+def evaluate_classifier(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], *, batch_size: int = 32,
+                        device: str = "cpu") -> Report:
+    """`nb eval --task classification|tagging`: loss, accuracy, F1 and Matthews (scikit-learn) or
+    entity precision/recall/F1 (seqeval) of a classifier run on every record of a labelled file."""
+    from nbcli.tasks.finetune import evaluate_classifier as evaluate_file, load_classifier
+
+    return Report(evaluate_file(load_classifier(local_path(checkpoint), device), input_paths(corpus), batch_size))
+

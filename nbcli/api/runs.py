@@ -1,0 +1,31 @@
+"""What works on any `nb train` run: export to a transformers folder, plot runs (seeds grouped)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nbcli.api.inputs import local_path
+from nbcli.api.reports import PathLike, Report
+from nbcli.arguments import public
+
+
+@public
+def export_checkpoint(checkpoint: PathLike, out: PathLike, *, beam: int | None = None,
+                      lenpen: float | None = None) -> Report:
+    """A translation run or checkpoint as a transformers model folder, Marian layout (`nb export`; named
+    export_checkpoint because `nbcli.export` is its module)."""
+    from nbcli.export import export_checkpoint as run_export
+
+    return Report(run_export(local_path(checkpoint), local_path(out), beam=beam, lenpen=lenpen).as_dict())
+
+
+@public
+def plot_runs(runs: Sequence[PathLike], output: PathLike, *, group_seeds: bool = True,
+              alc_steps: int | None = 20000) -> Report:
+    """`nb plot-run`: the PNG curves of `nb train` runs in `output`, the seeds of an arm (configs
+    equal but for the seed) as mean ± standard error, with each arm's table (`groups`: mean ± SE of
+    best validation BLEU and loss and their ALCs over the first `alc_steps` updates, paper 000 sec. 4.2)."""
+    from nbcli.run_plots import plot_runs as plot
+
+    return Report(plot([local_path(r) for r in runs], local_path(output), group_seeds=group_seeds, alc_steps=alc_steps))
+
