@@ -30,10 +30,11 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device |
 
 
 class Seq2SeqStepper:
-    """A `Stepper` over a batch of source sentences, `copies` rows per sentence (the beam)."""
+    """A `Stepper` over a batch of source sentences, `copies` rows per sentence (the beam); `capacity`
+    decoder positions are allocated for the self-attention cache up front (0: as needed, doubling)."""
 
     def __init__(self, model: Seq2SeqTransformer, src: torch.Tensor, src_mask: torch.Tensor | None,
-                 copies: int = 1) -> None:
+                 copies: int = 1, capacity: int = 0) -> None:
         self.model = model
         cfg = model.cfg
         with torch.no_grad():
@@ -43,8 +44,9 @@ class Seq2SeqStepper:
                 src_mask = None if src_mask is None else src_mask.repeat_interleave(copies, dim=0)
             self.cross = model.cross_kv(memory)
         self.src_mask = src_mask
-        # A small growth step: beam search reorders (copies) the whole buffer every step.
-        self.cache = KVCache(cfg.decoder_layers, cfg.n_head, cfg.head_dim, grow=8 if copies > 1 else 64)
+        # `capacity`: the longest output (the searches' largest limit), allocated once; a reordering
+        # gathers only the cached positions (KVCache.select), so a preallocated beam costs no more.
+        self.cache = KVCache(cfg.decoder_layers, cfg.n_head, cfg.head_dim, capacity=capacity)
         self.dtype = memory.dtype
         self.copies = copies
         self.sentence_of_row = torch.arange(memory.size(0), device=memory.device) // copies
@@ -77,5 +79,5 @@ def translate_ids(model: Seq2SeqTransformer, sources: Sequence[Sequence[int]], *
     device = next(model.parameters()).device
     src, src_mask = pad_batch(sources, cfg.pad_id, device)
     limits = length_limits([len(s) for s in sources], max_len_a, max_len_b, cfg.max_positions)
-    stepper = Seq2SeqStepper(model, src, src_mask, copies=beam)
+    stepper = Seq2SeqStepper(model, src, src_mask, copies=beam, capacity=max(limits))
     return search(stepper, cfg.decoder_start_id, cfg.eos_id, limits, beam, lenpen, device)

@@ -84,12 +84,11 @@ def sample_rows(logits: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     u = uniforms.to(cdf.dtype).clamp(max=1.0)[:, None] * cdf[:, -1:]          # inside the total mass
     idx = torch.searchsorted(cdf, u, right=True).squeeze(-1)
     idx = idx.clamp(max=logits.shape[-1] - 1)
-    # Rounding in the cumulative sum can land on a removed token right after the last kept one.
+    # Rounding in the cumulative sum can land on a removed token right after the last kept one; the
+    # fix-up is applied to every row, without asking the host whether one needs it (a device sync).
     kept = probs.gather(-1, idx[:, None]).squeeze(-1) > 0
-    if not bool(kept.all()):
-        last_kept = (probs > 0).float().cumsum(-1).argmax(-1)
-        idx = torch.where(kept, idx, last_kept)
-    return idx
+    last_kept = (probs > 0).float().cumsum(-1).argmax(-1)
+    return torch.where(kept, idx, last_kept)
 
 
 @dataclass(frozen=True)

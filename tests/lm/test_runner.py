@@ -24,15 +24,61 @@ def test_kv_cache_steps_equal_the_full_forward(which: str, request: pytest.Fixtu
     assert torch.allclose(torch.stack(steps, 1), full[:, 5:], atol=1e-5)
 
 
-def test_nb_cache_regrows_in_place_and_keeps_its_positions(nb_lm: Path) -> None:
+def test_nb_cache_doubles_when_full_and_keeps_its_positions(nb_lm: Path) -> None:
     runner = load_runner(nb_lm)
     ids = _ids(runner.vocab_size, (2, 12))
     full = runner.logits(ids)
-    last, cache = runner.prefill(ids[:, :3])
-    cache.grow = 1                                       # force a regrowth on almost every step
-    steps = [last] + [runner.step(cache, ids[:, t]) for t in range(3, 12)]
-    assert cache.length == 12 and cache.keys[0] is not None and cache.keys[0].shape[2] >= 12
+    last, cache = runner.prefill(ids[:, :3])             # no room asked for: full after the prompt
+    sizes = {cache.keys[0].shape[2]}
+    steps = [last]
+    for t in range(3, 12):
+        steps.append(runner.step(cache, ids[:, t]))
+        sizes.add(cache.keys[0].shape[2])
+    assert cache.length == 12 and sizes == {3, 6, 12}    # geometric growth, not one step at a time
     assert torch.allclose(torch.stack(steps, 1), full[:, 2:], atol=1e-5)
+
+
+def test_nb_cache_preallocated_to_the_final_length_is_never_copied(nb_lm: Path) -> None:
+    runner = load_runner(nb_lm)
+    ids = _ids(runner.vocab_size, (2, 12))
+    full = runner.logits(ids)
+    last, cache = runner.prefill(ids[:, :3], room=9)
+    storage = [k.data_ptr() for k in cache.keys]
+    steps = [last] + [runner.step(cache, ids[:, t]) for t in range(3, 12)]
+    assert [k.data_ptr() for k in cache.keys] == storage and cache.keys[0].shape[2] == 12
+    assert torch.allclose(torch.stack(steps, 1), full[:, 2:], atol=1e-5)
+
+
+@pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
+def test_prefill_logits_are_the_full_forward_last_position(which: str, request: pytest.FixtureRequest) -> None:
+    """The output layer runs on the last prompt position only: the same logits as the whole forward's."""
+    runner = load_runner(request.getfixturevalue(which))
+    ids = _ids(runner.vocab_size, (3, 9), seed=3)
+    last, _ = runner.prefill(ids)
+    assert last.shape == (3, runner.vocab_size) and last.dtype == torch.float32
+    assert torch.allclose(last, runner.logits(ids)[:, -1], atol=1e-5)
+
+
+def test_cache_select_gathers_rows_into_the_same_buffers() -> None:
+    """select keeps/reorders rows: the cached positions equal an independent index_select, the
+    buffer is reused when the batch does not grow and reallocated when rows repeat past it."""
+    from nbcli.lm.runner import KVCache
+
+    cache = KVCache(1, 2, 4, capacity=10)
+    k, v = cache.reserve(3, 5, torch.float32, torch.device("cpu"))[0]
+    k[:, :, :5] = torch.randn(3, 2, 5, 4)
+    v[:, :, :5] = torch.randn(3, 2, 5, 4)
+    cache.length = 5
+    before_k, before_v = k[:, :, :5].clone(), v[:, :, :5].clone()
+    for rows in (torch.tensor([2, 0]), torch.tensor([1, 1, 0, 0])):
+        expect_k, expect_v = before_k.index_select(0, rows), before_v.index_select(0, rows)
+        ptr = cache.keys[0].data_ptr()
+        cache.select(rows)
+        keys, values = cache.keys[0], cache.values[0]
+        assert keys.shape == (len(rows), 2, 10, 4)
+        assert torch.equal(keys[:, :, :5], expect_k) and torch.equal(values[:, :, :5], expect_v)
+        assert (keys.data_ptr() == ptr) == (len(rows) <= 2 or len(rows) <= 3 and rows.numel() == 2)
+        before_k, before_v = expect_k, expect_v
 
 
 @pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])

@@ -180,7 +180,7 @@ def test_incremental_decoding_with_the_cache_equals_the_full_pass() -> None:
     full, _ = m(src, tgt, src_mask)
     memory, _ = m.encode(src, src_mask)
     cross = m.cross_kv(memory)
-    cache = KVCache(2, 4, 4, grow=2)                  # grows (and copies) on the way
+    cache = KVCache(2, 4, 4, capacity=2)              # grows (doubling, copying) on the way
     steps = []
     for t in range(5):
         kv = cache.reserve(2, 1, torch.float64, torch.device("cpu"))
