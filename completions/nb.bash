@@ -53,13 +53,15 @@ _nb() {
             ;;
         export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
             ;;
-        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --dpi --figsize --title --csv --tsv --table --batch-size --arch --map --device --json --help -h"
+        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --dpi --figsize --title --csv --tsv --table --batch-size --arch --map --device --dtype --tf32 --no-tf32 --json --help -h"
             case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
+            case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
         predict) opts="--corpus --output -o --batch-size --device --json --help -h"
             ;;
-        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --figure-format --dpi --figsize --title --csv --tsv --table --batch-size --no-kv-cache --arch --map --device --json --help -h"
+        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --figure-format --dpi --figsize --title --csv --tsv --table --batch-size --no-kv-cache --arch --map --device --dtype --tf32 --no-tf32 --json --help -h"
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
+            case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
         transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac

@@ -251,6 +251,8 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l batch-size -x -d 'Sequen
 complete -c nb -n '__fish_seen_subcommand_from eval' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l device -x -d 'auto: CUDA when present, else CPU. Weights keep their saved dtype.'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l dtype -x -a 'auto float32 bfloat16' -d 'Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l tf32 -l no-tf32 -d 'On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
@@ -292,6 +294,8 @@ complete -c nb -n '__fish_seen_subcommand_from generate' -l no-kv-cache -d 'Reco
 complete -c nb -n '__fish_seen_subcommand_from generate' -l arch -x -d 'Architecture whose tensor names give the roles: auto (detect from names, nb meta'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l map -x -d 'Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l device -x -d 'auto: CUDA when present, else CPU. Weights keep their saved dtype.'
+complete -c nb -n '__fish_seen_subcommand_from generate' -l dtype -x -a 'auto float32 bfloat16' -d 'Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).'
+complete -c nb -n '__fish_seen_subcommand_from generate' -l tf32 -l no-tf32 -d 'On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from generate' -F

@@ -322,6 +322,9 @@ _nb() {
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
+                '--tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
+                '--no-tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -371,6 +374,9 @@ _nb() {
                 '--arch[Architecture whose tensor names give the roles: auto (detect from names, nb meta]:value: ' \
                 '--map[Use TENSOR for ROLE (input_embedding, output_weight, output_bias, final_ln_weigh]:value: ' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
+                '--tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
+                '--no-tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -19,7 +19,7 @@ def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], 
              bias_effect: bool = False, bias_effect_positions: Literal["all", "target"] = "all",
              bias_effect_space: Literal["prob", "log"] = "prob", bias_effect_plot: PathLike | None = None,
              by_frequency: PathLike | None = None, by_frequency_plot: PathLike | None = None,
-             bins: int = 10, allow_vocab_mismatch: bool = False) -> EvalReport:
+             bins: int = 10, allow_vocab_mismatch: bool = False, dtype: str = "auto", tf32: bool = True) -> EvalReport:
     """Loss, perplexity, word perplexity and KL of the average prediction from the unigram, with and
     without b_LN, one row per lambda (`nb eval`; paper 003 table 1). `checkpoint`: an nb train
     checkpoint or a transformers causal-LM folder (its output bias applied, `nbcli.load_model`), or a
@@ -28,7 +28,8 @@ def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], 
     `bias_effect_plot` figure: .pdf, .svg or .png) adds paper 003 fig. 1 (section `bias_effect`);
     `by_frequency` (training counts) adds paper 000 fig. 4 (section `by_frequency`, figure
     `by_frequency_plot`), in `bins` bins.
-    `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's."""
+    `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's.
+    `dtype` (auto|float32|bfloat16 autocast) and `tf32`: the forward passes' precision (`nb eval --dtype`)."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.evaluation import eval_report
@@ -41,7 +42,7 @@ def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], 
         runnable_model(checkpoint, "evaluate"), input_paths(corpus), local_path(tokenizer), lambda_spec(scale_ln_bias),
         remove_direction=remove_frequency_direction, counts=optional_path(counts), smoothing_k=parse_smoothing(smoothing),
         stride=stride, batch_size=batch_size, arch=arch, mapping=role_map(mapping), device=device, figures=figures,
-        allow_vocab_mismatch=allow_vocab_mismatch))
+        allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype, tf32=tf32))
 
 
 @public
@@ -62,13 +63,13 @@ def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike],
              counts: PathLike | None = None, smoothing: str = "add-k:1", remove_frequency_direction: bool = False,
              mauve_featurizer: str | None = None, out: PathLike | None = None, batch_size: int = 16,
              kv_cache: bool = True, arch: str = "auto", mapping: RoleMap = None, device: str = "auto",
-             allow_vocab_mismatch: bool = False) -> GenerateReport:
+             allow_vocab_mismatch: bool = False, dtype: str = "auto", tf32: bool = True) -> GenerateReport:
     """Continuations of held-out prompts per arm (b_LN scaled by each lambda, and/or logit adjustment
     by `logit_adjust` with `counts`), with Distinct-n, length, EOS rate and perplexity per arm
     (`nb generate`; paper 003 sec. 3.3, table 2). `checkpoint`: a path or a loaded causal LM, as for
     `evaluate`. The samples are in the result's `samples`; with `out` (a directory) also in
     out/samples.jsonl, beside table.json and the plot (`nb generate --out`). `samples` is the number
-    of continuations per prompt; the result's `samples` is the list of them."""
+    of continuations per prompt; the result's `samples` is the list of them. `dtype`, `tf32`: as `evaluate`'s."""
     from nbcli.counts import parse_smoothing
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
@@ -79,7 +80,7 @@ def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike],
         max_prompts=max_prompts, eval_corpus=input_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
         counts=optional_path(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
         featurizer=mauve_featurizer, arch=arch, mapping=role_map(mapping), device=device, out=optional_path(out),
-        allow_vocab_mismatch=allow_vocab_mismatch)
+        allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype, tf32=tf32)
     return GenerateReport(report)
 
 

@@ -12,8 +12,9 @@ from nbcli.cli.base import NbCommand
 from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 from nbcli.cli.options import (
     DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, CsvOption, DeviceOption, DpiOption,
-    FigsizeOption, JsonOption, LambdasOption, LmTokenizerOption, RemoveDirectionOption, RoleMapOption, SmoothingOption,
-    SrcLangOption, TgtLangOption, TitleOption, TsvOption, corpus_option, counts_option, table_option,
+    DtypeOption, FigsizeOption, JsonOption, LambdasOption, LmTokenizerOption, RemoveDirectionOption, RoleMapOption,
+    SmoothingOption, SrcLangOption, TgtLangOption, TitleOption, Tf32Option, TsvOption, corpus_option, counts_option,
+    table_option,
 )
 
 EPILOG = """\
@@ -143,6 +144,8 @@ def eval_command(
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
+    tf32: Tf32Option = True,
     as_json: JsonOption = False,
 ) -> None:
     """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU); --task classification|tagging: a classifier's metrics."""  # noqa: E501
@@ -160,7 +163,8 @@ def eval_command(
                    "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
                    "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping), "--dpi": dpi != 200,
                    "--figsize": figsize is not None, "--title": title is not None, "--csv": csv is not None,
-                   "--tsv": tsv is not None, "--table": table is not None}
+                   "--tsv": tsv is not None, "--table": table is not None, "--dtype": dtype != "auto",
+                   "--no-tf32": not tf32}
         given = [name for name, used in lm_only.items() if used]
         if given:
             raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
@@ -169,6 +173,8 @@ def eval_command(
     if checkpoint is None:
         raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
     if task in ("classification", "tagging"):
+        if dtype != "auto" or not tf32:
+            raise ConfigError(f"{'--dtype' if dtype != 'auto' else '--no-tf32'}: not an option of --task {task}")
         _labelled(checkpoint, corpus, task, batch_size, device, as_json)
         return
     if hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None:
@@ -188,7 +194,7 @@ def eval_command(
                            looks=figure_options(dpi, figsize, title))
     report = eval_report(checkpoint, corpus, tokenizer, scale_ln_bias, remove_direction=remove_direction,
                          counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
-                         arch=arch, mapping=parse_role_map(mapping or []), device=device,
+                         arch=arch, mapping=parse_role_map(mapping or []), device=device, dtype=dtype, tf32=tf32,
                          progress_bar=partial(token_progress, "scoring"), figures=figures,
                          allow_vocab_mismatch=allow_vocab_mismatch)
     print_warnings(report["warnings"])

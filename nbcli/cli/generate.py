@@ -9,10 +9,10 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, DpiOption, FigsizeOption,
-    FigureFormatOption, JsonOption, LambdasOption, LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption,
-    CsvOption, RoleMapOption, SmoothingOption, TitleOption, TsvOption, counts_option, out_dir_option, seed_option,
-    table_option,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, DpiOption, DtypeOption,
+    FigsizeOption, FigureFormatOption, JsonOption, LambdasOption, LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption,
+    CsvOption, RoleMapOption, SmoothingOption, Tf32Option, TitleOption, TsvOption, counts_option, out_dir_option,
+    seed_option, table_option,
 )
 from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 
@@ -88,6 +88,8 @@ def generate_command(
     arch: ArchOption = "auto",
     mapping: RoleMapOption = None,
     device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
+    tf32: Tf32Option = True,
     as_json: JsonOption = False,
 ) -> None:
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501
@@ -106,7 +108,7 @@ def generate_command(
         checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,
         eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
         remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
-        device=device, out=out, progress_bar=partial(token_progress, "generating"),
+        device=device, dtype=dtype, tf32=tf32, out=out, progress_bar=partial(token_progress, "generating"),
         allow_vocab_mismatch=allow_vocab_mismatch, figure_format=figure_format,
         looks=figure_options(dpi, figsize, title))
     print_warnings(report["warnings"])

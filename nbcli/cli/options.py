@@ -138,6 +138,10 @@ DeviceOption = Annotated[
     str,
     typer.Option("--device", metavar="auto|cpu|cuda", help="auto: CUDA when present, else CPU. Weights keep their saved dtype."),
 ]
+DtypeOption = Annotated[Literal["auto", "float32", "bfloat16"], typer.Option(
+    "--dtype", help="Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).")]
+Tf32Option = Annotated[bool, typer.Option(
+    "--tf32/--no-tf32", help="On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).")]
 
 
 def standardise_option(name: str) -> typer.models.OptionInfo:

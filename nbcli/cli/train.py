@@ -10,7 +10,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, JsonOption, RescaleNorm, SmoothingOption, SrcLangOption, TgtLangOption,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, DtypeOption, JsonOption, RescaleNorm, SmoothingOption, SrcLangOption, TgtLangOption,
     corpus_option, out_dir_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
 )
 
@@ -186,8 +186,7 @@ def train(
         "--steps; continue later with --resume.")] = None,
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
         "--device", help="auto: CUDA when present (bf16 autocast), else CPU (float32).")] = "auto",
-    dtype: Annotated[Literal["auto", "float32", "bfloat16"], typer.Option(
-        "--dtype", help="Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).")] = "auto",
+    dtype: DtypeOption = "auto",
     compile_model: Annotated[bool, typer.Option("--compile", help="torch.compile the model.")] = False,
     seed: Annotated[int, seed_option("Seed for init, data order, masks and dropout")] = 0,
     resume: Annotated[bool, typer.Option(

@@ -138,10 +138,11 @@ class Study:
 
 def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | None, *, remove_direction: bool = False,
                tau: float | None = None, counts: Path | None = None, smoothing_k: float = 1.0, arch: str = "auto",
-               mapping: dict[str, str] | None = None, device: str = "auto",
+               mapping: dict[str, str] | None = None, device: str = "auto", dtype: str = "auto", tf32: bool = True,
                allow_vocab_mismatch: bool = False) -> Study:
     """Load the model and tokenizer, check they belong together (and the counts with them: nb's one
-    policy, nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule), build the arms."""
+    policy, nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule), build the arms.
+    `dtype`, `tf32`: the forward passes' precision (`nbcli.precision`)."""
     from nbcli.checkpoint.vocab import check_vocab, model_vocab, tokenizer_vocabulary, with_tokenizer
     from nbcli.lm.runner import load_runner
     from nbcli.surgery import SurgeryOptions
@@ -159,7 +160,7 @@ def open_study(checkpoint: Path, tokenizer_path: Path | None, lambdas: str | Non
         tokenizer_path = model_tokenizer(checkpoint)
         what = f"tokenizer {tokenizer_path}"
     tokenizer = load_tokenizer(tokenizer_path)
-    runner = load_runner(checkpoint, arch=arch, overrides=mapping, device=device)
+    runner = load_runner(checkpoint, arch=arch, overrides=mapping, device=device, dtype=dtype, tf32=tf32)
     try:
         model = model_vocab(runner.checkpoint, runner.vocab_size)
         warnings = check_vocab(tokenizer_vocabulary(tokenizer, what), model, allow_mismatch=allow_vocab_mismatch,

@@ -45,7 +45,7 @@ def evaluate_arms(runner: Runner, scored: Scored, arms: Sequence[Any], base: Any
 def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambdas: str | None = None, *,
                 remove_direction: bool = False, counts: Path | None = None, smoothing_k: float = 1.0,
                 stride: int | None = None, batch_size: int = 8, arch: str = "auto",
-                mapping: dict[str, str] | None = None, device: str = "auto",
+                mapping: dict[str, str] | None = None, device: str = "auto", dtype: str = "auto", tf32: bool = True,
                 progress_bar: ProgressBar | None = None, figures: TokenFigures | None = None,
                 allow_vocab_mismatch: bool = False) -> dict[str, Any]:
     """The whole `nb eval` report (what `--json` prints): load the model and tokenizer
@@ -54,7 +54,8 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
     the first arm's `bias_effect` (paper 003 fig. 1) and `by_frequency` (paper 000 fig. 4)
     sections, and their PNGs. The model is released before returning; `progress_bar` is given the
     number of tokens to score. Tokenizer and counts are checked against the model by nb's one policy
-    (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule only)."""
+    (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its identity rule only). `dtype` and
+    `tf32`: the forward passes' precision (nbcli.precision: bf16 autocast, TF32 on CUDA)."""
     from nbcli.lm.arms import counts_log_prior, no_progress, open_study
     from nbcli.lm.frequency_report import draw_figures, frequency_counts, guard_figures, token_figure_sections
 
@@ -62,7 +63,7 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
     if figures is not None and figures.plots():
         guard_figures(figures, checkpoint, corpus, tokenizer, counts)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, counts=counts,
-                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device,
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device, dtype=dtype, tf32=tf32,
                        allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner

@@ -249,7 +249,7 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                       eval_corpus: Sequence[str] | None = None, tau: float | None = None, counts: Path | None = None,
                       smoothing_k: float = 1.0, remove_direction: bool = False, featurizer: str | None = None,
                       arch: str = "auto", mapping: dict[str, str] | None = None, device: str = "auto",
-                      out: Path | None = None, progress_bar: ProgressBar | None = None,
+                      dtype: str = "auto", tf32: bool = True, out: Path | None = None, progress_bar: ProgressBar | None = None,
                       allow_vocab_mismatch: bool = False, figure_format: str = "png",
                       looks: FigureOptions | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The whole `nb generate` study (paper 003 sec. 3.3, table 2): prompts from `prompts`, the arms
@@ -259,7 +259,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     work). Returns (the `--json` report, whose `samples` is every sample's record with its prompt and
     arm; those records again); `progress_bar` is given the number of samples. Tokenizer and counts are checked
     against the model by nb's one policy (nbcli.checkpoint.vocab; `allow_vocab_mismatch` relaxes its
-    identity rule only)."""
+    identity rule only). `dtype` and `tf32`: the forward passes' precision (nbcli.precision: bf16
+    autocast, TF32 on CUDA)."""
     from nbcli.lm.arms import no_progress, open_study
     from nbcli.lm.diversity import word_tokenize
     from nbcli.corpus import read_documents
@@ -272,7 +273,7 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                       [model_path, tokenizer, counts, *prompts, *(eval_corpus or [])], folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,
-                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device,
+                       smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device, dtype=dtype, tf32=tf32,
                        allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner

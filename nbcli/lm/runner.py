@@ -29,6 +29,7 @@ log-probabilities, float64 sums).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -64,6 +65,9 @@ class Runner:
         self.installed_bias: str | None = None
         self.restore_training = False
         """the checkpoint's output bias that nb installed into a transformers class without one"""
+        self.amp_dtype: torch.dtype | None = None
+        """the forward passes' autocast dtype (`set_precision`; None: none, float32)"""
+        self.tf32 = False
 
     # -- the interface -----------------------------------------------------------------------------
     @property
@@ -74,12 +78,30 @@ class Runner:
     def dtype(self) -> torch.dtype:
         return next(self.module.parameters()).dtype
 
+    def set_precision(self, dtype: str = "auto", tf32: bool = True) -> None:
+        """`--dtype` (autocast: auto = bfloat16 on CUDA, float32 on CPU) and `--tf32` (CUDA float32
+        matmuls on TF32 tensor cores) for the forward passes that follow: `nbcli.precision`."""
+        from nbcli.precision import autocast_dtype, set_tf32
+
+        self.amp_dtype = autocast_dtype(dtype, self.device)
+        set_tf32(self.device, tf32)
+        self.tf32 = tf32 and self.device.type == "cuda"
+
+    def _inference(self) -> contextlib.ExitStack:
+        """inference mode, under the autocast `set_precision` chose."""
+        import torch
+
+        from nbcli.precision import autocast
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(autocast(self.device, self.amp_dtype))
+        return stack
+
     def logits(self, ids: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [B, T, V] (float32) for token ids [B, T]; key_mask [B, T] True on real tokens
         (right padding only: every row's real tokens start at position 0)."""
-        import torch
-
-        with torch.inference_mode():
+        with self._inference():
             return self._forward(ids.to(self.device), None if key_mask is None else key_mask.to(self.device)).float()
 
     def prefill(self, ids: torch.Tensor, room: int = 0) -> tuple[torch.Tensor, Any]:
@@ -150,6 +172,8 @@ class Runner:
         return {"path": str(self.path), "kind": self.kind, "architecture": self.architecture,
                 "vocab_size": self.vocab_size, "context": self.context, "dtype": str(self.dtype).replace("torch.", ""),
                 "device": str(self.device), "has_ln_bias": self.has_ln_bias(),
+                "autocast": None if self.amp_dtype is None else str(self.amp_dtype).replace("torch.", ""),
+                "tf32": self.tf32,
                 "output_bias": self.roles.get("output_bias") or self.installed_bias,
                 "output_bias_installed_by_nb": self.installed_bias is not None}
 
@@ -226,7 +250,7 @@ class NbRunner(Runner):
         output layer runs on that position only, `nbcli.model.output_logits`). The cache grows by T."""
         from nbcli.model import output_logits
 
-        kv = cache.reserve(ids.shape[0], ids.shape[1], self.dtype, self.device)
+        kv = cache.reserve(ids.shape[0], ids.shape[1], self.amp_dtype or self.dtype, self.device)
         h, _ = self.module.encode(ids, kv=kv, past=cache.length)                  # [B, T, d]
         cache.length += ids.shape[1]
         return output_logits(h[:, -1], self.module.output_weight, self.module.head_bias)
@@ -235,17 +259,13 @@ class NbRunner(Runner):
         return self.module(ids, key_mask=key_mask)[0]
 
     def prefill(self, ids: torch.Tensor, room: int = 0) -> tuple[torch.Tensor, Any]:
-        import torch
-
         cfg = self.module.cfg
-        with torch.inference_mode():
+        with self._inference():
             cache = KVCache(cfg.n_layer, cfg.n_head, cfg.d_model // cfg.n_head, capacity=ids.shape[1] + room)
             return self._extend(cache, ids.to(self.device)), cache
 
     def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        with torch.inference_mode():
+        with self._inference():
             return self._extend(state, ids.to(self.device)[:, None])
 
     def _live_tensors(self) -> dict[str, torch.Tensor]:
@@ -287,16 +307,12 @@ class HFRunner(Runner):
         """transformers' own cache class, the one its `generate` uses by default (DynamicCache): its
         StaticCache attends over the whole preallocated length, which measured slower per token
         without torch.compile (1.65 s vs 2.09 s for 4 x 256 tokens of a 4 x 256 GPT-2 on CPU)."""
-        import torch
-
-        with torch.inference_mode():
+        with self._inference():
             out = self.module(input_ids=ids.to(self.device), use_cache=True, **self._last_only())
         return out.logits[:, -1].float(), [getattr(out, self._cache_name)]
 
     def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        with torch.inference_mode():
+        with self._inference():
             out = self.module(input_ids=ids.to(self.device)[:, None], use_cache=True, **{self._cache_name: state[0]})
         state[0] = getattr(out, self._cache_name)
         return out.logits[:, -1].float()
@@ -368,9 +384,20 @@ def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
 
 
 def load_runner(path: Path | str | Any, *, arch: str = "auto", overrides: dict[str, str] | None = None,
-                device: str = "auto") -> Runner:
+                device: str = "auto", dtype: str = "auto", tf32: bool = True) -> Runner:
     """Load an nb checkpoint or a transformers causal-LM directory for inference (eval mode); a
-    model already in memory is run as it is (`model_runner`)."""
+    model already in memory is run as it is (`model_runner`). `dtype` and `tf32`: the precision of
+    its forward passes (`Runner.set_precision`, `nbcli.precision`)."""
+    runner = _open_runner(path, arch, overrides, device)
+    try:
+        runner.set_precision(dtype, tf32)
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def _open_runner(path: Path | str | Any, arch: str, overrides: dict[str, str] | None, device: str) -> Runner:
     from nbcli.checkpoint import open_checkpoint, resolve_roles
     from nbcli.resolve import local_path
     from nbcli.train.runtime import resolve_device

@@ -115,3 +115,23 @@ def test_eval_table_prints_markup_in_names_exactly(nb_lm: Path, sp_model: Path, 
     result = invoke("eval", named, "--corpus", heldout, "-t", sp_model)
     assert result.exit_code == 0, result.stderr
     assert "[bold]x[red].safetensors" in result.stdout.replace("\n", "")
+
+
+def test_dtype_and_tf32_options(nb_lm: Path, sp_model: Path, heldout: Path, tmp_path: Path) -> None:
+    """--dtype bfloat16 on CPU: the same report within bf16 rounding; --dtype/--no-tf32 are language-model options."""
+    base = ["eval", nb_lm, "--corpus", heldout, "-t", sp_model, "--json"]
+    plain, bf16 = invoke(*base), invoke(*base, "--dtype", "bfloat16", "--no-tf32")
+    assert plain.exit_code == 0 and bf16.exit_code == 0, (plain.stderr, bf16.stderr)
+    (p,), (b,) = json.loads(plain.stdout)["rows"], json.loads(bf16.stdout)["rows"]
+    assert b["loss"] == pytest.approx(p["loss"], rel=1e-2) and b["loss"] != p["loss"]
+    assert json.loads(bf16.stdout)["model"]["autocast"] == "bfloat16"
+    result = invoke("generate", nb_lm, "--prompts", heldout, "-t", sp_model, "--prompt-words", "3",
+                    "--max-new-tokens", "4", "--max-prompts", "2", "--dtype", "bfloat16", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["model"]["autocast"] == "bfloat16"
+    result = invoke("eval", nb_lm, "--corpus", heldout, "--dtype", "float16")
+    assert result.exit_code == 2 and "--dtype" in result.stderr
+    for task in ("translation", "classification"):
+        result = invoke("eval", nb_lm, "--task", task, "--corpus", heldout, "--dtype", "bfloat16")
+        assert result.exit_code != 0
+        assert_one_line_error(result.stderr, "--dtype", "not an option of --task")

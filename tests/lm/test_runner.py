@@ -182,3 +182,26 @@ def test_not_a_model_is_a_checkpoint_error(tmp_path: Path) -> None:
     save_file(gpt2_tensors(), str(tmp_path / "bare.safetensors"))
     with pytest.raises(CheckpointError, match="config.json"):
         load_runner(tmp_path / "bare.safetensors")
+
+
+@pytest.mark.parametrize("which", ["nb_lm", "hf_lm"])
+def test_bfloat16_autocast_on_cpu_is_close_to_float32(which: str, request: pytest.FixtureRequest) -> None:
+    """--dtype bfloat16 works on CPU: logits (handed back as float32) and the LM loss within bf16's
+    rounding of float32's, and the KV cache (held in bf16) agrees with the bf16 full forward."""
+    import torch.nn.functional as F
+
+    path = request.getfixturevalue(which)
+    fp32, bf16 = load_runner(path, device="cpu"), load_runner(path, device="cpu", dtype="bfloat16")
+    assert fp32.describe()["autocast"] is None and bf16.describe()["autocast"] == "bfloat16"
+    assert bf16.describe()["tf32"] is False                          # CPU: TF32 means nothing there
+    ids = _ids(fp32.vocab_size, (3, 20), seed=5)
+    a, b = fp32.logits(ids), bf16.logits(ids)
+    assert b.dtype == torch.float32 and not torch.equal(a, b)       # bf16 did run
+    assert torch.allclose(a, b, atol=0.02 * float(a.abs().max()) + 1e-3)
+    loss = [float(F.cross_entropy(x[:, :-1].flatten(0, 1), ids[:, 1:].flatten())) for x in (a, b)]
+    assert loss[1] == pytest.approx(loss[0], rel=1e-2)
+    last, state = bf16.prefill(ids[:, :6], room=14)
+    steps = [last] + [bf16.step(state, ids[:, t]) for t in range(6, 20)]
+    assert torch.allclose(torch.stack(steps, 1), b[:, 5:], atol=0.02 * float(b.abs().max()) + 1e-3)
+    if which == "nb_lm":
+        assert state.keys[0].dtype == torch.bfloat16
