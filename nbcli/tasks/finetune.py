@@ -162,20 +162,24 @@ def run_model(model: Classifier, data: Encoded, pad_id: int, batch_size: int, de
     training = model.training
     model.eval()
     outputs: list[torch.Tensor] = []
-    total, count = 0.0, 0
+    total: torch.Tensor | float = 0.0
+    count = 0
     try:
         for start in range(0, len(data.items), batch_size):
             rows = list(range(start, min(start + batch_size, len(data.items))))
-            batch = data.batch(rows, pad_id).to(device)
+            host = data.batch(rows, pad_id)
+            labelled = int((host.labels >= 0).sum())          # counted on the host: no device sync
+            batch = host.to(device)
             logits = model(batch.ids, batch.key_mask, batch.type_ids)
-            if bool((batch.labels >= 0).any()):
-                total += float(_loss(data_task(data), logits, batch.labels, "sum"))
-                count += int((batch.labels >= 0).sum())
+            if labelled:
+                total = total + _loss(data_task(data), logits, batch.labels, "sum").double()  # summed on the device
+                count += labelled
+            on_host = logits.cpu()                                # one copy per batch, not one per record
             for i, row in enumerate(rows):
-                outputs.append(logits[i, :len(data.items[row][0])].cpu() if logits.dim() == 3 else logits[i].cpu())
+                outputs.append(on_host[i, :len(data.items[row][0])] if logits.dim() == 3 else on_host[i])
     finally:
         model.train(training)
-    return outputs, (total / count if count else None)
+    return outputs, (float(total) / count if count else None)
 
 
 def data_task(data: Encoded) -> str:

@@ -176,3 +176,31 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, bert, case: str) -> 
     assert where in message, message
     if case == "unseen_label":
         assert isinstance(err.value, CorpusError) and "maybe" in message
+
+
+def test_run_model_equals_one_record_at_a_time(tmp_path, bert) -> None:
+    """run_model's batched logits (copied to the host once per batch) and its mean loss (summed on the
+    device) equal each record run alone and an independent cross-entropy over the labelled records."""
+    import torch.nn.functional as F
+
+    from nbcli.tasks.data import padding_id
+    from nbcli.tasks.finetune import run_model
+
+    out = _run(tmp_path, bert, "run", steps=1)
+    loaded = load_classifier(out / "step-1.safetensors")
+    spec = DataSpec(text_field="sentence1", pair_field="sentence2")
+    records = read_records(spec, [str(tmp_path / "valid.tsv")])
+    data = encode_file(spec, loaded.tokenizer, records, loaded.labels)
+    pad = padding_id(loaded.tokenizer)
+    logits, loss = run_model(loaded.model, data, pad, 4, torch.device("cpu"))
+    alone, nll = [], 0.0
+    with torch.no_grad():
+        for i in range(len(data.items)):
+            one = data.batch([i], pad)
+            lg = loaded.model(one.ids, one.key_mask, one.type_ids)[0]
+            alone.append(lg)
+            nll += float(F.cross_entropy(lg[None].double(), one.labels.long(), reduction="sum"))
+    assert len(logits) == len(alone) == 10
+    for a, b in zip(logits, alone):
+        assert a.dtype == torch.float32 and torch.allclose(a, b, atol=1e-5)
+    assert loss == pytest.approx(nll / 10, rel=1e-5)
