@@ -25,6 +25,7 @@ generated tokens (fairseq's --max-len-a/--max-len-b), at most the model's positi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,8 +42,10 @@ class Stepper(Protocol):
         """Feed one token per row (tokens [N]) after the row's earlier ones; log p(. | prefix) [N, V] float32."""
         ...
 
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep the rows `rows` [N'] (long, indices into the current N rows, repeats allowed), in that order."""
+    def select(self, rows: torch.Tensor, within: bool = False) -> None:
+        """Keep the rows `rows` [N'] (long, indices into the current N rows, repeats allowed), in that order.
+        within: the searches' promise that every row stays in its sentence's block (a beam reordering),
+        so the sentences' shared state (the source side) is kept as it is without checking."""
         ...
 
 
@@ -72,30 +75,32 @@ def normalised(logprob: float, length: int, lenpen: float) -> float:
 def greedy_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[int],
                   device: torch.device | str = "cpu") -> list[Hypothesis]:
     """Greedy decoding of len(limits) rows (the stepper holds one row per sentence); limits[i] is the
-    most tokens sentence i may generate (EOS included)."""
+    most tokens sentence i may generate (EOS included). One host sync per step (which rows said EOS);
+    the bookkeeping (each row's sentence and limit) lives on the host, the tokens in a buffer
+    allocated once."""
     n = len(limits)
     out: list[Hypothesis | None] = [None] * n
-    active = torch.arange(n, device=device)                                     # sentence of each row
-    limit = torch.tensor(list(limits), device=device)
+    active = list(range(n))                                                     # sentence of each row
     tokens = torch.full((n,), start_id, dtype=torch.long, device=device)
-    prefix = torch.zeros(n, 0, dtype=torch.long, device=device)
+    prefix = torch.zeros(n, max([1, *limits]), dtype=torch.long, device=device)  # column t: step t's token
     total = torch.zeros(n, dtype=torch.float64, device=device)
     t = 0
-    while active.numel():
+    while active:
         logp = stepper.step(tokens)                                              # [N, V]
         best, tokens = logp.max(dim=-1)
         total = total + best.double()
-        ended = tokens == eos_id
-        prefix = torch.cat([prefix, tokens[:, None]], dim=1)
-        done = ended | (t + 1 >= limit[active])
-        if bool(done.any()):
-            for row in done.nonzero().flatten().tolist():
-                length = t + 1
-                ids = prefix[row, :length - 1 if bool(ended[row]) else length].tolist()
-                out[int(active[row])] = Hypothesis(ids, float(total[row]), float(total[row]), bool(ended[row]))
-            keep = (~done).nonzero().flatten()
-            active, tokens, prefix, total = active[keep], tokens[keep], prefix[keep], total[keep]
-            if keep.numel():
+        prefix[:, t] = tokens
+        ended = (tokens == eos_id).tolist()                                      # the step's one sync
+        done = [e or t + 1 >= limits[s] for e, s in zip(ended, active)]
+        if any(done):
+            rows = [r for r, d in enumerate(done) if d]
+            at = torch.tensor(rows, dtype=torch.long, device=device)
+            for row, ids, value in zip(rows, prefix[at, :t + 1].tolist(), total[at].tolist()):
+                out[active[row]] = Hypothesis(ids[:t] if ended[row] else ids, value, value, ended[row])
+            kept = [r for r, d in enumerate(done) if not d]
+            keep = torch.tensor(kept, dtype=torch.long, device=device)
+            active, tokens, prefix, total = [active[r] for r in kept], tokens[keep], prefix[keep], total[keep]
+            if kept:
                 stepper.select(keep)
         t += 1
     return [h for h in out if h is not None]
@@ -104,19 +109,20 @@ def greedy_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence
 def beam_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[int], beam: int,
                 lenpen: float = 1.0, device: torch.device | str = "cpu") -> list[Hypothesis]:
     """Beam search (module docstring) of len(limits) sentences; the stepper must hold `beam` rows per
-    sentence, sentence i's rows at i*beam .. i*beam + beam - 1."""
+    sentence, sentence i's rows at i*beam .. i*beam + beam - 1. One host sync per step (which
+    extensions end in EOS), more only on a step where a hypothesis finishes; each sentence's limit
+    and the finished lists live on the host."""
     check_search(beam, lenpen)
     n, K = len(limits), beam
     finished: list[list[Hypothesis]] = [[] for _ in range(n)]
-    active = torch.arange(n, device=device)                                     # sentence of each block of K rows
-    limit = torch.tensor(list(limits), device=device)
+    active = list(range(n))                                                     # sentence of each block of K rows
     scores = torch.full((n, K), float("-inf"), dtype=torch.float32, device=device)
     scores[:, 0] = 0.0                                                           # one live prefix to start from
     prefixes = torch.zeros(n, K, 0, dtype=torch.long, device=device)
     tokens = torch.full((n * K,), start_id, dtype=torch.long, device=device)
     t = 0
-    while active.numel():
-        m = active.numel()
+    while active:
+        m = len(active)
         logp = stepper.step(tokens).view(m, K, -1)                               # [m, K, V]
         V = logp.size(-1)
         cand = (scores[:, :, None] + logp).view(m, K * V)
@@ -124,14 +130,15 @@ def beam_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[i
         parent, token = index // V, index % V
         is_eos = token == eos_id
         length = t + 1
-        done = torch.zeros(m, dtype=torch.bool, device=device)
-        ended = is_eos[:, :K] & torch.isfinite(values[:, :K])
-        if bool(ended.any()):                                                    # finished hypotheses
-            for i, r in ended.nonzero().tolist():
-                hyps = finished[int(active[i])]
+        done = [False] * m
+        ended = (is_eos[:, :K] & torch.isfinite(values[:, :K])).nonzero().tolist()  # the step's one sync
+        if ended:                                                                # finished hypotheses
+            ends, parents, held = values[:, :K].tolist(), parent[:, :K].tolist(), prefixes.cpu()
+            for i, r in ended:
+                hyps = finished[active[i]]
                 if len(hyps) < K:
-                    value = float(values[i, r])
-                    hyps.append(Hypothesis(prefixes[i, int(parent[i, r])].tolist(), value,
+                    value = ends[i][r]
+                    hyps.append(Hypothesis(held[i, parents[i][r]].tolist(), value,
                                            normalised(value, length, lenpen), True))
                     done[i] = len(hyps) >= K
         running = values.masked_fill(is_eos, float("-inf"))
@@ -140,26 +147,27 @@ def beam_search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[i
         tokens2d = token.gather(1, pick)
         prefixes = torch.cat([prefixes.gather(1, chosen_parent[:, :, None].expand(-1, -1, t)),
                               tokens2d[:, :, None]], dim=2)                     # [m, K, t + 1]
-        at_limit = length >= limit[active]
-        if bool(at_limit.any()):                                                 # running prefixes finish as they are
-            for i in at_limit.nonzero().flatten().tolist():
-                hyps = finished[int(active[i])]
+        at_limit = [length >= limits[s] for s in active]
+        if any(at_limit):                                                        # running prefixes finish as they are
+            last, held = scores.tolist(), prefixes.cpu()
+            for i in (i for i, a in enumerate(at_limit) if a):
+                hyps = finished[active[i]]
                 for k in range(K):
-                    if torch.isfinite(scores[i, k]) and len(hyps) < K:
-                        value = float(scores[i, k])
-                        hyps.append(Hypothesis(prefixes[i, k].tolist(), value, normalised(value, length, lenpen),
-                                               False))
-            done = done | at_limit
+                    if math.isfinite(last[i][k]) and len(hyps) < K:
+                        value = last[i][k]
+                        hyps.append(Hypothesis(held[i, k].tolist(), value, normalised(value, length, lenpen), False))
+            done = [d or a for d, a in zip(done, at_limit)]
         t += 1
-        if not bool(done.any()):
+        if not any(done):
             tokens = tokens2d.flatten()
-            stepper.select((torch.arange(m, device=device)[:, None] * K + chosen_parent).flatten())
+            stepper.select((torch.arange(m, device=device)[:, None] * K + chosen_parent).flatten(), within=True)
             continue
-        keep = (~done).nonzero().flatten()
+        kept = [i for i, d in enumerate(done) if not d]
+        keep = torch.tensor(kept, dtype=torch.long, device=device)
         rows = (keep[:, None] * K + chosen_parent[keep]).flatten()               # parents' rows, kept sentences
-        active, scores, prefixes = active[keep], scores[keep], prefixes[keep]
+        active, scores, prefixes = [active[i] for i in kept], scores[keep], prefixes[keep]
         tokens = tokens2d[keep].flatten()
-        if keep.numel():
+        if kept:
             stepper.select(rows)
     return [max(hyps, key=lambda h: h.score) for hyps in finished]
 

@@ -58,10 +58,13 @@ class Seq2SeqStepper:
             self.cache.length += 1
             return F.log_softmax(logits[:, -1].float(), dim=-1)
 
-    def select(self, rows: torch.Tensor) -> None:
+    def select(self, rows: torch.Tensor, within: bool = False) -> None:
         """Reorder the self-attention cache; the source side (cross-attention keys/values, source mask) only
-        when the rows' sentences change: a sentence's beams share it, so a reordering within them keeps it."""
+        when the rows' sentences change: a sentence's beams share it, so a reordering within them keeps it
+        (`within`: the search says so, and nothing is compared on the host)."""
         self.cache.select(rows)
+        if within:
+            return
         sentences = self.sentence_of_row.index_select(0, rows)
         if rows.numel() == self.sentence_of_row.numel() and torch.equal(sentences, self.sentence_of_row):
             return

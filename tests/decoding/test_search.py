@@ -25,6 +25,7 @@ class TableStepper:
 
     def __init__(self, logp, n: int, rows: int) -> None:  # noqa: ANN001
         self.logp = logp
+        self.rows = rows
         self.prefixes: list[list[int]] = [[] for _ in range(n * rows)]
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -33,7 +34,9 @@ class TableStepper:
                 prefix.append(t)
         return torch.stack([self.logp(tuple(p)) for p in self.prefixes])
 
-    def select(self, rows: torch.Tensor) -> None:
+    def select(self, rows: torch.Tensor, within: bool = False) -> None:
+        if within:   # the searches' promise: every row stays in its sentence's block of `rows` rows
+            assert all(i // self.rows == j // self.rows for j, i in enumerate(rows.tolist()))
         self.prefixes = [list(self.prefixes[i]) for i in rows.tolist()]
 
 
