@@ -233,19 +233,21 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
         logits = runner.logits(ids, mask if not bool(mask.all()) else None)      # [B, W, V]
         if adjust is not None:
             logits = logits - adjust.to(logits.device)
-        targets = ids[:, 1:].to(logits.device)
-        sel = score[:, :-1].to(logits.device)
-        picked = logits[:, :-1][sel]                                             # [N, V]
+        # The scored positions are picked with indices made on the host: a boolean mask on the
+        # device would make the host wait for the device every batch (it must learn N).
+        rows, cols = score[:, :-1].nonzero(as_tuple=True)
+        picked = logits[rows.to(logits.device), cols.to(logits.device)]          # [N, V], row-major as a mask picks
+        target = ids[:, 1:][rows, cols].to(logits.device)                         # [N]
         logp = torch.log_softmax(picked, dim=-1)
-        nll += torch.nn.functional.nll_loss(logp, targets[sel], reduction="sum").double()
+        nll += torch.nn.functional.nll_loss(logp, target, reduction="sum").double()
         p_sum += logp.exp().sum(0).double()
         if p_sum_wo is not None:
             p_sum_wo += torch.softmax(picked - shift, dim=-1).sum(0).double()
         if acc is not None:
-            acc.add(logp, targets[sel])
+            acc.add(logp, target)
         for name, shifted in acc_wo.items():
-            shifted.add(torch.log_softmax(picked - shifts[name].to(picked.device), dim=-1), targets[sel])
-        n = int(sel.sum())
+            shifted.add(torch.log_softmax(picked - shifts[name].to(picked.device), dim=-1), target)
+        n = int(rows.numel())
         tokens += n
         if progress is not None:
             progress(n)
