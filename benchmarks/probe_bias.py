@@ -41,6 +41,7 @@ DEFAULT_OUT = OUT / "probe_bias.json"
 CASES = {
     "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 4.0},
     "llama": {"vocab": 128_256, "d": 4_096, "dtype": "bfloat16", "target_s": 20.0},
+    "tiny": {"vocab": 2_000, "d": 64, "dtype": "bfloat16", "target_s": 5.0},   # benchmarks/gpu.py --dry-run
 }
 
 
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="Another nbcli checkout (e.g. /work/main) to time in the same run, alternating.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
+    parser.add_argument("--device", default=None, help="nb probe-bias --device (default: nb's own, auto)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--generate", nargs=4, metavar=("DIR", "VOCAB", "D", "DTYPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -129,7 +131,7 @@ def main() -> None:
         "blas_threads": args.blas_threads, "load_average_at_start": load_average(), "cases": {}}
     rows = []
     try:
-        for name in args.only or list(CASES):
+        for name in args.only or [c for c in CASES if c != "tiny"]:
             case = CASES[name]
             log(f"[{name}] generating {case['vocab']:,} x {case['d']:,} {case['dtype']} ...")
             subprocess.run([sys.executable, __file__, "--generate", str(workdir), str(case["vocab"]), str(case["d"]),
@@ -146,7 +148,8 @@ def main() -> None:
                 for i in range(args.repeat):
                     for which, checkout in checkouts:
                         log(f"[{name}] {label} {which} run {i + 1}/{args.repeat}")
-                        runs[which].append(run_probe(ckpt, counts, *extra, blas_threads=args.blas_threads,
+                        device = ("--device", args.device) if args.device else ()
+                        runs[which].append(run_probe(ckpt, counts, *extra, *device, blas_threads=args.blas_threads,
                                                      checkout=checkout))
                 entry[label] = {}
                 for which, checkout in checkouts:

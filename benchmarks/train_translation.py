@@ -2,7 +2,8 @@
 """Benchmark `nb train --task translation`'s training throughput (issue 29) against a plain PyTorch loop
 with `torch.nn.Transformer` of the same size, on the same token batches, with the same optimizer.
 
-One run, CPU, one thread each (OMP_NUM_THREADS / torch.set_num_threads), target tokens per second:
+One run, CPU, one thread each (OMP_NUM_THREADS / torch.set_num_threads), target tokens per second
+(`--device cuda --preset base --dtype bfloat16`: the same on a GPU, as benchmarks/gpu.py runs it):
 
 1. Data: the first --pairs sentences of the bundled sample corpus (Botchan) as the source and the same
    sentence with its words reversed as the target (a toy task: only the work per token matters), as
@@ -62,9 +63,9 @@ def config(args: argparse.Namespace) -> Any:
     from nbcli.tasks.translation import build_translation_config
 
     overrides = {"d_model": args.d_model, "n_layer": args.layers, "n_head": args.heads, "batch_size": args.batch_size}
-    return build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", "d_ff": args.ffn},
+    return build_translation_config(args.preset, {"src_lang": "de", "tgt_lang": "en", "d_ff": args.ffn},
                                     steps=args.steps, eval_every=args.steps + 1, eval_batches=1, save_every=0,
-                                    dropout=args.dropout, device="cpu", dtype="float32",
+                                    dropout=args.dropout, device=args.device, dtype=args.dtype,
                                     **{k: v for k, v in overrides.items() if v})
 
 
@@ -102,6 +103,12 @@ class PlainModel:
         self.scale = math.sqrt(d)
         self.modules = nn.ModuleList([self.embed, self.core, self.drop])
 
+    def to(self, device: Any) -> "PlainModel":
+        self.modules.to(device)
+        self.bias.data = self.bias.data.to(device)
+        self.positions = self.positions.to(device)
+        return self
+
     def parameters(self) -> list[Any]:
         return [*self.modules.parameters(), self.bias]
 
@@ -116,7 +123,7 @@ class PlainModel:
         import torch.nn.functional as F
 
         T = batch.tgt_in.size(1)
-        causal = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool)
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool, device=batch.tgt_in.device)
         src_pad = None if batch.src_mask is None else ~batch.src_mask
         tgt_pad = None if batch.tgt_mask is None else ~batch.tgt_mask
         h = self.core(self.embed_tokens(batch.src), self.embed_tokens(batch.tgt_in), tgt_mask=causal,
@@ -125,25 +132,35 @@ class PlainModel:
 
 
 def run_plain(cfg: Any, batches: list[Any], vocab: int, d_ff: int) -> dict[str, Any]:
-    """The plain loop over nb's batches: seconds of updates 1 .. steps-1, as for nb."""
+    """The plain loop over nb's batches: seconds of updates 1 .. steps-1, as for nb. On CUDA: nb's
+    fused AdamW, and bf16 autocast when nb trains in bf16 (--dtype), so both do the same work."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
+    from nbcli.train.runtime import resolve_device
     from nbcli.train.step import learning_rate
 
-    model = PlainModel(vocab, cfg.d_model, cfg.n_head, cfg.n_layer, d_ff, cfg.dropout, 1024)
+    device = resolve_device(cfg.device)
+    model = PlainModel(vocab, cfg.d_model, cfg.n_head, cfg.n_layer, d_ff, cfg.dropout, 1024).to(device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for n, p in params if p.dim() < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.adam_beta2), eps=cfg.adam_eps)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.adam_beta2), eps=cfg.adam_eps,
+                                  fused=device.type == "cuda")
+    bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.type == "cuda")
+    amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     model.modules.train()
     start = 0.0
     for step, batch in enumerate(batches):
         if step == 1:
+            synchronize(device)
             start = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, cfg)
-        logits = model(batch)
+        with amp:
+            logits = model(batch)
         n = (batch.labels != -100).sum().clamp(min=1)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=-100,
                                label_smoothing=cfg.label_smoothing, reduction="sum") / n
@@ -152,25 +169,32 @@ def run_plain(cfg: Any, batches: list[Any], vocab: int, d_ff: int) -> dict[str, 
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
     return {"seconds": time.perf_counter() - start, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def nb_batches(cfg: Any, prefix: Path, tokenizer: Path) -> tuple[list[Any], int, int]:
     """nb's training batches of updates 0 .. steps-1 (its data, sampler and collate), the target tokens
     of updates 1 .. steps-1, and the vocabulary size."""
-    import torch
-
     from nbcli.tasks.translation_data import collate, conventions, tokenize_pairs
     from nbcli.tokenizers import load_tokenizer
     from nbcli.train.data import TrainSampler
+    from nbcli.train.runtime import resolve_device
 
     tok = load_tokenizer(tokenizer)
     data = tokenize_pairs([str(prefix)], None, tok, tok, "de", "en", cfg.seq_len, cfg.val_fraction)
     conv = conventions(tok, tok)
     sampler = TrainSampler(len(data.train_src), cfg.seed)
-    cpu = torch.device("cpu")
+    device = resolve_device(cfg.device)
     batches = [collate(data.train_src, data.train_tgt, sampler.blocks(step * cfg.batch_size, cfg.batch_size),
-                       conv, cpu) for step in range(cfg.steps)]
+                       conv, device) for step in range(cfg.steps)]
     tokens = sum(int((b.labels != -100).sum()) for b in batches[1:])
     return batches, tokens, tok.vocab_size
 
@@ -186,6 +210,11 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--heads", type=int, default=None, help="default: the tiny preset's (4)")
     parser.add_argument("--batch-size", type=int, default=None, help="pairs per update; default: tiny's (32)")
+    parser.add_argument("--preset", default="tiny", help="nb's translation preset (tiny, iwslt, base)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda (benchmarks/gpu.py) or auto")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                        help="nb's --dtype; bfloat16 also runs the plain loop under bf16 autocast")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=OUT / "train_translation.json")
     args = parser.parse_args()
 
@@ -193,7 +222,8 @@ def main() -> None:
 
     from nbcli.samples import SAMPLE_TOKENIZER
 
-    torch.set_num_threads(1)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cfg = config(args)
     results: dict[str, Any] = {"machine": machine(torch=torch.__version__, threads=torch.get_num_threads()),
                                "load_before": load_average(), "settings": vars(args) | {"out": str(args.out)},

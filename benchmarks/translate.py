@@ -65,6 +65,13 @@ def sentences(n: int) -> list[str]:
     return lines[:n]
 
 
+def synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=64)
@@ -74,6 +81,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=512)
     parser.add_argument("--ffn", type=int, default=1024)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda (benchmarks/gpu.py) or auto")
     parser.add_argument("--out", type=Path, default=OUT / "translate.json")
     args = parser.parse_args()
 
@@ -94,15 +102,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = build_run(Path(tmp), args.layers, args.d_model, args.ffn, args.heads)
         export_checkpoint(run, Path(tmp) / "hf")
-        tm = load_translation_model(run, device="cpu")
-        hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(Path(tmp) / "hf").eval()
+        tm = load_translation_model(run, device=args.device)
+        device = next(tm.model.parameters()).device
+        hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(Path(tmp) / "hf").to(device).eval()
         ids = source_ids(tm, texts)
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))   # nb's batching: similar lengths together
         for beam in (1, 5):
             log(f"beam {beam}: nb ...")
+            synchronize(device)
             t0 = time.perf_counter()
             ours = translate_texts(tm, texts, beam=beam, lenpen=1.0, batch_size=args.batch_size, max_len_a=0,
                                    max_len_b=args.new_tokens)
+            synchronize(device)
             nb_s = time.perf_counter() - t0
             log(f"beam {beam}: transformers ...")
             theirs = [""] * len(texts)
@@ -111,6 +122,7 @@ def main() -> None:
                 for start in range(0, len(order), args.batch_size):
                     chunk = order[start:start + args.batch_size]
                     src, mask = pad_batch([ids[i] for i in chunk], tm.cfg.pad_id)
+                    src, mask = src.to(device), None if mask is None else mask.to(device)
                     out = hf.generate(input_ids=src, attention_mask=None if mask is None else mask.long(),
                                       num_beams=beam, length_penalty=1.0, early_stopping=True, do_sample=False,
                                       max_new_tokens=args.new_tokens)
@@ -118,6 +130,7 @@ def main() -> None:
                         row = row[1:]
                         row = row[:row.index(tm.cfg.eos_id)] if tm.cfg.eos_id in row else row
                         theirs[i] = tm.target_tokenizer.decode([t for t in row if t != tm.cfg.pad_id])
+            synchronize(device)
             hf_s = time.perf_counter() - t0
             same = sum(a == b for a, b in zip(ours, theirs))
             results[f"beam{beam}"] = {"nb_s": nb_s, "transformers_s": hf_s, "ratio": nb_s / hf_s,
