@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# benchmarks/gpu.sh: issue 34's GPU measurements on a device machine (benchmarks/gpu.py; its docstring
+# says what each step measures). Figures: $OUT/gpu.json and $OUT/gpu.log; the table on stdout.
+#
+# The device reaches no package registry: wheels for what its image lacks (nltk for nb generate's
+# word counts) travel in .whl/ (git-ignored; carry it), fetched here beforehand with
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl nltk
+# and are installed below before gpu.py looks for anything missing.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-benchmarks/out/gpu}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+PYTHONUNBUFFERED=1 timeout 570 python3 benchmarks/gpu.py --out "$OUT" "$@"

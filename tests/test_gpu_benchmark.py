@@ -1,0 +1,49 @@
+"""benchmarks/gpu.py (issue 34): its dry run (tiny shapes, CPU) goes through every step's code path
+end to end, and a step past its time limit is recorded as timed out, its process group killed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_gpu() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("nb_bench_gpu", ROOT / "benchmarks" / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dry_run_goes_through_every_step(tmp_path: Path) -> None:
+    """Each step in this process (the parent would start one process per step): every figure it
+    promises comes back, finite (MFU and peak memory are None off CUDA: no peak, no allocator)."""
+    gpu = load_gpu()
+    promised = {"train_lm": {"nb_tokens_per_s", "nanogpt_tokens_per_s", "nb_over_nanogpt", "ag_tokens_per_s",
+                             "ag_slowdown"},
+                "probe_bias": {"probe_bias_s"}, "generate": {"generate_nb_over_hf_time", "eval_nb_over_plain_time"},
+                "train_translation": {"nb_tokens_per_s", "nb_over_torch_transformer"},
+                "translate": {"beam5_nb_over_hf_time", "greedy_nb_over_hf_time"}}
+    assert set(promised) == {name for name, _, _ in gpu.STEPS}
+    for name in promised:
+        work = tmp_path / name
+        work.mkdir()
+        gpu.Step(work / "result.json", work, dry_run=True).run(name)
+        summary = json.loads((work / "result.json").read_text())["summary"]
+        assert promised[name] <= set(summary), name
+        for key in promised[name]:
+            assert math.isfinite(summary[key]) and summary[key] >= 0, (name, key, summary[key])
+
+
+def test_a_step_past_its_limit_is_recorded_as_timed_out(tmp_path: Path) -> None:
+    gpu = load_gpu()
+    with (tmp_path / "log").open("w") as log:
+        step = gpu.run_step("train_lm", 0.5, True, tmp_path, log)
+    assert step["status"].startswith("timed out")
+    assert step["exit"] is None and step["seconds"] < 30
