@@ -19,8 +19,8 @@ per-layer key/value buffers (`nbcli.lm.runner.KVCache` owns and grows them). `at
 back the explicit softmax(QK^T/sqrt(dh) + mask) of chosen layers (paper 001 figs. 1, 2), recomputed
 beside the SDPA pass. Attention guidance (paper 001) needs the maps of a few guided heads only: the
 model hands back their queries and keys, and `nbcli.train.guidance` computes the loss from them
-(one-hot patterns in O(T) memory per row; dense patterns materialise probabilities for the guided
-heads only). Tensor names are nb's checkpoint layout (architecture `nb`, see README).
+(a block of query rows at a time under activation checkpointing, one-hot and dense patterns alike,
+so no [B, G, T, T] map is held). Tensor names are nb's checkpoint layout (architecture `nb`, see README).
 
 Shapes: B batch, T sequence length, d model width, H heads, dh = d / H head width, V vocabulary.
 """

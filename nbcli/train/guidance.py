@@ -234,19 +234,25 @@ def guided_maps(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor, causal:
     return torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
-def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
-                  row0: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Row errors [B, G, c] for query rows row0 .. row0+c-1 (q is that block; k is all keys)."""
-    B, G, c, dh = q.shape
+def _block_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor,
+                  causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores s = q k^T / sqrt(dh) [B, G, c, T] float32 with -inf on the keys a row may not attend,
+    allowed [B, 1 or c, T]) for the query rows `rows` [c] (q is that block [B, G, c, dh]; k all keys)."""
     T = k.size(2)
-    scale = 1.0 / math.sqrt(dh)
-    rows = row0 + torch.arange(c, device=q.device)                                  # [c]
     j = torch.arange(T, device=q.device)
     allowed = j[None, None, :] < lengths[:, None, None]                             # [B, 1, T]
     if causal:
         allowed = allowed & (j[None, None, :] <= rows[None, :, None])               # [B, c, T]
-    s = (q.float() @ k.float().transpose(-1, -2)) * scale                          # [B, G, c, T]
-    s = s.masked_fill(~allowed[:, None], float("-inf"))
+    s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))          # [B, G, c, T]
+    return s.masked_fill(~allowed[:, None], float("-inf")), allowed
+
+
+def _one_hot_rows(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
+                  rows: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Row errors [B, G, c] for the query rows `rows` [c] (q is that block; k is all keys)."""
+    B, G, c, dh = q.shape
+    T = k.size(2)
+    s, allowed = _block_scores(q, k, lengths, rows, causal)
     lse = torch.logsumexp(s, -1)                                                     # [B, G, c]
     sum_sq = torch.exp(torch.logsumexp(2 * s, -1) - 2 * lse)                         # sum_j p_ij^2
     t = target[:, None, :].expand(B, G, c)
@@ -267,17 +273,43 @@ def one_hot_row_errors(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, l
                        causal: bool, block: int = 256) -> torch.Tensor:
     """Row errors [B, G, T] of a one-hot pattern from q, k [B, G, T, dh] in O(block x T) memory
     (query rows a block at a time, under activation checkpointing); target [B, T]."""
+    return _blockwise(_one_hot_rows, q, k, target, lengths, causal, block)
+
+
+def _blockwise(rows_fn: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor, target: torch.Tensor,
+               lengths: torch.Tensor, causal: bool, block: int) -> torch.Tensor:
+    """Row errors [B, G, T] of `rows_fn(q_block, k, target_block, lengths, rows, causal)` over blocks of
+    `block` query rows, each under activation checkpointing when gradients flow (memory O(block x T)).
+    The row positions are one arange on q's device, sliced per block: no host-to-device copy per block."""
     T = q.size(2)
+    positions = torch.arange(T, device=q.device)
     pieces = []
     for start in range(0, T, block):
         stop = min(start + block, T)
-        args = (q[:, :, start:stop], k, target[:, start:stop], lengths,
-                torch.tensor(start, device=q.device), causal)
+        args = (q[:, :, start:stop], k, target[:, start:stop], lengths, positions[start:stop], causal)
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad) and T > block:
-            pieces.append(checkpoint(_one_hot_rows, *args, use_reentrant=False))
+            pieces.append(checkpoint(rows_fn, *args, use_reentrant=False))
         else:
-            pieces.append(_one_hot_rows(*args))
+            pieces.append(rows_fn(*args))
     return torch.cat(pieces, -1)
+
+
+def _dense_rows(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor,
+                causal: bool) -> torch.Tensor:
+    """Row errors ||H_i - P_i||^2 [B, G, c] for the query rows `rows` [c]: P [B, c, T] is that block of
+    the pattern; padding rows give 0."""
+    s, _ = _block_scores(q, k, lengths, rows, causal)
+    H = torch.softmax(s, dim=-1)                                                     # [B, G, c, T]
+    real_row = (rows[None, :] < lengths[:, None])[:, None, :]                        # [B, 1, c]
+    return ((H - P[:, None]) ** 2).sum(-1) * real_row
+
+
+def dense_row_errors(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torch.Tensor, causal: bool,
+                     block: int = 256) -> torch.Tensor:
+    """Row errors [B, G, T] of a dense pattern P [B, T, T] ([Delim], [Period]) from q, k [B, G, T, dh]:
+    `explicit_row_errors(guided_maps(q, k, ...), P, ...)` a block of query rows at a time under
+    activation checkpointing, so no [B, G, T, T] map is held for the backward pass."""
+    return _blockwise(_dense_rows, q, k, P, lengths, causal, block)
 
 
 def one_hot_ag_loss(q: torch.Tensor, k: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor,
@@ -322,7 +354,7 @@ class Guidance:
             qs, ks = qk[0][:, slots], qk[1][:, slots]
             if name in ONE_HOT:
                 return one_hot_row_errors(qs, ks, target, lengths, causal)
-            return explicit_row_errors(guided_maps(qs, ks, lengths, causal), target, lengths)
+            return dense_row_errors(qs, ks, target, lengths, causal)
 
         return self._total(qks, ids, lengths, causal, rows)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbcli.errors import ConfigError
@@ -255,3 +255,40 @@ def test_mse_reduction_equals_the_releases_nn_mseloss(seed: int, T: int, layers:
 
 def test_period_pieces() -> None:
     assert period_piece_ids(["<s>", ".", "\u2581.", "..", "a.", "\u0120."]) == (1, 2, 5)
+
+
+@settings(deadline=None, max_examples=25)
+@given(seed=st.integers(0, 10_000), T=st.integers(1, 24), block=st.integers(1, 9),
+       name=st.sampled_from(["delim", "period"]), causal=st.booleans())
+def test_blockwise_dense_rows_equal_the_explicit_map(seed: int, T: int, block: int, name: str, causal: bool) -> None:
+    """[Delim]/[Period] a block of rows at a time (issue 34: no [B, G, T, T] map held) give the row errors
+    and gradients of the explicit map H = softmax(q k^T / sqrt(dh)) against P (eq. 2)."""
+    from nbcli.train.guidance import dense_row_errors, explicit_row_errors, guided_maps
+
+    rng = np.random.default_rng(seed)
+    B = 3
+    lengths = torch.tensor(rng.integers(1, T + 1, size=B))
+    ids = torch.tensor(rng.integers(0, 5, size=(B, T)))
+    P = pattern_matrix(name, ids, lengths, causal, delim_ids=(0,), period_ids=(1, 2))
+    q, k = _random_qk(B, 2, T, 8, seed)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    explicit = explicit_row_errors(guided_maps(q, k, lengths, causal), P, lengths)
+    blockwise = dense_row_errors(q, k, P, lengths, causal, block=block)
+    torch.testing.assert_close(blockwise, explicit, atol=1e-6, rtol=1e-5)
+    weights = torch.tensor(rng.standard_normal(explicit.shape), dtype=explicit.dtype)
+    for a, b in zip(torch.autograd.grad((explicit * weights).sum(), (q, k)),
+                    torch.autograd.grad((blockwise * weights).sum(), (q, k))):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+
+
+def test_one_hot_blocks_copy_no_index_to_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row positions are one arange sliced per block: no `torch.tensor(start, device=...)` per block
+    (on CUDA each was a host-to-device copy, ~96 per micro-step at gpt2-124m; issue 34)."""
+    made: list[object] = []
+    real = torch.tensor
+    monkeypatch.setattr(torch, "tensor", lambda *a, **kw: made.append(a) or real(*a, **kw))
+    q, k = _random_qk(2, 2, 20, 8, 1)
+    lengths = torch.full((2,), 20)
+    one_hot_ag_loss(q, k, one_hot_targets("prev", lengths, 20, True), lengths, True, block=4)
+    assert made == []
