@@ -140,6 +140,16 @@ def output_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         return F.linear(h.float(), weight.float(), None if bias is None else bias.float())
 
 
+def training_flops_per_token(matmul_params: int, n_layer: int, seq_len: int, d_model: int,
+                             guided_heads: int = 0, head_dim: int = 0) -> float:
+    """Training FLOPs per token, the MFU numerator (PaLM appendix B; nanoGPT's estimate_mfu):
+    6 N for the N weights that multiply (forward 2N, backward 4N; embedding lookups are no FLOPs),
+    + 12 L T d for attention's scores and weighted values over T keys, + 6 L G T dh for attention
+    guidance (paper 001 eq. 2), which forms q k^T of its G guided heads per layer once more, forward
+    and backward (the checkpointed re-forward is not counted: MFU counts no rematerialisation)."""
+    return 6 * matmul_params + 12 * n_layer * seq_len * d_model + 6 * n_layer * guided_heads * seq_len * head_dim
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention: H(s) = softmax(Q K^T / sqrt(dh)) V  (paper 001 eq. 1)."""
 
@@ -338,10 +348,14 @@ class Transformer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def flops_per_token(self) -> float:
-        """Training FLOPs per token, 6N + 12 L T d (PaLM appendix B; nanoGPT's estimate_mfu)."""
-        n = self.num_parameters() - self.pos_emb.weight.numel()
-        return 6 * n + 12 * self.cfg.n_layer * self.cfg.seq_len * self.cfg.d_model
+    def flops_per_token(self, guided_heads: int = 0) -> float:
+        """Training FLOPs per token (`training_flops_per_token`) with `guided_heads` heads per layer under
+        attention guidance. The weights that multiply: every parameter but the position table and, when
+        untied, the input embedding table (a lookup; tied, its one copy is the output layer's W)."""
+        lookups = self.pos_emb.weight.numel() + (self.tok_emb.weight.numel() if self.head_weight is not None else 0)
+        cfg = self.cfg
+        return training_flops_per_token(self.num_parameters() - lookups, cfg.n_layer, cfg.seq_len, cfg.d_model,
+                                        guided_heads, cfg.d_model // cfg.n_head)
 
     # -- nb's checkpoint layout ------------------------------------------------------------------
     def nb_state_dict(self) -> dict[str, torch.Tensor]:

@@ -227,3 +227,24 @@ def test_output_layer_is_float32_under_bf16_autocast(objective: str) -> None:
     exact = h.double() @ w.double().T + b.double()
     torch.testing.assert_close(logits[..., 7].double(), exact[..., 7], rtol=2e-7, atol=1e-5)
     assert float((plain[..., 7].double() - exact[..., 7]).abs().max()) > 1e-3        # what a bf16 layer would give
+
+
+@pytest.mark.parametrize("tie,bias,objective", [(True, True, "clm"), (False, True, "clm"), (False, False, "mlm")])
+@pytest.mark.parametrize("guided", [0, 3])
+def test_flops_per_token_is_a_hand_count(tie: bool, bias: bool, objective: str, guided: int) -> None:
+    """MFU's numerator (issue 34): 6 x the weights that multiply, counted by hand from the shapes (the
+    output matrix once, tied or not: an untied input table is a lookup), + 12 L T d for attention,
+    + 6 L G T dh for the G guided heads' extra q k^T."""
+    from nbcli.model import training_flops_per_token
+
+    V, T, L, H, d, ff = 97, 24, 3, 4, 32, 80
+    cfg = ModelConfig(vocab_size=V, seq_len=T, n_layer=L, n_head=H, d_model=d, d_ff=ff, tie_embeddings=tie,
+                      output_bias=bias, objective=objective, mask_id=0 if objective == "mlm" else None)
+    per_layer = (d * 3 * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d) + 2 * 2 * d
+    n = L * per_layer + 2 * d + V * d + (V if bias else 0) + ((d * d + d + 2 * d) if objective == "mlm" else 0)
+    expected = 6 * n + 12 * L * T * d + 6 * L * guided * T * (d // H)
+    assert Transformer(cfg).flops_per_token(guided) == expected
+    assert training_flops_per_token(n, L, T, d, guided, d // H) == expected
+    untied_total = Transformer(cfg).num_parameters() - T * d
+    if not tie:   # the ~25 % the old 6 x (all but positions) counted at gpt2-124m: V d twice
+        assert 6 * untied_total + 12 * L * T * d + 6 * L * guided * T * (d // H) - expected == 6 * V * d

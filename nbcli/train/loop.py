@@ -221,7 +221,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
         forward=lm_forward(mcfg.causal), evaluate=lambda step: evaluate(model, val_stream, cfg, mcfg, log_u, rt),
         metadata=lambda step: checkpoint_metadata(cfg, mcfg, step, tokenizer, data), fingerprint=data.fingerprint,
         guidance=guidance, log_u=log_u, vocab_size=mcfg.vocab_size,
-        tokens=lambda batches: cfg.batch_size * cfg.seq_len, flops_per_token=model.flops_per_token(), warn=warn)
+        tokens=lambda batches: cfg.batch_size * cfg.seq_len,
+        flops_per_token=model.flops_per_token(len(guidance.guided) if guidance else 0), warn=warn)
     return _Run(updates, tokenizer, data, mcfg, {"input": coverage} if coverage else None)
 
 
