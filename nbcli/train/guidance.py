@@ -235,15 +235,18 @@ def guided_maps(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor, causal:
 
 
 def _block_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor, rows: torch.Tensor,
-                  causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                  causal: bool, divide: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(scores s = q k^T / sqrt(dh) [B, G, c, T] float32 with -inf on the keys a row may not attend,
-    allowed [B, 1 or c, T]) for the query rows `rows` [c] (q is that block [B, G, c, dh]; k all keys)."""
+    allowed [B, 1 or c, T]) for the query rows `rows` [c] (q is that block [B, G, c, dh]; k all keys).
+    `divide`: divide by sqrt(dh) as `guided_maps` does (else multiply by its inverse, as the one-hot
+    path always has), so each path keeps its float32 results bit for bit."""
     T = k.size(2)
     j = torch.arange(T, device=q.device)
     allowed = j[None, None, :] < lengths[:, None, None]                             # [B, 1, T]
     if causal:
         allowed = allowed & (j[None, None, :] <= rows[None, :, None])               # [B, c, T]
-    s = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))          # [B, G, c, T]
+    s = q.float() @ k.float().transpose(-1, -2)                                    # [B, G, c, T]
+    s = s / math.sqrt(q.size(-1)) if divide else s * (1.0 / math.sqrt(q.size(-1)))
     return s.masked_fill(~allowed[:, None], float("-inf")), allowed
 
 
@@ -298,7 +301,7 @@ def _dense_rows(q: torch.Tensor, k: torch.Tensor, P: torch.Tensor, lengths: torc
                 causal: bool) -> torch.Tensor:
     """Row errors ||H_i - P_i||^2 [B, G, c] for the query rows `rows` [c]: P [B, c, T] is that block of
     the pattern; padding rows give 0."""
-    s, _ = _block_scores(q, k, lengths, rows, causal)
+    s, _ = _block_scores(q, k, lengths, rows, causal, divide=True)
     H = torch.softmax(s, dim=-1)                                                     # [B, G, c, T]
     real_row = (rows[None, :] < lengths[:, None])[:, None, :]                        # [B, 1, c]
     return ((H - P[:, None]) ** 2).sum(-1) * real_row
