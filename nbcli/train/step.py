@@ -104,9 +104,10 @@ def micro_batches(stream: BlockStream, sampler: TrainSampler, cfg: TrainConfig, 
 
 
 def count_labels(batches: list[Batch], rt: Runtime) -> torch.Tensor:
-    """The number of labelled tokens in the whole update (all micro-batches, all ranks), a scalar tensor."""
-    return all_reduce_sum(torch.tensor(float(sum(int((b.labels != -100).sum()) for b in batches)),
-                                       device=rt.device), rt)
+    """The number of labelled tokens in the whole update (all micro-batches, all ranks), a float32 scalar
+    tensor on the device, summed there: no host round trip per micro-batch (issue 34)."""
+    counts = torch.stack([(b.labels != -100).sum() for b in batches]).sum()
+    return all_reduce_sum(counts.to(device=rt.device, dtype=torch.float32), rt)
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
@@ -157,20 +158,22 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
             loss.backward()
         ce_sum += ce.detach()
         objective += loss.detach()
-    check_finite(all_reduce_sum(objective.double(), rt), step, cfg)  # before the update
+    # The update's one device-to-host copy: the objective (checked finite before the update) and the
+    # logged sums, summed over ranks, with the label count (already global).
+    sums = all_reduce_sum(torch.stack([objective, ce_sum, ag_sum, kl_sum]).double(), rt)
+    objective_total, ce_total, ag_total, kl_total, labels = torch.cat([sums, n_labels.double().reshape(1)]).tolist()
+    check_finite(objective_total, step, cfg)  # before the update
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    stats = all_reduce_sum(torch.stack([ce_sum, ag_sum, kl_sum]).double(), rt)
-    n = max(1.0, float(n_labels))
-    return StepLosses(loss=float(stats[0]) / n, ag_loss=float(stats[1]) / rt.world,
-                      unigram_kl=float(stats[2]) / n if unigram_reg is not None else None)
+    n = max(1.0, labels)
+    return StepLosses(loss=ce_total / n, ag_loss=ag_total / rt.world,
+                      unigram_kl=kl_total / n if unigram_reg is not None else None)
 
 
-def check_finite(objective: torch.Tensor, step: int, cfg: TrainConfig) -> None:
+def check_finite(value: float, step: int, cfg: TrainConfig) -> None:
     """Stop before an update from a non-finite loss (it would turn every weight into NaN)."""
-    value = float(objective)
     if not math.isfinite(value):
         raise TrainingDiverged(
             f"training loss is {value} at step {step} (lr {cfg.lr:g}"

@@ -119,3 +119,32 @@ def test_eval_metrics_under_bf16_autocast_match_float64() -> None:
     assert expected["kl_unigram"] > 0.05
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-5), key
+
+
+def test_an_update_copies_to_the_host_once_and_logs_the_plain_mean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: no `.item()`/`int()`/`float()` per micro-batch (each a CUDA sync): counting the labels
+    and the whole update (4 micro-batches) up to the optimizer's step turn tensors into Python numbers
+    once; the logged loss
+    is the cross-entropy mean over the batch's labels, computed here independently before the update."""
+    import torch.nn.functional as F
+
+    model, batch = _model_and_batch()
+    cfg = build_config("tiny", grad_accum=4, batch_size=4, grad_clip=1.0, device="cpu")
+    with torch.no_grad():
+        logits, _ = model(batch.inputs)
+        expected = F.cross_entropy(logits.flatten(0, 1).double(), batch.labels.flatten(), ignore_index=-100)
+    batches = [Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1], None) for i in range(4)]
+    optimizer = make_optimizer(model, cfg, CPU.device)
+    copies: list[str] = []
+    real_step = optimizer.step
+    monkeypatch.setattr(optimizer, "step", lambda: copies.append("optimizer.step") or real_step())
+    for name in ("item", "tolist", "__float__", "__int__", "__bool__", "numpy"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _real=real, _name=name, **kw:
+                            copies.append(_name) or _real(self, *a, **kw))
+    losses = optimizer_step(model, model, optimizer, batches, count_labels(batches, CPU), None, 0.0, 0, cfg,
+                            model.cfg, CPU)
+    monkeypatch.undo()
+    # (CPU AdamW reads its step counter with .item() afterwards: a CPU tensor, as fused CUDA AdamW keeps it)
+    assert copies[:copies.index("optimizer.step")] == ["tolist"]
+    assert losses.loss == pytest.approx(float(expected), rel=1e-6)
