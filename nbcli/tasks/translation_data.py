@@ -33,6 +33,7 @@ from nbcli.errors import ConfigError, CorpusError
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
 from nbcli.train.data import held_out
+from nbcli.train.runtime import to_device
 
 ENCODE_BATCH = 2048
 
@@ -232,7 +233,7 @@ def collate(src: Sentences, tgt: Sentences, indices: Sequence[int], conv: Conven
     s, s_len, s_mask = _padded([src[i] for i in indices], conv.pad_id)
     t_in, t_len, t_mask = _padded([np.concatenate([start, tgt[i]]) for i in indices], conv.pad_id)
     labels, _, _ = _padded([np.concatenate([tgt[i], end]) for i in indices], -100)
-    return TranslationBatch(src=s.to(device), src_mask=None if s_mask is None else s_mask.to(device),
-                            src_lengths=s_len.to(device), tgt_in=t_in.to(device),
-                            tgt_mask=None if t_mask is None else t_mask.to(device), tgt_lengths=t_len.to(device),
-                            labels=labels.to(device))
+    return TranslationBatch(src=to_device(s, device), src_mask=None if s_mask is None else to_device(s_mask, device),
+                            src_lengths=to_device(s_len, device), tgt_in=to_device(t_in, device),
+                            tgt_mask=None if t_mask is None else to_device(t_mask, device),
+                            tgt_lengths=to_device(t_len, device), labels=to_device(labels, device))

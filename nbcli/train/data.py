@@ -32,6 +32,7 @@ from nbcli.corpus import iter_documents
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
+from nbcli.train.runtime import to_device
 
 ENCODE_BATCH = 2048
 
@@ -166,9 +167,9 @@ class BlockStream:
     def batch(self, blocks: list[int], device: torch.device) -> Batch:
         xs, ys, ns = zip(*(self.block(b) for b in blocks))
         lengths = torch.tensor(ns)
-        return Batch(inputs=torch.from_numpy(np.stack(xs)).to(device),
-                     labels=torch.from_numpy(np.stack(ys)).to(device),
-                     lengths=None if bool((lengths == self.T).all()) else lengths.to(device))
+        return Batch(inputs=to_device(torch.from_numpy(np.stack(xs)), device),
+                     labels=to_device(torch.from_numpy(np.stack(ys)), device),
+                     lengths=None if bool((lengths == self.T).all()) else to_device(lengths, device))
 
 
 def epoch_order(n_blocks: int, seed: int, epoch: int) -> np.ndarray:

@@ -154,6 +154,7 @@ class Position:
     val_points: list[tuple[int, float]] = field(default_factory=list)
     resumed_from: int | None = None
     tokens: int = 0
+    prefetched: tuple[int, int, list[Any]] | None = None   # (step, sequences, its batches) built ahead
 
 
 def _train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: Path, *, resume: bool,
@@ -297,7 +298,7 @@ def _train_steps(u: Updates, position: Position, last_step: int,
             _save(u, position, 0, state=False)
         for step in range(position.step, last_step):
             position.step = step
-            record = _update(u, net, position, meter)
+            record = _update(u, net, position, meter, last_step)
             write(record)
             if step == 0:
                 check_start(record["loss"], u.vocab_size, cfg, u.warn)
@@ -333,9 +334,19 @@ class _Meter:
         return record
 
 
-def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter) -> dict[str, Any]:
+def _next_batches(u: Updates, position: Position) -> list[Any]:
+    """This update's micro-batches: those the previous update built ahead (`_update`'s prefetch), or
+    built now; the same either way (a function of step and sequences consumed)."""
+    ahead, position.prefetched = position.prefetched, None
+    if ahead is not None and ahead[:2] == (position.step, position.sequences):
+        return ahead[2]
+    return u.batches(position.step, position.sequences)
+
+
+def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter, last_step: int) -> dict[str, Any]:
     """One update at position.step: evaluate first when due, then one optimizer step over all its
-    micro-batches; its log record."""
+    micro-batches; its log record. The next update's batches are built while the device runs this
+    one's forward and backward passes (`optimizer_step`'s prefetch)."""
     cfg, rt, step = u.cfg, u.rt, position.step
     record: dict[str, Any] = {"step": step}
     if step % cfg.eval_every == 0:
@@ -345,7 +356,13 @@ def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter)
     lr = learning_rate(step, cfg)
     set_learning_rate(u.optimizer, lr)
     # All micro-batches of this step, so the loss can be normalised by the global label count.
-    batches = u.batches(step, position.sequences)
+    batches = _next_batches(u, position)
+
+    def prefetch() -> None:
+        if step + 1 < last_step:
+            sequences = position.sequences + cfg.batch_size
+            position.prefetched = (step + 1, sequences, u.batches(step + 1, sequences))
+
     n_labels = count_labels(batches, rt)
     guidance = u.guidance
     if guidance is not None and position.alpha0 is None:
@@ -353,7 +370,8 @@ def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter)
     alpha = ag_alpha(step, position.alpha0, cfg.decay_steps, cfg.ag_hold_steps) if guidance else 0.0
     reg_on = regulariser_on(step, cfg.unigram_reg_lambda, cfg.unigram_reg_steps)
     losses = optimizer_step(net, u.model, u.optimizer, batches, n_labels, guidance, alpha, step, cfg, None, rt,
-                            unigram_reg=(cfg.unigram_reg_lambda, u.log_u) if reg_on else None, forward=u.forward)
+                            unigram_reg=(cfg.unigram_reg_lambda, u.log_u) if reg_on else None, forward=u.forward,
+                            prefetch=prefetch)
     position.sequences += cfg.batch_size
     synchronize(rt)
     dt = time.perf_counter() - t0

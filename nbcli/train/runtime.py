@@ -87,6 +87,16 @@ def wrap_model(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> torch.n
     return net
 
 
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A batch tensor built on the host, on `device`. On CUDA it is copied from page-locked memory
+    without blocking the host (the copy overlaps the work already queued, and the next batch is built
+    meanwhile; PyTorch's caching host allocator keeps the pinned buffer until the copy is done)."""
+    device = torch.device(device)
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 def all_reduce_sum(values: torch.Tensor, rt: Runtime) -> torch.Tensor:
     """Sum `values` over ranks in place (no-op on one process); returns it."""
     if rt.world > 1:

@@ -127,11 +127,13 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
                    batches: list[Any], n_labels: torch.Tensor, guidance: Guidance | None, alpha: float,
                    step: int, cfg: TrainConfig, mcfg: ModelConfig | None, rt: Runtime, *,
                    unigram_reg: tuple[float, torch.Tensor] | None = None, forward: Forward | None = None,
-                   ) -> StepLosses:
+                   prefetch: Callable[[], None] | None = None) -> StepLosses:
     """Forward and backward every micro-batch through `net` (the model, compiled and/or in DDP),
     check the loss is finite, clip, update `model`'s parameters and clear the gradients.
     `unigram_reg` = (lambda, log omega [V]): subtract lambda KL(omega || p_theta) per labelled token
-    (paper 000 app. B.3); None: the standard objective. `forward`: the task's (default: the LM's)."""
+    (paper 000 app. B.3); None: the standard objective. `forward`: the task's (default: the LM's).
+    `prefetch` runs once every backward is queued and before the update waits for them (the loop
+    builds the next update's batches there, on the host, while the device computes)."""
     if forward is None:
         assert mcfg is not None
         forward = lm_forward(mcfg.causal)
@@ -158,6 +160,8 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
             loss.backward()
         ce_sum += ce.detach()
         objective += loss.detach()
+    if prefetch is not None:
+        prefetch()
     # The update's one device-to-host copy: the objective (checked finite before the update) and the
     # logged sums, summed over ranks, with the label count (already global).
     sums = all_reduce_sum(torch.stack([objective, ce_sum, ag_sum, kl_sum]).double(), rt)

@@ -285,3 +285,40 @@ def test_word_vocabulary_run_keeps_its_tokenizer(tmp_path: Path, train_corpus: P
     assert set(tok.pieces()[4:]) == {w for w, c in counts.items() if c >= 2}
     with open_checkpoint(tmp_path / "w" / "step-1.safetensors") as ckpt:
         assert ckpt.metadata["nb.tokenizer_fingerprint"] == tok.fingerprint
+
+
+def test_the_next_updates_batches_are_built_ahead_and_equal_those_built_on_demand(
+        tmp_path: Path, sp_model: Path, train_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: update s+1's micro-batches are built during update s (after its backward passes are
+    queued, before it waits for them) and are the very batches `micro_batches(s + 1, ...)` builds on
+    demand (MLM masks included); no batch is built for an update past the last."""
+    import nbcli.train.loop as loop
+
+    events: list[tuple[str, int]] = []
+    built: dict[tuple[int, int], list] = {}
+    real_micro, real_step = loop.micro_batches, loop.optimizer_step
+    calls: list[tuple] = []
+
+    def micro(stream, sampler, cfg, mcfg, rt, step, sequences):
+        calls.append((stream, sampler, cfg, mcfg, rt, step, sequences))
+        events.append(("build", step))
+        built[(step, sequences)] = real_micro(stream, sampler, cfg, mcfg, rt, step, sequences)
+        return built[(step, sequences)]
+
+    def update(net, model, optimizer, batches, n_labels, guidance, alpha, step, *args, **kw):
+        assert batches is built[(step, step * 8)]
+        events.append(("update", step))
+        losses = real_step(net, model, optimizer, batches, n_labels, guidance, alpha, step, *args, **kw)
+        events.append(("done", step))
+        return losses
+
+    monkeypatch.setattr(loop, "micro_batches", micro)
+    monkeypatch.setattr(loop, "optimizer_step", update)
+    run(tmp_path, train_corpus, sp_model, "mlm", objective="mlm", steps=4, grad_accum=2)
+    assert events == [("build", 0), ("update", 0), ("build", 1), ("done", 0), ("update", 1), ("build", 2), ("done", 1),
+                      ("update", 2), ("build", 3), ("done", 2), ("update", 3), ("done", 3)]
+    for stream, sampler, cfg, mcfg, rt, step, sequences in calls:
+        fresh = real_micro(stream, sampler, cfg, mcfg, rt, step, sequences)
+        for a, b in zip(fresh, built[(step, sequences)]):
+            assert torch.equal(a.inputs, b.inputs) and torch.equal(a.labels, b.labels)
+            assert (a.lengths is None) == (b.lengths is None)
