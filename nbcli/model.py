@@ -35,6 +35,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from nbcli.errors import ConfigError
 
@@ -288,15 +289,20 @@ class Transformer(nn.Module):
 
     def forward(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
                 guided: list[int] | None = None, kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
-                past: int = 0) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+                past: int = 0, labels: torch.Tensor | None = None, label_smoothing: float = 0.0,
+                ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
         """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding; with kv
         [B, past + T]); guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper
         001 sec. 3.2). Incremental decoding: kv holds per layer the key/value buffers [B, H, >= past + T,
         dh] of the `past` earlier positions (the runner's cache, `nbcli.lm.runner.KVCache`); idx holds
-        only the new tokens, at positions past .. past + T - 1, whose keys/values are written into kv."""
+        only the new tokens, at positions past .. past + T - 1, whose keys/values are written into kv.
+        With `labels` [B, T] (training) the first result is instead the summed cross-entropy of the
+        labelled positions (`chunked_lm_loss`: no [B, T, V] float32 logits held)."""
         h, qks = self.encode(idx, key_mask, guided, kv, past)                   # [B, T, d]
         if self.mlm is not None:
             h = self.mlm(h)                                                      # [B, T, d]
+        if labels is not None:
+            return chunked_lm_loss(h, self.output_weight, self.head_bias, labels, label_smoothing), qks
         logits = output_logits(h, self.output_weight, self.head_bias)            # [B, T, V] float32
         return logits, qks
 
@@ -407,3 +413,31 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float =
     """Cross-entropy over labelled positions (label -100 = ignored: padding, unmasked MLM tokens)."""
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
                            ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)
+
+
+LOSS_CHUNK_ELEMENTS = 1 << 25   # float32 logits alive at once in `chunked_lm_loss` (128 MiB)
+
+
+def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
+                    label_smoothing: float = 0.0, chunk_elements: int = LOSS_CHUNK_ELEMENTS) -> torch.Tensor:
+    """The summed cross-entropy `lm_loss(output_logits(h, W, b), labels, reduction="sum")` of final
+    states h [..., d] against labels [...], without the [N, V] float32 logits: the rows go through the
+    output layer `chunk_elements // V` at a time, each chunk's logits recomputed in the backward pass
+    (activation checkpointing), so memory is O(chunk x V) instead of three [N, V] float32 tensors
+    (logits, log-softmax, their gradient). When every row fits in one chunk it is exactly that
+    expression (bit for bit); with several, the per-chunk sums add up in another order (float32)."""
+    h = h.reshape(-1, h.size(-1))
+    labels = labels.reshape(-1)
+    rows = max(1, chunk_elements // weight.size(0))
+
+    def piece(h_rows: torch.Tensor, label_rows: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return lm_loss(output_logits(h_rows, w, b), label_rows, label_smoothing, reduction="sum")
+
+    if h.size(0) <= rows:
+        return piece(h, labels, weight, bias)
+    grad = torch.is_grad_enabled()
+    total = h.new_zeros((), dtype=torch.float32)
+    for start in range(0, h.size(0), rows):
+        args = (h[start:start + rows], labels[start:start + rows], weight, bias)
+        total = total + (checkpoint(piece, *args, use_reentrant=False) if grad else piece(*args))
+    return total

@@ -248,3 +248,38 @@ def test_flops_per_token_is_a_hand_count(tie: bool, bias: bool, objective: str, 
     untied_total = Transformer(cfg).num_parameters() - T * d
     if not tie:   # the ~25 % the old 6 x (all but positions) counted at gpt2-124m: V d twice
         assert 6 * untied_total + 12 * L * T * d + 6 * L * guided * T * (d // H) - expected == 6 * V * d
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("rows_per_chunk", [1, 3, 7])
+def test_chunked_lm_loss_equals_the_full_logits_loss(smoothing: float, rows_per_chunk: int) -> None:
+    """Issue 34: the summed cross-entropy a chunk of rows at a time (no [N, V] float32 logits) equals
+    lm_loss of output_logits on random float32 inputs, value and gradients; one chunk: bit for bit."""
+    from nbcli.model import chunked_lm_loss, output_logits
+
+    g = torch.Generator().manual_seed(rows_per_chunk)
+    N, V, d = 20, 37, 16
+    h = torch.randn(N, d, generator=g, requires_grad=True)
+    w = (torch.randn(V, d, generator=g) * 0.3).requires_grad_(True)
+    b = torch.randn(V, generator=g).requires_grad_(True)
+    labels = torch.randint(0, V, (N,), generator=g)
+    labels[::4] = -100
+    full = lm_loss(output_logits(h, w, b), labels, smoothing, reduction="sum")
+    chunked = chunked_lm_loss(h, w, b, labels, smoothing, chunk_elements=rows_per_chunk * V)
+    torch.testing.assert_close(chunked, full, rtol=1e-6, atol=1e-5)
+    for a, c in zip(torch.autograd.grad(full, (h, w, b)), torch.autograd.grad(chunked, (h, w, b))):
+        torch.testing.assert_close(c, a, rtol=1e-5, atol=1e-6)
+    one = chunked_lm_loss(h, w, b, labels, smoothing, chunk_elements=N * V)
+    assert torch.equal(one, full)
+
+
+def test_forward_with_labels_sums_the_loss_of_its_logits() -> None:
+    cfg = ModelConfig(vocab_size=41, seq_len=12, n_layer=1, n_head=2, d_model=16, tie_embeddings=False)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    idx = torch.randint(0, 41, (3, 12))
+    labels = torch.randint(0, 41, (3, 12))
+    labels[1, 4:] = -100
+    logits, _ = model(idx)
+    summed, _ = model(idx, labels=labels, label_smoothing=0.1)
+    assert torch.equal(summed, lm_loss(logits, labels, 0.1, reduction="sum"))

@@ -219,7 +219,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
     updates = Updates(
         cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer,
         batches=lambda step, sequences: micro_batches(train_stream, sampler, cfg, mcfg, rt, step, sequences),
-        forward=lm_forward(mcfg.causal), evaluate=lambda step: evaluate(model, val_stream, cfg, mcfg, log_u, rt),
+        forward=lm_forward(mcfg.causal, None if cfg.unigram_reg_lambda else cfg.label_smoothing),
+        evaluate=lambda step: evaluate(model, val_stream, cfg, mcfg, log_u, rt),
         metadata=lambda step: checkpoint_metadata(cfg, mcfg, step, tokenizer, data), fingerprint=data.fingerprint,
         guidance=guidance, log_u=log_u, vocab_size=mcfg.vocab_size,
         tokens=lambda batches: cfg.batch_size * cfg.seq_len,

@@ -34,20 +34,46 @@ from nbcli.train.runtime import Runtime, all_reduce_sum, autocast
 from nbcli.train.unigram_reg import unigram_kl
 
 
+@dataclass(frozen=True)
+class SummedCE:
+    """What a forward returns instead of logits when it sums the cross-entropy of batch.labels itself
+    (the LM's chunked output layer, `nbcli.model.chunked_lm_loss`): that sum, a scalar tensor."""
+
+    value: torch.Tensor
+
+
 # One micro-batch through the model: (net, batch, guidance, runtime) -> (logits [..., V] whose labels are
-# batch.labels, the AG loss or None). `lm_forward` is the LM's; a task brings its own (nbcli.tasks).
-Forward = Callable[[torch.nn.Module, Any, "Guidance | None", Runtime], tuple[torch.Tensor, "torch.Tensor | None"]]
+# batch.labels, or their SummedCE; the AG loss or None). `lm_forward` is the LM's; a task brings its own
+# (nbcli.tasks).
+Forward = Callable[[torch.nn.Module, Any, "Guidance | None", Runtime],
+                   tuple["torch.Tensor | SummedCE", "torch.Tensor | None"]]
 
 
-def lm_forward(causal: bool) -> Forward:
-    """The decoder-only / MLM forward: logits of batch.inputs (under autocast), AG loss of its guided heads."""
+def lm_forward(causal: bool, label_smoothing: float | None = None) -> Forward:
+    """The decoder-only / MLM forward: logits of batch.inputs (under autocast), AG loss of its guided heads.
+    With `label_smoothing` (a number) the model sums the cross-entropy of batch.labels in its forward
+    instead (SummedCE: inside the compiled graph under --compile, no [B, T, V] float32 logits; issue 34);
+    None: the logits (what the unigram regulariser needs)."""
     def forward(net: torch.nn.Module, batch: Batch, guidance: Guidance | None, rt: Runtime,
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                ) -> tuple[torch.Tensor | SummedCE, torch.Tensor | None]:
+        guided = guidance.guided if guidance else None
         with autocast(rt):
-            logits, qks = net(batch.inputs, key_mask=_key_mask(batch), guided=guidance.guided if guidance else None)
+            if label_smoothing is None:
+                out, qks = net(batch.inputs, key_mask=_key_mask(batch), guided=guided)
+            else:
+                ce, qks = net(batch.inputs, key_mask=_key_mask(batch), guided=guided, labels=batch.labels,
+                              label_smoothing=label_smoothing)
+                out = SummedCE(ce)
         ag = guidance.loss(qks, batch.inputs, _lengths(batch), causal) if guidance is not None else None
-        return logits, ag
+        return out, ag
     return forward
+
+
+def summed_ce(out: torch.Tensor | SummedCE, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """The summed cross-entropy of a forward's result: its SummedCE, or `lm_loss` of its logits."""
+    if isinstance(out, SummedCE):
+        return out.value
+    return lm_loss(out, labels, label_smoothing, reduction="sum")
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -145,9 +171,10 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
         torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
         with gradient_sync(net, rt, last=m == cfg.grad_accum - 1):
             logits, ag = forward(net, batch, guidance, rt)
-            ce = lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum")
+            ce = summed_ce(logits, batch.labels, cfg.label_smoothing)
             lm = ce
             if unigram_reg is not None:   # paper 000 app. B.3: CE - lambda KL(omega || p_theta)
+                assert not isinstance(logits, SummedCE), "the unigram regulariser needs the logits"
                 reg_lambda, log_omega = unigram_reg
                 kl = unigram_kl(logits[batch.labels != -100], log_omega).sum()
                 lm = ce - reg_lambda * kl
@@ -202,7 +229,7 @@ def step0_alpha(model: torch.nn.Module, batches: list[Any], guidance: Guidance, 
     for batch in batches:
         logits, ag = forward(model, batch, guidance, rt)
         assert ag is not None
-        ce_sum += lm_loss(logits, batch.labels, cfg.label_smoothing, reduction="sum").double()
+        ce_sum += summed_ce(logits, batch.labels, cfg.label_smoothing).double()
         ag_sum += ag.double() / len(batches)
     totals = all_reduce_sum(torch.stack([ce_sum, ag_sum]), rt)
     if was_training:

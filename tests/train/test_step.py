@@ -148,3 +148,27 @@ def test_an_update_copies_to_the_host_once_and_logs_the_plain_mean(monkeypatch: 
     # (CPU AdamW reads its step counter with .item() afterwards: a CPU tensor, as fused CUDA AdamW keeps it)
     assert copies[:copies.index("optimizer.step")] == ["tolist"]
     assert losses.loss == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_the_forward_that_sums_its_loss_makes_the_same_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm_forward(causal, label_smoothing) (the model sums the cross-entropy, chunked) updates the
+    weights as the logits forward does; with rows in several chunks, within float32 rounding."""
+    import nbcli.model as model_module
+    from nbcli.train.step import lm_forward
+
+    def update(forward) -> tuple[float, list[torch.Tensor]]:
+        model, batch = _model_and_batch()
+        cfg = build_config("tiny", batch_size=4, label_smoothing=0.1, device="cpu")
+        optimizer = make_optimizer(model, cfg, CPU.device)
+        losses = optimizer_step(model, model, optimizer, [batch], count_labels([batch], CPU), None, 0.0, 0, cfg,
+                                model.cfg, CPU, forward=forward)
+        return losses.loss, [p.detach().clone() for p in model.parameters()]
+
+    loss, params = update(lm_forward(True))
+    one_loss, one_params = update(lm_forward(True, 0.1))
+    assert one_loss == loss and all(torch.equal(a, b) for a, b in zip(params, one_params))
+    monkeypatch.setattr(model_module.chunked_lm_loss, "__defaults__", (0.0, 30 * 5))   # 5 rows a chunk
+    chunked_loss, chunked_params = update(lm_forward(True, 0.1))
+    assert chunked_loss == pytest.approx(loss, rel=1e-6)
+    for a, b in zip(params, chunked_params):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
