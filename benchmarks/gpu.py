@@ -10,7 +10,7 @@ runs out; it writes its figures part by part, so a step cut short still reports 
 and is recorded as `timed out`, and the next step runs. A step that fails is recorded with its exit
 status and the end of its stderr. Nothing is skipped silently: a step left out for lack of time says so.
 
-1. train_lm (240 s): `nb train --preset gpt2-124m` (12 x 768, T = 1024, batch 16, bf16, --compile) on
+1. train_lm (230 s): `nb train --preset gpt2-124m` (12 x 768, T = 1024, batch 16, bf16, --compile) on
    a random-word corpus over a 50,257-word WordLevel tokenizer.json (no download), through
    `nbcli.train.loop.train`, the function `nb train` calls: tokens/s and MFU of its own log records
    (median over the updates after the first WARM ones: compilation excluded), peak CUDA memory; then,
@@ -19,14 +19,20 @@ status and the end of its stderr. Nothing is skipped silently: a step left out f
    `loss.item()` per step as nanoGPT logs) on the same token stream, same shapes; then nb again with
    attention guidance on half the heads (--ag-fraction 0.5, alpha 1): the AG overhead. Targets (issue
    34): nb >= 1.0x the loop, >= 400K tokens/s on an H100, AG <= 10 % slower.
-2. probe_bias (60 s): benchmarks/probe_bias.py's Llama-size case, 128,256 x 4,096 bf16 generated on the
+2. checks (45 s): issue 34's fixes confirmed where only a GPU shows them: the host-device syncs of one
+   nb update (count_labels + optimizer_step, AG on, batches through BlockStream) counted with
+   torch.cuda.set_sync_debug_mode (expected: the one copy of the update's sums); peak memory and time
+   of the loss summed in the forward (chunked output layer) against logits + lm_loss at gpt2-124m
+   shapes (bf16 autocast), and their loss values; the dense AG pattern ([Delim]) blockwise against the
+   explicit [B, G, T, T] map at T = 1024: peak memory, values.
+3. probe_bias (50 s): benchmarks/probe_bias.py's Llama-size case, 128,256 x 4,096 bf16 generated on the
    device's disk, `nb probe-bias --device cuda` full report (target < 5 s).
-3. generate (80 s): a GPT-2-size `GPT2LMHeadModel` built from its config (random weights, no hub),
+4. generate (75 s): a GPT-2-size `GPT2LMHeadModel` built from its config (random weights, no hub),
    `nbcli.generate` (greedy, fixed length) and `nbcli.evaluate` against transformers' `generate` and a
    plain forward-loss loop over the same tokens (target: nb's time <= transformers').
-4. train_translation (80 s): benchmarks/train_translation.py --device cuda --preset base (bf16) against
+5. train_translation (75 s): benchmarks/train_translation.py --device cuda --preset base (bf16) against
    torch.nn.Transformer in the same loop.
-5. translate (60 s): benchmarks/translate.py --device cuda: beam 5 (and greedy) against transformers'
+6. translate (55 s): benchmarks/translate.py --device cuda: beam 5 (and greedy) against transformers'
    generate(num_beams=5) on the exported model.
 
 Before the steps: the device, driver, CUDA, cuDNN, torch and transformers versions (nvidia-smi and
@@ -63,8 +69,8 @@ sys.path.insert(0, str(ROOT))
 
 # (name, budget seconds on the device, budget seconds in a dry run)
 STEPS: list[tuple[str, int, int]] = [
-    ("train_lm", 240, 120), ("probe_bias", 60, 60), ("generate", 80, 90),
-    ("train_translation", 80, 90), ("translate", 60, 90)]
+    ("train_lm", 230, 120), ("checks", 45, 60), ("probe_bias", 50, 60), ("generate", 75, 90),
+    ("train_translation", 75, 90), ("translate", 55, 90)]
 TOTAL_BUDGET_S = 530          # device time for the steps (9 minutes less the set-up)
 NEEDED = ("numpy", "safetensors", "sentencepiece", "tokenizers", "transformers", "typer", "rich", "nltk")
 
@@ -216,7 +222,7 @@ class Step:
 
     def run(self, name: str) -> None:
         steps: dict[str, Callable[[], None]] = {
-            "train_lm": self.train_lm, "probe_bias": self.probe_bias, "generate": self.generate,
+            "train_lm": self.train_lm, "checks": self.checks, "probe_bias": self.probe_bias, "generate": self.generate,
             "train_translation": self.train_translation, "translate": self.translate}
         import torch
 
@@ -227,8 +233,6 @@ class Step:
 
     # -- 1. training ------------------------------------------------------------------------------
     def train_lm(self) -> None:
-        import torch
-
         from nbcli.train.config import build_config
 
         if self.dry:
@@ -242,19 +246,49 @@ class Step:
                            warmup=2, **shape)
         tokenizer, corpus, stream = word_corpus(self.work, vocab, cfg.seq_len * cfg.batch_size * (steps + 2),
                                                  words_per_doc=2 * cfg.seq_len)
-        nb = nb_train_run(cfg, corpus, tokenizer, self.work / "nb", warm)
-        self.record("nb", nb, nb_tokens_per_s=round(nb["tokens_per_s"]), nb_mfu=nb.get("mfu"),
-                    nb_peak_gib=nb["peak_memory_gib"])
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
-        base = nanogpt_run(cfg, stream, vocab, steps, warm, compile_, self.device)
-        self.record("nanogpt", base, nanogpt_tokens_per_s=round(base["tokens_per_s"]),
-                    nb_over_nanogpt=round(nb["tokens_per_s"] / base["tokens_per_s"], 3),
-                    nanogpt_peak_gib=base["peak_memory_gib"])
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        nb = self.part("nb", lambda: nb_train_run(cfg, corpus, tokenizer, self.work / "nb", warm),
+                       lambda r: dict(nb_tokens_per_s=round(r["tokens_per_s"]), nb_mfu=r.get("mfu"),
+                                      nb_peak_gib=r["peak_memory_gib"]))
+        self.part("nanogpt", lambda: nanogpt_run(cfg, stream, vocab, steps, warm, compile_, self.device),
+                  lambda r: dict(nanogpt_tokens_per_s=round(r["tokens_per_s"]), nanogpt_mfu=r.get("mfu"),
+                                 nanogpt_peak_gib=r["peak_memory_gib"],
+                                 **({"nb_over_nanogpt": round(nb["tokens_per_s"] / r["tokens_per_s"], 3)} if nb else {})))
         ag_cfg = dataclasses.replace(cfg, ag_fraction=0.5, ag_alpha=1.0)
-        ag = nb_train_run(ag_cfg, corpus, tokenizer, self.work / "nb-ag", warm)
-        self.record("nb_ag", ag, ag_tokens_per_s=round(ag["tokens_per_s"]),
-                    ag_slowdown=round(1 - ag["tokens_per_s"] / nb["tokens_per_s"], 3), ag_peak_gib=ag["peak_memory_gib"])
+        self.part("nb_ag", lambda: nb_train_run(ag_cfg, corpus, tokenizer, self.work / "nb-ag", warm),
+                  lambda r: dict(ag_tokens_per_s=round(r["tokens_per_s"]), ag_mfu=r.get("mfu"),
+                                 ag_peak_gib=r["peak_memory_gib"],
+                                 **({"ag_slowdown": round(1 - r["tokens_per_s"] / nb["tokens_per_s"], 3)} if nb else {})))
+
+    def part(self, key: str, run: Callable[[], dict[str, Any]],
+             headline: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any] | None:
+        """One part of a step: its figures, or its error recorded (the step's other parts still run)."""
+        import traceback
+
+        import torch
+
+        try:
+            result = run()
+        except Exception as err:  # recorded, not fatal: the next part measures something else
+            traceback.print_exc()
+            self.record(key, {"error": f"{type(err).__name__}: {err}"[:2000]}, **{f"{key}_error": type(err).__name__})
+            return None
+        finally:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        self.record(key, result, **headline(result))
+        return result
+
+    # -- 2. the fixes only a GPU shows ---------------------------------------------------------------
+    def checks(self) -> None:
+        self.part("syncs", lambda: sync_count(self.device, self.dry),
+                  lambda r: {"syncs_per_update": r["syncs"]})
+        self.part("loss_paths", lambda: loss_paths(self.device, self.dry),
+                  lambda r: {"loss_peak_gib_summed_vs_logits": [r["summed"]["peak_gib"], r["logits"]["peak_gib"]],
+                             "loss_rel_diff": r["rel_diff"]})
+        self.part("dense_ag", lambda: dense_ag(self.device, self.dry),
+                  lambda r: {"dense_ag_peak_gib_blockwise_vs_explicit": [r["blockwise"]["peak_gib"],
+                                                                         r["explicit"]["peak_gib"]],
+                             "dense_ag_rel_diff": r["rel_diff"]})
 
     # -- 2. probe-bias ----------------------------------------------------------------------------
     def probe_bias(self) -> None:
@@ -334,6 +368,137 @@ class Step:
 
 # ---------------------------------------------------------------------------------------------
 # The steps' pieces
+
+
+def peak_run(fn: Callable[[], Any], device: str) -> tuple[Any, dict[str, Any]]:
+    """fn() with its seconds and peak CUDA memory above what was allocated before (GiB; None on CPU)."""
+    import torch
+
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    seconds = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if cuda else None
+    return out, {"seconds": seconds, "peak_gib": peak}
+
+
+def sync_count(device: str, dry: bool) -> dict[str, Any]:
+    """Host-device synchronisations of one nb update (labels counted, micro-batches forward/backward
+    with AG, the update), eager, counted by torch.cuda.set_sync_debug_mode("warn")."""
+    import warnings
+
+    import numpy as np
+    import torch
+
+    from nbcli.model import ModelConfig, Transformer
+    from nbcli.train.config import build_config
+    from nbcli.train.data import BlockStream, TrainSampler
+    from nbcli.train.guidance import Guidance
+    from nbcli.train.runtime import Runtime
+    from nbcli.train.step import count_labels, lm_forward, make_optimizer, micro_batches, optimizer_step
+
+    V, T = (300, 32) if dry else (50_257, 512)
+    cfg = build_config("tiny", n_layer=2, n_head=4, d_model=64 if dry else 256, seq_len=T, batch_size=4,
+                       grad_accum=2, device=device, dtype="float32" if dry else "bfloat16")
+    mcfg = ModelConfig(vocab_size=V, seq_len=T, n_layer=2, n_head=4, d_model=cfg.d_model)
+    rt = Runtime(torch.device(device), amp_dtype=None if dry else torch.bfloat16)
+    model = Transformer(mcfg).to(rt.device)
+    opt = make_optimizer(model, cfg, rt.device)
+    stream = BlockStream(np.random.default_rng(0).integers(0, V, 40 * (T + 1)).astype(np.int32), T, "clm", 0, "sync")
+    sampler = TrainSampler(stream.n_blocks, 0)
+    guidance = Guidance(heads={0: "prev", 1: "first"})
+
+    def update(step: int) -> None:
+        batches = micro_batches(stream, sampler, cfg, mcfg, rt, step, step * cfg.batch_size)
+        optimizer_step(model, model, opt, batches, count_labels(batches, rt), guidance, 1.0, step, cfg, mcfg, rt,
+                       forward=lm_forward(True, 0.0))
+
+    update(0)                                                            # warm-up (allocations, kernels)
+    sync()
+    caught: list[str] = []
+    if device == "cuda":
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                update(1)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        caught = [str(w.message).splitlines()[0][:200] for w in seen if "synchron" in str(w.message).lower()]
+    else:
+        update(1)
+    return {"syncs": len(caught) if device == "cuda" else None, "messages": caught[:20],
+            "note": "expected 1 (the update's sums, before the finiteness check); None: CPU has no sync mode"}
+
+
+def loss_paths(device: str, dry: bool) -> dict[str, Any]:
+    """Forward + backward of the gpt2-124m model (eager, bf16 autocast) with the loss summed in the
+    forward (chunked output layer) vs logits + lm_loss: peak memory, seconds, the two losses."""
+    import torch
+
+    from nbcli.model import ModelConfig, Transformer, lm_loss
+
+    V, T, B, L, d, H = (300, 32, 2, 1, 32, 2) if dry else (50_257, 1024, 16, 12, 768, 12)
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=V, seq_len=T, n_layer=L, n_head=H, d_model=d)).to(device)
+    idx = torch.randint(0, V, (B, T), device=device)
+    labels = torch.randint(0, V, (B, T), device=device)
+    amp = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda")
+
+    def summed() -> float:
+        with amp:
+            loss, _ = model(idx, labels=labels)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return float(loss)
+
+    def logits() -> float:
+        with amp:
+            out, _ = model(idx)
+        loss = lm_loss(out, labels, reduction="sum")
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return float(loss)
+
+    summed()
+    logits()                                                             # warm-up both
+    a, summed_run = peak_run(summed, device)
+    b, logits_run = peak_run(logits, device)
+    return {"shape": [B, T, V], "summed": summed_run, "logits": logits_run, "summed_loss": a, "logits_loss": b,
+            "rel_diff": abs(a - b) / abs(b)}
+
+
+def dense_ag(device: str, dry: bool) -> dict[str, Any]:
+    """[Delim] row errors + backward, blockwise (guidance.dense_row_errors) vs the explicit map."""
+    import torch
+
+    from nbcli.train.guidance import dense_row_errors, explicit_row_errors, guided_maps, pattern_matrix
+
+    B, G, T, dh = (2, 2, 40, 8) if dry else (16, 6, 1024, 64)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    q = torch.randn(B, G, T, dh, generator=g).to(device).requires_grad_(True)
+    k = torch.randn(B, G, T, dh, generator=g).to(device).requires_grad_(True)
+    ids = torch.randint(0, 50, (B, T), generator=g).to(device)
+    lengths = torch.full((B,), T, device=device)
+    P = pattern_matrix("delim", ids, lengths, True, delim_ids=(0, 1))
+
+    def run(rows: Callable[[], Any]) -> float:
+        value = rows().sum()
+        value.backward()
+        q.grad = k.grad = None
+        return float(value)
+
+    block = 16 if dry else 256                                          # several blocks either way
+    blockwise, b_run = peak_run(lambda: run(lambda: dense_row_errors(q, k, P, lengths, True, block)), device)
+    explicit, e_run = peak_run(lambda: run(lambda: explicit_row_errors(guided_maps(q, k, lengths, True), P, lengths)),
+                               device)
+    return {"shape": [B, G, T, dh], "blockwise": b_run, "explicit": e_run,
+            "rel_diff": abs(blockwise - explicit) / abs(explicit)}
 
 
 def sync() -> None:
