@@ -131,14 +131,32 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Ten
     return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
-def output_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+VOCAB_MULTIPLE = 64   # the output matmul's rows on CUDA are padded to a multiple of this (nanoGPT: 50,304)
+
+
+def padded_size(n: int, multiple: int) -> int:
+    """The smallest multiple of `multiple` >= n (GPT-2's 50,257 -> 50,304 for 64)."""
+    return -(-n // multiple) * multiple
+
+
+def output_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, multiple: int = 1) -> torch.Tensor:
     """The output layer, logits = h W^T + b [..., V] (paper 000 sec. 3), always in float32: outside any
     autocast and with h, W and b cast up (a no-op for float32 tensors). In bf16 a log-unigram bias near
     -15 would be rounded in steps of 2^-4 = 0.0625, and the KL of the predictions to the unigram
     that the papers measure would move by ~0.5 %. On CUDA the matmul uses TF32 where nb train turns
-    TF32 matmuls on (`nbcli.train.runtime`); the bias is added in float32 either way."""
+    TF32 matmuls on (`nbcli.train.runtime`); the bias is added in float32 either way.
+    `multiple` > 1: the matmul runs over W (and b) padded with zero rows to `padded_size(V, multiple)`
+    (aligned sizes take the fast GEMM kernels; nanoGPT pads its vocabulary the same way) and the padded
+    columns are dropped: the V logits are the same numbers and the parameters keep their V rows, so
+    checkpoints hold the true vocabulary."""
+    V = weight.size(0)
+    pad = padded_size(V, multiple) - V
     with torch.autocast(device_type=h.device.type, enabled=False):
-        return F.linear(h.float(), weight.float(), None if bias is None else bias.float())
+        if not pad:
+            return F.linear(h.float(), weight.float(), None if bias is None else bias.float())
+        w = F.pad(weight.float(), (0, 0, 0, pad))
+        b = None if bias is None else F.pad(bias.float(), (0, pad))
+        return F.linear(h.float(), w, b)[..., :V]
 
 
 def training_flops_per_token(matmul_params: int, n_layer: int, seq_len: int, d_model: int,
@@ -256,6 +274,8 @@ class Transformer(nn.Module):
         # Output layer: logits = h W^T + b. W is tok_emb.weight when tied (no head.weight tensor).
         self.head_weight = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None
+        # On CUDA the output matmul pads V to this multiple (`output_logits`); 1 turns that off.
+        self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()
 
     # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
@@ -301,9 +321,11 @@ class Transformer(nn.Module):
         h, qks = self.encode(idx, key_mask, guided, kv, past)                   # [B, T, d]
         if self.mlm is not None:
             h = self.mlm(h)                                                      # [B, T, d]
+        multiple = self.vocab_multiple if h.is_cuda else 1
         if labels is not None:
-            return chunked_lm_loss(h, self.output_weight, self.head_bias, labels, label_smoothing), qks
-        logits = output_logits(h, self.output_weight, self.head_bias)            # [B, T, V] float32
+            return chunked_lm_loss(h, self.output_weight, self.head_bias, labels, label_smoothing,
+                                   multiple=multiple), qks
+        logits = output_logits(h, self.output_weight, self.head_bias, multiple)  # [B, T, V] float32
         return logits, qks
 
     def encode(self, idx: torch.Tensor, key_mask: torch.Tensor | None = None,
@@ -419,19 +441,21 @@ LOSS_CHUNK_ELEMENTS = 1 << 25   # float32 logits alive at once in `chunked_lm_lo
 
 
 def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
-                    label_smoothing: float = 0.0, chunk_elements: int = LOSS_CHUNK_ELEMENTS) -> torch.Tensor:
+                    label_smoothing: float = 0.0, chunk_elements: int = LOSS_CHUNK_ELEMENTS,
+                    multiple: int = 1) -> torch.Tensor:
     """The summed cross-entropy `lm_loss(output_logits(h, W, b), labels, reduction="sum")` of final
     states h [..., d] against labels [...], without the [N, V] float32 logits: the rows go through the
     output layer `chunk_elements // V` at a time, each chunk's logits recomputed in the backward pass
     (activation checkpointing), so memory is O(chunk x V) instead of three [N, V] float32 tensors
     (logits, log-softmax, their gradient). When every row fits in one chunk it is exactly that
-    expression (bit for bit); with several, the per-chunk sums add up in another order (float32)."""
+    expression (bit for bit); with several, the per-chunk sums add up in another order (float32).
+    `multiple`: `output_logits`'s padding of the matmul."""
     h = h.reshape(-1, h.size(-1))
     labels = labels.reshape(-1)
     rows = max(1, chunk_elements // weight.size(0))
 
     def piece(h_rows: torch.Tensor, label_rows: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        return lm_loss(output_logits(h_rows, w, b), label_rows, label_smoothing, reduction="sum")
+        return lm_loss(output_logits(h_rows, w, b, multiple), label_rows, label_smoothing, reduction="sum")
 
     if h.size(0) <= rows:
         return piece(h, labels, weight, bias)

@@ -283,3 +283,29 @@ def test_forward_with_labels_sums_the_loss_of_its_logits() -> None:
     logits, _ = model(idx)
     summed, _ = model(idx, labels=labels, label_smoothing=0.1)
     assert torch.equal(summed, lm_loss(logits, labels, 0.1, reduction="sum"))
+
+
+@pytest.mark.parametrize("V", [37, 64, 65])
+def test_padded_output_matmul_gives_the_same_logits_and_gradients(V: int) -> None:
+    """Issue 34: the output layer padded to a multiple of 64 rows (as on CUDA) returns the V logits of
+    the unpadded one, and the same gradients for W and b (V rows each: checkpoints keep V)."""
+    from nbcli.model import chunked_lm_loss, output_logits, padded_size
+
+    assert padded_size(50_257, 64) == 50_304 and padded_size(64, 64) == 64 and padded_size(65, 64) == 128
+    g = torch.Generator().manual_seed(V)
+    h = torch.randn(2, 5, 16, generator=g, requires_grad=True)
+    w = torch.randn(V, 16, generator=g, requires_grad=True)
+    b = torch.randn(V, generator=g, requires_grad=True)
+    plain = output_logits(h, w, b)
+    padded = output_logits(h, w, b, multiple=64)
+    assert padded.shape == plain.shape == (2, 5, V)
+    torch.testing.assert_close(padded, plain, rtol=0, atol=1e-6)
+    weights = torch.randn(plain.shape, generator=g)
+    for a, c in zip(torch.autograd.grad((plain * weights).sum(), (h, w, b)),
+                    torch.autograd.grad((padded * weights).sum(), (h, w, b))):
+        assert c.shape == a.shape
+        torch.testing.assert_close(c, a, rtol=1e-6, atol=1e-6)
+    labels = torch.randint(0, V, (2, 5), generator=g)
+    torch.testing.assert_close(chunked_lm_loss(h, w, b, labels, 0.1, multiple=64),
+                               lm_loss(plain, labels, 0.1, reduction="sum"), rtol=1e-6, atol=1e-5)
+    assert output_logits(h, w, None, multiple=64).shape == (2, 5, V)
