@@ -47,7 +47,7 @@ from nbcli.train.rundir import (check_inputs_outside, check_run_directory, creat
 from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, autocast, on_main_rank, setup_runtime
 from nbcli.train.state import FORMAT, save_model
-from nbcli.train.step import eval_sums, make_optimizer, prediction_fields
+from nbcli.train.step import count_labels, eval_sums, make_optimizer, prediction_fields
 
 TASK = "translation"
 BEST = "best.safetensors"
@@ -466,8 +466,7 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
                 for m in range(cfg.grad_accum)]
 
     def tokens(step_batches: list[TranslationBatch]) -> int:
-        mine = torch.tensor(float(sum(int((b.labels != -100).sum()) for b in step_batches)), device=rt.device)
-        return int(all_reduce_sum(mine, rt))
+        return int(count_labels(step_batches, rt))   # one copy to the host, not one per micro-batch
 
     mean_src, mean_tgt = float(data.train_src.lengths().mean()), float(data.train_tgt.lengths().mean()) + 1
     updates = Updates(cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
