@@ -23,8 +23,8 @@ status and the end of its stderr. Nothing is skipped silently: a step left out f
    nb update (count_labels + optimizer_step, AG on, batches through BlockStream) counted with
    torch.cuda.set_sync_debug_mode (expected: the one copy of the update's sums); peak memory and time
    of the loss summed in the forward (chunked output layer) against logits + lm_loss at gpt2-124m
-   shapes (bf16 autocast), and their loss values, and its time with the output matmul unpadded
-   (vocab_multiple 1) against padded to 50,304 rows; the dense AG pattern ([Delim]) blockwise against the
+   shapes (bf16 autocast), and their loss values, its time in one chunk (no recomputation) and with
+   the output matmul unpadded (vocab_multiple 1) against padded to 50,304 rows; the dense AG pattern ([Delim]) blockwise against the
    explicit [B, G, T, T] map at T = 1024: peak memory, values.
 3. probe_bias (50 s): benchmarks/probe_bias.py's Llama-size case, 128,256 x 4,096 bf16 generated on the
    device's disk, `nb probe-bias --device cuda` full report (target < 5 s).
@@ -285,7 +285,8 @@ class Step:
                   lambda r: {"syncs_per_update": r["syncs"]})
         self.part("loss_paths", lambda: loss_paths(self.device, self.dry),
                   lambda r: {"loss_peak_gib_summed_vs_logits": [r["summed"]["peak_gib"], r["logits"]["peak_gib"]],
-                             "loss_rel_diff": r["rel_diff"], "vocab_padding_speedup": round(r["padding_speedup"], 3)})
+                             "loss_rel_diff": r["rel_diff"], "vocab_padding_speedup": round(r["padding_speedup"], 3),
+                             "loss_chunking_slowdown": round(r["chunking_slowdown"], 3)})
         self.part("dense_ag", lambda: dense_ag(self.device, self.dry),
                   lambda r: {"dense_ag_peak_gib_blockwise_vs_explicit": [r["blockwise"]["peak_gib"],
                                                                          r["explicit"]["peak_gib"]],
@@ -470,12 +471,17 @@ def loss_paths(device: str, dry: bool) -> dict[str, Any]:
     logits()                                                             # warm-up both
     a, summed_run = peak_run(summed, device)
     b, logits_run = peak_run(logits, device)
+    model.loss_chunk_elements = 1 << 40                                  # one chunk: no recomputation
+    summed()
+    _, one_chunk_run = peak_run(summed, device)
+    model.loss_chunk_elements = 1 << 25
     model.vocab_multiple = 1                                             # the output matmul over V rows, unpadded
     summed()
     c, unpadded_run = peak_run(summed, device)
-    return {"shape": [B, T, V], "summed": summed_run, "logits": logits_run, "summed_unpadded": unpadded_run,
-            "summed_loss": a, "logits_loss": b, "unpadded_loss": c, "rel_diff": abs(a - b) / abs(b),
-            "padding_speedup": unpadded_run["seconds"] / summed_run["seconds"]}
+    return {"shape": [B, T, V], "summed": summed_run, "logits": logits_run, "summed_one_chunk": one_chunk_run,
+            "summed_unpadded": unpadded_run, "summed_loss": a, "logits_loss": b, "unpadded_loss": c,
+            "rel_diff": abs(a - b) / abs(b), "padding_speedup": unpadded_run["seconds"] / summed_run["seconds"],
+            "chunking_slowdown": summed_run["seconds"] / one_chunk_run["seconds"]}
 
 
 def dense_ag(device: str, dry: bool) -> dict[str, Any]:

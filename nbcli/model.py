@@ -274,8 +274,10 @@ class Transformer(nn.Module):
         # Output layer: logits = h W^T + b. W is tok_emb.weight when tied (no head.weight tensor).
         self.head_weight = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.output_bias else None
-        # On CUDA the output matmul pads V to this multiple (`output_logits`); 1 turns that off.
+        # On CUDA the output matmul pads V to this multiple (`output_logits`); 1 turns that off. The loss
+        # summed in the forward holds this many float32 logits at once (`chunked_lm_loss`).
         self.vocab_multiple = VOCAB_MULTIPLE
+        self.loss_chunk_elements = LOSS_CHUNK_ELEMENTS
         self.reset_parameters()
 
     # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
@@ -324,7 +326,7 @@ class Transformer(nn.Module):
         multiple = self.vocab_multiple if h.is_cuda else 1
         if labels is not None:
             return chunked_lm_loss(h, self.output_weight, self.head_bias, labels, label_smoothing,
-                                   multiple=multiple), qks
+                                   self.loss_chunk_elements, multiple), qks
         logits = output_logits(h, self.output_weight, self.head_bias, multiple)  # [B, T, V] float32
         return logits, qks
 
@@ -452,13 +454,18 @@ def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     `multiple`: `output_logits`'s padding of the matmul."""
     h = h.reshape(-1, h.size(-1))
     labels = labels.reshape(-1)
-    rows = max(1, chunk_elements // weight.size(0))
+    V = weight.size(0)
+    rows = max(1, chunk_elements // V)
+    if h.size(0) <= rows:
+        return lm_loss(output_logits(h, weight, bias, multiple), labels, label_smoothing, reduction="sum")
+    pad = padded_size(V, multiple) - V
+    if pad:   # padded once for all chunks (`output_logits`'s padding, its columns dropped per chunk)
+        weight = F.pad(weight.float(), (0, 0, 0, pad))
+        bias = None if bias is None else F.pad(bias.float(), (0, pad))
 
     def piece(h_rows: torch.Tensor, label_rows: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        return lm_loss(output_logits(h_rows, w, b, multiple), label_rows, label_smoothing, reduction="sum")
+        return lm_loss(output_logits(h_rows, w, b)[..., :V], label_rows, label_smoothing, reduction="sum")
 
-    if h.size(0) <= rows:
-        return piece(h, labels, weight, bias)
     grad = torch.is_grad_enabled()
     total = h.new_zeros((), dtype=torch.float32)
     for start in range(0, h.size(0), rows):

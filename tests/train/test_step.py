@@ -167,7 +167,7 @@ def test_the_forward_that_sums_its_loss_makes_the_same_update(monkeypatch: pytes
     loss, params = update(lm_forward(True))
     one_loss, one_params = update(lm_forward(True, 0.1))
     assert one_loss == loss and all(torch.equal(a, b) for a, b in zip(params, one_params))
-    monkeypatch.setattr(model_module.chunked_lm_loss, "__defaults__", (0.0, 30 * 5))   # 5 rows a chunk
+    monkeypatch.setattr(model_module, "LOSS_CHUNK_ELEMENTS", 30 * 5)   # 5 rows a chunk in the models built next
     chunked_loss, chunked_params = update(lm_forward(True, 0.1))
     assert chunked_loss == pytest.approx(loss, rel=1e-6)
     for a, b in zip(params, chunked_params):
