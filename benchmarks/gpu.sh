@@ -5,7 +5,9 @@
 # The device reaches no package registry: wheels for what its image lacks (nltk for nb generate's
 # word counts) travel in .whl/ (git-ignored; carry it), fetched here beforehand with
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl nltk
-# and are installed below before gpu.py looks for anything missing.
+# and are installed below before gpu.py looks for anything missing. nb's CLI wants typer 0.29 (pyproject);
+# should the image's typer be another, `nb probe-bias` may refuse to start: gpu.py then times the same
+# report through nbcli.probe and says so (probe_bias_api in gpu.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/out/gpu}
