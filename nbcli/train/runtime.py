@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from nbcli.errors import ConfigError
+from nbcli.precision import autocast_dtype, set_tf32
 from nbcli.train.config import TrainConfig
 
 # bf16 dense peak FLOP/s by device name (for MFU); unknown devices get no MFU.
@@ -63,14 +64,8 @@ def setup_runtime(cfg: TrainConfig) -> Runtime:
         if cfg.batch_size % (world * cfg.grad_accum):
             raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by world size {world} x "
                               f"--grad-accum {cfg.grad_accum}")
-    amp: torch.dtype | None = None
-    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.type == "cuda"):
-        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("--dtype bfloat16: this GPU does not support bf16; use --dtype float32")
-        amp = torch.bfloat16
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    amp = autocast_dtype(cfg.dtype, device)  # the one --dtype rule (nbcli.precision), as eval and generate
+    set_tf32(device, True)
     return Runtime(device=device, rank=rank, world=world, local_rank=local_rank, amp_dtype=amp)
 
 
