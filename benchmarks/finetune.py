@@ -48,7 +48,7 @@ def plain_loop(folder: Path, train: Path, steps: int, batch: int, lr: float) -> 
     import transformers
     from tokenizers import Tokenizer
 
-    from nbcli.tasks.data import order
+    from nbcli.train.data import TrainSampler
     from nbcli.tasks.finetune import learning_rate
 
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -63,10 +63,9 @@ def plain_loop(folder: Path, train: Path, steps: int, batch: int, lr: float) -> 
     rest = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}], lr=lr)
     tokens, began = 0, time.perf_counter()
+    sampler = TrainSampler(len(rows), 0)   # the order nb's update loop takes them in
     for step in range(steps):
-        epoch, position = divmod(step * batch, len(rows))
-        perm = order(len(rows), 0, epoch)
-        picked = [perm[(position + i) % len(perm)] for i in range(batch)]
+        picked = sampler.blocks(step * batch, batch)
         T = max(len(encoded[i].ids) for i in picked)
         ids = torch.zeros(batch, T, dtype=torch.long)
         types = torch.zeros(batch, T, dtype=torch.long)

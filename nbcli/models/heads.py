@@ -188,6 +188,14 @@ class Classifier(nn.Module):
         h, pooled = self.states(ids, key_mask, token_type_ids)
         return self.head(h, key_mask, pooled).float()
 
+    def nb_state_dict(self) -> dict[str, torch.Tensor]:
+        """The tensors nb saves (step-N.safetensors; the update loop's `train.state.save_model`)."""
+        return self.state_dict()
+
+    def load_nb_state_dict(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Load `nb_state_dict`'s tensors (--resume)."""
+        self.load_state_dict(tensors)
+
     def export_tensors(self) -> dict[str, torch.Tensor]:
         """A transformers encoder's tensors under `AutoModelFor{Sequence,Token}Classification`'s
         names: the encoder's under its base_model_prefix, the head's under `export_prefix`."""

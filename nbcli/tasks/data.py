@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
@@ -103,10 +102,3 @@ def parse_valid(specs: Sequence[str]) -> dict[str, str]:
 def padding_id(tokenizer: Tokenizer) -> int:
     """The id padded positions get (masked out; any id works): the tokenizer's pad, else 0."""
     return tokenizer.pad_id if tokenizer.pad_id is not None else 0
-
-
-def order(n: int, seed: int, epoch: int) -> list[int]:
-    """The training order of epoch `epoch`: a permutation that is a function of (seed, epoch), so a
-    resumed run visits the examples in the order the uninterrupted one does."""
-    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    return torch.randperm(n, generator=g).tolist()

@@ -2,30 +2,34 @@
 2, 4; 002 table 1), and `nb predict` / `nb eval` with the result.
 
 The run: read and check every file (nothing is created before), build the classifier
-(`tasks.encoders`), then for each update take a batch in the (seed, epoch) order, step AdamW under
-linear warm-up (`warmup_ratio` of the updates) and linear decay to 0 (the usual fine-tuning schedule,
-as transformers' get_linear_schedule_with_warmup), and evaluate on the WHOLE of every validation set
-every `eval_every` updates and at the end. Files in the run directory:
+(`tasks.encoders`), then hand it to the task-agnostic update loop the LM and translation use
+(`nbcli.train.loop.run_updates`): batches in the sampler's (seed, epoch) order, AdamW (no decay on
+1-D tensors, betas (0.9, 0.999), eps 1e-8) under linear warm-up over ceil(`warmup_ratio` x updates)
+and linear decay to 0 (transformers' get_linear_schedule_with_warmup: `train.step.learning_rate`
+with --lr-schedule linear), --grad-accum micro-batches per update, dropout seeded by (seed, step),
+evaluation on the WHOLE of every validation set at update 0, every `eval_every` updates (default:
+once per epoch) and at the end. Files in the run directory:
 
-    config.json          the options, the labels by name, the encoder's description
+    config.json          the options, the labels by name, the inputs
     tokenizer.json|.model the tokenizer's bytes (predict finds it beside a step-N.safetensors)
     step-N.safetensors   the classifier (metadata nb.format nb-classifier/1, nb.labels, nb.encoder)
-    train-state.*        AdamW moments and the position, for --resume (a resumed run repeats the
-                         uninterrupted one: the order is a function of (seed, epoch), dropout is drawn
-                         from a generator seeded by (seed, step))
-    log.jsonl            {step, lr, loss} per update; {step, val_loss, val_accuracy, val_f1,
-                         val_<NAME>_accuracy, ...} at evaluations (the first set gives the unprefixed keys)
-    summary.json         best_val_accuracy, best_step (first set's accuracy), final metrics per set
+    train-state.*        AdamW moments and the position (`train.state`), for --resume: a resumed run
+                         repeats the uninterrupted one
+    log.jsonl            per update {step, loss, lr, tokens_per_s}; evaluations add {val_loss,
+                         val_accuracy, val_f1, val_<NAME>_loss|accuracy|f1} (the first set gives the
+                         unprefixed keys)
+    summary.json         best_val_accuracy, best_step, best_epoch: the highest accuracy on the FIRST
+                         validation set over the scheduled evaluations (the earliest on a tie), and the
+                         final metrics per set
 
-This module runs its own update loop (the task-agnostic `train/` loop is being reworked, issue 31's
-note); it shares train/'s run-directory rules (`removed_on_failure`, atomic writes).
+A new run that fails before its first saved state leaves no run directory (`removed_on_failure`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +40,7 @@ import torch
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.models.heads import Classifier
 from nbcli.tasks.classification import classification_loss, classification_metrics
-from nbcli.tasks.data import DataSpec, Encoded, encode_file, make_labels, order, padding_id, read_records
+from nbcli.tasks.data import DataSpec, Encoded, encode_file, make_labels, padding_id, read_records
 from nbcli.tasks.labels import LabelSet
 from nbcli.tasks.tagging import tagging_loss, tagging_metrics, word_tags
 
@@ -44,6 +48,8 @@ __all__ = ["FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune"
            "load_classifier", "predict_file", "predict_report", "train_report"]
 
 FORMAT = "nb-classifier/1"
+# Options that may change between a run and its --resume (they do not change the trajectory).
+RESUMABLE = {"device", "eval_every", "save_every"}
 
 
 @dataclass
@@ -71,6 +77,8 @@ class FinetuneConfig:
     positions: str = "learned"
     freeze_embeddings: bool = False
     device: str = "cpu"
+    grad_accum: int = 1
+    dtype: str = "float32"                # autocast precision: float32 | bfloat16 | auto (bf16 on CUDA)
 
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
@@ -78,7 +86,9 @@ class FinetuneConfig:
                   (self.epochs > 0 or self.steps > 0, "--epochs or --steps must be > 0"),
                   (self.pooling in ("first", "mean"), "--pooling must be first or mean"),
                   (self.positions in ("learned", "sinusoidal", "none"), "--positions must be learned, sinusoidal or none"),
-                  (0 <= self.dropout < 1, "--dropout must be in [0, 1)")]
+                  (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+                  (self.grad_accum >= 1 and self.batch_size % self.grad_accum == 0,
+                   "--batch-size must be a multiple of --grad-accum")]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
@@ -103,15 +113,41 @@ class FinetuneResult:
     seconds: float
     tokens_per_s: float
     """training tokens (real, unpadded) per second of the updates, evaluation and saving excluded"""
+    best_epoch: float | None = None
+    steps_per_epoch: int = 0
+    resumed_from: int | None = None
+    device: str = "cpu"
+    warnings: list[str] = field(default_factory=list)
+
+
+def warmup_steps(total: int, warmup_ratio: float) -> int:
+    """The warm-up of a fine-tuning run: ceil(warmup_ratio x updates) (transformers' `warmup_ratio`)."""
+    return math.ceil(warmup_ratio * total)
+
+
+def train_config(cfg: FinetuneConfig, total: int, eval_every: int) -> Any:
+    """The update loop's TrainConfig of a fine-tuning run of `total` updates: linear schedule to 0,
+    AdamW (0.9, 0.999, 1e-8), the run's own options in task_options."""
+    from nbcli.train.config import TrainConfig
+
+    return TrainConfig(
+        preset=cfg.preset, task=cfg.data.task, objective="mlm", seq_len=max(2, cfg.data.max_len), steps=total,
+        batch_size=cfg.batch_size, grad_accum=cfg.grad_accum, lr=cfg.lr, min_lr_ratio=0.0,
+        warmup=warmup_steps(total, cfg.warmup_ratio), weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
+        dropout=cfg.dropout, lr_schedule="linear", adam_beta2=0.999, adam_eps=1e-8,
+        embedding_init=cfg.embedding_init, eval_every=eval_every, save_every=cfg.save_every,
+        device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, task_options=cfg.to_dict())  # type: ignore[arg-type]
 
 
 def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> float:
-    """Linear warm-up over the first ceil(warmup_ratio * total) updates, then linear decay to 0 at
-    `total` (transformers' get_linear_schedule_with_warmup); `step` counts from 0."""
-    warmup = math.ceil(warmup_ratio * total)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    return peak * max(0.0, (total - step) / max(1, total - warmup))
+    """The fine-tuning schedule at `step` (from 0): linear warm-up over ceil(warmup_ratio x total)
+    updates, then linear decay to 0 at `total` (transformers' get_linear_schedule_with_warmup), as
+    the update loop computes it (`nbcli.train.step.learning_rate`, --lr-schedule linear)."""
+    from nbcli.train.config import TrainConfig
+    from nbcli.train.step import learning_rate as loop_learning_rate
+
+    return loop_learning_rate(step, TrainConfig(task="classification", steps=total, lr=peak, min_lr_ratio=0.0,
+                                                warmup=warmup_steps(total, warmup_ratio), lr_schedule="linear"))
 
 
 def _tokenizer_for(cfg: FinetuneConfig) -> Any:
@@ -139,14 +175,6 @@ def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int) -> Classifier:
     if cfg.freeze_embeddings:
         freeze_embeddings(model)
     return model
-
-
-def _optimizer(model: Classifier, cfg: FinetuneConfig) -> torch.optim.AdamW:
-    """AdamW; no weight decay on biases and norm gains (1-D tensors), as BERT's fine-tuning recipe."""
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    groups = [{"params": [p for n, p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in params if p.ndim < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
 
 
 def _loss(task: str, logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -196,11 +224,6 @@ def file_metrics(task: str, data: Encoded, logits: Sequence[torch.Tensor], label
                                   len(labels.names))
 
 
-def _log(out: Path, record: dict[str, Any]) -> None:
-    with (out / "log.jsonl").open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
 def _metadata(cfg: FinetuneConfig, labels: LabelSet, model: Classifier, step: int) -> dict[str, str]:
     from nbcli.provenance import tool_version, utc_now
 
@@ -212,137 +235,157 @@ def _metadata(cfg: FinetuneConfig, labels: LabelSet, model: Classifier, step: in
             "nb.version": tool_version(), "nb.created": utc_now()}
 
 
-def _tensors(model: Classifier) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+def _fingerprint(train: Encoded) -> str:
+    """sha256 of the encoded training items (--resume checks the data is the run's)."""
+    digest = hashlib.sha256()
+    for ids, types, label in train.items:
+        digest.update(json.dumps([ids, types, label]).encode("ascii") + b"\n")
+    return digest.hexdigest()
 
 
-def _save_state(out: Path, step: int, model: Classifier, optimizer: torch.optim.AdamW, meta: dict[str, str]) -> None:
-    """step-N.safetensors and train-state.{safetensors,json} (AdamW moments by parameter name)."""
-    from nbcli.atomic import write_text_atomic
-    from nbcli.checkpoint.writer import save_tensors
+def _check_out(out: Path, resume: bool, cfg: FinetuneConfig, inputs: Sequence[str]) -> None:
+    """`out` may hold no earlier run (unless --resume, which needs the same options) and no input."""
+    from nbcli.jsonsafe import load_file
+    from nbcli.outputs import inputs_inside
 
-    save_tensors(out / f"step-{step}.safetensors", _tensors(model), meta)
-    names = {id(p): n for n, p in model.named_parameters()}
-    moments: dict[str, torch.Tensor] = {}
-    counts: dict[str, float] = {}
-    for p, st in optimizer.state.items():
-        name = names[id(p)]
-        moments[f"exp_avg/{name}"] = st["exp_avg"].detach().cpu().float().contiguous()
-        moments[f"exp_avg_sq/{name}"] = st["exp_avg_sq"].detach().cpu().float().contiguous()
-        counts[name] = float(st["step"])
-    save_tensors(out / "train-state.safetensors", moments, {"nb.format": "nb-finetune-state/1"})
-    write_text_atomic(out / "train-state.json", json.dumps({"step": step, "adam_steps": counts}) + "\n")
-
-
-def _load_state(out: Path, model: Classifier, optimizer: torch.optim.AdamW) -> int:
-    from nbcli.train.state import load_model_tensors
-
-    state = json.loads((out / "train-state.json").read_text(encoding="utf-8"))
-    step = int(state["step"])
-    tensors, _meta = load_model_tensors(out / f"step-{step}.safetensors")
-    model.load_state_dict(tensors)
-    moments, _ = load_model_tensors(out / "train-state.safetensors")
-    for n, p in model.named_parameters():
-        if n in state["adam_steps"]:
-            optimizer.state[p] = {"step": torch.tensor(state["adam_steps"][n]),
-                                  "exp_avg": moments[f"exp_avg/{n}"].to(p), "exp_avg_sq": moments[f"exp_avg_sq/{n}"].to(p)}
-    return step
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a directory")
+    inside = inputs_inside(out, [p for p in inputs if p != "-"])
+    if inside is not None:
+        raise OutputError(f"--out {out}: the input {inside} lies in this run directory; choose another --out")
+    if not resume:
+        if out.exists() and any(out.iterdir()):
+            raise OutputError(f"--out {out}: exists and is not empty (give a new directory, or --resume)")
+        return
+    if not (out / "train-state.json").is_file():
+        raise OutputError(f"--resume: {out} has no train-state.json (no saved state to continue)")
+    saved = load_file(out / "config.json", error=CheckpointError, what="run config", max_bytes=1 << 24)
+    now = cfg.to_dict()
+    diff = sorted(k for k in now if k not in RESUMABLE and isinstance(saved, dict) and saved.get(k) != now[k])
+    if not isinstance(saved, dict) or diff:
+        details = ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in diff[:4]) if diff else "not an object"
+        raise ConfigError(f"--resume: options differ from {out / 'config.json'} ({details}); resume with the "
+                          "run's own options")
 
 
 def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,
-             resume: bool = False, progress: Callable[[dict[str, Any]], None] | None = None) -> FinetuneResult:
+             resume: bool = False, stop_at: int | None = None,
+             on_step: Callable[[int, dict[str, Any]], None] | None = None,
+             on_warning: Callable[[str], None] | None = None) -> FinetuneResult:
     """Fine-tune (module doc). Every input is read and checked before `out` is created; a failure
-    before the first saved state leaves no run directory."""
-    from nbcli.atomic import write_bytes_atomic, write_text_atomic
-    from nbcli.train.rundir import create_run_directory, removed_on_failure, truncate_log, write_summary
-    from nbcli.train.runtime import resolve_device
+    before the first saved state leaves no run directory. `stop_at` stops after that many updates
+    (state saved) while the schedule follows the whole run; `resume` continues from the saved state.
+    `on_step(step, record)` gets every log record."""
+    from nbcli.train.rundir import removed_on_failure
 
     out = Path(out)
-    if not resume and out.exists() and any(out.iterdir()):
-        raise OutputError(f"--out {out}: exists and is not empty (give a new directory, or --resume)")
-    if resume and not (out / "train-state.json").is_file():
-        raise OutputError(f"--resume: {out} has no train-state.json")
+    _check_out(out, resume, cfg, [*train_files, *valid.values()])
+    with removed_on_failure(out, resume):
+        return _finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                         on_warning=on_warning)
+
+
+def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path, *, resume: bool,
+              stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
+              on_warning: Callable[[str], None] | None) -> FinetuneResult:
+    from nbcli.atomic import write_bytes_atomic, write_text_atomic
+    from nbcli.tasks.translation import BestBleu
+    from nbcli.train.data import TrainSampler
+    from nbcli.train.loop import Updates, run_updates, start_position, warning_sink
+    from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
+    from nbcli.train.runs import read_log_records
+    from nbcli.train.runtime import all_reduce_sum, autocast, on_main_rank, setup_runtime
+
     spec = cfg.data
     tokenizer = _tokenizer_for(cfg)
     train_records = read_records(spec, train_files)
     labels = make_labels(spec, train_records, cfg.label_names, train_files)
     train = encode_file(spec, tokenizer, train_records, labels)
     sets = {name: encode_file(spec, tokenizer, read_records(spec, [path]), labels) for name, path in valid.items()}
-    model = _build(cfg, tokenizer, len(labels.names))
-    device = resolve_device(cfg.device)
-    model.to(device).train()
-    pad = padding_id(tokenizer)
     per_epoch = math.ceil(len(train.items) / cfg.batch_size)
     total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
     eval_every = cfg.eval_every or per_epoch
-    optimizer = _optimizer(model, cfg)
-    with removed_on_failure(out, resume):
-        create_run_directory(out)
-        start = 0
+    tcfg = train_config(cfg, total, eval_every)
+    rt = setup_runtime(tcfg)
+    warnings, warn = warning_sink(rt, on_warning)
+    model = _build(cfg, tokenizer, len(labels.names)).to(rt.device)
+    model.train()
+    on_main_rank(rt, lambda: create_run_directory(out))   # only once every input is accepted
+    from nbcli.train.step import make_optimizer
+
+    optimizer = make_optimizer(model, tcfg, rt.device)
+    pad = padding_id(tokenizer)
+    sampler = TrainSampler(len(train.items), cfg.seed)
+    micro = cfg.batch_size // (cfg.grad_accum * rt.world)
+    best = BestBleu(key="val_accuracy")
+    final: dict[str, dict[str, Any]] = {}
+    timing = {"tokens": 0, "seconds": 0.0}
+
+    def batches(step: int, seqs: int) -> list[Any]:
+        return [train.batch(sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), pad).to(rt.device)
+                for m in range(cfg.grad_accum)]
+
+    def forward(net: torch.nn.Module, batch: Any, guidance: Any, rt_: Any) -> tuple[torch.Tensor, None]:
+        with autocast(rt_):
+            return net(batch.ids, batch.key_mask, batch.type_ids), None
+
+    def tokens(step_batches: list[Any]) -> int:
+        mine = torch.tensor(float(sum(int(b.key_mask.sum()) for b in step_batches)), device=rt.device)
+        timing["tokens"] = int(all_reduce_sum(mine, rt))
+        return timing["tokens"]
+
+    def evaluate(step: int) -> dict[str, Any]:
+        record: dict[str, Any] = {}
+        for index, (name, data) in enumerate(sets.items()):
+            logits, loss = run_model(model, data, pad, cfg.batch_size, rt.device)
+            metrics = {"loss": loss, **file_metrics(spec.task, data, logits, labels)}
+            final[name] = metrics
+            for key in ("loss", "accuracy", "f1"):
+                record[f"val_{name}_{key}"] = metrics[key]
+                if index == 0:
+                    record[f"val_{key}"] = metrics[key]
+        if record:
+            best.better(step, record["val_accuracy"], scheduled=step % eval_every == 0 or step == total)
+        return record
+
+    params = sum(p.numel() for p in model.parameters())
+    updates = Updates(cfg=tcfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
+                      forward=forward, evaluate=evaluate, metadata=lambda step: _metadata(cfg, labels, model, step),
+                      fingerprint=_fingerprint(train), guidance=None, log_u=torch.zeros(len(labels.names)),
+                      vocab_size=len(labels.names), tokens=tokens, flops_per_token=6.0 * params, warn=warn,
+                      save_initial=False)
+    position = start_position(updates, resume)
+
+    def write_files() -> None:
         if resume:
-            start = _load_state(out, model, optimizer)
-            truncate_log(out / "log.jsonl", start + 1)
-        else:
-            write_text_atomic(out / "config.json", json.dumps({**cfg.to_dict(), "labels": labels.to_json(),
-                                                               "train": list(train_files), "valid": valid},
-                                                              indent=2) + "\n")
-            name = "tokenizer.json" if tokenizer.kind == "tokenizer.json" else "tokenizer.model"
-            write_bytes_atomic(out / name, tokenizer.data)
-        best: tuple[float, int] | None = None
-        final: dict[str, dict[str, Any]] = {}
-        tokens, began, aside = 0, time.perf_counter(), 0.0   # aside: evaluation and saving, not training
+            truncate_log(out / "log.jsonl", position.step)
+            return
+        write_text_atomic(out / "config.json", json.dumps({**cfg.to_dict(), "labels": labels.to_json(),
+                                                           "train": list(train_files), "valid": valid},
+                                                          indent=2) + "\n")
+        name = "tokenizer.json" if tokenizer.kind == "tokenizer.json" else "tokenizer.model"
+        write_bytes_atomic(out / name, tokenizer.data)
 
-        def evaluate(step: int) -> None:
-            nonlocal best
-            record: dict[str, Any] = {"step": step}
-            for index, (name, data) in enumerate(sets.items()):
-                logits, loss = run_model(model, data, pad, cfg.batch_size, device)
-                metrics = {"loss": loss, **file_metrics(spec.task, data, logits, labels)}
-                final[name] = metrics
-                for key in ("loss", "accuracy", "f1"):
-                    record[f"val_{name}_{key}"] = metrics[key]
-                    if index == 0:
-                        record[f"val_{key}"] = metrics[key]
-            if sets:
-                _log(out, record)
-                if best is None or record["val_accuracy"] > best[0]:
-                    best = (record["val_accuracy"], step)
-                if progress:
-                    progress(record)
+    on_main_rank(rt, write_files)
+    if resume:
+        best.take_up([r for r in read_log_records(out / "log.jsonl") if r["step"] < position.step])
 
-        for step in range(start, total):
-            epoch, position = divmod(step * cfg.batch_size, max(1, len(train.items)))
-            rows = order(len(train.items), cfg.seed, epoch)
-            picked = [rows[(position + i) % len(rows)] for i in range(min(cfg.batch_size, len(rows)))]
-            batch = train.batch(picked, pad).to(device)
-            lr = learning_rate(step, total, cfg.lr, cfg.warmup_ratio)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            torch.manual_seed(cfg.seed * 1_000_003 + step)   # dropout of this update
-            loss = _loss(spec.task, model(batch.ids, batch.key_mask, batch.type_ids), batch.labels)
-            if not torch.isfinite(loss):
-                raise ConfigError(f"step {step}: the loss is {float(loss)} (lower --lr)")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.grad_clip)
-            optimizer.step()
-            tokens += int(batch.key_mask.sum())
-            _log(out, {"step": step + 1, "lr": lr, "loss": float(loss.detach())})
-            done = step + 1
-            paused = time.perf_counter()
-            if done % eval_every == 0 or done == total:
-                evaluate(done)
-            if done == total or (cfg.save_every and done % cfg.save_every == 0):
-                _save_state(out, done, model, optimizer, _metadata(cfg, labels, model, done))
-            aside += time.perf_counter() - paused
-        seconds = time.perf_counter() - began - aside
-        checkpoint = out / f"step-{total}.safetensors"
-        result = FinetuneResult(out, total, best[0] if best else None, best[1] if best else None, final, checkpoint,
-                                tokens, seconds, tokens / seconds if seconds > 0 else 0.0)
-        write_summary(out, {**{k: v for k, v in asdict(result).items() if k not in ("out", "checkpoint")},
-                            "checkpoint": str(checkpoint), "labels": labels.to_json(), "task": spec.task,
-                            "seed": cfg.seed})
+    def step_done(step: int, record: dict[str, Any]) -> None:
+        if "tokens_per_s" in record:   # the update's own time: evaluation and saving excluded
+            timing["seconds"] += timing["tokens"] / record["tokens_per_s"]
+        if on_step is not None:
+            on_step(step, record)
+
+    last_step = min(total, stop_at) if stop_at is not None else total
+    checkpoint = run_updates(updates, position, last_step, step_done)
+    seconds = float(timing["seconds"])
+    result = FinetuneResult(out, last_step, best.bleu, best.step, final, checkpoint, position.tokens, seconds,
+                            position.tokens / seconds if seconds > 0 else 0.0,
+                            best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,
+                            resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings)
+    on_main_rank(rt, lambda: write_summary(out, {
+        **{k: v for k, v in asdict(result).items() if k not in ("out", "checkpoint")}, "checkpoint": str(checkpoint),
+        "labels": labels.to_json(), "task": spec.task, "seed": cfg.seed, "parameters": params}))
     return result
 
 
@@ -456,7 +499,10 @@ def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path |
 
 
 def train_report(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,
-                 resume: bool = False, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 resume: bool = False, stop_at: int | None = None,
+                 on_step: Callable[[int, dict[str, Any]], None] | None = None,
+                 on_warning: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`nb train --task classification|tagging`: the run's summary (summary.json's content)."""
-    result = finetune(cfg, train_files, valid, out, resume=resume, progress=progress)
+    result = finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                      on_warning=on_warning)
     return {**asdict(result), "out": str(result.out), "checkpoint": str(result.checkpoint), "task": cfg.data.task}

@@ -368,9 +368,10 @@ class BestBleu:
     app. A: the checkpoint of the best validation BLEU). Only the scheduled evaluations (every
     --eval-every, and at --steps) count, so a run stopped with --stop-at and resumed keeps the best
     checkpoint of the uninterrupted run; on --resume the logged evaluations before the resumed
-    step are taken up again."""
+    step are taken up again. `key`: the log field compared (classification: val_accuracy)."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str = "val_bleu") -> None:
+        self.key = key
         self.bleu: float | None = None
         self.step: int | None = None
         self.points: list[tuple[int, float]] = []
@@ -378,10 +379,10 @@ class BestBleu:
     def take_up(self, records: list[dict[str, Any]]) -> None:
         """The logged evaluations of the run resumed (those before its resumed step)."""
         for record in records:
-            if "val_bleu" in record:
-                self.points.append((record["step"], record["val_bleu"]))
-                if self.bleu is None or record["val_bleu"] > self.bleu:
-                    self.bleu, self.step = record["val_bleu"], record["step"]
+            if self.key in record:
+                self.points.append((record["step"], record[self.key]))
+                if self.bleu is None or record[self.key] > self.bleu:
+                    self.bleu, self.step = record[self.key], record["step"]
 
     def better(self, step: int, bleu: float, scheduled: bool) -> bool:
         """Record an evaluation; True when it is the new best (to be saved as best.safetensors)."""

@@ -11,7 +11,7 @@ state.py (checkpoint + optimizer state for --resume).
 The update loop itself is task-agnostic: `run_updates` over an `Updates` record (the task's batches,
 forward, evaluation and checkpoint metadata) from a `Position` (`start_position`: step 0 or the saved
 state). The LM's record is built here (`_set_up`, its forward `step.lm_forward`); translation's in
-`nbcli.tasks.translation`.
+`nbcli.tasks.translation`; classification's and tagging's in `nbcli.tasks.finetune`.
 
 Exactness of --resume: the data order is a function of (seed, sequence index), MLM masks and dropout
 are drawn from generators seeded by (seed, step, rank, micro-step), the LR schedule is a function of
@@ -121,7 +121,8 @@ class Updates:
     optimizer: torch.optim.AdamW
     batches: Callable[[int, int], list[Any]]    # (step, sequences consumed) -> this rank's micro-batches
     forward: Forward                            # one micro-batch through the model (`step.lm_forward`)
-    evaluate: Callable[[int], dict[str, Any]]   # the eval fields at a step, val_loss among them (every rank)
+    evaluate: Callable[[int], dict[str, Any]]   # the eval fields at a step, val_loss among them (every rank;
+                                                # {} for a run without a validation set)
     metadata: Callable[[int], dict[str, str]]   # the checkpoint metadata of step N
     fingerprint: str                            # of the training data, saved with the state (--resume checks it)
     guidance: Any | None                        # the AG loss's heads (None: no AG); `forward` computes the loss
@@ -130,6 +131,7 @@ class Updates:
     tokens: Callable[[list[Any]], int]          # tokens of one update over all ranks (tokens_per_s)
     flops_per_token: float                      # training FLOPs per token (MFU)
     warn: Callable[[str], None]
+    save_initial: bool = True                   # the initial model as step-0.safetensors (the LM's figures)
 
 
 @dataclass
@@ -295,7 +297,7 @@ def _train_steps(u: Updates, position: Position, last_step: int,
     meter = _Meter(u)
     try:
         u.model.train()
-        if position.step == 0 and last_step > 0:
+        if position.step == 0 and last_step > 0 and u.save_initial:
             _save(u, position, 0, state=False)
         for step in range(position.step, last_step):
             position.step = step
@@ -307,9 +309,10 @@ def _train_steps(u: Updates, position: Position, last_step: int,
                 _save(u, position, step + 1)
         position.step = last_step
         final = u.evaluate(last_step)
-        if not position.val_points or position.val_points[-1][0] != last_step:
+        if "val_loss" in final and (not position.val_points or position.val_points[-1][0] != last_step):
             position.val_points.append((last_step, final["val_loss"]))
-        write({"step": last_step, **final})
+        if final:   # a task without a validation set evaluates to nothing
+            write({"step": last_step, **final})
         return _save(u, position, last_step)
     except KeyboardInterrupt:
         out = u.out
@@ -352,7 +355,8 @@ def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter,
     record: dict[str, Any] = {"step": step}
     if step % cfg.eval_every == 0:
         record.update(u.evaluate(step))
-        position.val_points.append((step, record["val_loss"]))
+        if "val_loss" in record:
+            position.val_points.append((step, record["val_loss"]))
     t0 = time.perf_counter()
     lr = learning_rate(step, cfg)
     set_learning_rate(u.optimizer, lr)
