@@ -36,6 +36,18 @@ EPILOG = """\
       --tgt-tokenizer en.model --preset kim-3 --positions none --freeze-embeddings --out runs/t3
   nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
       --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
+
+[bold]Classification and tagging[/bold] (--task classification | tagging; papers 001 tables 1, 2, 4 and 002 table 1;
+docs/classification.md)
+
+  nb train --task classification --init bert-base-uncased --corpus MNLI/train.tsv --text-field sentence1 \\
+      --text-pair-field sentence2 --valid matched=MNLI/dev_matched.tsv --valid mismatched=MNLI/dev_mismatched.tsv \\
+      --epochs 3 --lr 2e-5 --out runs/mnli
+  nb train --task classification --init runs/roberta8-ag --tokenizer spm.model --corpus SST-2/train.tsv \\
+      --valid SST-2/dev.tsv --out runs/sst2-ag
+  nb train --task classification -t spm.model --preset small --embedding-init xavier --positions sinusoidal \\
+      --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --lr 1e-4 --epochs 10 --seed 1 --out runs/sst2-xavier-s1
+  nb train --task tagging --init xlm-roberta-base --corpus om/train.conll --valid dev=om/dev.conll --out runs/ner
 """
 
 # Bounds that keep every derived count (tokens seen, positions, step numbers) inside int64 and every
@@ -59,9 +71,12 @@ def train(
         help="SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its tokenizer.json, else "
         "its tokenizer.model), or a Hub repo id org/name[@rev]. --task translation: the joint tokenizer of both "
         "sides (or give --src-tokenizer and --tgt-tokenizer).")] = None,
-    task: Annotated[Literal["lm", "translation"], typer.Option(
+    task: Annotated[Literal["lm", "translation", "classification", "tagging"], typer.Option(
         "--task", help="lm: nb's decoder-only / MLM Transformer (--objective). translation: the Vaswani "
-        "encoder-decoder on sentence pairs, validated by BLEU (docs/training.md 'Translation').")] = "lm",
+        "encoder-decoder on sentence pairs, validated by BLEU (docs/training.md 'Translation'). classification: "
+        "an encoder (--init, or nb's from scratch) with a head on sentences or sentence pairs; tagging: a head "
+        "on every word (CoNLL, NER); both validated by accuracy and F1 on whole files (docs/classification.md)."
+        )] = "lm",
     objective: Annotated[Optional[Literal["clm", "mlm"]], typer.Option(
         "--objective", help="clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens "
         "selected, 80% <mask> / 10% random / 10% kept. Default: the preset's (clm except roberta-8).",
@@ -72,7 +87,9 @@ def train(
         "translation: tiny (2+2 layers, d 64; seconds on CPU), iwslt (fairseq transformer_iwslt_de_en: 6+6, d 512, "
         "FFN 1024, 4 heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads). "
         "Vocabulary size always comes from the tokenizer.")] = "tiny",
-    steps: Annotated[int, typer.Option("--steps", min=1, max=MAX_STEPS, help="Optimizer updates.")] = 200,
+    steps: Annotated[Optional[int], typer.Option(
+        "--steps", min=1, max=MAX_STEPS, show_default=False,
+        help="Optimizer updates (default 200; --task classification|tagging: --epochs decides).")] = None,
     batch_size: Annotated[Optional[int], typer.Option(
         "--batch-size", min=1, max=MAX_SEQUENCES, show_default=False,
         help="Sequences per update over all GPUs and micro-steps (default: preset's).")] = None,
@@ -170,8 +187,10 @@ def train(
         "--embedding-shuffle", help="Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the "
         "patch-checkpoint function, seeded by --seed).")] = False,
     shuffle_mode: Annotated[Literal["rows", "rows-columns", "elements"], shuffle_mode_option()] = "rows",
-    eval_every: Annotated[int, typer.Option("--eval-every", metavar="K", min=1, max=MAX_STEPS,
-                                            help="Evaluate every K steps (and at the end).")] = 50,
+    eval_every: Annotated[Optional[int], typer.Option(
+        "--eval-every", metavar="K", min=1, max=MAX_STEPS, show_default=False,
+        help="Evaluate every K steps, at step 0 and at the end (default 50; --task classification|tagging: "
+        "once per epoch).")] = None,
     eval_batches: Annotated[int, typer.Option("--eval-batches", min=1, max=MAX_SEQUENCES,
                                               help="Validation batches per evaluation.")] = 8,
     val_fraction: Annotated[float, typer.Option(
@@ -202,15 +221,19 @@ def train(
         help="--task translation: the target side's tokenizer (its EOS ends sentences; its BOS, else EOS, "
         "starts the decoder).")] = None,
     valid: Annotated[Optional[list[str]], typer.Option(
-        "--valid", metavar="FILE", show_default=False,
-        help="--task translation: validation pairs, in --corpus's forms (repeatable). Default: every "
-        "round(1/--val-fraction)-th pair of --corpus is held out.")] = None,
+        "--valid", metavar="[NAME=]FILE", show_default=False,
+        help="Validation data (repeatable). --task translation: FILE, validation pairs in --corpus's forms "
+        "(default: every round(1/--val-fraction)-th pair of --corpus is held out). --task classification|tagging: "
+        "NAME=FILE, each set evaluated on every record (log.jsonl val_NAME_accuracy, val_NAME_f1, val_NAME_loss; "
+        "the first set also as val_accuracy ...), e.g. --valid matched=dev_m.tsv --valid mismatched=dev_mm.tsv; "
+        "a bare FILE is named valid. The best step is the first set's highest accuracy.")] = None,
     norm: Annotated[Optional[Literal["post", "pre"]], typer.Option(
         "--norm", show_default=False, help="--task translation: post-LN (the papers' fairseq models, Vaswani; "
         "default) or pre-LN (+ a final LayerNorm per stack; not exportable to Marian).")] = None,
     positions: Annotated[Optional[Literal["sinusoidal", "learned", "none"]], typer.Option(
         "--positions", show_default=False, help="--task translation: sinusoidal (Vaswani; default), learned, or "
-        "none (paper 002 table 3's 'Pos.: no').")] = None,
+        "none (paper 002 table 3's 'Pos.: no'). --task classification|tagging from scratch (no --init): learned "
+        "(default), sinusoidal (fixed) or none.")] = None,
     scale_embedding: Annotated[Optional[bool], typer.Option(
         "--scale-embedding/--no-scale-embedding", show_default=False,
         help="--task translation: multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. "
@@ -221,8 +244,8 @@ def train(
         "needs -t), decoder = target embedding is the output W (--share-decoder-input-output-embed), none = three "
         "matrices. auto (default): all with a joint tokenizer, else decoder.")] = None,
     freeze_embeddings: Annotated[bool, typer.Option(
-        "--freeze-embeddings", help="--task translation: keep the token embeddings (and a W tied to them) at their "
-        "initial values (paper 002 table 3's 'Train: no').")] = False,
+        "--freeze-embeddings", help="--task translation|classification|tagging: keep the token embeddings (and a W "
+        "tied to them) at their initial values (paper 002 table 3's 'Train: no').")] = False,
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False,
         help="--task translation: beam size of validation BLEU (and of nb translate for this run). Default 5 "
@@ -241,6 +264,40 @@ def train(
         "--ag-decoder-patterns", metavar="LIST", show_default=False,
         help="--task translation: patterns of the guided decoder heads (prev,first,delim,period; default prev, "
         "then first).")] = None,
+    init: Annotated[Optional[str], typer.Option(
+        "--init", metavar="BASE", show_default=False,
+        help="--task classification|tagging: the encoder to fine-tune: an nb MLM run or step-N.safetensors (give -t), "
+        "a transformers encoder folder (BERT, RoBERTa, DistilBERT, MiniLM, ...; its tokenizer) or a cached Hub repo "
+        "id. Without it nb's encoder is trained from scratch (--preset, --embedding-init, --positions; paper 002).")
+    ] = None,
+    text_field: Annotated[Optional[str], typer.Option(
+        "--text-field", metavar="NAME", show_default=False,
+        help="--task classification: the text column/field (default: text, else sentence).")] = None,
+    text_pair_field: Annotated[Optional[str], typer.Option(
+        "--text-pair-field", metavar="NAME", show_default=False,
+        help="--task classification: the second sentence of a pair (MNLI sentence2, QNLI sentence); encoded as "
+        "the encoder's pair ([CLS] a [SEP] b [SEP]).")] = None,
+    label_field: Annotated[Optional[str], typer.Option(
+        "--label-field", metavar="NAME", show_default=False,
+        help="--task classification: the label column/field (default: label).")] = None,
+    label_names: Annotated[Optional[str], typer.Option(
+        "--label-names", metavar="A,B,...|FILE", show_default=False,
+        help="--task classification|tagging: the labels in id order (integer labels name themselves by it; a "
+        "datasets features file names them too). Default: the names in the training data, sorted (integer labels "
+        "in numeric order).")] = None,
+    pooling: Annotated[Optional[Literal["first", "mean"]], typer.Option(
+        "--pooling", show_default=False,
+        help="--task classification: the sentence vector the head reads: first (the first token, <s> / [CLS]; "
+        "default, and the only one for a transformers encoder's own head) or mean (the mean over real tokens; "
+        "nb's encoder).")] = None,
+    warmup_ratio: Annotated[Optional[float], typer.Option(
+        "--warmup-ratio", metavar="R", show_default=False,
+        help="--task classification|tagging: linear warm-up over ceil(R x updates), then linear decay to 0 "
+        "(default 0.06).")] = None,
+    epochs: Annotated[Optional[float], typer.Option(
+        "--epochs", metavar="E", show_default=False,
+        help="--task classification|tagging: passes over the training data (default 3; --steps overrides).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.
@@ -255,6 +312,9 @@ def train(
     Under torchrun it trains with DDP. A new run that fails or is interrupted before its first saved
     state (train-state.json: at --save-every or the end) removes what it wrote, so the same command can
     simply run again; once a state is saved, DIR stays and --resume continues from it.
+    --task classification|tagging fine-tunes an encoder with a head (docs/classification.md): log.jsonl adds
+    val_accuracy, val_f1, val_loss (and per --valid set) at evaluations, summary.json best_val_accuracy,
+    best_step and best_epoch (the first set's highest accuracy, the earliest on a tie) and the final metrics.
     """
     from nbcli.cli.console import print_report, step_progress
     from nbcli.counts import parse_smoothing
@@ -280,6 +340,42 @@ def train(
         "--freeze-embeddings": freeze_embeddings or None, "--beam": beam, "--lenpen": lenpen,
         "--eval-sentences": eval_sentences, "--ag-decoder-fraction": ag_decoder_fraction,
         "--ag-decoder-patterns": ag_decoder_patterns}
+    classification_only = {
+        "--init": init, "--text-field": text_field, "--text-pair-field": text_pair_field, "--label-field": label_field,
+        "--label-names": label_names, "--pooling": pooling, "--warmup-ratio": warmup_ratio, "--epochs": epochs}
+    if task in ("classification", "tagging"):
+        lm_only = {**{k: v for k, v in translation_only.items()
+                      if k not in ("--valid", "--positions", "--freeze-embeddings")},
+                   "--objective": objective, "--untie-embeddings": untie or None, "--rescale-w": rescale_w,
+                   "--bias-init": None if bias_init == "zero" else bias_init,
+                   "--smoothing": None if smoothing == "add-k:1" else smoothing, "--ag-patterns": ag_patterns,
+                   "--ag-fraction": ag_fraction or None, "--ag-alpha": None if ag_alpha == "100" else ag_alpha,
+                   "--ag-reduction": None if ag_reduction == "mse" else ag_reduction,
+                   "--ag-hold-steps": ag_hold_steps or None, "--ag-decay-steps": ag_decay_steps or None,
+                   "--unigram-reg-lambda": unigram_reg_lambda or None, "--unigram-reg-steps": unigram_reg_steps or None,
+                   "--embedding-standardise": embedding_standardise, "--embedding-whiten": embedding_whiten or None,
+                   "--embedding-shuffle": embedding_shuffle or None, "--warmup": warmup, "--lr-schedule": lr_schedule,
+                   "--label-smoothing": label_smoothing, "--eval-batches": None if eval_batches == 8 else eval_batches,
+                   "--val-fraction": None if val_fraction == 0.05 else val_fraction, "--compile": compile_model or None,
+                   "--allow-vocab-mismatch": allow_vocab_mismatch or None}
+        run, render = _finetune_run(task, dict(
+            init=init, tokenizer=tokenizer, text_field=text_field, pair_field=text_pair_field,
+            label_field=label_field, label_names=label_names, pooling=pooling, warmup_ratio=warmup_ratio, epochs=epochs,
+            steps=steps, batch_size=batch_size, grad_accum=grad_accum, max_len=seq_len, lr=lr, dropout=dropout,
+            eval_every=eval_every, save_every=save_every, seed=seed, preset=preset, embedding_init=embedding_init,
+            positions=positions, freeze_embeddings=freeze_embeddings, device=device, dtype=dtype),
+            corpus, valid, out, resume, stop_at, [k for k, v in lm_only.items() if v is not None])
+        with step_progress("training", min(steps, stop_at or steps) if steps else stop_at) as progress:
+            def on_update(step: int, record: dict[str, object]) -> None:
+                if "loss" in record:
+                    progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
+
+            summary = run(on_update)
+        print_report(summary, as_json, render)
+        return
+    given_cls = [name for name, value in classification_only.items() if value is not None]
+    if given_cls:
+        raise ConfigError(f"{given_cls[0]} applies to --task classification|tagging")
     if task == "translation":
         from nbcli.tasks.translation import build_translation_config, train_translation
 
@@ -324,6 +420,52 @@ def train(
 
         summary = run(on_step)
     print_report(summary, as_json, render)
+
+
+def _finetune_run(task: str, options: dict[str, object], corpus: list[str], valid: list[str] | None, out: Path,
+                  resume: bool, stop_at: int | None, refused: list[str],
+                  ) -> tuple[Callable[[Callable[[int, dict[str, object]], None]], dict[str, object]],
+                             Callable[[dict[str, object]], None]]:
+    """--task classification|tagging: the run (`tasks.finetune.train_report`) and its renderer."""
+    from nbcli.errors import ConfigError
+    from nbcli.tasks.data import DataSpec, parse_valid
+    from nbcli.tasks.finetune import FinetuneConfig, train_report
+
+    if refused:
+        raise ConfigError(f"{refused[0]} does not apply to --task {task}")
+    o = {k: v for k, v in options.items() if v is not None}
+    if "init" in o and (o.get("preset") != "tiny" or o.get("embedding_init") != "normal"):
+        raise ConfigError("--preset and --embedding-init build an encoder from scratch; --init BASE brings its own")
+    data = DataSpec(task=task, text_field=o.pop("text_field", None), pair_field=o.pop("pair_field", None),  # type: ignore[arg-type]
+                    label_field=o.pop("label_field", "label"), max_len=o.pop("max_len", 128))  # type: ignore[arg-type]
+    if task == "tagging" and (data.text_field or data.pair_field or data.label_field != "label"):
+        raise ConfigError("--text-field, --text-pair-field and --label-field apply to --task classification "
+                          "(CoNLL has a token and a tag per line)")
+    if "tokenizer" in o:
+        o["tokenizer"] = str(o["tokenizer"])
+    cfg = FinetuneConfig(data=data, **o)  # type: ignore[arg-type]
+    sets = parse_valid(valid or [])
+
+    def run(on_step: Callable[[int, dict[str, object]], None]) -> dict[str, object]:
+        return train_report(cfg, corpus, sets, out, resume=resume, stop_at=stop_at, on_step=on_step,
+                            on_warning=_print_warning)
+    return run, _render_finetune
+
+
+def _render_finetune(summary: dict[str, object]) -> None:
+    from nbcli.cli.console import esc
+    from nbcli.cli.render import TEXT, num, print_pairs
+
+    best = summary.get("best_val_accuracy")
+    rows = [("steps (per epoch)", f"{num(summary['steps'])} ({num(summary['steps_per_epoch'])})"),
+            ("device", esc(summary["device"])),
+            ("best val accuracy (step, epoch)", f"{num(best)} ({num(summary['best_step'])}, "
+             f"{num(summary['best_epoch'])})" if best is not None else "- (no --valid)")]
+    for name, metrics in summary["final"].items():  # type: ignore[attr-defined]
+        rows.append((f"final {esc(name)}: accuracy / F1 / loss",
+                     f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
+    rows += [("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"]))]
+    print_pairs(f"nb train --task {summary['task']}: {summary['out']}", rows, "nothing to report", kind=TEXT)
 
 
 def _translation_tokenizers(joint: Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:

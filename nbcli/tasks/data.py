@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
 from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_option, pad_batch

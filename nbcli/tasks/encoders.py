@@ -51,6 +51,7 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
         raise ConfigError(f"{path}: fine-tuning a transformers encoder needs transformers: "
                           "pip install 'nbcli[hf]'") from None
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()   # stderr is nb's: one line on failure, a progress bar of its own
     kwargs: dict[str, Any] = {}
     if style in ("bert", "roberta"):   # transformers' heads: only BERT's sequence head reads the pooler
         kwargs["add_pooling_layer"] = style == "bert" and task == "classification"

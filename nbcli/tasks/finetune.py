@@ -118,6 +118,14 @@ class FinetuneResult:
     resumed_from: int | None = None
     device: str = "cpu"
     warnings: list[str] = field(default_factory=list)
+    task: str = "classification"
+    labels: list[str] = field(default_factory=list)
+    seed: int = 0
+    parameters: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """summary.json's content (paths as strings)."""
+        return {**asdict(self), "out": str(self.out), "checkpoint": str(self.checkpoint)}
 
 
 def warmup_steps(total: int, warmup_ratio: float) -> int:
@@ -382,10 +390,9 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     result = FinetuneResult(out, last_step, best.bleu, best.step, final, checkpoint, position.tokens, seconds,
                             position.tokens / seconds if seconds > 0 else 0.0,
                             best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,
-                            resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings)
-    on_main_rank(rt, lambda: write_summary(out, {
-        **{k: v for k, v in asdict(result).items() if k not in ("out", "checkpoint")}, "checkpoint": str(checkpoint),
-        "labels": labels.to_json(), "task": spec.task, "seed": cfg.seed, "parameters": params}))
+                            resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings,
+                            task=spec.task, labels=list(labels.names), seed=cfg.seed, parameters=params)
+    on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
     return result
 
 
@@ -505,4 +512,4 @@ def train_report(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[st
     """`nb train --task classification|tagging`: the run's summary (summary.json's content)."""
     result = finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
                       on_warning=on_warning)
-    return {**asdict(result), "out": str(result.out), "checkpoint": str(result.checkpoint), "task": cfg.data.task}
+    return result.as_dict()

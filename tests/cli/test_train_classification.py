@@ -1,0 +1,125 @@
+"""nb train --task classification|tagging through CliRunner and a real `nb` subprocess: the options reach
+the run, --json, refusals of other tasks' options, and bad input as one FILE:LINE line, exit 1, no run
+directory left behind."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+from tests.tasks.builders import WORDS, encoder_folder, write_corpus
+from tests.tasks.test_finetune import LABELS, pairs
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cls-cli")
+    encoder_folder(root / "bert", "bert")
+    write_corpus(root / "train.jsonl", pairs(16), "jsonl")
+    write_corpus(root / "dev.tsv", pairs(6, 1), "tsv")
+    return root
+
+
+def _args(root, out, *extra):
+    return ["train", "--task", "classification", "--init", root / "bert", "--corpus", root / "train.jsonl",
+            "--text-field", "sentence1", "--text-pair-field", "sentence2", "--batch-size", "8", "--lr", "1e-3",
+            "--device", "cpu", "--out", out, *extra]
+
+
+def test_classification_run_json_and_log(root, tmp_path) -> None:
+    out = tmp_path / "run"
+    result = invoke(*_args(root, out, "--valid", f"m={root / 'dev.tsv'}", "--valid", f"mm={root / 'dev.tsv'}",
+                           "--epochs", "2", "--warmup-ratio", "0.25", "--json"))
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["steps"] == 4 and summary["steps_per_epoch"] == 2      # 16 records, batch 8, 2 epochs
+    assert set(summary["final"]) == {"m", "mm"} and summary["labels"] == sorted(LABELS)
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    evals = [r for r in log if "val_accuracy" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4]                          # step 0, once per epoch, the end
+    assert all({"val_m_f1", "val_mm_accuracy", "val_loss"} <= set(r) for r in evals)
+    best = max(evals, key=lambda r: (r["val_accuracy"], -r["step"]))
+    assert (summary["best_val_accuracy"], summary["best_step"], summary["best_epoch"]) == (
+        best["val_accuracy"], best["step"], best["step"] / 2)
+    lrs = [r["lr"] for r in log if "lr" in r]
+    assert lrs[0] == pytest.approx(1e-3) and lrs[-1] == pytest.approx(1e-3 / 3)   # warm-up 1 update, then decay
+    config = json.loads((out / "config.json").read_text())
+    assert config["data"]["text_field"] == "sentence1" and config["warmup_ratio"] == 0.25
+
+
+def test_tagging_run_through_real_nb(root, tmp_path) -> None:
+    rng = random.Random(5)
+    lines = []
+    for _ in range(8):
+        lines += [f"{rng.choice(WORDS)} {rng.choice(['O', 'B-PER', 'I-PER'])}" for _ in range(rng.randint(2, 5))] + [""]
+    (tmp_path / "t.conll").write_text("\n".join(lines) + "\n")
+    result = run_nb("train", "--task", "tagging", "--init", root / "bert", "--corpus", tmp_path / "t.conll",
+                    "--valid", f"dev={tmp_path / 't.conll'}", "--steps", "2", "--batch-size", "4", "--device", "cpu",
+                    "--out", tmp_path / "tag", "--json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["task"] == "tagging" and 0 <= summary["final"]["dev"]["f1"] <= 1
+    assert (tmp_path / "tag" / "step-2.safetensors").is_file() and not (tmp_path / "tag" / "step-0.safetensors").exists()
+
+
+@pytest.mark.parametrize("flag", [["--bias-init", "unigram"], ["--ag-fraction", "0.5"], ["--src-lang", "de"],
+                                  ["--objective", "mlm"]])
+def test_other_tasks_options_are_refused(root, tmp_path, flag) -> None:
+    result = invoke(*_args(root, tmp_path / "r", *flag))
+    assert result.exit_code != 0 and flag[0] in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_classification_options_refused_for_lm(root, tmp_path) -> None:
+    result = invoke("train", "--corpus", root / "train.jsonl", "-t", root / "bert", "--out", tmp_path / "r",
+                    "--pooling", "mean")
+    assert result.exit_code != 0
+    assert_one_line_error(result.stderr, "--pooling applies to --task classification|tagging")
+
+
+BAD = ["missing_column", "no_label_field", "unseen_label", "empty", "conll_no_tag"]
+
+
+def _bad_files(root, tmp_path, case: str) -> tuple[list[str], str]:
+    """(the task's arguments, the FILE:LINE the error must name) of each bad input of issue 31."""
+    train = write_corpus(tmp_path / "train.jsonl", pairs(8), "jsonl")
+    valid = write_corpus(tmp_path / "valid.tsv", pairs(4, 1), "tsv")
+    fields = ["--task", "classification", "--text-field", "sentence1", "--text-pair-field", "sentence2"]
+    if case == "missing_column":
+        valid.write_text("sentence1\tlabel\nthe\tneutral\n")
+        where = "valid.tsv:"
+    elif case == "no_label_field":
+        train.write_text(train.read_text() + json.dumps({"sentence1": "a", "sentence2": "b"}) + "\n")
+        where = "train.jsonl:9"
+    elif case == "unseen_label":
+        valid.write_text(valid.read_text() + "the\tof\tmaybe\n")
+        where = "valid.tsv:6"
+    elif case == "empty":
+        valid.write_text("")
+        where = "valid.tsv"
+    else:
+        train = valid = tmp_path / "t.conll"
+        train.write_text("the O\nof B-PER\n\nand\nto O\n")
+        fields, where = ["--task", "tagging"], "t.conll:4"
+    return [*fields, "--init", str(root / "bert"), "--corpus", str(train), "--valid", f"v={valid}", "--steps", "2",
+            "--batch-size", "4", "--device", "cpu"], where
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_one_line_exit_1_no_run_dir(root, tmp_path, case: str) -> None:
+    args, where = _bad_files(root, tmp_path, case)
+    result = invoke("train", *args, "--out", tmp_path / "out")
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert_one_line_error(result.stderr, where)
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_input_through_real_nb(root, tmp_path) -> None:
+    args, where = _bad_files(root, tmp_path, "unseen_label")
+    result = run_nb("train", *args, "--out", tmp_path / "out", timeout=300)
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr.decode(), where, "maybe")
+    assert not (tmp_path / "out").exists()
