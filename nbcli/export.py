@@ -161,11 +161,22 @@ def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = No
 
 def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokenizer: Path | str | None = None,
                       target_tokenizer: Path | str | None = None, beam: int | None = None,
-                      lenpen: float | None = None) -> ExportReport:
-    """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate)."""
+                      lenpen: float | None = None) -> Any:
+    """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate);
+    a classifier or tagger run (`nbcli.tasks.classifier_export`) exports as transformers'
+    For{Sequence,Token}Classification folder, its last checkpoint for a run directory."""
     from nbcli.outputs import guard_outputs
+    from nbcli.tasks.classifier_export import export_classifier, is_classifier_checkpoint
     from nbcli.translate import load_translation_model
 
+    if is_classifier_checkpoint(Path(checkpoint)):
+        given = [name for name, value in (("--tokenizer/--src-tokenizer", source_tokenizer),
+                                          ("--tgt-tokenizer", target_tokenizer), ("--beam", beam),
+                                          ("--lenpen", lenpen)) if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} applies to a translation checkpoint; {checkpoint} is a classifier run "
+                              "(its tokenizer is beside it)")
+        return export_classifier(checkpoint, out)
     guard_outputs([], [checkpoint], folder=out)
     tm = load_translation_model(checkpoint, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device="cpu")

@@ -12,7 +12,8 @@ from nbcli.arguments import public
 @public
 def export_checkpoint(checkpoint: PathLike, out: PathLike, *, beam: int | None = None,
                       lenpen: float | None = None) -> Report:
-    """A translation run or checkpoint as a transformers model folder, Marian layout (`nb export`; named
+    """A translation run or checkpoint as a transformers model folder, Marian layout, or a classifier / tagger
+    run as its encoder family's For{Sequence,Token}Classification folder (`nb export`; named
     export_checkpoint because `nbcli.export` is its module)."""
     from nbcli.export import export_checkpoint as run_export
 

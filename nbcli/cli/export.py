@@ -1,4 +1,5 @@
-"""`nb export`: an nb translation checkpoint as a transformers model folder (Marian layout)."""
+"""`nb export`: an nb translation checkpoint as a transformers model folder (Marian layout), or a classifier /
+tagger run fine-tuned from a transformers encoder as that family's For{Sequence,Token}Classification folder."""
 
 from __future__ import annotations
 
@@ -18,9 +19,17 @@ ids, the run's num_beams and length_penalty, early_stopping true). SentencePiece
 files (source.spm, target.spm, vocab.json), which encode as nb does and append EOS. Post-LN models only (Marian
 has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is written in one commit.
 
+A classifier or tagger run (nb train --task classification|tagging from a transformers encoder: BERT, RoBERTa,
+DistilBERT, ...) exports as that family's ForSequenceClassification / ForTokenClassification folder that
+AutoModelForSequenceClassification / AutoModelForTokenClassification loads with the same logits: config.json
+with id2label / label2id by the run's label names, model.safetensors, and the run's tokenizer.json with
+tokenizer_config.json. A run directory stands for its last checkpoint. A run on nb's own encoder (from scratch
+or from an nb MLM run) is refused: nb's encoder is pre-LN, which no transformers encoder family is.
+
 [bold]Examples[/bold]
 
   nb export runs/iwslt-unigram-s0 -o hf/mt       # the run's best checkpoint
+  nb export runs/mnli -o hf/mnli                 # a classifier: AutoModelForSequenceClassification.from_pretrained
   nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
   # then in Python: transformers.pipeline("translation", "hf/mt")("Hallo Welt")
 """
@@ -29,7 +38,8 @@ has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is wri
 def export(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="RUN_OR_CKPT", show_default=False,
-        help="An nb train --task translation run directory (its best checkpoint) or checkpoint file.")],
+        help="An nb train --task translation run directory (its best checkpoint), a --task classification|tagging "
+        "run directory (its last checkpoint), or a checkpoint file of either.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="DIR", show_default=False, help="The model folder to write (new or empty).")],
     tokenizer: JointTokenizerOption = None,
@@ -42,7 +52,7 @@ def export(
         "--lenpen", show_default=False, help="generation_config length_penalty (default: the run's --lenpen).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Export a translation checkpoint to a transformers model folder (Marian layout, b as final_logits_bias)."""
+    """Export a translation checkpoint to a transformers model folder (Marian layout, b as final_logits_bias), or a fine-tuned classifier or tagger to its family's transformers classification folder."""
     from nbcli.cli.console import print_report
     from nbcli.export import export_checkpoint
 
@@ -56,6 +66,13 @@ def _render(report: dict[str, object]) -> None:
     from nbcli.cli.console import esc, stdout_console
     from nbcli.cli.render import num
 
+    if "labels" in report:   # a classifier or tagger
+        stdout_console().print(
+            f"{esc(report['checkpoint'])} (step {report['step']}) -> {esc(report['out'])}: {report['layout']}, "
+            f"{num(report['tensors'])} tensors, {num(report['parameters'])} parameters; labels "
+            f"{esc(', '.join(report['labels']))}; files {', '.join(str(f) for f in report['files'])}",  # type: ignore[arg-type]
+            highlight=False)
+        return
     stdout_console().print(
         f"{esc(report['checkpoint'])} (step {report['step']}) -> {esc(report['out'])}: {report['layout']} layout, "
         f"{num(report['tensors'])} tensors, {num(report['parameters'])} parameters; decoder_start_token_id "

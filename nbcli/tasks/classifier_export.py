@@ -1,0 +1,132 @@
+"""`nb export` of a classifier or tagger run (`nb train --task classification|tagging`): a transformers
+model folder that `AutoModelForSequenceClassification` / `AutoModelForTokenClassification` loads with
+the same logits.
+
+A run fine-tuned from a transformers encoder (BERT, RoBERTa, DistilBERT, MiniLM, ...) already has that
+architecture's head, parameter for parameter (`nbcli.models.heads`), so the export is a rename
+(`Classifier.export_tensors`) plus files:
+
+    model.safetensors       the encoder under its base_model_prefix, the head under transformers' names
+    config.json             the encoder's config.json with architectures [<Family>For{Sequence,Token}
+                            Classification], num_labels, id2label / label2id by the run's label names
+                            (ids in the run's label order) and problem_type single_label_classification
+    tokenizer.json          the run's tokenizer (the encoder's own), with tokenizer_config.json naming
+                            PreTrainedTokenizerFast and the special tokens it holds
+
+nb's own encoder (trained from scratch or fine-tuned from an nb MLM run) is refused: it is pre-LN (a
+LayerNorm before each sublayer and a final one), while BERT, RoBERTa and DistilBERT are post-LN with an
+embedding LayerNorm, so no transformers encoder computes its logits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from nbcli.errors import ConfigError
+
+__all__ = ["ClassifierExportReport", "export_classifier", "hf_classifier_config", "is_classifier_checkpoint"]
+
+# Special tokens by their usual spellings (BERT's, RoBERTa's / SentencePiece's) -> tokenizer_config keys.
+_SPECIALS = {"[PAD]": "pad_token", "<pad>": "pad_token", "[UNK]": "unk_token", "<unk>": "unk_token",
+             "[CLS]": "cls_token", "<s>": "cls_token", "[SEP]": "sep_token", "</s>": "sep_token",
+             "[MASK]": "mask_token", "<mask>": "mask_token"}
+
+
+@dataclass
+class ClassifierExportReport:
+    checkpoint: str
+    out: str
+    step: int | None
+    layout: str          # the architecture written, e.g. BertForSequenceClassification
+    task: str
+    labels: list[str]
+    tensors: int
+    parameters: int
+    files: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_classifier_checkpoint(path: Path) -> bool:
+    """Whether RUN_OR_CKPT is a run (or step-N.safetensors) of nb train --task classification|tagging."""
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.errors import CheckpointError
+    from nbcli.tasks.encoders import run_checkpoint
+    from nbcli.tasks.finetune import FORMAT
+
+    try:
+        file = run_checkpoint(path)
+        if file.suffix != ".safetensors":
+            return False
+        with open_checkpoint(file) as ckpt:
+            return ckpt.metadata.get("nb.format") == FORMAT
+    except (CheckpointError, OSError):
+        return False
+
+
+def hf_classifier_config(encoder_config: dict[str, Any], task: str, labels: list[str]) -> dict[str, Any]:
+    """config.json of the exported classifier: the encoder's, with the head's architecture and labels by name."""
+    kind = "SequenceClassification" if task == "classification" else "TokenClassification"
+    arch = (encoder_config.get("architectures") or [""])[0]
+    family = re.sub(r"(For[A-Za-z]+|Model)$", "", arch) or str(encoder_config.get("model_type", "")).title()
+    out = {k: v for k, v in encoder_config.items() if k not in ("id2label", "label2id", "num_labels", "_name_or_path")}
+    out.update({"architectures": [f"{family}For{kind}"], "id2label": {str(i): n for i, n in enumerate(labels)},
+                "label2id": {n: i for i, n in enumerate(labels)}})
+    if task == "classification":
+        out["problem_type"] = "single_label_classification"
+    return out
+
+
+def _tokenizer_files(folder: Path, max_len: int) -> dict[str, bytes]:
+    """The run's tokenizer, loadable by AutoTokenizer (module doc)."""
+    if (folder / "tokenizer.json").is_file():
+        data = (folder / "tokenizer.json").read_bytes()
+        specials: dict[str, str] = {}
+        for token in json.loads(data).get("added_tokens", []):
+            key = _SPECIALS.get(token.get("content"))
+            if key is not None and token.get("special", False):
+                specials.setdefault(key, token["content"])
+        if specials.get("cls_token") == "<s>":
+            specials.update(bos_token="<s>", eos_token=specials.get("sep_token", "</s>"))
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len, **specials}
+        return {"tokenizer.json": data, "tokenizer_config.json": (json.dumps(config, indent=2) + "\n").encode()}
+    raise ConfigError(f"{folder}: the run's tokenizer is a SentencePiece tokenizer.model, which transformers' "
+                      "AutoTokenizer does not load on its own; nb export writes runs with a tokenizer.json")
+
+
+def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExportReport:
+    """`nb export RUN_OR_CKPT -o DIR` for a classifier or tagger run (module doc)."""
+    from nbcli.checkpoint.writer import write_model_folder
+    from nbcli.outputs import guard_outputs
+    from nbcli.provenance import tool_version
+    from nbcli.tasks.finetune import load_classifier
+
+    guard_outputs([], [checkpoint], folder=out)
+    loaded = load_classifier(checkpoint, "cpu")
+    spec = loaded.model.spec
+    if spec.kind != "hf":
+        raise ConfigError(f"{loaded.path}: nb's own encoder is pre-LN (a LayerNorm before each sublayer, and a "
+                          "final one); BERT, RoBERTa and DistilBERT are post-LN, so no transformers architecture "
+                          "computes its logits: use nb predict / nb eval on this run")
+    task = loaded.spec.task
+    labels = list(loaded.labels.names)
+    tensors = loaded.model.export_tensors()
+    config = hf_classifier_config(dict(spec.config), task, labels)
+    max_len = int(spec.config.get("max_position_embeddings", loaded.spec.max_len))
+    files = {"config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+             **_tokenizer_files(loaded.path.parent, max_len)}
+    from nbcli.checkpoint.reader import open_checkpoint
+
+    with open_checkpoint(loaded.path) as ckpt:
+        step = ckpt.metadata.get("nb.step")
+    metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(loaded.path),
+                **({"nb.step": step} if step is not None else {})}
+    written = write_model_folder(out, tensors, metadata, files)
+    return ClassifierExportReport(checkpoint=str(loaded.path), out=str(out), step=None if step is None else int(step),
+                                  layout=config["architectures"][0], task=task, labels=labels, tensors=len(tensors),
+                                  parameters=sum(t.numel() for t in tensors.values()), files=[p.name for p in written])

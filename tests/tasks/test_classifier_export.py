@@ -1,0 +1,106 @@
+"""nb export of classifier and tagger runs: transformers' Auto classes load the folder with the same
+logits (<= 1e-4), the labels by name, the run's tokenizer beside it; nb's own encoder is refused."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+import transformers
+
+from nbcli.errors import NbError
+from nbcli.tasks.classifier_export import export_classifier, hf_classifier_config
+from nbcli.tasks.data import DataSpec
+from nbcli.tasks.finetune import FinetuneConfig, finetune, load_classifier
+from nbcli.tokenizers import load_tokenizer
+from tests.cli.helpers import assert_one_line_error, invoke
+from tests.tasks.builders import WORDS, encoder_folder, write_corpus
+from tests.tasks.test_finetune import LABELS, pairs
+
+
+def _conll(path, seed: int = 0):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(10):
+        lines += [f"{rng.choice(WORDS)} {rng.choice(['O', 'B-PER', 'I-PER', 'B-LOC'])}"
+                  for _ in range(rng.randint(2, 6))] + [""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_export_loads_in_transformers_with_same_logits(tmp_path, family: str, task: str) -> None:
+    folder = encoder_folder(tmp_path / family, family)
+    if task == "classification":
+        train = write_corpus(tmp_path / "train.jsonl", pairs(16), "jsonl")
+        spec = DataSpec(text_field="sentence1", pair_field="sentence2")
+    else:
+        train = _conll(tmp_path / "train.conll")
+        spec = DataSpec(task="tagging")
+    cfg = FinetuneConfig(data=spec, init=str(folder), steps=3, batch_size=8, lr=5e-3)
+    finetune(cfg, [str(train)], {}, tmp_path / "run")
+    report = export_classifier(tmp_path / "run", tmp_path / "hf")
+    loaded = load_classifier(tmp_path / "run")
+    auto = transformers.AutoModelForSequenceClassification if task == "classification" else \
+        transformers.AutoModelForTokenClassification
+    theirs = auto.from_pretrained(tmp_path / "hf").eval()
+    names = list(loaded.labels.names)
+    assert report.labels == names and theirs.config.id2label == dict(enumerate(names))
+    assert theirs.config.label2id == {n: i for i, n in enumerate(names)}
+    if task == "classification":
+        assert set(names) == set(LABELS)
+    # the exported tokenizer encodes as the run's
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ours = load_tokenizer(tmp_path / "run" / "tokenizer.json")
+    text = "the frequency of a token in the corpus"
+    assert tok(text, add_special_tokens=False)["input_ids"] == ours.encode(text)
+    assert tok.pad_token is not None and len(tok(text)["input_ids"]) == len(ours.encode(text)) + 2   # <s>/[CLS] .. [SEP]
+    ids = torch.randint(5, 40, (3, 11))
+    mask = torch.ones(3, 11, dtype=torch.bool)
+    mask[1, 7:] = False
+    with torch.no_grad():
+        mine = loaded.model(ids, mask)
+        ref = theirs(input_ids=ids, attention_mask=mask.long()).logits
+    keep = mask if task == "tagging" else torch.ones(3, dtype=torch.bool)
+    assert mine.shape == ref.shape
+    assert torch.allclose(mine[keep], ref[keep], atol=1e-4)
+    assert not torch.allclose(mine, torch.zeros_like(mine))
+
+
+def test_from_scratch_run_is_refused_in_one_line(tmp_path) -> None:
+    folder = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.jsonl", pairs(8), "jsonl")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2", max_len=32),
+                         tokenizer=str(folder / "tokenizer.json"), steps=1, batch_size=8)
+    finetune(cfg, [str(train)], {}, tmp_path / "run")
+    with pytest.raises(NbError, match="pre-LN"):
+        export_classifier(tmp_path / "run", tmp_path / "hf")
+    result = invoke("export", tmp_path / "run", "-o", tmp_path / "hf")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "pre-LN")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_export_cli_json_and_translation_options_refused(tmp_path) -> None:
+    folder = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.jsonl", pairs(8), "jsonl")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(folder), steps=1,
+                         batch_size=8)
+    finetune(cfg, [str(train)], {}, tmp_path / "run")
+    refused = invoke("export", tmp_path / "run", "-o", tmp_path / "x", "--beam", "4")
+    assert refused.exit_code == 1 and "--beam" in refused.stderr and not (tmp_path / "x").exists()
+    result = invoke("export", tmp_path / "run" / "step-1.safetensors", "-o", tmp_path / "hf", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["layout"] == "BertForSequenceClassification" and report["step"] == 1
+    assert {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"} <= set(report["files"])
+
+
+def test_config_keeps_the_encoder_and_names_labels() -> None:
+    config = hf_classifier_config({"model_type": "roberta", "architectures": ["RobertaForMaskedLM"], "hidden_size": 8,
+                                   "id2label": {"0": "LABEL_0"}}, "tagging", ["B-PER", "O"])
+    assert config["architectures"] == ["RobertaForTokenClassification"] and config["hidden_size"] == 8
+    assert config["id2label"] == {"0": "B-PER", "1": "O"} and config["label2id"] == {"B-PER": 0, "O": 1}
