@@ -28,18 +28,21 @@ from nbcli.figure_style import CYCLE, FigureOptions, house_style, new_figure, sa
 
 def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = True,
               alc_steps: int | None = ALC_UPDATES, fmt: str = "png",
-              options: FigureOptions | None = None) -> dict[str, Any]:
+              options: FigureOptions | None = None, accuracy_spread: str = "sd") -> dict[str, Any]:
     """`nb plot-run`: read the run directories, group their seeds into arms (`group_seeds`), write
     the figures into `output` as `fmt` files (pdf, svg, png) drawn with `options` (--dpi, --figsize,
     --title; created if missing; none, and no folder it made, when drawing fails) and return the
     report: files, each run (`RunLog.as_dict`) and each arm's mean ± SE table (`arm_table`), ALCs
-    over the first `alc_steps` updates (None: whole curves)."""
+    over the first `alc_steps` updates (None: whole curves). `accuracy_spread`: the band of the
+    classifiers' val_accuracy figure, "sd" (σ over seeds, paper 002 table 1) or "se"."""
     from nbcli.figure_style import check_format_choice, require_matplotlib
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version, utc_now
     from nbcli.train.runs import arm_table, read_runs
 
     check_format_choice(fmt)
+    if accuracy_spread not in ("sd", "se"):
+        raise InputError(f"--accuracy-spread must be sd or se, got {accuracy_spread!r}")
     require_matplotlib("nb plot-run")
     logs = read_runs(directories, group_seeds)
     guard_outputs([output / f"{name}.{fmt}" for name in RUN_FIGURES],
@@ -50,21 +53,21 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
                 "nb.runs": ",".join(str(d) for d in directories)}
     try:
-        files = plot_run_figures(output, logs, metadata, alc_steps, fmt, options)
+        files = plot_run_figures(output, logs, metadata, alc_steps, fmt, options, accuracy_spread)
     except BaseException:
         if created and not any(output.iterdir()):
             output.rmdir()  # a failed run leaves no output, not even the folder it made
         raise
     return {"output": str(output), "files": [str(f) for f in files], "alc_steps": alc_steps,
-            "group_seeds": group_seeds, "runs": [r.as_dict(alc_steps) for r in logs],
+            "group_seeds": group_seeds, "accuracy_spread": accuracy_spread, "runs": [r.as_dict(alc_steps) for r in logs],
             "groups": arm_table(logs, alc_steps)}
 
 
-RUN_FIGURES = ("val_loss", "val_bleu", "divergence", "bias", "attention_guidance", "unigram_reg")
+RUN_FIGURES = ("val_loss", "val_bleu", "val_accuracy", "divergence", "bias", "attention_guidance", "unigram_reg")
 
 
 #: Curves logged at evaluation steps: drawn with a marker at each evaluated step (paper 000 fig. 1).
-EVAL_SERIES = ("val_loss", "val_bleu", "kl_unigram", "kl_uniform", "bias_norm", "bias_kl_unigram")
+EVAL_SERIES = ("val_loss", "val_bleu", "val_accuracy", "kl_unigram", "kl_uniform", "bias_norm", "bias_kl_unigram")
 
 
 def _run_colours(runs: Sequence[Any]) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def run_title(runs: Sequence[Any]) -> str:
 @house_style
 def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
                      alc_steps: int | None = ALC_UPDATES, fmt: str = "png",
-                     options: FigureOptions | None = None) -> list[Path]:
+                     options: FigureOptions | None = None, accuracy_spread: str = "sd") -> list[Path]:
     """The figures of `nb plot-run` in `out_dir` (NAME.`fmt`), committed together or not at all (one
     OutputSet); figures whose curves no run logged are skipped. `runs` are
     `nbcli.train.runs.RunLog`s, grouped into arms (`group`); ALCs over the first `alc_steps` updates
@@ -152,14 +155,15 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
             with warnings.catch_warnings():  # overflow inside matplotlib's tick maths: the error below says it
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return _plot_run_figures(out_dir, runs, metadata, outputs, alc_steps, fmt,
-                                         options or FigureOptions())
+                                         options or FigureOptions(), accuracy_spread)
         except (OverflowError, ValueError) as err:  # values no figure can draw (|loss| near 1e308)
             logs = ", ".join(str(Path(r.path) / "log.jsonl") for r in runs)
             raise InputError(f"{logs}: matplotlib cannot draw these curves ({err})") from None
 
 
 def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str],
-                      outputs: OutputSet, alc_steps: int | None, fmt: str, options: FigureOptions) -> list[Path]:
+                      outputs: OutputSet, alc_steps: int | None, fmt: str, options: FigureOptions,
+                      accuracy_spread: str = "sd") -> list[Path]:
     written: list[Path] = []
     colours = _run_colours(runs) if runs else {}
     title = run_title(runs)
@@ -191,6 +195,21 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         marks = _mark_unigram_switch([ax], runs, colours)
         ax.legend(loc="upper right" if key == "val_loss" else "lower right")
         save(fig, key, _marks_metadata(metadata, marks))
+
+    # 1b. classifiers: validation accuracy (the first --valid set), each arm's mean ± σ over seeds (paper
+    #     002 table 1; --accuracy-spread se for the standard error), best accuracy and its epoch in the legend
+    if any(r.has("val_accuracy") for r in runs):
+        fig = new_figure(7.5, 4.6, options)
+        ax = fig.add_subplot()
+        _accuracy_curves(ax, runs, colours, accuracy_spread)
+        ax.set_xlabel("training step (update)")
+        ax.set_ylabel("validation accuracy")
+        name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
+        ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
+                     f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+        ax.grid(True)
+        ax.legend(loc="lower right")
+        save(fig, "val_accuracy", metadata)
 
     # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1): each
     #    arm's mean over its seeds, a marker at each evaluated step, ± standard-error bars
@@ -297,6 +316,31 @@ def _arm_curves(ax: Any, runs: Sequence[Any], key: str, colours: dict[Any, Any],
     values = np.concatenate(drawn)
     values = values[np.isfinite(values)]
     return (float(values.min()), float(values.max())) if values.size else (math.nan, math.nan)
+
+
+def _accuracy_curves(ax: Any, runs: Sequence[Any], colours: dict[Any, Any], spread: str) -> None:
+    """Each arm's val_accuracy curve (mean at the steps all its seeds evaluated, a ± `spread` band for
+    several), labelled with its best validation accuracy and that step's epoch, mean ± `spread`."""
+    for group in dict.fromkeys(r.group for r in runs):
+        members = [r for r in runs if r.group == group and r.has("val_accuracy")]
+        if not members:
+            continue
+        best = [b for b in (m.best_val_accuracy() for m in members) if b is not None]
+        acc, acc_spread = mean_standard_error([b[0] for b in best], spread)
+        epoch, epoch_spread = mean_standard_error([b[1] for b in best if b[1] is not None], spread)
+        label = group + (f"  (best {acc:.4f}" + (f" ± {acc_spread:.4f}" if acc_spread is not None else "")
+                         if acc is not None else "  (")
+        label += (f", epoch {epoch:.1f}" + (f" ± {epoch_spread:.1f}" if epoch_spread is not None else "")
+                  if epoch is not None else "") + (f", {len(members)} runs)" if len(members) > 1 else ")")
+        steps, mean, band = mean_curve([m.series["val_accuracy"] for m in members], spread)
+        if steps.size == 0:   # seeds evaluated on disjoint steps: each run on its own
+            for i, m in enumerate(members):
+                ax.plot(*m.series["val_accuracy"], color=colours[group], linewidth=1.0, label=label if i == 0 else None,
+                        **_markers("val_accuracy", m.series["val_accuracy"][0]))
+            continue
+        ax.plot(steps, mean, color=colours[group], linewidth=1.5, label=label, **_markers("val_accuracy", steps))
+        if len(members) > 1:
+            ax.fill_between(steps, mean - band, mean + band, color=colours[group], alpha=0.22, linewidth=0)
 
 
 def _window(steps: np.ndarray, values: np.ndarray, until: int | None) -> tuple[np.ndarray, int, np.ndarray]:

@@ -49,24 +49,27 @@ def area_under_curve(points: Sequence[tuple[float, float]], until: float | None 
     return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2) / span)
 
 
-def mean_standard_error(values: Sequence[float]) -> tuple[float | None, float | None]:
+def mean_standard_error(values: Sequence[float], spread: str = "se") -> tuple[float | None, float | None]:
     """(mean, standard error of the mean) of per-seed values, the bars of paper 000 figs. 2-3:
     SE = s / sqrt(n) with the sample standard deviation s (ddof 1). (None, None) for no value;
-    the SE is None for one value (no spread can be estimated from a single seed)."""
+    the SE is None for one value (no spread can be estimated from a single seed). `spread` "sd":
+    s itself (σ over seeds, paper 002 table 1's accuracies) instead of the SE."""
     x = np.asarray([float(v) for v in values], dtype=np.float64)
     if x.size == 0:
         return None, None
     mean = float(x.mean())
     if x.size == 1:
         return mean, None
-    return mean, float(x.std(ddof=1) / math.sqrt(x.size))
+    return mean, float(x.std(ddof=1) / (math.sqrt(x.size) if spread == "se" else 1.0))
 
 
-def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]], spread: str = "se",
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The mean ± standard error (ddof 1) curve of several runs (steps, values): at the steps every
     run evaluated (runs of one arm share their evaluation schedule; a step some seed lacks, e.g.
     past the end of a shorter run, is left out rather than averaged over fewer seeds). Returns
-    (steps, mean, se); se is NaN everywhere for a single run."""
+    (steps, mean, se); se is NaN everywhere for a single run. `spread` "sd": the sample standard
+    deviation σ (ddof 1) over the runs instead of the SE (paper 002 table 1)."""
     if not curves:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
     common = set(np.asarray(curves[0][0]).tolist())
@@ -80,4 +83,4 @@ def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     mean = table.mean(axis=0) if steps.size else np.zeros(0)
     if len(curves) < 2:
         return steps, mean, np.full(steps.size, np.nan)
-    return steps, mean, table.std(axis=0, ddof=1) / math.sqrt(len(curves))
+    return steps, mean, table.std(axis=0, ddof=1) / (math.sqrt(len(curves)) if spread == "se" else 1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from nbcli.api.inputs import local_path
 from nbcli.api.reports import PathLike, Report
@@ -22,11 +23,14 @@ def export_checkpoint(checkpoint: PathLike, out: PathLike, *, beam: int | None =
 
 @public
 def plot_runs(runs: Sequence[PathLike], output: PathLike, *, group_seeds: bool = True,
-              alc_steps: int | None = 20000) -> Report:
+              alc_steps: int | None = 20000, accuracy_spread: Literal["sd", "se"] = "sd") -> Report:
     """`nb plot-run`: the PNG curves of `nb train` runs in `output`, the seeds of an arm (configs
     equal but for the seed) as mean ± standard error, with each arm's table (`groups`: mean ± SE of
-    best validation BLEU and loss and their ALCs over the first `alc_steps` updates, paper 000 sec. 4.2)."""
+    best validation BLEU and loss and their ALCs over the first `alc_steps` updates, paper 000 sec. 4.2;
+    classifier runs' best validation accuracy and its epoch, ± σ over seeds as paper 002 table 1, or
+    the SE with `accuracy_spread` "se")."""
     from nbcli.run_plots import plot_runs as plot
 
-    return Report(plot([local_path(r) for r in runs], local_path(output), group_seeds=group_seeds, alc_steps=alc_steps))
+    return Report(plot([local_path(r) for r in runs], local_path(output), group_seeds=group_seeds, alc_steps=alc_steps,
+                       accuracy_spread=accuracy_spread))
 

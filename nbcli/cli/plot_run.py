@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -19,6 +19,9 @@ evaluation curves carry a marker at each evaluated step)
   val_loss.png            validation loss per step, the area under it shaded (ALC, paper 000 sec. 4.2); a dotted
                           line where a run's --unigram-reg-lambda regulariser switched off
   val_bleu.png            validation BLEU per step (translation runs), ALC in the legend (paper 000 figs. 2-3)
+  val_accuracy.png        validation accuracy per step (classifier and tagger runs: the first --valid set), each
+                          arm's mean ± σ over seeds (--accuracy-spread se: ± SE), best accuracy and its epoch
+                          in the legend (paper 002 table 1)
   divergence.png          KL(p_θ ‖ unigram) and KL(p_θ ‖ uniform) over steps, log step axis, ± standard error
                           over an arm's seeds (paper 000 fig. 1)
   bias.png                ‖b‖₂ and KL(softmax(b) ‖ unigram) over steps (paper 000 app. B.5)
@@ -33,7 +36,10 @@ the same data, are one arm: one colour, one legend entry, their mean curve with 
 (ddof 1, at the steps all of them evaluated), the ALC as mean ± SE over the runs (paper 000 figs. 2-3
 use 5 seeds). Runs without a config.json are grouped by directory name less a seed suffix (-s0, _seed2).
 --no-group-seeds draws every run on its own. The table (and --json's `groups`) gives each arm's mean ±
-SE of best validation BLEU, ALC of validation BLEU, best validation loss and ALC of validation loss.
+SE of best validation BLEU, ALC of validation BLEU, best validation loss and ALC of validation loss; for
+classifier runs the best validation accuracy (summary.json's: the first --valid set's highest) and its epoch
+as mean ± σ (ddof 1; paper 002 table 1 reports σ over seeds; --accuracy-spread se for the SE). --json's
+`groups` carry mean, se, sd and n of every metric.
 
 ALC: the area under the curve over the first --alc-steps updates (20000, the paper's), by the
 trapezoidal rule, divided by the span covered (docs/training.md#translation-metrics). A non-finite
@@ -58,6 +64,9 @@ def plot_run(
     alc_steps: Annotated[int, typer.Option(
         "--alc-steps", metavar="N", min=0, help="ALC over the first N updates (paper 000 sec. 4.2: 20000); "
         "0: the whole curve.")] = 20000,
+    accuracy_spread: Annotated[Literal["sd", "se"], typer.Option(
+        "--accuracy-spread", help="Spread of classifier runs' val_accuracy over an arm's seeds, in its figure and "
+        "the table: sd (σ, ddof 1; paper 002 table 1) or se (standard error, as the loss and BLEU curves).")] = "sd",
     figure_format: FigureFormatOption = "png",
     dpi: DpiOption = 200,
     figsize: FigsizeOption = None,
@@ -78,21 +87,29 @@ def plot_run(
     looks = figure_options(dpi, figsize, title)
     check_table_targets(as_json, csv, tsv, [d / "log.jsonl" for d in runs])
     report = plot_runs(runs, output, group_seeds=group_seeds, alc_steps=alc_steps or None, fmt=figure_format,
-                       options=looks)
+                       options=looks, accuracy_spread=accuracy_spread)
     print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table or "groups")
 
 
-def _show_mean_se(cell: dict[str, Any]) -> str:
-    """`mean ± se` (the mean alone for one run, `-` for none), each number in the one format."""
+def _show_mean_se(cell: dict[str, Any], spread: str = "se") -> str:
+    """`mean ± se` (or ± sd; the mean alone for one run, `-` for none), each number in the one format."""
     if cell["mean"] is None:
         return "-"
-    return num(cell["mean"]) + (f" ± {num(cell['se'])}" if cell["se"] is not None else "")
+    return num(cell["mean"]) + (f" ± {num(cell[spread])}" if cell.get(spread) is not None else "")
 
 
-GROUP_COLUMNS = (Col("arm", TEXT, lambda row: row["group"]), Col("runs", NUM, lambda row: len(row["runs"])),
-                 *(Col(header, NUM, key(name), _show_mean_se) for header, name in (
-                     ("best val BLEU", "best_val_bleu"), ("ALC val BLEU", "alc_val_bleu"),
-                     ("best val loss", "best_val_loss"), ("ALC val loss", "alc_val_loss"))))
+def group_columns(accuracy_spread: str = "sd", accuracy: bool = True) -> tuple[Col, ...]:
+    """The arms' table: loss and BLEU as mean ± SE, classifiers' accuracy and its epoch ± `accuracy_spread`
+    (those two columns only with `accuracy`)."""
+    def show_accuracy(cell: dict[str, Any]) -> str:
+        return _show_mean_se(cell, accuracy_spread)
+
+    return (Col("arm", TEXT, lambda row: row["group"]), Col("runs", NUM, lambda row: len(row["runs"])),
+            *(Col(header, NUM, key(name), _show_mean_se) for header, name in (
+                ("best val BLEU", "best_val_bleu"), ("ALC val BLEU", "alc_val_bleu"),
+                ("best val loss", "best_val_loss"), ("ALC val loss", "alc_val_loss"))),
+            *(Col(header, NUM, key(name), show_accuracy) for header, name in (
+                ("best val accuracy", "best_val_accuracy"), ("its epoch", "best_epoch")) if accuracy))
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -104,8 +121,11 @@ def _render(report: dict[str, Any]) -> None:
     if not report["files"]:
         console.print("no figures: the runs logged no curves yet", highlight=False)
     window = f"first {num(report['alc_steps'])} updates" if report["alc_steps"] else "whole curves"
-    print_rows(f"arms: mean ± standard error over their runs (ALC over the {window})", GROUP_COLUMNS,
-               report["groups"], "no run")
+    spread = report.get("accuracy_spread", "sd")
+    classifiers = any(row.get("best_val_accuracy", {}).get("n") for row in report["groups"])
+    note = "; accuracy and its epoch ± σ" if classifiers and spread == "sd" else ""
+    print_rows(f"arms: mean ± standard error over their runs (ALC over the {window}){note}",
+               group_columns(spread, classifiers), report["groups"], "no run")
 
 
 def register(app: typer.Typer) -> None:

@@ -62,6 +62,15 @@ class RunLog:
             return float(best)
         return float(self.series["val_bleu"][1].max()) if self.has("val_bleu") else None
 
+    def best_val_accuracy(self) -> tuple[float, float | None] | None:
+        """(best validation accuracy, its epoch) of a classifier run: summary.json's best_val_accuracy and
+        best_epoch (the first --valid set's), else the highest logged val_accuracy (its epoch unknown)."""
+        best = self.summary.get("best_val_accuracy")
+        if isinstance(best, (int, float)) and not isinstance(best, bool) and math.isfinite(best):
+            epoch = self.summary.get("best_epoch")
+            return float(best), float(epoch) if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) else None
+        return (float(self.series["val_accuracy"][1].max()), None) if self.has("val_accuracy") else None
+
     def best_val_loss(self) -> float | None:
         return float(self.series["val_loss"][1].min()) if self.has("val_loss") else None
 
@@ -86,6 +95,8 @@ class RunLog:
                 "steps": int(steps.max()) if logged else None, "alc": self.alc(until=until),
                 "final_val_loss": float(values[-1]) if logged else None, "best_val_loss": self.best_val_loss(),
                 "alc_val_bleu": self.alc("val_bleu", until), "best_val_bleu": self.best_val_bleu(),
+                "best_val_accuracy": (self.best_val_accuracy() or (None, None))[0],
+                "best_epoch": (self.best_val_accuracy() or (None, None))[1],
                 "unigram_reg_switch": switch[1] if switch else None,
                 "unigram_reg_lambda": switch[0] if switch else None}
 
@@ -172,25 +183,29 @@ def _arm_label(members: Sequence[RunLog]) -> str:
 
 
 #: The per-run numbers `arm_table` summarises (what figs. 2-3 plot per arm).
-ARM_METRICS = ("best_val_bleu", "alc_val_bleu", "best_val_loss", "alc_val_loss")
+ARM_METRICS = ("best_val_bleu", "alc_val_bleu", "best_val_loss", "alc_val_loss", "best_val_accuracy", "best_epoch")
 
 
 def arm_table(runs: Sequence[RunLog], until: int | None = None) -> list[dict[str, Any]]:
     """One row per arm (group), in first-seen order: its run directories, seeds, and for each of
     ARM_METRICS the mean ± standard error (ddof 1) over the runs that logged it, with their number
-    (paper 000 figs. 2-3: mean and standard error over 5 seeds). ALCs over the first `until` updates."""
+    (paper 000 figs. 2-3: mean and standard error over 5 seeds), and `sd`, the standard deviation σ
+    (ddof 1; paper 002 table 1 reports best validation accuracy and its epoch as mean ± σ over seeds).
+    ALCs over the first `until` updates."""
     rows = []
     for group in dict.fromkeys(r.group for r in runs):
         members = [r for r in runs if r.group == group]
         values = {"best_val_bleu": [r.best_val_bleu() for r in members],
                   "alc_val_bleu": [r.alc("val_bleu", until) for r in members],
                   "best_val_loss": [r.best_val_loss() for r in members],
-                  "alc_val_loss": [r.alc("val_loss", until) for r in members]}
+                  "alc_val_loss": [r.alc("val_loss", until) for r in members],
+                  "best_val_accuracy": [(r.best_val_accuracy() or (None, None))[0] for r in members],
+                  "best_epoch": [(r.best_val_accuracy() or (None, None))[1] for r in members]}
         row: dict[str, Any] = {"group": group, "runs": [str(r.path) for r in members], "seeds": [r.seed for r in members]}
         for metric in ARM_METRICS:
             present = [v for v in values[metric] if v is not None]
             mean, se = mean_standard_error(present)
-            row[metric] = {"mean": mean, "se": se, "n": len(present)}
+            row[metric] = {"mean": mean, "se": se, "sd": mean_standard_error(present, "sd")[1], "n": len(present)}
         rows.append(row)
     return rows
 

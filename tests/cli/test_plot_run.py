@@ -226,3 +226,41 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
     groups = json.loads(alone.stdout)["groups"]
     assert [g["group"] for g in groups] == [d.name for d in dirs] and all(g["alc_val_bleu"]["se"] is None for g in groups)
     assert groups[0]["alc_val_bleu"]["mean"] == pytest.approx(area_under_curve(bleus["unigram"][0]))
+
+
+def test_classifier_seeds_are_grouped_as_mean_and_sigma(tmp_path: Path) -> None:
+    """Paper 002 table 1's format: best validation accuracy and its epoch, mean ± σ over seeds."""
+    import statistics
+
+    from nbcli.tasks.data import DataSpec
+    from nbcli.tasks.finetune import FinetuneConfig, finetune
+    from tests.tasks.builders import encoder_folder, write_corpus
+    from tests.tasks.test_finetune import pairs
+
+    bert = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.jsonl", pairs(16), "jsonl")
+    valid = write_corpus(tmp_path / "dev.tsv", pairs(12, 1), "tsv")
+    runs = []
+    for seed in range(3):
+        cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert), steps=4,
+                             batch_size=4, lr=3e-3, seed=seed, eval_every=2)
+        runs.append(finetune(cfg, [str(train)], {"dev": str(valid)}, tmp_path / f"sst-s{seed}").out)
+    best = [json.loads((r / "summary.json").read_text()) for r in runs]
+    acc = [b["best_val_accuracy"] for b in best]
+    epochs = [b["best_epoch"] for b in best]
+    assert all(e == b["best_step"] / 4 for e, b in zip(epochs, best))        # 16 records / batch 4 per epoch
+    for spread, expect in (("sd", statistics.stdev), ("se", lambda x: statistics.stdev(x) / 3 ** 0.5)):
+        out = tmp_path / f"fig-{spread}"
+        result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(out), "--accuracy-spread", spread,
+                                          "--json"])
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        (group,) = report["groups"]                                            # the seeds are one arm
+        assert group["seeds"] == [0, 1, 2] and report["accuracy_spread"] == spread
+        cell = group["best_val_accuracy"]
+        assert cell["n"] == 3 and abs(cell["mean"] - statistics.fmean(acc)) < 1e-12
+        assert abs(cell["sd"] - statistics.stdev(acc)) < 1e-12 and abs(cell[spread] - expect(acc)) < 1e-12
+        assert abs(group["best_epoch"]["mean"] - statistics.fmean(epochs)) < 1e-12
+        assert (out / "val_accuracy.png").read_bytes().startswith(PNG)
+    text = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig-text")])
+    assert text.exit_code == 0 and "best val accuracy" in text.stdout and "±" in text.stdout

@@ -98,5 +98,5 @@ def test_arm_table_is_mean_and_standard_error_over_seeds(tmp_path: Path) -> None
         assert row[metric]["n"] == 5
         assert row[metric]["mean"] == pytest.approx(mean) and row[metric]["se"] == pytest.approx(se), metric
     zero = table[1]
-    assert zero["best_val_bleu"] == {"mean": None, "se": None, "n": 0}
-    assert zero["alc_val_loss"] == {"mean": pytest.approx(3.0), "se": None, "n": 1}
+    assert zero["best_val_bleu"] == {"mean": None, "se": None, "sd": None, "n": 0}
+    assert zero["alc_val_loss"] == {"mean": pytest.approx(3.0), "se": None, "sd": None, "n": 1}
