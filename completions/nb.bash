@@ -33,8 +33,8 @@ _nb() {
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --json --help -h"
-            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation" -- "$cur")); return;; esac
+        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --init --text-field --text-pair-field --label-field --label-names --pooling --warmup-ratio --epochs --json --help -h"
+            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8 iwslt base kim-3" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
@@ -48,6 +48,7 @@ _nb() {
             case "$prev" in --norm) COMPREPLY=($(compgen -W "post pre" -- "$cur")); return;; esac
             case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
             case "$prev" in --share-embeddings) COMPREPLY=($(compgen -W "auto all decoder none" -- "$cur")); return;; esac
+            case "$prev" in --pooling) COMPREPLY=($(compgen -W "first mean" -- "$cur")); return;; esac
             ;;
         translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
             ;;
@@ -66,7 +67,8 @@ _nb() {
         transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
-        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --figure-format --dpi --figsize --title --csv --tsv --table --json --help -h"
+        plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --accuracy-spread --figure-format --dpi --figsize --title --csv --tsv --table --json --help -h"
+            case "$prev" in --accuracy-spread) COMPREPLY=($(compgen -W "sd se" -- "$cur")); return;; esac
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             ;;
         plot-by-frequency) opts="--output -o --label --dpi --figsize --title --csv --tsv --table --json --help -h"

@@ -189,10 +189,10 @@ _nb() {
                 '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
                 '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
-                '--task[lm: nb’s decoder-only / MLM Transformer (--objective). translation: the Vaswani ]:value:(lm translation)' \
+                '--task[lm: nb’s decoder-only / MLM Transformer (--objective). translation: the Vaswani ]:value:(lm translation classification tagging)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 iwslt base kim-3)' \
-                '--steps[Optimizer updates.]:value: ' \
+                '--steps[Optimizer updates (default 200; --task classification|tagging: --epochs decides)]:value: ' \
                 '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
                 '--grad-accum[Micro-steps per update.]:value: ' \
                 '--seq-len[Tokens per sequence T (default: preset’s). --task translation: the most tokens a]:value: ' \
@@ -222,7 +222,7 @@ _nb() {
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
-                '--eval-every[Evaluate every K steps (and at the end).]:value: ' \
+                '--eval-every[Evaluate every K steps, at step 0 and at the end (default 50; --task classificat]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
                 '--save-every[Checkpoint and save a resumable state every N steps (0 = only at the end; step 0]:value: ' \
@@ -237,18 +237,26 @@ _nb() {
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
                 '--src-tokenizer[--task translation: the source side’s tokenizer (with --tgt-tokenizer, instead o]:path:_files' \
                 '--tgt-tokenizer[--task translation: the target side’s tokenizer (its EOS ends sentences; its BOS]:path:_files' \
-                '--valid[--task translation: validation pairs, in --corpus’s forms (repeatable). Default:]:value: ' \
+                '--valid[Validation data (repeatable). --task translation: FILE, validation pairs in --co]:value: ' \
                 '--norm[--task translation: post-LN (the papers’ fairseq models, Vaswani; default) or pr]:value:(post pre)' \
                 '--positions[--task translation: sinusoidal (Vaswani; default), learned, or none (paper 002 t]:value:(sinusoidal learned none)' \
                 '--scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
                 '--no-scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
                 '--share-embeddings[--task translation: all = one matrix for source, target and output (fairseq --sh]:value:(auto all decoder none)' \
-                '--freeze-embeddings[--task translation: keep the token embeddings (and a W tied to them) at their in]' \
+                '--freeze-embeddings[--task translation|classification|tagging: keep the token embeddings (and a W ti]' \
                 '--beam[--task translation: beam size of validation BLEU (and of nb translate for this r]:value: ' \
                 '--lenpen[--task translation: length penalty: hypotheses are scored logprob / length^lenpe]:value: ' \
                 '--eval-sentences[--task translation: validation pairs decoded for BLEU/chrF at each evaluation (0]:value: ' \
                 '--ag-decoder-fraction[--task translation: fraction of decoder self-attention heads guided (default 0, ]:value: ' \
                 '--ag-decoder-patterns[--task translation: patterns of the guided decoder heads (prev,first,delim,perio]:value: ' \
+                '--init[--task classification|tagging: the encoder to fine-tune: an nb MLM run or step-N]:value: ' \
+                '--text-field[--task classification: the text column/field (default: text, else sentence).]:value: ' \
+                '--text-pair-field[--task classification: the second sentence of a pair (MNLI sentence2, QNLI sente]:value: ' \
+                '--label-field[--task classification: the label column/field (default: label).]:value: ' \
+                '--label-names[--task classification|tagging: the labels in id order (integer labels name thems]:value: ' \
+                '--pooling[--task classification: the sentence vector the head reads: first (the first toke]:value:(first mean)' \
+                '--warmup-ratio[--task classification|tagging: linear warm-up over ceil(R x updates), then linea]:value: ' \
+                '--epochs[--task classification|tagging: passes over the training data (default 3; --steps]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -405,6 +413,7 @@ _nb() {
                 '--group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--no-group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--alc-steps[ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.]:value: ' \
+                '--accuracy-spread[Spread of classifier runs’ val_accuracy over an arm’s seeds, in its figure and t]:value:(sd se)' \
                 '--figure-format[Format of the figures written into the folder (vector: pdf, svg).]:value:(png pdf svg)' \
                 '--dpi[Dots per inch of PNG figures (and of the rasterised token points inside PDF and ]:value: ' \
                 '--figsize[Figure size in inches, e.g. 6.5,4 (default: each figure’s own).]:value: ' \

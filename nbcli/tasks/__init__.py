@@ -6,7 +6,10 @@ its metrics.
     labels.py             the label names classification and tagging keep end to end, padded batches
     data.py               a classification or tagging data set as the model sees it
     encoders.py           the encoders those heads sit on (nb's MLM or a transformers encoder)
-    finetune.py           building, running and predicting with an encoder and its head
+    finetune.py           building, running (on `nbcli.train.loop.run_updates`) and predicting with an
+                          encoder and its head
+    classifier_export.py  nb export of a run fine-tuned from a transformers encoder (its family's
+                          For{Sequence,Token}Classification folder)
     translation.py        nb train --task translation: the encoder-decoder on the task-agnostic update
                           loop (`nbcli.train.loop.run_updates`), BLEU / chrF validation
     translation_data.py   its sentence pairs: tokenised, split, counted, batched

@@ -12,7 +12,7 @@ from nbcli.cli.options import MAX_SEED
 
 COMMANDS = typer.main.get_command(app).commands
 # Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics;
-# --task: train trains lm|translation, eval also scores classification|tagging, which train lacks yet;
+# --task: train trains lm|translation|classification|tagging, eval scores lm|translation|classification|tagging;
 # --tsv: count-unigrams' per-token table is an output the core commits beside the counts file, a Path):
 DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer", "--task", "--tsv"}
 
