@@ -303,6 +303,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
     from nbcli.train.runs import read_log_records
     from nbcli.train.runtime import all_reduce_sum, autocast, on_main_rank, setup_runtime
+    from nbcli.train.step import make_optimizer
 
     spec = cfg.data
     tokenizer = _tokenizer_for(cfg)
@@ -319,8 +320,6 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     model = _build(cfg, tokenizer, len(labels.names)).to(rt.device)
     model.train()
     on_main_rank(rt, lambda: create_run_directory(out))   # only once every input is accepted
-    from nbcli.train.step import make_optimizer
-
     optimizer = make_optimizer(model, tcfg, rt.device)
     pad = padding_id(tokenizer)
     sampler = TrainSampler(len(train.items), cfg.seed)
