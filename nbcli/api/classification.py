@@ -51,7 +51,7 @@ def predict_labels(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], 
     """`nb predict`: the label (by name) and class probabilities of every record of `corpus` (tags
     and per-token probabilities for a tagger), in input order, from a classifier run or its
     step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`."""
-    from nbcli.tasks.finetune import predict_report
+    from nbcli.tasks.inference import predict_report
 
     return Report(predict_report(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
                                  device=device))
@@ -62,7 +62,7 @@ def evaluate_classifier(checkpoint: PathLike, corpus: PathLike | Sequence[PathLi
                         device: str = "cpu") -> Report:
     """`nb eval --task classification|tagging`: loss, accuracy, F1 and Matthews (scikit-learn) or
     entity precision/recall/F1 (seqeval) of a classifier run on every record of a labelled file."""
-    from nbcli.tasks.finetune import evaluate_classifier as evaluate_file, load_classifier
+    from nbcli.tasks.inference import evaluate_classifier as evaluate_file, load_classifier
 
     return Report(evaluate_file(load_classifier(local_path(checkpoint), device), input_paths(corpus), batch_size))
 

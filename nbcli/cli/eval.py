@@ -240,7 +240,7 @@ def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[P
 def _labelled(checkpoint: Path, corpus: list[str], task: str, batch_size: int, device: str, as_json: bool) -> None:
     from nbcli.cli.console import print_report
     from nbcli.errors import ConfigError
-    from nbcli.tasks.finetune import evaluate_classifier, load_classifier
+    from nbcli.tasks.inference import evaluate_classifier, load_classifier
 
     loaded = load_classifier(checkpoint, device)
     if loaded.spec.task != task:

@@ -38,7 +38,7 @@ def predict(
 ) -> None:
     """Label every record of a corpus with a fine-tuned classifier or tagger (labels by name, with probabilities)."""
     from nbcli.cli.console import print_report
-    from nbcli.tasks.finetune import predict_report
+    from nbcli.tasks.inference import predict_report
 
     print_report(predict_report(checkpoint, corpus, output, batch_size=batch_size, device=device), as_json, _render)
 

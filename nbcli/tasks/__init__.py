@@ -6,8 +6,9 @@ its metrics.
     labels.py             the label names classification and tagging keep end to end, padded batches
     data.py               a classification or tagging data set as the model sees it
     encoders.py           the encoders those heads sit on (nb's MLM or a transformers encoder)
-    finetune.py           building, running (on `nbcli.train.loop.run_updates`) and predicting with an
-                          encoder and its head
+    finetune.py           building and running (on `nbcli.train.loop.run_updates`) an encoder and its head
+    inference.py          a classifier on a whole file (logits, loss, metrics); loading a run for
+                          nb predict / nb eval
     classifier_export.py  nb export of a run fine-tuned from a transformers encoder (its family's
                           For{Sequence,Token}Classification folder)
     translation.py        nb train --task translation: the encoder-decoder on the task-agnostic update

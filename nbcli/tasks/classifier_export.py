@@ -57,7 +57,7 @@ def is_classifier_checkpoint(path: Path) -> bool:
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.errors import CheckpointError
     from nbcli.tasks.encoders import run_checkpoint
-    from nbcli.tasks.finetune import FORMAT
+    from nbcli.tasks.inference import FORMAT
 
     try:
         file = run_checkpoint(path)
@@ -104,7 +104,7 @@ def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExpo
     from nbcli.checkpoint.writer import write_model_folder
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version
-    from nbcli.tasks.finetune import load_classifier
+    from nbcli.tasks.inference import load_classifier
 
     guard_outputs([], [checkpoint], folder=out)
     loaded = load_classifier(checkpoint, "cpu")

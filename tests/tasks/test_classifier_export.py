@@ -13,7 +13,8 @@ import transformers
 from nbcli.errors import NbError
 from nbcli.tasks.classifier_export import export_classifier, hf_classifier_config
 from nbcli.tasks.data import DataSpec
-from nbcli.tasks.finetune import FinetuneConfig, finetune, load_classifier
+from nbcli.tasks.finetune import FinetuneConfig, finetune
+from nbcli.tasks.inference import load_classifier
 from nbcli.tokenizers import load_tokenizer
 from tests.cli.helpers import assert_one_line_error, invoke
 from tests.tasks.builders import WORDS, encoder_folder, write_corpus

@@ -12,7 +12,8 @@ import torch
 
 from nbcli.errors import CorpusError, NbError
 from nbcli.tasks.data import DataSpec, encode_file, make_labels, read_records
-from nbcli.tasks.finetune import FinetuneConfig, evaluate_classifier, finetune, learning_rate, load_classifier, predict_file
+from nbcli.tasks.finetune import FinetuneConfig, finetune, learning_rate
+from nbcli.tasks.inference import evaluate_classifier, load_classifier, predict_file
 from nbcli.tasks.tagging import align_words
 from nbcli.tokenizers import load_tokenizer
 from tests.tasks.builders import WORDS, encoder_folder, write_corpus

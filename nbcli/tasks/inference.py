@@ -1,0 +1,179 @@
+"""A classifier or tagger of `nb train --task classification|tagging` at work: the logits and loss of
+a whole file (`run_model`), its metrics (`file_metrics`: scikit-learn / seqeval), and a saved run
+loaded for `nb predict` / `nb eval` (`load_classifier`, `predict_file`, `evaluate_classifier`).
+Training is `nbcli.tasks.finetune`; both read the checkpoint format FORMAT (nb-classifier/1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nbcli.errors import CheckpointError, OutputError
+from nbcli.models.heads import Classifier
+from nbcli.tasks.classification import classification_loss, classification_metrics
+from nbcli.tasks.data import DataSpec, Encoded, encode_file, padding_id, read_records
+from nbcli.tasks.labels import LabelSet
+from nbcli.tasks.tagging import tagging_loss, tagging_metrics, word_tags
+
+__all__ = ["FORMAT", "LoadedClassifier", "evaluate_classifier", "file_metrics", "load_classifier", "predict_file",
+           "predict_report", "run_model"]
+
+FORMAT = "nb-classifier/1"
+
+
+def _loss(task: str, logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    return tagging_loss(logits, labels, reduction) if task == "tagging" else \
+        classification_loss(logits, labels, reduction)
+
+
+@torch.no_grad()
+def run_model(model: Classifier, data: Encoded, pad_id: int, batch_size: int, device: torch.device,
+              ) -> tuple[list[torch.Tensor], float | None]:
+    """Logits of every record in order ([L] or [T_i, L] each, float32 on the CPU) and the mean loss
+    over labelled targets (None when unlabelled), in eval mode."""
+    training = model.training
+    model.eval()
+    outputs: list[torch.Tensor] = []
+    total: torch.Tensor | float = 0.0
+    count = 0
+    try:
+        for start in range(0, len(data.items), batch_size):
+            rows = list(range(start, min(start + batch_size, len(data.items))))
+            host = data.batch(rows, pad_id)
+            labelled = int((host.labels >= 0).sum())          # counted on the host: no device sync
+            batch = host.to(device)
+            logits = model(batch.ids, batch.key_mask, batch.type_ids)
+            if labelled:
+                total = total + _loss(data_task(data), logits, batch.labels, "sum").double()  # summed on the device
+                count += labelled
+            on_host = logits.cpu()                                # one copy per batch, not one per record
+            for i, row in enumerate(rows):
+                outputs.append(on_host[i, :len(data.items[row][0])] if logits.dim() == 3 else on_host[i])
+    finally:
+        model.train(training)
+    return outputs, (float(total) / count if count else None)
+
+
+def data_task(data: Encoded) -> str:
+    return "tagging" if data.records and hasattr(data.records[0], "tags") else "classification"
+
+
+def file_metrics(task: str, data: Encoded, logits: Sequence[torch.Tensor], labels: LabelSet) -> dict[str, Any]:
+    """The metrics of a whole file (tasks.classification / tasks.tagging) from its logits."""
+    if task == "tagging":
+        pred = [[labels.names[t] if t >= 0 else "O" for t in word_tags(lg, item[2], len(rec.tokens))]
+                for lg, item, rec in zip(logits, data.items, data.records)]
+        return tagging_metrics([rec.tags for rec in data.records], pred)
+    return classification_metrics([item[2] for item in data.items], [int(lg.argmax()) for lg in logits],
+                                  len(labels.names))
+
+
+@dataclass
+class LoadedClassifier:
+    model: Classifier
+    labels: LabelSet
+    spec: DataSpec
+    tokenizer: Any
+    path: Path
+
+
+def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> LoadedClassifier:
+    """A run directory (its last step-N) or a step-N.safetensors, with its labels (metadata) and the
+    run's tokenizer and config beside it."""
+    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.heads import EncoderSpec, head_for
+    from nbcli.tasks.encoders import run_checkpoint
+    from nbcli.tokenizers import load_tokenizer
+    from nbcli.train.runtime import resolve_device
+    from nbcli.train.state import load_model_tensors
+
+    file = run_checkpoint(Path(run_or_checkpoint))
+    tensors, meta = load_model_tensors(file)
+    if meta.get("nb.format") != FORMAT:
+        raise CheckpointError(f"{file}: not a classifier checkpoint of nb train --task classification|tagging")
+    labels = LabelSet(tuple(json.loads(meta["nb.labels"])))
+    enc = json.loads(meta["nb.encoder"])
+    fcfg = json.loads(meta["nb.finetune_config"])
+    spec = DataSpec(**fcfg["data"])
+    tok_file = next((file.parent / n for n in ("tokenizer.json", "tokenizer.model") if (file.parent / n).is_file()), None)
+    if tok_file is None:
+        raise CheckpointError(f"{file}: no tokenizer.json or tokenizer.model beside it (the run's own)")
+    if enc["kind"] == "nb":
+        config = dict(enc["config"])
+        config["special_ids"] = tuple(config.get("special_ids", ()))
+        encoder: torch.nn.Module = Transformer(ModelConfig(**config))
+    else:
+        import transformers
+
+        config = transformers.AutoConfig.for_model(**enc["config"])
+        kwargs = {"add_pooling_layer": enc["style"] == "bert" and spec.task == "classification"} \
+            if enc["style"] in ("bert", "roberta") else {}
+        encoder = transformers.AutoModel.from_config(config, **kwargs)
+    d = encoder.cfg.d_model if enc["kind"] == "nb" else int(enc["config"].get("hidden_size") or enc["config"]["dim"])
+    head = head_for(spec.task, enc["style"], d, len(labels.names), enc["dropout"], enc["pooling"])
+    model = Classifier(encoder, head, EncoderSpec(enc["kind"], enc["style"], enc["config"], None))
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    if [m for m in missing if "position_ids" not in m] or unexpected:
+        raise CheckpointError(f"{file}: tensors do not match the classifier (missing {missing[:3]}, "
+                              f"unexpected {unexpected[:3]})")
+    model.to(resolve_device(device)).eval()
+    return LoadedClassifier(model, labels, spec, load_tokenizer(tok_file), file)
+
+
+def predict_file(loaded: LoadedClassifier, corpus: Sequence[str], batch_size: int = 32,
+                 ) -> list[dict[str, Any]]:
+    """One record per input record, in order: classification {label, probs {name: p}}; tagging
+    {tokens, tags, probs [per token {name: p}]}. Labels by name."""
+    spec = loaded.spec
+    records = read_records(spec, corpus, labelled=False)
+    data = encode_file(spec, loaded.tokenizer, records, None)
+    device = next(loaded.model.parameters()).device
+    logits, _ = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
+    names = loaded.labels.names
+    out = []
+    for lg, item, rec in zip(logits, data.items, records):
+        if spec.task == "tagging":
+            first = [t for t, label in enumerate(item[2]) if label != -100]
+            probs = torch.softmax(lg[first], dim=-1).tolist() if first else []
+            tags = [names[t] if t >= 0 else "O" for t in word_tags(lg, item[2], len(rec.tokens))]
+            out.append({"tokens": list(rec.tokens), "tags": tags,
+                        "probs": [dict(zip(names, p)) for p in probs] + [None] * (len(rec.tokens) - len(probs))})
+        else:
+            p = torch.softmax(lg, dim=-1).tolist()
+            out.append({"label": names[int(lg.argmax())], "probs": dict(zip(names, p))})
+    return out
+
+
+def evaluate_classifier(loaded: LoadedClassifier, corpus: Sequence[str], batch_size: int = 32) -> dict[str, Any]:
+    """The metrics of a labelled file (every record): loss, accuracy, F1 (and Matthews / entity
+    precision and recall), with the labels by name."""
+    spec = loaded.spec
+    records = read_records(spec, corpus)
+    data = encode_file(spec, loaded.tokenizer, records, loaded.labels)
+    device = next(loaded.model.parameters()).device
+    logits, loss = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
+    return {"task": spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus), "loss": loss,
+            **file_metrics(spec.task, data, logits, loaded.labels), "labels": list(loaded.labels.names)}
+
+
+def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path | str | None, *, batch_size: int = 32,
+                   device: str = "cpu") -> dict[str, Any]:
+    """`nb predict`: predictions of every record of `corpus`, written to `output` as JSON lines in
+    input order (atomically; None: kept in the report only)."""
+    from nbcli.atomic import write_text_atomic
+
+    loaded = load_classifier(checkpoint, device)
+    if output is not None and any(Path(output).resolve() == Path(c).resolve() for c in corpus if c != "-"):
+        raise OutputError(f"-o {output}: is an input; choose another file")
+    predictions = predict_file(loaded, corpus, batch_size)
+    if output is not None:
+        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+    return {"task": loaded.spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus),
+            "output": None if output is None else str(output), "records": len(predictions),
+            "labels": list(loaded.labels.names), "predictions": predictions if output is None else None}
