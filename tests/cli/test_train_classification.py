@@ -123,3 +123,21 @@ def test_bad_input_through_real_nb(root, tmp_path) -> None:
     assert result.returncode == 1
     assert_one_line_error(result.stderr.decode(), where, "maybe")
     assert not (tmp_path / "out").exists()
+
+
+def test_stop_at_then_resume_equals_uninterrupted(root, tmp_path) -> None:
+    from nbcli.train.state import load_model_tensors
+
+    common = ["--valid", f"dev={root / 'dev.tsv'}", "--steps", "4", "--eval-every", "2", "--batch-size", "4"]
+    whole = invoke(*_args(root, tmp_path / "whole", *common))
+    assert whole.exit_code == 0, whole.stderr
+    cut = invoke(*_args(root, tmp_path / "cut", *common, "--stop-at", "2"))
+    assert cut.exit_code == 0 and not (tmp_path / "cut" / "step-4.safetensors").exists()
+    changed = invoke(*_args(root, tmp_path / "cut", *common[:-2], "--batch-size", "8", "--resume"))
+    assert changed.exit_code != 0 and "--resume: options differ" in changed.stderr
+    resumed = invoke(*_args(root, tmp_path / "cut", *common, "--resume", "--json"))
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["resumed_from"] == 2
+    a, _ = load_model_tensors(tmp_path / "whole" / "step-4.safetensors")
+    b, _ = load_model_tensors(tmp_path / "cut" / "step-4.safetensors")
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
