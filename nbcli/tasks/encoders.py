@@ -30,7 +30,15 @@ __all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "i
 
 
 def is_transformers_folder(path: Path) -> bool:
-    return path.is_dir() and (path / "config.json").is_file()
+    """A transformers model folder: a config.json naming a model_type (an nb run directory's config.json
+    is nb train's options, without one)."""
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return False
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return True   # not nb's: reading it as a transformers folder says what is wrong with it
+    return not isinstance(config, dict) or "model_type" in config
 
 
 def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Classifier:

@@ -171,7 +171,7 @@ def _tokenizer_for(cfg: FinetuneConfig) -> Any:
 
 
 def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int) -> Classifier:
-    from nbcli.tasks.encoders import encoder_from_scratch, freeze_embeddings, open_encoder
+    from nbcli.tasks.encoders import encoder_from_scratch, freeze_embeddings, input_embedding_of, open_encoder
 
     torch.manual_seed(cfg.seed)
     if cfg.init is None:
@@ -180,6 +180,10 @@ def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int) -> Classifier:
                                      pooling=cfg.pooling, seed=cfg.seed)  # type: ignore[arg-type]
     else:
         model = open_encoder(cfg.init, cfg.data.task, num_labels, pooling=cfg.pooling, dropout=cfg.dropout)  # type: ignore[arg-type]
+    rows = input_embedding_of(model).shape[0]
+    if tokenizer.vocab_size > rows:
+        raise ConfigError(f"--init {cfg.init}: the tokenizer's {tokenizer.vocab_size} tokens do not fit the encoder's "
+                          f"{rows}-row embedding; give the tokenizer the encoder was trained with (-t)")
     if cfg.freeze_embeddings:
         freeze_embeddings(model)
     return model

@@ -141,3 +141,44 @@ def test_stop_at_then_resume_equals_uninterrupted(root, tmp_path) -> None:
     a, _ = load_model_tensors(tmp_path / "whole" / "step-4.safetensors")
     b, _ = load_model_tensors(tmp_path / "cut" / "step-4.safetensors")
     assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+
+
+def test_nb_mlm_init_and_from_scratch_with_paper_002_switches(root, tmp_path) -> None:
+    """--init an nb MLM run (its encoder's weights carried over; --freeze-embeddings keeps them) and from
+    scratch with --positions sinusoidal (the fixed table, frozen)."""
+    from nbcli.models.heads import positions_table
+    from nbcli.train.state import load_model_tensors
+    from tests.conftest import english_like_lines
+
+    tok = root / "bert" / "tokenizer.json"
+    (tmp_path / "lines.txt").write_text("\n".join(english_like_lines(200, unicode=False)) + "\n")
+    mlm = invoke("train", "--corpus", tmp_path / "lines.txt", "-t", tok, "--objective", "mlm", "--steps", "2",
+                 "--seq-len", "32", "--batch-size", "4", "--device", "cpu", "--out", tmp_path / "mlm")
+    assert mlm.exit_code == 0, mlm.stderr
+    base = ["train", "--task", "classification", "-t", tok, "--corpus", root / "train.jsonl", "--text-field",
+            "sentence1", "--text-pair-field", "sentence2", "--steps", "2", "--batch-size", "8", "--lr", "1e-2",
+            "--device", "cpu", "--max-len", "32"]
+    frozen = invoke(*base, "--init", tmp_path / "mlm", "--freeze-embeddings", "--out", tmp_path / "ft")
+    assert frozen.exit_code == 0, frozen.stderr
+    pre, _ = load_model_tensors(tmp_path / "mlm" / "step-2.safetensors")
+    post, _ = load_model_tensors(tmp_path / "ft" / "step-2.safetensors")
+    assert torch_equal(post["encoder.tok_emb.weight"], pre["tok_emb.weight"])          # frozen, carried over
+    assert not torch_equal(post["encoder.pos_emb.weight"], pre["pos_emb.weight"])      # the rest trained
+    scratch = invoke(*base, "--positions", "sinusoidal", "--embedding-init", "xavier", "--out", tmp_path / "s")
+    assert scratch.exit_code == 0, scratch.stderr
+    tensors, _ = load_model_tensors(tmp_path / "s" / "step-2.safetensors")
+    table = tensors["encoder.pos_emb.weight"]
+    assert torch_equal(table, positions_table(*table.shape))
+    refused = invoke(*base, "--init", tmp_path / "mlm", "--positions", "none", "--out", tmp_path / "r")
+    assert refused.exit_code != 0 and "--positions" in refused.stderr and not (tmp_path / "r").exists()
+    big = root / "roberta"
+    if not big.exists():
+        encoder_folder(big, "roberta")     # a byte-level BPE of 300 tokens: more than the MLM's rows
+    other = invoke(*[a if a != tok else big / "tokenizer.json" for a in base], "--init", tmp_path / "mlm",
+                   "--out", tmp_path / "r")
+    assert other.exit_code == 1 and not (tmp_path / "r").exists()
+    assert_one_line_error(other.stderr, "do not fit the encoder's")
+
+
+def torch_equal(a, b) -> bool:
+    return a.shape == b.shape and bool((a == b).all())
