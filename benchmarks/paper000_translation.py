@@ -209,36 +209,44 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_parallel(jobs: Sequence[tuple[str, list[tuple[list[str], Path]]]], parallel: int) -> dict[str, list[float]]:
+def run_parallel(jobs: Sequence[tuple[str, list[tuple[list[str], Path]]]], parallel: int) -> None:
     """Run jobs, `parallel` at a time; a job is a name and a chain of (command, stdout file) run one
     after the other (a run's training, then its test), so no slot waits for the slowest run of a round.
-    Wall seconds per command of each job. Exits with the command's error on a failure."""
-    pending, running, walls = list(jobs), [], {}
+    Each command's wall seconds go to its stdout file's name with suffix .wall (read back by
+    `wall_of`, so a resumed experiment still reports them). Exits with the command's error on a failure."""
+    pending: list[tuple[str, list[tuple[list[str], Path]]]] = list(jobs)
+    running: list[tuple[str, subprocess.Popen, Any, Path, float, list[tuple[list[str], Path]]]] = []
 
     def start(name: str, chain: list[tuple[list[str], Path]]) -> None:
         (cmd, out), rest = chain[0], chain[1:]
         log(f"  $ {' '.join(cmd)}")
         handle = out.open("w")
         proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
-        running.append((name, proc, handle, time.perf_counter(), rest))
+        running.append((name, proc, handle, out, time.perf_counter(), rest))
 
     while pending or running:
         while pending and len(running) < parallel:
             start(*pending.pop(0))
         time.sleep(1)
         for item in list(running):
-            name, proc, handle, started, rest = item
+            name, proc, handle, out, started, rest = item
             if proc.poll() is None:
                 continue
             running.remove(item)
             handle.close()
-            walls.setdefault(name, []).append(time.perf_counter() - started)
             if proc.returncode:
                 sys.exit(f"{name} failed (exit {proc.returncode}): {proc.stderr.read().strip()[-2000:]}")
-            log(f"  {name}: step done in {walls[name][-1]:.0f} s (load {os.getloadavg()[0]:.1f})")
+            wall = time.perf_counter() - started
+            out.with_suffix(".wall").write_text(f"{wall:.3f}\n")
+            log(f"  {name}: {out.name} done in {wall:.0f} s (load {os.getloadavg()[0]:.1f})")
             if rest:
                 start(name, rest)
-    return walls
+
+
+def wall_of(out: Path) -> float | None:
+    """The wall seconds run_parallel recorded for the command whose stdout is `out` (None: not run here)."""
+    wall = out.with_suffix(".wall")
+    return float(wall.read_text()) if wall.exists() else None
 
 
 def train_args(arm: str, seed: int, prefixes: dict[str, str], tokenizer: Path, run: Path,
@@ -255,6 +263,11 @@ def train_args(arm: str, seed: int, prefixes: dict[str, str], tokenizer: Path, r
 def eval_args(run: Path, prefixes: dict[str, str], args: argparse.Namespace) -> list[str]:
     return nb_command("eval", str(run), "--task", "translation", "--corpus", prefixes["test"], "--src-lang", SRC,
                       "--tgt-lang", TGT, "--beam", str(args.test_beam), "--json")
+
+
+def figure_title(args: argparse.Namespace) -> str:
+    return (f"Wycliffe -> World English Bible: bias init unigram vs zero, {args.preset} preset, "
+            f"{args.steps} updates, {args.seeds} seeds")
 
 
 def git_commit() -> str:
@@ -321,13 +334,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 chain.append((eval_args(run, prefixes, args), test))
             if chain:
                 jobs.append((run.name, chain))
-    walls = run_parallel(jobs, args.parallel)
+    run_parallel(jobs, args.parallel)
 
     figures = args.work / "figures"
     plots = {}
     for fmt in ("png", "svg"):
         cmd = nb_command("plot-run", *[str(r) for _, _, r in todo], "-o", str(figures), "--figure-format", fmt,
-                         "--alc-steps", str(args.alc_steps), "--json")
+                         "--alc-steps", str(args.alc_steps), "--title", figure_title(args), "--json")
         log(f"  $ {' '.join(cmd)}")
         done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT)
         if done.returncode:
@@ -343,12 +356,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     for arm, seed, run in todo:
         summary = json.loads((run / "summary.json").read_text())
         test = json.loads(run.with_suffix(".test.json").read_text())
-        job_walls = walls.get(run.name, [])
         runs.append({"arm": arm, "seed": seed, "run_dir": str(run), "test_bleu": test["bleu"],
                      "test_chrf": test["chrf"], "test": test, "best_val_bleu": summary["best_val_bleu"],
                      "best_step": summary["best_step"], "alc_val_bleu": alcs[str(run)],
-                     "train_wall_s": job_walls[0] if len(job_walls) == 2 else None,
-                     "test_wall_s": job_walls[-1] if job_walls else None, "summary": summary})
+                     "train_wall_s": wall_of(run.with_suffix(".train.json")),
+                     "test_wall_s": wall_of(run.with_suffix(".test.json")), "summary": summary})
     rows = arm_rows(runs)
     alc_steps = args.alc_steps or args.steps
     print_rows(table_lines(rows, alc_steps))
