@@ -25,8 +25,9 @@ paper-000 run on a real corpus"):
    --vocab pieces trained on the training side only, both languages (common.train_spm_bpe).
 4. Runs: `nb train --task translation` for --bias-init unigram and zero x --seeds, everything else equal
    (preset tiny: 2+2 layers, d 64, FFN 256, 4 heads, post-LN, label smoothing 0.1, dropout 0.1,
-   inverse-sqrt warm-up), one torch thread each, --parallel at a time; validation BLEU every
-   --eval-every updates on the first --eval-sentences validation pairs with beam --val-beam.
+   inverse-sqrt warm-up; by default 400 updates of 32 pairs, 100 warm-up), one torch thread each,
+   --parallel (3) at a time; validation BLEU every --eval-every (50) updates on the first
+   --eval-sentences (150) validation pairs with beam --val-beam (1: greedy, for CPU time).
 5. Test: `nb eval RUN --task translation --beam 5 --json` (the run's best checkpoint by validation BLEU,
    paper 000 app. A), sacreBLEU BLEU and chrF on the whole test set.
 6. Figures: `nb plot-run` over the six runs (seed groups as mean ± SE; ALC over --alc-steps, default the
@@ -37,7 +38,7 @@ JSON in benchmarks/out/paper000_translation.json (per run and per arm, commands,
 load, commit). Runs whose summary.json / test JSON exist in --work are reused, so an interrupted
 experiment continues where it stopped.
 
-    python3 benchmarks/paper000_translation.py                   # ~1 h on 2 shared CPU cores
+    python3 benchmarks/paper000_translation.py                   # ~1 h on 2 CPU cores at load ~13
     python3 benchmarks/paper000_translation.py --quick           # smoke test: minutes
     python3 benchmarks/paper000_translation.py --figures docs/figures   # as docs/training.md's figure
 """
@@ -298,7 +299,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--test-beam", type=int, default=5)
     p.add_argument("--alc-steps", type=int, default=0, help="ALC over the first N updates (0: the whole run)")
     p.add_argument("--parallel", type=int, default=3, help="runs at a time (one torch thread each)")
-    p.add_argument("--figures", type=Path, help="also copy val_bleu.png/.svg here as paper000-bible.{png,svg}")
+    p.add_argument("--figures", type=Path, help="also copy val_bleu.png/.svg here as paper000-bible.{png,svg} "
+                   "and val_loss.png as paper000-bible-val_loss.png")
     p.add_argument("--json-out", type=Path, default=OUT / "paper000_translation.json")
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, 60 updates, small evaluations")
     args = p.parse_args(argv)
@@ -348,8 +350,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         plots[fmt] = json.loads(done.stdout)
     if args.figures:
         args.figures.mkdir(parents=True, exist_ok=True)
-        for fmt in ("png", "svg"):
-            shutil.copy(figures / f"val_bleu.{fmt}", args.figures / f"paper000-bible.{fmt}")
+        for source, name in (("val_bleu.png", "paper000-bible.png"), ("val_bleu.svg", "paper000-bible.svg"),
+                             ("val_loss.png", "paper000-bible-val_loss.png")):
+            shutil.copy(figures / source, args.figures / name)
 
     alcs = {r["dir"]: r["alc_val_bleu"] for r in plots["png"]["runs"]}   # nb's one ALC (nb plot-run)
     runs = []
