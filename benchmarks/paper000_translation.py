@@ -313,7 +313,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    started, load_before, uptime_before = time.perf_counter(), load_average(), uptime()
+    started, load_before, uptime_before, commit = time.perf_counter(), load_average(), uptime(), git_commit()
     src_bible, tgt_bible = load_bibles()
     corpus = write_corpus(args.work / "corpus", src_bible, tgt_bible)
     prefixes = corpus["prefixes"]
@@ -372,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "tokenizer_train_s": spm_s, "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "commands": [" ".join(cmd) for _, chain in jobs for cmd, _ in chain],
         "arms": rows, "runs": runs, "plot_run": plots["png"], "wall_s": time.perf_counter() - started,
-        "machine": machine(torch_threads_per_run=1, parallel_runs=args.parallel), "commit": git_commit(),
+        "machine": machine(torch_threads_per_run=1, parallel_runs=args.parallel), "commit": commit,
         "load_before": load_before, "load_after": load_average(), "uptime_before": uptime_before,
         "uptime_after": uptime()})
     log(f"wrote {args.json_out}")
