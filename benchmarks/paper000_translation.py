@@ -14,7 +14,7 @@ paper-000 run on a real corpus"):
    its start and end index; the packages join verses with one space, which starts most stored verses:
    that one leading space is removed and nothing else is changed (no case, punctuation or spacing
    clean-up). The verse ids both texts have are paired; a pair with an empty side (three Wycliffe verses
-   whose text the package folds into a neighbour) is left out and counted.
+   are empty in the package, e.g. Romans 3:17, whose text is in 3:16) is left out and counted.
 2. Split by held-out books (a different book is a harder and more honest test than held-out verses of
    the same chapter, whose neighbours would be in training): validation = Joshua + Mark, test = Judges +
    Acts, training = the other 62 books. The validation file is written in a fixed pseudo-random order

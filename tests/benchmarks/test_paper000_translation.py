@@ -57,7 +57,7 @@ def texts(lang: str) -> dict[int, str]:
 @pytest.fixture
 def bibles() -> tuple[SimpleNamespace, SimpleNamespace]:
     src, tgt = texts("wyc"), texts("en")
-    src[VERSES[5]] = ""                        # an empty side (Wycliffe folds some verses into a neighbour)
+    src[VERSES[5]] = ""                        # an empty side (three Wycliffe verses are empty)
     src[99_001_001] = "only in the source"     # a verse only one text has
     return fake_bible(src), fake_bible(tgt)
 
