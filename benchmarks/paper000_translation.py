@@ -282,10 +282,30 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+#: The options that change what a run or a test score is (the rest only change how the experiment runs).
+RUN_OPTIONS = ("steps", "warmup", "preset", "vocab", "max_len", "eval_every", "eval_batches", "eval_sentences",
+               "val_beam", "test_beam")
+
+
+def check_reuse(path: Path, args: argparse.Namespace) -> None:
+    """Runs in --work are reused, so they must have been made with these options: record them in
+    `path` the first time, exit with a one-line message when they differ later."""
+    mine = {key: getattr(args, key) for key in RUN_OPTIONS}
+    if path.exists():
+        theirs = json.loads(path.read_text())
+        changed = sorted(k for k in mine if theirs.get(k) != mine[k])
+        if changed:
+            sys.exit(f"{path.parent} holds runs made with other options ({', '.join(changed)}); "
+                     f"give another --work")
+    else:
+        path.write_text(json.dumps(mine, indent=2) + "\n")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work", type=Path, default=ROOT / "bench-data" / "paper000-bible",
-                   help="corpus, tokenizer, runs, test scores, figures (reused when present)")
+                   help="corpus, tokenizer, runs, test scores, figures (runs reused when present; "
+                   "other run options need another folder)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--warmup", type=int, default=100)
@@ -322,11 +342,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     runs_dir = args.work / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    todo, jobs = [], []
+    check_reuse(runs_dir / "options.json", args)
+    todo, jobs, commands = [], [], []
     for seed in range(args.seeds):     # arms interleaved: an interrupted experiment has both arms' seeds
         for arm in ARMS:
             run = runs_dir / f"{arm}-s{seed}"
             todo.append((arm, seed, run))
+            commands += [train_args(arm, seed, prefixes, tokenizer, run, args), eval_args(run, prefixes, args)]
             chain = []
             if not (run / "summary.json").exists():
                 shutil.rmtree(run, ignore_errors=True)    # an unfinished run (nb leaves none before its first state)
@@ -370,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     write_json(args.json_out, {
         "benchmark": "paper000_translation", "corpus": corpus, "tokenizer": str(tokenizer),
         "tokenizer_train_s": spm_s, "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "commands": [" ".join(cmd) for _, chain in jobs for cmd, _ in chain],
+        "commands": [" ".join(cmd) for cmd in commands], "executed": [name for name, _ in jobs],
         "arms": rows, "runs": runs, "plot_run": plots["png"], "wall_s": time.perf_counter() - started,
         "machine": machine(torch_threads_per_run=1, parallel_runs=args.parallel), "commit": commit,
         "load_before": load_before, "load_after": load_average(), "uptime_before": uptime_before,

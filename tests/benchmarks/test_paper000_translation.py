@@ -147,3 +147,11 @@ def test_quick_mode_shrinks_the_run() -> None:
     full, quick = script.parse_args([]), script.parse_args(["--quick"])
     assert quick.steps < full.steps and quick.seeds == 2 and quick.work != full.work
     assert quick.json_out != full.json_out
+
+
+def test_reused_runs_must_have_the_same_options(tmp_path) -> None:
+    path = tmp_path / "options.json"
+    script.check_reuse(path, script.parse_args([]))
+    script.check_reuse(path, script.parse_args(["--parallel", "1"]))        # how it runs: no matter
+    with pytest.raises(SystemExit, match=r"other options \(eval_every, steps\); give another --work"):
+        script.check_reuse(path, script.parse_args(["--steps", "10", "--eval-every", "5"]))
