@@ -47,6 +47,8 @@ docs/classification.md)
       --valid SST-2/dev.tsv --out runs/sst2-ag
   nb train --task classification -t spm.model --preset small --embedding-init xavier --positions sinusoidal \\
       --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --lr 1e-4 --epochs 10 --seed 1 --out runs/sst2-xavier-s1
+  nb train --task classification -t words:min-freq=2,lower --embedding-init pretrained:glove.6B.300d.txt \\
+      --d-model 300 --n-head 10 --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --out runs/sst2-glove
   nb train --task tagging --init xlm-roberta-base --corpus om/train.conll --valid dev=om/dev.conll --out runs/ner
 """
 
@@ -69,8 +71,9 @@ def train(
     tokenizer: Annotated[Optional[Path], typer.Option(
         "--tokenizer", "-t", metavar="TOK", show_default=False,
         help="SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its tokenizer.json, else "
-        "its tokenizer.model), or a Hub repo id org/name[@rev]. --task translation: the joint tokenizer of both "
-        "sides (or give --src-tokenizer and --tgt-tokenizer).")] = None,
+        "its tokenizer.model), a Hub repo id org/name[@rev], or words:min-freq=K[,lower]: a word vocabulary of "
+        "the training data's words seen at least K times, saved in the run (docs/vectors.md). --task "
+        "translation: the joint tokenizer of both sides (or give --src-tokenizer and --tgt-tokenizer).")] = None,
     task: Annotated[Literal["lm", "translation", "classification", "tagging"], typer.Option(
         "--task", help="lm: nb's decoder-only / MLM Transformer (--objective). translation: the Vaswani "
         "encoder-decoder on sentence pairs, validated by BLEU (docs/training.md 'Translation'). classification: "
@@ -363,7 +366,8 @@ def train(
             label_field=label_field, label_names=label_names, pooling=pooling, warmup_ratio=warmup_ratio, epochs=epochs,
             steps=steps, batch_size=batch_size, grad_accum=grad_accum, max_len=seq_len, lr=lr, dropout=dropout,
             eval_every=eval_every, save_every=save_every, seed=seed, preset=preset, embedding_init=embedding_init,
-            positions=positions, freeze_embeddings=freeze_embeddings, device=device, dtype=dtype),
+            embedding_missing=missing, d_model=d_model, n_head=n_head, positions=positions,
+            freeze_embeddings=freeze_embeddings, device=device, dtype=dtype),
             corpus, valid, out, resume, stop_at, [k for k, v in lm_only.items() if v is not None])
         with step_progress("training", min(steps, stop_at or steps) if steps else stop_at) as progress:
             def on_update(step: int, record: dict[str, object]) -> None:
@@ -465,7 +469,8 @@ def _render_finetune(summary: dict[str, object]) -> None:
         rows.append((f"final {esc(name)}: accuracy / F1 / loss",
                      f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
     rows += [("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"]))]
-    print_pairs(f"nb train --task {summary['task']}: {summary['out']}", rows, "nothing to report", kind=TEXT)
+    print_pairs(f"nb train --task {summary['task']}: {summary['out']}", rows + _coverage_rows(summary),
+                "nothing to report", kind=TEXT)
 
 
 def _translation_tokenizers(joint: Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:

@@ -7,7 +7,7 @@ naming FILE:LINE and nothing is left behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_opt
 from nbcli.tasks.tagging import encode_sentences, read_sentences
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["DataSpec", "Encoded", "encode_file", "make_labels", "parse_valid", "read_records"]
+__all__ = ["DataSpec", "Encoded", "encode_file", "make_labels", "parse_valid", "read_records", "training_texts"]
 
 TASKS = ("classification", "tagging")
 
@@ -63,6 +63,19 @@ def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True) -
         return read_sentences(inputs)
     return read_examples(inputs, text_field=spec.text_field, pair_field=spec.pair_field,
                          label_field=spec.label_field if labelled else None)
+
+
+def training_texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:
+    """The texts of records already read, what `-t words:min-freq=K` counts (nbcli.tokenizers.words):
+    each example's text and its pair text; a tagging sentence's CoNLL tokens (joined by spaces, which
+    the word rule splits on)."""
+    for record in records:
+        if spec.task == "tagging":
+            yield " ".join(record.tokens)
+        else:
+            yield record.text
+            if record.pair is not None:
+                yield record.pair
 
 
 def make_labels(spec: DataSpec, records: Sequence[Any], names_option: str | None, inputs: Sequence[str]) -> LabelSet:

@@ -100,20 +100,25 @@ def _nb_classifier(model: Any, task: str, num_labels: int, pooling: Pooling, dro
 
 
 def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: str, seq_len: int, dropout: float,
-                         embedding_init: str, positions: str, pooling: Pooling, seed: int) -> Classifier:
-    """nb's encoder as `nb train --objective mlm --preset PRESET --embedding-init ...` builds it at step 0
-    (`nbcli.train.init`), with `positions` and a fresh head."""
+                         embedding_init: str, positions: str, pooling: Pooling, seed: int, d_model: int | None = None,
+                         n_head: int | None = None, missing: str = "xavier",
+                         coverage: dict[str, Any] | None = None) -> Classifier:
+    """nb's encoder as `nb train --objective mlm --preset PRESET --embedding-init ... [--d-model D --n-head H
+    --missing M]` builds it at step 0 (`nbcli.train.init`), with `positions` and a fresh head. Word
+    vectors (pretrained:VECTORS) are matched to `tokenizer`'s words; their coverage report goes into
+    `coverage`."""
     from nbcli.model import Transformer
     from nbcli.train.config import build_config
     from nbcli.train.init import input_embedding, model_config
 
     cfg = build_config(preset, objective="mlm", seq_len=seq_len, dropout=dropout, embedding_init=embedding_init,
-                       seed=seed)
+                       embedding_missing=missing, d_model=d_model, n_head=n_head, seed=seed)
     mcfg = model_config(cfg, tokenizer)
     torch.manual_seed(seed)
     model = Transformer(mcfg)
     with torch.no_grad():
-        model.tok_emb.weight.copy_(input_embedding(cfg, model.tok_emb.weight, tokenizer.vocab_size))
+        model.tok_emb.weight.copy_(input_embedding(cfg, model.tok_emb.weight, tokenizer.vocab_size, None, tokenizer,
+                                                   coverage))
     set_positions(model.pos_emb, positions)
     return _nb_classifier(model, task, num_labels, pooling, dropout)
 

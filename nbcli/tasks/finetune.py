@@ -11,7 +11,9 @@ evaluation on the WHOLE of every validation set at update 0, every `eval_every` 
 once per epoch) and at the end. Files in the run directory:
 
     config.json          the options, the labels by name, the inputs
-    tokenizer.json|.model the tokenizer's bytes (predict finds it beside a step-N.safetensors)
+    tokenizer.json|.model the tokenizer's bytes (predict finds it beside a step-N.safetensors); a
+                         `-t words:min-freq=K[,lower]` vocabulary is built here from the TRAINING
+                         records' texts (text and pair fields; tagging: the CoNLL tokens), not --valid's
     step-N.safetensors   the classifier (metadata nb.format nb-classifier/1, nb.labels, nb.encoder)
     train-state.*        AdamW moments and the position (`train.state`), for --resume: a resumed run
                          repeats the uninterrupted one
@@ -43,6 +45,7 @@ from nbcli.tasks.data import DataSpec, Encoded, encode_file, make_labels, paddin
 from nbcli.tasks.inference import (FORMAT, evaluate_classifier, file_metrics, load_classifier, predict_file,
                                    predict_report, run_model)
 from nbcli.tasks.labels import LabelSet
+from nbcli.tokenizers.words import is_words_spec
 
 # predict/evaluate live in tasks.inference; named here too, where they were first (nb predict, nb eval)
 __all__ = ["FORMAT", "FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune", "learning_rate",
@@ -74,6 +77,9 @@ class FinetuneConfig:
     seed: int = 0
     preset: str = "tiny"                  # from scratch
     embedding_init: str = "normal"
+    embedding_missing: str = "xavier"     # pretrained:VECTORS: rows without a vector (xavier | mean)
+    d_model: int | None = None            # from scratch: the preset's width unless given (word vectors' dim)
+    n_head: int | None = None
     positions: str = "learned"
     freeze_embeddings: bool = False
     device: str = "cpu"
@@ -87,6 +93,7 @@ class FinetuneConfig:
                   (self.pooling in ("first", "mean"), "--pooling must be first or mean"),
                   (self.positions in ("learned", "sinusoidal", "none"), "--positions must be learned, sinusoidal or none"),
                   (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+                  (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),
                   (self.grad_accum >= 1 and self.batch_size % self.grad_accum == 0,
                    "--batch-size must be a multiple of --grad-accum")]
         for ok, message in checks:
@@ -94,6 +101,11 @@ class FinetuneConfig:
                 raise ConfigError(message)
         if self.init is not None and self.positions != "learned":
             raise ConfigError("--positions applies to an encoder trained from scratch (no --init)")
+        if self.init is not None and (self.d_model is not None or self.n_head is not None):
+            raise ConfigError("--d-model and --n-head build an encoder from scratch; --init BASE brings its own")
+        if self.init is not None and is_words_spec(self.tokenizer):
+            raise ConfigError(f"-t {self.tokenizer}: a word vocabulary built from the training data needs an "
+                              "encoder trained from scratch (no --init); --init BASE has its own vocabulary")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -122,6 +134,9 @@ class FinetuneResult:
     labels: list[str] = field(default_factory=list)
     seed: int = 0
     parameters: int = 0
+    # --embedding-init pretrained:VECTORS: the vectors' coverage of the vocabulary, as nb train's LM run
+    # reports it ({"input": nbcli.vectors.vocabulary.vector_embedding's report})
+    embedding_coverage: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """summary.json's content (paths as strings)."""
@@ -158,26 +173,30 @@ def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> fl
                                                 warmup=warmup_steps(total, warmup_ratio), lr_schedule="linear"))
 
 
-def _tokenizer_for(cfg: FinetuneConfig) -> Any:
+def _tokenizer_for(cfg: FinetuneConfig, train_records: Sequence[Any]) -> Any:
+    """-t, else the --init transformers folder's own; `-t words:...` is built from `train_records`."""
     from nbcli.tokenizers import load_tokenizer
+    from nbcli.tasks.data import training_texts
     from nbcli.tasks.encoders import is_transformers_folder
     from nbcli.resolve import local_path
 
     if cfg.tokenizer is not None:
-        return load_tokenizer(cfg.tokenizer)
+        return load_tokenizer(cfg.tokenizer, texts=lambda: training_texts(cfg.data, train_records))
     if cfg.init is not None and is_transformers_folder(local_path(cfg.init, "model")):
         return load_tokenizer(local_path(cfg.init, "model"))
     raise ConfigError("--tokenizer is needed for an nb --init or a model trained from scratch")
 
 
-def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int) -> Classifier:
+def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int, coverage: dict[str, Any] | None = None,
+           ) -> Classifier:
     from nbcli.tasks.encoders import encoder_from_scratch, freeze_embeddings, input_embedding_of, open_encoder
 
     torch.manual_seed(cfg.seed)
     if cfg.init is None:
         model = encoder_from_scratch(tokenizer, cfg.data.task, num_labels, preset=cfg.preset, seq_len=cfg.data.max_len,
                                      dropout=cfg.dropout, embedding_init=cfg.embedding_init, positions=cfg.positions,
-                                     pooling=cfg.pooling, seed=cfg.seed)  # type: ignore[arg-type]
+                                     pooling=cfg.pooling, seed=cfg.seed, d_model=cfg.d_model, n_head=cfg.n_head,
+                                     missing=cfg.embedding_missing, coverage=coverage)  # type: ignore[arg-type]
     else:
         model = open_encoder(cfg.init, cfg.data.task, num_labels, pooling=cfg.pooling, dropout=cfg.dropout)  # type: ignore[arg-type]
     rows = input_embedding_of(model).shape[0]
@@ -263,8 +282,8 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.step import make_optimizer
 
     spec = cfg.data
-    tokenizer = _tokenizer_for(cfg)
     train_records = read_records(spec, train_files)
+    tokenizer = _tokenizer_for(cfg, train_records)
     labels = make_labels(spec, train_records, cfg.label_names, train_files)
     train = encode_file(spec, tokenizer, train_records, labels)
     sets = {name: encode_file(spec, tokenizer, read_records(spec, [path]), labels) for name, path in valid.items()}
@@ -274,7 +293,8 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     tcfg = train_config(cfg, total, eval_every)
     rt = setup_runtime(tcfg)
     warnings, warn = warning_sink(rt, on_warning)
-    model = _build(cfg, tokenizer, len(labels.names)).to(rt.device)
+    coverage: dict[str, Any] = {}
+    model = _build(cfg, tokenizer, len(labels.names), coverage).to(rt.device)
     model.train()
     on_main_rank(rt, lambda: create_run_directory(out))   # only once every input is accepted
     optimizer = make_optimizer(model, tcfg, rt.device)
@@ -347,7 +367,8 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
                             position.tokens / seconds if seconds > 0 else 0.0,
                             best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,
                             resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings,
-                            task=spec.task, labels=list(labels.names), seed=cfg.seed, parameters=params)
+                            task=spec.task, labels=list(labels.names), seed=cfg.seed, parameters=params,
+                            embedding_coverage={"input": coverage} if coverage else None)
     on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
     return result
 
