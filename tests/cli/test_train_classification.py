@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+import torch
 
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 from tests.tasks.builders import WORDS, encoder_folder, write_corpus
@@ -182,3 +183,55 @@ def test_nb_mlm_init_and_from_scratch_with_paper_002_switches(root, tmp_path) ->
 
 def torch_equal(a, b) -> bool:
     return a.shape == b.shape and bool((a == b).all())
+
+
+def _word_args(tmp_path, out, *extra, vectors: bool = True):
+    from tests.tasks.test_finetune_words import TRAIN, write_glove
+
+    train = write_corpus(tmp_path / "train.csv", TRAIN, "csv")
+    write_glove(tmp_path / "v.txt", {"the": [0.5, -1.0, 2.0, 0.25], "cat": [1.0, 2.0, 3.0, 4.0],
+                                     "dog": [-0.5, 0.0, 0.5, 1.5], "nope": [9.0, 9.0, 9.0, 9.0]})
+    return ["train", "--task", "classification", "-t", "words:min-freq=2,lower", "--corpus", train, "--text-field",
+            "sentence1", "--text-pair-field", "sentence2",
+            *(["--embedding-init", f"pretrained:{tmp_path / 'v.txt'}"] if vectors else []), "--steps", "2", "--batch-size", "2", "--max-len", "16", "--device", "cpu", "--out", out, *extra]
+
+
+def test_word_vocabulary_and_vectors_through_real_nb(tmp_path) -> None:
+    """-t words + pretrained:VECTORS with --missing/--d-model/--n-head: the coverage in --json and summary.json,
+    the frozen rows equal to the vectors, then nb predict on the run without -t."""
+    from nbcli.train.state import load_model_tensors
+
+    out = tmp_path / "run"
+    result = run_nb(*_word_args(tmp_path, out, "--missing", "mean", "--d-model", "4", "--n-head", "2",
+                                "--freeze-embeddings", "--json"), timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["embedding_coverage"] == json.loads((out / "summary.json").read_text())["embedding_coverage"]
+    vocab = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
+    coverage = summary["embedding_coverage"]["input"]
+    assert (coverage["words"], coverage["matched"], coverage["missing"]) == (len(vocab) - 4, 3, "mean")
+    assert coverage["vectors"]["dim"] == 4 and coverage["initialised"] == len(vocab) - 3
+    emb, _ = load_model_tensors(out / "step-2.safetensors")
+    rows = emb["encoder.tok_emb.weight"]
+    assert rows.shape[1] == 4 and bool((rows[vocab["cat"]] == torch.tensor([1.0, 2.0, 3.0, 4.0])).all())
+    assert bool((rows[vocab["the"]] == torch.tensor([0.5, -1.0, 2.0, 0.25])).all())
+    assert json.loads((out / "config.json").read_text())["d_model"] == 4
+    predicted = invoke("predict", out, "--corpus", tmp_path / "train.csv", "--json")
+    assert predicted.exit_code == 0, predicted.stderr
+    shown = invoke(*_word_args(tmp_path, tmp_path / "text", "--d-model", "4", "--n-head", "2"))
+    assert shown.exit_code == 0 and "words with a vector" in shown.stdout
+
+
+@pytest.mark.parametrize("case", ["dimension", "init", "d_model_with_init"])
+def test_word_level_bad_input_is_one_line_exit_1_no_run_dir(root, tmp_path, case) -> None:
+    out = tmp_path / "out"
+    if case == "dimension":   # the tiny preset's d_model 128 against 4-dimensional vectors
+        args, where = _word_args(tmp_path, out), "dimension 4 but the model's d_model is 128"
+    elif case == "init":
+        args, where = _word_args(tmp_path, out, "--init", root / "bert", vectors=False), "no --init"
+    else:
+        args, where = [*_args(root, out), "--d-model", "4"], "--d-model and --n-head"
+    result = invoke(*args)
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert_one_line_error(result.stderr, where)
+    assert not out.exists()
