@@ -244,8 +244,9 @@ def _check_out(out: Path, resume: bool, cfg: FinetuneConfig, inputs: Sequence[st
     if not (out / "train-state.json").is_file():
         raise OutputError(f"--resume: {out} has no train-state.json (no saved state to continue)")
     saved = load_file(out / "config.json", error=CheckpointError, what="run config", max_bytes=1 << 24)
-    now = cfg.to_dict()
-    diff = sorted(k for k in now if k not in RESUMABLE and isinstance(saved, dict) and saved.get(k) != now[k])
+    now, defaults = cfg.to_dict(), FinetuneConfig().to_dict()   # an option newer than the run: its default
+    diff = sorted(k for k in now if k not in RESUMABLE and isinstance(saved, dict)
+                  and saved.get(k, defaults[k]) != now[k])
     if not isinstance(saved, dict) or diff:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in diff[:4]) if diff else "not an object"
         raise ConfigError(f"--resume: options differ from {out / 'config.json'} ({details}); resume with the "

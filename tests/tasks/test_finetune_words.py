@@ -118,3 +118,18 @@ def test_vector_dimension_must_be_the_models(tmp_path) -> None:
         encoder_from_scratch(tok, "classification", 2, preset="tiny", seq_len=16, dropout=0.0,
                              embedding_init=f"pretrained:{glove}", positions="learned", pooling="first", seed=0,
                              d_model=4, n_head=2)
+
+
+def test_a_run_saved_before_the_word_options_still_resumes(tmp_path) -> None:
+    """config.json without embedding_missing, d_model, n_head (runs made before them): their defaults."""
+    train = write_corpus(tmp_path / "train.csv", TRAIN, "csv")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2", max_len=16),
+                         tokenizer="words:min-freq=1", steps=2, batch_size=2, lr=1e-3)
+    finetune(cfg, [str(train)], {}, tmp_path / "run", stop_at=1)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    for key in ("embedding_missing", "d_model", "n_head"):
+        del config[key]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(config))
+    assert finetune(cfg, [str(train)], {}, tmp_path / "run", resume=True).resumed_from == 1
+    with pytest.raises(ConfigError, match="d_model"):
+        finetune(FinetuneConfig(**{**cfg.__dict__, "d_model": 64}), [str(train)], {}, tmp_path / "run", resume=True)
