@@ -4,10 +4,10 @@ scratch, predict labels, evaluate a labelled file."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from nbcli.api.inputs import input_paths, local_path, optional_path
+from nbcli.api.inputs import check_train_config, input_paths, local_path, optional_path
 from nbcli.api.reports import PathLike, Report, TrainReport
 from nbcli.arguments import public
 
@@ -24,14 +24,16 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
                         positions: Literal["learned", "sinusoidal", "none"] = "learned",
                         freeze_embeddings: bool = False, device: str = "cpu", resume: bool = False,
                         grad_accum: int = 1, stop_at: int | None = None, missing: str = "xavier",
-                        d_model: int | None = None, n_head: int | None = None) -> TrainReport:
+                        d_model: int | None = None, n_head: int | None = None,
+                        encoder_options: Mapping[str, Any] | None = None) -> TrainReport:
     """`nb train --task classification|tagging`: fine-tune `init` (an nb MLM run or checkpoint, a
     transformers encoder folder or repo id; None: nb's encoder from scratch, paper 002) with a head on
     `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; CoNLL for tagging), validating on the whole of each
     `valid` "NAME=FILE" on nb train's update loop (`grad_accum` micro-batches per update; `stop_at`
     stops after that many updates, `resume` continues); returns the run's summary (best_val_accuracy,
     best_step, best_epoch, final metrics). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built
-    from `train`) and `embedding_init` "pretrained:VECTORS" (word vectors; `missing`, `d_model`, `n_head`)."""
+    from `train`) and `embedding_init` "pretrained:VECTORS" (word vectors; `missing`, `d_model`, `n_head`).
+    `encoder_options`: tasks.finetune.ENCODER_OPTIONS over the preset's (n_layer; paper 002 sec. 3.4's transforms)."""
     from nbcli.tasks.data import DataSpec, parse_valid
     from nbcli.tasks.finetune import FinetuneConfig, train_report
 
@@ -43,7 +45,8 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
         weight_decay=weight_decay, dropout=dropout, pooling=pooling, eval_every=eval_every, save_every=save_every,
         seed=seed, preset=preset, embedding_init=embedding_init, positions=positions,
         freeze_embeddings=freeze_embeddings, device=device, grad_accum=grad_accum, embedding_missing=missing,
-        d_model=d_model, n_head=n_head)
+        d_model=d_model, n_head=n_head, encoder_options=dict(encoder_options or {}))
+    check_train_config("finetune_classifier", cfg.encoder_options)
     return TrainReport(train_report(cfg, input_paths(train), parse_valid(list(valid)), local_path(out), resume=resume,
                                     stop_at=stop_at))
 

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,16 +103,19 @@ def _nb_classifier(model: Any, task: str, num_labels: int, pooling: Pooling, dro
 def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: str, seq_len: int, dropout: float,
                          embedding_init: str, positions: str, pooling: Pooling, seed: int, d_model: int | None = None,
                          n_head: int | None = None, missing: str = "xavier",
-                         coverage: dict[str, Any] | None = None) -> Classifier:
+                         coverage: dict[str, Any] | None = None,
+                         options: Mapping[str, Any] | None = None) -> Classifier:
     """nb's encoder as `nb train --objective mlm --preset PRESET --embedding-init ... [--d-model D --n-head H
     --missing M]` builds it at step 0 (`nbcli.train.init`), with `positions` and a fresh head. Word
     vectors (pretrained:VECTORS) are matched to `tokenizer`'s words; their coverage report goes into
-    `coverage`."""
+    `coverage`. `options`: TrainConfig fields over the preset's (n_layer; embedding_standardise
+    and embedding_shuffle: paper 002 sec. 3.4's Pre-trained_Xavier and Pre-trained_Shuffled, app. A.3's
+    Xavier_Pre-trained)."""
     from nbcli.model import Transformer
     from nbcli.train.config import build_config
     from nbcli.train.init import input_embedding, model_config
 
-    cfg = build_config(preset, objective="mlm", seq_len=seq_len, dropout=dropout, embedding_init=embedding_init,
+    cfg = build_config(preset, **(options or {}), objective="mlm", seq_len=seq_len, dropout=dropout, embedding_init=embedding_init,
                        embedding_missing=missing, d_model=d_model, n_head=n_head, seed=seed)
     mcfg = model_config(cfg, tokenizer)
     torch.manual_seed(seed)

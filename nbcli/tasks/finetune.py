@@ -48,11 +48,13 @@ from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers.words import is_words_spec
 
 # predict/evaluate live in tasks.inference; named here too, where they were first (nb predict, nb eval)
-__all__ = ["FORMAT", "FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune", "learning_rate",
-           "load_classifier", "predict_file", "predict_report", "train_report"]
+__all__ = ["ENCODER_OPTIONS", "FORMAT", "FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune",
+           "learning_rate", "load_classifier", "predict_file", "predict_report", "train_report"]
 
 # Options that may change between a run and its --resume (they do not change the trajectory).
 RESUMABLE = {"device", "eval_every", "save_every"}
+# TrainConfig fields an encoder from scratch takes over its preset's (`encoder_from_scratch`'s options)
+ENCODER_OPTIONS = ("n_layer", "embedding_standardise", "embedding_shuffle", "embedding_shuffle_mode")
 
 
 @dataclass
@@ -85,6 +87,7 @@ class FinetuneConfig:
     device: str = "cpu"
     grad_accum: int = 1
     dtype: str = "float32"                # autocast precision: float32 | bfloat16 | auto (bf16 on CUDA)
+    encoder_options: dict[str, Any] = field(default_factory=dict)   # TrainConfig fields over the preset's (scratch)
 
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
@@ -106,6 +109,12 @@ class FinetuneConfig:
         if self.init is not None and is_words_spec(self.tokenizer):
             raise ConfigError(f"-t {self.tokenizer}: a word vocabulary built from the training data needs an "
                               "encoder trained from scratch (no --init); --init BASE has its own vocabulary")
+        unknown = sorted(set(self.encoder_options) - set(ENCODER_OPTIONS))
+        if unknown:
+            raise ConfigError(f"unknown encoder option(s) {', '.join(unknown)}; the options are {', '.join(ENCODER_OPTIONS)}")
+        if self.init is not None and self.encoder_options:
+            raise ConfigError("encoder options (n_layer, embedding_standardise, ...) apply to an encoder trained "
+                              "from scratch (no --init)")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -159,7 +168,8 @@ def train_config(cfg: FinetuneConfig, total: int, eval_every: int) -> Any:
         warmup=warmup_steps(total, cfg.warmup_ratio), weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
         dropout=cfg.dropout, lr_schedule="linear", adam_beta2=0.999, adam_eps=1e-8,
         embedding_init=cfg.embedding_init, eval_every=eval_every, save_every=cfg.save_every,
-        device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, task_options=cfg.to_dict())  # type: ignore[arg-type]
+        device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, task_options=cfg.to_dict(),
+        **cfg.encoder_options)  # type: ignore[arg-type]
 
 
 def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> float:
@@ -196,7 +206,8 @@ def _build(cfg: FinetuneConfig, tokenizer: Any, num_labels: int, coverage: dict[
         model = encoder_from_scratch(tokenizer, cfg.data.task, num_labels, preset=cfg.preset, seq_len=cfg.data.max_len,
                                      dropout=cfg.dropout, embedding_init=cfg.embedding_init, positions=cfg.positions,
                                      pooling=cfg.pooling, seed=cfg.seed, d_model=cfg.d_model, n_head=cfg.n_head,
-                                     missing=cfg.embedding_missing, coverage=coverage)  # type: ignore[arg-type]
+                                     missing=cfg.embedding_missing, coverage=coverage,
+                                     options=cfg.encoder_options)  # type: ignore[arg-type]
     else:
         model = open_encoder(cfg.init, cfg.data.task, num_labels, pooling=cfg.pooling, dropout=cfg.dropout)  # type: ignore[arg-type]
     rows = input_embedding_of(model).shape[0]
