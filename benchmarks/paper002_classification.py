@@ -204,6 +204,14 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
             "tokens_per_s": report.tokens_per_s}
 
 
+def finished(job: dict[str, Any]) -> dict[str, Any]:
+    """`run_one`'s figures of a run that finished earlier (`--report`; its wall time unknown)."""
+    summary = json.loads((Path(job["out"]) / "summary.json").read_text())
+    return {"arm": job["arm"], "seed": job["seed"], "out": job["out"], "wall_s": None,
+            **run_figures(Path(job["out"]), summary["best_step"], job["train_rows"], job["settings"]["batch_size"]),
+            "tokens_per_s": summary["tokens_per_s"]}
+
+
 def run_figures(out: Path, best_step: int | None, train_rows: int, batch_size: int) -> dict[str, Any]:
     """A run's figures from its log.jsonl: the best validation accuracy, its step and epoch, the
     macro F1 and loss at that evaluation, the final accuracy, and the curve."""
@@ -237,7 +245,8 @@ def arm_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                      "best_epoch": statistics.fmean(r["best_epoch"] for r in members),
                      "macro_f1": f1, "macro_f1_sd": f1_sd,
                      "final_val_accuracy": statistics.fmean(r["final_val_accuracy"] for r in members),
-                     "wall_s_per_run": statistics.fmean(r["wall_s"] for r in members)})
+                     "wall_s_per_run": statistics.fmean(walls) if (walls := [r["wall_s"] for r in members
+                                                                              if r["wall_s"] is not None]) else None})
     return rows
 
 
@@ -249,7 +258,8 @@ def table(rows: Sequence[dict[str, Any]], majority: float | None = None) -> str:
         lines.append(f"| {r['arm']} | {r['seeds']} | {100 * r['best_val_accuracy']:.1f} "
                      f"({100 * r['best_val_accuracy_sd']:.1f}) | {r['best_step']:.0f} ({r['best_epoch']:.2f}) | "
                      f"{100 * r['macro_f1']:.1f} ({100 * r['macro_f1_sd']:.1f}) | "
-                     f"{100 * r['final_val_accuracy']:.1f} | {r['wall_s_per_run']:.0f} |")
+                     f"{100 * r['final_val_accuracy']:.1f} | "
+                     f"{'-' if r['wall_s_per_run'] is None else format(r['wall_s_per_run'], '.0f')} |")
     if majority is not None:
         lines.append(f"| (majority label) | - | {100 * majority:.1f} | - | - | - | - |")
     return "\n".join(lines)
@@ -296,6 +306,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--figure", type=Path, help="also copy the validation-accuracy PNG here (docs/figures/...)")
     ap.add_argument("--json", type=Path, default=OUT / "paper002_classification.json")
+    ap.add_argument("--report", type=Path, metavar="DIR",
+                    help="no training: the table, JSON and figure of the finished runs in DIR (the folder an "
+                         "earlier, perhaps interrupted, invocation with the same options printed)")
     args = ap.parse_args()
     if args.quick:
         args.train_rows, args.valid_rows, args.seeds, args.steps, args.eval_every = 256, 128, 1, 20, 10
@@ -308,7 +321,7 @@ def main() -> None:
 
     import nbcli
 
-    work = scratch_dir("paper002-cls-", 1.0)
+    work = args.report or scratch_dir("paper002-cls-", 1.0)
     split = write_split(shipped, work / "data", args.train_rows, args.valid_rows, args.split_seed)
     log(f"split: {split.train_rows} train / {split.valid_rows} valid rows of {split.rows} (seed {split.seed}); "
         f"runs in {work}")
@@ -320,7 +333,9 @@ def main() -> None:
             for seed in range(args.seeds) for arm in chosen]   # seed-major: every arm has a seed early
     load_before, began = uptime(), time.perf_counter()
     runs: list[dict[str, Any]] = []
-    if args.jobs > 1:
+    if args.report:
+        runs = [finished(job) for job in jobs if (Path(job["out"]) / "summary.json").exists()]
+    elif args.jobs > 1:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
@@ -342,9 +357,10 @@ def main() -> None:
         args.figure.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(png, args.figure)
     print(table(rows, majority))
-    print(f"\n{len(runs)} runs, {args.steps} steps of {args.batch_size} (max_len {args.max_len}) each, "
-          f"{wall / 60:.1f} min wall, --jobs {args.jobs} x --threads {args.threads}; load before: {load_before}; "
-          f"after: {uptime()}")
+    timing = f"report of {work} (no training now)" if args.report else \
+        f"{wall / 60:.1f} min wall, --jobs {args.jobs} x --threads {args.threads}"
+    print(f"\n{len(runs)} runs, {args.steps} steps of {args.batch_size} (max_len {args.max_len}) each, {timing}; "
+          f"load before: {load_before}; after: {uptime()}")
     write_json(args.json, {
         "machine": machine(torch=torch.__version__, threads=args.threads, jobs=args.jobs),
         "load_before": load_before, "load_after": uptime(), "commit": commit(), "wall_s": round(wall, 1),

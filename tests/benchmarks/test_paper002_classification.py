@@ -127,6 +127,8 @@ def test_arm_rows_mean_and_sample_sd(accuracies: list[list[float]]) -> None:
         sd = statistics.pstdev(accs) * (len(accs) / (len(accs) - 1)) ** 0.5 if len(accs) > 1 else 0.0
         assert row["best_val_accuracy_sd"] == pytest.approx(sd, abs=1e-12)
         assert row["macro_f1"] == pytest.approx(row["best_val_accuracy"] / 2)
+    unknown = bench.arm_rows([{**r, "wall_s": None} for r in runs])   # --report: wall times unknown
+    assert all(r["wall_s_per_run"] is None for r in unknown) and bench.table(unknown).count("| - |") == len(rows)
     text = bench.table(rows, majority=0.4)
     assert text.count("\n") == len(rows) + 2 and "| (majority label) | - | 40.0 |" in text
     assert f"| {100 * rows[0]['best_val_accuracy']:.1f} ({100 * rows[0]['best_val_accuracy_sd']:.1f}) |" in text
