@@ -204,6 +204,14 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
             "tokens_per_s": report.tokens_per_s}
 
 
+def located(job: dict[str, Any]) -> dict[str, Any] | None:
+    """`job` with `out` the finished run of its name in any runs* subfolder of the work folder (--report),
+    or None."""
+    out = Path(job["out"])
+    found = sorted(p for p in out.parent.parent.glob(f"runs*/{out.name}") if (p / "summary.json").exists())
+    return {**job, "out": str(found[0])} if found else None
+
+
 def finished(job: dict[str, Any]) -> dict[str, Any]:
     """`run_one`'s figures of a run that finished earlier (`--report`; its wall time unknown)."""
     summary = json.loads((Path(job["out"]) / "summary.json").read_text())
@@ -296,6 +304,11 @@ def main() -> None:
     ap.add_argument("--valid-rows", type=int, default=500)
     ap.add_argument("--split-seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed-from", type=int, default=0, help="run seeds seed-from .. seeds-1 only")
+    ap.add_argument("--work", type=Path, metavar="DIR", help="the folder for the split and the runs (default: a "
+                    "fresh one under bench-data/); with --runs-name another invocation can add seeds there")
+    ap.add_argument("--runs-name", default="runs", help="the runs' subfolder of the work folder (--report reads "
+                    "every runs* subfolder)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -321,7 +334,7 @@ def main() -> None:
 
     import nbcli
 
-    work = args.report or scratch_dir("paper002-cls-", 1.0)
+    work = args.report or args.work or scratch_dir("paper002-cls-", 1.0)
     split = write_split(shipped, work / "data", args.train_rows, args.valid_rows, args.split_seed)
     log(f"split: {split.train_rows} train / {split.valid_rows} valid rows of {split.rows} (seed {split.seed}); "
         f"runs in {work}")
@@ -329,12 +342,13 @@ def main() -> None:
                 "eval_every": args.eval_every, "warmup_ratio": 0.06}
     jobs = [{"arm": arm.name, "seed": seed, "options": arm.options, "settings": settings, "threads": args.threads,
              "train": str(split.train), "valid": str(split.valid), "train_rows": split.train_rows,
-             "out": str(work / "runs" / f"{arm.name.replace(' ', '_')}-seed{seed}")}
-            for seed in range(args.seeds) for arm in chosen]   # seed-major: every arm has a seed early
+             "out": str(work / args.runs_name / f"{arm.name.replace(' ', '_')}-seed{seed}")}
+            for seed in range(args.seed_from, args.seeds) for arm in chosen]   # seed-major: every arm has a seed early
     load_before, began = uptime(), time.perf_counter()
     runs: list[dict[str, Any]] = []
     if args.report:
-        runs = [finished(job) for job in jobs if (Path(job["out"]) / "summary.json").exists()]
+        runs = [finished(job) for job in map(located, jobs) if job is not None]
+
     elif args.jobs > 1:
         import multiprocessing
 
