@@ -140,7 +140,9 @@ def write_split(shipped: Path, folder: Path, n_train: int, n_valid: int, seed: i
     split = Split(folder / "train.csv", folder / "valid.csv", len(lines), len(train_idx), len(valid_idx), seed,
                   hashlib.sha256(data).hexdigest(), bad_utf8_rows=stats.bad_utf8_lines)
     for path, idx in ((split.train, train_idx), (split.valid, valid_idx)):
-        path.write_bytes(header + b"".join(lines[i] for i in idx))
+        content = header + b"".join(lines[i] for i in idx)
+        if not path.exists() or path.read_bytes() != content:   # a shared --work folder: runs may be reading it
+            path.write_bytes(content)
         split.labels[path.name] = dict(sorted(collections.Counter(str(examples[i].label) for i in idx).items()))
     return split
 
@@ -213,9 +215,12 @@ def located(job: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def finished(job: dict[str, Any]) -> dict[str, Any]:
-    """`run_one`'s figures of a run that finished earlier (`--report`; its wall time unknown)."""
-    summary = json.loads((Path(job["out"]) / "summary.json").read_text())
-    return {"arm": job["arm"], "seed": job["seed"], "out": job["out"], "wall_s": None,
+    """`run_one`'s figures of a run that finished earlier (`--report`); its wall time from config.json's
+    writing to summary.json's (the run less its reading of the data and building of the model)."""
+    out = Path(job["out"])
+    summary = json.loads((out / "summary.json").read_text())
+    wall = (out / "summary.json").stat().st_mtime - (out / "config.json").stat().st_mtime
+    return {"arm": job["arm"], "seed": job["seed"], "out": job["out"], "wall_s": round(wall, 1),
             **run_figures(Path(job["out"]), summary["best_step"], job["train_rows"], job["settings"]["batch_size"]),
             "tokens_per_s": summary["tokens_per_s"]}
 
