@@ -339,7 +339,8 @@ def main() -> None:
 
     import nbcli
 
-    work = args.report or args.work or scratch_dir("paper002-cls-", 1.0)
+    # absolute: the runs' config.json name the data by this path, and plot-run groups seeds by equal configs
+    work = (args.report or args.work or scratch_dir("paper002-cls-", 1.0)).resolve()
     split = write_split(shipped, work / "data", args.train_rows, args.valid_rows, args.split_seed)
     log(f"split: {split.train_rows} train / {split.valid_rows} valid rows of {split.rows} (seed {split.seed}); "
         f"runs in {work}")
