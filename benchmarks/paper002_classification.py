@@ -322,6 +322,7 @@ def main() -> None:
                     help="the arms to run (names as in the table; default: all but Xavier_MiniLM)")
     ap.add_argument("--jobs", type=int, default=3, help="runs at once (each on --threads torch threads)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (finetune_classifier's device)")
     ap.add_argument("--figure", type=Path, help="also copy the validation-accuracy PNG here (docs/figures/...)")
     ap.add_argument("--json", type=Path, default=OUT / "paper002_classification.json")
     ap.add_argument("--report", type=Path, metavar="DIR",
@@ -345,7 +346,7 @@ def main() -> None:
     log(f"split: {split.train_rows} train / {split.valid_rows} valid rows of {split.rows} (seed {split.seed}); "
         f"runs in {work}")
     settings = {"max_len": args.max_len, "steps": args.steps, "batch_size": args.batch_size,
-                "eval_every": args.eval_every, "warmup_ratio": 0.06}
+                "eval_every": args.eval_every, "warmup_ratio": 0.06, "device": args.device}
     jobs = [{"arm": arm.name, "seed": seed, "options": arm.options, "settings": settings, "threads": args.threads,
              "train": str(split.train), "valid": str(split.valid), "train_rows": split.train_rows,
              "out": str(work / args.runs_name / f"{arm.name.replace(' ', '_')}-seed{seed}")}
