@@ -176,8 +176,7 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
     #    paper 000 sec. 4.2; BLEU: figs. 2-3)
     for key, ylabel, label, digits in (
             ("val_loss", "validation loss (nats/token)", "Validation loss", 3),
-            ("val_bleu", "validation BLEU (sacreBLEU)", "Validation BLEU", 2),
-            ("val_accuracy", "validation accuracy (whole file)", "Validation accuracy", 3)):
+            ("val_bleu", "validation BLEU (sacreBLEU)", "Validation BLEU", 2)):
         if not any(r.has(key) for r in runs):
             continue
         fig = new_figure(7.5, 4.6, options)

@@ -242,27 +242,3 @@ def test_the_palette_is_okabe_ito(tmp_path: Path, drawn: list[Any]) -> None:
     figure_data.draw_by_frequency(tmp_path / "f.png")
     colours = [to_hex(b.lines[0].get_color()) for b in _errorbars(drawn[0].axes[0])]
     assert colours == ["#0072b2", "#d55e00"]
-
-
-def test_validation_accuracy_of_classification_runs(tmp_path: Path, drawn: list[Any]) -> None:
-    """Classification runs (val_loss and val_accuracy logged): a val_accuracy figure, each arm's mean
-    over its seeds at the evaluated steps with a ± standard-error band (ddof 1)."""
-    steps = np.arange(20, 101, 20)
-    accuracy = {("xavier", 0): 0.4 + steps / 500, ("xavier", 1): 0.42 + steps / 400, ("minilm", 0): 0.6 + steps / 1000,
-                ("minilm", 1): 0.61 + steps / 900}
-    runs = [figure_data._Run(group=g, path=f"runs/{g}-s{s}", series={"val_accuracy": (steps, a),
-                                                                      "val_loss": (steps, 1.1 - a)})
-            for (g, s), a in accuracy.items()]
-    written = run_plots.plot_run_figures(tmp_path, runs, figure_data.META, None, "png")
-    assert [p.name for p in written] == ["val_loss.png", "val_accuracy.png"]
-    (ax,) = drawn[1].axes
-    assert ax.get_ylabel().startswith("validation accuracy")
-    for group in ("xavier", "minilm"):
-        (line,) = [ln for ln in ax.lines if ln.get_label().startswith(group)]
-        np.testing.assert_allclose(line.get_ydata(), (accuracy[(group, 0)] + accuracy[(group, 1)]) / 2)
-        assert line.get_marker() == "o"
-    band = ax.collections[1].get_paths()[0].vertices[:, 1]   # xavier's ± SE band, after its ALC shading
-    se = np.std([accuracy[("xavier", 0)], accuracy[("xavier", 1)]], axis=0, ddof=1) / np.sqrt(2)
-    mean = (accuracy[("xavier", 0)] + accuracy[("xavier", 1)]) / 2
-    np.testing.assert_allclose(band.max(), (mean + se).max(), rtol=1e-6)
-    np.testing.assert_allclose(band.min(), (mean - se).min(), rtol=1e-6)

@@ -194,6 +194,7 @@ def test_run_model_equals_one_record_at_a_time(tmp_path, bert) -> None:
         assert a.dtype == torch.float32 and torch.allclose(a, b, atol=1e-5)
     assert loss == pytest.approx(nll / 10, rel=1e-5)
 
+
 def _write_rows(path: Path, rows: torch.Tensor) -> Path:
     from safetensors.torch import save_file
 
