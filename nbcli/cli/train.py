@@ -356,8 +356,7 @@ def train(
                    "--ag-reduction": None if ag_reduction == "mse" else ag_reduction,
                    "--ag-hold-steps": ag_hold_steps or None, "--ag-decay-steps": ag_decay_steps or None,
                    "--unigram-reg-lambda": unigram_reg_lambda or None, "--unigram-reg-steps": unigram_reg_steps or None,
-                   "--embedding-standardise": embedding_standardise, "--embedding-whiten": embedding_whiten or None,
-                   "--embedding-shuffle": embedding_shuffle or None, "--warmup": warmup, "--lr-schedule": lr_schedule,
+                   "--embedding-whiten": embedding_whiten or None, "--warmup": warmup, "--lr-schedule": lr_schedule,
                    "--label-smoothing": label_smoothing, "--eval-batches": None if eval_batches == 8 else eval_batches,
                    "--val-fraction": None if val_fraction == 0.05 else val_fraction, "--compile": compile_model or None,
                    "--allow-vocab-mismatch": allow_vocab_mismatch or None}
@@ -367,7 +366,10 @@ def train(
             steps=steps, batch_size=batch_size, grad_accum=grad_accum, max_len=seq_len, lr=lr, dropout=dropout,
             eval_every=eval_every, save_every=save_every, seed=seed, preset=preset, embedding_init=embedding_init,
             embedding_missing=missing, d_model=d_model, n_head=n_head, positions=positions,
-            freeze_embeddings=freeze_embeddings, device=device, dtype=dtype),
+            freeze_embeddings=freeze_embeddings, device=device, dtype=dtype,
+            encoder_options={k: v for k, v in dict(  # from scratch (paper 002 sec. 3.4); --init refuses them
+                embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle or None,
+                embedding_shuffle_mode=shuffle_mode if embedding_shuffle else None).items() if v is not None}),
             corpus, valid, out, resume, stop_at, [k for k, v in lm_only.items() if v is not None])
         with step_progress("training", min(steps, stop_at or steps) if steps else stop_at) as progress:
             def on_update(step: int, record: dict[str, object]) -> None:

@@ -235,3 +235,28 @@ def test_word_level_bad_input_is_one_line_exit_1_no_run_dir(root, tmp_path, case
     assert result.exit_code == 1, (result.exit_code, result.stderr)
     assert_one_line_error(result.stderr, where)
     assert not out.exists()
+
+
+def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(root, tmp_path) -> None:
+    """--d-model, --n-head, --embedding-standardise and --embedding-shuffle build the encoder from
+    scratch (encoder_options; they were ignored before); with --init they are refused."""
+    from nbcli.ops import xavier_std
+    from nbcli.train.state import load_model_tensors
+
+    tok = root / "bert" / "tokenizer.json"
+    base = ["train", "--task", "classification", "-t", tok, "--corpus", root / "train.jsonl", "--text-field",
+            "sentence1", "--steps", "1", "--batch-size", "8", "--lr", "1e-9", "--device", "cpu", "--max-len", "32"]
+    result = invoke(*base, "--d-model", "24", "--n-head", "3", "--embedding-init", "xavier",
+                    "--embedding-standardise", "mean=0.5,std=0.25", "--embedding-shuffle", "--shuffle-mode",
+                    "rows-columns", "--out", tmp_path / "s")
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((tmp_path / "s" / "config.json").read_text())
+    assert config["encoder_options"] == {"d_model": 24, "n_head": 3, "embedding_standardise": "mean=0.5,std=0.25",
+                                         "embedding_shuffle": True, "embedding_shuffle_mode": "rows-columns"}
+    tensors, _ = load_model_tensors(tmp_path / "s" / "step-1.safetensors")
+    emb = tensors["encoder.tok_emb.weight"]
+    assert emb.shape[1] == 24 and abs(float(emb.mean()) - 0.5) < 1e-3 and abs(float(emb.std()) - 0.25) < 1e-3
+    assert abs(0.25 - xavier_std(*emb.shape)) > 0.1   # the standardisation, not Xavier's own scale
+    refused = invoke(*base, "--init", root / "bert", "--d-model", "24", "--out", tmp_path / "r")
+    assert refused.exit_code == 1 and not (tmp_path / "r").exists()
+    assert_one_line_error(refused.stderr, "from scratch")
