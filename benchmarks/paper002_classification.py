@@ -216,11 +216,12 @@ def located(job: dict[str, Any]) -> dict[str, Any] | None:
 
 def finished(job: dict[str, Any]) -> dict[str, Any]:
     """`run_one`'s figures of a run that finished earlier (`--report`); its wall time from config.json's
-    writing to summary.json's (the run less its reading of the data and building of the model)."""
+    writing to summary.json's (the run less its reading of the data and building of the model; None
+    when config.json was touched after)."""
     out = Path(job["out"])
     summary = json.loads((out / "summary.json").read_text())
     wall = (out / "summary.json").stat().st_mtime - (out / "config.json").stat().st_mtime
-    return {"arm": job["arm"], "seed": job["seed"], "out": job["out"], "wall_s": round(wall, 1),
+    return {"arm": job["arm"], "seed": job["seed"], "out": job["out"], "wall_s": round(wall, 1) if wall >= 0 else None,
             **run_figures(Path(job["out"]), summary["best_step"], job["train_rows"], job["settings"]["batch_size"]),
             "tokens_per_s": summary["tokens_per_s"]}
 
