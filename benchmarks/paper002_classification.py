@@ -161,8 +161,9 @@ def arms(encoder: Path, names: Sequence[str] | None = None) -> list[Arm]:
     """The arms (module doc), in table order; `names`: only those."""
     weights = encoder / "model.safetensors"
     rows = f"pretrained:{weights}:{EMBEDDING_TENSOR}"
-    scratch: dict[str, Any] = {"tokenizer": encoder / "tokenizer.json", "preset": "small", "lr": 1e-4}
-    shape = {"n_layer": 3, "n_head": 8, "d_model": 384}
+    scratch: dict[str, Any] = {"tokenizer": encoder / "tokenizer.json", "preset": "small", "lr": 1e-4,
+                               "d_model": 384, "n_head": 8}
+    shape = {"n_layer": 3}
     table = [
         Arm("MiniLM fine-tuned", {"init": encoder, "lr": 5e-5}),
         Arm("Normal", {**scratch, "embedding_init": "normal", "encoder_options": shape}),

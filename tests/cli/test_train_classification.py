@@ -239,7 +239,8 @@ def test_word_level_bad_input_is_one_line_exit_1_no_run_dir(root, tmp_path, case
 
 def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(root, tmp_path) -> None:
     """--d-model, --n-head, --embedding-standardise and --embedding-shuffle build the encoder from
-    scratch (encoder_options; they were ignored before); with --init they are refused."""
+    scratch (--embedding-standardise/--embedding-shuffle: encoder_options, refused before); with --init
+    they are refused."""
     from nbcli.ops import xavier_std
     from nbcli.train.state import load_model_tensors
 
@@ -251,12 +252,13 @@ def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(roo
                     "rows-columns", "--out", tmp_path / "s")
     assert result.exit_code == 0, result.stderr
     config = json.loads((tmp_path / "s" / "config.json").read_text())
-    assert config["encoder_options"] == {"d_model": 24, "n_head": 3, "embedding_standardise": "mean=0.5,std=0.25",
+    assert (config["d_model"], config["n_head"]) == (24, 3)
+    assert config["encoder_options"] == {"embedding_standardise": "mean=0.5,std=0.25",
                                          "embedding_shuffle": True, "embedding_shuffle_mode": "rows-columns"}
     tensors, _ = load_model_tensors(tmp_path / "s" / "step-1.safetensors")
     emb = tensors["encoder.tok_emb.weight"]
     assert emb.shape[1] == 24 and abs(float(emb.mean()) - 0.5) < 1e-3 and abs(float(emb.std()) - 0.25) < 1e-3
     assert abs(0.25 - xavier_std(*emb.shape)) > 0.1   # the standardisation, not Xavier's own scale
-    refused = invoke(*base, "--init", root / "bert", "--d-model", "24", "--out", tmp_path / "r")
+    refused = invoke(*base, "--init", root / "bert", "--embedding-shuffle", "--out", tmp_path / "r")
     assert refused.exit_code == 1 and not (tmp_path / "r").exists()
     assert_one_line_error(refused.stderr, "from scratch")

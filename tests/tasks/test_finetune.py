@@ -203,7 +203,7 @@ def _write_rows(path: Path, rows: torch.Tensor) -> Path:
 
 
 def test_encoder_options_shape_and_paper_002_inits(tmp_path, bert) -> None:
-    """encoder_options over the preset's: the width and depth asked for, and paper 002's
+    """d_model, n_head and encoder_options over the preset's: the width and depth asked for, and paper 002's
     Pre-trained_Xavier (eq. 1), Pre-trained_Shuffled (sec. 3.4) and Xavier_Pre-trained (eq. 4) on the
     input embedding, checked against statistics computed here."""
     from nbcli.tasks.encoders import encoder_from_scratch
@@ -217,7 +217,7 @@ def test_encoder_options_shape_and_paper_002_inits(tmp_path, bert) -> None:
     def emb(init: str, **options) -> torch.Tensor:
         model = encoder_from_scratch(tok, "classification", 3, preset="tiny", seq_len=32, dropout=0.1,
                                      embedding_init=init, positions="learned", pooling="first", seed=7,
-                                     options={"d_model": d, "n_layer": 1, "n_head": 2, **options})
+                                     d_model=d, n_head=2, options={"n_layer": 1, **options})
         assert model.encoder.cfg.n_layer == 1 and model.encoder.cfg.d_model == d
         return model.encoder.tok_emb.weight.detach()
 
@@ -244,16 +244,18 @@ def test_encoder_options_through_the_api(tmp_path, bert) -> None:
     out = tmp_path / "scratch"
     nbcli.finetune_classifier(train, out, tokenizer=bert / "tokenizer.json", valid=[f"v={train}"],
                               text_field="sentence1", pair_field="sentence2", steps=2, batch_size=8, lr=1e-3,
-                              encoder_options={"d_model": 24, "n_layer": 1, "n_head": 2})
-    assert json.loads((out / "config.json").read_text())["encoder_options"]["d_model"] == 24
-    assert load_classifier(out / "step-2.safetensors").model.encoder.cfg.d_model == 24
+                              d_model=24, n_head=2, encoder_options={"n_layer": 1, "embedding_standardise": "xavier"})
+    assert json.loads((out / "config.json").read_text())["encoder_options"] == {
+        "n_layer": 1, "embedding_standardise": "xavier"}
+    encoder = load_classifier(out / "step-2.safetensors").model.encoder
+    assert encoder.cfg.d_model == 24 and encoder.cfg.n_layer == 1
     with pytest.raises(NbError, match="unknown encoder option.*lr"):
         nbcli.finetune_classifier(train, tmp_path / "x", tokenizer=bert / "tokenizer.json", text_field="sentence1",
                                   steps=1, encoder_options={"lr": 0.1})
-    with pytest.raises(NbError, match="d_model"):
+    with pytest.raises(NbError, match="n_layer"):
         nbcli.finetune_classifier(train, tmp_path / "y", tokenizer=bert / "tokenizer.json", text_field="sentence1",
-                                  steps=1, encoder_options={"d_model": "wide"})
+                                  steps=1, encoder_options={"n_layer": "deep"})
     with pytest.raises(NbError, match="from scratch"):
         nbcli.finetune_classifier(train, tmp_path / "z", init=bert, text_field="sentence1", steps=1,
-                                  encoder_options={"d_model": 24})
+                                  encoder_options={"embedding_shuffle": True})
     assert not any((tmp_path / n).exists() for n in ("x", "y", "z"))
