@@ -440,13 +440,8 @@ def _finetune_run(task: str, options: dict[str, object], corpus: list[str], vali
     if refused:
         raise ConfigError(f"{refused[0]} does not apply to --task {task}")
     o = {k: v for k, v in options.items() if v is not None}
-    if "init" in o and (o.get("preset") != "tiny" or o.get("embedding_init") != "normal"):
-        raise ConfigError("--preset and --embedding-init build an encoder from scratch; --init BASE brings its own")
     data = DataSpec(task=task, text_field=o.pop("text_field", None), pair_field=o.pop("pair_field", None),  # type: ignore[arg-type]
                     label_field=o.pop("label_field", "label"), max_len=o.pop("max_len", 128))  # type: ignore[arg-type]
-    if task == "tagging" and (data.text_field or data.pair_field or data.label_field != "label"):
-        raise ConfigError("--text-field, --text-pair-field and --label-field apply to --task classification "
-                          "(CoNLL has a token and a tag per line)")
     if "tokenizer" in o:
         o["tokenizer"] = str(o["tokenizer"])
     cfg = FinetuneConfig(data=data, **o)  # type: ignore[arg-type]

@@ -35,6 +35,9 @@ class DataSpec:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"--task must be classification or tagging, got {self.task!r}")
+        if self.task == "tagging" and (self.text_field or self.pair_field or self.label_field != "label"):
+            raise ConfigError("--text-field, --text-pair-field and --label-field apply to --task classification "
+                              "(CoNLL has a token and a tag per line)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "text_field": self.text_field, "pair_field": self.pair_field,

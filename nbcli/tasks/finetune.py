@@ -102,6 +102,8 @@ class FinetuneConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.init is not None and (self.preset != "tiny" or self.embedding_init != "normal"):
+            raise ConfigError("--preset and --embedding-init build an encoder from scratch; --init BASE brings its own")
         if self.init is not None and self.positions != "learned":
             raise ConfigError("--positions applies to an encoder trained from scratch (no --init)")
         if self.init is not None and (self.d_model is not None or self.n_head is not None):

@@ -259,3 +259,23 @@ def test_encoder_options_through_the_api(tmp_path, bert) -> None:
         nbcli.finetune_classifier(train, tmp_path / "z", init=bert, text_field="sentence1", steps=1,
                                   encoder_options={"embedding_shuffle": True})
     assert not any((tmp_path / n).exists() for n in ("x", "y", "z"))
+
+
+@pytest.mark.parametrize("options", [dict(embedding_init="xavier"), dict(preset="small")])
+def test_init_refuses_from_scratch_options_in_the_core(tmp_path: Path, options: dict[str, str]) -> None:
+    """The check lives in FinetuneConfig, so the Python API refuses what the command refuses (an
+    --init encoder brings its own embedding), before any run directory exists."""
+    import nbcli
+
+    with pytest.raises(NbError, match="--init BASE brings its own|init"):
+        FinetuneConfig(init=str(tmp_path / "encoder"), **options)  # type: ignore[arg-type]
+    with pytest.raises(NbError):
+        nbcli.finetune_classifier(tmp_path / "train.tsv", tmp_path / "run", init=tmp_path / "encoder", **options)
+    assert not (tmp_path / "run").exists()
+
+
+def test_tagging_refuses_classification_fields_in_the_core() -> None:
+    with pytest.raises(NbError, match="apply to --task classification"):
+        DataSpec(task="tagging", text_field="sentence")
+    with pytest.raises(NbError, match="apply to --task classification"):
+        DataSpec(task="tagging", label_field="ner")
