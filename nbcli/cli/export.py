@@ -29,7 +29,7 @@ or from an nb MLM run) is refused: nb's encoder is pre-LN, which no transformers
 [bold]Examples[/bold]
 
   nb export runs/iwslt-unigram-s0 -o hf/mt       # the run's best checkpoint
-  nb export runs/mnli -o hf/mnli                 # a classifier: AutoModelForSequenceClassification.from_pretrained
+  nb export runs/mnli -o hf/mnli                 # a classifier (AutoModelForSequenceClassification)
   nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
   # then in Python: transformers.pipeline("translation", "hf/mt")("Hallo Welt")
 """
