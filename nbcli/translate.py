@@ -16,7 +16,6 @@ whitespace-only line gives an empty line (it is not decoded).
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
 
 SIDES = ("source", "target")
 BEST = "best.safetensors"
-_STEP = re.compile(r"^step-(\d+)\.safetensors$")
 
 
 def run_tokenizer_name(side: str, tokenizer: Tokenizer) -> str:
@@ -56,10 +54,12 @@ def resolve_translation_checkpoint(path: Path | str) -> Path:
         return path
     if (path / BEST).is_file():
         return path / BEST
-    steps = sorted((int(m.group(1)), p) for p in path.iterdir() if (m := _STEP.match(p.name)))
+    from nbcli.train.runs import saved_steps
+
+    steps = saved_steps(path)
     if not steps:
         raise CheckpointError(f"{path}: no {BEST} or step-N.safetensors (not an nb translation run directory)")
-    return steps[-1][1]
+    return steps[max(steps)]
 
 
 @dataclass

@@ -28,7 +28,6 @@ from nbcli.train.guidance import PATTERNS, pattern_matrix
 METRICS = ("l1", "kl", "mse")
 KL_FLOOR = 1e-12
 DEFAULT_STEPS = "0%,1%,100%"
-STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
 
 
 def map_distances(H: torch.Tensor, P: torch.Tensor) -> dict[str, float]:
@@ -117,16 +116,6 @@ def parse_steps(spec: str) -> list[StepRequest]:
             raise ConfigError(f"--at {spec!r}: {text!r} is neither a percentage in [0, 100] (e.g. 1%) nor a "
                               "step number >= 0") from None
     return requests
-
-
-def saved_steps(run_dir: Path) -> dict[int, Path]:
-    """{step: DIR/step-N.safetensors} of the checkpoints a run directory holds."""
-    found = {}
-    for path in run_dir.iterdir():
-        match = STEP_FILE.match(path.name)
-        if match and path.is_file():
-            found[int(match.group(1))] = path
-    return dict(sorted(found.items()))
 
 
 @dataclass(frozen=True)

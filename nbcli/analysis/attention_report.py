@@ -17,11 +17,12 @@ from typing import Any
 import torch
 
 from nbcli.analysis.attention import (DEFAULT_STEPS, METRICS, Pick, closest_pattern, map_distances, parse_heads,
-                                      parse_steps, pick_checkpoints, saved_steps, sentence_patterns)
+                                      parse_steps, pick_checkpoints, sentence_patterns)
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 from nbcli.figure_style import FigureOptions
 from nbcli.model import ModelConfig, Transformer
 from nbcli.train.guidance import assign_heads, pattern_token_ids
+from nbcli.train.runs import saved_steps
 
 
 def sentence_ids(tokenizer: Any, sentence: str, delimiters: bool) -> list[int]:

@@ -251,14 +251,24 @@ def read_log_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-_STEP = re.compile(r"^step-(\d+)\.safetensors$")
+STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+def saved_steps(run_dir: Path) -> dict[int, Path]:
+    """{step: DIR/step-N.safetensors} of the checkpoints a run directory holds, by step."""
+    found = {}
+    for path in run_dir.iterdir():
+        match = STEP_FILE.match(path.name)
+        if match and path.is_file():
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
 
 
 def run_checkpoint(path: Path) -> Path:
     """An nb run directory's last step-N.safetensors (a file is returned as it is)."""
     if path.is_file():
         return path
-    steps = sorted((int(m.group(1)), p) for p in path.glob("step-*.safetensors") if (m := _STEP.match(p.name)))
+    steps = saved_steps(path)
     if not steps:
         raise CheckpointError(f"{path}: no step-N.safetensors in this run directory")
-    return steps[-1][1]
+    return steps[max(steps)]

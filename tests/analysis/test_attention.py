@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbcli.analysis.attention import (StepRequest, closest_pattern, map_distances, parse_heads, parse_steps,
-                                      pick_checkpoints, saved_steps, sentence_patterns)
+                                      pick_checkpoints, sentence_patterns)
 from nbcli.errors import ConfigError
 
 
@@ -93,8 +93,3 @@ def test_parse_steps_and_pick() -> None:
         pick_checkpoints({}, 6, requests)
 
 
-def test_saved_steps(tmp_path: Path) -> None:
-    for name in ("step-10.safetensors", "step-2.safetensors", "step-x.safetensors", "train-state.safetensors"):
-        (tmp_path / name).write_bytes(b"")
-    (tmp_path / "step-3.safetensors").mkdir()
-    assert list(saved_steps(tmp_path)) == [2, 10]
