@@ -35,7 +35,7 @@ ALLOW_PATTERNS: dict[str, list[str]] = {
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # Names that are files nb reads, never repo ids (a missing `model.safetensors` is a missing file).
 _FILE_SUFFIXES = (".safetensors", ".json", ".jsonl", ".model", ".txt", ".gz", ".bz2", ".xz", ".zst",
-                  ".parquet", ".tsv", ".csv", *PICKLE_SUFFIXES)
+                  ".parquet", ".arrow", ".tsv", ".csv", ".vec", ".conll", ".conllu", *PICKLE_SUFFIXES)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 

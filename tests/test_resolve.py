@@ -35,7 +35,8 @@ def test_repo_ids(spec: str) -> None:
 
 
 @pytest.mark.parametrize("spec", ["./gpt2", "/abs/gpt2", "~/m", "a/b/c", "model.safetensors", "tok.model",
-                                  "org/tokenizer.json", "org/m@", "org--x/m", "a..b", "-x", "", "c:\\m"])
+                                  "org/tokenizer.json", "org/m@", "org--x/m", "a..b", "-x", "", "c:\\m",
+                                  "glove.6B.300d.vec", "wiki.en.vec", "train.conll", "data.arrow"])
 def test_paths_are_not_repo_ids(spec: str) -> None:
     assert not looks_like_repo_id(spec)
 

@@ -46,10 +46,15 @@ def rescale_output_weight(weight: torch.Tensor, bias: torch.Tensor, norm: str) -
 
 def parse_pretrained(spec: str) -> tuple[Path, str | None]:
     """`pretrained:FILE[:TENSOR]` -> (FILE, TENSOR or None)."""
+    from nbcli.resolve import looks_like_repo_id
+
     body = spec[len("pretrained:"):]
     if not body:
         raise ConfigError("--embedding-init pretrained:FILE[:TENSOR]: FILE is missing")
     path, _, tensor = body.partition(":") if not Path(body).exists() else (body, "", "")
+    if not Path(path).exists() and not looks_like_repo_id(path):
+        raise ConfigError(f"--embedding-init pretrained:{path}: no such file (a word-vector file, a safetensors "
+                          "checkpoint, a model folder or a Hub repo id)")
     return Path(path), (tensor or None)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from scipy.linalg import sqrtm
 
 from nbcli.errors import ConfigError
 from nbcli.train.config import build_config
-from nbcli.train.init import input_embedding
+from nbcli.train.init import input_embedding, parse_pretrained
 
 
 def test_embedding_whiten_is_zipfian_whitening_under_the_training_counts() -> None:
@@ -29,3 +31,13 @@ def test_embedding_whiten_is_zipfian_whitening_under_the_training_counts() -> No
     assert both.std(ddof=1) == pytest.approx(0.5, rel=1e-4)
     with pytest.raises(ConfigError, match="training counts"):
         input_embedding(build_config("tiny", embedding_whiten=True), current)
+
+
+@pytest.mark.parametrize("spec", ["pretrained:missing.vec", "pretrained:missing.safetensors:wte",
+                                  "pretrained:./gpt2"])
+def test_a_missing_pretrained_file_is_named_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        spec: str) -> None:
+    """Not a Hub lookup (a file name is no repo id) and not the checkpoint reader's 'not found'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^--embedding-init pretrained:\S+: no such file"):
+        parse_pretrained(spec)
