@@ -358,9 +358,11 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         if resume:
             truncate_log(out / "log.jsonl", position.step)
             return
-        write_text_atomic(out / "config.json", json.dumps({**cfg.to_dict(), "labels": labels.to_json(),
-                                                           "train": list(train_files), "valid": valid},
-                                                          indent=2) + "\n")
+        write_text_atomic(out / "config.json", json.dumps({
+            **cfg.to_dict(), "labels": labels.to_json(), "train": list(train_files), "valid": valid,
+            # what the files held (nb plot-run groups seeds by it, not by the paths as typed)
+            "examples": {"train": _fingerprint(train), "valid": {name: _fingerprint(e) for name, e in sets.items()}}},
+            indent=2) + "\n")
         name = "tokenizer.json" if tokenizer.kind == "tokenizer.json" else "tokenizer.model"
         write_bytes_atomic(out / name, tokenizer.data)
 

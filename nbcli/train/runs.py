@@ -151,7 +151,8 @@ def read_runs(directories: Sequence[Path | str], group_seeds: bool = True) -> li
 def group_runs(runs: Sequence[RunLog], group_seeds: bool = True) -> list[RunLog]:
     """The runs with `group` set to their arm's label. With `group_seeds`, runs are one arm when
     their config.json values are equal but for the seed (and NOT_AN_ARM) and their training data is
-    the same; a run without a config.json is grouped by its directory name less a seed suffix
+    the same (a classifier's data files by their content, `examples`, not by their paths as typed);
+    a run without a config.json is grouped by its directory name less a seed suffix
     (-s0, _seed1). Without, every run is its own arm. The label is the members' common directory
     name less the seed suffix (else their common prefix); arms with the same label get #2, #3."""
     keys = []
@@ -159,7 +160,8 @@ def group_runs(runs: Sequence[RunLog], group_seeds: bool = True) -> list[RunLog]
         if not group_seeds:
             keys.append(f"dir:{r.path.resolve()}")
         elif r.config:
-            settings = {k: v for k, v in r.config.items() if k not in NOT_AN_ARM}
+            paths = ("train", "valid") if "examples" in r.config else ()  # a classifier's files: by content
+            settings = {k: v for k, v in r.config.items() if k not in NOT_AN_ARM and k not in paths}
             keys.append(json.dumps({"config": settings, "data": r.data}, sort_keys=True, default=str))
         else:
             keys.append(f"name:{SEED_SUFFIX.sub('', r.name)}")

@@ -264,3 +264,30 @@ def test_classifier_seeds_are_grouped_as_mean_and_sigma(tmp_path: Path) -> None:
         assert (out / "val_accuracy.png").read_bytes().startswith(PNG)
     text = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig-text")])
     assert text.exit_code == 0 and "best val accuracy" in text.stdout and "±" in text.stdout
+
+
+def test_classifier_seeds_group_by_data_content_not_by_path_spelling(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same files typed relative or absolute are one arm; other training data is another arm."""
+    from nbcli.tasks.data import DataSpec
+    from nbcli.tasks.finetune import FinetuneConfig, finetune
+    from nbcli.train.runs import read_runs
+    from tests.tasks.builders import encoder_folder, write_corpus
+    from tests.tasks.test_finetune import pairs
+
+    bert = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.jsonl", pairs(16), "jsonl")
+    other = write_corpus(tmp_path / "other.jsonl", pairs(16, 7), "jsonl")
+    valid = write_corpus(tmp_path / "dev.tsv", pairs(12, 1), "tsv")
+    monkeypatch.chdir(tmp_path)
+
+    def run(name: str, seed: int, train_file: str, valid_file: str) -> Path:
+        cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), init=str(bert), steps=2,
+                             batch_size=4, lr=3e-3, seed=seed, eval_every=2)
+        return finetune(cfg, [train_file], {"dev": valid_file}, tmp_path / name).out
+
+    dirs = [run("a-s0", 0, "train.jsonl", "dev.tsv"), run("a-s1", 1, str(train), str(valid)),
+            run("b-s0", 0, "other.jsonl", "dev.tsv")]
+    assert json.loads((dirs[0] / "config.json").read_text())["train"] == ["train.jsonl"]   # recorded as typed
+    groups = [r.group for r in read_runs(dirs)]
+    assert groups[0] == groups[1] != groups[2]
