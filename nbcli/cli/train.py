@@ -62,6 +62,7 @@ PresetName = Literal["tiny", "small", "gpt2-124m", "roberta-8", "iwslt", "base",
 
 
 def train(
+    ctx: typer.Context,
     corpus: Annotated[list[str], corpus_option(
         "Training text: files, directories, globs (repeatable). " + DOCUMENTS_HELP + " --task translation: "
         "sentence pairs, the PREFIX of aligned PREFIX.SRC + PREFIX.TGT files, a .tsv (source TAB target), a "
@@ -323,6 +324,7 @@ def train(
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.train.guidance import parse_alpha, parse_patterns
+    from nbcli.train.task_options import check_task_options
 
     common = dict(
         steps=steps, batch_size=batch_size, grad_accum=grad_accum, seq_len=seq_len, lr=lr, warmup=warmup,
@@ -336,30 +338,8 @@ def train(
         embedding_shuffle=embedding_shuffle, embedding_shuffle_mode=shuffle_mode,
         eval_every=eval_every, eval_batches=eval_batches, val_fraction=val_fraction, save_every=save_every,
         device=device, dtype=dtype, compile=compile_model, seed=seed)
-    translation_only = {
-        "--src-lang": src_lang, "--tgt-lang": tgt_lang, "--src-tokenizer": src_tokenizer,
-        "--tgt-tokenizer": tgt_tokenizer, "--valid": valid, "--norm": norm, "--positions": positions,
-        "--scale-embedding": scale_embedding, "--share-embeddings": share_embeddings,
-        "--freeze-embeddings": freeze_embeddings or None, "--beam": beam, "--lenpen": lenpen,
-        "--eval-sentences": eval_sentences, "--ag-decoder-fraction": ag_decoder_fraction,
-        "--ag-decoder-patterns": ag_decoder_patterns}
-    classification_only = {
-        "--init": init, "--text-field": text_field, "--text-pair-field": text_pair_field, "--label-field": label_field,
-        "--label-names": label_names, "--pooling": pooling, "--warmup-ratio": warmup_ratio, "--epochs": epochs}
+    check_task_options(task, _given_options(ctx))
     if task in ("classification", "tagging"):
-        lm_only = {**{k: v for k, v in translation_only.items()
-                      if k not in ("--valid", "--positions", "--freeze-embeddings")},
-                   "--objective": objective, "--untie-embeddings": untie or None, "--rescale-w": rescale_w,
-                   "--bias-init": None if bias_init == "zero" else bias_init,
-                   "--smoothing": None if smoothing == "add-k:1" else smoothing, "--ag-patterns": ag_patterns,
-                   "--ag-fraction": ag_fraction or None, "--ag-alpha": None if ag_alpha == "100" else ag_alpha,
-                   "--ag-reduction": None if ag_reduction == "mse" else ag_reduction,
-                   "--ag-hold-steps": ag_hold_steps or None, "--ag-decay-steps": ag_decay_steps or None,
-                   "--unigram-reg-lambda": unigram_reg_lambda or None, "--unigram-reg-steps": unigram_reg_steps or None,
-                   "--embedding-whiten": embedding_whiten or None, "--warmup": warmup, "--lr-schedule": lr_schedule,
-                   "--label-smoothing": label_smoothing, "--eval-batches": None if eval_batches == 8 else eval_batches,
-                   "--val-fraction": None if val_fraction == 0.05 else val_fraction, "--compile": compile_model or None,
-                   "--allow-vocab-mismatch": allow_vocab_mismatch or None}
         run, render = _finetune_run(task, dict(
             init=init, tokenizer=tokenizer, text_field=text_field, pair_field=text_pair_field,
             label_field=label_field, label_names=label_names, pooling=pooling, warmup_ratio=warmup_ratio, epochs=epochs,
@@ -370,7 +350,7 @@ def train(
             encoder_options={k: v for k, v in dict(  # from scratch (paper 002 sec. 3.4); --init refuses them
                 embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle or None,
                 embedding_shuffle_mode=shuffle_mode if embedding_shuffle else None).items() if v is not None}),
-            corpus, valid, out, resume, stop_at, [k for k, v in lm_only.items() if v is not None])
+            corpus, valid, out, resume, stop_at)
         with step_progress("training", min(steps, stop_at or steps) if steps else stop_at) as progress:
             def on_update(step: int, record: dict[str, object]) -> None:
                 if "loss" in record:
@@ -379,14 +359,9 @@ def train(
             summary = run(on_update)
         print_report(summary, as_json, render)
         return
-    given_cls = [name for name, value in classification_only.items() if value is not None]
-    if given_cls:
-        raise ConfigError(f"{given_cls[0]} applies to --task classification|tagging")
     if task == "translation":
         from nbcli.tasks.translation import build_translation_config, train_translation
 
-        if objective is not None:
-            raise ConfigError("--objective applies to --task lm; a translation model is an encoder-decoder")
         if src_lang is None or tgt_lang is None:
             raise ConfigError("--task translation needs --src-lang and --tgt-lang (e.g. --src-lang de --tgt-lang en)")
         source_tok, target_tok = _translation_tokenizers(tokenizer, src_tokenizer, tgt_tokenizer)
@@ -407,9 +382,6 @@ def train(
         from nbcli.train.config import build_config
         from nbcli.train.loop import train as run_training
 
-        given = [name for name, value in translation_only.items() if value is not None]
-        if given:
-            raise ConfigError(f"{given[0]} applies to --task translation")
         if tokenizer is None:
             raise ConfigError("Missing option '--tokenizer' / '-t'")
         cfg = build_config(preset, objective=objective, tie_embeddings=not untie, **common)
@@ -429,16 +401,13 @@ def train(
 
 
 def _finetune_run(task: str, options: dict[str, object], corpus: list[str], valid: list[str] | None, out: Path,
-                  resume: bool, stop_at: int | None, refused: list[str],
+                  resume: bool, stop_at: int | None,
                   ) -> tuple[Callable[[Callable[[int, dict[str, object]], None]], dict[str, object]],
                              Callable[[dict[str, object]], None]]:
     """--task classification|tagging: the run (`tasks.finetune.train_report`) and its renderer."""
-    from nbcli.errors import ConfigError
     from nbcli.tasks.data import DataSpec, parse_valid
     from nbcli.tasks.finetune import FinetuneConfig, train_report
 
-    if refused:
-        raise ConfigError(f"{refused[0]} does not apply to --task {task}")
     o = {k: v for k, v in options.items() if v is not None}
     data = DataSpec(task=task, text_field=o.pop("text_field", None), pair_field=o.pop("pair_field", None),  # type: ignore[arg-type]
                     label_field=o.pop("label_field", "label"), max_len=o.pop("max_len", 128))  # type: ignore[arg-type]
@@ -468,6 +437,13 @@ def _render_finetune(summary: dict[str, object]) -> None:
     rows += [("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", esc(summary["checkpoint"]))]
     print_pairs(f"nb train --task {summary['task']}: {summary['out']}", rows + _coverage_rows(summary),
                 "nothing to report", kind=TEXT)
+
+
+def _given_options(ctx: typer.Context) -> list[str]:
+    """The options typed on the command line (or set in the environment), by their long names."""
+    typed = ("COMMANDLINE", "ENVIRONMENT")
+    return [max(param.opts, key=len) for param in ctx.command.params if param.name is not None and param.opts
+            and getattr(ctx.get_parameter_source(param.name), "name", None) in typed]
 
 
 def _translation_tokenizers(joint: Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:
