@@ -40,13 +40,13 @@ from nbcli.checkpoint.format import (
 from nbcli.errors import CheckpointError, NbError, OutputError
 from nbcli.jsonsafe import load_bytes, load_file
 from nbcli.limits import input_stat, read_capped
+from nbcli.resolve import PICKLE_SUFFIXES
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
 INDEX_SUFFIX = ".safetensors.index.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
 class Checkpoint(TensorLookup):
