@@ -4,6 +4,7 @@ and the peak FLOP/s that MFU is measured against."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 from collections.abc import Callable
@@ -61,6 +62,7 @@ def setup_runtime(cfg: TrainConfig) -> Runtime:
             torch.cuda.set_device(device)
         if not dist.is_initialized():
             dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            atexit.register(_close_process_group)  # joined before interpreter teardown (else gloo may abort)
         if cfg.batch_size % (world * cfg.grad_accum):
             raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by world size {world} x "
                               f"--grad-accum {cfg.grad_accum}")
@@ -80,6 +82,16 @@ def wrap_model(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> torch.n
 
         net = DistributedDataParallel(net, device_ids=[rt.local_rank] if rt.device.type == "cuda" else None)
     return net
+
+
+def _close_process_group() -> None:
+    """Destroy the process group setup_runtime made, at exit: a gloo group left to the interpreter's
+    teardown can end the process with SIGABRT ("terminate called without an active exception")
+    instead of its exit status, e.g. after a one-line refusal on every rank."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
