@@ -38,9 +38,10 @@ JSON in benchmarks/out/paper000_translation.json (per run and per arm, commands,
 load, commit). Runs whose summary.json / test JSON exist in --work are reused, so an interrupted
 experiment continues where it stopped.
 
-    python3 benchmarks/paper000_translation.py                   # ~1 h on 2 CPU cores at load ~13
+    python3 benchmarks/paper000_translation.py                   # 400 updates: ~50 min on 2 cores at load ~13
     python3 benchmarks/paper000_translation.py --quick           # smoke test: minutes
-    python3 benchmarks/paper000_translation.py --figures docs/figures   # as docs/training.md's figure
+    # docs/training.md's figure (1,200 updates; 32 min on 2 quiet cores):
+    python3 benchmarks/paper000_translation.py --steps 1200 --eval-every 100 --parallel 2 --figures docs/figures
 """
 
 from __future__ import annotations
