@@ -56,7 +56,7 @@ def is_classifier_checkpoint(path: Path) -> bool:
     """Whether RUN_OR_CKPT is a run (or step-N.safetensors) of nb train --task classification|tagging."""
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.errors import CheckpointError
-    from nbcli.tasks.encoders import run_checkpoint
+    from nbcli.train.runs import run_checkpoint
     from nbcli.tasks.inference import FORMAT
 
     try:
@@ -120,13 +120,10 @@ def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExpo
     max_len = int(spec.config.get("max_position_embeddings", loaded.spec.max_len))
     files = {"config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
              **_tokenizer_files(loaded.path.parent, max_len)}
-    from nbcli.checkpoint.reader import open_checkpoint
-
-    with open_checkpoint(loaded.path) as ckpt:
-        step = ckpt.metadata.get("nb.step")
+    step = loaded.step          # read with the checkpoint by load_classifier
     metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(loaded.path),
-                **({"nb.step": step} if step is not None else {})}
+                **({"nb.step": str(step)} if step is not None else {})}
     written = write_model_folder(out, tensors, metadata, files)
-    return ClassifierExportReport(checkpoint=str(loaded.path), out=str(out), step=None if step is None else int(step),
+    return ClassifierExportReport(checkpoint=str(loaded.path), out=str(out), step=step,
                                   layout=config["architectures"][0], task=task, labels=labels, tensors=len(tensors),
                                   parameters=sum(t.numel() for t in tensors.values()), files=[p.name for p in written])

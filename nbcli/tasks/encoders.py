@@ -24,10 +24,9 @@ import torch
 
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.models.heads import Classifier, EncoderSpec, Pooling, head_dropout, head_for, init_head, set_positions
-from nbcli.train.runs import run_checkpoint  # the run resolver lives below nbcli.tasks (import order)
+from nbcli.train.runs import run_checkpoint
 
-__all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
-           "run_checkpoint"]
+__all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder"]
 
 
 def is_transformers_folder(path: Path) -> bool:

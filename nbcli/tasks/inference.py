@@ -81,6 +81,7 @@ class LoadedClassifier:
     spec: DataSpec
     tokenizer: Any
     path: Path
+    step: int | None = None     # the checkpoint's nb.step
 
 
 def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> LoadedClassifier:
@@ -88,8 +89,8 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
     run's tokenizer and config beside it."""
     from nbcli.model import ModelConfig, Transformer
     from nbcli.models.heads import EncoderSpec, head_for
-    from nbcli.tasks.encoders import run_checkpoint
     from nbcli.tokenizers import load_tokenizer
+    from nbcli.train.runs import run_checkpoint
     from nbcli.train.runtime import resolve_device
     from nbcli.train.state import load_model_tensors
 
@@ -123,7 +124,8 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
         raise CheckpointError(f"{file}: tensors do not match the classifier (missing {missing[:3]}, "
                               f"unexpected {unexpected[:3]})")
     model.to(resolve_device(device)).eval()
-    return LoadedClassifier(model, labels, spec, load_tokenizer(tok_file), file)
+    step = meta.get("nb.step")
+    return LoadedClassifier(model, labels, spec, load_tokenizer(tok_file), file, None if step is None else int(step))
 
 
 def predict_file(loaded: LoadedClassifier, corpus: Sequence[str], batch_size: int = 32,
