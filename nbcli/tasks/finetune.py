@@ -347,9 +347,10 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         return record
 
     params = sum(p.numel() for p in model.parameters())
+    train_fingerprint = _fingerprint(train)   # --resume's data check and config.json's `examples`
     updates = Updates(cfg=tcfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
                       forward=forward, evaluate=evaluate, metadata=lambda step: _metadata(cfg, labels, model, step),
-                      fingerprint=_fingerprint(train), guidance=None, log_u=torch.zeros(len(labels.names)),
+                      fingerprint=train_fingerprint, guidance=None, log_u=torch.zeros(len(labels.names)),
                       vocab_size=len(labels.names), tokens=tokens, flops_per_token=6.0 * params, warn=warn,
                       save_initial=False)
     position = start_position(updates, resume)
@@ -361,7 +362,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         write_text_atomic(out / "config.json", json.dumps({
             **cfg.to_dict(), "labels": labels.to_json(), "train": list(train_files), "valid": valid,
             # what the files held (nb plot-run groups seeds by it, not by the paths as typed)
-            "examples": {"train": _fingerprint(train), "valid": {name: _fingerprint(e) for name, e in sets.items()}}},
+            "examples": {"train": train_fingerprint, "valid": {name: _fingerprint(e) for name, e in sets.items()}}},
             indent=2) + "\n")
         name = "tokenizer.json" if tokenizer.kind == "tokenizer.json" else "tokenizer.model"
         write_bytes_atomic(out / name, tokenizer.data)
