@@ -37,6 +37,7 @@ PREFIX = "words:"
 SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
 WORD_PATTERN = r"\w+|[^\w\s]"
 _SPEC = re.compile(r"^words:min-freq=(\d+)(,lower)?$")
+MAX_MIN_FREQ = 2**63 - 1   # the trainer's count type (u64 in tokenizers; i64 keeps it portable)
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ def parse_words_spec(spec: Path | str) -> WordsSpec:
     """`words:min-freq=K[,lower]` -> WordsSpec (K >= 1); TokenizerError naming the form otherwise."""
     text = str(spec)
     m = _SPEC.match(text)
-    if m is None or int(m.group(1)) < 1:
+    if m is None or not 1 <= int(m.group(1)) <= MAX_MIN_FREQ:
         raise TokenizerError(f"-t {text}: a word vocabulary is written words:min-freq=K or words:min-freq=K,lower "
-                             "(K >= 1: keep words seen at least K times in the training data)")
+                             f"(1 <= K <= {MAX_MIN_FREQ}: keep words seen at least K times in the training data)")
     return WordsSpec(int(m.group(1)), bool(m.group(2)))
 
 
@@ -84,6 +85,9 @@ def build_word_tokenizer_json(spec: WordsSpec, texts: Iterable[str]) -> bytes:
     trainer = trainers.WordLevelTrainer(min_frequency=spec.min_freq, special_tokens=list(SPECIALS),
                                         show_progress=False)
     tok.train_from_iterator(texts, trainer)
+    if tok.get_vocab_size() <= len(SPECIALS):
+        raise TokenizerError(f"-t {spec}: no word of the training data occurs {spec.min_freq} time(s) or more, "
+                             "so every word would be <unk>: lower K")
     return tok.to_str(pretty=True).encode("utf-8")
 
 

@@ -32,10 +32,14 @@ def hand_count(texts: list[str], lower: bool) -> Counter[str]:
 @given(texts=TEXTS, k=st.integers(1, 4), lower=st.booleans())
 def test_vocabulary_is_exactly_the_words_seen_at_least_k_times(texts: list[str], k: int, lower: bool) -> None:
     spec = f"words:min-freq={k}" + (",lower" if lower else "")
+    counts = hand_count(texts, lower)
+    if not any(c >= k for w, c in counts.items() if w not in SPECIALS):
+        with pytest.raises(TokenizerError, match="no word"):
+            load_tokenizer(spec, texts=lambda: iter(texts))
+        return
     tok = load_tokenizer(spec, texts=lambda: iter(texts))
     pieces = tok.pieces()
     assert pieces[:4] == list(SPECIALS)
-    counts = hand_count(texts, lower)
     kept = set(pieces[4:])
     assert len(kept) == len(pieces) - 4                       # no word twice
     assert all(counts[w] >= k for w in kept)                  # every kept word has count >= K
@@ -47,6 +51,7 @@ def test_vocabulary_is_exactly_the_words_seen_at_least_k_times(texts: list[str],
 @settings(max_examples=40, deadline=None)
 @given(texts=TEXTS, lower=st.booleans())
 def test_encoding_splits_as_counted_and_unknowns_are_unk(texts: list[str], lower: bool) -> None:
+    texts = [*texts, "x x"]   # one word seen twice: the vocabulary is never empty
     tok = load_tokenizer("words:min-freq=2" + (",lower" if lower else ""), texts=lambda: iter(texts))
     vocab = set(tok.pieces())
     for text in texts:
@@ -82,10 +87,18 @@ def test_transformers_loads_the_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("spec", ["words:", "words:min-freq=0", "words:min-freq=x", "words:min-freq=2,upper",
-                                  "words:minfreq=2"])
+                                  "words:minfreq=2", "words:min-freq=99999999999999999999", "words:min-freq=-1"])
 def test_bad_specs_are_one_line_errors(spec: str) -> None:
     with pytest.raises(TokenizerError, match="words:min-freq=K"):
         parse_words_spec(spec)
+
+
+def test_a_vocabulary_without_a_word_is_refused() -> None:
+    with pytest.raises(TokenizerError, match="no word of the training data occurs 3 time"):
+        load_tokenizer("words:min-freq=3", texts=lambda: iter(["a b a", "c"]))
+    with pytest.raises(TokenizerError, match="no word"):
+        load_tokenizer("words:min-freq=1", texts=lambda: iter(["", "  \n"]))
+    assert load_tokenizer("words:min-freq=2", texts=lambda: iter(["a b a", "c"])).pieces()[4:] == ["a"]
 
 
 def test_without_training_texts_it_says_only_train_takes_it() -> None:
