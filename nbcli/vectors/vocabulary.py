@@ -152,8 +152,8 @@ def checkpoint_vectors(model: Path | str, tokenizer: Path | str | None = None) -
     path = Path(model)
     if path.is_dir() and any(path.glob("step-*.safetensors")):
         path = run_checkpoint(path)
+    rows, name, vocab = source_embedding(path)   # first: a file that is no checkpoint is named as such
     tok = load_tokenizer(tokenizer if tokenizer is not None else model_tokenizer(path))
-    rows, name, vocab = source_embedding(path)
     check_vocab(tokenizer_vocabulary(tok, f"--tokenizer {tok.path}"), vocab, error=ConfigError)
     words = piece_words(tok)
     ids = [i for i, w in enumerate(words) if w is not None and i < rows.shape[0]]

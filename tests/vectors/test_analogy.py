@@ -161,3 +161,16 @@ def test_a_checkpoints_whole_word_rows_score_as_the_same_vectors_in_a_file(tmp_p
     assert result.exit_code == 0, result.output
     bad = invoke("analogy", file, "--questions", q, "-t", run / "tokenizer.json")
     assert bad.exit_code == 1 and "applies to a checkpoint" in bad.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world\n"])
+def test_a_file_that_is_neither_vectors_nor_a_checkpoint_is_named_as_such(tmp_path: Path, content: bytes) -> None:
+    """Not "the model carries no tokenizer": the file itself is what is wrong."""
+    from nbcli.errors import NbError
+
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\na b c d\n")
+    bad = tmp_path / "glove.txt"
+    bad.write_bytes(content)
+    with pytest.raises(NbError, match=r"glove\.txt: not a safetensors file"):
+        analogy_report(bad, questions)
