@@ -28,7 +28,9 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
                         encoder_options: Mapping[str, Any] | None = None) -> TrainReport:
     """`nb train --task classification|tagging`: fine-tune `init` (an nb MLM run or checkpoint, a
     transformers encoder folder or repo id; None: nb's encoder from scratch, paper 002) with a head on
-    `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; CoNLL for tagging), validating on the whole of each
+    `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; for tagging CoNLL, or JSONL/parquet/Arrow records whose
+    token and tag lists `text_field`/`label_field` name, default tokens and ner_tags; for CoNLL they
+    are column numbers, "1" and "3" for CoNLL-U), validating on the whole of each
     `valid` "NAME=FILE" on nb train's update loop (`grad_accum` micro-batches per update; `stop_at`
     stops after that many updates, `resume` continues); returns the run's summary (best_val_accuracy,
     best_step, best_epoch, final metrics). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built

@@ -30,7 +30,8 @@ def predict(
                                                help="A classifier run directory or its step-N.safetensors.")],
     corpus: Annotated[list[str], corpus_option(
         "Records to label: TSV/CSV with a header, JSONL, parquet/Arrow "
-        "(the run's text fields; a label column is not needed), or CoNLL for a tagger (repeatable).")],
+        "(the run's text fields; a label column is not needed); for a tagger CoNLL, or JSONL/parquet/Arrow records "
+        "with a token list (tokens; tags not needed) (repeatable).")],
     output: Annotated[Optional[Path], output_option("The predictions, one JSON object a line.", "FILE.jsonl")] = None,
     batch_size: BatchSizeOption = 32,
     device: Annotated[str, typer.Option("--device", metavar="cpu|cuda|auto", help="Where the model runs.")] = "cpu",

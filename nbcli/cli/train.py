@@ -50,6 +50,8 @@ docs/classification.md)
   nb train --task classification -t words:min-freq=2,lower --embedding-init pretrained:glove.6B.300d.txt \\
       --d-model 300 --n-head 10 --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --out runs/sst2-glove
   nb train --task tagging --init xlm-roberta-base --corpus om/train.conll --valid dev=om/dev.conll --out runs/ner
+  nb train --task tagging --init bert-base-cased --corpus conll2003/train.parquet --valid conll2003/validation.parquet \
+      --out runs/conll03     # the Hub's parquet: tokens and ner_tags, tag names from its ClassLabel feature
 """
 
 # Bounds that keep every derived count (tokens seen, positions, step numbers) inside int64 and every
@@ -276,19 +278,24 @@ def train(
     ] = None,
     text_field: Annotated[Optional[str], typer.Option(
         "--text-field", metavar="NAME", show_default=False,
-        help="--task classification: the text column/field (default: text, else sentence).")] = None,
+        help="--task classification: the text column/field (default: text, else sentence). --task tagging: the token "
+        "list of JSONL/parquet/Arrow records (default: tokens), or CoNLL's 0-based token column (default 0; give it "
+        "for CoNLL-U and GermEval, whose column 0 numbers the tokens: 1).")] = None,
     text_pair_field: Annotated[Optional[str], typer.Option(
         "--text-pair-field", metavar="NAME", show_default=False,
         help="--task classification: the second sentence of a pair (MNLI sentence2, QNLI sentence); encoded as "
         "the encoder's pair ([CLS] a [SEP] b [SEP]).")] = None,
     label_field: Annotated[Optional[str], typer.Option(
         "--label-field", metavar="NAME", show_default=False,
-        help="--task classification: the label column/field (default: label).")] = None,
+        help="--task classification: the label column/field (default: label). --task tagging: the tag list of "
+        "JSONL/parquet/Arrow records (default: ner_tags; integer tags are named by the data's ClassLabel "
+        "feature), or CoNLL's 0-based tag column (default: the last; CoNLL-U's UPOS: 3).")] = None,
     label_names: Annotated[Optional[str], typer.Option(
         "--label-names", metavar="A,B,...|FILE", show_default=False,
         help="--task classification|tagging: the labels in id order (integer labels name themselves by it; a "
         "datasets features file names them too). Default: the names in the training data, sorted (integer labels "
-        "in numeric order).")] = None,
+        "in numeric order); tagging: the ClassLabel names of a datasets parquet/Arrow file or folder, else integer "
+        "tags are named 0..the largest.")] = None,
     pooling: Annotated[Optional[Literal["first", "mean"]], typer.Option(
         "--pooling", show_default=False,
         help="--task classification: the sentence vector the head reads: first (the first token, <s> / [CLS]; "

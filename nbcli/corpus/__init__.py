@@ -7,6 +7,8 @@
     records.py   THE reader for every command: documents, translation pairs, labelled examples, CoNLL
                  sentences, from any format above (and TSV/CSV), with one line and format rule
     rows.py      its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
+    conll.py     its token-per-line CoNLL files (tagging), checked line by line
+    features.py  the `datasets` ClassLabel names stored with a file (schema metadata, dataset_info.json)
 
 Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats;
 every other command reads through `records`.
@@ -14,7 +16,8 @@ every other command reads through `records`.
 
 from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, load_columnar_reader, plan_columnar, read_unit
 from nbcli.corpus.records import (
-    Example, Origin, Pair, ReadStats, Sentence, iter_conll, iter_documents, iter_examples, iter_pairs, read_documents,
+    Example, Origin, Pair, ReadStats, Sentence, iter_conll, iter_documents, iter_examples, iter_pairs, iter_sentences,
+    read_documents,
 )
 from nbcli.corpus.sources import (
     COLUMNAR_SUFFIXES, COMPRESSION_SUFFIXES, FORMATS, STDIN, TEXT_FORMATS, TEXT_SUFFIXES, CorpusSource, compression_of,
@@ -30,7 +33,7 @@ __all__ = [
     "STDIN", "TEXT_FORMATS", "TEXT_SUFFIXES", "ByteRange", "CorpusSource", "DocumentBatch", "Example",
     "LineTooLong", "Origin", "Pair", "ReadStats", "RowUnit", "Sentence", "compression_of", "corpus_files",
     "corpus_format", "decode_lines", "discover_inputs", "invalid_utf8", "iter_conll", "iter_documents",
-    "iter_examples", "iter_pairs", "iter_rows", "line_number_at", "load_columnar_reader", "line_too_long",
+    "iter_examples", "iter_pairs", "iter_rows", "iter_sentences", "line_number_at", "load_columnar_reader", "line_too_long",
     "open_stream", "plan_columnar", "plan_ranges", "read_documents", "read_range_blocks", "read_stream_blocks",
     "read_unit", "split_lines",
 ]

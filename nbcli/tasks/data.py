@@ -14,17 +14,22 @@ from typing import Any
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
 from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_option, pad_batch
-from nbcli.tasks.tagging import encode_sentences, read_sentences
+from nbcli.tasks.tagging import TAG_FIELD, dataset_tag_names, encode_sentences, is_column, is_id, read_sentences
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["DataSpec", "Encoded", "encode_file", "make_labels", "parse_valid", "read_records", "training_texts"]
+__all__ = ["DataSpec", "Encoded", "encode_file", "known_labels", "make_labels", "parse_valid", "read_records",
+           "training_texts", "unnamed_tags"]
 
 TASKS = ("classification", "tagging")
 
 
 @dataclass(frozen=True)
 class DataSpec:
-    """How records are read: the task and (classification) the fields."""
+    """How records are read: the task and the fields. Classification: `text_field` (None: text, else
+    sentence), `pair_field`, `label_field`. Tagging (`tasks.tagging.read_sentences`): `text_field`
+    and `label_field` name the token list and the tag list of JSONL/parquet/Arrow records (None and
+    "label", the defaults: tokens and ner_tags), or are CoNLL column numbers ("1", "3"; defaults:
+    column 0 and the last)."""
 
     task: str = "classification"
     text_field: str | None = None
@@ -35,9 +40,14 @@ class DataSpec:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"--task must be classification or tagging, got {self.task!r}")
-        if self.task == "tagging" and (self.text_field or self.pair_field or self.label_field != "label"):
-            raise ConfigError("--text-field, --text-pair-field and --label-field apply to --task classification "
-                              "(CoNLL has a token and a tag per line)")
+        if self.task == "tagging" and self.pair_field:
+            raise ConfigError("--text-pair-field applies to --task classification (a tagged sentence is one text)")
+
+    @property
+    def tag_field(self) -> str | None:
+        """Tagging: the tag field or column asked for; None for the default ("label", classification's
+        default, is what every tagging run stores when none was given)."""
+        return None if self.label_field == "label" else self.label_field
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "text_field": self.text_field, "pair_field": self.pair_field,
@@ -60,10 +70,13 @@ class Encoded:
         return pad_batch([self.items[i] for i in rows], pad_id)
 
 
-def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True) -> list[Any]:
-    """Examples (classification) or sentences (tagging) of `inputs`, all of them."""
+def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True,
+                 names: Sequence[str] | None = None) -> list[Any]:
+    """Examples (classification) or sentences (tagging) of `inputs`, all of them. `names`: the label
+    names integer tags without a ClassLabel of their own index (`known_labels`, a run's labels)."""
     if spec.task == "tagging":
-        return read_sentences(inputs)
+        return read_sentences(inputs, token_field=spec.text_field, tag_field=spec.tag_field, tag_names=names,
+                              labelled=labelled)
     return read_examples(inputs, text_field=spec.text_field, pair_field=spec.pair_field,
                          label_field=spec.label_field if labelled else None)
 
@@ -81,15 +94,38 @@ def training_texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:
                 yield record.pair
 
 
+def known_labels(spec: DataSpec, names_option: str | None, inputs: Sequence[str]) -> list[str] | None:
+    """The label names known before the training records are read: `--label-names` (a list, or a
+    features file: `label_names_option`), else the `datasets` ClassLabel names of the training
+    data (classification: a dataset_info.json beside it; tagging: the tag field's, `dataset_tag_names`)."""
+    if spec.task == "classification":
+        return label_names_option(names_option, inputs, spec.label_field)
+    field = spec.tag_field if spec.tag_field is not None and not is_column(spec.tag_field) else TAG_FIELD
+    return label_names_option(names_option, [], field) or dataset_tag_names(inputs, field)
+
+
 def make_labels(spec: DataSpec, records: Sequence[Any], names_option: str | None, inputs: Sequence[str]) -> LabelSet:
-    """The label set: given names (`label_names_option`), else the training records' own, sorted."""
-    given = label_names_option(names_option, inputs, spec.label_field) if spec.task == "classification" else \
-        label_names_option(names_option, [], spec.label_field)
+    """The label set: the names known beforehand (`known_labels`), else the training records' own,
+    sorted; tags that are all integers (ids without names) are the names 0 .. the largest, so that
+    tag i is label i."""
+    given = known_labels(spec, names_option, inputs)
     if given is not None:
         return LabelSet(tuple(given), given=True)
     if spec.task == "tagging":
-        return LabelSet(tuple(sorted({tag for sent in records for tag in sent.tags})))
+        tags = {tag for sent in records for tag in sent.tags}
+        if tags and all(is_id(tag) for tag in tags):
+            return LabelSet(tuple(str(i) for i in range(max(int(tag) for tag in tags) + 1)))
+        return LabelSet(tuple(sorted(tags)))
     return LabelSet(collected_names(ex.label for ex in records))
+
+
+def unnamed_tags(spec: DataSpec, labels: LabelSet) -> str | None:
+    """A warning when a tagger's labels are bare integers (neither a ClassLabel feature nor
+    --label-names named the tag ids), else None."""
+    if spec.task != "tagging" or labels.given or not all(is_id(name) for name in labels.names):
+        return None
+    return (f"the tags are integer ids without names (no ClassLabel feature in the data, no --label-names): they are "
+            f"named 0..{len(labels.names) - 1} in predictions, metrics and the exported id2label")
 
 
 def encode_file(spec: DataSpec, tokenizer: Tokenizer, records: Sequence[Any], labels: LabelSet | None) -> Encoded:

@@ -41,7 +41,9 @@ import torch
 
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.models.heads import Classifier
-from nbcli.tasks.data import DataSpec, Encoded, encode_file, make_labels, padding_id, read_records
+from nbcli.tasks.data import (
+    DataSpec, Encoded, encode_file, known_labels, make_labels, padding_id, read_records, unnamed_tags,
+)
 from nbcli.tasks.inference import (FORMAT, evaluate_classifier, file_metrics, load_classifier, predict_file,
                                    predict_report, run_model)
 from nbcli.tasks.labels import LabelSet
@@ -296,17 +298,20 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.step import make_optimizer
 
     spec = cfg.data
-    train_records = read_records(spec, train_files)
+    train_records = read_records(spec, train_files, names=known_labels(spec, cfg.label_names, train_files))
     tokenizer = _tokenizer_for(cfg, train_records)
     labels = make_labels(spec, train_records, cfg.label_names, train_files)
     train = encode_file(spec, tokenizer, train_records, labels)
-    sets = {name: encode_file(spec, tokenizer, read_records(spec, [path]), labels) for name, path in valid.items()}
+    sets = {name: encode_file(spec, tokenizer, read_records(spec, [path], names=labels.names), labels)
+            for name, path in valid.items()}
     per_epoch = math.ceil(len(train.items) / cfg.batch_size)
     total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
     eval_every = cfg.eval_every or per_epoch
     tcfg = train_config(cfg, total, eval_every)
     rt = setup_runtime(tcfg)
     warnings, warn = warning_sink(rt, on_warning)
+    if (unnamed := unnamed_tags(spec, labels)) is not None:
+        warn(unnamed)
     coverage: dict[str, Any] = {}
     model = _build(cfg, tokenizer, len(labels.names), coverage).to(rt.device)
     model.train()

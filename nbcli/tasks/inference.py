@@ -156,7 +156,7 @@ def evaluate_classifier(loaded: LoadedClassifier, corpus: Sequence[str], batch_s
     """The metrics of a labelled file (every record): loss, accuracy, F1 (and Matthews / entity
     precision and recall), with the labels by name."""
     spec = loaded.spec
-    records = read_records(spec, corpus)
+    records = read_records(spec, corpus, names=loaded.labels.names)
     data = encode_file(spec, loaded.tokenizer, records, loaded.labels)
     device = next(loaded.model.parameters()).device
     logits, loss = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)

@@ -15,7 +15,6 @@ anything else is a one-line error naming FILE:LINE.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from nbcli.corpus.features import features_file_names
 from nbcli.corpus.records import Origin
 from nbcli.errors import ConfigError, CorpusError
 
@@ -65,17 +65,8 @@ class LabelSet:
 
 def features_label_names(path: Path | str, field: str = "label") -> list[str] | None:
     """The `ClassLabel` names of `field` in a datasets dataset_info.json (or a bare features
-    object); None when the file names none. ConfigError when the file is not JSON."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path}: not a readable features file ({err})") from None
-    features = data.get("features", data) if isinstance(data, dict) else None
-    entry = features.get(field) if isinstance(features, dict) else None
-    names = entry.get("names") if isinstance(entry, dict) else None
-    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
-        return names
-    return None
+    object; `corpus.features`); None when the file names none. ConfigError when the file is not JSON."""
+    return features_file_names(path, field, ConfigError)
 
 
 def label_names_option(spec: str | None, train_inputs: Sequence[str], label_field: str = "label") -> list[str] | None:

@@ -1,8 +1,17 @@
-"""Token classification (NER; paper 001 table 4, Oromo NER): CoNLL sentences, word-piece
+"""Token classification (NER; paper 001 table 4, Oromo NER): tagged sentences, word-piece
 alignment, loss and entity metrics.
 
-Sentences are read by THE reader, `nbcli.corpus.records.iter_conll` (token ... tag, blank line
-between sentences, BIO/IOB2 tags; a line with one column has no tag: an error naming FILE:LINE).
+Sentences are read by THE reader, `nbcli.corpus.records.iter_sentences` (`read_sentences`), from
+
+- token-per-line CoNLL text (token ... tag, blank line between sentences, BIO/IOB2 tags; CoNLL-2003,
+  WNUT, CoNLL-U, GermEval-2014): a file that is not (a line with another column count than the
+  file's first token line, a JSON line, a line with one column) is an error naming FILE:LINE.
+  `token_field`/`tag_field` may be 0-based column numbers ("1", "3": CoNLL-U's FORM and UPOS);
+  default column 0 (refused when it numbers the tokens) and the last column;
+- JSONL, parquet, Arrow and `datasets` folders as the Hugging Face token-classification data sets
+  ship (`tokens` and `ner_tags`, or the fields named): integer tags are named by the data's
+  ClassLabel feature, else by --label-names, else they name themselves 0 .. the largest (and the
+  run warns: `tasks.data.unnamed_tags`).
 
 Alignment (`align_words`): each word is split into word pieces; the first piece of a word carries
 the word's tag, its other pieces and the special tokens carry -100 (no loss, no prediction), as
@@ -16,26 +25,61 @@ default, conlleval-compatible chunking of BIO/IOB2 tags), and token accuracy.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from nbcli.corpus.records import Sentence, iter_conll
+from nbcli.corpus.features import source_class_names
+from nbcli.corpus.records import RECORD_FORMATS, TAG_FIELD, Column, Sentence, iter_sentences
+from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import CorpusError
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["align_words", "encode_sentences", "read_sentences", "tagging_loss", "tagging_metrics", "word_tags"]
+__all__ = ["TAG_FIELD", "align_words", "dataset_tag_names", "encode_sentences", "is_column", "is_id",
+           "read_sentences", "tagging_loss", "tagging_metrics", "word_tags"]
+
+_COLUMN = re.compile(r"-?[0-9]+")
 
 
-def read_sentences(inputs: Sequence[str]) -> list[Sentence]:
-    """Every CoNLL sentence of `inputs`, in order; CorpusError for an empty file."""
-    sentences = list(iter_conll(inputs))
+def is_column(field: str) -> bool:
+    """A field option that is a CoNLL column number ("1", "-1"), not a record field's name."""
+    return _COLUMN.fullmatch(field) is not None
+
+
+def is_id(tag: str) -> bool:
+    """A tag that is an integer id written plainly ("0", "12"; not "012")."""
+    return tag.isascii() and tag.isdigit() and tag == str(int(tag))
+
+
+def _field(field: str | None) -> Column | None:
+    return None if field is None else int(field) if is_column(field) else field
+
+
+def read_sentences(inputs: Sequence[str], *, token_field: str | None = None, tag_field: str | None = None,
+                   tag_names: Sequence[str] | None = None, labelled: bool = True) -> list[Sentence]:
+    """Every sentence of `inputs`, in order (module doc; `iter_sentences`): the fields are names, or
+    CoNLL column numbers as strings; `tag_names`: what integer tags without a ClassLabel index.
+    CorpusError for a file without sentences."""
+    sentences = list(iter_sentences(inputs, token_field=_field(token_field), tag_field=_field(tag_field),
+                                    tag_names=tag_names, labelled=labelled))
     if not sentences:
         raise CorpusError(f"{', '.join(inputs)}: no sentences (an empty file)")
     return sentences
+
+
+def dataset_tag_names(inputs: Sequence[str], tag_field: str = TAG_FIELD) -> list[str] | None:
+    """The ClassLabel names of `tag_field` in the first JSONL/parquet/Arrow input that has them
+    (`corpus.features`); None when none has."""
+    for source in discover_inputs(list(inputs)):
+        if source.columnar or source.format in RECORD_FORMATS:
+            names = source_class_names(source, tag_field)
+            if names is not None:
+                return names
+    return None
 
 
 def word_pieces(tokenizer: Tokenizer, words: Sequence[str]) -> tuple[list[int], list[int]]:

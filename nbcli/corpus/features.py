@@ -1,0 +1,75 @@
+"""The class names the `datasets` library stores beside its data (its "features"): the `ClassLabel`
+names of a field, for the readers of labelled records (`records.iter_sentences`, `tasks.labels`).
+
+A field names classes when its feature is a `ClassLabel` (`label`: {"names": [...], "_type":
+"ClassLabel"}) or a list of them (`ner_tags`: {"feature": {"names": [...], "_type": "ClassLabel"},
+"_type": "List"}, "Sequence" before datasets 4, or a one-element JSON list). The features are read from:
+
+- a parquet or Arrow file's schema metadata, key `huggingface`: {"info": {"features": {...}}} (what
+  `datasets` writes into every parquet and Arrow file it saves, the Hub's parquet conversions too);
+- a dataset_info.json ({"features": {...}}): a `save_to_disk` folder's, beside its Arrow files, or
+  one beside a JSONL/parquet file; or a bare features object.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nbcli.corpus.columnar import columnar_schema
+from nbcli.corpus.sources import CorpusSource
+from nbcli.errors import CorpusError, NbError
+
+__all__ = ["classlabel_names", "features_file_names", "source_class_names"]
+
+METADATA_KEY = b"huggingface"
+
+
+def classlabel_names(features: Any, field: str) -> list[str] | None:
+    """The ClassLabel names of `field` in a features object (dict: field -> feature), also through
+    a list feature (`ner_tags`); None when it names none."""
+    entry = features.get(field) if isinstance(features, dict) else None
+    if isinstance(entry, list) and len(entry) == 1:  # [ClassLabel]: a list feature written as a JSON list
+        entry = entry[0]
+    if isinstance(entry, dict) and entry.get("_type") in ("List", "Sequence", "LargeList"):
+        entry = entry.get("feature")
+    names = entry.get("names") if isinstance(entry, dict) else None
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return names
+    return None
+
+
+def _features_of(data: Any) -> Any:
+    """The features object of a dataset_info.json, of schema metadata ({"info": ...}) or itself."""
+    if isinstance(data, dict) and isinstance(data.get("info"), dict):
+        data = data["info"]
+    return data.get("features", data) if isinstance(data, dict) else None
+
+
+def features_file_names(path: Path | str, field: str, error: type[NbError] = CorpusError) -> list[str] | None:
+    """The ClassLabel names of `field` in a dataset_info.json (or a bare features object); None when
+    the file names none; `error` when it is not JSON."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise error(f"{path}: not a readable features file ({err})") from None
+    return classlabel_names(_features_of(data), field)
+
+
+def source_class_names(source: CorpusSource, field: str) -> list[str] | None:
+    """The ClassLabel names of `field` for one source: its schema metadata (parquet, Arrow), else a
+    dataset_info.json beside it (local files); None when neither names them."""
+    if source.columnar:
+        raw = (columnar_schema(source).metadata or {}).get(METADATA_KEY)
+        if raw is not None:
+            try:
+                names = classlabel_names(_features_of(json.loads(raw)), field)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise CorpusError(f"{source.path}: schema metadata 'huggingface' is not JSON ({err})") from None
+            if names is not None:
+                return names
+    if source.remote or source.path == "-":
+        return None
+    info = Path(source.path).parent / "dataset_info.json"
+    return features_file_names(info, field) if info.is_file() else None
