@@ -250,9 +250,9 @@ _nb() {
                 '--ag-decoder-fraction[--task translation: fraction of decoder self-attention heads guided (default 0, ]:value: ' \
                 '--ag-decoder-patterns[--task translation: patterns of the guided decoder heads (prev,first,delim,perio]:value: ' \
                 '--init[--task classification|tagging: the encoder to fine-tune: an nb MLM run or step-N]:value: ' \
-                '--text-field[--task classification: the text column/field (default: text, else sentence).]:value: ' \
+                '--text-field[--task classification|tagging: the text column/field (default: text, else senten]:value: ' \
                 '--text-pair-field[--task classification: the second sentence of a pair (MNLI sentence2, QNLI sente]:value: ' \
-                '--label-field[--task classification: the label column/field (default: label).]:value: ' \
+                '--label-field[--task classification|tagging: the label column/field (default: label); tagging:]:value: ' \
                 '--label-names[--task classification|tagging: the labels in id order (integer labels name thems]:value: ' \
                 '--pooling[--task classification: the sentence vector the head reads: first (the first toke]:value:(first mean)' \
                 '--warmup-ratio[--task classification|tagging: linear warm-up over ceil(R x updates), then linea]:value: ' \

@@ -278,18 +278,18 @@ def train(
     ] = None,
     text_field: Annotated[Optional[str], typer.Option(
         "--text-field", metavar="NAME", show_default=False,
-        help="--task classification: the text column/field (default: text, else sentence). --task tagging: the token "
-        "list of JSONL/parquet/Arrow records (default: tokens), or CoNLL's 0-based token column (default 0; give it "
-        "for CoNLL-U and GermEval, whose column 0 numbers the tokens: 1).")] = None,
+        help="--task classification|tagging: the text column/field (default: text, else sentence); tagging: the token "
+        "list of JSONL/parquet/Arrow records (default: tokens) or CoNLL's 0-based token column (default 0; 1 for "
+        "CoNLL-U and GermEval, whose column 0 numbers the tokens).")] = None,
     text_pair_field: Annotated[Optional[str], typer.Option(
         "--text-pair-field", metavar="NAME", show_default=False,
         help="--task classification: the second sentence of a pair (MNLI sentence2, QNLI sentence); encoded as "
         "the encoder's pair ([CLS] a [SEP] b [SEP]).")] = None,
     label_field: Annotated[Optional[str], typer.Option(
         "--label-field", metavar="NAME", show_default=False,
-        help="--task classification: the label column/field (default: label). --task tagging: the tag list of "
+        help="--task classification|tagging: the label column/field (default: label); tagging: the tag list of "
         "JSONL/parquet/Arrow records (default: ner_tags; integer tags are named by the data's ClassLabel "
-        "feature), or CoNLL's 0-based tag column (default: the last; CoNLL-U's UPOS: 3).")] = None,
+        "feature) or CoNLL's 0-based tag column (default: the last; CoNLL-U's UPOS: 3).")] = None,
     label_names: Annotated[Optional[str], typer.Option(
         "--label-names", metavar="A,B,...|FILE", show_default=False,
         help="--task classification|tagging: the labels in id order (integer labels name themselves by it; a "

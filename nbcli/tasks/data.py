@@ -125,7 +125,8 @@ def unnamed_tags(spec: DataSpec, labels: LabelSet) -> str | None:
     if spec.task != "tagging" or labels.given or not all(is_id(name) for name in labels.names):
         return None
     return (f"the tags are integer ids without names (no ClassLabel feature in the data, no --label-names): they are "
-            f"named 0..{len(labels.names) - 1} in predictions, metrics and the exported id2label")
+            f"named 0..{len(labels.names) - 1} in predictions, metrics and the exported id2label (entity F1 "
+            "needs BIO names: give --label-names)")
 
 
 def encode_file(spec: DataSpec, tokenizer: Tokenizer, records: Sequence[Any], labels: LabelSet | None) -> Encoded:

@@ -274,8 +274,8 @@ def test_init_refuses_from_scratch_options_in_the_core(tmp_path: Path, options: 
     assert not (tmp_path / "run").exists()
 
 
-def test_tagging_refuses_classification_fields_in_the_core() -> None:
-    with pytest.raises(NbError, match="apply to --task classification"):
-        DataSpec(task="tagging", text_field="sentence")
-    with pytest.raises(NbError, match="apply to --task classification"):
-        DataSpec(task="tagging", label_field="ner")
+def test_tagging_refuses_the_pair_field_in_the_core() -> None:
+    """Tagging's text and label fields name record fields or CoNLL columns (tests/tasks/test_tagging.py)."""
+    with pytest.raises(NbError, match="applies to --task classification"):
+        DataSpec(task="tagging", pair_field="sentence2")
+    assert DataSpec(task="tagging", label_field="ner").tag_field == "ner" and DataSpec(task="tagging").tag_field is None
