@@ -13,6 +13,10 @@ lines fail at their first line that does not fit, with the line named, instead o
                                                  (skipped when the token is not column 0)
     GermEval-2014   1<TAB>EU<TAB>B-ORG<TAB>O     4 columns, TAB; `#<TAB>URL [date]` comments
 
+A line beginning with `#` before a sentence's first token is a comment unless it has the file's
+column count, counted at TABs when the file's first token line is TAB-separated (so a comment's
+words never pass for columns); a `#` line inside a sentence is a token line like any other.
+
 CoNLL-U and GermEval number their tokens in column 0: read with the default token column, the
 token would be that number, so the first sentence of two or more tokens numbered 1, 2, ... in
 column 0 is an error asking for the columns (CoNLL-U: FORM 1, UPOS 3; GermEval: 1 and 2).
@@ -32,6 +36,7 @@ from nbcli.errors import CorpusError
 __all__ = ["CONLLU_WIDTH", "NOT_CONLL", "Sentence", "conll_sentences", "split_columns"]
 
 _COLUMNS = re.compile(r"[ \t]+")
+_TABS = re.compile(r"\t+")
 _SUBWORD_ID = re.compile(r"[0-9]+[-.][0-9]+")  # CoNLL-U: a multiword token's range 3-4, an empty node 8.1
 CONLLU_WIDTH = 10
 DOCSTART = "-DOCSTART-"
@@ -88,6 +93,13 @@ def _first_token_line(path: str, number: int, line: str, columns: list[str], tok
     return _Layout(width, "\t" in text, number)
 
 
+def _fields(line: str, columns: list[str], layout: _Layout) -> int:
+    """How many columns a `#` line has as the file counts them: at TABs in a TAB-separated file (a
+    comment's words are one field there: CoNLL-U `# text = ...`, GermEval `#<TAB>URL [date]`), else
+    at runs of spaces and TABs."""
+    return len(_TABS.split(line.strip(" \t"))) if layout.tabs else len(columns)
+
+
 def _numbered(firsts: list[str]) -> bool:
     """Column 0 of a sentence counts its tokens 1, 2, ... (CoNLL-U's ID, GermEval's index)."""
     return len(firsts) >= 2 and firsts == [str(i) for i in range(1, len(firsts) + 1)]
@@ -128,8 +140,7 @@ def conll_sentences(path: str, lines: Iterator[tuple[int, str]], token_column: i
             continue
         if docstart and columns[0] == DOCSTART:
             continue
-        if not tokens and columns[0].startswith("#") and \
-                (len(columns) != layout.width or (layout.tabs and "\t" not in line)):
+        if not tokens and columns[0].startswith("#") and _fields(line, columns, layout) != layout.width:
             continue  # a comment before a sentence
         if len(columns) != layout.width:
             raise CorpusError(f"{path}:{number}: {len(columns)} column(s), but the first token line "

@@ -33,9 +33,9 @@ Rules (docs/corpora.md):
   columns as the file's first token line (CoNLL-2003 4, WNUT 2, CoNLL-U 10, GermEval-2014 4): a line
   with another count is an error naming it, so a TSV of sentences or JSON lines is never read as
   one long sentence; so is a first token line that is a JSON object. A line beginning with `#` before
-  a sentence is a comment when its column count is not the file's or, in a TAB-separated file, it
-  holds no TAB (CoNLL-U `# text = ...`, GermEval `#<TAB>URL [date]`); one with the file's columns is
-  a token (WNUT's `#<TAB>O`). In 10-column (CoNLL-U) files read with a token column other than 0,
+  a sentence is a comment unless it has the file's column count, counted at TABs in a TAB-separated
+  file (CoNLL-U `# text = ...`, GermEval `#<TAB>URL [date]`); one with the file's columns is a token
+  (WNUT's `#<TAB>O`). In 10-column (CoNLL-U) files read with a token column other than 0,
   multiword-token (`3-4`) and empty-node (`8.1`) lines are skipped. When column 0 numbers the tokens (CoNLL-U, GermEval) the token column
   must be given. CSV, JSONL, parquet and Arrow files are not CoNLL: `iter_sentences` reads JSONL,
   parquet and Arrow as token-classification records (`tokens`, `ner_tags`; integer tags named by

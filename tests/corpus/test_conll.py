@@ -78,6 +78,8 @@ def test_wnut17_hash_tokens_are_tokens(tmp_path: Path) -> None:
     got = sentences_of(tmp_path / "wnut17train.conll")
     assert got == [(("@paulwalk", "It", "'s", "#", "the", "Empire"), ("O",) * 5 + ("B-location",), 1),
                    (("#", "christmas"), ("O", "O"), 8), (("ok",), ("O",), 11)]
+    (tmp_path / "hash-first.conll").write_text("#\tO\n#christmas\tB-X\n\nok\tO\n")   # before the width is known
+    assert sentences_of(tmp_path / "hash-first.conll") == [(("#", "#christmas"), ("O", "B-X"), 1), (("ok",), ("O",), 4)]
 
 
 def test_conllu_comments_multiword_tokens_and_empty_nodes(tmp_path: Path) -> None:
@@ -103,6 +105,10 @@ def test_germeval_comments_and_numbered_tokens(tmp_path: Path) -> None:
         (("Aufgrund", "seiner", "Deutschland"), ("O", "O", "B-LOC"), 2), (("Fred", "lebt"), ("B-PER", "O"), 7)]
     with pytest.raises(CorpusError, match=r"NER-de-train\.tsv:2: column 0 numbers the tokens"):
         sentences_of(tmp_path / "NER-de-train.tsv")
+    # a comment of four words is one field at TABs: still a comment
+    (tmp_path / "spaced.tsv").write_text("#\thttp://x.org/a b [2009-10-17]\n" + GERMEVAL)
+    assert sentences_of(tmp_path / "spaced.tsv", token_column=1, tag_column=2)[0][0] == ("Aufgrund", "seiner",
+                                                                                          "Deutschland")
     # column 0 given explicitly: the numbers are read as asked
     assert sentences_of(tmp_path / "NER-de-train.tsv", token_column=0)[0][0] == ("1", "2", "3")
 
