@@ -227,7 +227,7 @@ def _metadata(cfg: FinetuneConfig, labels: LabelSet, model: Classifier, step: in
     from nbcli.provenance import tool_version, utc_now
 
     spec = model.spec
-    return {"nb.format": FORMAT, "nb.task": cfg.data.task, "nb.labels": json.dumps(labels.to_json()),
+    return {"nb.format": FORMAT, "nb.task": cfg.data.task, **labels.to_metadata(),
             "nb.encoder": json.dumps({"kind": spec.kind, "style": spec.style, "config": spec.config,
                                       "pooling": cfg.pooling, "dropout": cfg.dropout}, sort_keys=True),
             "nb.finetune_config": json.dumps(cfg.to_dict(), sort_keys=True), "nb.step": str(step),

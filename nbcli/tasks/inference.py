@@ -98,7 +98,7 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
     tensors, meta = load_model_tensors(file)
     if meta.get("nb.format") != FORMAT:
         raise CheckpointError(f"{file}: not a classifier checkpoint of nb train --task classification|tagging")
-    labels = LabelSet(tuple(json.loads(meta["nb.labels"])))
+    labels = LabelSet.from_metadata(meta)
     enc = json.loads(meta["nb.encoder"])
     fcfg = json.loads(meta["nb.finetune_config"])
     spec = DataSpec(**fcfg["data"])

@@ -7,14 +7,16 @@ sorted. Every label leaves nb by its name (predictions, metrics, exported config
 A stored label is read as (`LabelSet.index`):
 
     a name of the set                      itself
-    an int i (JSON, parquet, Arrow)        names[i]   (the datasets schema: integer class ids)
+    an int i with given names              names[i]   (the datasets schema: integer class ids)
     a digit string "i" with given names    names[i]   (a GLUE TSV of 0/1 with --label-names)
+    an int i with collected names          the name "i" (labels 0, 2, 5 are three classes named so)
 
 anything else is a one-line error naming FILE:LINE.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +47,13 @@ class LabelSet:
 
     def index(self, label: Any, origin: Origin | str, what: str = "label") -> int:
         """The id of a stored label (module doc); CorpusError naming `origin` when it is not one."""
-        if isinstance(label, str) and label in self.names:
-            return self.names.index(label)
-        number = label if isinstance(label, int) and not isinstance(label, bool) else \
+        is_int = isinstance(label, int) and not isinstance(label, bool)
+        name = str(label) if is_int and not self.given else label   # collected names: an int's digits name it
+        if isinstance(name, str) and name in self.names:
+            return self.names.index(name)
+        number = label if is_int and self.given else \
             int(label) if isinstance(label, str) and label.isdigit() and self.given else None
-        if number is not None and 0 <= number < len(self.names) and (self.given or not isinstance(label, str)):
+        if number is not None and 0 <= number < len(self.names):
             return number
         if label is None:
             raise CorpusError(f"{origin}: no {what} (null)")
@@ -61,6 +65,21 @@ class LabelSet:
 
     def to_json(self) -> list[str]:
         return list(self.names)
+
+    def to_metadata(self) -> dict[str, str]:
+        """The checkpoint metadata that keeps the set: nb.labels (names in id order) and nb.labels_given."""
+        return {"nb.labels": json.dumps(self.to_json()), "nb.labels_given": "1" if self.given else "0"}
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, str]) -> LabelSet:
+        """The set `to_metadata` wrote. A checkpoint from before nb.labels_given: names that are all
+        plain integers were collected from integer labels, others given or collected from strings
+        (where ints index names, as they did then)."""
+        names = tuple(json.loads(meta["nb.labels"]))
+        given = meta.get("nb.labels_given")
+        if given is None:
+            return cls(names, given=not all(n.isascii() and n.isdigit() and n == str(int(n)) for n in names))
+        return cls(names, given=given == "1")
 
 
 def features_label_names(path: Path | str, field: str = "label") -> list[str] | None:
