@@ -288,6 +288,8 @@ def iter_pairs(inputs: Sequence[str], source_lang: str, target_lang: str, *, for
 
 
 def _label(origin: Origin, name: Column, value: Any) -> Label:
+    if isinstance(value, str) and not value.strip():
+        raise CorpusError(f"{origin}: label {str(name)!r} is empty (a blank field is no class)")
     if value is None or isinstance(value, (str, float)) or (isinstance(value, int) and not isinstance(value, bool)):
         return value  # type: ignore[no-any-return]
     raise CorpusError(f"{origin}: label {str(name)!r} is {type(value).__name__}, not a string or a number")

@@ -135,7 +135,8 @@ def test_tagging_run(tmp_path, bert) -> None:
     assert len(preds) == 12 and all(len(p["tags"]) == len(p["tokens"]) for p in preds)
 
 
-@pytest.mark.parametrize("case", ["missing_column", "no_label_field", "unseen_label", "empty", "conll_no_tag"])
+@pytest.mark.parametrize("case", ["missing_column", "no_label_field", "unseen_label", "empty", "conll_no_tag",
+                                  "blank_label"])
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, bert, case: str) -> None:
     train = write_corpus(tmp_path / "train.jsonl", pairs(8), "jsonl")
     valid = write_corpus(tmp_path / "valid.tsv", pairs(4, 1), "tsv")
@@ -148,6 +149,8 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, bert, case: str) -> 
         valid.write_text(valid.read_text() + "the\tof\tmaybe\n")
     elif case == "empty":
         valid.write_text("")
+    elif case == "blank_label":
+        valid.write_text(valid.read_text() + "the\tof\t \n")
     else:
         task = "tagging"
         train = tmp_path / "t.conll"
@@ -161,10 +164,12 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, bert, case: str) -> 
     message = str(err.value)
     assert "\n" not in message and not (tmp_path / "out").exists()
     where = {"missing_column": "valid.tsv:", "no_label_field": "train.jsonl:9", "unseen_label": "valid.tsv:6",
-             "empty": "valid.tsv", "conll_no_tag": "t.conll:4"}[case]
+             "empty": "valid.tsv", "conll_no_tag": "t.conll:4", "blank_label": "valid.tsv:6"}[case]
     assert where in message, message
     if case == "unseen_label":
         assert isinstance(err.value, CorpusError) and "maybe" in message
+    if case == "blank_label":
+        assert isinstance(err.value, CorpusError) and "is empty" in message
 
 
 def test_run_model_equals_one_record_at_a_time(tmp_path, bert) -> None:
