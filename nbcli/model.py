@@ -412,15 +412,20 @@ class Transformer(nn.Module):
 
 
 def mlm_mask(idx: torch.Tensor, cfg: ModelConfig, generator: torch.Generator,
-             key_mask: torch.Tensor | None = None, rate: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+             key_mask: torch.Tensor | None = None, rate: float = 0.15,
+             special: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """RoBERTa's dynamic masking (paper 001 sec. 3.1): select `rate` of the real, non-special tokens;
     of those 80% become <mask>, 10% a random token, 10% stay. Returns (inputs, labels) where
-    labels are -100 (ignored) except at selected positions."""
+    labels are -100 (ignored) except at selected positions. `special`: cfg.special_ids as a tensor on
+    idx's device, held by the caller (a training loop: `nbcli.train.runtime.device_ids`, built once);
+    None builds it here, a synchronous host-to-device copy per call on CUDA."""
     assert cfg.mask_id is not None
     u = torch.rand(idx.shape, generator=generator, device=idx.device)
     selectable = torch.ones_like(idx, dtype=torch.bool)
     if cfg.special_ids:
-        selectable &= ~torch.isin(idx, torch.tensor(cfg.special_ids, device=idx.device))
+        if special is None:
+            special = torch.tensor(cfg.special_ids, device=idx.device)
+        selectable &= ~torch.isin(idx, special)
     if key_mask is not None:
         selectable &= key_mask
     selected = (u < rate) & selectable

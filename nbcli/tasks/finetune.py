@@ -294,7 +294,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.loop import Updates, run_updates, start_position, warning_sink
     from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
     from nbcli.train.runs import read_log_records
-    from nbcli.train.runtime import all_reduce_sum, autocast, on_main_rank, setup_runtime
+    from nbcli.train.runtime import autocast, host_sum, on_main_rank, setup_runtime
     from nbcli.train.step import make_optimizer
 
     spec = cfg.data
@@ -332,9 +332,8 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         with autocast(rt_):
             return net(batch.ids, batch.key_mask, batch.type_ids), None
 
-    def tokens(step_batches: list[Any]) -> int:
-        mine = torch.tensor(float(sum(int(b.key_mask.sum()) for b in step_batches)), device=rt.device)
-        timing["tokens"] = int(all_reduce_sum(mine, rt))
+    def tokens(step_batches: list[Any]) -> int:   # counted on the host as the batches were built: no sync
+        timing["tokens"] = int(host_sum(sum(b.tokens for b in step_batches), rt))
         return timing["tokens"]
 
     def evaluate(step: int) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import torch
 from nbcli.corpus.features import features_file_names
 from nbcli.corpus.records import Origin
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.train.runtime import to_device
 
 __all__ = ["Batch", "LabelSet", "features_label_names", "label_names_option", "pad_batch"]
 
@@ -119,15 +120,19 @@ def collected_names(labels: Iterable[Any]) -> tuple[str, ...]:
 @dataclass
 class Batch:
     """Padded model inputs: ids, key_mask (True on real tokens), type_ids [B, T]; labels [B]
-    (classification) or [B, T] (tagging, -100 where no tag is predicted)."""
+    (classification) or [B, T] (tagging, -100 where no tag is predicted); `tokens`: the real tokens,
+    counted on the host as the batch is built (no device sync to count them)."""
 
     ids: torch.Tensor
     key_mask: torch.Tensor
     type_ids: torch.Tensor
     labels: torch.Tensor
+    tokens: int
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.ids.to(device), self.key_mask.to(device), self.type_ids.to(device), self.labels.to(device))
+        """On `device`; on CUDA copied from page-locked memory without blocking (`to_device`)."""
+        return Batch(to_device(self.ids, device), to_device(self.key_mask, device), to_device(self.type_ids, device),
+                     to_device(self.labels, device), self.tokens)
 
 
 def pad_batch(items: Sequence[tuple[list[int], list[int], Any]], pad_id: int) -> Batch:
@@ -146,4 +151,4 @@ def pad_batch(items: Sequence[tuple[list[int], list[int], Any]], pad_id: int) ->
         mask[row, :len(seq)] = True
         if per_token:
             labels[row, :len(seq)] = torch.tensor(label, dtype=torch.long)
-    return Batch(ids, mask, types, labels)
+    return Batch(ids, mask, types, labels, sum(len(seq) for seq, _t, _l in items))

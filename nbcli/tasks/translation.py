@@ -45,9 +45,10 @@ from nbcli.train.loop import TrainResult, Updates, run_updates, start_position, 
 from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
                                 write_run_files, write_summary)
 from nbcli.train.runs import read_log_records
-from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, autocast, on_main_rank, setup_runtime
+from nbcli.train.runtime import (Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum, on_main_rank,
+                                  setup_runtime)
 from nbcli.train.state import FORMAT, save_model
-from nbcli.train.step import count_labels, eval_sums, make_optimizer, prediction_fields
+from nbcli.train.step import eval_sums, make_optimizer, prediction_fields
 
 TASK = "translation"
 BEST = "best.safetensors"
@@ -466,8 +467,8 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
                         sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), conv, rt.device)
                 for m in range(cfg.grad_accum)]
 
-    def tokens(step_batches: list[TranslationBatch]) -> int:
-        return int(count_labels(step_batches, rt))   # one copy to the host, not one per micro-batch
+    def tokens(step_batches: list[TranslationBatch]) -> int:   # counted on the host: no device round trip
+        return int(host_sum(sum(b.tokens for b in step_batches), rt))
 
     mean_src, mean_tgt = float(data.train_src.lengths().mean()), float(data.train_tgt.lengths().mean()) + 1
     updates = Updates(cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,

@@ -204,7 +204,8 @@ def input_files(inputs: Iterable[str], src_lang: str, tgt_lang: str) -> list[str
 @dataclass
 class TranslationBatch:
     """A padded batch: sources [B, S], decoder inputs and labels [B, T] (-100 on padding); masks True on
-    real tokens (None when no row is padded); lengths of each row's source and decoder input."""
+    real tokens (None when no row is padded); lengths of each row's source and decoder input; `tokens`:
+    the labelled target tokens, counted on the host as the batch is built (no device sync to count them)."""
 
     src: torch.Tensor
     src_mask: torch.Tensor | None
@@ -213,6 +214,7 @@ class TranslationBatch:
     tgt_mask: torch.Tensor | None
     tgt_lengths: torch.Tensor
     labels: torch.Tensor
+    tokens: int
 
 
 def _padded(rows: list[np.ndarray], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -236,4 +238,5 @@ def collate(src: Sentences, tgt: Sentences, indices: Sequence[int], conv: Conven
     return TranslationBatch(src=to_device(s, device), src_mask=None if s_mask is None else to_device(s_mask, device),
                             src_lengths=to_device(s_len, device), tgt_in=to_device(t_in, device),
                             tgt_mask=None if t_mask is None else to_device(t_mask, device),
-                            tgt_lengths=to_device(t_len, device), labels=to_device(labels, device))
+                            tgt_lengths=to_device(t_len, device), labels=to_device(labels, device),
+                            tokens=int(t_len.sum()))

@@ -54,6 +54,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from nbcli.errors import ConfigError
+from nbcli.train.runtime import device_ids
 
 PATTERNS = ("next", "prev", "first", "delim", "period")
 ONE_HOT = ("next", "prev", "first")
@@ -170,8 +171,11 @@ def one_hot_targets(name: str, lengths: torch.Tensor, T: int, causal: bool) -> t
 
 
 def pattern_matrix(name: str, ids: torch.Tensor, lengths: torch.Tensor, causal: bool,
-                   delim_ids: Sequence[int] = (), period_ids: Sequence[int] = ()) -> torch.Tensor:
-    """The explicit pattern P [B, T, T] (float32) of app. A.2 under the conventions above."""
+                   delim_ids: torch.Tensor | Sequence[int] = (),
+                   period_ids: torch.Tensor | Sequence[int] = ()) -> torch.Tensor:
+    """The explicit pattern P [B, T, T] (float32) of app. A.2 under the conventions above. The
+    [Delim] / [Period] targets: a tensor on ids' device (used as is: what a training step passes,
+    `Guidance` holding them once per device) or a sequence of ids (copied to the device here)."""
     B, T = ids.shape
     allowed = allowed_keys(lengths, T, causal).float()
     real_row = (torch.arange(T, device=ids.device)[None, :] < lengths[:, None]).float()[:, :, None]
@@ -186,7 +190,7 @@ def pattern_matrix(name: str, ids: torch.Tensor, lengths: torch.Tensor, causal: 
     if name not in ("delim", "period"):
         raise ConfigError(f"unknown pattern {name!r}")
     special = delim_ids if name == "delim" else period_ids
-    is_target = torch.isin(ids, torch.tensor(list(special), dtype=ids.dtype, device=ids.device))
+    is_target = torch.isin(ids, torch.as_tensor(special, dtype=ids.dtype, device=ids.device))
     hits = allowed * is_target[:, None, :].float()
     count = hits.sum(-1, keepdim=True)
     P = torch.where(count > 0, hits / count.clamp(min=1), uniform)
@@ -384,7 +388,8 @@ class Guidance:
         for slot, head in enumerate(self.guided):
             groups.setdefault(self.heads[head], []).append(slot)
         targets = {name: (one_hot_targets(name, lengths, T, causal) if name in ONE_HOT
-                          else pattern_matrix(name, ids, lengths, causal, self.delim_ids, self.period_ids))
+                          else pattern_matrix(name, ids, lengths, causal, device_ids(self.delim_ids, ids.device),
+                                              device_ids(self.period_ids, ids.device)))
                    for name in groups}
         total = ids.new_zeros((), dtype=torch.float32)
         for layer in layers:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,6 +112,23 @@ def all_reduce_sum(values: torch.Tensor, rt: Runtime) -> torch.Tensor:
 
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
+
+
+def host_sum(value: float, rt: Runtime) -> float:
+    """A number known on the host (a count of tokens), summed over ranks: the number itself on one
+    process (no device round trip), else one all-reduce of it in float64."""
+    if rt.world == 1:
+        return value
+    return float(all_reduce_sum(torch.tensor(float(value), dtype=torch.float64, device=rt.device), rt))
+
+
+@functools.lru_cache(maxsize=64)
+def device_ids(ids: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Token ids as a long tensor on `device`, built once per (ids, device) and then reused (it is
+    shared: never modify it). On CUDA building it is a synchronous copy from pageable host memory,
+    which a training step must not pay per micro-batch (issue 34): the MLM's special ids
+    (`nbcli.model.mlm_mask`), the [Delim]/[Period] targets (`nbcli.train.guidance.pattern_matrix`)."""
+    return torch.tensor(ids, dtype=torch.long, device=device)
 
 
 def on_main_rank(rt: Runtime, action: Callable[[], None]) -> None:

@@ -30,7 +30,7 @@ from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
 from nbcli.train.guidance import Guidance, auto_alpha
-from nbcli.train.runtime import Runtime, all_reduce_sum, autocast
+from nbcli.train.runtime import Runtime, all_reduce_sum, autocast, device_ids
 from nbcli.train.unigram_reg import unigram_kl
 
 
@@ -176,7 +176,8 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
             if unigram_reg is not None:   # paper 000 app. B.3: CE - lambda KL(omega || p_theta)
                 assert not isinstance(logits, SummedCE), "the unigram regulariser needs the logits"
                 reg_lambda, log_omega = unigram_reg
-                kl = unigram_kl(logits[batch.labels != -100], log_omega).sum()
+                # summed over the labelled positions by a mask, not an index (no device sync per micro-batch)
+                kl = torch.where(batch.labels != -100, unigram_kl(logits, log_omega), 0.0).sum()
                 lm = ce - reg_lambda * kl
                 kl_sum += kl.detach()
             # DDP averages gradients over ranks: scale so the total is the global token mean.
@@ -248,7 +249,8 @@ def prepare_batch(batch: Batch, mcfg: ModelConfig, gen: torch.Generator | None, 
     if mcfg.objective != "mlm":
         return batch
     key_mask = _key_mask(batch)
-    inputs, labels = mlm_mask(batch.inputs, mcfg, gen, key_mask, mask_rate)
+    special = device_ids(mcfg.special_ids, batch.inputs.device)   # built once per device, not per batch
+    inputs, labels = mlm_mask(batch.inputs, mcfg, gen, key_mask, mask_rate, special)
     return Batch(inputs=inputs, labels=labels, lengths=batch.lengths)
 
 

@@ -284,3 +284,29 @@ def test_tagging_refuses_the_pair_field_in_the_core() -> None:
     with pytest.raises(NbError, match="applies to --task classification"):
         DataSpec(task="tagging", pair_field="sentence2")
     assert DataSpec(task="tagging", label_field="ner").tag_field == "ner" and DataSpec(task="tagging").tag_field is None
+
+
+@pytest.mark.parametrize("encoder", ["bert", "nb"])
+def test_an_update_builds_no_device_tensor_and_reads_once(tmp_path, bert, encoder: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 (tests/host_copies.py): an update of 2 micro-batches, a transformers or nb encoder, makes
+    no host read but its sums (the tokens are counted on the host as batches are built, the real tokens
+    of the update's examples) and builds no tensor from host data."""
+    from nbcli.train.data import TrainSampler
+    from tests.host_copies import update_copies
+
+    counter = update_copies(monkeypatch)
+    train = write_corpus(tmp_path / "train.jsonl", pairs(24), "jsonl")
+    valid = write_corpus(tmp_path / "valid.tsv", pairs(10, 1), "tsv")
+    source = dict(init=str(bert)) if encoder == "bert" else dict(tokenizer=str(bert / "tokenizer.json"))
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2"), batch_size=8, lr=1e-3,
+                         steps=3, grad_accum=2, eval_every=10, **source)
+    result = finetune(cfg, [str(train)], {"m": str(valid)}, tmp_path / "run")
+    assert len(counter.updates) == 3
+    for events in counter.updates:
+        assert [kind for kind, _ in events] == ["tolist"], events
+        assert events[0][1].startswith("step.py")
+    spec = cfg.data
+    items = encode_file(spec, load_tokenizer(bert), read_records(spec, [str(train)]),
+                        make_labels(spec, read_records(spec, [str(train)]), None, [str(train)])).items
+    assert result.tokens == sum(len(items[i][0]) for i in TrainSampler(len(items), 0).blocks(0, 3 * 8))

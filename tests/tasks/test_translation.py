@@ -251,3 +251,36 @@ def test_word_vectors_initialise_each_side_by_word(tmp_path: Path, parallel_corp
             assert result.embedding_coverage[side]["matched"] == len(hits) > 0
             for i, j in hits:
                 assert torch.allclose(emb[i], torch.from_numpy(x[j]))
+
+
+def test_an_update_builds_no_device_tensor_and_reads_once(tmp_path: Path, parallel_corpus: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 (tests/host_copies.py): with [Delim] guidance in the encoder and [Period] in the decoder
+    over 2 micro-batches, an update builds no tensor from host data per batch (the target ids held once
+    per device) and reads one thing on the host, its sums; its tokens are counted on the host, and they
+    are the labelled target tokens."""
+    from nbcli.train.runtime import device_ids
+    from tests.host_copies import update_copies
+
+    device_ids.cache_clear()
+    counter = update_copies(monkeypatch)
+    result = run(tmp_path, parallel_corpus, "r", steps=3, eval_every=10, grad_accum=2, ag_fraction=0.5,
+                 ag_patterns=("delim",), options=dict(ag_decoder_fraction=0.25, ag_decoder_patterns=("period",)))
+    assert len(counter.updates) == 3
+    first = counter.updates[0]   # the [Delim] and [Period] ids of the joint tokenizer, built once in the run
+    assert [kind for kind, where in first if where.startswith("runtime.py")] == ["torch.tensor"] * 2, first
+    for events in [[e for e in first if not e[1].startswith("runtime.py")], *counter.updates[1:]]:
+        assert [kind for kind, _ in events] == ["tolist"], events
+        assert events[0][1].startswith("step.py")
+    # 3 updates of 16 pairs: each pair's target tokens and its EOS
+    from nbcli.tasks.translation_data import collate, conventions, tokenize_pairs
+    from nbcli.tokenizers import load_tokenizer
+    from nbcli.train.data import TrainSampler
+
+    tok = load_tokenizer(parallel_corpus / "joint.model")
+    data = tokenize_pairs([str(parallel_corpus / "train")], [str(parallel_corpus / "valid")], tok, tok, "de", "en",
+                          64, 0.0)
+    rows = TrainSampler(len(data.train_src), 0).blocks(0, 3 * 16)
+    batch = collate(data.train_src, data.train_tgt, rows, conventions(tok, tok), torch.device("cpu"))
+    assert result.tokens == batch.tokens == int((batch.labels != -100).sum()) == sum(len(data.train_tgt[i]) + 1
+                                                                                    for i in rows)

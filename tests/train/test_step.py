@@ -172,3 +172,40 @@ def test_the_forward_that_sums_its_loss_makes_the_same_update(monkeypatch: pytes
     assert chunked_loss == pytest.approx(loss, rel=1e-6)
     for a, b in zip(params, chunked_params):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_an_mlm_update_with_dense_guidance_builds_no_device_tensor_and_reads_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path, sp_model, train_corpus) -> None:
+    """Issue 34, through `nb train`'s loop (tests/host_copies.py): MLM masking with the special ids and
+    [Delim]/[Period] guidance over 2 micro-batches build no tensor from host data per batch (the ids are
+    held once per device, `device_ids`) and the update reads one thing on the host, its sums."""
+    from nbcli.train.loop import train
+    from nbcli.train.runtime import device_ids
+    from tests.host_copies import update_copies
+
+    device_ids.cache_clear()
+    counter = update_copies(monkeypatch)
+    cfg = build_config("tiny", objective="mlm", ag_fraction=0.5, ag_patterns=("delim", "period"), grad_accum=2,
+                       batch_size=4, seq_len=32, steps=3, eval_every=10, eval_batches=1, save_every=0, device="cpu")
+    train(cfg, [str(train_corpus)], sp_model, tmp_path / "run")
+    assert len(counter.updates) == 3
+    # built once in the run: the MLM's special ids (at the step-0 evaluation, before any update), the
+    # [Delim] and [Period] targets (in the first update, where the guidance first runs)
+    first = counter.updates[0]
+    assert [kind for kind, where in first if where.startswith("runtime.py")] == ["torch.tensor"] * 2, first
+    for events in [[e for e in first if not e[1].startswith("runtime.py")], *counter.updates[1:]]:
+        assert [kind for kind, _ in events] == ["tolist"], events
+        assert events[0][1].startswith("step.py")
+
+
+def test_mlm_mask_takes_the_special_ids_it_is_given() -> None:
+    """mlm_mask with the special ids as a tensor (what the loop holds) masks as with them built from cfg."""
+    from nbcli.model import mlm_mask
+
+    mcfg = ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16, objective="mlm", mask_id=3,
+                       special_ids=(0, 1, 2))
+    x = torch.randint(0, 30, (6, 8), generator=torch.Generator().manual_seed(4))
+    built = mlm_mask(x, mcfg, torch.Generator().manual_seed(0), rate=0.5)
+    given = mlm_mask(x, mcfg, torch.Generator().manual_seed(0), rate=0.5, special=torch.tensor([0, 1, 2]))
+    assert all(torch.equal(a, b) for a, b in zip(built, given))
+    assert not (given[1] != -100)[x < 3].any()             # a special id is never selected
