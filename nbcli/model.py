@@ -134,6 +134,16 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Ten
 VOCAB_MULTIPLE = 64   # the output matmul's rows on CUDA are padded to a multiple of this (nanoGPT: 50,304)
 
 
+PAD_DEVICES = ("cuda",)   # the device types whose output matmul is padded (`output_multiple`)
+
+
+def output_multiple(h: torch.Tensor, multiple: int) -> int:
+    """The multiple `output_logits` pads the output matmul of states h to: `multiple` (a model's
+    `vocab_multiple`) on CUDA, where aligned sizes take the fast GEMM kernels, 1 elsewhere (a CPU gains
+    nothing). The one rule for the LM and the encoder-decoder."""
+    return multiple if h.device.type in PAD_DEVICES else 1
+
+
 def padded_size(n: int, multiple: int) -> int:
     """The smallest multiple of `multiple` >= n (GPT-2's 50,257 -> 50,304 for 64)."""
     return -(-n // multiple) * multiple
@@ -323,7 +333,7 @@ class Transformer(nn.Module):
         h, qks = self.encode(idx, key_mask, guided, kv, past)                   # [B, T, d]
         if self.mlm is not None:
             h = self.mlm(h)                                                      # [B, T, d]
-        multiple = self.vocab_multiple if h.is_cuda else 1
+        multiple = output_multiple(h, self.vocab_multiple)
         if labels is not None:
             return chunked_lm_loss(h, self.output_weight, self.head_bias, labels, label_smoothing,
                                    self.loss_chunk_elements, multiple), qks

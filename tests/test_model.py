@@ -310,3 +310,29 @@ def test_padded_output_matmul_gives_the_same_logits_and_gradients(V: int) -> Non
         torch.testing.assert_close(chunked_lm_loss(h, w, b, labels, 0.1, chunk, multiple=64),
                                    lm_loss(plain, labels, 0.1, reduction="sum"), rtol=1e-6, atol=1e-5)
     assert output_logits(h, w, None, multiple=64).shape == (2, 5, V)
+
+
+def test_the_model_pads_its_output_matmul_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: `output_multiple` pads on CUDA alone; with that rule forced on the CPU the LM's logits and
+    its summed loss (one chunk, then several) are those of the unpadded model."""
+    import nbcli.model as lm
+
+    assert lm.output_multiple(torch.zeros(1), 64) == 1
+    model = Transformer(tiny(vocab_size=37, tie_embeddings=False))
+    idx = torch.randint(0, 37, (2, 9), generator=torch.Generator().manual_seed(0))
+    labels = torch.randint(0, 37, (2, 9), generator=torch.Generator().manual_seed(1))
+    plain, _ = model(idx)
+    summed, _ = model(idx, labels=labels, label_smoothing=0.1)
+    sizes: list[tuple[int, int]] = []
+    padded_size = lm.padded_size
+    monkeypatch.setattr(lm, "PAD_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(lm, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
+    assert lm.output_multiple(torch.zeros(1), 64) == 64
+    padded, _ = model(idx)
+    assert sizes == [(37, 64)] and padded.shape == plain.shape
+    torch.testing.assert_close(padded, plain, rtol=0, atol=1e-6)
+    for chunk in (1 << 25, 37 * 4):   # one chunk; 4 rows a chunk (over W padded once)
+        model.loss_chunk_elements = chunk
+        sizes.clear()
+        torch.testing.assert_close(model(idx, labels=labels, label_smoothing=0.1)[0], summed, rtol=1e-6, atol=1e-5)
+        assert sizes[0] == (37, 64)

@@ -1,6 +1,7 @@
 """nb's reference encoder-decoder: the Transformer of Vaswani et al. (2017), one readable file in the
 spirit of nanoGPT's model.py (and a sibling of `nbcli.model`, whose attention masks and float32
-output layer `output_logits` it shares).
+output layer `output_logits` it shares, its matmul padded on CUDA to a multiple of `vocab_multiple`
+rows as the LM's: `output_multiple`).
 
 The papers' translation models (paper 000 app. A: fairseq's Transformer; paper 002 app. A.1) read
 
@@ -62,7 +63,7 @@ from torch import nn
 
 from nbcli import ops
 from nbcli.errors import ConfigError
-from nbcli.model import attention_mask, output_logits
+from nbcli.model import VOCAB_MULTIPLE, attention_mask, output_logits, output_multiple
 
 Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned", "none"]
@@ -330,6 +331,9 @@ class Seq2SeqTransformer(nn.Module):
         self.lm_head_weight = (nn.Parameter(torch.empty(cfg.tgt_vocab_size, d))
                                if cfg.share_embeddings == "none" else None)
         self.final_logits_bias = nn.Parameter(torch.zeros(cfg.tgt_vocab_size)) if cfg.output_bias else None
+        # On CUDA the output matmul pads V to this multiple (`nbcli.model.output_multiple`, as the LM's);
+        # 1 turns that off. The logits keep their V columns either way.
+        self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()
 
     # -- initialisation (fairseq's transformer) ----------------------------------------------------
@@ -398,7 +402,8 @@ class Seq2SeqTransformer(nn.Module):
             if qk is not None:
                 qks.append(qk)
         h = self.decoder.finish(x)                                                 # [B, T, d]
-        return output_logits(h, self.output_weight, self.final_logits_bias), qks          # float32
+        multiple = output_multiple(h, self.vocab_multiple)
+        return output_logits(h, self.output_weight, self.final_logits_bias, multiple), qks   # float32 [B, T, V]
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None, guided: list[int] | None = None,

@@ -244,3 +244,41 @@ def test_sequences_longer_than_the_position_table_are_refused() -> None:
     m = model(max_positions=4)
     with pytest.raises(ConfigError, match="max_positions"):
         m.encode(torch.ones(1, 5, dtype=torch.long))
+
+
+@pytest.mark.parametrize("V,share,bias", [(37, "decoder", True), (64, "none", False), (65, "all", True)])
+def test_the_output_matmul_padded_as_on_cuda_gives_the_same_logits_loss_and_gradients(
+        V: int, share: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: with the CUDA rule forced on the CPU (`nbcli.model.PAD_DEVICES`), the decoder's output
+    matmul runs over W padded to a multiple of 64 rows, as the LM's (`output_multiple`), and returns the
+    same V logits, the same loss and the same gradients; `vocab_multiple = 1` turns the padding off."""
+    import nbcli.model as lm
+
+    torch.manual_seed(V)
+    m = Seq2SeqTransformer(config(src_vocab_size=V, tgt_vocab_size=V, share_embeddings=share, output_bias=bias))
+    g = torch.Generator().manual_seed(V)
+    src, tgt = torch.randint(3, V, (3, 6), generator=g), torch.randint(3, V, (3, 5), generator=g)
+    labels = torch.randint(0, V, (3, 5), generator=g)
+    labels[0, 3:] = -100
+
+    def run() -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        logits, _ = m(src, tgt)
+        loss = lm.lm_loss(logits, labels, 0.1, reduction="sum")
+        return logits, loss, torch.autograd.grad(loss, list(m.parameters()))
+
+    plain = run()
+    sizes: list[tuple[int, int]] = []
+    padded_size = lm.padded_size
+    monkeypatch.setattr(lm, "PAD_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(lm, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
+    padded = run()
+    assert sizes == [(V, 64)]                               # the padded matmul ran, once
+    assert padded[0].shape == plain[0].shape == (3, 5, V)
+    torch.testing.assert_close(padded[0], plain[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(padded[1], plain[1], rtol=1e-6, atol=1e-5)
+    for a, b in zip(plain[2], padded[2]):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    m.vocab_multiple = 1
+    sizes.clear()
+    run()
+    assert sizes == [(V, 1)]
