@@ -46,12 +46,12 @@ from nbcli.tasks.data import (
 )
 from nbcli.tasks.inference import (FORMAT, evaluate_classifier, file_metrics, load_classifier, predict_file,
                                    predict_report, run_model)
-from nbcli.tasks.labels import LabelSet
+from nbcli.tasks.labels import Batch, LabelSet
 from nbcli.tokenizers.words import is_words_spec
 
 # predict/evaluate live in tasks.inference; named here too, where they were first (nb predict, nb eval)
-__all__ = ["ENCODER_OPTIONS", "FORMAT", "FinetuneConfig", "FinetuneResult", "evaluate_classifier", "finetune",
-           "learning_rate", "load_classifier", "predict_file", "predict_report", "train_report"]
+__all__ = ["ENCODER_OPTIONS", "FORMAT", "FinetuneConfig", "FinetuneResult", "classifier_forward", "evaluate_classifier",
+           "finetune", "learning_rate", "load_classifier", "predict_file", "predict_report", "train_report"]
 
 # Options that may change between a run and its --resume (they do not change the trajectory).
 RESUMABLE = {"device", "eval_every", "save_every"}
@@ -187,6 +187,15 @@ def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> fl
                                                 warmup=warmup_steps(total, warmup_ratio), lr_schedule="linear"))
 
 
+def classifier_forward(net: torch.nn.Module, batch: Batch, guidance: Any, rt: Any) -> tuple[torch.Tensor, None]:
+    """The logits of one micro-batch under the run's autocast (the task's `nbcli.train.step.Forward`;
+    classification and tagging have no attention guidance)."""
+    from nbcli.train.runtime import autocast
+
+    with autocast(rt):
+        return net(batch.ids, batch.key_mask, batch.type_ids), None
+
+
 def _tokenizer_for(cfg: FinetuneConfig, train_records: Sequence[Any]) -> Any:
     """-t, else the --init transformers folder's own; `-t words:...` is built from `train_records`."""
     from nbcli.tokenizers import load_tokenizer
@@ -294,7 +303,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.loop import Updates, run_updates, start_position, warning_sink
     from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
     from nbcli.train.runs import read_log_records
-    from nbcli.train.runtime import autocast, host_sum, on_main_rank, setup_runtime
+    from nbcli.train.runtime import host_sum, on_main_rank, setup_runtime
     from nbcli.train.step import make_optimizer
 
     spec = cfg.data
@@ -328,10 +337,6 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         return [train.batch(sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), pad).to(rt.device)
                 for m in range(cfg.grad_accum)]
 
-    def forward(net: torch.nn.Module, batch: Any, guidance: Any, rt_: Any) -> tuple[torch.Tensor, None]:
-        with autocast(rt_):
-            return net(batch.ids, batch.key_mask, batch.type_ids), None
-
     def tokens(step_batches: list[Any]) -> int:   # counted on the host as the batches were built: no sync
         timing["tokens"] = int(host_sum(sum(b.tokens for b in step_batches), rt))
         return timing["tokens"]
@@ -353,7 +358,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     params = sum(p.numel() for p in model.parameters())
     train_fingerprint = _fingerprint(train)   # --resume's data check and config.json's `examples`
     updates = Updates(cfg=tcfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
-                      forward=forward, evaluate=evaluate, metadata=lambda step: _metadata(cfg, labels, model, step),
+                      forward=classifier_forward, evaluate=evaluate, metadata=lambda step: _metadata(cfg, labels, model, step),
                       fingerprint=train_fingerprint, guidance=None, log_u=torch.zeros(len(labels.names)),
                       vocab_size=len(labels.names), tokens=tokens, flops_per_token=6.0 * params, warn=warn,
                       save_initial=False)
