@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# benchmarks/gpu.sh: issue 34's GPU measurements on a device machine (benchmarks/gpu.py; its docstring
-# says what each step measures). Figures: $OUT/gpu.json and $OUT/gpu.log; the table on stdout.
+# benchmarks/gpu.sh: issue 34's GPU measurements on a device machine (benchmarks/gpu.py, its steps in
+# gpu_steps.py; gpu.py's docstring says what each step measures). Figures: $OUT/gpu.json and
+# $OUT/gpu.log; the table on stdout. About 9.5 minutes at most (the limit below): give the device's
+# run a timeout_s of 600.
 #
 # The device reaches no package registry: wheels for what its image lacks (nltk for nb generate's
 # word counts) travel in .whl/ (git-ignored; carry it), fetched here beforehand with
