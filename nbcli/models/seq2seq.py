@@ -1,7 +1,7 @@
 """nb's reference encoder-decoder: the Transformer of Vaswani et al. (2017), one readable file in the
 spirit of nanoGPT's model.py (and a sibling of `nbcli.model`, whose attention masks and float32
 output layer `output_logits` it shares, its matmul padded on CUDA to a multiple of `vocab_multiple`
-rows as the LM's: `output_multiple`).
+rows as the LM's, `output_multiple`, except in an incremental decoding step).
 
 The papers' translation models (paper 000 app. A: fairseq's Transformer; paper 002 app. A.1) read
 
@@ -402,7 +402,9 @@ class Seq2SeqTransformer(nn.Module):
             if qk is not None:
                 qks.append(qk)
         h = self.decoder.finish(x)                                                 # [B, T, d]
-        multiple = output_multiple(h, self.vocab_multiple)
+        # padded for the teacher-forced pass (B x T rows); not per incremental decoding step, whose few rows
+        # gain nothing from an aligned GEMM and would pay a padded copy of W each step (as the LM's runner)
+        multiple = output_multiple(h, self.vocab_multiple) if kv is None else 1
         return output_logits(h, self.output_weight, self.final_logits_bias, multiple), qks   # float32 [B, T, V]
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,

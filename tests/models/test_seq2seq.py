@@ -278,6 +278,12 @@ def test_the_output_matmul_padded_as_on_cuda_gives_the_same_logits_loss_and_grad
     torch.testing.assert_close(padded[1], plain[1], rtol=1e-6, atol=1e-5)
     for a, b in zip(plain[2], padded[2]):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():   # an incremental decoding step (a few rows) is not padded
+        sizes.clear()
+        memory, _ = m.encode(src)
+        kv = KVCache(2, 4, 4, capacity=2).reserve(3, 1, torch.float32, torch.device("cpu"))
+        m.decode(tgt[:, :1], m.cross_kv(memory), kv=kv, past=0)
+        assert sizes == [(V, 1)]
     m.vocab_multiple = 1
     sizes.clear()
     run()
