@@ -48,7 +48,7 @@ from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import (Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum, on_main_rank,
                                   setup_runtime)
 from nbcli.train.state import FORMAT, save_model
-from nbcli.train.step import eval_sums, make_optimizer, prediction_fields
+from nbcli.train.step import eval_sums, global_micro, make_optimizer, prediction_fields
 
 TASK = "translation"
 BEST = "best.safetensors"
@@ -464,7 +464,7 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
 
     def batches(step: int, seqs: int) -> list[TranslationBatch]:
         return [collate(data.train_src, data.train_tgt,
-                        sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), conv, rt.device)
+                        sampler.blocks(seqs + global_micro(cfg, rt, m) * micro, micro), conv, rt.device)
                 for m in range(cfg.grad_accum)]
 
     def tokens(step_batches: list[TranslationBatch]) -> int:   # counted on the host: no device round trip

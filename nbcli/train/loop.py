@@ -14,8 +14,9 @@ state). The LM's record is built here (`_set_up`, its forward `step.lm_forward`)
 `nbcli.tasks.translation`; classification's and tagging's in `nbcli.tasks.finetune`.
 
 Exactness of --resume: the data order is a function of (seed, sequence index), MLM masks and dropout
-are drawn from generators seeded by (seed, step, rank, micro-step), the LR schedule is a function of
-the step, and the AdamW moments are saved in float32; so a resumed run repeats the uninterrupted one.
+are drawn from generators seeded by (seed, step, micro-batch index in the global batch), the LR
+schedule is a function of the step, and the AdamW moments are saved in float32; so a resumed run
+repeats the uninterrupted one (and R ranks repeat one process with R times the --grad-accum).
 """
 from __future__ import annotations
 

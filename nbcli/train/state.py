@@ -71,7 +71,7 @@ def save_state(out: Path, step: int, sequences: int, optimizer: torch.optim.Adam
     save_tensors(out / "train-state.safetensors", tensors, {"nb.format": STATE_FORMAT, "nb.step": str(step)})
     write_text_atomic(out / "train-state.json", json.dumps({
         "format": STATE_FORMAT, "step": step, "sequences": sequences, "checkpoint": f"step-{step}.safetensors",
-        "data_sha256": fingerprint, "rng": "per-step generators seeded from (seed, step, rank, micro-step)",
+        "data_sha256": fingerprint, "rng": "per-step generators seeded from (seed, step, micro-batch index in the global batch)",
         "ag_alpha0": alpha0,
     }, indent=2) + "\n")
 

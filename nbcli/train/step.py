@@ -10,7 +10,8 @@ minus lambda * sum_tokens KL(omega || p_theta) / N_labels (`unigram_reg.unigram_
 
 DDP all-reduces gradients only in the last micro-batch's backward (`no_sync` on the others), and no
 update is applied from a non-finite loss. The data order, MLM masks and dropout are functions of
-(seed, step, rank, micro-step), so a resumed run repeats the uninterrupted one.
+(seed, step, micro-batch index in the global batch: `global_micro`), so a resumed run repeats the
+uninterrupted one and R ranks x N micro-steps draw what one process with --grad-accum R x N draws.
 """
 
 from __future__ import annotations
@@ -119,14 +120,22 @@ class StepLosses:
 def micro_batches(stream: BlockStream, sampler: TrainSampler, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime,
                   step: int, sequences: int) -> list[Batch]:
     """This rank's --grad-accum micro-batches of update `step`, the global batch starting at sequence
-    `sequences` of the sampler's order (MLM-masked by generators seeded from (seed, step, rank, m))."""
+    `sequences` of the sampler's order (MLM-masked by generators seeded from (seed, step, `global_micro`))."""
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
     batches = []
     for m in range(cfg.grad_accum):
-        first = sequences + (rt.rank * cfg.grad_accum + m) * micro
-        gen = generator_for(cfg, step, rt.rank, m, device=rt.device)
+        first = sequences + global_micro(cfg, rt, m) * micro
+        gen = generator_for(cfg, step, 0, global_micro(cfg, rt, m), device=rt.device)
         batches.append(prepare_batch(stream.batch(sampler.blocks(first, micro), rt.device), mcfg, gen, cfg.mask_rate))
     return batches
+
+
+def global_micro(cfg: TrainConfig, rt: Runtime, m: int) -> int:
+    """The place of this rank's micro-batch `m` in the update's global batch: rank r's micro-steps are
+    r x --grad-accum ... r x --grad-accum + N - 1, so what a micro-batch holds and the generators of its
+    MLM mask and dropout depend on that place alone, not on how the batch is split over ranks (one
+    process with --grad-accum R x N computes what R ranks x N micro-steps compute)."""
+    return rt.rank * cfg.grad_accum + m
 
 
 def count_labels(batches: list[Batch], rt: Runtime) -> torch.Tensor:
@@ -168,7 +177,9 @@ def optimizer_step(net: torch.nn.Module, model: torch.nn.Module, optimizer: torc
     kl_sum = torch.zeros((), device=rt.device)
     objective = torch.zeros((), device=rt.device)
     for m, batch in enumerate(batches):
-        torch.manual_seed(hash((cfg.seed, step, rt.rank, m, 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)  # dropout
+        # dropout: seeded by the micro-batch's place in the global batch (the rank slot stays 0, so a
+        # single process draws what it drew before `global_micro`)
+        torch.manual_seed(hash((cfg.seed, step, 0, global_micro(cfg, rt, m), 0xD409)) & 0x7FFF_FFFF_FFFF_FFFF)
         with gradient_sync(net, rt, last=m == cfg.grad_accum - 1):
             logits, ag = forward(net, batch, guidance, rt)
             ce = summed_ce(logits, batch.labels, cfg.label_smoothing)

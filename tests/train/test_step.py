@@ -209,3 +209,48 @@ def test_mlm_mask_takes_the_special_ids_it_is_given() -> None:
     given = mlm_mask(x, mcfg, torch.Generator().manual_seed(0), rate=0.5, special=torch.tensor([0, 1, 2]))
     assert all(torch.equal(a, b) for a, b in zip(built, given))
     assert not (given[1] != -100)[x < 3].any()             # a special id is never selected
+
+
+def test_a_micro_batch_depends_on_its_place_in_the_global_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 ranks x 1 micro-step draw what 1 process x 2 micro-steps draws, micro-batch by micro-batch:
+    the same blocks and MLM masks (`micro_batches`) and the same dropout seed (`optimizer_step`), so a
+    DDP run repeats the accumulating one (tests/train/test_ddp.py runs both)."""
+    import numpy as np
+
+    import nbcli.train.step as step_module
+    from nbcli.train.data import BlockStream, TrainSampler
+    from nbcli.train.step import lm_forward, micro_batches
+
+    mcfg = ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16, dropout=0.1, objective="mlm",
+                       mask_id=3)
+    stream = BlockStream(np.random.default_rng(0).integers(4, 30, 400).astype(np.int32), 8, "mlm", 0, "training",
+                         prefix=1)
+    sampler = TrainSampler(stream.n_blocks, 0)
+    # the ranks take their turns in this process: no process group, so the sums stay per rank
+    monkeypatch.setattr(step_module, "all_reduce_sum", lambda values, rt: values)
+
+    def draws(world: int, grad_accum: int) -> tuple[list[Batch], list[int]]:
+        cfg = build_config("tiny", objective="mlm", batch_size=8, grad_accum=grad_accum, dropout=0.1, device="cpu")
+        batches: list[Batch] = []
+        seeds: list[int] = []
+
+        def forward(net, batch, guidance, rt):  # noqa: ANN001, ANN202 - the step's Forward
+            seeds.append(torch.initial_seed())
+            return lm_forward(False)(net, batch, guidance, rt)
+
+        for rank in range(world):
+            rt = Runtime(torch.device("cpu"), rank=rank, world=world)
+            mine = micro_batches(stream, sampler, cfg, mcfg, rt, 5, 16)
+            model = Transformer(mcfg)
+            optimizer_step(model, model, make_optimizer(model, cfg, rt.device), mine, count_labels(mine, rt), None,
+                           0.0, 5, cfg, mcfg, rt, forward=forward)
+            batches += mine
+        return batches, seeds
+
+    accumulated, ddp = draws(1, 2), draws(2, 1)
+    assert len(accumulated[0]) == len(ddp[0]) == 2
+    for one, two in zip(accumulated[0], ddp[0]):
+        assert torch.equal(one.inputs, two.inputs) and torch.equal(one.labels, two.labels)
+    assert accumulated[1] == ddp[1] and len(set(ddp[1])) == 2
+    first, second = accumulated[0]
+    assert not torch.equal(first.labels != -100, second.labels != -100)   # the masks differ between micro-batches
