@@ -4,7 +4,7 @@
                                                    config.json's model_type through the one architecture
                                                    table (bert, roberta, distilbert; MiniLM is bert);
                                                    the head of that family (`nbcli.models.heads`)
-    an nb MLM checkpoint (step-N.safetensors)      nbcli.model's Transformer, its MLM output head unused;
+    an nb MLM checkpoint (step-N.safetensors)      nbcli.model's Transformer, its MLM output head unused (frozen);
     or run directory (its last step-N)             a plain head (first-token or mean pooling)
     nothing (from scratch)                         nbcli.model's Transformer built as `nb train --objective
                                                    mlm` builds it (preset, --embedding-init: paper 002),
@@ -92,6 +92,12 @@ def _nb_encoder(path: Path, task: str, num_labels: int, pooling: Pooling, dropou
 
 
 def _nb_classifier(model: Any, task: str, num_labels: int, pooling: Pooling, dropout: float) -> Classifier:
+    # The MLM output layer (dense + LayerNorm, untied W, b) stays in the checkpoint but the head never
+    # reads it: frozen, so AdamW leaves it out and DDP does not wait for its gradients (a trainable
+    # parameter without one stops a multi-rank run at its second update).
+    for unused in (model.mlm, model.head_weight, model.head_bias):
+        if unused is not None:
+            unused.requires_grad_(False)
     head = head_for(task, "nb", model.cfg.d_model, num_labels, dropout, pooling)
     init_head(head, model.cfg.init_std)
     from dataclasses import asdict

@@ -178,7 +178,7 @@ def test_run_model_equals_one_record_at_a_time(tmp_path, bert) -> None:
     import torch.nn.functional as F
 
     from nbcli.tasks.data import padding_id
-    from nbcli.tasks.finetune import run_model
+    from nbcli.tasks.inference import run_model
 
     out = _run(tmp_path, bert, "run", steps=1)
     loaded = load_classifier(out / "step-1.safetensors")
@@ -310,3 +310,27 @@ def test_an_update_builds_no_device_tensor_and_reads_once(tmp_path, bert, encode
     items = encode_file(spec, load_tokenizer(bert), read_records(spec, [str(train)]),
                         make_labels(spec, read_records(spec, [str(train)]), None, [str(train)])).items
     assert result.tokens == sum(len(items[i][0]) for i in TrainSampler(len(items), 0).blocks(0, 3 * 8))
+
+
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_every_trainable_parameter_gets_a_gradient(tmp_path, bert, task: str) -> None:
+    """DDP waits for a gradient of every trainable parameter (a multi-rank run stops at its second
+    update otherwise): the classifier from scratch, on an nb MLM run (its MLM output layer, which the
+    head never reads, is frozen but saved) and on a transformers encoder trains exactly what it uses."""
+    from nbcli.tasks.encoders import encoder_from_scratch, open_encoder
+    from nbcli.train.state import save_model
+
+    tok = load_tokenizer(bert)
+    scratch = encoder_from_scratch(tok, task, 3, preset="tiny", seq_len=16, dropout=0.1, embedding_init="normal",
+                                   positions="learned", pooling="first", seed=0, options={"n_layer": 1})
+    save_model(tmp_path / "step-0.safetensors", scratch.encoder, {"nb.config": json.dumps(
+        {**scratch.spec.config, "special_ids": list(scratch.spec.config["special_ids"])})})
+    models = {"scratch": scratch, "nb": open_encoder(str(tmp_path / "step-0.safetensors"), task, 3),
+              "bert": open_encoder(str(bert), task, 3)}
+    ids = torch.randint(5, tok.vocab_size, (2, 6), generator=torch.Generator().manual_seed(0))
+    for name, model in models.items():
+        model(ids, torch.ones(2, 6, dtype=torch.bool), torch.zeros(2, 6, dtype=torch.long)).sum().backward()
+        unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+        assert unused == [], (name, unused)
+        if name != "bert":
+            assert not model.encoder.mlm.dense.weight.requires_grad and "encoder.mlm.dense.weight" in model.state_dict()
