@@ -6,9 +6,10 @@ The run: read and check every file (nothing is created before), build the classi
 (`nbcli.train.loop.run_updates`): batches in the sampler's (seed, epoch) order, AdamW (no decay on
 1-D tensors, betas (0.9, 0.999), eps 1e-8) under linear warm-up over ceil(`warmup_ratio` x updates)
 and linear decay to 0 (transformers' get_linear_schedule_with_warmup: `train.step.learning_rate`
-with --lr-schedule linear), --grad-accum micro-batches per update, dropout seeded by (seed, step),
-evaluation on the WHOLE of every validation set at update 0, every `eval_every` updates (default:
-once per epoch) and at the end. Files in the run directory:
+with --lr-schedule linear), --grad-accum micro-batches per update, dropout seeded by (seed, step,
+micro-batch), evaluation on the WHOLE of every validation set at update 0, every `eval_every` updates
+(default: once per epoch) and at the end (under torchrun each record on one rank: `shared_metrics`).
+Files in the run directory:
 
     config.json          the options, the labels by name, the inputs
     tokenizer.json|.model the tokenizer's bytes (predict finds it beside a step-N.safetensors); a
@@ -35,7 +36,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -44,10 +45,13 @@ from nbcli.models.heads import Classifier
 from nbcli.tasks.data import (
     DataSpec, Encoded, encode_file, known_labels, make_labels, padding_id, read_records, unnamed_tags,
 )
-from nbcli.tasks.inference import (FORMAT, evaluate_classifier, file_metrics, load_classifier, predict_file,
-                                   predict_report, run_model)
+from nbcli.tasks.inference import (FORMAT, evaluate_classifier, load_classifier, model_outputs, predict_file,
+                                   predict_report, prediction_metrics, predictions)
 from nbcli.tasks.labels import Batch, LabelSet
 from nbcli.tokenizers.words import is_words_spec
+
+if TYPE_CHECKING:
+    from nbcli.train.runtime import Runtime
 
 # predict/evaluate live in tasks.inference; named here too, where they were first (nb predict, nb eval)
 __all__ = ["ENCODER_OPTIONS", "FORMAT", "FinetuneConfig", "FinetuneResult", "classifier_forward", "evaluate_classifier",
@@ -243,6 +247,22 @@ def _metadata(cfg: FinetuneConfig, labels: LabelSet, model: Classifier, step: in
             "nb.version": tool_version(), "nb.created": utc_now()}
 
 
+def shared_metrics(model: Classifier, task: str, data: Encoded, labels: LabelSet, pad_id: int, batch_size: int,
+                   rt: Runtime) -> dict[str, Any]:
+    """The loss and metrics of a whole validation file, each record run once over all ranks: rank r
+    runs records r, r + R, r + 2R, ... (one process: all of them), the summed loss and its count are
+    all-reduced and the predictions all-gathered, so every rank gets the metrics of the whole file
+    (`prediction_metrics`), as one process computes them."""
+    from nbcli.train.runtime import all_gather_texts, all_reduce_sum
+
+    mine = list(range(rt.rank, len(data.items), rt.world))
+    logits, total, count = model_outputs(model, data, pad_id, batch_size, rt.device, mine)
+    sums = all_reduce_sum(torch.tensor([total, count], dtype=torch.float64, device=rt.device), rt).tolist()
+    shared = all_gather_texts([(row, json.dumps(p)) for row, p in zip(mine, predictions(task, data, logits, mine))], rt)
+    every = [json.loads(text) for _, text in sorted(shared)]
+    return {"loss": sums[0] / sums[1] if sums[1] else None, **prediction_metrics(task, data, every, labels)}
+
+
 def _fingerprint(train: Encoded) -> str:
     """sha256 of the encoded training items (--resume checks the data is the run's)."""
     digest = hashlib.sha256()
@@ -304,7 +324,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
     from nbcli.train.runs import read_log_records
     from nbcli.train.runtime import host_sum, on_main_rank, setup_runtime
-    from nbcli.train.step import make_optimizer
+    from nbcli.train.step import global_micro, make_optimizer
 
     spec = cfg.data
     train_records = read_records(spec, train_files, names=known_labels(spec, cfg.label_names, train_files))
@@ -331,21 +351,18 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
     best = BestBleu(key="val_accuracy")
     final: dict[str, dict[str, Any]] = {}
-    timing = {"tokens": 0, "seconds": 0.0}
 
     def batches(step: int, seqs: int) -> list[Any]:
-        return [train.batch(sampler.blocks(seqs + (rt.rank * cfg.grad_accum + m) * micro, micro), pad).to(rt.device)
+        return [train.batch(sampler.blocks(seqs + global_micro(tcfg, rt, m) * micro, micro), pad).to(rt.device)
                 for m in range(cfg.grad_accum)]
 
     def tokens(step_batches: list[Any]) -> int:   # counted on the host as the batches were built: no sync
-        timing["tokens"] = int(host_sum(sum(b.tokens for b in step_batches), rt))
-        return timing["tokens"]
+        return int(host_sum(sum(b.tokens for b in step_batches), rt))
 
     def evaluate(step: int) -> dict[str, Any]:
         record: dict[str, Any] = {}
         for index, (name, data) in enumerate(sets.items()):
-            logits, loss = run_model(model, data, pad, cfg.batch_size, rt.device)
-            metrics = {"loss": loss, **file_metrics(spec.task, data, logits, labels)}
+            metrics = shared_metrics(model, spec.task, data, labels, pad, cfg.batch_size, rt)
             final[name] = metrics
             for key in ("loss", "accuracy", "f1"):
                 record[f"val_{name}_{key}"] = metrics[key]
@@ -380,15 +397,9 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     if resume:
         best.take_up([r for r in read_log_records(out / "log.jsonl") if r["step"] < position.step])
 
-    def step_done(step: int, record: dict[str, Any]) -> None:
-        if "tokens_per_s" in record:   # the update's own time: evaluation and saving excluded
-            timing["seconds"] += timing["tokens"] / record["tokens_per_s"]
-        if on_step is not None:
-            on_step(step, record)
-
     last_step = min(total, stop_at) if stop_at is not None else total
-    checkpoint = run_updates(updates, position, last_step, step_done)
-    seconds = float(timing["seconds"])
+    checkpoint = run_updates(updates, position, last_step, on_step)
+    seconds = position.seconds   # the updates' own time: evaluation and saving excluded
     result = FinetuneResult(out, last_step, best.bleu, best.step, final, checkpoint, position.tokens, seconds,
                             position.tokens / seconds if seconds > 0 else 0.0,
                             best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,

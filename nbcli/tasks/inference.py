@@ -1,5 +1,6 @@
 """A classifier or tagger of `nb train --task classification|tagging` at work: the logits and loss of
-a whole file (`run_model`), its metrics (`file_metrics`: scikit-learn / seqeval), and a saved run
+a whole file or some of its records (`run_model`, `model_outputs`), its predictions and metrics
+(`predictions`, `file_metrics`: scikit-learn / seqeval), and a saved run
 loaded for `nb predict` / `nb eval` (`load_classifier`, `predict_file`, `evaluate_classifier`).
 Training is `nbcli.tasks.finetune`; both read the checkpoint format FORMAT (nb-classifier/1).
 """
@@ -21,8 +22,8 @@ from nbcli.tasks.data import DataSpec, Encoded, encode_file, padding_id, read_re
 from nbcli.tasks.labels import LabelSet
 from nbcli.tasks.tagging import tagging_loss, tagging_metrics, word_tags
 
-__all__ = ["FORMAT", "LoadedClassifier", "evaluate_classifier", "file_metrics", "load_classifier", "predict_file",
-           "predict_report", "run_model"]
+__all__ = ["FORMAT", "LoadedClassifier", "evaluate_classifier", "file_metrics", "load_classifier", "model_outputs",
+           "predict_file", "predict_report", "prediction_metrics", "predictions", "run_model"]
 
 FORMAT = "nb-classifier/1"
 
@@ -33,19 +34,21 @@ def _loss(task: str, logits: torch.Tensor, labels: torch.Tensor, reduction: str 
 
 
 @torch.no_grad()
-def run_model(model: Classifier, data: Encoded, pad_id: int, batch_size: int, device: torch.device,
-              ) -> tuple[list[torch.Tensor], float | None]:
-    """Logits of every record in order ([L] or [T_i, L] each, float32 on the CPU) and the mean loss
-    over labelled targets (None when unlabelled), in eval mode."""
+def model_outputs(model: Classifier, data: Encoded, pad_id: int, batch_size: int, device: torch.device,
+                  rows: Sequence[int] | None = None) -> tuple[list[torch.Tensor], float, int]:
+    """Logits of the records `rows` (default: every record) in that order ([L] or [T_i, L] each,
+    float32 on the CPU), the summed loss over their labelled targets and the number of those targets,
+    in eval mode, `batch_size` records at a time."""
+    rows = list(range(len(data.items))) if rows is None else list(rows)
     training = model.training
     model.eval()
     outputs: list[torch.Tensor] = []
     total: torch.Tensor | float = 0.0
     count = 0
     try:
-        for start in range(0, len(data.items), batch_size):
-            rows = list(range(start, min(start + batch_size, len(data.items))))
-            host = data.batch(rows, pad_id)
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            host = data.batch(chunk, pad_id)
             labelled = int((host.labels >= 0).sum())          # counted on the host: no device sync
             batch = host.to(device)
             logits = model(batch.ids, batch.key_mask, batch.type_ids)
@@ -53,25 +56,46 @@ def run_model(model: Classifier, data: Encoded, pad_id: int, batch_size: int, de
                 total = total + _loss(data_task(data), logits, batch.labels, "sum").double()  # summed on the device
                 count += labelled
             on_host = logits.cpu()                                # one copy per batch, not one per record
-            for i, row in enumerate(rows):
+            for i, row in enumerate(chunk):
                 outputs.append(on_host[i, :len(data.items[row][0])] if logits.dim() == 3 else on_host[i])
     finally:
         model.train(training)
-    return outputs, (float(total) / count if count else None)
+    return outputs, float(total), count
+
+
+def run_model(model: Classifier, data: Encoded, pad_id: int, batch_size: int, device: torch.device,
+              ) -> tuple[list[torch.Tensor], float | None]:
+    """Logits of every record in order ([L] or [T_i, L] each, float32 on the CPU) and the mean loss
+    over labelled targets (None when unlabelled), in eval mode (`model_outputs`)."""
+    outputs, total, count = model_outputs(model, data, pad_id, batch_size, device)
+    return outputs, (total / count if count else None)
 
 
 def data_task(data: Encoded) -> str:
     return "tagging" if data.records and hasattr(data.records[0], "tags") else "classification"
 
 
+def predictions(task: str, data: Encoded, logits: Sequence[torch.Tensor], rows: Sequence[int] | None = None,
+                ) -> list[Any]:
+    """What the model predicts for the records `rows` (default: every record) from their logits:
+    classification the label id, tagging the tag id of every word (`word_tags`; -1: cut off)."""
+    rows = range(len(data.items)) if rows is None else rows
+    if task == "tagging":
+        return [word_tags(lg, data.items[r][2], len(data.records[r].tokens)) for lg, r in zip(logits, rows)]
+    return [int(lg.argmax()) for lg in logits]
+
+
+def prediction_metrics(task: str, data: Encoded, predicted: Sequence[Any], labels: LabelSet) -> dict[str, Any]:
+    """The metrics of a whole file (tasks.classification / tasks.tagging) from `predictions` of every record."""
+    if task == "tagging":
+        pred = [[labels.names[t] if t >= 0 else "O" for t in tags] for tags in predicted]
+        return tagging_metrics([rec.tags for rec in data.records], pred)
+    return classification_metrics([item[2] for item in data.items], list(predicted), len(labels.names))
+
+
 def file_metrics(task: str, data: Encoded, logits: Sequence[torch.Tensor], labels: LabelSet) -> dict[str, Any]:
     """The metrics of a whole file (tasks.classification / tasks.tagging) from its logits."""
-    if task == "tagging":
-        pred = [[labels.names[t] if t >= 0 else "O" for t in word_tags(lg, item[2], len(rec.tokens))]
-                for lg, item, rec in zip(logits, data.items, data.records)]
-        return tagging_metrics([rec.tags for rec in data.records], pred)
-    return classification_metrics([item[2] for item in data.items], [int(lg.argmax()) for lg in logits],
-                                  len(labels.names))
+    return prediction_metrics(task, data, predictions(task, data, logits), labels)
 
 
 @dataclass

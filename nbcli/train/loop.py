@@ -149,7 +149,8 @@ class _Run:
 @dataclass
 class Position:
     """Where a run is: the next update, sequences consumed, AG's alpha_0 once known, the validation
-    points so far (for the ALC), the step the run resumed from, and the tokens this process trained on."""
+    points so far (for the ALC), the step the run resumed from, the tokens the job trained on (all
+    ranks) and the seconds its updates took in this process (evaluation and saving excluded)."""
 
     step: int = 0
     sequences: int = 0
@@ -157,6 +158,7 @@ class Position:
     val_points: list[tuple[int, float]] = field(default_factory=list)
     resumed_from: int | None = None
     tokens: int = 0
+    seconds: float = 0.0
     prefetched: tuple[int, int, list[Any]] | None = None   # (step, sequences, its batches) built ahead
 
 
@@ -383,6 +385,7 @@ def _update(u: Updates, net: torch.nn.Module, position: Position, meter: _Meter,
     dt = time.perf_counter() - t0
     tokens = u.tokens(batches)
     position.tokens += tokens
+    position.seconds += dt
     record.update({"loss": losses.loss, "lr": lr})
     record.update(meter.fields(tokens, dt))
     if guidance is not None:
