@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -327,7 +328,8 @@ def train(
     val_accuracy, val_f1, val_loss (and per --valid set) at evaluations, summary.json best_val_accuracy,
     best_step and best_epoch (the first set's highest accuracy, the earliest on a tie) and the final metrics.
     """
-    from nbcli.cli.console import print_report, step_progress
+    from nbcli.cli.console import print_report
+    from nbcli.train.runtime import main_process
     from nbcli.counts import parse_smoothing
     from nbcli.errors import ConfigError
     from nbcli.train.guidance import parse_alpha, parse_patterns
@@ -358,13 +360,14 @@ def train(
                 embedding_standardise=embedding_standardise, embedding_shuffle=embedding_shuffle or None,
                 embedding_shuffle_mode=shuffle_mode if embedding_shuffle else None).items() if v is not None}),
             corpus, valid, out, resume, stop_at)
-        with step_progress("training", min(steps, stop_at or steps) if steps else stop_at) as progress:
+        with _progress(min(steps, stop_at or steps) if steps else stop_at) as progress:
             def on_update(step: int, record: dict[str, object]) -> None:
                 if "loss" in record:
                     progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
             summary = run(on_update)
-        print_report(summary, as_json, render)
+        if main_process():   # under torchrun every rank returns the summary: one report, rank 0's
+            print_report(summary, as_json, render)
         return
     if task == "translation":
         from nbcli.tasks.translation import build_translation_config, train_translation
@@ -398,13 +401,25 @@ def train(
                                 on_warning=_print_warning, allow_vocab_mismatch=allow_vocab_mismatch).as_dict()
         render = _render
     total = min(cfg.steps, stop_at) if stop_at else cfg.steps
-    with step_progress("training", total) as progress:
+    with _progress(total) as progress:
         def on_step(step: int, record: dict[str, object]) -> None:
             if "loss" in record:
                 progress(1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
         summary = run(on_step)
-    print_report(summary, as_json, render)
+    if main_process():
+        print_report(summary, as_json, render)
+
+
+def _progress(total: int | None) -> contextlib.AbstractContextManager[Callable[..., None]]:
+    """The training progress bar (stderr, a terminal): rank 0's alone under torchrun, the rank that
+    sees the log records."""
+    from nbcli.cli.console import step_progress
+    from nbcli.train.runtime import main_process
+
+    if not main_process():
+        return contextlib.nullcontext(lambda advance=1, **fields: None)
+    return step_progress("training", total)
 
 
 def _finetune_run(task: str, options: dict[str, object], corpus: list[str], valid: list[str] | None, out: Path,

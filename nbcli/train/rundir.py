@@ -26,6 +26,7 @@ from nbcli.train import init
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import TokenData
 from nbcli.train.runs import read_log_records
+from nbcli.train.runtime import main_process
 from nbcli.train.state import read_state
 
 # Settings that may change between a run and its --resume (they do not change the trajectory).
@@ -159,7 +160,7 @@ def removed_on_failure(out: Path, resume: bool) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if not resume and os.environ.get("RANK", "0") == "0" and not (out / "train-state.json").exists():
+        if not resume and main_process() and not (out / "train-state.json").exists():
             remove_new_entries(out, before)
         raise
 

@@ -36,6 +36,13 @@ class Runtime:
         return self.rank == 0
 
 
+def main_process() -> bool:
+    """Whether this process is rank 0 of a `torchrun` job, or a single process (RANK unset): the one
+    that cleans up a failed new run's directory and prints the command's report, read before (or
+    without) a Runtime."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def resolve_device(choice: str) -> torch.device:
     """auto: CUDA when present, else CPU. cuda without CUDA is a one-line error."""
     if choice == "cuda" and not torch.cuda.is_available():
