@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from nbcli.train.rundir import read_log
+from tests.train.ddp_helpers import assert_same_records, nb_plain_ranks, nb_single, nb_torchrun
 
 ARGS = ["--steps", "3", "--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2",
         "--bias-init", "unigram", "--device", "cpu"]
@@ -19,22 +17,10 @@ ARGS = ["--steps", "3", "--seq-len", "32", "--batch-size", "8", "--eval-every", 
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun/gloo test runs on Linux")
 def test_ddp_two_ranks_equal_gradient_accumulation(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
     common = ["train", "--corpus", str(train_corpus), "-t", str(sp_model), *ARGS]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
-    single = subprocess.run([sys.executable, "-m", "nbcli", *common, "--out", str(tmp_path / "one"),
-                             "--grad-accum", "2"], capture_output=True, env=env, timeout=300)
-    assert single.returncode == 0, single.stderr.decode()
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    if shutil.which("torchrun") is None and not Path(sys.executable).exists():
-        pytest.skip("torchrun not available")
-    ddp = subprocess.run([*torchrun, "-m", "nbcli", *common, "--out", str(tmp_path / "two")],
-                         capture_output=True, env=env, timeout=300)
-    assert ddp.returncode == 0, ddp.stderr.decode()[-3000:]
-    one, two = read_log(tmp_path / "one"), read_log(tmp_path / "two")
-    assert [r["step"] for r in one] == [r["step"] for r in two]
-    for a, b in zip(one, two):
-        for key in ("loss", "val_loss", "kl_unigram"):
-            if key in a:
-                assert a[key] == pytest.approx(b[key], rel=1e-4), (a["step"], key)
+    nb_single([*common, "--out", tmp_path / "one", "--grad-accum", "2"])
+    nb_torchrun([*common, "--out", tmp_path / "two"])
+    assert assert_same_records(read_log(tmp_path / "one"), read_log(tmp_path / "two"),
+                               ("loss", "val_loss", "kl_unigram")) > 0
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo test runs on Linux")
@@ -42,30 +28,13 @@ def test_a_refusal_on_rank_0_stops_every_rank_at_once(tmp_path: Path, sp_model: 
     """Rank 0 alone checks the run directory; when it refuses (--out already holds a run), every rank
     prints the same one-line error and exits 1 at once, instead of waiting in a collective for rank 0
     until its timeout. Two plain ranks (no torchrun agent, which would kill the survivors itself)."""
-    import socket
-
     out = tmp_path / "run"
     out.mkdir()
     (out / "log.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
     before = sorted(p.name for p in out.iterdir())
-    with socket.socket() as probe:  # a free port for the rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    procs = []
-    for rank in (0, 1):
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "COLUMNS": "200"}
-        procs.append(subprocess.Popen([sys.executable, "-m", "nbcli", "train", "--corpus", str(train_corpus),
-                                       "-t", str(sp_model), "--out", str(out), *ARGS],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    try:
-        results = [proc.communicate(timeout=120) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    for rank, (proc, (_stdout, stderr)) in enumerate(zip(procs, results)):
-        assert proc.returncode == 1, (rank, stderr[-2000:])
+    results = nb_plain_ranks(["train", "--corpus", train_corpus, "-t", sp_model, "--out", out, *ARGS])
+    for rank, (returncode, stderr) in enumerate(results):
+        assert returncode == 1, (rank, stderr[-2000:])
         lines = stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("nb: error: --out ") and "already holds a run" in lines[0], \
             (rank, stderr[-2000:])
