@@ -67,13 +67,10 @@ def eval_translation(corpus: Sequence[str], src_lang: str | None, tgt_lang: str 
     where = ", ".join(corpus)
     if not pairs:
         raise CorpusError(f"{where}: no {src_lang}-{tgt_lang} pairs")
-    warnings: list[str] = []
-    if stats.bad_utf8_lines:
-        warnings.append(f"{where}: {stats.bad_utf8_lines} lines held invalid UTF-8 (replaced by U+FFFD)")
+    warnings: list[str] = stats.notes(where)
     if hyps is not None:
         hypotheses, bad_lines = read_hypotheses(hyps)
-        if bad_lines:
-            warnings.append(f"--hyps {hyps}: {bad_lines} lines held invalid UTF-8 (replaced by U+FFFD)")
+        warnings += ReadStats(bad_utf8_lines=bad_lines).notes(f"--hyps {hyps}")
         if len(hypotheses) != len(pairs):
             raise InputError(f"--hyps {hyps}: {len(hypotheses)} lines for the {len(pairs)} pairs of {where} "
                              "(one hypothesis a pair, in order; a line blank on both sides of the corpus is no pair)")

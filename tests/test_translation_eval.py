@@ -105,7 +105,7 @@ def test_hypotheses_compressed_invalid_utf8_and_not_one_file(tmp_path: Path) -> 
     corpus = corpus_forms(tmp_path)["aligned"]
     bad.write_bytes(b"This is a house .\nA dog \xff\n\nThanks !\n")
     report = eval_translation([corpus], "de", "en", hyps=bad)
-    assert report["warnings"] == [f"--hyps {bad}: 1 lines held invalid UTF-8 (replaced by U+FFFD)"]
+    assert report["warnings"] == [f"--hyps {bad}: 1 line(s) held invalid UTF-8 (replaced by U+FFFD)"]
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "a.txt").write_text("x\n")
     with pytest.raises(CorpusError, match="--hyps .*expected one text file"):

@@ -239,14 +239,16 @@ def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[P
 
 
 def _labelled(checkpoint: Path, corpus: list[str], task: str, batch_size: int, device: str, as_json: bool) -> None:
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import print_report, print_warnings
     from nbcli.errors import ConfigError
     from nbcli.tasks.inference import evaluate_classifier, load_classifier
 
     loaded = load_classifier(checkpoint, device)
     if loaded.spec.task != task:
         raise ConfigError(f"{checkpoint}: a {loaded.spec.task} run; give --task {loaded.spec.task}")
-    print_report(evaluate_classifier(loaded, corpus, batch_size), as_json, _render_labelled)
+    report = evaluate_classifier(loaded, corpus, batch_size)
+    print_report(report, as_json, _render_labelled)
+    print_warnings(report["warnings"])
 
 
 def _render_labelled(report: dict[str, Any]) -> None:

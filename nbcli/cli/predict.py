@@ -38,10 +38,12 @@ def predict(
     as_json: JsonOption = False,
 ) -> None:
     """Label every record of a corpus with a fine-tuned classifier or tagger (labels by name, with probabilities)."""
-    from nbcli.cli.console import print_report
+    from nbcli.cli.console import print_report, print_warnings
     from nbcli.tasks.inference import predict_report
 
-    print_report(predict_report(checkpoint, corpus, output, batch_size=batch_size, device=device), as_json, _render)
+    report = predict_report(checkpoint, corpus, output, batch_size=batch_size, device=device)
+    print_report(report, as_json, _render)
+    print_warnings(report["warnings"])
 
 
 def _render(report: dict[str, Any]) -> None:

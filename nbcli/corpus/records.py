@@ -156,9 +156,9 @@ def iter_documents(inputs: Sequence[str], format: str | None = None, field: str 
 
 
 def read_documents(inputs: Sequence[str], format: str | None = None, field: str = "text",
-                   progress: Progress | None = None) -> list[str]:
-    """`iter_documents` as a list; CorpusError when there are none."""
-    documents = list(iter_documents(inputs, format, field, progress=progress))
+                   progress: Progress | None = None, stats: ReadStats | None = None) -> list[str]:
+    """`iter_documents` as a list (`stats` filled); CorpusError when there are none."""
+    documents = list(iter_documents(inputs, format, field, progress=progress, stats=stats))
     if not documents:
         raise CorpusError(f"{', '.join(inputs)}: no non-empty documents")
     return documents

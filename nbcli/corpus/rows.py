@@ -49,6 +49,24 @@ class ReadStats:
     skipped_lines: int = 0
     skipped_nulls: int = 0
 
+    def add(self, other: ReadStats) -> None:
+        """Count what another read replaced or skipped into this one."""
+        self.bad_utf8_lines += other.bad_utf8_lines
+        self.skipped_lines += other.skipped_lines
+        self.skipped_nulls += other.skipped_nulls
+
+    def notes(self, where: str) -> list[str]:
+        """The report's warnings for what the read of `where` changed: the one phrasing every command
+        uses (nothing is replaced or skipped silently)."""
+        notes = []
+        if self.bad_utf8_lines:
+            notes.append(f"{where}: {self.bad_utf8_lines} line(s) held invalid UTF-8 (replaced by U+FFFD)")
+        if self.skipped_lines:
+            notes.append(f"{where}: {self.skipped_lines} malformed line(s) skipped")
+        if self.skipped_nulls:
+            notes.append(f"{where}: {self.skipped_nulls} null record(s) skipped")
+        return notes
+
 
 # ---------------------------------------------------------------------------------------------
 # Lines of line-based files (text, JSONL, TSV, CSV; plain, compressed, stdin, remote)

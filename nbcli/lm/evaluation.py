@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.corpus import read_documents
+from nbcli.corpus import ReadStats, read_documents
 from nbcli.lm.perplexity import Progress, Scored, TokenStats, evaluate, kl_reference, tokenize_documents
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
                        allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner
-        scored = tokenize_documents(read_documents(corpus), study.tokenizer, runner.vocab_size)
+        read = ReadStats()
+        scored = tokenize_documents(read_documents(corpus, stats=read), study.tokenizer, runner.vocab_size)
         unigram = kl_reference(scored, runner.vocab_size, smoothing_k, study.log_prior)
         training = None
         if figures is not None and figures.by_frequency is not None:
@@ -85,7 +86,7 @@ def eval_report(checkpoint: Path, corpus: Sequence[str], tokenizer: Path, lambda
     report = {**study.provenance(), "corpus": list(corpus), "documents": scored.documents,
               "first_token": f"predicted from {scored.first_from}", "eos_scored": scored.eos_id is not None,
               "unigram": study.counts_info or {"source": "held-out corpus", "smoothing": f"add-k:{smoothing_k:g}"},
-              "rows": rows, "warnings": [*study.warnings, *warnings]}
+              "rows": rows, "warnings": [*read.notes(", ".join(corpus)), *study.warnings, *warnings]}
     if figures is not None and stats is not None:
         freq = frequency_counts(study.counts, runner.vocab_size, scored)
         sections, arrays = token_figure_sections(stats, figures, freq,

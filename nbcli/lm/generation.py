@@ -263,7 +263,7 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     autocast, TF32 on CUDA)."""
     from nbcli.lm.arms import no_progress, open_study
     from nbcli.lm.diversity import word_tokenize
-    from nbcli.corpus import read_documents
+    from nbcli.corpus import ReadStats, read_documents
     from nbcli.lm.perplexity import tokenize_documents
     from nbcli.outputs import guard_outputs
 
@@ -277,8 +277,9 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
                        allow_vocab_mismatch=allow_vocab_mismatch)
     try:
         runner = study.runner
-        chosen = make_prompts(read_documents(prompts), prompt_words, max_prompts)
-        scored = (tokenize_documents(read_documents(eval_corpus), study.tokenizer, runner.vocab_size)
+        prompt_read, eval_read = ReadStats(), ReadStats()
+        chosen = make_prompts(read_documents(prompts, stats=prompt_read), prompt_words, max_prompts)
+        scored = (tokenize_documents(read_documents(eval_corpus, stats=eval_read), study.tokenizer, runner.vocab_size)
                   if eval_corpus else None)
         with (progress_bar or no_progress)(len(chosen) * opts.samples * len(study.arms)) as progress:
             rows, records, warnings = generation_study(
@@ -290,7 +291,8 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
               "eval_corpus": None if eval_corpus is None else list(eval_corpus), "decoding": opts.decoding.spec,
               "prompt_words": prompt_words, "max_new_tokens": opts.max_new_tokens,
               "samples_per_prompt": opts.samples, "seed": opts.seed, "kv_cache": opts.use_cache, "rows": rows,
-              "warnings": [*study.warnings, *warnings], "outputs": [], "samples": records}
+              "warnings": [*prompt_read.notes(", ".join(prompts)), *eval_read.notes(", ".join(eval_corpus or [])),
+                           *study.warnings, *warnings], "outputs": [], "samples": records}
     if out is not None:
         report["outputs"] = write_outputs(out, report, records, figure_format, looks)
     return report, records

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nbcli.corpus.records import Example, iter_examples
+from nbcli.corpus.records import Example, ReadStats, iter_examples
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
@@ -33,22 +33,28 @@ __all__ = ["TextEncoder", "classification_loss", "classification_metrics", "enco
 
 
 def read_examples(inputs: Sequence[str], *, text_field: str | None = None, pair_field: str | None = None,
-                  label_field: str | None = "label") -> list[Example]:
+                  label_field: str | None = "label", stats: ReadStats | None = None) -> list[Example]:
     """Every example of `inputs` in order (module doc); CorpusError for an empty file. Without
-    `text_field`, `text` is read, and `sentence` where the file has no `text` column."""
+    `text_field`, `text` is read, and `sentence` where the file has no `text` column. `stats`: what
+    the read that succeeded replaced (invalid UTF-8)."""
     if text_field is None:
         try:
-            return read_examples(inputs, text_field="text", pair_field=pair_field, label_field=label_field)
+            return read_examples(inputs, text_field="text", pair_field=pair_field, label_field=label_field, stats=stats)
         except CorpusError as err:
             if "'text'" not in str(err):
                 raise
             try:
-                return read_examples(inputs, text_field="sentence", pair_field=pair_field, label_field=label_field)
+                return read_examples(inputs, text_field="sentence", pair_field=pair_field, label_field=label_field,
+                                     stats=stats)
             except CorpusError as second:
                 raise (err if "'sentence'" in str(second) else second) from None
-    examples = list(iter_examples(inputs, text_field=text_field, pair_field=pair_field, label_field=label_field))
+    mine = ReadStats()   # counted into `stats` only once the whole read succeeds
+    examples = list(iter_examples(inputs, text_field=text_field, pair_field=pair_field, label_field=label_field,
+                                  stats=mine))
     if not examples:
         raise CorpusError(f"{', '.join(inputs)}: no examples (an empty file)")
+    if stats is not None:
+        stats.add(mine)
     return examples
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbcli.corpus.records import ReadStats
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
 from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_option, pad_batch
@@ -71,14 +72,15 @@ class Encoded:
 
 
 def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True,
-                 names: Sequence[str] | None = None) -> list[Any]:
+                 names: Sequence[str] | None = None, stats: ReadStats | None = None) -> list[Any]:
     """Examples (classification) or sentences (tagging) of `inputs`, all of them. `names`: the label
-    names integer tags without a ClassLabel of their own index (`known_labels`, a run's labels)."""
+    names integer tags without a ClassLabel of their own index (`known_labels`, a run's labels);
+    `stats`: filled with what the read replaced (invalid UTF-8; `ReadStats.notes` words it)."""
     if spec.task == "tagging":
         return read_sentences(inputs, token_field=spec.text_field, tag_field=spec.tag_field, tag_names=names,
-                              labelled=labelled)
+                              labelled=labelled, stats=stats)
     return read_examples(inputs, text_field=spec.text_field, pair_field=spec.pair_field,
-                         label_field=spec.label_field if labelled else None)
+                         label_field=spec.label_field if labelled else None, stats=stats)
 
 
 def training_texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:

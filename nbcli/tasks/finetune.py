@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from nbcli.corpus.records import ReadStats
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.models.heads import Classifier
 from nbcli.tasks.data import (
@@ -327,11 +328,14 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     from nbcli.train.step import global_micro, make_optimizer
 
     spec = cfg.data
-    train_records = read_records(spec, train_files, names=known_labels(spec, cfg.label_names, train_files))
+    train_stats, valid_stats = ReadStats(), {name: ReadStats() for name in valid}
+    train_records = read_records(spec, train_files, names=known_labels(spec, cfg.label_names, train_files),
+                                 stats=train_stats)
     tokenizer = _tokenizer_for(cfg, train_records)
     labels = make_labels(spec, train_records, cfg.label_names, train_files)
     train = encode_file(spec, tokenizer, train_records, labels)
-    sets = {name: encode_file(spec, tokenizer, read_records(spec, [path], names=labels.names), labels)
+    sets = {name: encode_file(spec, tokenizer, read_records(spec, [path], names=labels.names,
+                                                            stats=valid_stats[name]), labels)
             for name, path in valid.items()}
     per_epoch = math.ceil(len(train.items) / cfg.batch_size)
     total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
@@ -339,6 +343,9 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     tcfg = train_config(cfg, total, eval_every)
     rt = setup_runtime(tcfg)
     warnings, warn = warning_sink(rt, on_warning)
+    for note in [*train_stats.notes(", ".join(train_files)),
+                 *(n for name, path in valid.items() for n in valid_stats[name].notes(f"--valid {path}"))]:
+        warn(note)
     if (unnamed := unnamed_tags(spec, labels)) is not None:
         warn(unnamed)
     coverage: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from nbcli.corpus.records import ReadStats
 from nbcli.errors import CheckpointError, OutputError
 from nbcli.models.heads import Classifier
 from nbcli.tasks.classification import classification_loss, classification_metrics
@@ -153,11 +154,11 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
 
 
 def predict_file(loaded: LoadedClassifier, corpus: Sequence[str], batch_size: int = 32,
-                 ) -> list[dict[str, Any]]:
+                 stats: ReadStats | None = None) -> list[dict[str, Any]]:
     """One record per input record, in order: classification {label, probs {name: p}}; tagging
-    {tokens, tags, probs [per token {name: p}]}. Labels by name."""
+    {tokens, tags, probs [per token {name: p}]}. Labels by name. `stats`: filled by the read."""
     spec = loaded.spec
-    records = read_records(spec, corpus, labelled=False)
+    records = read_records(spec, corpus, labelled=False, stats=stats)
     data = encode_file(spec, loaded.tokenizer, records, None)
     device = next(loaded.model.parameters()).device
     logits, _ = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
@@ -180,12 +181,14 @@ def evaluate_classifier(loaded: LoadedClassifier, corpus: Sequence[str], batch_s
     """The metrics of a labelled file (every record): loss, accuracy, F1 (and Matthews / entity
     precision and recall), with the labels by name."""
     spec = loaded.spec
-    records = read_records(spec, corpus, names=loaded.labels.names)
+    stats = ReadStats()
+    records = read_records(spec, corpus, names=loaded.labels.names, stats=stats)
     data = encode_file(spec, loaded.tokenizer, records, loaded.labels)
     device = next(loaded.model.parameters()).device
     logits, loss = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
     return {"task": spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus), "loss": loss,
-            **file_metrics(spec.task, data, logits, loaded.labels), "labels": list(loaded.labels.names)}
+            **file_metrics(spec.task, data, logits, loaded.labels), "labels": list(loaded.labels.names),
+            "warnings": stats.notes(", ".join(corpus))}
 
 
 def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path | str | None, *, batch_size: int = 32,
@@ -197,9 +200,11 @@ def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path |
     loaded = load_classifier(checkpoint, device)
     if output is not None and any(Path(output).resolve() == Path(c).resolve() for c in corpus if c != "-"):
         raise OutputError(f"-o {output}: is an input; choose another file")
-    predictions = predict_file(loaded, corpus, batch_size)
+    stats = ReadStats()
+    predictions = predict_file(loaded, corpus, batch_size, stats)
     if output is not None:
         write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
     return {"task": loaded.spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus),
             "output": None if output is None else str(output), "records": len(predictions),
-            "labels": list(loaded.labels.names), "predictions": predictions if output is None else None}
+            "labels": list(loaded.labels.names), "predictions": predictions if output is None else None,
+            "warnings": stats.notes(", ".join(corpus))}

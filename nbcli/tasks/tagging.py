@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from nbcli.corpus.features import source_class_names
-from nbcli.corpus.records import RECORD_FORMATS, TAG_FIELD, Column, Sentence, iter_sentences
+from nbcli.corpus.records import RECORD_FORMATS, TAG_FIELD, Column, ReadStats, Sentence, iter_sentences
 from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import CorpusError
 from nbcli.tasks.labels import LabelSet
@@ -60,12 +60,13 @@ def _field(field: str | None) -> Column | None:
 
 
 def read_sentences(inputs: Sequence[str], *, token_field: str | None = None, tag_field: str | None = None,
-                   tag_names: Sequence[str] | None = None, labelled: bool = True) -> list[Sentence]:
+                   tag_names: Sequence[str] | None = None, labelled: bool = True,
+                   stats: ReadStats | None = None) -> list[Sentence]:
     """Every sentence of `inputs`, in order (module doc; `iter_sentences`): the fields are names, or
     CoNLL column numbers as strings; `tag_names`: what integer tags without a ClassLabel index.
     CorpusError for a file without sentences."""
     sentences = list(iter_sentences(inputs, token_field=_field(token_field), tag_field=_field(tag_field),
-                                    tag_names=tag_names, labelled=labelled))
+                                    tag_names=tag_names, labelled=labelled, stats=stats))
     if not sentences:
         raise CorpusError(f"{', '.join(inputs)}: no sentences (an empty file)")
     return sentences

@@ -440,7 +440,7 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
     with naming("--embedding-init"):
         coverage: dict[str, Any] = {}
         model = build_model(cfg, opts, mcfg, data, (source, target), coverage).to(rt.device)
-    for message in vocab_warnings:  # said once the pretrained rows are accepted too, as for the LM
+    for message in [*data.notes, *vocab_warnings]:  # said once the pretrained rows are accepted too, as for the LM
         warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)

@@ -102,6 +102,7 @@ class PairData:
     skipped_long: int
     inputs: list[str]
     fingerprint: str
+    notes: list[str] = field(default_factory=list)   # what the read replaced or skipped (ReadStats.notes)
 
 
 class _Split:
@@ -154,13 +155,13 @@ def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: T
     conv = conventions(source, target)
     train = _Split(source, target, conv, max_len, True)
     val = _Split(source, target, conv, max_len, False)
-    stats = ReadStats()
+    stats, valid_stats = ReadStats(), ReadStats()
     n = 0
     for pair in iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats, progress=progress):
         (val if valid is None and held_out(n, val_fraction) else train).add(pair)
         n += 1
     if valid is not None:
-        for pair in iter_pairs(list(valid), src_lang, tgt_lang, stats=stats, progress=progress):
+        for pair in iter_pairs(list(valid), src_lang, tgt_lang, stats=valid_stats, progress=progress):
             val.add(pair)
             n += 1
     train.flush()
@@ -179,7 +180,9 @@ def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: T
     digest = sha256_bytes(b"|".join(part for s in splits for part in (s.tokens.tobytes(), s.offsets.tobytes())))
     assert train.counts is not None and train.src_counts is not None
     return PairData(*splits, val_refs=val.refs, counts=train.counts, src_counts=train.src_counts, documents=n, skipped_long=train.skipped + val.skipped,
-                    inputs=[*corpus, *(valid or [])], fingerprint=digest)
+                    inputs=[*corpus, *(valid or [])], fingerprint=digest,
+                    notes=[*stats.notes(f"--corpus {', '.join(corpus)}"),
+                           *valid_stats.notes(f"--valid {', '.join(valid or [])}")])
 
 
 def training_sentences(corpus: Sequence[str], src_lang: str, tgt_lang: str, val_fraction: float, held_out_pairs: bool,

@@ -23,12 +23,12 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from nbcli.corpus import iter_documents
+from nbcli.corpus import ReadStats, iter_documents
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
@@ -47,6 +47,7 @@ class TokenData:
     documents: int
     inputs: list[str]
     fingerprint: str           # sha256 of both streams (resume checks it)
+    notes: list[str] = field(default_factory=list)   # what the read replaced or skipped (ReadStats.notes)
 
 
 def never_predicted(tokenizer: Tokenizer) -> frozenset[int]:
@@ -101,7 +102,9 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
             n_docs += 1
 
     batch: list[str] = []
-    for text in iter_documents(inputs, progress=None if progress is None else lambda n: progress(n, None)):
+    stats = ReadStats()
+    for text in iter_documents(inputs, stats=stats,
+                               progress=None if progress is None else lambda n: progress(n, None)):
         batch.append(text)
         if len(batch) >= ENCODE_BATCH:
             flush(batch)
@@ -115,7 +118,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
     counts[skip] = 0
     fingerprint = sha256_bytes(train.tobytes() + b"|" + val.tobytes())
     return TokenData(train=train, val=val, counts=counts, documents=n_docs, inputs=list(inputs),
-                     fingerprint=fingerprint)
+                     fingerprint=fingerprint, notes=stats.notes(f"--corpus {', '.join(inputs)}"))
 
 
 @dataclass

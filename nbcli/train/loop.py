@@ -216,8 +216,8 @@ def _set_up(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tokeniz
     guidance = attention_guidance(cfg, mcfg, tokenizer)
     coverage: dict[str, Any] = {}
     model = build_model(cfg, mcfg, data.counts, tokenizer.vocab_size, tokenizer, coverage).to(rt.device)
-    for message in vocab_warnings:  # said once the pretrained rows are accepted too, so a bad file is one line
-        warn(message)
+    for message in [*data.notes, *vocab_warnings]:  # said once the pretrained rows are accepted too, so a bad
+        warn(message)                                # file is one line
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)
     sampler = TrainSampler(train_stream.n_blocks, cfg.seed)
