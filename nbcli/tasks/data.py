@@ -11,15 +11,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbcli.corpus.records import ReadStats
+from nbcli.corpus.features import source_class_names
+from nbcli.corpus.records import RECORD_FORMATS, ReadStats
+from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
 from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_option, pad_batch
-from nbcli.tasks.tagging import TAG_FIELD, dataset_tag_names, encode_sentences, is_column, is_id, read_sentences
+from nbcli.tasks.tagging import TAG_FIELD, encode_sentences, is_column, is_id, read_sentences
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["DataSpec", "Encoded", "encode_file", "known_labels", "make_labels", "parse_valid", "read_records",
-           "training_texts", "unnamed_tags"]
+__all__ = ["DataSpec", "Encoded", "dataset_class_names", "encode_file", "known_labels", "make_labels", "parse_valid",
+           "read_records", "training_texts", "unnamed_tags"]
 
 TASKS = ("classification", "tagging")
 
@@ -99,11 +101,24 @@ def training_texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:
 def known_labels(spec: DataSpec, names_option: str | None, inputs: Sequence[str]) -> list[str] | None:
     """The label names known before the training records are read: `--label-names` (a list, or a
     features file: `label_names_option`), else the `datasets` ClassLabel names of the training
-    data (classification: a dataset_info.json beside it; tagging: the tag field's, `dataset_tag_names`)."""
+    data: the label (classification) or tag field's, in a dataset_info.json beside a training file or the
+    schema metadata of a parquet/Arrow one (`dataset_class_names`)."""
     if spec.task == "classification":
-        return label_names_option(names_option, inputs, spec.label_field)
+        return label_names_option(names_option, inputs, spec.label_field) or \
+            (None if is_column(spec.label_field) else dataset_class_names(inputs, spec.label_field))
     field = spec.tag_field if spec.tag_field is not None and not is_column(spec.tag_field) else TAG_FIELD
-    return label_names_option(names_option, [], field) or dataset_tag_names(inputs, field)
+    return label_names_option(names_option, [], field) or dataset_class_names(inputs, field)
+
+
+def dataset_class_names(inputs: Sequence[str], field: str) -> list[str] | None:
+    """The ClassLabel names of `field` in the first JSONL/parquet/Arrow input that has them
+    (`corpus.features`: the Hub's parquet files carry them in their schema metadata); None when none has."""
+    for source in discover_inputs(list(inputs)):
+        if source.columnar or source.format in RECORD_FORMATS:
+            names = source_class_names(source, field)
+            if names is not None:
+                return names
+    return None
 
 
 def make_labels(spec: DataSpec, records: Sequence[Any], names_option: str | None, inputs: Sequence[str]) -> LabelSet:

@@ -2,8 +2,8 @@
 
 Label names come from, first found: `--label-names` (a comma-separated list, or a features file:
 the `datasets` library's dataset_info.json or a features JSON, whose `ClassLabel` field names them),
-a dataset_info.json beside a parquet/Arrow training file, or the training data's own label strings
-sorted. Every label leaves nb by its name (predictions, metrics, exported config.json id2label).
+a dataset_info.json beside a training file or the ClassLabel names in a parquet/Arrow file's schema
+metadata (`tasks.data.known_labels`), or the training data's own label strings sorted. Every label leaves nb by its name (predictions, metrics, exported config.json id2label).
 A stored label is read as (`LabelSet.index`):
 
     a name of the set                      itself

@@ -32,14 +32,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nbcli.corpus.features import source_class_names
-from nbcli.corpus.records import RECORD_FORMATS, TAG_FIELD, Column, ReadStats, Sentence, iter_sentences
-from nbcli.corpus.sources import discover_inputs
+from nbcli.corpus.records import TAG_FIELD, Column, ReadStats, Sentence, iter_sentences
 from nbcli.errors import CorpusError
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["TAG_FIELD", "align_words", "dataset_tag_names", "encode_sentences", "is_column", "is_id",
+__all__ = ["TAG_FIELD", "align_words", "encode_sentences", "is_column", "is_id",
            "read_sentences", "tagging_loss", "tagging_metrics", "word_tags"]
 
 _COLUMN = re.compile(r"-?[0-9]+")
@@ -70,17 +68,6 @@ def read_sentences(inputs: Sequence[str], *, token_field: str | None = None, tag
     if not sentences:
         raise CorpusError(f"{', '.join(inputs)}: no sentences (an empty file)")
     return sentences
-
-
-def dataset_tag_names(inputs: Sequence[str], tag_field: str = TAG_FIELD) -> list[str] | None:
-    """The ClassLabel names of `tag_field` in the first JSONL/parquet/Arrow input that has them
-    (`corpus.features`); None when none has."""
-    for source in discover_inputs(list(inputs)):
-        if source.columnar or source.format in RECORD_FORMATS:
-            names = source_class_names(source, tag_field)
-            if names is not None:
-                return names
-    return None
 
 
 def word_pieces(tokenizer: Tokenizer, words: Sequence[str]) -> tuple[list[int], list[int]]:

@@ -81,3 +81,26 @@ def test_a_run_on_labels_with_gaps_evaluates_by_name(tmp_path: Path, bert: Path)
     metrics = evaluate_classifier(loaded, [str(train)])
     accuracy = sum(p["label"] == str(r["label"]) for p, r in zip(preds, rows)) / len(rows)
     assert metrics["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+
+
+def test_classification_takes_classlabel_names_from_a_hub_parquet(tmp_path: Path) -> None:
+    """GLUE as the Hub ships it: parquet with integer labels and the ClassLabel names in the schema
+    metadata `huggingface`; the run's labels are the names, in id order (given: ints index them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nbcli.tasks.data import DataSpec, known_labels, make_labels, read_records
+
+    names = ["negative", "positive"]
+    features = {"sentence": {"dtype": "string", "_type": "Value"}, "label": {"names": names, "_type": "ClassLabel"}}
+    table = pa.table({"sentence": ["a fine film", "a dull film", "fine"], "label": [1, 0, 1]})
+    table = table.replace_schema_metadata({b"huggingface": json.dumps({"info": {"features": features}}).encode()})
+    path = tmp_path / "train-00000-of-00001.parquet"
+    pq.write_table(table, path)
+    spec = DataSpec(text_field="sentence")
+    assert known_labels(spec, None, [str(path)]) == names
+    labels = make_labels(spec, read_records(spec, [str(path)]), None, [str(path)])
+    assert labels == LabelSet(("negative", "positive"), given=True)
+    assert [labels.names[labels.index(r.label, r.origin)] for r in read_records(spec, [str(path)])] == \
+        ["positive", "negative", "positive"]
+    assert known_labels(spec, "bad,good", [str(path)]) == ["bad", "good"]     # --label-names wins
