@@ -19,7 +19,9 @@ words never pass for columns); a `#` line inside a sentence is a token line like
 
 CoNLL-U and GermEval number their tokens in column 0: read with the default token column, the
 token would be that number, so the first sentence of two or more tokens numbered 1, 2, ... in
-column 0 is an error asking for the columns (CoNLL-U: FORM 1, UPOS 3; GermEval: 1 and 2).
+column 0 is an error asking for the columns (CoNLL-U: FORM 1, UPOS 3; GermEval: 1 and 2). CoNLL-U's
+multiword-token (`1-2`) and empty-node (`8.1`) lines do not break that count (a sentence that
+opens with a contraction, `1-2 du` then `1 de`, `2 le`, is numbered all the same).
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ def _fields(line: str, columns: list[str], layout: _Layout) -> int:
 
 
 def _numbered(firsts: list[str]) -> bool:
-    """Column 0 of a sentence counts its tokens 1, 2, ... (CoNLL-U's ID, GermEval's index)."""
-    return len(firsts) >= 2 and firsts == [str(i) for i in range(1, len(firsts) + 1)]
+    """Column 0 of a sentence counts its tokens 1, 2, ... (CoNLL-U's ID, GermEval's index); CoNLL-U's
+    multiword-token (`1-2`) and empty-node (`8.1`) lines between them are no tokens of that count."""
+    ids = [first for first in firsts if not _SUBWORD_ID.fullmatch(first)]
+    return len(ids) >= 2 and ids == [str(i) for i in range(1, len(ids) + 1)]
 
 
 def conll_sentences(path: str, lines: Iterator[tuple[int, str]], token_column: int | None = None,

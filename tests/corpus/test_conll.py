@@ -239,3 +239,29 @@ def test_json_lines_in_a_text_file_name_the_records_reader(tmp_path: Path) -> No
     path = _write(tmp_path / "data.txt", json.dumps({"tokens": ["a"], "ner_tags": ["O"]}) + "\n")
     with pytest.raises(CorpusError, match=r"data\.txt:1: a JSON object.*read as records when named \.jsonl"):
         list(iter_sentences([str(path)]))
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sentences=st.lists(st.lists(st.tuples(TOKEN.filter(lambda t: " " not in t), TAG), min_size=2, max_size=6),
+                          min_size=1, max_size=4), data=st.data())
+def test_conllu_multiword_and_empty_node_lines_never_hide_the_numbering(tmp_path: Path, sentences, data) -> None:
+    """A CoNLL-U file whose sentences hold multiword-token (`k-(k+1)`) and empty-node (`k.1`) lines
+    anywhere, the first sentence too (a French or Spanish file opening with `du`, `al`): read by
+    column 0 it is refused with the first sentence's line (its column 0 numbers the tokens, it holds
+    no word; was: the IDs trained silently as tokens and `_` as the one tag); read by FORM and UPOS
+    it gives the words alone."""
+    lines = ["# text = x"]
+    for sentence in sentences:
+        extra = data.draw(st.sets(st.integers(0, len(sentence) - 1), max_size=2))
+        for k, (token, tag) in enumerate(sentence, 1):
+            if k - 1 in extra and k < len(sentence):
+                lines.append("\t".join([f"{k}-{k + 1}", token + "x", *(["_"] * 8)]))
+            lines.append("\t".join([str(k), token, token, tag, *(["_"] * 6)]))
+            if k - 1 in extra and k == len(sentence):
+                lines.append("\t".join([f"{k}.1", token, token, tag, *(["_"] * 6)]))
+        lines.append("")
+    path = _write(tmp_path / "u.conllu", "\n".join(lines) + "\n")
+    with pytest.raises(CorpusError, match=rf"u\.conllu:2: column 0 numbers the tokens 1, 2"):
+        list(iter_conll([str(path)]))
+    got = list(iter_conll([str(path)], token_column=1, tag_column=3))
+    assert [(s.tokens, s.tags) for s in got] == [(tuple(t for t, _ in s), tuple(g for _, g in s)) for s in sentences]
