@@ -9,6 +9,8 @@ A field names classes when its feature is a `ClassLabel` (`label`: {"names": [..
   `datasets` writes into every parquet and Arrow file it saves, the Hub's parquet conversions too);
 - a dataset_info.json ({"features": {...}}): a `save_to_disk` folder's, beside its Arrow files, or
   one beside a JSONL/parquet file; or a bare features object.
+
+Names that repeat are refused, naming the file and field: class i and class j would be one label.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from nbcli.corpus.columnar import columnar_schema
 from nbcli.corpus.sources import CorpusSource
 from nbcli.errors import CorpusError, NbError
 
-__all__ = ["classlabel_names", "features_file_names", "source_class_names"]
+__all__ = ["classlabel_names", "features_file_names", "repeated", "source_class_names"]
 
 METADATA_KEY = b"huggingface"
 
@@ -40,6 +42,24 @@ def classlabel_names(features: Any, field: str) -> list[str] | None:
     return None
 
 
+def repeated(names: list[str]) -> str | None:
+    """The first name that occurs twice in `names`, else None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def _distinct(names: list[str] | None, where: str, field: str, error: type[NbError]) -> list[str] | None:
+    """`names`, refused with `error` naming `where` and `field` when one repeats."""
+    if names is not None and (twice := repeated(names)) is not None:
+        raise error(f"{where}: the ClassLabel names of {field!r} repeat {twice!r} ({len(names)} names: "
+                    f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}); each class needs its own name")
+    return names
+
+
 def _features_of(data: Any) -> Any:
     """The features object of a dataset_info.json, of schema metadata ({"info": ...}) or itself."""
     if isinstance(data, dict) and isinstance(data.get("info"), dict):
@@ -54,7 +74,7 @@ def features_file_names(path: Path | str, field: str, error: type[NbError] = Cor
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise error(f"{path}: not a readable features file ({err})") from None
-    return classlabel_names(_features_of(data), field)
+    return _distinct(classlabel_names(_features_of(data), field), str(path), field, error)
 
 
 def source_class_names(source: CorpusSource, field: str) -> list[str] | None:
@@ -67,6 +87,7 @@ def source_class_names(source: CorpusSource, field: str) -> list[str] | None:
                 names = classlabel_names(_features_of(json.loads(raw)), field)
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise CorpusError(f"{source.path}: schema metadata 'huggingface' is not JSON ({err})") from None
+            names = _distinct(names, f"{source.path}: schema metadata 'huggingface'", field, CorpusError)
             if names is not None:
                 return names
     if source.remote or source.path == "-":

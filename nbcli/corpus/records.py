@@ -402,8 +402,10 @@ def _record_sentences(source: CorpusSource, token_field: str, tag_field: str | N
             if len(tags) != len(tokens):
                 raise CorpusError(f"{origin}: {len(tokens)} tokens ({token_field!r}) but {len(tags)} tags "
                                   f"({tag_field!r}); they must pair up")
-        if tokens:  # an empty sentence is no record
+        if tokens:
             yield Sentence(tuple(tokens), tuple(tags), origin)
+        else:  # an empty sentence is no record; counted, so that a report says so
+            stats.skipped_empty += 1
 
 
 def iter_sentences(inputs: Sequence[str], *, token_field: Column | None = None, tag_field: Column | None = None,
@@ -420,7 +422,8 @@ def iter_sentences(inputs: Sequence[str], *, token_field: Column | None = None, 
       "ner_tags"), paired up one to one. String tags are names; integer ids are named by the
       file's ClassLabel feature (`corpus.features`), else by `tag_names` (--label-names, a run's
       tags), else name themselves ("3"). A row of unequal lists or an id outside the names is an
-      error naming FILE:LINE (FILE: row N); a row with no tokens is no sentence.
+      error naming FILE:LINE (FILE: row N); a row with no tokens is no sentence (counted in
+      `stats.skipped_empty`: reports warn, since predictions then skip that row).
 
     `labelled=False`: records need no tag field (their `tags` are empty); CoNLL lines still have
     their tag column."""

@@ -48,12 +48,14 @@ class ReadStats:
     bad_utf8_lines: int = 0
     skipped_lines: int = 0
     skipped_nulls: int = 0
+    skipped_empty: int = 0     # token-classification records with no tokens (no sentence)
 
     def add(self, other: ReadStats) -> None:
         """Count what another read replaced or skipped into this one."""
         self.bad_utf8_lines += other.bad_utf8_lines
         self.skipped_lines += other.skipped_lines
         self.skipped_nulls += other.skipped_nulls
+        self.skipped_empty += other.skipped_empty
 
     def notes(self, where: str) -> list[str]:
         """The report's warnings for what the read of `where` changed: the one phrasing every command
@@ -65,6 +67,8 @@ class ReadStats:
             notes.append(f"{where}: {self.skipped_lines} malformed line(s) skipped")
         if self.skipped_nulls:
             notes.append(f"{where}: {self.skipped_nulls} null record(s) skipped")
+        if self.skipped_empty:
+            notes.append(f"{where}: {self.skipped_empty} record(s) with no tokens skipped (no sentence to tag)")
         return notes
 
 

@@ -16,15 +16,17 @@ BAD = "1 line(s) held invalid UTF-8 (replaced by U+FFFD)"
 FAST = ["--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2", "--device", "cpu"]
 
 
-@given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
-def test_notes_name_every_count_and_only_those(bad: int, skipped: int, nulls: int) -> None:
-    notes = ReadStats(bad, skipped, nulls).notes("f.txt")
-    assert len(notes) == (bad > 0) + (skipped > 0) + (nulls > 0)
+@given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
+def test_notes_name_every_count_and_only_those(bad: int, skipped: int, nulls: int, empty: int) -> None:
+    notes = ReadStats(bad, skipped, nulls, empty).notes("f.txt")
+    assert len(notes) == (bad > 0) + (skipped > 0) + (nulls > 0) + (empty > 0)
     assert all(note.startswith("f.txt: ") for note in notes)
+    assert any(f"{empty} record(s) with no tokens skipped" in note for note in notes) == (empty > 0)
     total = ReadStats()
-    total.add(ReadStats(bad, skipped, nulls))
-    total.add(ReadStats(1, 0, 2))
-    assert (total.bad_utf8_lines, total.skipped_lines, total.skipped_nulls) == (bad + 1, skipped, nulls + 2)
+    total.add(ReadStats(bad, skipped, nulls, empty))
+    total.add(ReadStats(1, 0, 2, 3))
+    assert (total.bad_utf8_lines, total.skipped_lines, total.skipped_nulls, total.skipped_empty) == \
+        (bad + 1, skipped, nulls + 2, empty + 3)
 
 
 def with_bad_line(source: Path, target: Path, line: int = 3) -> Path:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nbcli.corpus import iter_sentences
 from nbcli.corpus.features import classlabel_names, features_file_names
+from nbcli.corpus.rows import ReadStats
 from nbcli.errors import CorpusError
 
 NAMES = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]  # conll2003's order
@@ -154,10 +155,19 @@ def test_bad_rows_of_parquet_name_their_row(tmp_path: Path) -> None:
         read([tmp_path / "t.parquet"])
 
 
-def test_a_record_without_tokens_is_no_sentence(tmp_path: Path) -> None:
-    path = tmp_path / "t.jsonl"
-    path.write_text('{"tokens": [], "ner_tags": []}\n{"tokens": ["a"], "ner_tags": ["O"]}\n')
-    assert [str(s.origin) for s in iter_sentences([str(path)])] == [f"{path}:2"]
+@pytest.mark.parametrize("form", ["jsonl", "parquet", "arrow"])
+def test_a_record_without_tokens_is_no_sentence_and_is_counted(tmp_path: Path, form: str) -> None:
+    """A row of no tokens (datasets keeps such rows) is no sentence, counted in ReadStats.skipped_empty so
+    that reports warn: nb predict's output, one line a record, then has fewer lines than the file has rows
+    (was: dropped silently)."""
+    rows = [([], []), *SENTENCES[:2], ([], [])]
+    path = write_records(tmp_path / f"t.{form}", rows, form)
+    stats = ReadStats()
+    got = list(iter_sentences([str(path)], stats=stats))
+    assert [s.tokens for s in got] == [tuple(tk) for tk, _ in SENTENCES[:2]]
+    assert [s.origin.line if form == "jsonl" else s.origin.row for s in got] == ([2, 3] if form == "jsonl" else [1, 2])
+    assert stats.skipped_empty == 2
+    assert stats.notes("t") == ["t: 2 record(s) with no tokens skipped (no sentence to tag)"]
 
 
 def test_classlabel_names_through_every_features_shape(tmp_path: Path) -> None:
@@ -173,3 +183,19 @@ def test_classlabel_names_through_every_features_shape(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(CorpusError, match=r"bad\.json: not a readable features file"):
         features_file_names(tmp_path / "bad.json", "label")
+
+
+@pytest.mark.parametrize("where", ["metadata", "dataset_info"])
+def test_repeated_classlabel_names_are_refused_naming_the_file(tmp_path: Path, where: str) -> None:
+    """ClassLabel names that repeat (two ids, one name) are one line naming the file and the field (was:
+    'label names repeat: O, ..., O', naming nothing)."""
+    names = NAMES + ["O"]
+    if where == "metadata":
+        path = write_records(tmp_path / "t.parquet", SENTENCES, "parquet", names=names)
+        fragment = rf"t\.parquet: schema metadata 'huggingface': the ClassLabel names of 'ner_tags' repeat 'O' \(10 names"
+    else:
+        path = write_records(tmp_path / "t.jsonl", SENTENCES, "jsonl")
+        (tmp_path / "dataset_info.json").write_text(json.dumps({"features": features(names)}))
+        fragment = r"dataset_info\.json: the ClassLabel names of 'ner_tags' repeat 'O'"
+    with pytest.raises(CorpusError, match=fragment):
+        read([path])
