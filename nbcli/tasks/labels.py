@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from nbcli.corpus.features import features_file_names
+from nbcli.corpus.features import features_file_names, repeated
 from nbcli.corpus.records import Origin
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.train.runtime import to_device
@@ -101,6 +101,8 @@ def label_names_option(spec: str | None, train_inputs: Sequence[str], label_fiel
         names = [n.strip() for n in spec.split(",")]
         if not all(names):
             raise ConfigError(f"--label-names {spec!r}: an empty name")
+        if (twice := repeated(names)) is not None:
+            raise ConfigError(f"--label-names {spec!r}: {twice!r} is given twice (a class has one name)")
         return names
     for item in train_inputs:
         info = Path(item).parent / "dataset_info.json" if Path(item).is_file() else Path(item) / "dataset_info.json"
@@ -110,11 +112,13 @@ def label_names_option(spec: str | None, train_inputs: Sequence[str], label_fiel
 
 
 def collected_names(labels: Iterable[Any]) -> tuple[str, ...]:
-    """The training data's own label strings, sorted (ints as their digits, sorted as numbers)."""
+    """The training data's own label strings, sorted (ints as their digits, sorted as numbers). A
+    class is its name: the int 1 and the string "1" of one file are one class "1" (`LabelSet.index`
+    reads an int by its digits where names are collected)."""
     seen = {label for label in labels if label is not None and not isinstance(label, float)}
     if all(isinstance(label, int) for label in seen):
         return tuple(str(label) for label in sorted(seen))
-    return tuple(sorted(str(label) for label in seen))
+    return tuple(sorted({str(label) for label in seen}))
 
 
 @dataclass

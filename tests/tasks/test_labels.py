@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbcli.errors import CorpusError
-from nbcli.tasks.labels import LabelSet, collected_names
+from nbcli.errors import ConfigError, CorpusError
+from nbcli.tasks.labels import LabelSet, collected_names, label_names_option
 from tests.tasks.builders import encoder_folder
 
 
@@ -31,6 +31,25 @@ def test_integer_labels_with_gaps_are_their_own_classes(ids: set[int]) -> None:
     unseen = next(i for i in range(52) if i not in ids)
     with pytest.raises(CorpusError, match="never seen in training"):
         labels.index(unseen, "f:1")
+
+
+@settings(max_examples=80, deadline=None)
+@given(ids=st.sets(st.integers(0, 50), min_size=1, max_size=8), data=st.data())
+def test_an_int_and_its_digit_string_are_one_class(ids: set[int], data: st.DataObject) -> None:
+    """A JSONL file whose labels mix 1 and "1" (one class written two ways): one class per name, each
+    label indexing it (was: 'label names repeat: 0, 1, 1', naming no file, and no run)."""
+    as_text = data.draw(st.sets(st.sampled_from(sorted(ids))))
+    labels = [*ids, *(str(i) for i in as_text)]
+    names = collected_names(data.draw(st.permutations(labels)))
+    assert sorted(names) == sorted(str(i) for i in ids) and len(set(names)) == len(names)
+    label_set = LabelSet(names)
+    for label in labels:
+        assert label_set.names[label_set.index(label, "f:1")] == str(label)
+
+
+def test_label_names_given_twice_are_refused_naming_the_option() -> None:
+    with pytest.raises(ConfigError, match=r"--label-names 'neg,pos,neg': 'neg' is given twice"):
+        label_names_option("neg,pos,neg", [])
 
 
 def test_given_names_are_indexed_by_ints_and_digit_strings() -> None:
