@@ -1,6 +1,11 @@
 """The one family of expected failures. The CLI prints `str(error)` on one line and exits 1.
 
 Anything that is *not* an `NbError` is a bug and keeps its traceback.
+
+An error quotes what it is about (a token, a header, a label) from files that may be hostile: a
+4 KB token of NUL bytes, a megabyte line. `str(error)` is therefore at most MAX_MESSAGE characters
+(`shorten`: the middle is cut, the start that names FILE:LINE and the end that says what to do are
+kept); the full text stays in `error.args[0]`.
 """
 
 from __future__ import annotations
@@ -8,9 +13,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+MAX_MESSAGE = 1000
+"""The longest error message, in characters (a line that still fits a few terminal rows)."""
+
+
+def shorten(message: str, limit: int = MAX_MESSAGE) -> str:
+    """`message` itself when it has at most `limit` characters, else its first 3/4 and its last 1/4
+    of `limit` around a note of how many characters were cut."""
+    if len(message) <= limit:
+        return message
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{message[:head]} ... [{len(message) - head - tail:,} characters cut] ... {message[len(message) - tail:]}"
+
 
 class NbError(Exception):
-    """An expected failure caused by the user's input or environment (exit code 1)."""
+    """An expected failure caused by the user's input or environment (exit code 1); its text is
+    at most MAX_MESSAGE characters (module doc)."""
+
+    def __str__(self) -> str:
+        return shorten(super().__str__())
 
 
 class InputError(NbError):

@@ -24,7 +24,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from nbcli.cli.coercion import install_fast_coercion
-from nbcli.errors import Interrupted, NbError
+from nbcli.errors import Interrupted, NbError, shorten
 
 
 # click's UsageError, from wherever this typer takes click (recent versions vendor it as typer._click).
@@ -334,7 +334,8 @@ def one_line(message: str) -> str:
     Python literal: newlines and other control characters, Unicode line separators, format
     characters and lone surrogates (file names that are not UTF-8) become \\n, \\x1b, \\u2028, \\udcff.
 
-    An error is exactly one line on stderr whatever the file names and data it quotes hold."""
+    An error is exactly one line on stderr whatever the file names and data it quotes hold, and at
+    most `nbcli.errors.MAX_MESSAGE` characters once escaped (`shorten`)."""
     if message.isprintable():
-        return message
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
+        return shorten(message)
+    return shorten("".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message))

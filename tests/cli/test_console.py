@@ -11,6 +11,7 @@ from rich.table import Table
 
 from nbcli.cli.base import one_line
 from nbcli.cli.console import esc
+from nbcli.errors import MAX_MESSAGE
 
 MARKUPISH = st.lists(st.sampled_from(list("[]/\\ab:=#@ ") + ["[/]", "[bold]", "[/INST]", ":smile:", "\\["]),
                      max_size=8).map("".join)
@@ -43,8 +44,16 @@ def test_escaped_data_prints_exactly_in_a_table_cell(a: str) -> None:
 def test_one_line_is_one_line_and_reversible_for_printables(text: str) -> None:
     line = one_line(text)
     assert len(line.splitlines()) <= 1 and line.isprintable()
-    if text.isprintable():
+    if text.isprintable() and len(text) <= MAX_MESSAGE:
         assert line == text
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x3000), min_size=MAX_MESSAGE // 4, max_size=4 * MAX_MESSAGE))
+def test_one_line_is_bounded_once_escaped(text: str) -> None:
+    """Escaping makes a control character 4 to 10 characters long: the line is cut after escaping, so a
+    file of NUL bytes quoted in an error still gives a line of at most MAX_MESSAGE characters (+ the note)."""
+    line = one_line("f.txt:1: " + text)
+    assert line.startswith("f.txt:1: ") and len(line) <= MAX_MESSAGE + 40 and line.isprintable()
 
 
 def test_hostile_names() -> None:
