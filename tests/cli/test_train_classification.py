@@ -266,3 +266,19 @@ def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(roo
     refused = invoke(*base, "--init", root / "bert", "--embedding-shuffle", "--out", tmp_path / "r")
     assert refused.exit_code == 1 and not (tmp_path / "r").exists()
     assert_one_line_error(refused.stderr, "from scratch")
+
+
+def test_labels_1_and_string_1_are_one_class(root, tmp_path) -> None:
+    """JSONL labels that write one class as 1 and as "1" train as classes "0" and "1" (was: 'label names
+    repeat: 0, 1, 1', an error naming no file; found by benchmarks/fuzz_tasks.py)."""
+    rows = [{"sentence1": a, "sentence2": b, "label": [0, 1, "1", "0"][i % 4]} for i, (a, b, _) in enumerate(pairs(8))]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = invoke("train", "--task", "classification", "--init", root / "bert", "--corpus", tmp_path / "mixed.jsonl",
+                    "--text-field", "sentence1", "--text-pair-field", "sentence2", "--steps", "1", "--batch-size", "4",
+                    "--device", "cpu", "--out", tmp_path / "run", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["labels"] == ["0", "1"]
+    evaluated = invoke("eval", tmp_path / "run", "--task", "classification", "--corpus", tmp_path / "mixed.jsonl",
+                       "--json")
+    assert evaluated.exit_code == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["examples"] == 8

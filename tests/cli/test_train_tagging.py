@@ -66,3 +66,68 @@ def test_hub_records_train_eval_predict(bert, tmp_path) -> None:
     predictions = json.loads(predicted.stdout)["predictions"]
     assert [p["tokens"] for p in predictions] == [tk for tk, _ in tagged(8)]
     assert all(set(p["tags"]) <= set(NAMES) for p in predictions)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the fuzz run of benchmarks/fuzz_tasks.py found (each a class fixed in the reader)
+
+
+def test_rows_without_tokens_are_said_by_train_and_predict_through_real_nb(bert, tmp_path) -> None:
+    """Rows of no tokens are no sentence; train and predict warn how many, so predict's output (one line
+    a record) is not silently shorter than the file (was: no warning)."""
+    rows = [([], []), *tagged(4), ([], [])]
+    data = write_records(tmp_path / "train.jsonl", rows, "jsonl-names")
+    trained = invoke(*_args(bert, data, tmp_path / "run", "--json"))
+    assert trained.exit_code == 0, trained.stderr
+    note = f"{data}: 2 record(s) with no tokens skipped (no sentence to tag)"
+    assert note in json.loads(trained.stdout)["warnings"]
+    predicted = run_nb("predict", tmp_path / "run", "--corpus", data, "-o", tmp_path / "p.jsonl", "--json",
+                       timeout=300)
+    assert predicted.returncode == 0, predicted.stderr
+    report = json.loads(predicted.stdout)
+    assert report["records"] == 4 and report["warnings"] == [note]
+    assert [json.loads(line)["tokens"] for line in (tmp_path / "p.jsonl").read_text().splitlines()] == \
+        [tk for tk, _ in tagged(4)]
+
+
+def test_repeated_classlabel_names_are_one_line_naming_the_file(bert, tmp_path) -> None:
+    data = write_records(tmp_path / "train.parquet", tagged(4), "parquet", names=NAMES + ["O"])
+    result = invoke(*_args(bert, data, tmp_path / "out"))
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert_one_line_error(result.stderr, f"{data}: schema metadata 'huggingface': the ClassLabel names of "
+                                         "'ner_tags' repeat 'O'")
+    assert not (tmp_path / "out").exists()
+
+
+CONTRACTION = ("# text = du chat\n1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n1\tde\tde\tADP\t_\t_\t3\tcase\t_\t_\n"
+               "2\tle\tle\tDET\t_\t_\t3\tdet\t_\t_\n3\tchat\tchat\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+               "1\tun\tun\tDET\t_\t_\t2\tdet\t_\t_\n2\tchien\tchien\tNOUN\t_\t_\t0\troot\t_\t_\n")
+
+
+def test_conllu_opening_with_a_contraction_needs_its_columns(bert, tmp_path) -> None:
+    """A CoNLL-U file whose first sentence opens with a multiword token: without --text-field/--label-field
+    it is refused (was: trained on the IDs as words and '_' as the one tag); with them it trains on UPOS."""
+    (tmp_path / "fr.conllu").write_text(CONTRACTION)
+    refused = invoke(*_args(bert, tmp_path / "fr.conllu", tmp_path / "out"))
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, f"{tmp_path / 'fr.conllu'}:2: column 0 numbers the tokens 1, 2")
+    assert not (tmp_path / "out").exists()
+    trained = invoke(*_args(bert, tmp_path / "fr.conllu", tmp_path / "run", "--text-field", "1", "--label-field",
+                            "3", "--json"))
+    assert trained.exit_code == 0, trained.stderr
+    assert json.loads(trained.stdout)["labels"] == ["ADP", "DET", "NOUN"]
+
+
+def test_an_error_quoting_a_huge_token_is_one_bounded_line_through_real_nb(bert, tmp_path) -> None:
+    """A first token line of 200,000 NUL bytes and no tag: one line that names FILE:LINE, says what is
+    wrong and stays within MAX_MESSAGE (was: an 800 KB line quoting every byte)."""
+    from nbcli.errors import MAX_MESSAGE
+
+    (tmp_path / "t.conll").write_bytes(b"\x00" * 200_000 + b"\nthe O\n")
+    result = run_nb(*_args(bert, tmp_path / "t.conll", tmp_path / "out"), timeout=300)
+    assert result.returncode == 1
+    stderr = result.stderr.decode()
+    assert_one_line_error(stderr, f"{tmp_path / 't.conll'}:1: 1 column(s): the token '\\x00", "has no tag",
+                          "characters cut")
+    assert len(stderr.strip()) <= len("nb: error: ") + MAX_MESSAGE + 40
+    assert not (tmp_path / "out").exists()
