@@ -42,18 +42,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,13 +56,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, ROOT, load_average, log, machine, write_json  # noqa: E402
+from finetune import WORDS, build  # noqa: E402  (the tiny BERT of the fine-tuning benchmark)
+from tests.fuzz.harness import Outcome, run_inprocess, run_subprocess, snapshot  # noqa: E402  (tests/fuzz's runners)
+
+Snapshot = dict[str, tuple[int, str]]
 
 # ---------------------------------------------------------------------------------------------
 # Valid seeds
 
-WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from at which but have an "
-         "they you were her she there been one all we their has would when if so no will frequency token model bias "
-         "unigram transformer embedding layer norm attention guidance corpus").split()
 TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC"]
 LABELS = ["negative", "positive"]
 
@@ -747,33 +743,7 @@ WEIGHTS = {"tag-train": 3, "tag-eval": 1.5, "tag-predict": 1.5, "cls-train": 3, 
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared inputs (a tiny BERT folder, runs to evaluate with, a SentencePiece model)
-
-
-def bert_folder(directory: Path) -> Path:
-    """A tiny random BERT (hidden 16, 2 layers) with a WordPiece tokenizer.json of WORDS."""
-    import torch
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    pieces = sorted(set(WORDS) | {c for w in WORDS for c in w} | {f"##{c}" for w in WORDS for c in w} | set(".,?!"))
-    vocab = {p: i for i, p in enumerate(specials + pieces)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(vocab), max_position_embeddings=64, hidden_size=16,
-                                     num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
-    directory.mkdir(parents=True)
-    with contextlib.redirect_stderr(io.StringIO()):
-        transformers.AutoModelForMaskedLM.from_config(config).save_pretrained(directory, safe_serialization=True)
-    tok.save(str(directory / "tokenizer.json"))
-    return directory
+# Shared inputs (a tiny BERT folder, runs to evaluate with, the packaged SentencePiece model)
 
 
 def build_shared(root: Path) -> Shared:
@@ -781,7 +751,10 @@ def build_shared(root: Path) -> Shared:
 
     from nbcli.cli import app
 
-    shared: Shared = {"bert": bert_folder(root / "bert"), "spm": ROOT / "nbcli" / "data" / "botchan-bpe2k.model"}
+    (root / "bert").mkdir(parents=True)
+    with contextlib.redirect_stderr(io.StringIO()):   # transformers' progress bar
+        build(root / "bert", hidden=16, layers=2, heads=2)   # benchmarks/finetune.py's tiny BERT (WordLevel of WORDS)
+    shared: Shared = {"bert": root / "bert", "spm": ROOT / "nbcli" / "data" / "botchan-bpe2k.model"}
     rng = random.Random(0)
     (root / "tag.conll").write_bytes(Conll(sentences(rng, 8)).render())
     (root / "cls.tsv").write_bytes(Rows([(text(rng), None, LABELS[i % 2]) for i in range(8)]).render())
@@ -797,85 +770,6 @@ def build_shared(root: Path) -> Shared:
 
 # ---------------------------------------------------------------------------------------------
 # Running one case and judging it
-
-
-def snapshot(paths: list[Path]) -> dict[str, str]:
-    state: dict[str, str] = {}
-    for root in paths:
-        if root.is_dir():
-            for dirpath, dirnames, filenames in os.walk(root):
-                for name in dirnames:
-                    state[os.path.join(dirpath, name)] = "dir"
-                for name in filenames:
-                    p = Path(dirpath) / name
-                    state[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "other"
-        elif root.exists():
-            state[str(root)] = hashlib.sha256(root.read_bytes()).hexdigest()
-    return state
-
-
-class CaseTimeout(BaseException):
-    """SIGALRM in an in-process case (BaseException: nb and CliRunner let it through)."""
-
-
-def _alarm(signum: int, frame: object) -> None:
-    raise CaseTimeout()
-
-
-@dataclass
-class Ran:
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    traceback: str = ""
-    hung: bool = False
-    seconds: float = 0.0
-
-
-def run_inprocess(args: list[str], timeout: float, env: dict[str, str]) -> Ran:
-    from typer.testing import CliRunner
-
-    from nbcli.cli import app
-
-    start = time.perf_counter()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result = CliRunner().invoke(app, args, env=env)
-    except CaseTimeout:
-        return Ran(None, "", "", hung=True, seconds=time.perf_counter() - start)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    exc = result.exception
-    trace = ""
-    if exc is not None and not isinstance(exc, SystemExit):
-        import traceback
-
-        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-2500:]
-    elif "Traceback" in result.stderr:
-        trace = result.stderr[-2500:]
-    stderr = result.stderr + "".join(f"[python warning] {w.category.__name__}: {w.message}\n" for w in caught)
-    return Ran(result.exit_code, result.stdout, stderr, trace, seconds=time.perf_counter() - start)
-
-
-def run_subprocess(args: list[str], timeout: float, env: dict[str, str], cwd: Path) -> Ran:
-    start = time.perf_counter()
-    full = {**os.environ, "COLUMNS": "120", "PYTHONPATH": str(ROOT), **env}
-    proc = subprocess.Popen([sys.executable, "-m", "nbcli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=cwd, env=full, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        hung = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        hung = True
-    stderr = err.decode("utf-8", "replace")
-    return Ran(proc.returncode, out.decode("utf-8", "replace"), stderr,
-               stderr[-2500:] if "Traceback" in stderr else "", hung, time.perf_counter() - start)
 
 
 def reported_count(case: Case, stdout: str) -> int | None:
@@ -927,12 +821,13 @@ def file_records(path: Path, task: str) -> int | None:
     return groups
 
 
-def judge(case: Case, ran: Ran, before: dict[str, str], after: dict[str, str], inputs: dict[str, str],
-          folder: Path) -> list[str]:
+def judge(case: Case, ran: Outcome, before: Snapshot, after: Snapshot, folder: Path) -> list[str]:
     """The promises this outcome breaks (empty: kept)."""
     broken: list[str] = []
     if ran.hung:
         return ["hang"]
+    if ran.processes_left:
+        broken.append("processes_left")
     try:
         report = json.loads(ran.stdout) if ran.exit_code == 0 else {}
     except ValueError:
@@ -942,8 +837,7 @@ def judge(case: Case, ran: Ran, before: dict[str, str], after: dict[str, str], i
         broken.append("traceback")
     if ran.exit_code not in (0, 1, 2):
         broken.append("exit_code")
-    changed = [p for p, h in inputs.items() if after.get(p) != h]
-    if changed:
+    if any(after.get(p) != h for p, h in before.items()):
         broken.append("input_changed")
     if ran.exit_code != 0:
         lines = [x for x in ran.stderr.splitlines() if x.strip()]
@@ -996,16 +890,19 @@ def run_case(case: Case, work: Path, shared: Shared, timeout: float, subprocess_
             path.write_bytes(data)
     watched = [folder, shared["bert"], shared["tag_run"], shared["cls_run"]]
     before = snapshot(watched)
-    inputs = {p: h for p, h in before.items() if h != "dir"}
     args = [a.replace("{DIR}", str(folder)) for a in case.args]
-    ran = run_subprocess(args, timeout, case.env, folder) if subprocess_mode else \
+    start = time.perf_counter()
+    # a real nb process imports this checkout's nbcli (as tests/cli/helpers.py's run_nb under PYTHONPATH)
+    ran = run_subprocess(args, folder, timeout, {"PYTHONPATH": str(ROOT), **case.env}) if subprocess_mode else \
         run_inprocess(args, timeout, case.env)
+    seconds = time.perf_counter() - start
     after = snapshot(watched)
-    broken = judge(case, ran, before, after, inputs, folder)
+    broken = judge(case, ran, before, after, folder)
     return {"surface": case.surface, "index": case.index, "mode": "subprocess" if subprocess_mode else "in-process",
             "exit": ran.exit_code, "valid": case.valid, "mutations": case.mutations, "broken": broken,
-            "seconds": round(ran.seconds, 3), "args": args,
-            "stderr": ran.stderr[-600:] if broken or ran.exit_code else "", "traceback": ran.traceback[-1500:]}
+            "seconds": round(seconds, 3), "args": args,
+            "stderr": ran.stderr[-600:] if broken or ran.exit_code else "",
+            "traceback": ran.stderr[-1500:] if ran.traceback else ""}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1066,8 +963,7 @@ def main() -> None:
             results.append(result)
             if result["broken"]:
                 log(f"BROKEN {surface}:{index} [{result['mode']}] {result['broken']} exit={result['exit']} "
-                    f"muts={case.mutations}\n    {result['stderr'].strip()[-300:]}"
-                    + (f"\n    {result['traceback'].strip().splitlines()[-1]}" if result["traceback"] else ""))
+                    f"muts={case.mutations}\n    {result['stderr'].strip()[-300:]}")
             if not args.keep:
                 shutil.rmtree(work / "cases" / f"{surface}-{index}", ignore_errors=True)
         if n % 25 == 0:
