@@ -4,7 +4,7 @@ Anything that is *not* an `NbError` is a bug and keeps its traceback.
 
 An error quotes what it is about (a token, a header, a label) from files that may be hostile: a
 4 KB token of NUL bytes, a megabyte line. `str(error)` is therefore at most MAX_MESSAGE characters
-(`shorten`: the middle is cut, the start that names FILE:LINE and the end that says what to do are
+plus the note of the cut, under 40 (`shorten`: the middle is cut, the start that names FILE:LINE and the end that says what to do are
 kept); the full text stays in `error.args[0]`.
 """
 
@@ -19,7 +19,7 @@ MAX_MESSAGE = 1000
 
 def shorten(message: str, limit: int = MAX_MESSAGE) -> str:
     """`message` itself when it has at most `limit` characters, else its first 3/4 and its last 1/4
-    of `limit` around a note of how many characters were cut."""
+    of `limit` around a note of how many characters were cut (under 40 more characters)."""
     if len(message) <= limit:
         return message
     head, tail = limit * 3 // 4, limit // 4
@@ -28,7 +28,7 @@ def shorten(message: str, limit: int = MAX_MESSAGE) -> str:
 
 class NbError(Exception):
     """An expected failure caused by the user's input or environment (exit code 1); its text is
-    at most MAX_MESSAGE characters (module doc)."""
+    at most MAX_MESSAGE characters and the note of the cut (module doc)."""
 
     def __str__(self) -> str:
         return shorten(super().__str__())
