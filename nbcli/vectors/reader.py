@@ -214,6 +214,10 @@ def _numbers(fields: list[bytes]) -> bool:
     return True
 
 
+VECTOR_SUFFIXES = (".vec", ".txt", ".bin", ".w2v")
+"""How word-vector files are named (GloVe .txt, word2vec .bin/.txt, fastText .vec)."""
+
+
 def sniff(first: bytes, second: bytes) -> tuple[str, tuple[int, int] | None]:
     """(format, header) from the first two lines of the decompressed file (the module's rule)."""
     match = _HEADER.match(first)
@@ -231,7 +235,10 @@ def is_vector_file(path: str | os.PathLike[str]) -> bool:
     `nb analogy`), by content, as `read_vectors` decides formats: a regular file that is compressed
     (gzip/bzip2/xz/zstd magic), or whose first line is a `N D` header or `word v1 ... vD` (at least
     two fields, the last a number). A safetensors file (an 8-byte header length, then `{`), a folder,
-    a repo id or a missing path is not."""
+    a repo id or a missing path is not. A file named as vectors ship (VECTOR_SUFFIXES: glove.6B.100d.txt,
+    GoogleNews-vectors-negative300.bin, wiki.en.vec) is, unless it starts as a pickle or a zip archive
+    (torch.save's formats, refused as checkpoints): empty or garbled, the vector reader names what is
+    wrong with it instead of the checkpoint reader calling it no safetensors file."""
     try:
         if not os.path.isfile(path):
             return False
@@ -243,11 +250,15 @@ def is_vector_file(path: str | os.PathLike[str]) -> bool:
         return True
     if len(head) >= 9 and head[8:9] == b"{":
         return False
+    if head[:1] == b"\x80" or head[:4] == b"PK\x03\x04":
+        return False   # a pickle (protocol 2+) or torch.save's zip: the checkpoint reader refuses it
     first = head.split(b"\n", 1)[0]
     if _HEADER.match(first):
         return True
     fields = first.split()
-    return len(fields) >= 2 and _numbers(fields[-1:])
+    if len(fields) >= 2 and _numbers(fields[-1:]):
+        return True
+    return os.fspath(path).lower().endswith(VECTOR_SUFFIXES)
 
 
 class _Rows:

@@ -163,14 +163,22 @@ def test_a_checkpoints_whole_word_rows_score_as_the_same_vectors_in_a_file(tmp_p
     assert bad.exit_code == 1 and "applies to a checkpoint" in bad.stderr
 
 
-@pytest.mark.parametrize("content", [b"", b"hello world\n"])
-def test_a_file_that_is_neither_vectors_nor_a_checkpoint_is_named_as_such(tmp_path: Path, content: bytes) -> None:
-    """Not "the model carries no tokenizer": the file itself is what is wrong."""
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("glove.txt", b"", r"glove\.txt:1: expected `word v1 \.\.\. vD`"),
+    ("glove.txt", b"hello world\n", r"glove\.txt:1: 'world' is not a number"),
+    ("vectors.bin", b"\x00\x01garbage", r"vectors\.bin:1: binary data without a `N D` header"),
+    ("pytorch_model.bin", b"\x80\x04garbage", r"pytorch_model\.bin: pickled PyTorch checkpoints are never loaded"),
+    ("model.weights", b"hello world\n", r"model\.weights: not a safetensors file"),
+])
+def test_a_broken_file_is_named_by_the_reader_it_was_meant_for(tmp_path: Path, name: str, content: bytes,
+                                                               message: str) -> None:
+    """Named as vectors ship (.txt/.bin/.vec), an empty or garbled file is the vector reader's to refuse
+    (not "the model carries no tokenizer", not "not a safetensors file"); a pickle stays refused as one."""
     from nbcli.errors import NbError
 
     questions = tmp_path / "q.txt"
     questions.write_text(": s\na b c d\n")
-    bad = tmp_path / "glove.txt"
+    bad = tmp_path / name
     bad.write_bytes(content)
-    with pytest.raises(NbError, match=r"glove\.txt: not a safetensors file"):
+    with pytest.raises(NbError, match=message):
         analogy_report(bad, questions)

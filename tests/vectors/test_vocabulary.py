@@ -102,7 +102,11 @@ def test_vector_files_are_told_from_checkpoints(tmp_path: Path) -> None:
     assert not is_vector_file(tmp_path / "m.safetensors")
     assert not is_vector_file(tmp_path) and not is_vector_file(tmp_path / "absent")
     (tmp_path / "prose.txt").write_text("just some words\n")
-    assert not is_vector_file(tmp_path / "prose.txt")
+    assert is_vector_file(tmp_path / "prose.txt")       # named as GloVe ships: the vector reader refuses it
+    (tmp_path / "prose.weights").write_text("just some words\n")
+    assert not is_vector_file(tmp_path / "prose.weights")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"PK\x03\x04torch.save zip")
+    assert not is_vector_file(tmp_path / "pytorch_model.bin")   # a checkpoint (refused: never unpickled)
 
 
 def test_checkpoint_rows_as_word_vectors(tmp_path: Path, words_tok) -> None:  # noqa: ANN001
