@@ -294,9 +294,9 @@ def train(
     label_names: Annotated[Optional[str], typer.Option(
         "--label-names", metavar="A,B,...|FILE", show_default=False,
         help="--task classification|tagging: the labels in id order (integer labels name themselves by it; a "
-        "datasets features file names them too). Default: the names in the training data, sorted (integer labels "
-        "in numeric order); tagging: the ClassLabel names of a datasets parquet/Arrow file or folder, else integer "
-        "tags are named 0..the largest.")] = None,
+        "datasets features file names them too). Default: the ClassLabel names of a datasets parquet/Arrow file "
+        "or folder (or a dataset_info.json beside the data), else the names in the training data, sorted (integer "
+        "labels in numeric order; tagging: integer tags are named 0..the largest).")] = None,
     pooling: Annotated[Optional[Literal["first", "mean"]], typer.Option(
         "--pooling", show_default=False,
         help="--task classification: the sentence vector the head reads: first (the first token, <s> / [CLS]; "

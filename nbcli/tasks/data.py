@@ -16,8 +16,8 @@ from nbcli.corpus.records import RECORD_FORMATS, ReadStats
 from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import ConfigError
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
-from nbcli.tasks.labels import Batch, LabelSet, collected_names, label_names_option, pad_batch
-from nbcli.tasks.tagging import TAG_FIELD, encode_sentences, is_column, is_id, read_sentences
+from nbcli.tasks.labels import Batch, LabelSet, collected_names, is_id, label_names_option, pad_batch
+from nbcli.tasks.tagging import TAG_FIELD, encode_sentences, is_column, read_sentences
 from nbcli.tokenizers import Tokenizer
 
 __all__ = ["DataSpec", "Encoded", "dataset_class_names", "encode_file", "known_labels", "make_labels", "parse_valid",

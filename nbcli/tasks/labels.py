@@ -29,7 +29,12 @@ from nbcli.corpus.records import Origin
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.train.runtime import to_device
 
-__all__ = ["Batch", "LabelSet", "features_label_names", "label_names_option", "pad_batch"]
+__all__ = ["Batch", "LabelSet", "features_label_names", "is_id", "label_names_option", "pad_batch"]
+
+
+def is_id(name: str) -> bool:
+    """A label or tag that is an integer id written plainly ("0", "12"; not "012")."""
+    return name.isascii() and name.isdigit() and name == str(int(name))
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class LabelSet:
         names = tuple(json.loads(meta["nb.labels"]))
         given = meta.get("nb.labels_given")
         if given is None:
-            return cls(names, given=not all(n.isascii() and n.isdigit() and n == str(int(n)) for n in names))
+            return cls(names, given=not all(is_id(n) for n in names))
         return cls(names, given=given == "1")
 
 

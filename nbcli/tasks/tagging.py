@@ -37,7 +37,7 @@ from nbcli.errors import CorpusError
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["TAG_FIELD", "align_words", "encode_sentences", "is_column", "is_id",
+__all__ = ["TAG_FIELD", "align_words", "encode_sentences", "is_column",
            "read_sentences", "tagging_loss", "tagging_metrics", "word_tags"]
 
 _COLUMN = re.compile(r"-?[0-9]+")
@@ -46,11 +46,6 @@ _COLUMN = re.compile(r"-?[0-9]+")
 def is_column(field: str) -> bool:
     """A field option that is a CoNLL column number ("1", "-1"), not a record field's name."""
     return _COLUMN.fullmatch(field) is not None
-
-
-def is_id(tag: str) -> bool:
-    """A tag that is an integer id written plainly ("0", "12"; not "012")."""
-    return tag.isascii() and tag.isdigit() and tag == str(int(tag))
 
 
 def _field(field: str | None) -> Column | None:
