@@ -164,16 +164,15 @@ def predict_file(loaded: LoadedClassifier, corpus: Sequence[str], batch_size: in
     logits, _ = run_model(loaded.model, data, padding_id(loaded.tokenizer), batch_size, device)
     names = loaded.labels.names
     out = []
-    for lg, item, rec in zip(logits, data.items, records):
+    for lg, item, rec, predicted in zip(logits, data.items, records, predictions(spec.task, data, logits)):
         if spec.task == "tagging":
             first = [t for t, label in enumerate(item[2]) if label != -100]
             probs = torch.softmax(lg[first], dim=-1).tolist() if first else []
-            tags = [names[t] if t >= 0 else "O" for t in word_tags(lg, item[2], len(rec.tokens))]
-            out.append({"tokens": list(rec.tokens), "tags": tags,
+            out.append({"tokens": list(rec.tokens), "tags": [names[t] if t >= 0 else "O" for t in predicted],
                         "probs": [dict(zip(names, p)) for p in probs] + [None] * (len(rec.tokens) - len(probs))})
         else:
             p = torch.softmax(lg, dim=-1).tolist()
-            out.append({"label": names[int(lg.argmax())], "probs": dict(zip(names, p))})
+            out.append({"label": names[predicted], "probs": dict(zip(names, p))})
     return out
 
 
@@ -201,10 +200,10 @@ def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path |
     if output is not None and any(Path(output).resolve() == Path(c).resolve() for c in corpus if c != "-"):
         raise OutputError(f"-o {output}: is an input; choose another file")
     stats = ReadStats()
-    predictions = predict_file(loaded, corpus, batch_size, stats)
+    labelled = predict_file(loaded, corpus, batch_size, stats)
     if output is not None:
-        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in labelled))
     return {"task": loaded.spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus),
-            "output": None if output is None else str(output), "records": len(predictions),
-            "labels": list(loaded.labels.names), "predictions": predictions if output is None else None,
+            "output": None if output is None else str(output), "records": len(labelled),
+            "labels": list(loaded.labels.names), "predictions": labelled if output is None else None,
             "warnings": stats.notes(", ".join(corpus))}
