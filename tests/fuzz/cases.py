@@ -581,11 +581,49 @@ def probe_cases() -> Iterator[Case]:
                    ckpt(value, everywhere), ("m.safetensors", "tok_emb.weight"), "probe")
 
 
+def task_cases() -> Iterator[Case]:
+    """The labelled and parallel inputs of `nb train --task classification|tagging|translation`, word
+    vocabularies and word vectors, each broken the way a real file breaks (benchmarks/fuzz_tasks.py
+    runs hundreds of generated ones; these are the classes it found, kept in the suite)."""
+    fast = ("--steps", "1", "--batch-size", "2", "--device", "cpu")
+    tsv = b"sentence\tlabel\nthe cat sat\t1\na dog ran far\t0\nhello world\t1\n"
+    tagging = ("train", "--task", "tagging", "-t", "words:min-freq=1", "--out", "{DIR}/run", *fast, "--corpus")
+    yield Case("tagging-tsv-of-sentences", (*tagging, "{DIR}/t.tsv"), _const({"t.tsv": tsv}), ("t.tsv:2",), "tasks")
+    yield Case("tagging-json-lines-as-text", (*tagging, "{DIR}/t.txt"),
+               _const({"t.txt": b'{"tokens": ["EU", "rejects"], "ner_tags": [3, 0]}\n'}), ("t.txt:1",), "tasks")
+    yield Case("tagging-record-lengths-differ", (*tagging, "{DIR}/t.jsonl"),
+               _const({"t.jsonl": b'{"tokens": ["EU", "rejects"], "ner_tags": [3]}\n'}), ("t.jsonl:1",), "tasks")
+    conllu = (b"# text = du vin\n1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_\n1\tde\tde\tADP\t_\t_\t_\t_\t_\t_\n"
+              b"2\tle\tle\tDET\t_\t_\t_\t_\t_\t_\n3\tvin\tvin\tNOUN\t_\t_\t_\t_\t_\t_\n")
+    yield Case("tagging-conllu-numbered-by-column-0", (*tagging, "{DIR}/t.conllu"), _const({"t.conllu": conllu}),
+               ("t.conllu:",), "tasks")
+    classification = ("train", "--task", "classification", "-t", "words:min-freq=1", "--out", "{DIR}/run", *fast,
+                      "--text-field", "sentence", "--corpus")
+    yield Case("classification-blank-label", (*classification, "{DIR}/c.tsv"),
+               _const({"c.tsv": tsv + b"no label here\t \n"}), ("c.tsv:5",), "tasks")
+    yield Case("classification-repeated-label-names", (*classification, "{DIR}/c.tsv", "--label-names", "a,b,a"),
+               _const({"c.tsv": tsv}), ("--label-names",), "tasks")
+    words = ("train", "--corpus", "{CORPUS}", "--out", "{DIR}/run", *TRAIN_FAST, "-t")
+    yield Case("words-min-freq-overflow", (*words, "words:min-freq=99999999999999999999"), dict,
+               ("words:min-freq",), "tasks")
+    yield Case("words-no-word-kept", (*words, "words:min-freq=1000000"), dict, ("no word",), "tasks")
+    questions = b": capital\nathens greece baghdad iraq\n"
+    for name, data, where in [("v.txt", b"", "v.txt:1"), ("v.txt", b"hello world\n", "v.txt:1"),
+                              ("v.bin", b"\x00\x01garbage", "v.bin:1")]:
+        yield Case(f"analogy-broken-{name}-{len(data)}", ("analogy", "{DIR}/" + name, "--questions", "{DIR}/q.txt"),
+                   _const({name: data, "q.txt": questions}), (where,), "tasks")
+    pairs = _const({"p.de": b"ein haus\nzwei katzen\n", "p.en": b"a house\n"})
+    yield Case("translation-unaligned-sides", ("train", "--task", "translation", "--corpus", "{DIR}/p", "--src-lang",
+                                               "de", "--tgt-lang", "en", "-t", "words:min-freq=1", "--out",
+                                               "{DIR}/run", *fast), pairs, ("p.de:2",), "tasks")
+
+
 FAST_FAMILIES: dict[str, Callable[[], Iterator[Case]]] = {
     "header": header_cases, "counts": counts_cases, "index": index_cases, "corpus": corpus_cases,
     "columnar": columnar_cases,
     "tokenizer": tokenizer_cases, "options": option_cases, "names": name_cases, "resume": resume_cases,
     "train": train_cases, "patch": patch_cases, "outputs": output_cases, "probe": probe_cases,
+    "tasks": task_cases,
 }
 
 
