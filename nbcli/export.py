@@ -165,7 +165,7 @@ def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokeniz
     """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate);
     a classifier or tagger run (`nbcli.tasks.classifier_export`) exports as transformers'
     For{Sequence,Token}Classification folder, its last checkpoint for a run directory."""
-    from nbcli.outputs import guard_outputs
+    from nbcli.outputs import guard_outputs, model_inputs
     from nbcli.tasks.classifier_export import export_classifier, is_classifier_checkpoint
     from nbcli.translate import load_translation_model
 
@@ -177,7 +177,7 @@ def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokeniz
             raise ConfigError(f"{given[0]} applies to a translation checkpoint; {checkpoint} is a classifier run "
                               "(its tokenizer is beside it)")
         return export_classifier(checkpoint, out)
-    guard_outputs([], [checkpoint], folder=out)
+    guard_outputs([], [*model_inputs(checkpoint), source_tokenizer, target_tokenizer], folder=out)
     tm = load_translation_model(checkpoint, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device="cpu")
     return export_model(tm, out, beam=beam, lenpen=lenpen)

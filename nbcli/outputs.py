@@ -4,7 +4,9 @@ Every command calls `guard_outputs` with all the paths it will write and all the
 before it reads or writes anything; `check_outputs` is its identity part. Files are compared by
 identity, (st_dev, st_ino) of the file a path resolves to, so a hard link, a symbolic link, `./x` or
 a bind mount of an input is caught as well as the same name. Two outputs of one command that are the same file (`--tsv` equal to `-o`) are
-refused the same way (by resolved path where neither exists yet).
+refused the same way (by resolved path where neither exists yet). An input that is a folder (a run
+directory, a model folder) protects every file in it: an existing output that resolves into it is
+refused, a new file written there is not (`model_inputs` names what reading a model reads).
 """
 
 from __future__ import annotations
@@ -55,12 +57,15 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
     outs = [Path(p) for p in outputs if p is not None]
     skip = {ident for ident in map(device_inode, replaceable) if ident is not None}
     known: dict[tuple[int, int], str] = {}
+    folders: dict[tuple[int, int], str] = {}
     for item in inputs:
         if item is None:
             continue
         ident = stdin_device_inode() if str(item) == "-" else device_inode(item)
         if ident is not None and ident not in skip:
             known.setdefault(ident, "standard input" if str(item) == "-" else str(item))
+            if str(item) != "-" and os.path.isdir(item):
+                folders.setdefault(ident, str(item))
     seen_ident: dict[tuple[int, int], Path] = {}
     seen_name: dict[str, Path] = {}
     for out in outs:
@@ -69,6 +74,9 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
         if ident is not None and ident in known:
             same = "" if known[ident] == str(out) else f" {known[ident]}"
             raise OutputError(f"{out}: output is the same file as the input{same}; {hint}")
+        folder = _input_folder_holding(out, folders) if ident is not None and folders else None
+        if folder is not None:
+            raise OutputError(f"{out}: output would overwrite a file of the input folder {folder}; {hint}")
         other = seen_ident.get(ident) if ident is not None else None
         name = _resolved(out)
         other = other or seen_name.get(name)
@@ -77,6 +85,27 @@ def check_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
         if ident is not None:
             seen_ident[ident] = out
         seen_name[name] = out
+
+
+def _input_folder_holding(out: Path, folders: dict[tuple[int, int], str]) -> str | None:
+    """The input folder (a run directory, a model folder, a corpus folder) that the existing file `out`
+    resolves into, by identity of the resolved path's parent directories; else None."""
+    parent = Path(_resolved(out)).parent
+    for folder in (parent, *parent.parents):
+        ident = device_inode(folder)
+        if ident in folders:
+            return folders[ident]
+    return None
+
+
+def model_inputs(path: PathLike | None) -> list[Path]:
+    """What reading the model `path` reads: a run directory or model folder as itself (every file in it
+    is an input: checkpoints, config.json, tokenizers), a checkpoint file with the folder it lies in
+    (its config and tokenizer are read from there). For `guard_outputs`' `inputs`."""
+    if path is None or str(path) == "-":
+        return []
+    path = Path(path)
+    return [path, path.parent] if path.is_file() else [path]
 
 
 def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Path | None:

@@ -233,10 +233,10 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
     when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
     from nbcli.atomic import write_text_atomic
-    from nbcli.outputs import guard_outputs
+    from nbcli.outputs import guard_outputs, model_inputs
     from nbcli.translation_eval import read_hypotheses
 
-    guard_outputs([output], [input_path, run_or_ckpt])
+    guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer])
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)

@@ -74,10 +74,11 @@ def attention_maps(
     """Draw attention maps of chosen heads for one sentence at chosen checkpoints of a run (0 %, 1 %, 100 % of training by default) next to paper 001's [Next]/[Prev]/[First]/[Delim]/[Period] patterns, with each map's distance to each pattern."""  # noqa: E501
     from nbcli.analysis.attention_report import attention_maps_report
     from nbcli.cli.console import check_table_targets, print_report
+    from nbcli.outputs import model_inputs
     from nbcli.figure_style import figure_options
 
     looks = figure_options(dpi, figsize, title)
-    check_table_targets(as_json, csv, tsv, [run_dir])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(run_dir), tokenizer])
     if output is not None:
         _check_output(output, run_dir)
     report = attention_maps_report(run_dir, sentence, tokenizer, steps=steps, checkpoints=checkpoint or [],

@@ -91,6 +91,7 @@ def embedding_stats(
     """Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, mean and σ, raw and scaled by sqrt(D), for a checkpoint's embeddings and, with --inits, for each of nb's initialisations of them."""  # noqa: E501
     from nbcli.analysis.embedding_stats import INITIALISATIONS, embedding_stats_report
     from nbcli.cli.console import check_table_targets, print_report
+    from nbcli.outputs import model_inputs
     from nbcli.errors import ConfigError
     from nbcli.figure_style import figure_options
 
@@ -104,7 +105,7 @@ def embedding_stats(
     if not vectors and (transform is not None or limit is not None or vocabulary is not None):
         raise ConfigError("--transform, --limit and --vocabulary apply to word vectors: add --vectors")
     looks = figure_options(dpi, figsize, title)
-    check_table_targets(as_json, csv, tsv, [checkpoint])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint)])
     if plot is not None:
         _check_plot(plot, checkpoint, vectors)
     if vectors:

@@ -183,12 +183,13 @@ def eval_command(
 
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
+    from nbcli.outputs import model_inputs
     from nbcli.counts import parse_smoothing
     from nbcli.figure_style import figure_options
     from nbcli.lm.frequency_report import TokenFigures
     from nbcli.lm.evaluation import eval_report
 
-    check_table_targets(as_json, csv, tsv, [checkpoint, *(c for c in corpus if c != "-")])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, *(c for c in corpus if c != "-")])
     figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
                            space=bias_effect_space, by_frequency=by_frequency, bins=bins,
                            bias_effect_plot=bias_effect_plot, by_frequency_plot=by_frequency_plot,

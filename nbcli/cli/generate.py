@@ -97,12 +97,13 @@ def generate_command(
 
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
+    from nbcli.outputs import model_inputs
     from nbcli.counts import parse_smoothing
     from nbcli.figure_style import figure_options
     from nbcli.lm.decoding import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
 
-    check_table_targets(as_json, csv, tsv, [checkpoint, *(p for p in prompts if p != "-")])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, *(p for p in prompts if p != "-")])
     opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=not no_cache)
     report, _ = generation_report(
         checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,

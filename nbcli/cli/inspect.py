@@ -40,8 +40,9 @@ def inspect_checkpoint(
     from nbcli.checkpoint import parse_role_map
     from nbcli.checkpoint.report import inspect_checkpoint as inspect_report
     from nbcli.cli.console import check_table_targets, print_report
+    from nbcli.outputs import model_inputs
 
-    check_table_targets(as_json, csv, tsv, [checkpoint])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint)])
     report = inspect_report(checkpoint, arch, parse_role_map(mapping or []))
     print_report(report, as_json, _render, csv=csv, tsv=tsv, table="tensors")
 

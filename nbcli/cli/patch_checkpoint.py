@@ -131,9 +131,10 @@ def patch_checkpoint(
     atexit.register(gc.freeze)
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import byte_progress, check_table_targets, print_report, print_warnings
+    from nbcli.outputs import model_inputs
     from nbcli.surgery import patch_file, surgery_options
 
-    check_table_targets(as_json, csv, tsv, [checkpoint])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer])
     options = surgery_options(
         set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
         allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,

@@ -110,6 +110,7 @@ def probe_bias(
     is from the unigram distribution. Definitions below; --json prints the same report as one object.
     """
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, step_progress
+    from nbcli.outputs import model_inputs
     from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
     from nbcli.figure_style import figure_options
@@ -119,9 +120,9 @@ def probe_bias(
     zipfian_k = parse_zipfian_weights(zipfian_weights)
     probe_device(device)  # --device cuda without CUDA: the one-line error before anything is read
     looks = figure_options(dpi, figsize, title)
-    check_table_targets(as_json, csv, tsv, [checkpoint, *([counts] if counts else [])])
+    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, counts])
     if plot is not None:
-        _check_plot_dir(plot, [checkpoint, *([counts] if counts else [])], figure_format)
+        _check_plot_dir(plot, [*model_inputs(checkpoint), tokenizer, counts], figure_format)
     inputs, header, warnings = load_probe_inputs(checkpoint, counts, arch=arch, mapping=mapping or [],
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:

@@ -265,12 +265,13 @@ def generation_report(checkpoint: Path, prompts: Sequence[str], tokenizer: Path,
     from nbcli.lm.diversity import word_tokenize
     from nbcli.corpus import ReadStats, read_documents
     from nbcli.lm.perplexity import tokenize_documents
-    from nbcli.outputs import guard_outputs
+    from nbcli.outputs import guard_outputs, model_inputs
 
     if out is not None:
         model_path = checkpoint if isinstance(checkpoint, (str, PathLike)) else None  # None: a model in memory
         guard_outputs([out / name for name in out_names(figure_format)],
-                      [model_path, tokenizer, counts, *prompts, *(eval_corpus or [])], folder=out, option="--out")
+                      [*model_inputs(model_path), tokenizer, counts, *prompts, *(eval_corpus or [])],
+                      folder=out, option="--out")
     word_tokenize("check.")  # NLTK present? (a one-line error before any model work)
     study = open_study(checkpoint, tokenizer, lambdas, remove_direction=remove_direction, tau=tau, counts=counts,
                        smoothing_k=smoothing_k, arch=arch, mapping=mapping, device=device, dtype=dtype, tf32=tf32,

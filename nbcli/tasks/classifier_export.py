@@ -102,11 +102,11 @@ def _tokenizer_files(folder: Path, max_len: int) -> dict[str, bytes]:
 def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExportReport:
     """`nb export RUN_OR_CKPT -o DIR` for a classifier or tagger run (module doc)."""
     from nbcli.checkpoint.writer import write_model_folder
-    from nbcli.outputs import guard_outputs
+    from nbcli.outputs import guard_outputs, model_inputs
     from nbcli.provenance import tool_version
     from nbcli.tasks.inference import load_classifier
 
-    guard_outputs([], [checkpoint], folder=out)
+    guard_outputs([], model_inputs(checkpoint), folder=out)
     loaded = load_classifier(checkpoint, "cpu")
     spec = loaded.model.spec
     if spec.kind != "hf":

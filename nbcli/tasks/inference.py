@@ -195,10 +195,10 @@ def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path |
     """`nb predict`: predictions of every record of `corpus`, written to `output` as JSON lines in
     input order (atomically; None: kept in the report only)."""
     from nbcli.atomic import write_text_atomic
+    from nbcli.outputs import guard_outputs, model_inputs
 
+    guard_outputs([output], [*model_inputs(checkpoint), *corpus])  # before any work: no input overwritten
     loaded = load_classifier(checkpoint, device)
-    if output is not None and any(Path(output).resolve() == Path(c).resolve() for c in corpus if c != "-"):
-        raise OutputError(f"-o {output}: is an input; choose another file")
     stats = ReadStats()
     labelled = predict_file(loaded, corpus, batch_size, stats)
     if output is not None:
