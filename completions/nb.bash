@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias train translate export eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias translate export eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps train --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -33,23 +33,6 @@ _nb() {
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --out --tokenizer -t --task --objective --preset --steps --batch-size --grad-accum --seq-len --max-len --lr --lr-schedule --warmup --label-smoothing --dropout --untie-embeddings --bias-init --smoothing --rescale-w --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-whiten --embedding-shuffle --shuffle-mode --eval-every --eval-batches --val-fraction --save-every --stop-at --device --dtype --compile --seed --resume --allow-vocab-mismatch --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --init --text-field --text-pair-field --label-field --label-names --pooling --warmup-ratio --epochs --json --help -h"
-            case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
-            case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
-            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8 iwslt base kim-3" -- "$cur")); return;; esac
-            case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
-            case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
-            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
-            case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
-            case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
-            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
-            case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
-            case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
-            case "$prev" in --norm) COMPREPLY=($(compgen -W "post pre" -- "$cur")); return;; esac
-            case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
-            case "$prev" in --share-embeddings) COMPREPLY=($(compgen -W "auto all decoder none" -- "$cur")); return;; esac
-            case "$prev" in --pooling) COMPREPLY=($(compgen -W "first mean" -- "$cur")); return;; esac
-            ;;
         translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
             ;;
         export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
@@ -75,6 +58,22 @@ _nb() {
             ;;
         attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
+            ;;
+        train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-shuffle --shuffle-mode --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --warmup --label-smoothing --eval-batches --val-fraction --compile --allow-vocab-mismatch --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --json --help -h --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --init --text-field --label-field --label-names --warmup-ratio --epochs --text-pair-field --pooling"
+            case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
+            case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
+            case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
+            case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
+            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
+            case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
+            case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
+            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
+            case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
+            case "$prev" in --norm) COMPREPLY=($(compgen -W "post pre" -- "$cur")); return;; esac
+            case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
+            case "$prev" in --share-embeddings) COMPREPLY=($(compgen -W "auto all decoder none" -- "$cur")); return;; esac
+            case "$prev" in --pooling) COMPREPLY=($(compgen -W "first mean" -- "$cur")); return;; esac
             ;;
     esac
     if [[ "$cur" == -* ]]; then

@@ -11,7 +11,6 @@ _nb() {
         'embedding-stats:Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8)- range, '
         'analogy:Score word vectors on the word-analogy test (3CosAdd, as gensim’s evaluate_word_'
         'probe-bias:Print frequency-direction, isotropy and output-bias reports for a checkpoint (pa'
-        'train:Train nb’s reference Transformer (pre-LN, learned positions) and record what the'
         'translate:Translate a file with a translation model trained by nb (greedy or length-normal'
         'export:Export a translation checkpoint to a transformers model folder (Marian layout, b'
         'eval:Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
@@ -21,6 +20,7 @@ _nb() {
         'plot-run:Plot nb train runs- validation loss and BLEU with ALC (seeds of an arm as mean ±'
         'plot-by-frequency:Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
         'attention-maps:Draw attention maps of chosen heads for one sentence at chosen checkpoints of a '
+        'train:Train a model of one task and record what the papers measure (docs/training.md).'
     )
     if (( CURRENT == 2 )); then
         _describe -t commands 'nb command' commands
@@ -179,84 +179,6 @@ _nb() {
                 '--whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--no-whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--device[Where the eigendecompositions and V x d^2 products run: auto = CUDA when present]:value:(auto cpu cuda)' \
-                '--json[Print the result as one JSON object on stdout.]' \
-                '--help[Show help and exit.]' \
-                '-h[Show help and exit.]' \
-                '*:file:_files'
-            ;;
-        train)
-            _arguments -s '--corpus[Training text: files, directories, globs (repeatable). Each file is read in the ]:value: ' \
-                '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
-                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
-                '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:path:_files' \
-                '--task[lm: nb’s decoder-only / MLM Transformer (--objective). translation: the Vaswani ]:value:(lm translation classification tagging)' \
-                '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
-                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 iwslt base kim-3)' \
-                '--steps[Optimizer updates (default 200; --task classification|tagging: --epochs decides)]:value: ' \
-                '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
-                '--grad-accum[Micro-steps per update.]:value: ' \
-                '--seq-len[Tokens per sequence T (default: preset’s). --task translation: the most tokens a]:value: ' \
-                '--max-len[Tokens per sequence T (default: preset’s). --task translation: the most tokens a]:value: ' \
-                '--lr[Peak learning rate (AdamW; default: preset’s).]:value: ' \
-                '--lr-schedule[After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8]:value:(cosine linear inverse-sqrt constant)' \
-                '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
-                '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
-                '--dropout[Dropout probability. Default: the preset’s (0 for the LM presets, the papers’ sm]:value: ' \
-                '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
-                '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
-                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
-                '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-che]:value:(fro spectral)' \
-                '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
-                '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
-                '--ag-alpha[Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo]:value: ' \
-                '--ag-reduction[Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou]:value:(mse frobenius)' \
-                '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \
-                '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
-                '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
-                '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
-                '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of]:value: ' \
-                '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean neighbours)' \
-                '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
-                '--n-head[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
-                '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
-                '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
-                '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
-                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
-                '--eval-every[Evaluate every K steps, at step 0 and at the end (default 50; --task classificat]:value: ' \
-                '--eval-batches[Validation batches per evaluation.]:value: ' \
-                '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
-                '--save-every[Checkpoint and save a resumable state every N steps (0 = only at the end; step 0]:value: ' \
-                '--stop-at[Stop (checkpoint and state saved) after this many steps while the LR/AG schedule]:value: ' \
-                '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
-                '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
-                '--compile[torch.compile the model.]' \
-                '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
-                '--resume[Continue the run in DIR from its last saved state (same options required).]' \
-                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
-                '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
-                '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
-                '--src-tokenizer[--task translation: the source side’s tokenizer (with --tgt-tokenizer, instead o]:path:_files' \
-                '--tgt-tokenizer[--task translation: the target side’s tokenizer (its EOS ends sentences; its BOS]:path:_files' \
-                '--valid[Validation data (repeatable). --task translation: FILE, validation pairs in --co]:value: ' \
-                '--norm[--task translation: post-LN (the papers’ fairseq models, Vaswani; default) or pr]:value:(post pre)' \
-                '--positions[--task translation: sinusoidal (Vaswani; default), learned, or none (paper 002 t]:value:(sinusoidal learned none)' \
-                '--scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
-                '--no-scale-embedding[--task translation: multiply token embeddings by sqrt(d) before adding positions]' \
-                '--share-embeddings[--task translation: all = one matrix for source, target and output (fairseq --sh]:value:(auto all decoder none)' \
-                '--freeze-embeddings[--task translation|classification|tagging: keep the token embeddings (and a W ti]' \
-                '--beam[--task translation: beam size of validation BLEU (and of nb translate for this r]:value: ' \
-                '--lenpen[--task translation: length penalty: hypotheses are scored logprob / length^lenpe]:value: ' \
-                '--eval-sentences[--task translation: validation pairs decoded for BLEU/chrF at each evaluation (0]:value: ' \
-                '--ag-decoder-fraction[--task translation: fraction of decoder self-attention heads guided (default 0, ]:value: ' \
-                '--ag-decoder-patterns[--task translation: patterns of the guided decoder heads (prev,first,delim,perio]:value: ' \
-                '--init[--task classification|tagging: the encoder to fine-tune: an nb MLM run or step-N]:value: ' \
-                '--text-field[--task classification|tagging: the text column/field (default: text, else senten]:value: ' \
-                '--text-pair-field[--task classification: the second sentence of a pair (MNLI sentence2, QNLI sente]:value: ' \
-                '--label-field[--task classification|tagging: the label column/field (default: label); tagging:]:value: ' \
-                '--label-names[--task classification|tagging: the labels in id order (integer labels name thems]:value: ' \
-                '--pooling[--task classification: the sentence vector the head reads: first (the first toke]:value:(first mean)' \
-                '--warmup-ratio[--task classification|tagging: linear warm-up over ceil(R x updates), then linea]:value: ' \
-                '--epochs[--task classification|tagging: passes over the training data (default 3; --steps]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -463,6 +385,83 @@ _nb() {
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        train)
+            _arguments -s '--corpus[Training data: files, directories, globs (repeatable). Each file is read in the ]:value: ' \
+                '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
+                '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:value: ' \
+                '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:value: ' \
+                '--steps[Optimizer updates (default 200).]:value: ' \
+                '--batch-size[Sequences per update over all GPUs and micro-steps (default: preset’s).]:value: ' \
+                '--grad-accum[Micro-steps per update.]:value: ' \
+                '--seq-len[Tokens per sequence T (default: preset’s).]:value: ' \
+                '--max-len[Tokens per sequence T (default: preset’s).]:value: ' \
+                '--lr[Peak learning rate (AdamW; default: preset’s).]:value: ' \
+                '--dropout[Dropout probability. Default: the preset’s (0 for the LM presets, the papers’ sm]:value: ' \
+                '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of]:value: ' \
+                '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean neighbours)' \
+                '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
+                '--n-head[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
+                '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
+                '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
+                '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
+                '--eval-every[Evaluate every K steps, at step 0 and at the end (default 50).]:value: ' \
+                '--save-every[Checkpoint and save a resumable state every N steps (0 = only at the end; step 0]:value: ' \
+                '--stop-at[Stop (checkpoint and state saved) after this many steps while the LR/AG schedule]:value: ' \
+                '--device[auto: CUDA when present (bf16 autocast), else CPU (float32).]:value:(auto cpu cuda)' \
+                '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
+                '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
+                '--resume[Continue the run in DIR from its last saved state (same options required).]' \
+                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
+                '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
+                '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
+                '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
+                '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
+                '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-che]:value:(fro spectral)' \
+                '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
+                '--lr-schedule[After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8]:value:(cosine linear inverse-sqrt constant)' \
+                '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
+                '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
+                '--eval-batches[Validation batches per evaluation.]:value: ' \
+                '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
+                '--compile[torch.compile the model.]' \
+                '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
+                '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
+                '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
+                '--ag-alpha[Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo]:value: ' \
+                '--ag-reduction[Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou]:value:(mse frobenius)' \
+                '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \
+                '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
+                '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
+                '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
+                '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
+                '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
+                '--valid[Validation pairs in --corpus’s forms (repeatable; default: every round(1/--val-f]:value: ' \
+                '--norm[post-LN (the papers’ fairseq models, Vaswani; default) or pre-LN (+ a final Laye]:value:(post pre)' \
+                '--positions[sinusoidal (Vaswani; default), learned, or none (paper 002 table 3’s ’Pos.: no’)]:value:(sinusoidal learned none)' \
+                '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
+                '--no-scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
+                '--share-embeddings[all = one matrix for source, target and output (fairseq --share-all-embeddings; ]:value:(auto all decoder none)' \
+                '--freeze-embeddings[Keep the token embeddings (and a W tied to them) at their initial values (paper ]' \
+                '--beam[Beam size of validation BLEU (and of nb translate for this run). Default 5 (pape]:value: ' \
+                '--lenpen[Length penalty: hypotheses are scored logprob / length^lenpen (fairseq --lenpen,]:value: ' \
+                '--eval-sentences[Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64).]:value: ' \
+                '--ag-decoder-fraction[Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7]:value: ' \
+                '--ag-decoder-patterns[Patterns of the guided decoder heads (prev,first,delim,period; default prev, the]:value: ' \
+                '--init[The encoder to fine-tune: an nb MLM run or step-N.safetensors (give -t), a trans]:value: ' \
+                '--text-field[The text column/field (default: text, else sentence); tagging: the token list of]:value: ' \
+                '--label-field[The label column/field (default: label); tagging: the tag list of JSONL/parquet/]:value: ' \
+                '--label-names[The labels in id order (integer labels name themselves by it; a datasets feature]:value: ' \
+                '--warmup-ratio[Linear warm-up over ceil(R x updates), then linear decay to 0 (default 0.06).]:value: ' \
+                '--epochs[Passes over the training data (default 3; --steps overrides).]:value: ' \
+                '--text-pair-field[The second sentence of a pair (MNLI sentence2, QNLI sentence); encoded as the en]:value: ' \
+                '--pooling[The sentence vector the head reads: first (the first token, <s> / (CLS); default]:value:(first mean)' \
                 '*:file:_files'
             ;;
     esac

@@ -127,10 +127,29 @@ def test_help_does_not_import_heavy_modules() -> None:
 
 
 def _command_options() -> dict[str, set[str]]:
+    """Command name -> its options; a group's (nb train's tasks) leaves as "train lm", "train translation"."""
     group = typer.main.get_command(app)
     ctx = group.make_context("nb", [], resilient_parsing=True)
-    return {name: {opt for param in group.get_command(ctx, name).params for opt in param.opts + param.secondary_opts}
-            for name in group.list_commands(ctx)}
+    found: dict[str, set[str]] = {}
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        leaves = {f"{name} {sub}": leaf for sub, leaf in getattr(command, "commands", {}).items()} or {name: command}
+        for leaf_name, leaf in leaves.items():
+            found[leaf_name] = {opt for param in leaf.params for opt in param.opts + param.secondary_opts}
+        found.setdefault(name, set())
+    return found
+
+
+def _documented_command(words: list[str], options: dict[str, set[str]]) -> tuple[str, list[str]]:
+    """(command name as in `_command_options`, its words) of `nb WORDS...`: nb train's task is its
+    first word, else --task TASK, else lm."""
+    if f"{words[1]} lm" not in options:
+        return words[1], words[2:]
+    if len(words) > 2 and f"{words[1]} {words[2]}" in options:
+        return f"{words[1]} {words[2]}", words[3:]
+    rest = words[2:]
+    task = next((rest[i + 1] for i, w in enumerate(rest[:-1]) if w == "--task"), "lm")
+    return f"{words[1]} {task}", [w for i, w in enumerate(rest) if w != "--task" and (i == 0 or rest[i - 1] != "--task")]
 
 
 @pytest.mark.parametrize("path", [p for p in _DOCS if p.parent != COMMAND_PAGES], ids=lambda p: str(p.relative_to(ROOT)))
@@ -148,10 +167,14 @@ def test_documented_command_lines_use_real_options(path: Path) -> None:
             if words[1] not in options:
                 wrong.append(f"nb {words[1]}: no such command")
                 continue
-            for word in words[2:]:
+            command, rest = _documented_command(words, options)
+            if command not in options:
+                wrong.append(f"nb {command}: no such command")
+                continue
+            for word in rest:
                 if word == "#":
                     break
                 name = word.split("=")[0]
-                if name.startswith("--") and name != "--help" and name not in options[words[1]]:
-                    wrong.append(f"nb {words[1]} {name}")
+                if name.startswith("--") and name != "--help" and name not in options[command]:
+                    wrong.append(f"nb {command} {name}")
     assert not wrong, f"{path.relative_to(ROOT)}: {wrong}"

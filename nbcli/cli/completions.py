@@ -78,7 +78,12 @@ def _commands(app: typer.Typer) -> tuple[tuple[_Opt, ...], tuple[_Cmd, ...]]:
         command = group.get_command(ctx, name)
         if command is None or command.hidden:
             continue
-        commands.append(_Cmd(name, _first_line(command.help), _describe(command)))
+        leaves = list(getattr(command, "commands", {}).values()) or [command]  # nb train: every task's options
+        merged: dict[tuple[str, ...], _Opt] = {}
+        for leaf in leaves:
+            for opt in _describe(leaf):
+                merged.setdefault(opt.names, opt)
+        commands.append(_Cmd(name, _first_line(command.help), tuple(merged.values())))
     root = tuple(o for o in _describe(group) if not o.names[0].endswith("-completion"))
     return root, tuple(commands)
 

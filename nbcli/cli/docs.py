@@ -72,7 +72,18 @@ def command_page(command: str) -> str:
     topic = TOPICS.get(command)
     see = f"\nExplained in [{topic.split('#')[0][3:]}]({topic}); all commands: [index](index.md).\n" \
         if topic else "\nAll commands: [index](index.md).\n"
-    return f"# nb {command}\n\n{_MARK}\n\n```text\n$ nb {command} --help\n{help_text(command)}```\n{see}"
+    blocks = "".join(f"\n```text\n$ nb {' '.join(args)} --help\n{help_text(*args)}```\n"
+                     for args in [(command,), *((command, sub) for sub in subcommands(command))])
+    return f"# nb {command}\n\n{_MARK}\n{blocks}{see}"
+
+
+def subcommands(command: str) -> list[str]:
+    """The sub-commands of a command that is a group (nb train's tasks), in order; [] for a leaf."""
+    import typer.main
+
+    from nbcli.cli import app
+
+    return list(getattr(typer.main.get_command(app).commands[command], "commands", {}))
 
 
 def index_page() -> str:

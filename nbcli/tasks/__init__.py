@@ -1,5 +1,14 @@
-"""The papers' tasks beyond language modelling, one module per task: what a batch is, its loss and
-its metrics.
+"""The tasks nb trains, and the seam they plug into (fairseq's FairseqTask): a task declares its
+options once (a dataclass: the CLI's flags, the API's keywords) and trains through the shared loop.
+
+    base.py               Task: name, option groups, train(values, hooks), summary_view; TrainHooks
+    options.py            how an option is declared (`option()`: flag, help, bounds) and checked
+    registry.py           the built-in tasks and those of other packages (entry points `nbcli.tasks`)
+    lm.py                 nb train lm: the decoder-only / MLM Transformer (the run: nbcli.train.loop)
+    translation_task.py   nb train translation: its options and summary (the run: translation.py)
+    finetune_tasks.py     nb train classification | tagging: their options and summary (the run: finetune.py)
+
+What a batch is, its loss and its metrics, per task:
 
     classification.py     sentences and sentence pairs (fine-tuning an encoder with a head)
     tagging.py            CoNLL token classification

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from nbcli.corpus.records import ReadStats
-from nbcli.errors import CheckpointError, OutputError
+from nbcli.errors import CheckpointError
 from nbcli.models.heads import Classifier
 from nbcli.tasks.classification import classification_loss, classification_metrics
 from nbcli.tasks.data import DataSpec, Encoded, encode_file, padding_id, read_records

@@ -10,11 +10,24 @@ from typer.testing import CliRunner
 from nbcli.cli import app
 from nbcli.cli.options import MAX_SEED
 
-COMMANDS = typer.main.get_command(app).commands
+def _leaves(commands: dict) -> dict:
+    """name -> leaf command; a group's (nb train's tasks) as "train lm", "train translation", ..."""
+    leaves = {}
+    for name, command in commands.items():
+        for sub, leaf in getattr(command, "commands", {}).items():
+            leaves[f"{name} {sub}"] = leaf
+        if not hasattr(command, "commands"):
+            leaves[name] = command
+    return leaves
+
+
+COMMANDS = _leaves(typer.main.get_command(app).commands)
 # Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics;
 # --task: train trains lm|translation|classification|tagging, eval scores lm|translation|classification|tagging;
-# --tsv: count-unigrams' per-token table is an output the core commits beside the counts file, a Path):
-DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer", "--task", "--tsv"}
+# --tsv: count-unigrams' per-token table is an output the core commits beside the counts file, a Path;
+# --preset: each task of nb train has its own presets):
+DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer", "--task", "--tsv",
+                     "--preset"}
 
 
 def _declarations() -> dict[str, list[tuple[str, object]]]:
@@ -38,8 +51,9 @@ def test_shared_options_have_one_declaration() -> None:
 
 def test_seed_has_one_bound_everywhere() -> None:
     seeds = _declarations()["--seed"]
-    assert len(seeds) == 6  # patch-checkpoint, embedding-stats, analogy, train, generate, transplant-embeddings
+    # patch-checkpoint, embedding-stats, analogy, train (each task), generate, transplant-embeddings
+    assert len({name.split()[0] for name, _ in seeds}) == 6
     for name, _ in seeds:
         assert {(p.min, p.max) for n, p in seeds if n == name} == {(0, MAX_SEED)}
-        result = CliRunner().invoke(app, [name, "--seed", str(MAX_SEED + 1)])
+        result = CliRunner().invoke(app, [*name.split(), "--seed", str(MAX_SEED + 1)])
         assert result.exit_code == 2 and "--seed" in result.stderr, (name, result.output)

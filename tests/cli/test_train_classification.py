@@ -73,8 +73,7 @@ def test_other_tasks_options_are_refused(root, tmp_path, flag) -> None:
     """Typed, an option of another task is refused even at its default value (it would be ignored)."""
     result = invoke(*_args(root, tmp_path / "r", *flag))
     assert result.exit_code != 0
-    assert_one_line_error(result.stderr, f"{'--scale-embedding' if flag[0] == '--no-scale-embedding' else flag[0]} "
-                                         "applies to --task ")
+    assert_one_line_error(result.stderr, f"{flag[0]} applies to --task ")  # as typed
     assert not (tmp_path / "r").exists()
 
 
@@ -82,7 +81,7 @@ def test_classification_options_refused_for_lm(root, tmp_path) -> None:
     result = invoke("train", "--corpus", root / "train.jsonl", "-t", root / "bert", "--out", tmp_path / "r",
                     "--pooling", "mean")
     assert result.exit_code != 0
-    assert_one_line_error(result.stderr, "--pooling applies to --task classification|tagging")
+    assert_one_line_error(result.stderr, "--pooling applies to --task classification, not")
 
 
 BAD = ["missing_column", "no_label_field", "unseen_label", "empty", "conll_no_tag"]

@@ -1,0 +1,68 @@
+"""The Task seam (fairseq's `FairseqTask`): a task declares its options (dataclass groups,
+`nbcli.tasks.options`), trains from their values through the shared update loop, and says how its
+summary reads. `nb train TASK`, its `--help` and the Python API (`nbcli.api.train_task`) are faces of
+this declaration; `nbcli.tasks.registry` finds the built-in tasks and those of other packages
+(entry-point group `nbcli.tasks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from nbcli.tasks.options import Declared, declared
+
+StepHook = Callable[[int, dict[str, Any]], None]
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+@dataclass
+class TrainHooks:
+    """What the face hears during a run (the training loop's callbacks): the number of updates once
+    known (`on_start`; None: unknown), each logged record (`on_step`), each warning (`on_warning`)."""
+
+    on_start: Callable[[int | None], None] = _ignore
+    on_step: StepHook = _ignore
+    on_warning: Callable[[str], None] = _ignore
+
+
+Formatter = Callable[..., str]  # a number as the face prints it (the CLI's `num(value, sig=...)`)
+
+
+@dataclass
+class SummaryView:
+    """How a run's summary reads: a title and (label, text) rows, numbers written by the face's
+    formatter (`Task.summary_view(summary, num)`)."""
+
+    title: str
+    rows: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Task:
+    """One task: subclass, set `name`, `help`, `option_groups`, and implement `train`."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]                          # one line for `nb train --help`'s list of tasks
+    description: ClassVar[str] = ""              # paragraphs for `nb train NAME --help`
+    examples: ClassVar[str] = ""                 # command lines for the help's epilog
+    option_groups: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def options(cls) -> list[Declared]:
+        """Every option the task takes, in --help order."""
+        return declared(cls.option_groups)
+
+    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
+        """Train from `values` (every option's value, `options()`'s names) and return the summary
+        (summary.json's content)."""
+        raise NotImplementedError
+
+    def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
+        """The summary as a person reads it (default: every scalar of it), numbers written by `num`."""
+        rows = [(key, value if isinstance(value, str) else num(value)) for key, value in summary.items()
+                if isinstance(value, (int, float, str)) or value is None]
+        return SummaryView(f"nb train {self.name}: {summary.get('out', '')}", rows)

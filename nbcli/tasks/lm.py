@@ -1,0 +1,90 @@
+"""nb train lm: nb's decoder-only / MLM Transformer (`nbcli.model`) on documents, with the papers'
+output bias (paper 000), attention guidance (paper 001) and embedding initialisations (paper 002);
+the run itself is `nbcli.train.loop.train`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
+from nbcli.tasks.options import option
+from nbcli.train.options import GuidanceOptions, OutputLayerOptions, RunOptions, common_config
+
+
+@dataclass
+class LanguageModelOptions:
+    """The LM's own options: its presets and objective."""
+
+    preset: Literal["tiny", "small", "gpt2-124m", "roberta-8"] = option("tiny", "--preset", help=(
+        "tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), roberta-8 (paper "
+        "001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). Vocabulary size always comes from "
+        "the tokenizer."))
+    objective: Optional[Literal["clm", "mlm"]] = option(None, "--objective", help=(
+        "clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selected, 80% <mask> / 10% "
+        "random / 10% kept. Default: the preset's (clm except roberta-8)."))
+
+
+class LanguageModelTask(Task):
+    name = "lm"
+    help = "nb's decoder-only / MLM Transformer (--objective) on documents (the default task)."
+    description = (
+        "Train nb's reference Transformer (pre-LN, learned positions) and record what the papers measure.\n\n"
+        "Writes DIR/log.jsonl (per step: loss before the update, lr, tokens_per_s, mfu on CUDA, ag_loss/ag_alpha; "
+        "unigram_reg_on/unigram_kl with --unigram-reg-lambda; eval steps add val_loss, kl_unigram, kl_uniform, "
+        "bias_kl_unigram, bias_norm), step-N.safetensors checkpoints in nb's layout (step 0: the initial model; "
+        "readable by probe-bias and patch-checkpoint) and summary.json with the final validation loss and the area "
+        "under the validation-loss curve (ALC, paper 000 sec. 4.2). Under torchrun it trains with DDP. A new run "
+        "that fails or is interrupted before its first saved state (train-state.json: at --save-every or the end) "
+        "removes what it wrote, so the same command can simply run again; once a state is saved, DIR stays and "
+        "--resume continues from it.")
+    examples = """\
+  nb train lm --corpus corpus.txt -t openai-community/gpt2 --out runs/g --embedding-init pretrained:openai-community/gpt2
+  nb train --corpus corpus.txt -t spm.model --out runs/unigram --bias-init unigram
+  nb train --corpus corpus.txt -t spm.model --out runs/zero --bias-init zero --steps 500 --eval-every 25
+  nb train --corpus corpus.txt -t spm.model --out runs/ag --objective mlm --ag-fraction 0.5 --ag-alpha 100
+  nb train --corpus corpus.txt -t spm.model --out runs/ag --preset roberta-8 --ag-fraction 0.5 --ag-alpha auto
+  nb train --corpus corpus.txt -t spm.model --out runs/away --unigram-reg-lambda 0.5 --unigram-reg-steps 100
+  nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --stop-at 100
+  nb train --corpus corpus.txt -t spm.model --out runs/u --bias-init unigram --resume
+  torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
+      --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
+"""
+    option_groups = (RunOptions, LanguageModelOptions, OutputLayerOptions, GuidanceOptions)
+
+    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
+        from nbcli.errors import ConfigError
+        from nbcli.train.config import build_config
+        from nbcli.train.loop import train as run_training
+
+        if values["tokenizer"] is None:
+            raise ConfigError("Missing option '--tokenizer' / '-t'")
+        cfg = build_config(values["preset"], objective=values["objective"], tie_embeddings=not values["untie"],
+                           **common_config(values))
+        stop_at = values["stop_at"]
+        hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
+        return run_training(cfg, values["corpus"], Path(values["tokenizer"]), values["out"], resume=values["resume"],
+                            stop_at=stop_at, on_step=hooks.on_step, on_warning=hooks.on_warning,
+                            allow_vocab_mismatch=values["allow_vocab_mismatch"]).as_dict()
+
+    def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
+        rows = [("steps", num(summary["steps"])), ("device", summary["device"]),
+                ("parameters", num(summary["parameters"])), ("final val loss", num(summary["final_val_loss"])),
+                ("ALC (val loss)", num(summary["alc"])),
+                ("unigram entropy / log V", f"{num(summary['unigram_entropy'])} / {num(summary['log_v'])} nats"),
+                ("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", summary["checkpoint"])]
+        if summary.get("ag_alpha0") is not None:
+            rows.insert(5, ("AG alpha_0", num(summary["ag_alpha0"])))
+        return SummaryView(f"nb train: {summary['out']}", rows + coverage_rows(summary, num))
+
+
+def coverage_rows(summary: dict[str, Any], num: Formatter) -> list[tuple[str, str]]:
+    """--embedding-init pretrained:VECTORS: words with a vector, per embedding (every task's summary)."""
+    rows = []
+    for side, c in (summary.get("embedding_coverage") or {}).items():
+        share = "-" if c["matched_fraction"] is None else f"{num(100 * c['matched_fraction'], 4)} %"
+        rows.append((f"{side} embedding: words with a vector",
+                     f"{num(c['matched'])} of {num(c['words'])} ({share}; {num(c['matched_lowercased'])} "
+                     f"lower-cased); {num(c['initialised'])} rows {c['missing']}"))
+    return rows

@@ -1,0 +1,152 @@
+"""nb train translation: the Vaswani encoder-decoder on sentence pairs (paper 000's experiment; paper
+001 table 7; paper 002 tables 2-3), its options declared once. The run itself is
+`nbcli.tasks.translation.train_translation` (imported when training: this module stays free of torch,
+so `nb train --help` is fast)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from nbcli.errors import ConfigError
+
+from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
+from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
+from nbcli.train.options import TOKENIZER_HELP, GuidanceOptions, OutputLayerOptions, RunOptions
+
+
+@dataclass
+class TranslationRunOptions(RunOptions):
+    """RunOptions as translation words them (sentence pairs, a joint tokenizer, a side's length)."""
+
+    corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
+        "Training sentence pairs (repeatable): the PREFIX of aligned PREFIX.SRC + PREFIX.TGT files, a .tsv (source "
+        "TAB target), a .jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow."))
+    tokenizer: Optional[str] = option(None, "--tokenizer", "-t", metavar="TOK", help=(
+        TOKENIZER_HELP + " The joint tokenizer of both sides (or give --src-tokenizer and --tgt-tokenizer)."))
+    seq_len: Optional[int] = option(None, "--seq-len", "--max-len", min=2, max=MAX_SEQ_LEN, help=(
+        "The most tokens a side may have, EOS included (default: preset's); longer pairs are skipped and counted "
+        "(summary.json skipped_long_pairs)."))
+    dropout: Optional[float] = option(None, "--dropout", metavar="P", help=(
+        "Dropout probability. Default: the preset's (0.1; iwslt 0.3)."))
+
+
+@dataclass
+class TranslationOptions:
+    """The encoder-decoder's own options (paper 000 app. A, paper 001 table 7, paper 002 app. A.1)."""
+
+    preset: Literal["tiny", "iwslt", "base", "kim-3"] = option("tiny", "--preset", help=(
+        "tiny (2+2 layers, d 64; seconds on CPU), iwslt (fairseq transformer_iwslt_de_en: 6+6, d 512, FFN 1024, 4 "
+        "heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads). Vocabulary "
+        "size always comes from the tokenizers."))
+    src_lang: Optional[str] = option(None, "--src-lang", metavar="LANG", help=(
+        "Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/parquet key or column."))
+    tgt_lang: Optional[str] = option(None, "--tgt-lang", metavar="LANG", help=(
+        "Target language of a parallel corpus (its side holds the references)."))
+    src_tokenizer: Optional[Path] = option(None, "--src-tokenizer", metavar="TOK", help=(
+        "The source side's tokenizer (with --tgt-tokenizer, instead of -t)."))
+    tgt_tokenizer: Optional[Path] = option(None, "--tgt-tokenizer", metavar="TOK", help=(
+        "The target side's tokenizer (its EOS ends sentences; its BOS, else EOS, starts the decoder)."))
+    valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
+        "Validation pairs in --corpus's forms (repeatable; default: every round(1/--val-fraction)-th pair of "
+        "--corpus is held out)."))
+    norm: Optional[Literal["post", "pre"]] = option(None, "--norm", help=(
+        "post-LN (the papers' fairseq models, Vaswani; default) or pre-LN (+ a final LayerNorm per stack; not "
+        "exportable to Marian)."))
+    positions: Optional[Literal["sinusoidal", "learned", "none"]] = option(None, "--positions", help=(
+        "sinusoidal (Vaswani; default), learned, or none (paper 002 table 3's 'Pos.: no')."))
+    scale_embedding: Optional[bool] = option(None, "--scale-embedding/--no-scale-embedding", help=(
+        "Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, paper 002 app. A.1; "
+        "default on)."))
+    share_embeddings: Optional[Literal["auto", "all", "decoder", "none"]] = option(None, "--share-embeddings", help=(
+        "all = one matrix for source, target and output (fairseq --share-all-embeddings; needs -t), decoder = "
+        "target embedding is the output W (--share-decoder-input-output-embed), none = three matrices. auto "
+        "(default): all with a joint tokenizer, else decoder. --untie-embeddings means none."))
+    freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
+        "Keep the token embeddings (and a W tied to them) at their initial values (paper 002 table 3's 'Train: "
+        "no')."))
+    beam: Optional[int] = option(None, "--beam", min=1, max=1024, help=(
+        "Beam size of validation BLEU (and of nb translate for this run). Default 5 (paper 000 sec. 4.1)."))
+    lenpen: Optional[float] = option(None, "--lenpen", help=(
+        "Length penalty: hypotheses are scored logprob / length^lenpen (fairseq --lenpen, transformers "
+        "length_penalty). Default 1."))
+    eval_sentences: Optional[int] = option(None, "--eval-sentences", min=0, max=MAX_SEQUENCES, help=(
+        "Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64)."))
+    ag_decoder_fraction: Optional[float] = option(None, "--ag-decoder-fraction", metavar="LAMBDA", help=(
+        "Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7's best model); "
+        "--ag-fraction/--ag-patterns guide the encoder."))
+    ag_decoder_patterns: Optional[str] = option(None, "--ag-decoder-patterns", metavar="LIST", help=(
+        "Patterns of the guided decoder heads (prev,first,delim,period; default prev, then first)."))
+
+
+class TranslationTask(Task):
+    name = "translation"
+    help = "the Vaswani encoder-decoder on sentence pairs, validated by BLEU (paper 000's experiment)."
+    description = (
+        "Train the Vaswani encoder-decoder (post-LN, sinusoidal positions) on sentence pairs (docs/training.md "
+        "'Translation'): log.jsonl as nb train lm's, eval steps add val_bleu and val_chrf (sacreBLEU), "
+        "DIR/best.safetensors is the best checkpoint by validation BLEU, and summary.json adds best_val_bleu, "
+        "best_step and alc_val_bleu. Under torchrun it trains with DDP; --stop-at and --resume as nb train lm.")
+    examples = """\
+  nb train translation --corpus data/train --valid data/valid --src-lang de --tgt-lang en \\
+      -t joint.model --preset iwslt --bias-init unigram --out runs/iwslt-unigram-s0 --seed 0
+  nb train translation --corpus train.jsonl --src-lang de --tgt-lang en --src-tokenizer de.model \\
+      --tgt-tokenizer en.model --preset kim-3 --positions none --freeze-embeddings --out runs/t3
+  nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
+      --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
+"""
+    option_groups = (TranslationRunOptions, TranslationOptions, OutputLayerOptions, GuidanceOptions)
+
+    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
+        from nbcli.tasks.translation import build_translation_config, train_translation
+        from nbcli.train.guidance import parse_patterns
+        from nbcli.train.options import common_config
+
+        v = values
+        if v["src_lang"] is None or v["tgt_lang"] is None:
+            raise ConfigError("--task translation needs --src-lang and --tgt-lang (e.g. --src-lang de --tgt-lang en)")
+        source_tok, target_tok = translation_tokenizers(v["tokenizer"], v["src_tokenizer"], v["tgt_tokenizer"])
+        if v["untie"] and v["share_embeddings"] not in (None, "none"):
+            raise ConfigError(f"--untie-embeddings contradicts --share-embeddings {v['share_embeddings']}")
+        cfg = build_translation_config(v["preset"], dict(
+            src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], norm=v["norm"], positions=v["positions"],
+            scale_embedding=v["scale_embedding"], share_embeddings="none" if v["untie"] else v["share_embeddings"],
+            freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
+            eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],
+            ag_decoder_patterns=parse_patterns(v["ag_decoder_patterns"])), **common_config(v))
+        stop_at = v["stop_at"]
+        hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
+        return train_translation(cfg, v["corpus"], source_tok, target_tok, v["out"], valid=v["valid"],
+                                 resume=v["resume"], stop_at=stop_at, on_step=hooks.on_step,
+                                 on_warning=hooks.on_warning,
+                                 allow_vocab_mismatch=v["allow_vocab_mismatch"]).as_dict()
+
+    def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
+        from nbcli.tasks.lm import coverage_rows
+
+        s = summary
+        bleu, best = s.get("final_val_bleu"), s.get("best_val_bleu")
+        rows = [("steps", num(s["steps"])), ("device", s["device"]), ("parameters", num(s["parameters"])),
+                ("pairs (skipped: too long)", f"{num(s['pairs'])} ({num(s['skipped_long_pairs'])})"),
+                ("final val loss", num(s["final_val_loss"])), ("ALC (val loss)", num(s["alc"])),
+                ("final val BLEU / chrF", f"{num(bleu)} / {num(s['final_val_chrf'])}" if bleu is not None else "-"),
+                ("best val BLEU (step)", f"{num(best)} ({num(s['best_step'])})" if best is not None else "-"),
+                ("ALC (val BLEU)", num(s["alc_val_bleu"])),
+                ("target unigram entropy / log V", f"{num(s['unigram_entropy'])} / {num(s['log_v'])} nats"),
+                ("target tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"]),
+                ("best checkpoint", s["best_checkpoint"]), ("BLEU signature", s["bleu_signature"])]
+        if s.get("ag_alpha0") is not None:
+            rows.insert(6, ("AG alpha_0", num(s["ag_alpha0"])))
+        return SummaryView(f"nb train --task translation: {s['out']}", rows + coverage_rows(s, num))
+
+
+def translation_tokenizers(joint: str | Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:
+    """(source, target) tokenizer: -t for both, or --src-tokenizer and --tgt-tokenizer."""
+    if joint is not None and (source is not None or target is not None):
+        raise ConfigError("give either -t (one joint tokenizer) or --src-tokenizer and --tgt-tokenizer, not both")
+    if joint is not None:
+        return Path(joint), Path(joint)
+    if source is None or target is None:
+        raise ConfigError("--task translation needs -t (a joint tokenizer) or both --src-tokenizer and --tgt-tokenizer")
+    return Path(source), Path(target)

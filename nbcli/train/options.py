@@ -1,0 +1,188 @@
+"""The options `nb train` shares across tasks, declared once (`nbcli.tasks.options`): what every run
+has (data, run directory, size, schedule, device, seed) and the groups of the models with an output
+layer over the vocabulary (the output bias of paper 000, attention guidance of paper 001, the unigram
+regulariser of paper 000 app. B.3). A task lists the groups it takes (`Task.option_groups`) and
+redeclares a field (by subclassing) where its wording or choices differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+from nbcli.tasks.options import MAX_SEED, MAX_SEQ_LEN, MAX_SEQUENCES, MAX_STEPS, REQUIRED, option
+
+DOCUMENTS_HELP = (
+    "Each file is read in the format its name says, as count-unigrams reads it: text, one document per non-empty "
+    "line (a line ends at LF or CRLF only); .jsonl .ndjson .json: the `text` field; .tsv .csv: the `text` column "
+    "named by the header; parquet, Arrow and `datasets` folders: the `text` column; also compressed (.gz .bz2 .xz "
+    ".zst).")
+TOKENIZER_HELP = (
+    "SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its tokenizer.json, else its "
+    "tokenizer.model), a Hub repo id org/name[@rev], or words:min-freq=K[,lower]: a word vocabulary of the training "
+    "data's words seen at least K times, saved in the run (docs/vectors.md).")
+
+
+@dataclass
+class RunOptions:
+    """Every task: data, run directory, size, schedule, device, seed, resume."""
+
+    corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
+        "Training data: files, directories, globs (repeatable). " + DOCUMENTS_HELP))
+    out: Path = option(REQUIRED, "--out", metavar="DIR", help=(
+        "Run directory (config, log.jsonl, step-N.safetensors, training state, summary.json)."))
+    tokenizer: Optional[str] = option(None, "--tokenizer", "-t", metavar="TOK", help=TOKENIZER_HELP)
+    steps: Optional[int] = option(None, "--steps", min=1, max=MAX_STEPS, help="Optimizer updates (default 200).")
+    batch_size: Optional[int] = option(None, "--batch-size", min=1, max=MAX_SEQUENCES, help=(
+        "Sequences per update over all GPUs and micro-steps (default: preset's)."))
+    grad_accum: int = option(1, "--grad-accum", min=1, max=MAX_SEQUENCES, help="Micro-steps per update.")
+    seq_len: Optional[int] = option(None, "--seq-len", "--max-len", min=2, max=MAX_SEQ_LEN, help=(
+        "Tokens per sequence T (default: preset's)."))
+    lr: Optional[float] = option(None, "--lr", help="Peak learning rate (AdamW; default: preset's).")
+    dropout: Optional[float] = option(None, "--dropout", metavar="P", help=(
+        "Dropout probability. Default: the preset's (0 for the LM presets, the papers' small runs use none)."))
+    embedding_init: str = option(
+        "normal", "--embedding-init", metavar="normal|xavier|pretrained:FILE[:TENSOR]|pretrained:VECTORS", help=(
+            "Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a [V, d] tensor of a safetensors "
+            "checkpoint (default tensor: the file's input-embedding role), or word vectors (GloVe, word2vec "
+            "text/binary, fastText .vec, maybe compressed; told from a checkpoint by content): each whole-word piece "
+            "takes the vector of its word, else of its lower-cased word; the other rows as --missing says; the "
+            "coverage is reported (docs/vectors.md)."))
+    missing: Literal["xavier", "mean", "neighbours"] = option("xavier", "--missing", help=(
+        "--embedding-init pretrained:VECTORS: rows whose word has no vector (special tokens too): xavier "
+        "U(+-sqrt(6/(V+d))) seeded by --seed, or the mean of the vectors read (transplant-embeddings' --missing; "
+        "its neighbours needs a source tokenizer, so word vectors refuse it)."))
+    d_model: Optional[int] = option(None, "--d-model", metavar="D", min=1, max=1 << 16, help=(
+        "Model width (default: the preset's); word vectors need their dimension (GloVe: 300)."))
+    n_head: Optional[int] = option(None, "--n-head", metavar="H", min=1, max=1024, help=(
+        "Attention heads per layer, dividing --d-model (default: the preset's; paper 002: 10 for GloVe)."))
+    embedding_standardise: Optional[str] = option(
+        None, "--embedding-standardise", metavar="xavier|match:FILE:TENSOR|mean=M,std=S", help=(
+            "Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, s sqrt(2/(N+D)) "
+            "(uniform Xavier's std for N x D; paper 002 eq. 1, Pre-trained_Xavier); match = another tensor's mean "
+            "and sample std (eq. 4, Xavier_Pre-trained); or explicit values."))
+    embedding_shuffle: bool = option(False, "--embedding-shuffle", help=(
+        "Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-checkpoint function, seeded "
+        "by --seed)."))
+    shuffle_mode: Literal["rows", "rows-columns", "elements"] = option("rows", "--shuffle-mode", help=(
+        "rows: permute token rows (vectors kept, assigned to other tokens); rows-columns: also permute dimensions "
+        "(the paper's wording, 'the rows and columns of X_p are randomly shuffled'); elements: permute all "
+        "entries."))
+    eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(
+        "Evaluate every K steps, at step 0 and at the end (default 50)."))
+    save_every: int = option(0, "--save-every", min=0, max=MAX_STEPS, help=(
+        "Checkpoint and save a resumable state every N steps (0 = only at the end; step 0, the initial model, is "
+        "always saved)."))
+    stop_at: Optional[int] = option(None, "--stop-at", min=1, max=MAX_STEPS, help=(
+        "Stop (checkpoint and state saved) after this many steps while the LR/AG schedules still follow --steps; "
+        "continue later with --resume."))
+    device: Literal["auto", "cpu", "cuda"] = option("auto", "--device", help=(
+        "auto: CUDA when present (bf16 autocast), else CPU (float32)."))
+    dtype: Literal["auto", "float32", "bfloat16"] = option("auto", "--dtype", help=(
+        "Autocast precision (auto: bfloat16 on CUDA, float32 on CPU)."))
+    seed: int = option(0, "--seed", min=0, max=MAX_SEED, help=(
+        "Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch's and numpy's generators both "
+        "take)."))
+    resume: bool = option(False, "--resume", help=(
+        "Continue the run in DIR from its last saved state (same options required)."))
+
+
+@dataclass
+class OutputLayerOptions:
+    """Models with an output layer over the vocabulary (lm, translation): its bias (paper 000), the
+    schedule and validation of a language model, compilation and the tokenizer check."""
+
+    untie: bool = option(False, "--untie-embeddings", help=(
+        "Give the output layer its own W (`head.weight`) instead of tying it to the input embedding."))
+    bias_init: Literal["unigram", "zero", "none"] = option("zero", "--bias-init", help=(
+        "Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens (counted while "
+        "tokenising), zero, or none (no bias parameter)."))
+    smoothing: str = option("add-k:1", "--smoothing", metavar="add-k:K", help=(
+        "Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): no token gets -inf."))
+    rescale_w: Optional[Literal["fro", "spectral"]] = option(None, "--rescale-w", metavar="fro|spectral", help=(
+        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-checkpoint). Needs "
+        "--bias-init unigram and --untie-embeddings."))
+    embedding_whiten: bool = option(False, "--embedding-whiten", help=(
+        "Zipfian-whiten the initial embedding (Yokoi et al. 2024): v' = Sigma^(-1/2)(v - mu) under the add-k "
+        "unigram (--smoothing) of the training counts, after --embedding-init and before --embedding-standardise "
+        "(whitened coordinates have unit weighted variance: add --embedding-standardise xavier for Xavier's "
+        "scale)."))
+    lr_schedule: Optional[Literal["cosine", "linear", "inverse-sqrt", "constant"]] = option(
+        None, "--lr-schedule", help=(
+            "After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8, as RoBERTa and paper "
+            "001's release), inverse-sqrt: lr sqrt(warmup / step) (fairseq; the iwslt and base presets), or "
+            "constant (kim-3). Default: the preset's."))
+    warmup: Optional[int] = option(None, "--warmup", min=0, max=MAX_STEPS, help=(
+        "Linear warm-up steps (default: preset's)."))
+    label_smoothing: Optional[float] = option(None, "--label-smoothing", metavar="A", help=(
+        "Label smoothing of the cross-entropy. Default: the preset's (0 for the LM presets; 0.1 for translation, "
+        "paper 000 sec. 4.1)."))
+    eval_batches: int = option(8, "--eval-batches", min=1, max=MAX_SEQUENCES, help=(
+        "Validation batches per evaluation."))
+    val_fraction: float = option(0.05, "--val-fraction", help=(
+        "Every round(1/F)-th document is held out for validation."))
+    compile: bool = option(False, "--compile", help="torch.compile the model.")
+    allow_vocab_mismatch: bool = option(False, "--allow-vocab-mismatch", help=(
+        "Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs from the model's: a "
+        "warning instead of an error. Relaxes only this identity check: counts or a vocabulary longer than the "
+        "model's rows, or shorter by more than padding, are refused all the same."))
+
+
+@dataclass
+class GuidanceOptions:
+    """Attention guidance (paper 001 sec. 3.2, eq. 4) and the unigram regulariser (paper 000 app. B.3):
+    loss terms a task with attention over tokens adds."""
+
+    ag_patterns: Optional[str] = option(None, "--ag-patterns", metavar="LIST", help=(
+        "Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ... in order, the last one "
+        "filling the rest: next,prev,first,delim,period. Default (sec. 4.5): next, prev, then first (causal: prev, "
+        "then first; [Next] is refused in a causal model)."))
+    ag_fraction: float = option(0.0, "--ag-fraction", metavar="LAMBDA", help=(
+        "Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5)."))
+    ag_alpha: str = option("100", "--ag-alpha", metavar="A0|auto", help=(
+        "Initial AG weight alpha_0 in --ag-reduction's units (paper 001: 100 for small models, 10 for 12-16 "
+        "layers), or auto: alpha_0 = L_LM / L_AG at step 0 (sec. 4.5's rule, 'comparable at the beginning of "
+        "training'). Loss = L_LM + alpha_t L_AG (eq. 4)."))
+    ag_reduction: Literal["mse", "frobenius"] = option("mse", "--ag-reduction", help=(
+        "Units of L_AG. mse (the paper's released code): sum over layers and pattern groups of nn.MSELoss, i.e. "
+        "||H - P||_F^2 summed over the group's maps / (B k T^2), a group of k heads averaged. frobenius: eq. 2-3 "
+        "as printed, ||H - P||_F^2 summed over guided heads, batch mean (k T^2 times larger per group)."))
+    ag_hold_steps: int = option(0, "--ag-hold-steps", metavar="S", min=0, help=(
+        "Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: 20000). 0 = decay from "
+        "step 0, as the paper's text says."))
+    ag_decay_steps: int = option(0, "--ag-decay-steps", metavar="S", min=0, max=MAX_STEPS, help=(
+        "Step at which alpha reaches 0 (0 = --steps)."))
+    unigram_reg_lambda: float = option(0.0, "--unigram-reg-lambda", metavar="L", help=(
+        "Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): minimise KL(p || p_theta) - "
+        "L KL(omega(p) || p_theta) for the first --unigram-reg-steps updates, then the standard objective. p: the "
+        "one-hot next token (the first term is the cross-entropy); omega(p): the unigram of the training tokens, "
+        "add-k smoothed by --smoothing (the --bias-init unigram distribution); both terms per predicted token, in "
+        "nats. The logged loss stays the cross-entropy; log.jsonl adds unigram_reg_on, unigram_kl (the mean "
+        "KL(omega || p_theta)) and unigram_reg_weighted (-L times it). 0 = off."))
+    unigram_reg_steps: int = option(0, "--unigram-reg-steps", metavar="S", min=0, max=MAX_STEPS, help=(
+        "Updates 0 .. S-1 use --unigram-reg-lambda's objective; from update S on, the standard one (fig. 9's "
+        "'regularisation steps'; needs --unigram-reg-lambda, at most --steps)."))
+
+
+def common_config(values: dict[str, object]) -> dict[str, object]:
+    """The keyword arguments of `build_config` / `build_translation_config` that the shared groups
+    give (parsed: smoothing K, AG patterns and alpha), from a task's option values."""
+    from nbcli.counts import parse_smoothing
+    from nbcli.train.guidance import parse_alpha, parse_patterns
+
+    v = values
+    alpha = parse_alpha(str(v["ag_alpha"]))
+    return dict(
+        steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], seq_len=v["seq_len"], lr=v["lr"],
+        warmup=v["warmup"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
+        smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=v["rescale_w"],
+        ag_patterns=parse_patterns(v["ag_patterns"]), ag_fraction=v["ag_fraction"],  # type: ignore[arg-type]
+        ag_alpha="auto" if alpha is None else alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
+        ag_decay_steps=v["ag_decay_steps"], lr_schedule=v["lr_schedule"], unigram_reg_lambda=v["unigram_reg_lambda"],
+        unigram_reg_steps=v["unigram_reg_steps"], embedding_init=v["embedding_init"], embedding_missing=v["missing"],
+        d_model=v["d_model"], n_head=v["n_head"], embedding_standardise=v["embedding_standardise"],
+        embedding_whiten=v["embedding_whiten"], embedding_shuffle=v["embedding_shuffle"],
+        embedding_shuffle_mode=v["shuffle_mode"], eval_every=v["eval_every"], eval_batches=v["eval_batches"],
+        val_fraction=v["val_fraction"], save_every=v["save_every"], device=v["device"], dtype=v["dtype"],
+        compile=v["compile"], seed=v["seed"])
