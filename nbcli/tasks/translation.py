@@ -170,7 +170,8 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
     tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked; the source and target
     embeddings initialised by --embedding-init and its transforms (paper 002; the LM's function, each
     side with its own counts for --embedding-whiten; word vectors matched to each side's `tokenizers`, their
-    coverage per side in `coverage`); frozen with --freeze-embeddings (table 3)."""
+    coverage per side in `coverage`; each side's random draws its own, `nbcli.seeds`); frozen with
+    --freeze-embeddings (table 3)."""
     torch.manual_seed(cfg.seed)
     model = Seq2SeqTransformer(mcfg)
     shared = mcfg.share_embeddings == "all"
@@ -179,7 +180,7 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
         for emb, (side, counts, k) in zip(model.embeddings(), sides):
             report: dict[str, Any] = {}
             emb.weight.copy_(input_embedding(cfg, emb.weight, None, counts, tokenizers[k] if tokenizers else None,
-                                             report))
+                                             report, role=f"{side}_embedding"))   # own random streams
             if report and coverage is not None:
                 coverage[side] = report
         if model.final_logits_bias is not None and cfg.bias_init == "unigram":
