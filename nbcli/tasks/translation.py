@@ -64,9 +64,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Vaswani et al. 2017, base
     "base": dict(n_layer=6, n_head=8, d_model=512, seq_len=256, batch_size=256, lr=7e-4, warmup=4000, dropout=0.1,
                  **{**_FAIRSEQ, "adam_eps": 1e-9}, task_options=dict(d_ff=2048)),
-    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128)
+    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128); untied
+    # as the PyTorch tutorial it follows (source and target embeddings and a separate generator layer W)
     "kim-3": dict(n_layer=3, n_head=8, d_model=512, seq_len=256, batch_size=128, lr=2e-4, warmup=0, dropout=0.1,
-                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9}, task_options=dict(d_ff=512)),
+                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9},
+                  task_options=dict(d_ff=512, share_embeddings="none")),
 }
 
 
