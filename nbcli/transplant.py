@@ -11,9 +11,10 @@ embedding matrix [V_t, d] is made from a source checkpoint's input embedding [V_
   role (BOS, EOS, padding, unknown, mask), never by spelling. `--min-count K` with target `--counts`
   copies only pieces seen at least K times (paper 002 sec. 5: the vocabulary keeps tokens above a
   minimum frequency); the others are treated as missing.
-* **Missing rows** (`fill_missing`): `xavier` U(±sqrt(6/(V_t + d))) (sec. 3.1, seeded); `mean` the
-  mean source row; `neighbours` the weighted mean of the source rows of the piece's sub-pieces as the
-  source tokenizer cuts its text (Dobler & de Melo 2023 initialise non-overlapping tokens as a
+* **Missing rows** (`fill_missing`): `xavier` U(±sqrt(6/(V_t + d))) (sec. 3.1; seeded by the seed and
+  the target tokenizer, `nbcli.seeds`, so two sides' transplants draw apart); `mean` the mean source
+  row; `neighbours` the weighted mean of the source rows of the piece's sub-pieces as the source
+  tokenizer cuts its text (Dobler & de Melo 2023 initialise non-overlapping tokens as a
   weighted mean of source embeddings; here the neighbours are the piece's own source sub-pieces,
   weighted by their length in characters -- our choice; a piece the source tokenizer cannot cut into
   known non-special pieces falls back to the mean row).
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from nbcli.errors import CheckpointError, ConfigError
+from nbcli.seeds import stream_seed
 
 if TYPE_CHECKING:
     import torch
@@ -226,7 +228,8 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
                     seed: int = 0, counts: np.ndarray | None = None, min_count: int = 0,
                     ) -> tuple[torch.Tensor, np.ndarray, Coverage]:
     """The target embedding [V_t, d] (float32), the copied source row per target id (-1: initialised)
-    and the coverage report. `counts` [V_t] are target-corpus unigram counts (nb counts format)."""
+    and the coverage report. `counts` [V_t] are target-corpus unigram counts (nb counts format).
+    --missing xavier rows come from the stream of (seed, the target tokenizer's sha256) (`nbcli.seeds`)."""
     import torch
 
     if missing not in MISSING:
@@ -252,7 +255,9 @@ def transplant_rows(source_rows: torch.Tensor, source: Tokenizer, target: Tokeni
     out[hit_ids] = rows[torch.from_numpy(match[hit])]
     miss = np.nonzero(~hit)[0].tolist()
     mean_row = rows[:source.vocab_size].to(torch.float64).mean(0).to(torch.float32)
-    fallbacks = fill_missing(out, miss, missing, mean_row, seed, lambda ids: [
+    # its own stream per target vocabulary (nbcli.seeds): two sides' transplants with one --seed draw apart
+    fill_seed = stream_seed(seed, "transplant_embedding", target.sha256, "missing")
+    fallbacks = fill_missing(out, miss, missing, mean_row, fill_seed, lambda ids: [
         weighted_mean_rows(rows, pairs) for pairs in neighbour_rows(target, source, ids)])
     mass = total = None
     if counts is not None:

@@ -320,6 +320,20 @@ def parallel_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def side_tokenizers(tmp_path_factory: pytest.TempPathFactory, parallel_corpus: Path) -> dict[str, Path]:
+    """One SentencePiece BPE model per side of the parallel corpus: "de" (vocab 400, trained on
+    train.de), "en" (vocab 360, train.en) and "en-400" (vocab 400, train.en: a target side as large as
+    the source)."""
+    folder = tmp_path_factory.mktemp("side-tokenizers")
+    out = {}
+    for name, side, size in (("de", "de", 400), ("en", "en", 360), ("en-400", "en", 400)):
+        lines = (parallel_corpus / f"train.{side}").read_text(encoding="utf-8").splitlines()
+        (folder / name).mkdir()
+        out[name] = train_sentencepiece(folder / name, lines, size)
+    return out
+
+
+@pytest.fixture(scope="session")
 def translation_run(tmp_path_factory: pytest.TempPathFactory, parallel_corpus: Path) -> Path:
     """A tiny `nb train --task translation` run directory (d 32, 4 updates; its best.safetensors,
     step-4.safetensors and tokenizers), for the commands that read one."""

@@ -64,9 +64,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Vaswani et al. 2017, base
     "base": dict(n_layer=6, n_head=8, d_model=512, seq_len=256, batch_size=256, lr=7e-4, warmup=4000, dropout=0.1,
                  **{**_FAIRSEQ, "adam_eps": 1e-9}, task_options=dict(d_ff=2048)),
-    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128)
+    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128); untied
+    # as the PyTorch tutorial it follows (source and target embeddings and a separate generator layer W)
     "kim-3": dict(n_layer=3, n_head=8, d_model=512, seq_len=256, batch_size=128, lr=2e-4, warmup=0, dropout=0.1,
-                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9}, task_options=dict(d_ff=512)),
+                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9},
+                  task_options=dict(d_ff=512, share_embeddings="none")),
 }
 
 
@@ -170,7 +172,8 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
     tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked; the source and target
     embeddings initialised by --embedding-init and its transforms (paper 002; the LM's function, each
     side with its own counts for --embedding-whiten; word vectors matched to each side's `tokenizers`, their
-    coverage per side in `coverage`); frozen with --freeze-embeddings (table 3)."""
+    coverage per side in `coverage`; each side's random draws its own, `nbcli.seeds`); frozen with
+    --freeze-embeddings (table 3)."""
     torch.manual_seed(cfg.seed)
     model = Seq2SeqTransformer(mcfg)
     shared = mcfg.share_embeddings == "all"
@@ -179,7 +182,7 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
         for emb, (side, counts, k) in zip(model.embeddings(), sides):
             report: dict[str, Any] = {}
             emb.weight.copy_(input_embedding(cfg, emb.weight, None, counts, tokenizers[k] if tokenizers else None,
-                                             report))
+                                             report, role=f"{side}_embedding"))   # own random streams
             if report and coverage is not None:
                 coverage[side] = report
         if model.final_logits_bias is not None and cfg.bias_init == "unigram":

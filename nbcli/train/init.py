@@ -10,8 +10,12 @@
   told apart from a checkpoint by content, `nbcli.vectors.reader.is_vector_file`), optionally standardised (eq. 1 Xavier's
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
   function), Zipfian-whitened first if asked (Yokoi et al. 2024, `ops.zipfian_whiten` under the add-k
-  unigram of the training counts), and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`,
-  seeded by --seed).
+  unigram of the training counts), and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`).
+  The draws are seeded by --seed itself for the one embedding of an LM or encoder (as always: their
+  fixed-seed runs are unchanged); a model with several embeddings names each one's role ("source_embedding",
+  "target_embedding", "shared_embedding" in a translation model) and each draw (the Xavier matrix, the
+  --missing xavier rows, the permutation) then has its own stream, `nbcli.seeds.stream_seed(--seed, ROLE,
+  "xavier"|"missing"|"shuffle")`, so distinct tensors never get the same draw (issue 40).
 
 `build_model` applies them to a fresh `nbcli.model.Transformer` (GPT-2 init) for `nb train`.
 """
@@ -29,6 +33,7 @@ import torch
 from nbcli import ops, surgery
 from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.model import ModelConfig, Transformer
+from nbcli.seeds import stream_seed
 from nbcli.tokenizers import Tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import never_predicted
@@ -125,14 +130,22 @@ def pretrained_rows(spec: str, vocab_size: int, d_model: int, tokenizer_rows: in
     return rows
 
 
+def draw_seed(seed: int, role: str | None, draw: str) -> int:
+    """The seed of one random draw of an embedding's init: `seed` itself for a model's only embedding
+    (role None: an LM's or encoder's), else the stream of (seed, role, draw) (`nbcli.seeds`)."""
+    return seed if role is None else stream_seed(seed, role, draw)
+
+
 def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int | None = None,
                     counts: np.ndarray | None = None, tokenizer: Tokenizer | None = None,
-                    coverage: dict[str, Any] | None = None) -> torch.Tensor:
+                    coverage: dict[str, Any] | None = None, role: str | None = None) -> torch.Tensor:
     """The initial tok_emb.weight [V, d] for cfg (current holds the default N(0, 0.02) draw). A
     pretrained file with only the tokenizer's rows leaves the appended rows (MLM `<mask>`) at their
     current init. Word vectors are matched to `tokenizer`'s words (their coverage report goes into
     `coverage`). Order: init, Zipfian whitening (cfg.embedding_whiten, weights from `counts`, the
-    training counts), standardisation, shuffling (the order of nb patch-checkpoint)."""
+    training counts), standardisation, shuffling (the order of nb patch-checkpoint). `role` names one
+    of several embeddings of a model (None: the only one): its random draws then come from streams of
+    (cfg.seed, role) (`draw_seed`, module docstring)."""
     V, d = current.shape
     vectors = pretrained_vectors(cfg)
     if vectors is not None:
@@ -140,7 +153,8 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
 
         if tokenizer is None:
             raise ConfigError("--embedding-init pretrained:VECTORS needs the tokenizer whose words it matches")
-        rows, report = vector_embedding(vectors, tokenizer, d, cfg.embedding_missing, cfg.seed)  # type: ignore[arg-type]
+        seed = draw_seed(cfg.seed, role, "missing")
+        rows, report = vector_embedding(vectors, tokenizer, d, cfg.embedding_missing, seed)  # type: ignore[arg-type]
         emb = current.detach().clone().to(rows.dtype)
         emb[:rows.shape[0]] = rows
         if coverage is not None:
@@ -148,7 +162,7 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
     elif cfg.embedding_init == "normal":
         emb = current.detach().clone()
     elif cfg.embedding_init == "xavier":
-        emb = ops.xavier_uniform(V, d, cfg.seed)
+        emb = ops.xavier_uniform(V, d, draw_seed(cfg.seed, role, "xavier"))
     else:
         rows = pretrained_rows(cfg.embedding_init, V, d, tokenizer_rows)
         emb = current.detach().clone().to(rows.dtype)
@@ -162,7 +176,7 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
         if cfg.embedding_standardise is not None:
             emb = surgery.standardise_to(emb, surgery.parse_standardise(cfg.embedding_standardise))
         if cfg.embedding_shuffle:
-            emb = ops.shuffle_embeddings(emb, cfg.seed, cfg.embedding_shuffle_mode)
+            emb = ops.shuffle_embeddings(emb, draw_seed(cfg.seed, role, "shuffle"), cfg.embedding_shuffle_mode)
     return emb.to(current.dtype)
 
 

@@ -79,3 +79,33 @@ def test_option_refusals(tmp_path: Path, parallel_corpus: Path, sp_model: Path, 
     assert result.exit_code == (2 if fragment == "--preset" else 1), result.output  # 2: a choice refused in parsing
     assert_one_line_error(result.stderr, fragment)
     assert not (tmp_path / "r").exists()
+
+
+def test_two_tokenizers_xavier_draws_each_side_apart(tmp_path: Path, parallel_corpus: Path,
+                                                     side_tokenizers: dict[str, Path]) -> None:
+    """Issue 40's repro: `--src-tokenizer A --tgt-tokenizer B --embedding-init xavier` gave the two
+    embeddings one draw (step 0: encoder[:V_tgt] / decoder a constant, correlation 1). Now each side
+    has its own stream, and the same --seed gives the same step-0 checkpoint bit for bit."""
+    import torch
+
+    from nbcli.checkpoint.reader import open_checkpoint
+
+    def train(name: str) -> dict[str, torch.Tensor]:
+        result = invoke("train", "--task", "translation", "--corpus", parallel_corpus / "train", "--valid",
+                        parallel_corpus / "valid", "--src-lang", "de", "--tgt-lang", "en", "--src-tokenizer",
+                        side_tokenizers["de"], "--tgt-tokenizer", side_tokenizers["en"], "--preset", "tiny",
+                        "--embedding-init", "xavier", "--steps", "1", "--eval-batches", "1", "--eval-sentences",
+                        "4", "--seed", "0", "--out", tmp_path / name)
+        assert result.exit_code == 0, result.output
+        with open_checkpoint(tmp_path / name / "step-0.safetensors") as ckpt:
+            return {n: ckpt.get(n) for n in ckpt.names()}
+
+    a = train("a")
+    enc, dec = a["encoder.embed_tokens.weight"], a["decoder.embed_tokens.weight"]
+    assert enc.shape[0] == 400 and dec.shape[0] == 360
+    x, y = enc[:360].flatten().double(), dec.flatten().double()
+    assert abs(float(torch.corrcoef(torch.stack([x, y]))[0, 1])) < 0.1
+    ratio = x / y
+    assert float(ratio.std() / ratio.abs().mean()) > 0.1                  # not elementwise proportional
+    b = train("b")
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)

@@ -284,3 +284,26 @@ def test_an_update_builds_no_device_tensor_and_reads_once(tmp_path: Path, parall
     batch = collate(data.train_src, data.train_tgt, rows, conventions(tok, tok), torch.device("cpu"))
     assert result.tokens == batch.tokens == int((batch.labels != -100).sum()) == sum(len(data.train_tgt[i]) + 1
                                                                                     for i in rows)
+
+
+@pytest.mark.parametrize("preset,share", [("kim-3", None), ("tiny", "none")])
+def test_freezing_embeddings_never_freezes_an_untied_output_layer(tmp_path: Path, parallel_corpus: Path,
+                                                                  preset: str, share: str | None) -> None:
+    """kim-3 is untied, as the PyTorch tutorial paper 002 app. A.2 follows (a separate generator layer):
+    --freeze-embeddings (table 3's "Train: no") keeps the source and target embeddings, while the
+    output matrix W, its own tensor, trains with the rest."""
+    assert PRESETS["kim-3"]["task_options"]["share_embeddings"] == "none"
+    options = {"src_lang": "de", "tgt_lang": "en", "d_ff": 64, "eval_sentences": 4, "freeze_embeddings": True,
+               "share_embeddings": share}
+    cfg = build_translation_config(preset, options, d_model=32, n_head=4, n_layer=1, batch_size=16, eval_batches=1,
+                                   eval_every=2, steps=2, seq_len=64, lr=1e-3)
+    assert cfg.tie_embeddings is False and cfg.task_options["share_embeddings"] == "none"
+    train_translation(cfg, [str(parallel_corpus / "train")], parallel_corpus / "joint.model",
+                      parallel_corpus / "joint.model", tmp_path / "k", valid=[str(parallel_corpus / "valid")])
+    with open_checkpoint(tmp_path / "k" / "step-0.safetensors") as a, \
+            open_checkpoint(tmp_path / "k" / "step-2.safetensors") as b:
+        config = Seq2SeqConfig.from_json(b.metadata["nb.config"])
+        assert config.share_embeddings == "none"
+        for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
+            assert torch.equal(a.get(name), b.get(name)), name
+        assert not torch.equal(a.get("lm_head.weight"), b.get("lm_head.weight"))
