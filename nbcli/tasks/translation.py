@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
@@ -104,7 +105,8 @@ class TranslationOptions:
             (self.d_ff >= 1 and self.max_positions >= 2, "d_ff and max_positions must be positive"),
             (self.beam >= 1, "--beam must be >= 1"),
             (math.isfinite(self.lenpen), "--lenpen must be a finite number"),
-            (self.max_len_a >= 0 and self.max_len_b >= 0, "--max-len-a and --max-len-b must be >= 0"),
+            (math.isfinite(self.max_len_a) and 0 <= self.max_len_a <= MAX_LEN_A and 0 <= self.max_len_b <= MAX_LEN_B,
+             f"--max-len-a must be a finite number from 0 to {MAX_LEN_A:g} and --max-len-b from 0 to {MAX_LEN_B}"),
             (self.eval_sentences >= 0, "--eval-sentences must be >= 0"),
             (0.0 <= self.ag_decoder_fraction <= 1.0, "--ag-decoder-fraction must be in [0, 1]"),
             (bool(self.src_lang) and bool(self.tgt_lang) and self.src_lang != self.tgt_lang,

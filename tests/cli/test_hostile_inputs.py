@@ -1,0 +1,62 @@
+"""Issue 42's hostile inputs and faults, one test per class: a one-line `nb: error:`, exit 1, no
+traceback, nothing written, inputs untouched (tests/fuzz's `hostile` family keeps the cases)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, invoke
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("option,value", [("--max-len-a", "nan"), ("--max-len-a", "inf"), ("--max-len-a", "1e308")])
+def test_translate_refuses_a_length_limit_that_is_not_a_finite_count(
+        tmp_path: Path, translation_run: Path, option: str, value: str) -> None:
+    (tmp_path / "in.de").write_text("a b c\n", encoding="utf-8")
+    result = invoke("translate", translation_run, "-i", tmp_path / "in.de", "-o", tmp_path / "out.en", option, value)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, option)
+    assert result.stdout == "" and not (tmp_path / "out.en").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_export_refuses_a_lenpen_that_is_not_finite(tmp_path: Path, translation_run: Path, value: str) -> None:
+    before = _snapshot(translation_run)
+    result = invoke("export", translation_run, "-o", tmp_path / "hf", "--lenpen", value)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, "--lenpen")
+    assert not (tmp_path / "hf").exists() and _snapshot(translation_run) == before
+
+
+@pytest.mark.parametrize("header,compress", [("3 1000000000000", False), ("4000000 4000000", False),
+                                             ("3 1000000000000", True), ("4000000 4000000", True)])
+def test_a_word_vector_header_is_checked_before_anything_is_allocated(tmp_path: Path, header: str,
+                                                                       compress: bool) -> None:
+    """A header's D larger than a row nb reads, or (uncompressed) than the file, is one line before
+    np.empty; what is preallocated from a compressed file's header is bounded by its size (4,000,000
+    rows of 4,000,000 dimensions in a gzip of 40 bytes: one row, then the truncation error)."""
+    import gzip
+
+    data = f"{header}\nthe 0.1 0.2\nof 0.3 0.4\n".encode()
+    vectors = tmp_path / ("v.vec.gz" if compress else "v.vec")
+    vectors.write_bytes(gzip.compress(data) if compress else data)
+    (tmp_path / "q.txt").write_text(": s\nthe of the of\n", encoding="utf-8")
+    result = invoke("analogy", vectors, "--questions", tmp_path / "q.txt")
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, f"{vectors}")
+
+
+def test_a_word_vector_header_for_pretrained_embeddings(tmp_path: Path) -> None:
+    (tmp_path / "corpus.txt").write_text("the cat sat on the mat\n" * 20, encoding="utf-8")
+    (tmp_path / "v.vec").write_text("3 1000000000000\nthe 0.1 0.2\n", encoding="utf-8")
+    result = invoke("train", "--corpus", tmp_path / "corpus.txt", "-t", "words:min-freq=1", "--out", tmp_path / "run",
+                    "--steps", "1", "--embedding-init", f"pretrained:{tmp_path / 'v.vec'}")
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, "v.vec:1", "1,000,000,000,000 dimensions")
+    assert not (tmp_path / "run").exists()
