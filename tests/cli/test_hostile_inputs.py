@@ -60,3 +60,51 @@ def test_a_word_vector_header_for_pretrained_embeddings(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert_one_line_error(result.stderr, "v.vec:1", "1,000,000,000,000 dimensions")
     assert not (tmp_path / "run").exists()
+
+
+def _words_classifier(tmp_path: Path, corpus: Path, *extra: str | Path, min_freq: int = 1):
+    return invoke("train", "--task", "classification", "-t", f"words:min-freq={min_freq}", "--corpus", corpus,
+                  "--steps", "1", "--batch-size", "2", "--max-len", "8", "--device", "cpu", "--d-model", "4",
+                  "--n-head", "2", "--out", tmp_path / "run", *extra)
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("where", ["--label-names", "dataset_info.json"])
+def test_deep_json_of_label_names_is_one_line(tmp_path: Path, where: str) -> None:
+    """--label-names FILE and a dataset_info.json beside the data go through nb's bounded JSON reader."""
+    (tmp_path / "data").mkdir()
+    corpus = _jsonl(tmp_path / "data" / "train.jsonl",
+                    [{"text": "the cat", "label": "neg"}, {"text": "the dog", "label": "pos"}] * 2)
+    names = tmp_path / "names.json" if where == "--label-names" else tmp_path / "data" / "dataset_info.json"
+    names.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    result = _words_classifier(tmp_path, corpus, *(("--label-names", names) if where == "--label-names" else ()))
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, f"{names}:", "nested more than 64 levels")
+    assert not (tmp_path / "run").exists()
+
+
+def test_labels_that_are_all_null_or_fractions_name_the_file(tmp_path: Path) -> None:
+    corpus = _jsonl(tmp_path / "train.jsonl", [{"text": "the cat", "label": 0.5}, {"text": "the dog", "label": None}])
+    result = _words_classifier(tmp_path, corpus)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, f"{corpus}: no labels")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_word_vocabulary_the_data_cannot_make_names_the_file(tmp_path: Path) -> None:
+    corpus = _jsonl(tmp_path / "train.jsonl", [{"text": "the cat", "label": "a"}, {"text": "a dog", "label": "b"}])
+    result = _words_classifier(tmp_path, corpus, min_freq=9)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, f"{corpus}: -t words:min-freq=9")
+    (tmp_path / "pairs.tsv").write_text("a b\tc d\n", encoding="utf-8")
+    result = invoke("train", "--task", "translation", "-t", "words:min-freq=5", "--corpus", tmp_path / "pairs.tsv",
+                    "--src-lang", "de", "--tgt-lang", "en", "--out", tmp_path / "mt")
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, f"{tmp_path / 'pairs.tsv'}: -t words:min-freq=5")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "mt").exists()
