@@ -69,6 +69,10 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
     kwargs: dict[str, Any] = {}
     if style in ("bert", "roberta"):   # transformers' heads: only BERT's sequence head reads the pooler
         kwargs["add_pooling_layer"] = style == "bert" and task == "classification"
+    from nbcli.checkpoint.reader import open_checkpoint
+
+    with open_checkpoint(path):   # nb's own reader first: a broken file is one line naming it, not a library's traceback
+        pass
     try:
         encoder = AutoModel.from_pretrained(path, use_safetensors=True, **kwargs)
     except (OSError, ValueError) as err:

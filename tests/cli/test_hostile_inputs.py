@@ -108,3 +108,37 @@ def test_a_word_vocabulary_the_data_cannot_make_names_the_file(tmp_path: Path) -
     assert result.exit_code == 1, result.output
     assert_one_line_error(result.stderr, f"{tmp_path / 'pairs.tsv'}: -t words:min-freq=5")
     assert not (tmp_path / "run").exists() and not (tmp_path / "mt").exists()
+
+
+def _encoder_classifier(tmp_path: Path, init: str | Path, *extra: str | Path):
+    from tests.tasks.builders import write_corpus
+    from tests.tasks.test_finetune import pairs
+
+    corpus = write_corpus(tmp_path / "train.jsonl", pairs(4), "jsonl")
+    return invoke("train", "--task", "classification", "--init", init, "--corpus", corpus, "--text-field", "sentence1",
+                  "--text-pair-field", "sentence2", "--steps", "1", "--batch-size", "4", "--device", "cpu", *extra)
+
+
+def test_init_with_a_truncated_safetensors_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    from tests.tasks.builders import encoder_folder
+
+    enc = encoder_folder(tmp_path / "enc", "bert")
+    weights = enc / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:2000])
+    before = _snapshot(enc)
+    result = _encoder_classifier(tmp_path, enc, "--out", tmp_path / "run")
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, "model.safetensors")
+    assert not (tmp_path / "run").exists() and _snapshot(enc) == before
+
+
+def test_init_given_as_a_local_path_prints_no_hub_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.tasks.builders import encoder_folder
+
+    encoder_folder(tmp_path / "enc", "bert")
+    monkeypatch.chdir(tmp_path)
+    result = _encoder_classifier(tmp_path, "./enc", "--out", "run")
+    assert result.exit_code == 0, result.output
+    assert "Hub repo" not in result.stderr, result.stderr
+    bare = _encoder_classifier(tmp_path, "enc", "--out", "run2")   # `enc` could be a repo id: one note, once
+    assert bare.exit_code == 0 and bare.stderr.count("not the Hub repo enc") == 1, bare.stderr
