@@ -47,7 +47,7 @@ from nbcli.train.rundir import (check_inputs_outside, check_run_directory, creat
                                 write_run_files, write_summary)
 from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import (Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum, on_main_rank,
-                                  setup_runtime)
+                                  process_group_closed, setup_runtime)
 from nbcli.train.state import FORMAT, save_model
 from nbcli.train.step import eval_sums, global_micro, make_optimizer, prediction_fields
 
@@ -405,7 +405,7 @@ def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Pat
     """Run `nb train --task translation` (as `nbcli.train.loop.train` for the LM: a new run that fails
     before its first saved state leaves nothing behind; --resume continues exactly)."""
     out = Path(out)
-    with removed_on_failure(out, resume):
+    with process_group_closed(), removed_on_failure(out, resume):
         return _train(cfg, corpus, source_tokenizer, target_tokenizer, out, valid=valid, resume=resume,
                       stop_at=stop_at, on_step=on_step, on_bytes=on_bytes, on_warning=on_warning,
                       allow_vocab_mismatch=allow_vocab_mismatch)

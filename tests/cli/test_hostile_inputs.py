@@ -142,3 +142,32 @@ def test_init_given_as_a_local_path_prints_no_hub_note(tmp_path: Path, monkeypat
     assert "Hub repo" not in result.stderr, result.stderr
     bare = _encoder_classifier(tmp_path, "enc", "--out", "run2")   # `enc` could be a repo id: one note, once
     assert bare.exit_code == 0 and bare.stderr.count("not the Hub repo enc") == 1, bare.stderr
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_translation_run_destroys_its_process_group_when_it_ends(tmp_path: Path, parallel_corpus: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     fails: bool) -> None:
+    """Every DDP path ends by destroying its process group (success, error), not at interpreter exit,
+    where gloo can abort the rank with SIGABRT. The group here is a stand-in recording the calls."""
+    import torch.distributed as dist
+
+    from nbcli.errors import NbError
+    from nbcli.tasks.translation import build_translation_config, train_translation
+
+    alive = [True]
+    destroyed: list[bool] = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: alive[0])
+    monkeypatch.setattr(dist, "destroy_process_group", lambda *a, **k: (destroyed.append(True), alive.clear(),
+                                                                        alive.append(False)))
+    cfg = build_translation_config("tiny", dict(src_lang="de", tgt_lang="en", d_ff=32, eval_sentences=4),
+                                   d_model=16, steps=1, eval_every=1, eval_batches=1, batch_size=8)
+    corpus = [str(parallel_corpus / ("absent" if fails else "train"))]
+    if fails:
+        with pytest.raises(NbError):
+            train_translation(cfg, corpus, parallel_corpus / "joint.model", parallel_corpus / "joint.model",
+                              tmp_path / "run")
+    else:
+        train_translation(cfg, corpus, parallel_corpus / "joint.model", parallel_corpus / "joint.model",
+                          tmp_path / "run", valid=[str(parallel_corpus / "valid")])
+    assert destroyed == [True]
