@@ -171,3 +171,22 @@ def test_a_translation_run_destroys_its_process_group_when_it_ends(tmp_path: Pat
         train_translation(cfg, corpus, parallel_corpus / "joint.model", parallel_corpus / "joint.model",
                           tmp_path / "run", valid=[str(parallel_corpus / "valid")])
     assert destroyed == [True]
+
+
+def test_ctrl_c_after_the_first_saved_state_says_what_was_kept(tmp_path: Path) -> None:
+    """A real `nb train` sent SIGINT at a later commit (NB_FAULT_INJECT, nbcli.atomic.commit): exit 130,
+    one line naming the run directory and that --resume continues; the directory and its state stay."""
+    import os
+    import subprocess
+
+    (tmp_path / "lm.txt").write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
+    out = tmp_path / "run"
+    env = {**os.environ, "NB_FAULT_INJECT": "before-commit:8:INT"}
+    proc = subprocess.run(["nb", "train", "--corpus", tmp_path / "lm.txt", "-t", "words:min-freq=1", "--out", out,
+                           "--steps", "6", "--save-every", "2", "--seq-len", "8", "--batch-size", "4", "--d-model", "8",
+                           "--n-head", "2", "--eval-every", "2", "--eval-batches", "1"],
+                          capture_output=True, env=env, timeout=300)
+    assert proc.returncode == 130, proc.stderr.decode()
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nb: interrupted; kept what was completed before it in {out}: ")
+    assert "--resume" in lines[0] and (out / "train-state.json").exists()
