@@ -142,14 +142,17 @@ def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = No
                  ) -> ExportReport:
     """Write the Marian model folder of a loaded translation model into `out` (new or empty)."""
     from nbcli.checkpoint.writer import write_model_folder
+    from nbcli.decoding.search import check_search
     from nbcli.provenance import tool_version
 
     cfg = tm.cfg
     defaults = tm.decoding_defaults()
+    beam = defaults["beam"] if beam is None else beam
+    lenpen = defaults["lenpen"] if lenpen is None else lenpen
+    check_search(beam, lenpen)
     tensors = marian_tensors(tm.model)
     extra = {"config.json": _json(marian_config(cfg)),
-             "generation_config.json": _json(generation_config(
-                 cfg, defaults["beam"] if beam is None else beam, defaults["lenpen"] if lenpen is None else lenpen)),
+             "generation_config.json": _json(generation_config(cfg, beam, lenpen)),
              **tokenizer_files(tm.source_tokenizer, tm.target_tokenizer, cfg)}
     metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(tm.path),
                 **({"nb.step": tm.metadata["nb.step"]} if "nb.step" in tm.metadata else {})}
@@ -165,6 +168,7 @@ def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokeniz
     """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate);
     a classifier or tagger run (`nbcli.tasks.classifier_export`) exports as transformers'
     For{Sequence,Token}Classification folder, its last checkpoint for a run directory."""
+    from nbcli.decoding.search import check_search
     from nbcli.outputs import guard_outputs, model_inputs
     from nbcli.tasks.classifier_export import export_classifier, is_classifier_checkpoint
     from nbcli.translate import load_translation_model
@@ -177,6 +181,7 @@ def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokeniz
             raise ConfigError(f"{given[0]} applies to a translation checkpoint; {checkpoint} is a classifier run "
                               "(its tokenizer is beside it)")
         return export_classifier(checkpoint, out)
+    check_search(1 if beam is None else beam, 1.0 if lenpen is None else lenpen)
     guard_outputs([], [*model_inputs(checkpoint), source_tokenizer, target_tokenizer], folder=out)
     tm = load_translation_model(checkpoint, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device="cpu")

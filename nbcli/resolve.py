@@ -224,6 +224,9 @@ def resolve(spec: Path | str, kind: Kind = "model") -> Resolved:
             note = (f"{text}: using the local folder ./{text}, not the Hub repo {text} "
                     f"(give a path like ./{text}, or move out of this directory, to be explicit)")
             report(note)
+        if local.exists():   # resolved as a local path: resolving it again (a folder's files) says so again
+            local = TypedPath(str(local))
+            local.typed = f"./{text}" if looks_like_repo_id(text) else text
         return Resolved(local, origin[0] if origin else None, None, origin[1] if origin else None, False, note)
     repo_id, revision = _split(text)
     folder = _snapshot(repo_id, revision, kind)

@@ -164,10 +164,11 @@ def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, le
     """Detokenised translations of `texts` in order (an empty text gives ""). Sentences are decoded in
     batches of similar source length; a sentence's output does not depend on its batch. A sentence
     longer than the model's position table is a ConfigError naming `where`:LINE."""
-    from nbcli.decoding.search import check_search
+    from nbcli.decoding.search import check_length_limit, check_search
     from nbcli.decoding.seq2seq import translate_ids
 
     check_search(beam, lenpen)
+    check_length_limit(max_len_a, max_len_b)
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
     out = [""] * len(texts)
@@ -233,9 +234,12 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
     when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
     from nbcli.atomic import write_text_atomic
+    from nbcli.decoding.search import check_length_limit, check_search
     from nbcli.outputs import guard_outputs, model_inputs
     from nbcli.translation_eval import read_hypotheses
 
+    check_search(1 if beam is None else beam, 1.0 if lenpen is None else lenpen)
+    check_length_limit(1.2 if max_len_a is None else max_len_a, 10 if max_len_b is None else max_len_b)
     guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer])
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,

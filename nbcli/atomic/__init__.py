@@ -43,11 +43,11 @@ finishing or rolling back interrupted commits, removing stale temporaries).
 """
 
 from nbcli.atomic.checks import check_name_length, check_output_dir, name_max
-from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, start_writeback, write_all_atomic,
-                                 write_bytes_atomic, write_text_atomic)
+from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, start_writeback, take_committed,
+                                 write_all_atomic, write_bytes_atomic, write_text_atomic)
 from nbcli.atomic.recovery import recover_directory, recover_journal_now, take_notes
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, temp_name
 
 __all__ = ["JOURNAL_PREFIX", "TEMP_SUFFIX", "OutputSet", "atomic_write", "check_name_length", "check_output_dir",
-           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "start_writeback", "take_notes",
+           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "start_writeback", "take_committed", "take_notes",
            "temp_name", "write_all_atomic", "write_bytes_atomic", "write_text_atomic"]

@@ -31,6 +31,17 @@ _prepared: set[str] = set()
 _fault_hits: dict[str, int] = {}
 
 
+_committed: list[Path] = []
+
+
+def take_committed() -> list[Path]:
+    """The outputs committed (renamed into place) since the last call (then cleared): what an
+    interrupted command kept, where they still exist (`nb: interrupted; kept ...`)."""
+    done = list(_committed)
+    _committed.clear()
+    return done
+
+
 def _fault(point: str) -> None:
     """Test hook: signal this process at `point` when NB_FAULT_INJECT asks for it (see module doc)."""
     spec = os.environ.get("NB_FAULT_INJECT")
@@ -213,6 +224,7 @@ class OutputSet:
             if journal is not None:
                 journal.unlink(missing_ok=True)
                 fsync_dir(journal.parent)
+            _committed.extend(path for path, _tmp, _handle in self._files)
             self._files.clear()
             self._retire.clear()
             self._point = None

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -297,6 +298,20 @@ class NbCommand(TyperCommand):
         formatter.write(render_help(self, ctx))
 
 
+def interrupted_message(kept: list[Path]) -> str:
+    """The line of a Ctrl-C: no output written, or the outputs completed before it that stay (a run
+    directory after its first saved state: `--resume` continues it)."""
+    if not kept:
+        return "nb: interrupted; no output written"
+    kept = list(dict.fromkeys(kept))
+    folders = list(dict.fromkeys(str(p.parent) for p in kept))
+    names = ", ".join(p.name for p in kept[:4]) + (f" and {len(kept) - 4} more" if len(kept) > 4 else "")
+    where = folders[0] if len(folders) == 1 else ", ".join(folders)
+    resume = "; nb train --resume continues from its last saved state" if any(
+        p.name == "train-state.json" for p in kept) else ""
+    return one_line(f"nb: interrupted; kept what was completed before it in {where}: {names}{resume}")
+
+
 class NbGroup(TyperGroup):
     """Maps expected failures to one line on stderr: NbError -> exit 1, Ctrl-C -> exit 130."""
 
@@ -307,16 +322,17 @@ class NbGroup(TyperGroup):
         formatter.write(render_help(self, ctx))
 
     def invoke(self, ctx: Any) -> Any:
-        from nbcli.atomic import take_notes
+        from nbcli.atomic import take_committed, take_notes
 
         take_notes()  # notes of an earlier in-process run (tests) are not this run's
+        take_committed()
         try:
             result = super().invoke(ctx)
             for note in take_notes():  # recovered commits, removed stale temporaries
                 typer.echo(f"nb: note: {note}", err=True)
             return result
         except (KeyboardInterrupt, Interrupted):
-            typer.echo("nb: interrupted; no output written", err=True)
+            typer.echo(interrupted_message([p for p in take_committed() if p.exists()]), err=True)
             ctx.exit(130)
         except NbError as err:
             typer.echo(f"nb: error: {one_line(str(err))}", err=True)

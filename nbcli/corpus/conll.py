@@ -27,7 +27,6 @@ opens with a contraction, `1-2 du` then `1 de`, `2 le`, is numbered all the same
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,9 +78,11 @@ def _first_token_line(path: str, number: int, line: str, columns: list[str], tok
     CoNLL file (a JSON value, no such columns, no tag)."""
     text = line.strip(" \t")
     if text.startswith(("{", "[")):
+        from nbcli.jsonsafe import parse
+
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = parse(text, walk=False)
+        except ValueError:  # JsonProblem: deep nesting too
             value = None
         if isinstance(value, (dict, list)):
             raise CorpusError(f"{path}:{number}: a JSON {'object' if isinstance(value, dict) else 'array'}, "

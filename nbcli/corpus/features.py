@@ -15,7 +15,6 @@ Names that repeat are refused, naming the file and field: class i and class j wo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +69,12 @@ def _features_of(data: Any) -> Any:
 def features_file_names(path: Path | str, field: str, error: type[NbError] = CorpusError) -> list[str] | None:
     """The ClassLabel names of `field` in a dataset_info.json (or a bare features object); None when
     the file names none; `error` when it is not JSON."""
+    from nbcli import jsonsafe
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise error(f"{path}: not a readable features file ({err})") from None
+        data = jsonsafe.load_file(path, error=error, what="features file")
+    except OSError as err:
+        raise error(f"{path}: not a readable features file ({err.strerror or err})") from None
     return _distinct(classlabel_names(_features_of(data), field), str(path), field, error)
 
 
@@ -83,10 +84,11 @@ def source_class_names(source: CorpusSource, field: str) -> list[str] | None:
     if source.columnar:
         raw = (columnar_schema(source).metadata or {}).get(METADATA_KEY)
         if raw is not None:
-            try:
-                names = classlabel_names(_features_of(json.loads(raw)), field)
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise CorpusError(f"{source.path}: schema metadata 'huggingface' is not JSON ({err})") from None
+            from nbcli import jsonsafe
+
+            data = jsonsafe.load_bytes(raw if isinstance(raw, bytes) else str(raw).encode("utf-8"), source.path,
+                                       error=CorpusError, what="schema metadata 'huggingface'")
+            names = classlabel_names(_features_of(data), field)
             names = _distinct(names, f"{source.path}: schema metadata 'huggingface'", field, CorpusError)
             if names is not None:
                 return names

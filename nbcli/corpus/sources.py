@@ -11,7 +11,6 @@ never read as text whatever it is called (compressed copies and stdin are refuse
 from __future__ import annotations
 
 import glob
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -147,9 +146,12 @@ def _distinct(paths: list[str]) -> list[str]:
 
 def _datasets_folder(folder: Path) -> bool:
     """A `datasets` save_to_disk folder: state.json listing its Arrow files."""
+    from nbcli.errors import NbError
+    from nbcli.jsonsafe import load_file
+
     try:
-        state = json.loads((folder / "state.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        state = load_file(folder / "state.json", what="state.json")
+    except (OSError, NbError):
         return False
     return isinstance(state, dict) and isinstance(state.get("_data_files"), list)
 

@@ -60,11 +60,25 @@ class Hypothesis:
     finished: bool
 
 
+MAX_LEN_A = 1000.0
+"""Largest --max-len-a: a limit past the model's positions is cut to them anyway."""
+MAX_LEN_B = 1 << 20
+"""Largest --max-len-b (the same reason)."""
+
+
 def check_search(beam: int, lenpen: float) -> None:
     if beam < 1:
         raise ConfigError(f"--beam must be >= 1, got {beam}")
-    if not lenpen == lenpen or abs(lenpen) == float("inf"):   # NaN or infinite
+    if not math.isfinite(lenpen):   # NaN or infinite
         raise ConfigError(f"--lenpen must be a finite number, got {lenpen}")
+
+
+def check_length_limit(max_len_a: float, max_len_b: int) -> None:
+    """Refuse a length limit a x S + b that is not a finite count: NaN, infinite, negative or too large."""
+    if not (math.isfinite(max_len_a) and 0 <= max_len_a <= MAX_LEN_A):
+        raise ConfigError(f"--max-len-a must be a finite number from 0 to {MAX_LEN_A:g}, got {max_len_a}")
+    if not 0 <= max_len_b <= MAX_LEN_B:
+        raise ConfigError(f"--max-len-b must be from 0 to {MAX_LEN_B}, got {max_len_b}")
 
 
 def normalised(logprob: float, length: int, lenpen: float) -> float:
@@ -183,6 +197,5 @@ def search(stepper: Stepper, start_id: int, eos_id: int, limits: Sequence[int], 
 
 def length_limits(source_lengths: Sequence[int], max_len_a: float, max_len_b: int, ceiling: int) -> list[int]:
     """Most generated tokens per sentence: max_len_a * S + max_len_b (fairseq), at least 1, at most `ceiling`."""
-    if max_len_a < 0 or max_len_b < 0:
-        raise ConfigError(f"--max-len-a and --max-len-b must be >= 0, got {max_len_a} and {max_len_b}")
-    return [max(1, min(ceiling, int(max_len_a * s + max_len_b))) for s in source_lengths]
+    check_length_limit(max_len_a, max_len_b)
+    return [max(1, int(min(ceiling, max_len_a * s + max_len_b))) for s in source_lengths]

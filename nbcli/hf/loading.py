@@ -12,7 +12,6 @@ by `save_pretrained` after `nbcli.init_output_bias`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +53,12 @@ def from_pretrained(directory: Path, class_name: str = "AutoModelForCausalLM", w
 
 def saved_class(directory: Path) -> str:
     """The class `save_pretrained` recorded (config.json `architectures`), else AutoModelForCausalLM."""
+    from nbcli.errors import NbError
+    from nbcli.jsonsafe import load_file
+
     try:
-        names = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
-    except (OSError, ValueError, AttributeError):
+        names = load_file(directory / "config.json", what="config.json").get("architectures")
+    except (OSError, NbError, AttributeError):
         names = None
     return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else "AutoModelForCausalLM"
 

@@ -7,7 +7,6 @@ figure (`nb plot-by-frequency`). The math is nbcli.analysis.frequency_effects.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nbcli import jsonsafe
 from nbcli.errors import CheckpointError, ConfigError, InputError
 from nbcli.figure_style import FigureOptions
 
@@ -168,10 +168,10 @@ def by_frequency_overlay(reports: Sequence[Path], labels: Sequence[str] | None =
     series = []
     for i, path in enumerate(reports):
         try:
-            report = json.loads(Path(path).read_text(encoding="utf-8"))
+            report = jsonsafe.parse(Path(path).read_bytes().decode("utf-8"))
         except FileNotFoundError:
             raise InputError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (OSError, UnicodeDecodeError, jsonsafe.JsonProblem) as err:
             raise InputError(f"{path}: not an nb eval --json report ({type(err).__name__})") from None
         section = report.get("by_frequency") if isinstance(report, dict) else None
         if not isinstance(section, dict) or not isinstance(section.get("bins"), list):

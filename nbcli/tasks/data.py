@@ -14,11 +14,12 @@ from typing import Any
 from nbcli.corpus.features import source_class_names
 from nbcli.corpus.records import RECORD_FORMATS, ReadStats
 from nbcli.corpus.sources import discover_inputs
-from nbcli.errors import ConfigError
+from nbcli.errors import ConfigError, naming
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
 from nbcli.tasks.labels import Batch, LabelSet, collected_names, is_id, label_names_option, pad_batch
 from nbcli.tasks.tagging import TAG_FIELD, encode_sentences, is_column, read_sentences
 from nbcli.tokenizers import Tokenizer
+from nbcli.tokenizers.words import NamedTexts, files_of
 
 __all__ = ["DataSpec", "Encoded", "dataset_class_names", "encode_file", "known_labels", "make_labels", "parse_valid",
            "read_records", "training_texts", "unnamed_tags"]
@@ -85,10 +86,14 @@ def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True,
                          label_field=spec.label_field if labelled else None, stats=stats)
 
 
-def training_texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:
+def training_texts(spec: DataSpec, records: Sequence[Any]) -> NamedTexts:
     """The texts of records already read, what `-t words:min-freq=K` counts (nbcli.tokenizers.words):
     each example's text and its pair text; a tagging sentence's CoNLL tokens (joined by spaces, which
-    the word rule splits on)."""
+    the word rule splits on). They name their files (`NamedTexts`)."""
+    return NamedTexts(_texts(spec, records), files_of(record.origin.path for record in records))
+
+
+def _texts(spec: DataSpec, records: Sequence[Any]) -> Iterator[str]:
     for record in records:
         if spec.task == "tagging":
             yield " ".join(record.tokens)
@@ -127,13 +132,15 @@ def make_labels(spec: DataSpec, records: Sequence[Any], names_option: str | None
     tag i is label i."""
     given = known_labels(spec, names_option, inputs)
     if given is not None:
-        return LabelSet(tuple(given), given=True)
-    if spec.task == "tagging":
-        tags = {tag for sent in records for tag in sent.tags}
-        if tags and all(is_id(tag) for tag in tags):
-            return LabelSet(tuple(str(i) for i in range(max(int(tag) for tag in tags) + 1)))
-        return LabelSet(tuple(sorted(tags)))
-    return LabelSet(collected_names(ex.label for ex in records))
+        with naming(names_option or files_of(inputs)):
+            return LabelSet(tuple(given), given=True)
+    with naming(files_of(record.origin.path for record in records) or files_of(inputs)):
+        if spec.task == "tagging":
+            tags = {tag for sent in records for tag in sent.tags}
+            if tags and all(is_id(tag) for tag in tags):
+                return LabelSet(tuple(str(i) for i in range(max(int(tag) for tag in tags) + 1)))
+            return LabelSet(tuple(sorted(tags)))
+        return LabelSet(collected_names(ex.label for ex in records))
 
 
 def unnamed_tags(spec: DataSpec, labels: LabelSet) -> str | None:

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,12 @@ def is_transformers_folder(path: Path) -> bool:
     is nb train's options, without one)."""
     if not (path.is_dir() and (path / "config.json").is_file()):
         return False
+    from nbcli.errors import NbError
+    from nbcli.jsonsafe import load_file
+
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = load_file(path / "config.json", what="config.json")
+    except (OSError, NbError):
         return True   # not nb's: reading it as a transformers folder says what is wrong with it
     return not isinstance(config, dict) or "model_type" in config
 
@@ -44,10 +46,14 @@ def is_transformers_folder(path: Path) -> bool:
 def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Classifier:
     from nbcli.checkpoint.architectures import by_model_type
 
+    from nbcli.jsonsafe import load_file
+
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path / 'config.json'}: not readable ({err})") from None
+        config = load_file(path / "config.json", error=CheckpointError, what="config.json")
+    except OSError as err:
+        raise CheckpointError(f"{path / 'config.json'}: not readable ({err.strerror or err})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path / 'config.json'}: a JSON {type(config).__name__}, not an object")
     style = by_model_type(config.get("model_type"))
     if style not in ("bert", "roberta", "distilbert"):
         raise ConfigError(f"{path}: model_type {config.get('model_type')!r} is not an encoder nb can put a head on "
@@ -63,6 +69,10 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
     kwargs: dict[str, Any] = {}
     if style in ("bert", "roberta"):   # transformers' heads: only BERT's sequence head reads the pooler
         kwargs["add_pooling_layer"] = style == "bert" and task == "classification"
+    from nbcli.checkpoint.reader import open_checkpoint
+
+    with open_checkpoint(path):   # nb's own reader first: a broken file is one line naming it, not a library's traceback
+        pass
     try:
         encoder = AutoModel.from_pretrained(path, use_safetensors=True, **kwargs)
     except (OSError, ValueError) as err:

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
+from nbcli import jsonsafe
 from nbcli.corpus.records import ReadStats
-from nbcli.errors import CheckpointError
+from nbcli.errors import CheckpointError, naming
 from nbcli.models.heads import Classifier
 from nbcli.tasks.classification import classification_loss, classification_metrics
 from nbcli.tasks.data import DataSpec, Encoded, encode_file, padding_id, read_records
@@ -123,10 +124,13 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
     tensors, meta = load_model_tensors(file)
     if meta.get("nb.format") != FORMAT:
         raise CheckpointError(f"{file}: not a classifier checkpoint of nb train --task classification|tagging")
-    labels = LabelSet.from_metadata(meta)
-    enc = json.loads(meta["nb.encoder"])
-    fcfg = json.loads(meta["nb.finetune_config"])
-    spec = DataSpec(**fcfg["data"])
+    try:
+        with naming(f"{file}: metadata nb.labels"):
+            labels = LabelSet.from_metadata(meta)
+        enc, fcfg = jsonsafe.parse(meta["nb.encoder"]), jsonsafe.parse(meta["nb.finetune_config"])
+        spec = DataSpec(**fcfg["data"])
+    except (KeyError, TypeError, ValueError) as err:  # ValueError: jsonsafe.JsonProblem
+        raise CheckpointError(f"{file}: unreadable classifier metadata ({type(err).__name__}: {err})") from None
     tok_file = next((file.parent / n for n in ("tokenizer.json", "tokenizer.model") if (file.parent / n).is_file()), None)
     if tok_file is None:
         raise CheckpointError(f"{file}: no tokenizer.json or tokenizer.model beside it (the run's own)")

@@ -47,7 +47,8 @@ class LabelSet:
 
     def __post_init__(self) -> None:
         if not self.names:
-            raise ConfigError("no labels: the training data has none and no --label-names were given")
+            raise ConfigError("no labels: the training data has none (every label null, or a number with a fraction) "
+                              "and no --label-names were given")
         if len(set(self.names)) != len(self.names):
             raise ConfigError(f"label names repeat: {', '.join(self.names)}")
 
@@ -81,7 +82,9 @@ class LabelSet:
         """The set `to_metadata` wrote. A checkpoint from before nb.labels_given: names that are all
         plain integers were collected from integer labels, others given or collected from strings
         (where ints index names, as they did then)."""
-        names = tuple(json.loads(meta["nb.labels"]))
+        from nbcli.jsonsafe import parse
+
+        names = tuple(parse(meta["nb.labels"]))
         given = meta.get("nb.labels_given")
         if given is None:
             return cls(names, given=not all(is_id(n) for n in names))

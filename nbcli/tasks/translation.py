@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
@@ -46,7 +47,7 @@ from nbcli.train.rundir import (check_inputs_outside, check_run_directory, creat
                                 write_run_files, write_summary)
 from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import (Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum, on_main_rank,
-                                  setup_runtime)
+                                  process_group_closed, setup_runtime)
 from nbcli.train.state import FORMAT, save_model
 from nbcli.train.step import eval_sums, global_micro, make_optimizer, prediction_fields
 
@@ -106,7 +107,8 @@ class TranslationOptions:
             (self.d_ff >= 1 and self.max_positions >= 2, "d_ff and max_positions must be positive"),
             (self.beam >= 1, "--beam must be >= 1"),
             (math.isfinite(self.lenpen), "--lenpen must be a finite number"),
-            (self.max_len_a >= 0 and self.max_len_b >= 0, "--max-len-a and --max-len-b must be >= 0"),
+            (math.isfinite(self.max_len_a) and 0 <= self.max_len_a <= MAX_LEN_A and 0 <= self.max_len_b <= MAX_LEN_B,
+             f"--max-len-a must be a finite number from 0 to {MAX_LEN_A:g} and --max-len-b from 0 to {MAX_LEN_B}"),
             (self.eval_sentences >= 0, "--eval-sentences must be >= 0"),
             (0.0 <= self.ag_decoder_fraction <= 1.0, "--ag-decoder-fraction must be in [0, 1]"),
             (bool(self.src_lang) and bool(self.tgt_lang) and self.src_lang != self.tgt_lang,
@@ -406,7 +408,7 @@ def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Pat
     """Run `nb train --task translation` (as `nbcli.train.loop.train` for the LM: a new run that fails
     before its first saved state leaves nothing behind; --resume continues exactly)."""
     out = Path(out)
-    with removed_on_failure(out, resume):
+    with process_group_closed(), removed_on_failure(out, resume):
         return _train(cfg, corpus, source_tokenizer, target_tokenizer, out, valid=valid, resume=resume,
                       stop_at=stop_at, on_step=on_step, on_bytes=on_bytes, on_warning=on_warning,
                       allow_vocab_mismatch=allow_vocab_mismatch)

@@ -22,7 +22,7 @@ is exact; a batch is padded to its longest source and target.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,10 +189,15 @@ def training_sentences(corpus: Sequence[str], src_lang: str, tgt_lang: str, val_
                        sides: tuple[str, ...]) -> Iterable[str]:
     """The `sides` ("source", "target") of the training pairs `tokenize_pairs` keeps from `corpus` (every
     k-th held out when `held_out_pairs`, i.e. no --valid): what `-t words:min-freq=K` counts."""
-    for n, pair in enumerate(iter_pairs(list(corpus), src_lang, tgt_lang)):
-        if not (held_out_pairs and held_out(n, val_fraction)):
-            for side in sides:
-                yield pair.source if side == "source" else pair.target
+    from nbcli.tokenizers.words import NamedTexts, files_of
+
+    def texts() -> Iterator[str]:
+        for n, pair in enumerate(iter_pairs(list(corpus), src_lang, tgt_lang)):
+            if not (held_out_pairs and held_out(n, val_fraction)):
+                for side in sides:
+                    yield pair.source if side == "source" else pair.target
+
+    return NamedTexts(texts(), files_of(input_files(corpus, src_lang, tgt_lang)))
 
 
 def input_files(inputs: Iterable[str], src_lang: str, tgt_lang: str) -> list[str]:

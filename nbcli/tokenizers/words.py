@@ -26,7 +26,7 @@ held out for validation), read through nb's one corpus reader (`nbcli.corpus`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +77,26 @@ def _empty_tokenizer(spec: WordsSpec) -> Any:
     return tok
 
 
+class NamedTexts:
+    """Training texts that know the files they come from (`where`), so that a vocabulary they cannot
+    make is an error naming those files."""
+
+    def __init__(self, texts: Iterable[str], where: str) -> None:
+        self.texts, self.where = texts, where
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
+
+
+def files_of(paths: Iterable[str]) -> str:
+    """`paths` without repeats, in order, joined for an error message (the first 3, then how many more)."""
+    unique = list(dict.fromkeys(str(p) for p in paths))
+    return ", ".join(unique[:3]) + (f" (and {len(unique) - 3} more)" if len(unique) > 3 else "")
+
+
 def build_word_tokenizer_json(spec: WordsSpec, texts: Iterable[str]) -> bytes:
-    """The tokenizer.json bytes of the word vocabulary of `texts` (module docstring)."""
+    """The tokenizer.json bytes of the word vocabulary of `texts` (module docstring); an error names
+    the training files when `texts` is `NamedTexts`."""
     from tokenizers import trainers
 
     tok = _empty_tokenizer(spec)
@@ -86,8 +104,9 @@ def build_word_tokenizer_json(spec: WordsSpec, texts: Iterable[str]) -> bytes:
                                         show_progress=False)
     tok.train_from_iterator(texts, trainer)
     if tok.get_vocab_size() <= len(SPECIALS):
-        raise TokenizerError(f"-t {spec}: no word of the training data occurs {spec.min_freq} time(s) or more, "
-                             "so every word would be <unk>: lower K")
+        where = getattr(texts, "where", None)
+        raise TokenizerError((f"{where}: " if where else "") + f"-t {spec}: no word of the training data occurs "
+                             f"{spec.min_freq} time(s) or more, so every word would be <unk>: lower K")
     return tok.to_str(pretty=True).encode("utf-8")
 
 

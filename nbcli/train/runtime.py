@@ -93,13 +93,29 @@ def wrap_model(model: torch.nn.Module, cfg: TrainConfig, rt: Runtime) -> torch.n
 
 
 def _close_process_group() -> None:
-    """Destroy the process group setup_runtime made, at exit: a gloo group left to the interpreter's
-    teardown can end the process with SIGABRT ("terminate called without an active exception")
-    instead of its exit status, e.g. after a one-line refusal on every rank."""
+    """Destroy the process group setup_runtime made: a gloo group left to the interpreter's teardown
+    can end the process with SIGABRT ("terminate called without an active exception") instead of its
+    exit status, e.g. after a one-line refusal on every rank. Called when a run ends
+    (`process_group_closed`) and, for any path that does not use it, at exit; a second call, or a
+    group that cannot be destroyed cleanly (a peer already gone), changes nothing."""
+    import gc
+
     import torch.distributed as dist
 
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    if dist.is_available() and dist.is_initialized():
+        gc.collect()   # DDP modules the run dropped hold the group: free them (and their hooks) first
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def process_group_closed() -> Any:
+    """Around a run that calls `setup_runtime`: its process group is destroyed when the run ends, on
+    success, an error or Ctrl-C alike (not left to the interpreter's exit)."""
+    try:
+        yield
+    finally:
+        _close_process_group()
 
 
 def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:

@@ -108,7 +108,7 @@ class _Source:
                 head = probe.read(8)
         except OSError as err:
             raise InputError(f"{path}: cannot read the word-vector file: {err.strerror or err}") from None
-        self.path, self.compression = path, detect_compression(head)
+        self.path, self.size, self.compression = path, size, detect_compression(head)
         self._stream: BinaryIO = open_stream(CorpusSource(path, size, self.compression))
         self._buf, self._pos, self.offset, self.line, self._eof = b"", 0, 0, 1, False
 
@@ -344,7 +344,9 @@ def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit
             dim = header[1]
             if dim < 1:
                 raise InputError(f"{path}:1: header `{header[0]} {header[1]}` names no dimensions")
-        capacity = min(header[0] if header else 1 << 16, limit or (1 << 62), 1 << 22)
+            check_header(path, header, fmt, source.size, source.compression)
+        capacity = min(header[0] if header else 1 << 16, limit or (1 << 62), 1 << 22,
+                       _prealloc_rows(fmt, dim, source.size, source.compression))
         if keep is not None:
             capacity = min(capacity, max(len(keep), 1))
         rows = _Rows(dim, capacity, duplicates, (lambda n: f"{path}: record {n}") if fmt == "word2vec-binary"
@@ -362,6 +364,40 @@ def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit
                                                                         if keep is not None else ")"))
     return WordVectors(rows.words, matrix, path, fmt, source.compression, header, read, rows.skipped,
                        escaped, rows.index)
+
+
+_COMPRESSED_RATIO = 16
+"""Rows preallocated from the header of a compressed file: at most what 16 times its size holds
+(word vectors compress 2-4 times); beyond that the array grows with the rows actually read."""
+
+
+def _row_bytes(fmt: str, dim: int) -> int:
+    """The fewest bytes a row takes: text `w 0 ... 0` 2D + 1, a binary record 4D + 1 (one-byte word)."""
+    return 2 * dim + 1 if fmt == "word2vec" else 4 * dim + 1
+
+
+def check_header(path: str, header: tuple[int, int], fmt: str, size: int, compression: str | None) -> None:
+    """Refuse a `N D` header's D before anything is allocated from it: a row wider than a line nb
+    reads (text) or than NB_MAX_READ_MB (binary), or, in an uncompressed file, than the file. (Its N
+    only bounds the preallocation, `_prealloc_rows`: fewer rows is the reader's truncation error.)"""
+    from nbcli.limits import max_read_bytes
+
+    rows, dim = header
+    row_max = _MAX_LINE // 2 if fmt == "word2vec" else max_read_bytes() // 4
+    if dim > row_max:
+        raise InputError(f"{path}:1: header `{rows} {dim}` says {dim:,} dimensions, more than a row nb reads holds "
+                         f"({row_max:,}" + (": raise NB_MAX_READ_MB)" if fmt != "word2vec" else ")"))
+    if compression is None and _row_bytes(fmt, dim) > size:
+        raise InputError(f"{path}:1: header `{rows} {dim}` says rows of {dim:,} dimensions (at least "
+                         f"{_row_bytes(fmt, dim):,} bytes each) but the file has {size:,} bytes: not this file's header")
+
+
+def _prealloc_rows(fmt: str, dim: int, size: int, compression: str | None) -> int:
+    """Most rows to preallocate: those the file can hold, or of a compressed file 4-byte values of
+    `_COMPRESSED_RATIO` times its size; the array grows beyond with the rows actually read."""
+    if compression is None:
+        return max(1, size // _row_bytes(fmt, dim))
+    return max(1, (size * _COMPRESSED_RATIO + (1 << 20)) // (4 * dim))
 
 
 def _short(field: bytes) -> str:

@@ -618,12 +618,65 @@ def task_cases() -> Iterator[Case]:
                                                "{DIR}/run", *fast), pairs, ("p.de:2",), "tasks")
 
 
+def _truncated_encoder() -> dict[str, bytes]:
+    """A BERT encoder folder (tests/tasks/builders.py) whose model.safetensors is cut at 2,000 bytes."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.tasks.builders import encoder_folder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = encoder_folder(Path(tmp) / "enc", "bert")
+        files = {f"enc/{p.name}": p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    files["enc/model.safetensors"] = files["enc/model.safetensors"][:2000]
+    return files
+
+
+def hostile_cases() -> Iterator[Case]:
+    """Issue 42's hostile inputs, by class: a word-vector header that would allocate terabytes, JSON
+    nested past the limit in files nb reads for labels, a truncated encoder checkpoint for --init, and
+    errors that must name the file (labels all null or fractions, a word vocabulary the data cannot
+    make). Length options that are not finite (nb translate / nb export, which need a trained run) are
+    in tests/cli/test_hostile_inputs.py."""
+    import gzip
+
+    fast = ("--steps", "1", "--batch-size", "2", "--device", "cpu")
+    questions = b": capital\nathens greece baghdad iraq\n"
+    for header in (b"3 1000000000000", b"4000000 4000000"):
+        data = header + b"\nthe 0.1 0.2\n"
+        for name, blob in (("v.vec", data), ("v.vec.gz", gzip.compress(data, mtime=0))):
+            yield Case(f"analogy-header-{header.decode().replace(' ', 'x')}-{name}",
+                       ("analogy", "{DIR}/" + name, "--questions", "{DIR}/q.txt"),
+                       _const({name: blob, "q.txt": questions}), (name,), "hostile")
+    yield Case("pretrained-vectors-header-terabytes",
+               ("train", "--corpus", "{CORPUS}", "-t", "words:min-freq=1", "--out", "{DIR}/run", *TRAIN_FAST,
+                "--embedding-init", "pretrained:{DIR}/v.vec"),
+               _const({"v.vec": b"3 1000000000000\nthe 0.1 0.2\n"}), ("v.vec:1",), "hostile")
+    rows = b'{"text": "the cat", "label": "neg"}\n{"text": "the dog", "label": "pos"}\n'
+    deep = b"[" * 100_000 + b"]" * 100_000
+    classification = ("train", "--task", "classification", "-t", "words:min-freq=1", "--out", "{DIR}/run", *fast,
+                      "--corpus")
+    yield Case("label-names-deep-json", (*classification, "{DIR}/c.jsonl", "--label-names", "{DIR}/names.json"),
+               _const({"c.jsonl": rows, "names.json": deep}), ("names.json",), "hostile")
+    yield Case("dataset-info-deep-json", (*classification, "{DIR}/d/c.jsonl"),
+               _const({"d/c.jsonl": rows, "d/dataset_info.json": deep}), ("dataset_info.json",), "hostile")
+    yield Case("labels-all-null-or-fractions", (*classification, "{DIR}/c.jsonl"),
+               _const({"c.jsonl": b'{"text": "the cat", "label": 0.5}\n{"text": "a dog", "label": null}\n'}),
+               ("c.jsonl", "no labels"), "hostile")
+    yield Case("words-no-word-kept-names-the-file",
+               ("train", "--task", "classification", "-t", "words:min-freq=9", "--out", "{DIR}/run", *fast, "--corpus",
+                "{DIR}/c.jsonl"), _const({"c.jsonl": rows}), ("c.jsonl", "words:min-freq=9"), "hostile")
+    yield Case("init-truncated-safetensors",
+               ("train", "--task", "classification", "--init", "{DIR}/enc", "--out", "{DIR}/run", *fast, "--corpus",
+                "{DIR}/c.jsonl"), lambda: {**_truncated_encoder(), "c.jsonl": rows}, ("model.safetensors",), "hostile")
+
+
 FAST_FAMILIES: dict[str, Callable[[], Iterator[Case]]] = {
     "header": header_cases, "counts": counts_cases, "index": index_cases, "corpus": corpus_cases,
     "columnar": columnar_cases,
     "tokenizer": tokenizer_cases, "options": option_cases, "names": name_cases, "resume": resume_cases,
     "train": train_cases, "patch": patch_cases, "outputs": output_cases, "probe": probe_cases,
-    "tasks": task_cases,
+    "tasks": task_cases, "hostile": hostile_cases,
 }
 
 
