@@ -38,7 +38,7 @@ class TranslationOptions:
 
     preset: Literal["tiny", "iwslt", "base", "kim-3"] = option("tiny", "--preset", help=(
         "tiny (2+2 layers, d 64; seconds on CPU), iwslt (fairseq transformer_iwslt_de_en: 6+6, d 512, FFN 1024, 4 "
-        "heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads). Vocabulary "
+        "heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads, its own output layer as the tutorial it cites). Vocabulary "
         "size always comes from the tokenizers."))
     src_lang: Optional[str] = option(None, "--src-lang", metavar="LANG", help=(
         "Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/parquet key or column."))
