@@ -29,7 +29,7 @@ _nb() {
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             ;;
-        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --figure-format --dpi --figsize --title --csv --tsv --table --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --json --help -h"
+        probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --figure-format --dpi --figsize --title --csv --tsv --table --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --threads --json --help -h"
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;

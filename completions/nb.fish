@@ -126,6 +126,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l zipfian-weights -x
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l partition -l no-partition -d 'Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l whiten -l no-whiten -d 'With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l device -x -a 'auto cpu cuda' -d 'Where the eigendecompositions and V x d^2 products run: auto = CUDA when present'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l threads -x -d 'CPU threads of the products and eigendecompositions (torch’s and numpy’s BLAS/LA'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F

@@ -179,6 +179,7 @@ _nb() {
                 '--whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--no-whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--device[Where the eigendecompositions and V x d^2 products run: auto = CUDA when present]:value:(auto cpu cuda)' \
+                '--threads[CPU threads of the products and eigendecompositions (torch’s and numpy’s BLAS/LA]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

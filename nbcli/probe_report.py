@@ -21,6 +21,8 @@ import numpy as np
 from nbcli import probes
 from nbcli.analysis.bins import frequency_bins
 from nbcli.analysis.geometry import FirstPass, SecondPass, first_pass, full_float32, second_pass
+from nbcli.analysis.kernels import cpu_threads
+from nbcli.analysis.probe_precision import check_threads, precision_section
 from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram
@@ -62,22 +64,25 @@ def report_steps(inputs: ProbeInputs, partition: bool, whiten: bool = True) -> i
 
 def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.0, zipfian_k: float = 0.0,
                  partition: bool = True, whiten: bool = True, device: str = "auto",
-                 progress: Progress = _none) -> dict[str, Any]:
+                 threads: int | None = None, progress: Progress = _none) -> dict[str, Any]:
     """All sections that the available roles allow; absent ones carry `present: false` and a note.
 
     Sections: frequency_direction (paper 003 sec. 3.2, table 3), isotropy (paper 003 sec. 3.2;
     Mu & Viswanath 2018), output_bias (paper 000 app. B.5), frequency_bins (paper 003 fig. 3),
     zipfian (Yokoi et al. 2024; weights p from `zipfian_k`, 0 = raw frequencies). W is read at most
     twice (`nbcli.analysis.geometry`: moments, then projections), the heavy algebra in torch on
-    `device` (auto: CUDA when present). Returns the report and, under the private key `_arrays`,
-    the per-token scores and bins for plotting.
+    `device` (auto: CUDA when present), on `threads` CPU threads (None: every core); the precision
+    of each statistic is the report's `precision` section (`nbcli.analysis.probe_precision`).
+    Returns the report and, under the private key `_arrays`, the per-token scores and bins for
+    plotting.
     """
     dev = probe_device(device)
+    n_threads = check_threads(threads)
     zipf = whiten and inputs.output_weight is not None and inputs.counts is not None
     weights, weights_note = _weights(inputs, zipf, zipfian_k)
     first = second = None
     if inputs.output_weight is not None:
-        with full_float32(dev):
+        with full_float32(dev), cpu_threads(n_threads):
             first = _first_pass(inputs, weights, partition, dev, progress)
             if partition or zipf:  # as report_steps counts
                 progress(", ".join(["eigendecompositions"] + ["partition functions"] * partition
@@ -91,6 +96,7 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
         "output_bias": _output_bias_section(inputs, smoothing_k, progress),
         "frequency_bins": _bins_section(inputs.counts, arrays, bins),
         "zipfian": _zipfian_section(inputs, second, zipfian_k, partition, whiten, weights_note, arrays)}
+    report["precision"] = precision_section(str(dev), n_threads)
     report["_arrays"] = arrays
     return report
 
@@ -363,13 +369,13 @@ def probe_plot_paths(directory: Path, fmt: str = "png") -> list[Path]:
 
 def finish_report(inputs: ProbeInputs, header: dict[str, Any], warnings: list[str], *, bins: int = 10,
                   smoothing_k: float = 1.0, zipfian_k: float = 0.0, partition: bool = True, whiten: bool = True,
-                  device: str = "auto", progress: Callable[[str], None] = _none,
-                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+                  device: str = "auto", threads: int | None = None,
+                  progress: Callable[[str], None] = _none) -> tuple[dict[str, Any], dict[str, Any]]:
     """The whole `nb probe-bias` report (what `--json` prints) from `load_probe_inputs`' result:
     `build_report`'s sections after the checkpoint's header, the counts file's identity in the
     counts section, and the warnings. Returns (report, arrays the figures draw)."""
     report = build_report(inputs, bins=bins, smoothing_k=smoothing_k, zipfian_k=zipfian_k, partition=partition,
-                          whiten=whiten, device=device, progress=progress)
+                          whiten=whiten, device=device, threads=threads, progress=progress)
     arrays = report.pop("_arrays")
     header = dict(header)
     counts_file = header.pop("counts_file")

@@ -4,9 +4,11 @@ device, float64 where the whitening needs it.
 
 * Pass 1 (`RowMoments`): about a shift c (the first block's mean, so nothing cancels), the Gram
   matrix sum_i (w_i - c)(w_i - c)^T and, with unigram weights p, the weighted scatter
-  sum_i p_i (w_i - c)(w_i - c)^T, with the sums and norm sums beside them, in float64 (whitening
-  amplifies the errors of the small directions). From these alone (`Moments`): W^T W, the weighted mean mu and covariance Sigma,
-  the uniform scatter, and the scatter of the rows about mu: d x d algebra, no further pass.
+  sum_i p_i (w_i - c)(w_i - c)^T, with the sums and norm sums beside them: the Gram matrix's block
+  products in float32, the weighted scatter's in float64 (whitening amplifies the errors of Sigma's
+  small directions), both summed over blocks in float64. From these alone (`Moments`): W^T W, the
+  weighted mean mu and covariance Sigma, the uniform scatter, and the scatter of the rows about mu:
+  d x d algebra in float64, no further pass.
 * Between the passes (`solve_whitening`, `second_pass`): one eigendecomposition per matrix, each used for everything it
   gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
   (Sigma^(-1/2), the symmetric ZCA root of Zipfian whitening, and its spectrum for Yokoi et al.'s
@@ -20,8 +22,10 @@ device, float64 where the whitening needs it.
 Before this module, the same numbers took four eigendecompositions and nine V d^2 products over
 seven passes (W^T W twice and the whitened rows' once, the weighted covariance and the whitening
 twice in float64, the partition logits of W twice and of the whitened rows once); now three (and
-two eigenvalue-only ones for Yokoi et al.'s uniform scores) and four products, one in float64.
-The block kernels are `nbcli.analysis.kernels` (numpy's BLAS on the CPU).
+two eigenvalue-only ones for Yokoi et al.'s uniform scores), each needed by its own statistic, and
+four products (issue 44: only the weighted scatter's in float64; `nbcli.analysis.probe_precision`
+says which precision each statistic uses and its tolerance). The block kernels and eigensolvers are `nbcli.analysis.kernels` (numpy's
+BLAS and LAPACK on the CPU).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 import torch
 
 from nbcli import ops
-from nbcli.analysis.kernels import eigh_threads, gram_block, matmul, pass_threads
+from nbcli.analysis.kernels import eigh, eigvalsh, gram_block, matmul, pass_threads
 from nbcli.errors import ConfigError
 from nbcli.probes import LogPartition, MeanCosine, Projections, Rows, run_pass
 
@@ -86,22 +90,26 @@ class RowMoments:
         self.norm_sum += float(norms.sum())
         self.max_norm = max(self.max_norm, float(norms.max()))
         self.n += x.shape[0]
-        # float64 products: whitening amplifies the errors of the small directions (float32 ones put
-        # 2e-5 into the whitened rows' uniform spectrum at condition 1e5), and W^T W is the same
-        # matrix with counts or without
-        exact = x.to(torch.float64).sub_(self.shift)
-        self.gram += gram_block(exact)
-        self.sum += exact.sum(dim=0)
+        # W^T W (the partition function's directions, the uniform spectra): float32 products, each
+        # block's summed in float64 (half the time of float64 products; within 1e-7 of float64 on the
+        # known-spectrum test, tests/analysis/test_probe_precision.py)
+        shifted = x - self.shift.to(torch.float32)  # a new tensor: x may be the caller's W
+        self.gram += gram_block(shifted).to(torch.float64)
+        self.sum += shifted.sum(dim=0, dtype=torch.float64)
         if self.weights is None:
             return
         weight = self.weights[start:start + x.shape[0]]
         self.weight_total += float(weight.sum())
         self.weighted_norm_sum += float(weight @ norms)
+        # Sigma (whitening): float64 products. Whitening divides by Sigma's small eigenvalues: float32
+        # products put 5e-5 into the whitened scores and 1e-2 (relative) into the whitened partition
+        # ratio at Sigma's condition number 1e3, with the rows centred at mu exactly or not
+        exact = x.to(torch.float64).sub_(self.shift)
         seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
         if not bool(seen.all()):
             exact, weight = exact[seen], weight[seen]
         root = weight.sqrt()
-        scaled = exact * root[:, None]  # sqrt(p) (w - c)
+        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c)
         self.weighted_sum += root @ scaled
         self.weighted_scatter += gram_block(scaled)
 
@@ -156,31 +164,14 @@ class Moments:
         return self.weighted_scatter_c / self.weight_total - torch.outer(d, d)
 
 
-@contextlib.contextmanager
-def _eigh_threads(matrix: torch.Tensor) -> Iterator[None]:
-    if matrix.device.type != "cpu":
-        yield
-        return
-    saved = torch.get_num_threads()
-    torch.set_num_threads(eigh_threads(saved))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
 def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric matrix, float64."""
-    m = matrix.to(torch.float64)
-    with _eigh_threads(m):
-        return torch.linalg.eigh((m + m.T) / 2)
+    return eigh(matrix.to(torch.float64))
 
 
 def symmetric_eigvals(matrix: torch.Tensor) -> torch.Tensor:
     """Eigenvalues (ascending) of a symmetric matrix, float64."""
-    m = matrix.to(torch.float64)
-    with _eigh_threads(m):
-        return torch.linalg.eigvalsh((m + m.T) / 2)
+    return eigvalsh(matrix.to(torch.float64))
 
 
 @dataclass(frozen=True)
@@ -321,9 +312,9 @@ def first_pass(rows: Rows, b_ln: np.ndarray | None, weights: np.ndarray | None, 
     """Pass 1 (b_ln: a usable, non-zero b_LN or None; weights: the unigram weights when the Zipfian
     section is computed)."""
     n_rows, width = (int(x) for x in rows.shape)
+    moments = RowMoments(width, device, weights) if partition or weights is not None else None
     first = FirstPass(MeanCosine(width), None if b_ln is None else MeanCosine(width, remove=b_ln),
-                      None if b_ln is None else Projections(b_ln, n_rows),
-                      RowMoments(width, device, weights) if partition or weights is not None else None)
+                      None if b_ln is None else Projections(b_ln, n_rows), moments)
     with np.errstate(over="ignore", invalid="ignore"), pass_threads(device):  # non-finite W: the caller's error
         run_pass(rows, [s for s in (first.cosine, first.cosine_without, first.scores, first.moments) if s is not None])
     return first

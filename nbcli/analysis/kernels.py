@@ -1,14 +1,16 @@
 """The few block kernels of `nb probe-bias`'s passes (nbcli.analysis.geometry, nbcli.probes), on
 torch tensors of any device. On the CPU they run through numpy on the same memory (no copy), whose
-kernels measured faster than torch's on the 2-core AMD EPYC (AVX-512) machine nb is benchmarked on,
-one thread, for a 50,257 x 768 float32 matrix in row blocks:
+kernels measured faster than torch's on the 2-core AMD EPYC (AVX-512) machine nb is benchmarked on
+(Zen 3, AVX2), one thread, for a 50,257 x 768 float32 matrix in row blocks:
 
 * x^T x: numpy's a.T @ a is BLAS syrk, half the products of the general matmul torch runs
   (0.34 vs 0.66 CPU s in float32, 0.67 vs 1.28 s in float64);
 * x @ m: OpenBLAS sgemm 1.22 vs torch's (MKL) 1.6-1.8 CPU s per 768 x 1,536 product;
 * exp in place: 0.015 vs 0.048 CPU s per 10,922 x 1,536 block.
 
-On CUDA they are the plain torch operations. While a pass runs on the CPU (`pass_threads`), torch's
+The eigendecompositions (`eigh`, `eigvalsh`) run through numpy's LAPACK on the CPU too. On CUDA
+they are the plain torch operations. The thread count is the caller's (`cpu_threads`, `nb
+probe-bias --threads`). While a pass runs on the CPU (`pass_threads`), torch's
 own operations (elementwise, memory-bound) keep to one thread, so its OpenMP threads do not spin
 against numpy's BLAS threads in the same process: with both pools on 2 cores the full GPT-2-size
 report took 10.3 CPU s instead of 5.4.
@@ -24,15 +26,29 @@ import numpy as np
 import torch
 
 
-def eigh_threads(available: int) -> int:
-    """Threads for a CPU eigendecomposition: at most `available`, and no more than the cores the
-    1-minute load average leaves idle (this process's own running thread counted as idle). LAPACK's
-    threads spin against other processes: on 2 shared cores at load 5, d = 2,048 took 25 s on two
-    threads and 4 s on one (d = 768: 4.4 s and 0.34 s), so a busy machine gets one thread and a
-    quiet one all it has."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    idle = int(cores + 1 - os.getloadavg()[0])
-    return max(1, min(available, idle))
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), the default of `--threads`."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def cpu_threads(threads: int | None) -> Iterator[None]:
+    """At most `threads` threads for torch and for numpy's BLAS / LAPACK (threadpoolctl) while the
+    block is run, both restored afterwards; None leaves both libraries as they are. `nb probe-bias
+    --threads N` (default: every core): a fixed count, so a result's speed does not depend on what
+    else the machine runs when it starts (issue 44 replaced a count read from the load average)."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 @contextlib.contextmanager
@@ -71,3 +87,22 @@ def exp_(x: torch.Tensor) -> torch.Tensor:
         np.exp(a, out=a)
         return x
     return x.exp_()
+
+
+def eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric float64 matrix (its upper
+    triangle read as the symmetrised mean). On the CPU through numpy's LAPACK (OpenBLAS dsyevd):
+    d = 2,048 on one thread took 3.2 CPU s against torch's (MKL) 3.7 s on the benchmark machine."""
+    m = (matrix + matrix.T) / 2
+    if m.device.type == "cpu":
+        values, vectors = np.linalg.eigh(m.numpy())
+        return torch.from_numpy(values), torch.from_numpy(vectors)
+    return torch.linalg.eigh(m)
+
+
+def eigvalsh(matrix: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues (ascending) of a symmetric float64 matrix (numpy's LAPACK on the CPU, as `eigh`)."""
+    m = (matrix + matrix.T) / 2
+    if m.device.type == "cpu":
+        return torch.from_numpy(np.linalg.eigvalsh(m.numpy()))
+    return torch.linalg.eigvalsh(m)

@@ -42,7 +42,7 @@ def inspect(checkpoint: PathLike | Any, *, arch: str = "auto", mapping: RoleMap 
 def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokenizer: PathLike | None = None,
           allow_vocab_mismatch: bool = False, arch: str = "auto", mapping: RoleMap = None, bins: int = 10,
           smoothing: str = "add-k:1", zipfian_weights: str = "raw", partition: bool = True, whiten: bool = True,
-          device: str = "auto") -> ProbeReport:
+          device: str = "auto", threads: int | None = None) -> ProbeReport:
     """Frequency-direction, isotropy and output-bias statistics (`nb probe-bias`; papers 003, 000).
 
     `checkpoint`: a path (as the command takes), a loaded transformers model, or a state dict
@@ -51,7 +51,8 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     without it only what needs none is computed. `whiten`: with counts, the Zipfian-whitening section
     (Yokoi et al. 2024) with unigram weights `zipfian_weights` (`raw`, the paper's relative
     frequencies, or `add-k:K`; `smoothing` is for the output bias's KL). `device`: where the heavy
-    algebra runs (auto: CUDA when present). Nothing is modified.
+    algebra runs (auto: CUDA when present); `threads`: its CPU threads (None: every core). The
+    report's `precision` section says what each statistic was computed in. Nothing is modified.
     """
     from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
@@ -66,7 +67,7 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     else:
         inputs, header, warnings = probe_inputs(held_checkpoint(checkpoint), optional_path(counts), **options)
     report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, zipfian_k=zipfian_k,
-                                    partition=partition, whiten=whiten, device=device)
+                                    partition=partition, whiten=whiten, device=device, threads=threads)
     return ProbeReport(report, scores=arrays.get("scores"))
 
 

@@ -49,7 +49,11 @@ EPILOG = """\
       spearman_before / _after: rho(<w_i, u>, count).
 
 Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
-converted to float32; W is read twice, the d x d and V x d^2 algebra runs in torch on --device.
+converted to float32; W is read twice, the d x d and V x d^2 algebra runs in torch on --device
+(on the CPU through numpy's BLAS and LAPACK, on --threads threads). [bold]precision[/]: what each
+statistic is computed in and its tolerance against float64: float32 products summed in float64,
+but the unigram-weighted covariance Sigma in float64 (whitening divides by its small eigenvalues);
+eigendecompositions in float64.
 Counts shorter than the embedding (padded vocabularies) are padded with zeros.
 
 [bold]Examples[/]
@@ -101,6 +105,10 @@ def probe_bias(
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
         "--device", help="Where the eigendecompositions and V x d^2 products run: auto = CUDA when present, "
         "else CPU. Rows are read as float32 either way.")] = "auto",
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", metavar="N", min=1,
+        help="CPU threads of the products and eigendecompositions (torch's and numpy's BLAS/LAPACK) "
+        "[default: every core this process may use].")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print frequency-direction, isotropy and output-bias reports for a checkpoint (papers 003, 000).
@@ -127,7 +135,7 @@ def probe_bias(
                                                  tokenizer=tokenizer, allow_vocab_mismatch=allow_vocab_mismatch)
     with step_progress("probing", report_steps(inputs, partition, whiten)) as advance:
         report, arrays = finish_report(inputs, header, warnings, bins=bins, smoothing_k=k, zipfian_k=zipfian_k,
-                                       partition=partition, whiten=whiten, device=device,
+                                       partition=partition, whiten=whiten, device=device, threads=threads,
                                        progress=lambda status: advance(1, status=status))
     print_warnings(warnings)  # once the probe has succeeded: a failure is one error line alone
     if plot is not None:
@@ -211,6 +219,7 @@ def _render(report: dict[str, Any]) -> None:
                list(enumerate(report["frequency_bins"] or [], 1)),
                "no bins (they need --counts and a b_LN)")
     _render_zipfian(console, report["zipfian"])
+    _render_precision(report["precision"])
     for path in report.get("plots", []):
         console.print(f"wrote {esc(path)}")
 
@@ -240,6 +249,14 @@ def _render_zipfian(console: Any, zipf: dict[str, Any]) -> None:
                rows, "no measure")
     if fd is not None and fd["removed"] is not None:
         console.print(whitening_sentence(fd["removed"]))
+
+
+def _render_precision(precision: dict[str, Any]) -> None:
+    rows = [(name, item["precision"], item["tolerance"]) for name, item in precision["statistics"].items()]
+    print_rows(f"6. precision ({precision['device']}, {precision['threads']} CPU threads; "
+               "tolerance: against a float64 computation)",
+               (Col("statistic", TEXT, lambda r: r[0]), Col("computed in", TEXT, lambda r: r[1]),
+                Col("tolerance", TEXT, lambda r: r[2])), rows, "no statistic")
 
 
 def register(app: typer.Typer) -> None:

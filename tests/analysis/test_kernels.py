@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from hypothesis import given, settings
@@ -41,11 +39,25 @@ def test_pass_threads_uses_one_torch_thread_and_restores_the_setting() -> None:
         torch.set_num_threads(saved)
 
 
-def test_eigh_threads_follow_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
-    assert kernels.eigh_threads(4) == 1  # busy: one thread
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process alone
-    assert kernels.eigh_threads(8) == 4 and kernels.eigh_threads(2) == 2
-    monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 1.0, 1.0))
-    assert kernels.eigh_threads(8) == 2
+def test_cpu_threads_sets_torch_and_blas_threads_and_restores_them() -> None:
+    from threadpoolctl import threadpool_info
+
+    saved = torch.get_num_threads()
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    with kernels.cpu_threads(1):
+        assert torch.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
+    assert torch.get_num_threads() == saved
+    assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == blas
+    with kernels.cpu_threads(None):  # None: as they are
+        assert torch.get_num_threads() == saved
+
+
+def test_eigh_matches_torch() -> None:
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(30, 7, generator=g, dtype=torch.float64)
+    m = a.T @ a
+    values, vectors = kernels.eigh(m)
+    torch.testing.assert_close(values, torch.linalg.eigvalsh(m))
+    torch.testing.assert_close(vectors @ torch.diag(values) @ vectors.T, m)
+    torch.testing.assert_close(kernels.eigvalsh(m), values)

@@ -19,6 +19,7 @@ from scipy.special import logsumexp
 
 from nbcli import ops, probes
 from nbcli.analysis import zipfian
+from nbcli.analysis.probe_precision import tolerance_of
 from nbcli.errors import ConfigError
 from nbcli.probe_report import ProbeInputs, build_report
 
@@ -174,7 +175,9 @@ def test_zipfian_section_matches_dense_computation(seed: int, v: int, d: int, k:
         for weighting, q in (("uniform", np.full(v, 1.0 / v)), ("unigram", p)):
             sym1, sym2 = dense_symmetry(matrix, q)
             assert got[f"sym1_{weighting}"] == pytest.approx(sym1, abs=1e-5), (key, weighting)
-            assert got[f"sym2_{weighting}"] == pytest.approx(sym2, abs=1e-7), (key, weighting)
+            # float32 Gram products (issue 44): the documented tolerance against float64
+            kind, tol = tolerance_of(f"zipfian.{key}.sym2_{weighting}")
+            assert got[f"sym2_{weighting}"] == pytest.approx(sym2, **{kind: tol}), (key, weighting)
     assert section["whitened"]["sym1_unigram"] == pytest.approx(1.0, abs=1e-5)  # whitening centres and
     assert section["whitened"]["sym2_unigram"] == pytest.approx(1.0, abs=1e-9)  # makes Sigma = I
     fd = section["frequency_direction"]
