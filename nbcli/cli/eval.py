@@ -153,7 +153,15 @@ def eval_command(
     from functools import partial
 
     from nbcli.errors import ConfigError
+    from nbcli.tasks.runs import external_task_of_run
 
+    if checkpoint is not None and external_task_of_run(checkpoint) is not None:  # a task of another package
+        from nbcli.cli.console import print_report
+        from nbcli.cli.render import print_scalars
+        from nbcli.tasks.runs import evaluate_run
+
+        print_report(evaluate_run(checkpoint, corpus), as_json, lambda r: print_scalars(f"nb eval {checkpoint}", r))
+        return
     if task == "translation":
         lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
                    "--scale-ln-bias": scale_ln_bias is not None,

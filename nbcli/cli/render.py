@@ -241,3 +241,10 @@ def render_count_summary(report: dict[str, Any]) -> None:
 TOP_COLUMNS = (Col("rank", NUM, lambda r: r[0]), Col("id", NUM, lambda r: r[1]["id"]),
                Col("piece", TEXT, lambda r: repr(r[1]["piece"])), Col("count", NUM, lambda r: r[1]["count"]),
                Col("share", NUM, lambda r: r[1]["share"], percent))
+
+
+def print_scalars(title: str, report: dict[str, Any]) -> None:
+    """A report of plain data as (key, value) rows: its numbers and strings, nested objects skipped."""
+    rows = [(esc(str(key)), esc(value if isinstance(value, str) else num(value))) for key, value in report.items()
+            if value is None or isinstance(value, (int, float, str))]
+    print_pairs(title, rows, "nothing to report", kind=TEXT)

@@ -113,6 +113,7 @@ def run_task(name: str, values: dict[str, Any], as_json: bool) -> None:
     from nbcli.cli.console import print_report
     from nbcli.tasks.base import TrainHooks
     from nbcli.tasks.registry import get_task
+    from nbcli.tasks.runs import train_task
     from nbcli.train.runtime import main_process
 
     task = get_task(name)
@@ -126,7 +127,7 @@ def run_task(name: str, values: dict[str, Any], as_json: bool) -> None:
             if "loss" in record and bar:
                 bar[0](1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
 
-        summary = task.train(values, TrainHooks(on_start=on_start, on_step=on_step, on_warning=_print_warning))
+        summary = train_task(name, values, TrainHooks(on_start=on_start, on_step=on_step, on_warning=_print_warning))
     if main_process():
         print_report(summary, as_json, lambda s: _render(task, s))
 

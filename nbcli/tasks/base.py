@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
+from nbcli.errors import ConfigError
 from nbcli.tasks.options import Declared, declared
 
 StepHook = Callable[[int, dict[str, Any]], None]
@@ -60,6 +62,14 @@ class Task:
         """Train from `values` (every option's value, `options()`'s names) and return the summary
         (summary.json's content)."""
         raise NotImplementedError
+
+    def evaluate(self, run: Path, corpus: list[str]) -> dict[str, Any]:
+        """`nb eval RUN --corpus FILE...`: the run's metrics on `corpus` (a report: plain data)."""
+        raise ConfigError(f"nb train {self.name} runs have no nb eval")
+
+    def predict(self, run: Path, corpus: list[str]) -> list[dict[str, Any]]:
+        """`nb predict RUN --corpus FILE...`: one prediction (a JSON object) per record of `corpus`."""
+        raise ConfigError(f"nb train {self.name} runs have no nb predict")
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         """The summary as a person reads it (default: every scalar of it), numbers written by `num`."""

@@ -2,10 +2,10 @@
 entry-point group `nbcli.tasks` (the convention of pytest plugins), e.g. in its pyproject.toml:
 
     [project.entry-points."nbcli.tasks"]
-    sts = "my_package.sts:StsTask"
+    regression = "my_package.regression:RegressionTask"
 
 An entry point names a `nbcli.tasks.base.Task` subclass; its `name` is the task's name on the
-command line (`nb train sts`). Tasks are imported when asked for, not at start-up.
+command line (`nb train regression`). Tasks are imported when asked for, not at start-up.
 """
 
 from __future__ import annotations

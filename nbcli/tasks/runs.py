@@ -1,0 +1,84 @@
+"""What the faces call (`nb train|eval|predict` and the Python API): train a task by name from
+option values, find the task a run directory records, and evaluate or predict with it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nbcli.errors import ConfigError
+from nbcli.tasks.base import TrainHooks
+from nbcli.tasks.options import option_values
+from nbcli.tasks.registry import BUILTIN, get_task, option_owners
+
+
+def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None = None) -> dict[str, Any]:
+    """Train task `name` with `options` (its option names as keywords; the rest take their defaults),
+    refused in one line before any work if an option is not the task's or a required one is missing.
+    Returns the run's summary."""
+    task = get_task(name)
+    owners = {key.lstrip("-").replace("-", "_"): tasks[0] for key, tasks in option_owners().items()}
+    values = option_values(task.options(), options, task=name, elsewhere=owners)
+    return task.train(values, hooks or TrainHooks())
+
+
+def task_of_run(run: Path | str) -> str | None:
+    """The task a run directory records (its config.json's `task`; a fine-tuning run's `data.task`),
+    or None when `run` is no run directory (a lone checkpoint, a model folder, a repo id)."""
+    folder = Path(run)
+    if folder.is_file():
+        folder = folder.parent
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    task = config.get("task")
+    data = config.get("data")
+    if task is None and isinstance(data, dict):
+        task = data.get("task")
+    return task if isinstance(task, str) else None
+
+
+def external_task_of_run(run: Path | str) -> str | None:
+    """The task of a run trained by a task from another package (None for nb's own and for no run):
+    `nb eval` and `nb predict` hand such a run to its task."""
+    name = task_of_run(run)
+    return name if name is not None and name not in BUILTIN else None
+
+
+def evaluate_run(run: Path | str, corpus: Sequence[str]) -> dict[str, Any]:
+    """`nb eval RUN --corpus ...` for a run of a task from another package: its `Task.evaluate`."""
+    name = _recorded(run)
+    return get_task(name).evaluate(Path(run), list(corpus))
+
+
+def predict_run(run: Path | str, corpus: Sequence[str]) -> list[dict[str, Any]]:
+    """`nb predict RUN --corpus ...` for a run of a task from another package: its `Task.predict`."""
+    name = _recorded(run)
+    return get_task(name).predict(Path(run), list(corpus))
+
+
+def _recorded(run: Path | str) -> str:
+    name = task_of_run(run)
+    if name is None:
+        raise ConfigError(f"{run}: no run directory of nb train (no config.json naming its task)")
+    return name
+
+
+def predict_run_report(run: Path | str, corpus: Sequence[str], output: Path | str | None) -> dict[str, Any]:
+    """`nb predict RUN --corpus ... [-o FILE]` for a run of a task from another package: its
+    predictions as JSON lines in `output` (atomically; no input overwritten) or in the report."""
+    from nbcli.atomic import write_text_atomic
+    from nbcli.outputs import guard_outputs, model_inputs
+
+    guard_outputs([output], [*model_inputs(run), *corpus])
+    predictions = predict_run(run, corpus)
+    if output is not None:
+        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+    return {"task": task_of_run(run), "checkpoint": str(run), "corpus": list(corpus),
+            "output": None if output is None else str(output), "records": len(predictions), "labels": [],
+            "predictions": predictions if output is None else None, "warnings": []}
