@@ -90,10 +90,11 @@ def eval_command(
     corpus: Annotated[list[str], corpus_option(
         "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP +
         " --task translation: a parallel corpus (see below).")] = ...,
-    task: Annotated[Literal["lm", "translation", "classification", "tagging"], typer.Option(
-        "--task", help="lm: loss and perplexity of a language model; translation: BLEU and chrF of "
-        "translations of a parallel corpus (see below); classification / tagging: the metrics of a classifier "
-        "run (nbcli.finetune_classifier) on a labelled file (see below).")] = "lm",
+    task: Annotated[Optional[Literal["lm", "translation", "classification", "tagging"]], typer.Option(
+        "--task", show_default=False, help="lm: loss and perplexity of a language model; translation: BLEU and "
+        "chrF of translations of a parallel corpus (see below); classification / tagging: the metrics of a "
+        "classifier run (nb train classification|tagging) on a labelled file (see below). Default: the task the "
+        "run directory of CHECKPOINT records (its config.json), else lm.")] = None,
     hyps: Annotated[Optional[Path], typer.Option(
         "--hyps", metavar="FILE", show_default=False, help="--task translation: score this file of "
         "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,
@@ -162,6 +163,7 @@ def eval_command(
 
         print_report(evaluate_run(checkpoint, corpus), as_json, lambda r: print_scalars(f"nb eval {checkpoint}", r))
         return
+    task = _task(checkpoint, task)
     if task == "translation":
         lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
                    "--scale-ln-bias": scale_ln_bias is not None,
@@ -322,3 +324,16 @@ def _render_by_frequency(section: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("eval", epilog=EPILOG, cls=NbCommand)(eval_command)
+
+
+def _task(checkpoint: Path | None, given: str | None) -> str:
+    """--task, else the task CHECKPOINT's run directory records, else lm; a --task that contradicts
+    the run's is refused (a translation run scored as an LM read its encoder as a decoder)."""
+    from nbcli.errors import ConfigError
+    from nbcli.tasks.runs import task_of_run
+
+    recorded = task_of_run(checkpoint) if checkpoint is not None else None
+    if given is not None and recorded is not None and given != recorded:
+        raise ConfigError(f"--task {given}: {checkpoint} is a run of nb train {recorded}; drop --task or give "
+                          f"--task {recorded}")
+    return given or recorded or "lm"

@@ -51,3 +51,19 @@ def test_eval_unseen_label_is_one_line(run) -> None:
     result = run_nb("eval", str(run / "run"), "--task", "classification", "--corpus", str(bad))
     assert result.returncode == 1
     assert_one_line_error(result.stderr.decode(), f"{bad}:8", "maybe")
+
+
+def test_eval_finds_the_task_the_run_records(run, translation_run, parallel_corpus) -> None:
+    """No --task for a run: nb eval reads it from the run's config.json; a --task that contradicts it
+    is refused in one line."""
+    given = invoke("eval", run / "run", "--task", "classification", "--corpus", run / "dev.tsv", "--json")
+    found = invoke("eval", run / "run", "--corpus", run / "dev.tsv", "--json")
+    assert found.exit_code == 0, found.stderr
+    assert json.loads(found.stdout)["accuracy"] == json.loads(given.stdout)["accuracy"]
+    mt = invoke("eval", translation_run, "--corpus", parallel_corpus / "valid", "--src-lang", "de", "--tgt-lang", "en",
+                "--beam", "1", "--json")
+    assert mt.exit_code == 0, mt.stderr
+    assert "bleu" in json.loads(mt.stdout)
+    wrong = invoke("eval", translation_run, "--task", "lm", "--corpus", parallel_corpus / "valid.en")
+    assert wrong.exit_code == 1
+    assert_one_line_error(wrong.stderr, "--task lm:", "nb train translation")
