@@ -61,6 +61,21 @@ def train_sentencepiece(directory: Path, lines: list[str], vocab_size: int, mode
     return prefix.with_suffix(".model")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="leave out the tests marked slow (long end-to-end runs; CI runs them, and so does a "
+                          "plain `python3 -m pytest -q`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--quick"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture(autouse=True)
 def _no_hash_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes ~/.cache: the sha256 cache of patch-checkpoint is off (tests that
