@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+# Under pytest-xdist (`-n auto` in pyproject.toml's addopts) each core runs a worker; torch, MKL and
+# OpenMP would each start a thread per core in every worker (and in every `nb` process a test starts,
+# which inherits this environment), so n workers would run n x n threads on n cores. One thread each.
+# Set before any test module imports torch; NB_TEST_THREADS overrides (nothing here is timed).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _threads = os.environ.get("NB_TEST_THREADS", "1")
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_name] = _threads
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(_threads))
 
 # Timing varies on shared CI machines; correctness, not speed, is what property tests check.
 settings.register_profile("nb", deadline=None)
@@ -46,6 +59,21 @@ def train_sentencepiece(directory: Path, lines: list[str], vocab_size: int, mode
            "minloglevel": 2, **extra},
     )
     return prefix.with_suffix(".model")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="leave out the tests marked slow (long end-to-end runs; CI runs them, and so does a "
+                          "plain `python3 -m pytest -q`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--quick"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 @pytest.fixture(autouse=True)
@@ -346,3 +374,41 @@ def translation_run(tmp_path_factory: pytest.TempPathFactory, parallel_corpus: P
     train_translation(cfg, [str(parallel_corpus / "train")], parallel_corpus / "joint.model",
                       parallel_corpus / "joint.model", out, valid=[str(parallel_corpus / "valid")])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The fuzz figure (tests/fuzz/harness.py tallies each case in the process that ran it). Under
+# pytest-xdist the cases run in the workers: each hands its tally to the controller when it ends,
+# and the controller, which prints the summary, adds them up.
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    harness = sys.modules.get("tests.fuzz.harness")
+    if workeroutput is not None and harness is not None:
+        workeroutput["nb_fuzz"] = json.dumps({"tally": harness.TALLY, "failures": harness.FAILURES})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:  # pytest-xdist's hook, in the controller
+    sent = getattr(node, "workeroutput", {}).get("nb_fuzz")
+    if sent:
+        from tests.fuzz.harness import FAILURES, TALLY
+
+        data = json.loads(sent)
+        for key, count in data["tally"].items():
+            TALLY[key] = TALLY.get(key, 0) + count
+        FAILURES.extend(data["failures"])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001 - pytest hook
+    harness = sys.modules.get("tests.fuzz.harness")
+    if harness is None or not harness.TALLY["cases"]:
+        return
+    figure = ", ".join(f"{key.replace('_', ' ')} {harness.TALLY[key]}" for key in harness.FIGURE_KEYS)
+    terminalreporter.write_sep("-", "nb fuzz figure")
+    terminalreporter.write_line(f"nb fuzz: {figure}")
+    for line in harness.FAILURES[:50]:
+        terminalreporter.write_line(f"  broke: {line}")
+    target = os.environ.get("NB_FUZZ_FIGURE")
+    if target:
+        Path(target).write_text(json.dumps({**harness.TALLY, "failures": harness.FAILURES}, indent=2) + "\n")

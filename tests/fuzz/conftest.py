@@ -1,15 +1,13 @@
-"""Shared valid inputs for the fuzz suite, and the figure printed at the end of the run."""
+"""Shared valid inputs for the fuzz suite (the figure printed at the end of the run: tests/conftest.py,
+which gathers it from every pytest-xdist worker)."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.fuzz import cases, inputs
-from tests.fuzz.harness import FAILURES, FIGURE_KEYS, TALLY
 
 
 @pytest.fixture(scope="session")
@@ -40,16 +38,3 @@ def fuzz_run(tmp_path_factory: pytest.TempPathFactory, fuzz_shared: dict[str, Pa
     assert result.exit_code == 0, result.output
     cases.RUN_FILES.update({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()})
     assert "train-state.json" in cases.RUN_FILES and "step-2.safetensors" in cases.RUN_FILES
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001 - pytest hook
-    if not TALLY["cases"]:
-        return
-    figure = ", ".join(f"{key.replace('_', ' ')} {TALLY[key]}" for key in FIGURE_KEYS)
-    terminalreporter.write_sep("-", "nb fuzz figure")
-    terminalreporter.write_line(f"nb fuzz: {figure}")
-    for line in FAILURES[:50]:
-        terminalreporter.write_line(f"  broke: {line}")
-    target = os.environ.get("NB_FUZZ_FIGURE")
-    if target:
-        Path(target).write_text(json.dumps({**TALLY, "failures": FAILURES}, indent=2) + "\n")

@@ -18,7 +18,8 @@ from nbcli.train.rundir import read_log
 from tests.tasks.builders import WORDS, bert_tokenizer, encoder_folder, write_corpus
 from tests.train.ddp_helpers import assert_same_records, nb_plain_ranks, nb_single, nb_torchrun
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="torchrun/gloo tests run on Linux")
+# slow: each test runs nb as one process and again as two ranks (torchrun or plain ranks); --quick leaves them out.
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="torchrun/gloo tests run on Linux"), pytest.mark.slow]
 
 LABELS = ("entailment", "neutral", "contradiction")
 TAGS = ("B-LOC", "I-LOC", "O")

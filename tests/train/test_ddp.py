@@ -10,6 +10,10 @@ import pytest
 from nbcli.train.rundir import read_log
 from tests.train.ddp_helpers import assert_same_records, nb_plain_ranks, nb_single, nb_torchrun
 
+# slow: every test starts two ranks (torchrun, plain nb ranks or spawned gloo processes), the first also nb as
+# one process; --quick leaves them out.
+pytestmark = pytest.mark.slow
+
 ARGS = ["--steps", "3", "--seq-len", "32", "--batch-size", "8", "--eval-every", "2", "--eval-batches", "2",
         "--bias-init", "unigram", "--device", "cpu"]
 
