@@ -426,6 +426,11 @@ _nb() {
                 '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
+                '--n-layer[Layers (translation: per side; default: the preset’s).]:value: ' \
+                '--adam-beta2[Adam’s beta2 (beta1 is 0.9 in every paper; default: the preset’s: 0.95 GPT-2/nan]:value: ' \
+                '--adam-eps[Adam’s epsilon (default: the preset’s; Vaswani and paper 002 app. A: 1e-9).]:value: ' \
+                '--weight-decay[AdamW weight decay of the matrices (biases, norms and embeddings: none; default:]:value: ' \
+                '--grad-clip[Clip the gradient’s global norm to NORM (0 = no clipping; default: the preset’s,]:value: ' \
                 '--compile[torch.compile the model.]' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
@@ -444,6 +449,7 @@ _nb() {
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
                 '--valid[Validation pairs in --corpus’s forms (repeatable; default: every round(1/--val-f]:value: ' \
+                '--d-ff[Feed-forward width of every layer (default: the preset’s; paper 000 app. A: 256 ]:value: ' \
                 '--norm[post-LN (the papers’ fairseq models, Vaswani; default) or pre-LN (+ a final Laye]:value:(post pre)' \
                 '--positions[sinusoidal (Vaswani; default), learned, or none (paper 002 table 3’s ’Pos.: no’)]:value:(sinusoidal learned none)' \
                 '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \

@@ -51,6 +51,9 @@ class TranslationOptions:
     valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
         "Validation pairs in --corpus's forms (repeatable; default: every round(1/--val-fraction)-th pair of "
         "--corpus is held out)."))
+    d_ff: Optional[int] = option(None, "--d-ff", metavar="F", min=1, max=1 << 20, help=(
+        "Feed-forward width of every layer (default: the preset's; paper 000 app. A: 256 for IWSLT, 512 for "
+        "WMT)."))
     norm: Optional[Literal["post", "pre"]] = option(None, "--norm", help=(
         "post-LN (the papers' fairseq models, Vaswani; default) or pre-LN (+ a final LayerNorm per stack; not "
         "exportable to Marian)."))
@@ -110,7 +113,7 @@ class TranslationTask(Task):
         if v["untie"] and v["share_embeddings"] not in (None, "none"):
             raise ConfigError(f"--untie-embeddings contradicts --share-embeddings {v['share_embeddings']}")
         cfg = build_translation_config(v["preset"], dict(
-            src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], norm=v["norm"], positions=v["positions"],
+            src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], d_ff=v["d_ff"], norm=v["norm"], positions=v["positions"],
             scale_embedding=v["scale_embedding"], share_embeddings="none" if v["untie"] else v["share_embeddings"],
             freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
             eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],

@@ -122,6 +122,17 @@ class OutputLayerOptions:
         "Validation batches per evaluation."))
     val_fraction: float = option(0.05, "--val-fraction", help=(
         "Every round(1/F)-th document is held out for validation."))
+    n_layer: Optional[int] = option(None, "--n-layer", metavar="L", min=1, max=1024, help=(
+        "Layers (translation: per side; default: the preset's)."))
+    adam_beta2: Optional[float] = option(None, "--adam-beta2", metavar="B2", help=(
+        "Adam's beta2 (beta1 is 0.9 in every paper; default: the preset's: 0.95 GPT-2/nanoGPT, 0.98 fairseq and "
+        "Vaswani; paper 000 app. A: 0.997)."))
+    adam_eps: Optional[float] = option(None, "--adam-eps", metavar="EPS", help=(
+        "Adam's epsilon (default: the preset's; Vaswani and paper 002 app. A: 1e-9)."))
+    weight_decay: Optional[float] = option(None, "--weight-decay", metavar="WD", help=(
+        "AdamW weight decay of the matrices (biases, norms and embeddings: none; default: the preset's)."))
+    grad_clip: Optional[float] = option(None, "--grad-clip", metavar="NORM", help=(
+        "Clip the gradient's global norm to NORM (0 = no clipping; default: the preset's, 1)."))
     compile: bool = option(False, "--compile", help="torch.compile the model.")
     allow_vocab_mismatch: bool = option(False, "--allow-vocab-mismatch", help=(
         "Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs from the model's: a "
@@ -185,4 +196,5 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
         embedding_whiten=v["embedding_whiten"], embedding_shuffle=v["embedding_shuffle"],
         embedding_shuffle_mode=v["shuffle_mode"], eval_every=v["eval_every"], eval_batches=v["eval_batches"],
         val_fraction=v["val_fraction"], save_every=v["save_every"], device=v["device"], dtype=v["dtype"],
-        compile=v["compile"], seed=v["seed"])
+        compile=v["compile"], seed=v["seed"], n_layer=v["n_layer"], adam_beta2=v["adam_beta2"],
+        adam_eps=v["adam_eps"], weight_decay=v["weight_decay"], grad_clip=v["grad_clip"])

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from safetensors import safe_open
 
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 
@@ -109,3 +110,25 @@ def test_two_tokenizers_xavier_draws_each_side_apart(tmp_path: Path, parallel_co
     assert float(ratio.std() / ratio.abs().mean()) > 0.1                  # not elementwise proportional
     b = train("b")
     assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_the_papers_hyper_parameters_are_options(tmp_path: Path, parallel_corpus: Path) -> None:
+    """Paper 000 app. A states Adam's beta2 0.997, FFN 256 and the layers; paper 002 app. A eps 1e-9:
+    each an option of nb train translation (and lm), recorded in config.json, shaping the model."""
+    result = invoke("train", "translation", "--corpus", parallel_corpus / "train", "--src-lang", "de", "--tgt-lang",
+                    "en", "-t", parallel_corpus / "joint.model", "--out", tmp_path / "r", "--steps", "1", "--d-model",
+                    "32", "--d-ff", "48", "--n-layer", "1", "--adam-beta2", "0.997", "--adam-eps", "1e-9",
+                    "--weight-decay", "0", "--grad-clip", "0.5", "--eval-sentences", "4", "--json")
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert (config["adam_beta2"], config["adam_eps"], config["weight_decay"], config["grad_clip"], config["n_layer"],
+            config["task_options"]["d_ff"]) == (0.997, 1e-9, 0.0, 0.5, 1, 48)
+    with safe_open(str(tmp_path / "r" / "step-1.safetensors"), "np") as ckpt:
+        shapes = {name: ckpt.get_slice(name).get_shape() for name in ckpt.keys()}
+    assert not any(".layers.1." in name for name in shapes) and "encoder.layers.0.fc1.weight" in shapes  # one a side
+    assert shapes["encoder.layers.0.fc1.weight"] == [48, 32] and shapes["decoder.layers.0.fc2.weight"] == [32, 48]
+    for bad, fragment in ((["--weight-decay", "-1"], "--weight-decay"), (["--adam-beta2", "1.5"], "beta2")):
+        refused = invoke("train", "translation", "--corpus", parallel_corpus / "train", "--src-lang", "de", "--tgt-lang",
+                         "en", "-t", parallel_corpus / "joint.model", "--out", tmp_path / "bad", *bad)
+        assert refused.exit_code == 1
+        assert_one_line_error(refused.stderr, fragment)
