@@ -344,6 +344,8 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l ag-hold-steps -x -d 'Ho
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decay-steps -x -d 'Step at which alpha reaches 0 (0 = --steps).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-lambda -x -d 'Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini'
 complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-steps -x -d 'Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta'
+complete -c nb -n '__fish_seen_subcommand_from train' -l log-every -x -d 'Off a terminal (nohup, a batch job’s log), a progress line on stderr every N upd'
+complete -c nb -n '__fish_seen_subcommand_from train' -l quiet -s q -d 'No progress bar and no progress lines (warnings and the result still print).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from train' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from train' -l src-lang -x -d 'Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa'

@@ -441,6 +441,9 @@ _nb() {
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
                 '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
+                '--log-every[Off a terminal (nohup, a batch job’s log), a progress line on stderr every N upd]:value: ' \
+                '--quiet[No progress bar and no progress lines (warnings and the result still print).]' \
+                '-q[No progress bar and no progress lines (warnings and the result still print).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -82,6 +82,7 @@ def _no_hash_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     check it turn it on in their own directory), and NB_CACHE_DIR points at a temporary one. The
     environment is inherited by `nb` subprocesses."""
     monkeypatch.setenv("NB_HASH_CACHE", "0")
+    monkeypatch.setenv("NB_LOG_SECONDS", "0")  # no timed progress lines off a terminal (tests that check them set it)
     monkeypatch.setenv("NB_CACHE_DIR", str(tmp_path_factory.mktemp("nb-cache")))
     # Nor the Hugging Face cache or the network: a repo id resolves in an empty cache, offline.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

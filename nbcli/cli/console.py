@@ -158,13 +158,19 @@ def byte_progress(description: str) -> Iterator[Callable[[int, int | None], None
 
 
 @contextlib.contextmanager
-def step_progress(description: str, total: int | None) -> Iterator[Callable[..., None]]:
-    """A progress bar by steps (tensors, training steps) on stderr when it is a terminal.
+def step_progress(description: str, total: int | None, *, every: int | None = None,
+                  quiet: bool = False) -> Iterator[Callable[..., None]]:
+    """A progress bar by steps (tensors, training steps) on stderr when it is a terminal; off a
+    terminal (nohup, a batch job's log file) a log line every `every` steps, or every
+    NB_LOG_SECONDS seconds (default 30; 0: none) when `every` is None; nothing with `quiet`.
 
     The callback takes (advance=1, **fields) where fields fill `{task.fields[...]}` columns.
     """
-    if not stderr_is_terminal():
+    if quiet:
         yield lambda advance=1, **fields: None
+        return
+    if not stderr_is_terminal():
+        yield log_lines(description, total, every)
         return
     from rich.progress import (
         BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
@@ -182,6 +188,47 @@ def step_progress(description: str, total: int | None) -> Iterator[Callable[...,
 
     with progress:
         yield update
+
+
+def log_lines(description: str, total: int | None, every: int | None) -> Callable[..., None]:
+    """The progress of a job off a terminal, as plain lines on stderr (HF Trainer's logging_steps,
+    fairseq's --log-interval): `nb: DESCRIPTION: 120/1,000 (12.0 %) STATUS, 1m02s, ETA 8m40s`, every
+    `every` steps, or every NB_LOG_SECONDS seconds (default 30; 0: no lines)."""
+    import time
+
+    try:
+        seconds = float(os.environ.get("NB_LOG_SECONDS", "30"))
+    except ValueError:
+        seconds = 30.0
+    if every is None and not seconds > 0:
+        return lambda advance=1, **fields: None
+    start = last = time.monotonic()
+    done = 0
+
+    def update(advance: int = 1, status: str = "", **_: Any) -> None:
+        nonlocal done, last
+        done += advance
+        now = time.monotonic()
+        due = done % every < advance if every else now - last >= seconds
+        if not due and not (total is not None and done >= total and (every or now - start >= seconds)):
+            return
+        last = now
+        where = f"{done:,}" if total is None else f"{done:,}/{total:,} ({100 * done / max(total, 1):.1f} %)"
+        eta = "" if total is None or done == 0 or done >= total else \
+            f", ETA {_duration((now - start) * (total - done) / done)}"
+        line = f"nb: {description}: {where}{' ' + status if status else ''}, {_duration(now - start)}{eta}"
+        print(line, file=sys.stderr, flush=True)
+
+    return update
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 @contextlib.contextmanager

@@ -94,12 +94,23 @@ def task_command(name: str) -> Any:
         default = inspect.Parameter.empty if declared.required else declared.default
         params.append(inspect.Parameter(declared.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=Annotated[declared.type, _typer_option(declared)]))
-    params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]))
+    params += [
+        inspect.Parameter("log_every", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+            Optional[int], typer.Option(
+                "--log-every", metavar="N", min=1, max=10**12, show_default=False,
+                help="Off a terminal (nohup, a batch job's log), a progress line on stderr every N updates (step, "
+                "loss, tokens/s, elapsed, ETA). Default: every NB_LOG_SECONDS seconds (30; 0: none). On a "
+                "terminal the progress bar shows instead.")]),
+        inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+            bool, typer.Option("--quiet", "-q", help="No progress bar and no progress lines (warnings and "
+                               "the result still print).")]),
+        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+            bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]),
+    ]
 
     def command(ctx: typer.Context, **values: Any) -> None:
-        as_json = values.pop("as_json")
-        run_task(name, values, as_json)
+        as_json, log_every, quiet = values.pop("as_json"), values.pop("log_every"), values.pop("quiet")
+        run_task(name, values, as_json, log_every=log_every, quiet=quiet)
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
@@ -107,9 +118,10 @@ def task_command(name: str) -> Any:
     return command
 
 
-def run_task(name: str, values: dict[str, Any], as_json: bool) -> None:
-    """Train task `name` with the progress bar on a terminal (rank 0's under torchrun) and print its
-    summary (one report, rank 0's)."""
+def run_task(name: str, values: dict[str, Any], as_json: bool, *, log_every: int | None = None,
+             quiet: bool = False) -> None:
+    """Train task `name` with the progress bar on a terminal, log lines off one (rank 0's under
+    torchrun), and print its summary (one report, rank 0's)."""
     from nbcli.cli.console import print_report
     from nbcli.tasks.base import TrainHooks
     from nbcli.tasks.registry import get_task
@@ -121,24 +133,26 @@ def run_task(name: str, values: dict[str, Any], as_json: bool) -> None:
         bar: list[Any] = []
 
         def on_start(total: int | None) -> None:
-            bar.append(stack.enter_context(_progress(total)))
+            bar.append(stack.enter_context(_progress(total, log_every, quiet)))
 
         def on_step(step: int, record: dict[str, Any]) -> None:
             if "loss" in record and bar:
-                bar[0](1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s")
+                bar[0](1, status=f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s"
+                       + "".join(f"  {k} {v:.4g}" for k, v in record.items() if k.startswith("val_") and
+                                 isinstance(v, (int, float)) and k.count("_") == 1))
 
         summary = train_task(name, values, TrainHooks(on_start=on_start, on_step=on_step, on_warning=_print_warning))
     if main_process():
         print_report(summary, as_json, lambda s: _render(task, s))
 
 
-def _progress(total: int | None) -> contextlib.AbstractContextManager[Any]:
+def _progress(total: int | None, every: int | None, quiet: bool) -> contextlib.AbstractContextManager[Any]:
     from nbcli.cli.console import step_progress
     from nbcli.train.runtime import main_process
 
     if not main_process():
         return contextlib.nullcontext(lambda advance=1, **fields: None)
-    return step_progress("training", total)
+    return step_progress("training", total, every=every, quiet=quiet)
 
 
 def _print_warning(message: str) -> None:
