@@ -79,15 +79,28 @@ class TranslationModel:
         return int(value) if value.isdigit() else None
 
     def decoding_defaults(self) -> dict[str, Any]:
-        """The run's --beam/--lenpen/--max-len-a/-b (its training config), else beam 5, lenpen 1, 1.2 and 10."""
+        """nb's decoding unless a command is given its own: paper 000's beam 5 (app. A: "length-normalised
+        beam search with a beam size of 5"), lenpen 1 and fairseq's length limit 1.2 x S + 10. Not the
+        run's --valid-beam/--valid-lenpen: those set the validation BLEU decoded during training only (a
+        run validated greedily for CPU time still decodes with beam 5)."""
+        return dict(DECODING_DEFAULTS)
+
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language the run was trained on (its --src-lang/--tgt-lang, recorded in the
+        checkpoint's training config), None when the checkpoint does not say."""
         try:
             train = json.loads(self.metadata.get("nb.train_config", "{}"))
         except json.JSONDecodeError:
-            train = {}
-        options = train.get("task_options", {}) if isinstance(train, dict) else {}
-        options = options if isinstance(options, dict) else {}
-        return {"beam": int(options.get("beam", 5)), "lenpen": float(options.get("lenpen", 1.0)),
-                "max_len_a": float(options.get("max_len_a", 1.2)), "max_len_b": int(options.get("max_len_b", 10))}
+            return None
+        options = train.get("task_options") if isinstance(train, dict) else None
+        if not isinstance(options, dict):
+            return None
+        src, tgt = options.get("src_lang"), options.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) and src and tgt else None
+
+
+DECODING_DEFAULTS: dict[str, Any] = {"beam": 5, "lenpen": 1.0, "max_len_a": 1.2, "max_len_b": 10}
+"""Decoding of nb translate / nb eval --task translation / nb export unless given (paper 000 app. A)."""
 
 
 def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:
@@ -196,7 +209,7 @@ def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang:
                            device: str = "auto") -> dict[str, Any]:
     """`nb eval --task translation RUN_OR_CKPT`: test BLEU and chrF (`nbcli.translation_eval`) of the
     model's translations of the corpus's source side; a run stands for its best checkpoint by validation
-    BLEU (paper 000 app. A), decoding defaults to the run's (--beam, --lenpen, length limits)."""
+    BLEU (paper 000 app. A); decoding defaults to nb's (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2 x S + 10)."""
     from nbcli.translation_eval import eval_translation
 
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
@@ -217,6 +230,8 @@ class TranslateReport:
     sentences: int
     beam: int
     lenpen: float
+    max_len_a: float
+    max_len_b: int
     seconds: float
     sentences_per_s: float
     device: str
@@ -232,7 +247,7 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
                    source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
                    device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
+    when every line is translated). beam, lenpen, max_len_a/b None: nb's defaults (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2, 10)."""
     from nbcli.atomic import write_text_atomic
     from nbcli.decoding.search import check_length_limit, check_search
     from nbcli.outputs import guard_outputs, model_inputs
@@ -255,6 +270,7 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     seconds = time.perf_counter() - t0
     write_text_atomic(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
     return TranslateReport(checkpoint=str(tm.path), step=tm.step, input=str(input_path), output=str(output),
-                           sentences=len(texts), beam=beam, lenpen=lenpen, seconds=seconds,
+                           sentences=len(texts), beam=beam, lenpen=lenpen, max_len_a=max_len_a,
+                           max_len_b=max_len_b, seconds=seconds,
                            sentences_per_s=len(texts) / seconds if seconds > 0 else 0.0,
                            device=str(next(tm.model.parameters()).device))

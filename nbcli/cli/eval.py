@@ -53,8 +53,9 @@ context); every token is scored once.
   --corpus TEST is a parallel corpus (PREFIX of aligned PREFIX.SRC/PREFIX.TGT files, .tsv, .jsonl with
   {"translation": {SRC: .., TGT: ..}}, parquet/Arrow) with --src-lang SRC --tgt-lang TGT; the target
   side holds the references. RUN_OR_CKPT decodes the sources with an nb train --task translation model
-  (a run directory: its best checkpoint by validation BLEU, paper 000 app. A; --beam/--lenpen default
-  to the run's); --hyps FILE scores a hypotheses file (one detokenised line per pair, in order) without
+  (a run directory: its best checkpoint by validation BLEU, paper 000 app. A), beam 5 and lenpen 1
+  (paper 000 app. A) unless --beam/--lenpen, whatever beam the run validated with; --hyps FILE scores
+  a hypotheses file (one detokenised line per pair, in order) without
   a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
   mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
 
@@ -101,10 +102,10 @@ def eval_command(
     tgt_lang: TgtLangOption = None,
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False, help="--task translation with a model: beam size (1 = "
-        "greedy; default: the run's, 5).")] = None,
+        "greedy; default 5, paper 000 app. A, not the run's validation beam).")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
         "--lenpen", show_default=False, help="--task translation with a model: length penalty, score = logprob / "
-        "length^lenpen (default: the run's, 1).")] = None,
+        "length^lenpen (default 1).")] = None,
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
@@ -276,6 +277,10 @@ def _render_translation(report: dict[str, Any]) -> None:
     source = esc(report["hypotheses"]) if report["hypotheses"] else esc(str((report["model"] or {}).get("path")))
     console.print(f"[bold]{source}[/] against {esc(', '.join(report['corpus']))} ({esc(report['src_lang'])}->"
                   f"{esc(report['tgt_lang'])}, {num(report['pairs'])} pairs)", highlight=False)
+    model = report["model"]
+    if model:   # decoded by nb: how
+        console.print(f"decoded with beam {num(model['beam'])}, lenpen {model['lenpen']:g}, length limit "
+                      f"{model['max_len_a']:g} x S + {num(model['max_len_b'])}", highlight=False)
     console.print(f"BLEU {num(report['bleu'])}   {esc(report['bleu_signature'])}", highlight=False)
     console.print(f"chrF {num(report['chrf'])}   {esc(report['chrf_signature'])}", highlight=False)
 

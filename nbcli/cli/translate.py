@@ -15,8 +15,10 @@ One sentence a line in, one detokenised translation a line out, in the same orde
 an empty line). RUN_OR_CKPT: a run directory (its best checkpoint by validation BLEU, best.safetensors,
 else its last step-N.safetensors) or a checkpoint file; the run's tokenizers are found beside it. Greedy
 with --beam 1, else beam search scoring hypotheses logprob / length^lenpen (length = generated tokens,
-EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Default
---beam/--lenpen: the run's own (nb train --beam/--lenpen; 5 and 1).
+EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Defaults:
+beam 5 (paper 000 app. A), lenpen 1, length limit 1.2 x S + 10 generated tokens for S source tokens,
+whatever beam the run validated with (nb train --valid-beam sets validation BLEU only). The report
+states the beam, length penalty and limit used.
 
 [bold]Examples[/bold]
 
@@ -37,16 +39,16 @@ def translate(
         "--output", "-o", metavar="FILE", show_default=False,
         help="Translations, one a line (written only when every line is translated).")],
     beam: Annotated[Optional[int], typer.Option(
-        "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default: the run's.")] = None,
+        "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run's validation beam.")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
-        "--lenpen", show_default=False, help="Length penalty (score = logprob / length^lenpen). Default: the run's.")] = None,
+        "--lenpen", show_default=False, help="Length penalty (score = logprob / length^lenpen). Default 1.")] = None,
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, max=1 << 16, help="Sentences decoded together (grouped by source length).")] = 64,
     max_len_a: Annotated[Optional[float], typer.Option(
         "--max-len-a", show_default=False, help="Length limit a x S + b generated tokens for S source tokens "
-        "(fairseq's; default: the run's, 1.2).")] = None,
+        "(fairseq's; default 1.2).")] = None,
     max_len_b: Annotated[Optional[int], typer.Option(
-        "--max-len-b", min=0, show_default=False, help="The limit's b (default: the run's, 10).")] = None,
+        "--max-len-b", min=0, show_default=False, help="The limit's b (default 10).")] = None,
     tokenizer: JointTokenizerOption = None,
     src_tokenizer: SrcTokenizerOption = None,
     tgt_tokenizer: TgtTokenizerOption = None,
@@ -71,7 +73,8 @@ def _render(report: dict[str, object]) -> None:
 
     stdout_console().print(
         f"{num(report['sentences'])} sentences -> {esc(report['output'])} ({esc(report['checkpoint'])}, step "
-        f"{num(report['step'])}, beam {num(report['beam'])}, lenpen {num(report['lenpen'])}; {num(report['seconds'])} s, "
+        f"{num(report['step'])}, beam {num(report['beam'])}, lenpen {report['lenpen']:g}, length limit "
+        f"{report['max_len_a']:g} x S + {num(report['max_len_b'])}; {num(report['seconds'])} s, "
         f"{num(report['sentences_per_s'])} sentences/s on {esc(report['device'])})", highlight=False)
 
 

@@ -66,11 +66,14 @@ class TranslationOptions:
     freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
         "Keep the token embeddings (and a W tied to them) at their initial values (paper 002 table 3's 'Train: "
         "no')."))
-    beam: Optional[int] = option(None, "--beam", min=1, max=1024, help=(
-        "Beam size of validation BLEU (and of nb translate for this run). Default 5 (paper 000 sec. 4.1)."))
-    lenpen: Optional[float] = option(None, "--lenpen", help=(
-        "Length penalty: hypotheses are scored logprob / length^lenpen (fairseq --lenpen, transformers "
-        "length_penalty). Default 1."))
+    beam: Optional[int] = option(None, "--valid-beam", "--beam", min=1, max=1024, help=(
+        "Beam size of the validation BLEU decoded during training, and only of it (--beam is the same option; "
+        "1 = greedy, quicker on CPU). Default 5. nb translate, nb eval and nb export decode with the paper's beam 5 "
+        "(paper 000 app. A) unless given their own --beam."))
+    lenpen: Optional[float] = option(None, "--valid-lenpen", "--lenpen", help=(
+        "Length penalty of the validation BLEU (--lenpen is the same option): hypotheses are scored logprob / "
+        "length^lenpen (fairseq --lenpen, transformers length_penalty). Default 1; nb translate, nb eval and nb "
+        "export use 1 unless given their own --lenpen."))
     eval_sentences: Optional[int] = option(None, "--eval-sentences", min=0, max=MAX_SEQUENCES, help=(
         "Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64)."))
     ag_decoder_fraction: Optional[float] = option(None, "--ag-decoder-fraction", metavar="LAMBDA", help=(
