@@ -195,6 +195,8 @@ _nb() {
                 '--batch-size[Sentences decoded together (grouped by source length).]:value: ' \
                 '--max-len-a[Length limit a x S + b generated tokens for S source tokens (fairseq’s; default ]:value: ' \
                 '--max-len-b[The limit’s b (default 10).]:value: ' \
+                '--src-lang[The input’s language: must be the run’s source language (checked; also lets an i]:value: ' \
+                '--tgt-lang[The language wanted: must be the run’s target language (checked).]:value: ' \
                 '--tokenizer[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
                 '-t[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
                 '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
@@ -225,6 +227,7 @@ _nb() {
                 '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--columns[--task translation: which column of a .tsv/.csv is the source (src,tgt, the defa]:value:(src,tgt tgt,src)' \
                 '--beam[--task translation with a model: beam size (1 = greedy; default 5, paper 000 app]:value: ' \
                 '--lenpen[--task translation with a model: length penalty, score = logprob / length^lenpen]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
@@ -441,6 +444,7 @@ _nb() {
                 '-h[Show help and exit.]' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--columns[Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt]:value:(src,tgt tgt,src)' \
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
                 '--valid[Validation pairs in --corpus’s forms (repeatable; default: every round(1/--val-f]:value: ' \

@@ -206,19 +206,55 @@ def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, le
 def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang: str | None, tgt_lang: str | None,
                            *, beam: int | None = None, lenpen: float | None = None, batch_size: int = 64,
                            source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
-                           device: str = "auto") -> dict[str, Any]:
+                           device: str = "auto", columns: str | None = None) -> dict[str, Any]:
     """`nb eval --task translation RUN_OR_CKPT`: test BLEU and chrF (`nbcli.translation_eval`) of the
     model's translations of the corpus's source side; a run stands for its best checkpoint by validation
-    BLEU (paper 000 app. A); decoding defaults to nb's (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2 x S + 10)."""
+    BLEU (paper 000 app. A); decoding defaults to nb's (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2 x S + 10).
+    The corpus's languages default to the run's (its training --src-lang/--tgt-lang) and must be them
+    (`check_languages`)."""
     from nbcli.translation_eval import eval_translation
 
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
+    run = tm.languages()
+    if run is not None:   # the corpus's sides must be the run's: default to them, refuse others
+        check_languages(tm, src_lang, tgt_lang)
+        src_lang, tgt_lang = src_lang or run[0], tgt_lang or run[1]
     decoding = {**tm.decoding_defaults(), **({"beam": beam} if beam is not None else {}),
                 **({"lenpen": lenpen} if lenpen is not None else {})}
     model = {"path": str(tm.path), "step": tm.step, **decoding}
-    return eval_translation(corpus, src_lang, tgt_lang, model=model,
+    return eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
                             translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
+
+
+def check_languages(tm: TranslationModel, src_lang: str | None, tgt_lang: str | None,
+                    what: str = "--src-lang/--tgt-lang") -> None:
+    """ConfigError, in one line naming both directions, when a given language is not the run's (its
+    training --src-lang/--tgt-lang); nothing to check for a checkpoint that does not record them."""
+    run = tm.languages()
+    if run is None:
+        return
+    given = (src_lang or run[0], tgt_lang or run[1])
+    if given != run:
+        raise ConfigError(f"{what} {given[0]}->{given[1]}: {tm.path} translates {run[0]}->{run[1]} (the "
+                          "--src-lang/--tgt-lang it was trained with); give input in its languages")
+
+
+def check_input_language(tm: TranslationModel, input_path: Path | str, src_lang: str | None) -> None:
+    """Refuse an --input named for the run's target language (`test.en` for a de->en run: the reverse
+    direction) unless --src-lang says it is the source language anyway."""
+    from nbcli.corpus.sources import COMPRESSION_SUFFIXES
+
+    run = tm.languages()
+    if run is None or src_lang is not None or str(input_path) == "-":
+        return
+    name = Path(input_path).name
+    for suffix in COMPRESSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if Path(name).suffix == f".{run[1]}":
+        raise ConfigError(f"--input {input_path}: named for {run[1]}, the target language of {tm.path} "
+                          f"({run[0]}->{run[1]}); give {run[0]} sentences (or --src-lang {run[0]} if this file is "
+                          f"{run[0]})")
 
 
 @dataclass
@@ -245,9 +281,12 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
                    lenpen: float | None = None, batch_size: int = 64, max_len_a: float | None = None,
                    max_len_b: int | None = None,
                    source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
-                   device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
+                   device: str = "auto", progress: Callable[[int], None] | None = None,
+                   src_lang: str | None = None, tgt_lang: str | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam, lenpen, max_len_a/b None: nb's defaults (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2, 10)."""
+    when every line is translated). beam, lenpen, max_len_a/b None: nb's defaults (DECODING_DEFAULTS: beam 5,
+    lenpen 1, 1.2, 10). `src_lang`/`tgt_lang`, when given, must be the run's (`check_languages`); an input
+    named for the run's target language is refused (`check_input_language`)."""
     from nbcli.atomic import write_text_atomic
     from nbcli.decoding.search import check_length_limit, check_search
     from nbcli.outputs import guard_outputs, model_inputs
@@ -259,6 +298,8 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
+    check_languages(tm, src_lang, tgt_lang)
+    check_input_language(tm, input_path, src_lang)
     defaults = tm.decoding_defaults()
     beam = defaults["beam"] if beam is None else beam
     lenpen = defaults["lenpen"] if lenpen is None else lenpen

@@ -18,7 +18,9 @@ with --beam 1, else beam search scoring hypotheses logprob / length^lenpen (leng
 EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Defaults:
 beam 5 (paper 000 app. A), lenpen 1, length limit 1.2 x S + 10 generated tokens for S source tokens,
 whatever beam the run validated with (nb train --valid-beam sets validation BLEU only). The report
-states the beam, length penalty and limit used.
+states the beam, length penalty and limit used. A run translates the languages it was trained on (its
+--src-lang -> --tgt-lang): --src-lang/--tgt-lang here are checked against them, and an input named for
+the run's target language (test.en for a de->en run) is refused unless --src-lang says otherwise.
 
 [bold]Examples[/bold]
 
@@ -49,6 +51,12 @@ def translate(
         "(fairseq's; default 1.2).")] = None,
     max_len_b: Annotated[Optional[int], typer.Option(
         "--max-len-b", min=0, show_default=False, help="The limit's b (default 10).")] = None,
+    src_lang: Annotated[Optional[str], typer.Option(
+        "--src-lang", metavar="LANG", show_default=False, help="The input's language: must be the run's source "
+        "language (checked; also lets an input named for the target language, e.g. test.en, through).")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(
+        "--tgt-lang", metavar="LANG", show_default=False,
+        help="The language wanted: must be the run's target language (checked).")] = None,
     tokenizer: JointTokenizerOption = None,
     src_tokenizer: SrcTokenizerOption = None,
     tgt_tokenizer: TgtTokenizerOption = None,
@@ -63,7 +71,8 @@ def translate(
     with step_progress("translating", None) as progress:
         report = translate_file(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
                                 max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
-                                target_tokenizer=target, device=device, progress=lambda n: progress(n))
+                                target_tokenizer=target, device=device, progress=lambda n: progress(n),
+                                src_lang=src_lang, tgt_lang=tgt_lang)
     print_report(report.as_dict(), as_json, _render)
 
 
