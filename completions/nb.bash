@@ -33,12 +33,13 @@ _nb() {
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
+        translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --src-lang --tgt-lang --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
             ;;
         export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
             ;;
-        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --dpi --figsize --title --csv --tsv --table --batch-size --arch --map --device --dtype --tf32 --no-tf32 --json --help -h"
+        eval) opts="--corpus --task --hyps --src-lang --tgt-lang --columns --beam --lenpen --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --remove-frequency-direction --counts -c --smoothing --stride --bias-effect --bias-effect-plot --bias-effect-positions --bias-effect-space --by-frequency --by-frequency-plot --bins --dpi --figsize --title --csv --tsv --table --batch-size --arch --map --device --dtype --tf32 --no-tf32 --json --help -h"
             case "$prev" in --task) COMPREPLY=($(compgen -W "lm translation classification tagging" -- "$cur")); return;; esac
+            case "$prev" in --columns) COMPREPLY=($(compgen -W "src,tgt tgt,src" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
         predict) opts="--corpus --output -o --batch-size --device --json --help -h"
@@ -59,7 +60,7 @@ _nb() {
         attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
-        train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-shuffle --shuffle-mode --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --warmup --label-smoothing --eval-batches --val-fraction --n-layer --adam-beta2 --adam-eps --weight-decay --grad-clip --compile --allow-vocab-mismatch --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --log-every --quiet -q --json --help -h --src-lang --tgt-lang --src-tokenizer --tgt-tokenizer --valid --d-ff --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --beam --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --init --text-field --label-field --label-names --warmup-ratio --epochs --text-pair-field --pooling"
+        train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-shuffle --shuffle-mode --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --warmup --label-smoothing --eval-batches --val-fraction --n-layer --adam-beta2 --adam-eps --weight-decay --grad-clip --compile --allow-vocab-mismatch --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --log-every --quiet -q --json --help -h --src-lang --tgt-lang --columns --src-tokenizer --tgt-tokenizer --valid --d-ff --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --valid-beam --beam --valid-lenpen --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --init --text-field --label-field --label-names --warmup-ratio --epochs --text-pair-field --pooling"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
@@ -70,6 +71,7 @@ _nb() {
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
             case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
+            case "$prev" in --columns) COMPREPLY=($(compgen -W "src,tgt tgt,src" -- "$cur")); return;; esac
             case "$prev" in --norm) COMPREPLY=($(compgen -W "post pre" -- "$cur")); return;; esac
             case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
             case "$prev" in --share-embeddings) COMPREPLY=($(compgen -W "auto all decoder none" -- "$cur")); return;; esac

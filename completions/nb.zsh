@@ -190,11 +190,13 @@ _nb() {
                 '-i[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
                 '--output[Translations, one a line (written only when every line is translated).]:path:_files' \
                 '-o[Translations, one a line (written only when every line is translated).]:path:_files' \
-                '--beam[Beam size (1 = greedy). Default: the run’s.]:value: ' \
-                '--lenpen[Length penalty (score = logprob / length^lenpen). Default: the run’s.]:value: ' \
+                '--beam[Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run’s validation b]:value: ' \
+                '--lenpen[Length penalty (score = logprob / length^lenpen). Default 1.]:value: ' \
                 '--batch-size[Sentences decoded together (grouped by source length).]:value: ' \
-                '--max-len-a[Length limit a x S + b generated tokens for S source tokens (fairseq’s; default:]:value: ' \
-                '--max-len-b[The limit’s b (default: the run’s, 10).]:value: ' \
+                '--max-len-a[Length limit a x S + b generated tokens for S source tokens (fairseq’s; default ]:value: ' \
+                '--max-len-b[The limit’s b (default 10).]:value: ' \
+                '--src-lang[The input’s language: must be the run’s source language (checked; also lets an i]:value: ' \
+                '--tgt-lang[The language wanted: must be the run’s target language (checked).]:value: ' \
                 '--tokenizer[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
                 '-t[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
                 '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
@@ -212,8 +214,8 @@ _nb() {
                 '-t[The joint tokenizer, when the checkpoint is not in its run directory.]:path:_files' \
                 '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
                 '--tgt-tokenizer[The target tokenizer (default: the run’s).]:path:_files' \
-                '--beam[generation_config num_beams (default: the run’s --beam).]:value: ' \
-                '--lenpen[generation_config length_penalty (default: the run’s --lenpen).]:value: ' \
+                '--beam[generation_config num_beams (default 5, paper 000 app. A; not the run’s validati]:value: ' \
+                '--lenpen[generation_config length_penalty (default 1; only with a beam).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -225,7 +227,8 @@ _nb() {
                 '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
-                '--beam[--task translation with a model: beam size (1 = greedy; default: the run’s, 5).]:value: ' \
+                '--columns[--task translation: which column of a .tsv/.csv is the source (src,tgt, the defa]:value:(src,tgt tgt,src)' \
+                '--beam[--task translation with a model: beam size (1 = greedy; default 5, paper 000 app]:value: ' \
                 '--lenpen[--task translation with a model: length penalty, score = logprob / length^lenpen]:value: ' \
                 '--tokenizer[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
                 '-t[SentencePiece .model, tokenizer.json, a model folder or a Hub repo id org/name(@]:path:_files' \
@@ -449,6 +452,7 @@ _nb() {
                 '-h[Show help and exit.]' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
                 '--tgt-lang[Target language of a parallel corpus (its side holds the references).]:value: ' \
+                '--columns[Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt]:value:(src,tgt tgt,src)' \
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
                 '--valid[Validation pairs in --corpus’s forms (repeatable; default: every round(1/--val-f]:value: ' \
@@ -459,8 +463,10 @@ _nb() {
                 '--no-scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
                 '--share-embeddings[all = one matrix for source, target and output (fairseq --share-all-embeddings; ]:value:(auto all decoder none)' \
                 '--freeze-embeddings[Keep the token embeddings (and a W tied to them) at their initial values (paper ]' \
-                '--beam[Beam size of validation BLEU (and of nb translate for this run). Default 5 (pape]:value: ' \
-                '--lenpen[Length penalty: hypotheses are scored logprob / length^lenpen (fairseq --lenpen,]:value: ' \
+                '--valid-beam[Beam size of the validation BLEU decoded during training, and only of it (--beam]:value: ' \
+                '--beam[Beam size of the validation BLEU decoded during training, and only of it (--beam]:value: ' \
+                '--valid-lenpen[Length penalty of the validation BLEU (--lenpen is the same option): hypotheses ]:value: ' \
+                '--lenpen[Length penalty of the validation BLEU (--lenpen is the same option): hypotheses ]:value: ' \
                 '--eval-sentences[Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64).]:value: ' \
                 '--ag-decoder-fraction[Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7]:value: ' \
                 '--ag-decoder-patterns[Patterns of the guided decoder heads (prev,first,delim,period; default prev, the]:value: ' \

@@ -13,8 +13,9 @@ A pre-LN model (--norm pre) has final LayerNorms Marian lacks: refused.
 Files: model.safetensors, config.json (MarianConfig: vocab sizes, widths, activation, scale_embedding,
 share_encoder_decoder_embeddings / tie_word_embeddings from the embedding sharing, pad / eos /
 decoder_start ids; forced_eos_token_id null), generation_config.json (decoder_start_token_id,
-eos_token_id, pad_token_id, num_beams / length_penalty of the run, early_stopping true: nb's beam
-search, `nbcli.decoding.search`; max_length the position table), and the tokenizer: for
+eos_token_id, pad_token_id, num_beams / length_penalty: nb's decoding defaults, beam 5 and lenpen 1
+(paper 000 app. A), not the run's validation beam, early_stopping true: nb's beam search,
+`nbcli.decoding.search`; max_new_tokens the position table: `generation_config`), and the tokenizer: for
 SentencePiece models MarianTokenizer's files (source.spm, target.spm, vocab.json [+ target_vocab.json
 for separate vocabularies], tokenizer_config.json), which encode as nb does and append EOS; for
 tokenizer.json models the source tokenizer as tokenizer.json (+ target-tokenizer.json when the target's
@@ -83,10 +84,22 @@ def marian_config(cfg: Seq2SeqConfig) -> dict[str, Any]:
 
 
 def generation_config(cfg: Seq2SeqConfig, beam: int, lenpen: float) -> dict[str, Any]:
-    """generation_config.json: nb's conventions and decoding (beam, lenpen, early_stopping: nbcli.decoding.search)."""
+    """generation_config.json: nb's conventions and what transformers can express of nb's decoding
+    (`nbcli.decoding.search`). Beam search: num_beams, length_penalty, early_stopping true; greedy
+    (beam 1): num_beams 1 alone (transformers flags early_stopping and a length_penalty as beam-only).
+    Length: nb stops sentence i after min(P, int(max_len_a * S_i + max_len_b)) generated tokens (S_i
+    its source tokens, EOS included; P the position table), a limit per sentence that a generation
+    config cannot hold (its max_new_tokens is one number for a whole batch). The export writes
+    max_new_tokens P, nb's ceiling (the decoder's position table; max_length would count the decoder's
+    start token too, so max_length P would cut one token sooner than nb): every sentence nb
+    ends with EOS before its limit gets nb's translation; one that nb cuts at its limit goes on in
+    generate until EOS or P tokens. Pass max_new_tokens=int(1.2 * S + 10) for one sentence (or a batch
+    of equal source length) to cut where nb cuts (docs/training.md 'nb export')."""
+    search: dict[str, Any] = {"num_beams": beam}
+    if beam > 1:
+        search.update(length_penalty=lenpen, early_stopping=True)
     return {"decoder_start_token_id": cfg.decoder_start_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
-            "bos_token_id": None, "forced_eos_token_id": None, "num_beams": beam, "length_penalty": lenpen,
-            "early_stopping": True, "max_length": cfg.max_positions}
+            "bos_token_id": None, "forced_eos_token_id": None, **search, "max_new_tokens": cfg.max_positions}
 
 
 def _json(data: Any) -> bytes:
@@ -133,6 +146,9 @@ class ExportReport:
     decoder_start_token_id: int
     eos_token_id: int
     pad_token_id: int
+    num_beams: int
+    length_penalty: float
+    max_new_tokens: int
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +175,8 @@ def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = No
     written = write_model_folder(out, tensors, metadata, extra)
     return ExportReport(checkpoint=str(tm.path), out=str(out), step=tm.step, layout="marian", tensors=len(tensors),
                         parameters=sum(t.numel() for t in tensors.values()), files=[p.name for p in written],
-                        decoder_start_token_id=cfg.decoder_start_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id)
+                        decoder_start_token_id=cfg.decoder_start_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id,
+                        num_beams=beam, length_penalty=lenpen, max_new_tokens=cfg.max_positions)
 
 
 def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokenizer: Path | str | None = None,

@@ -79,15 +79,28 @@ class TranslationModel:
         return int(value) if value.isdigit() else None
 
     def decoding_defaults(self) -> dict[str, Any]:
-        """The run's --beam/--lenpen/--max-len-a/-b (its training config), else beam 5, lenpen 1, 1.2 and 10."""
+        """nb's decoding unless a command is given its own: paper 000's beam 5 (app. A: "length-normalised
+        beam search with a beam size of 5"), lenpen 1 and fairseq's length limit 1.2 x S + 10. Not the
+        run's --valid-beam/--valid-lenpen: those set the validation BLEU decoded during training only (a
+        run validated greedily for CPU time still decodes with beam 5)."""
+        return dict(DECODING_DEFAULTS)
+
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language the run was trained on (its --src-lang/--tgt-lang, recorded in the
+        checkpoint's training config), None when the checkpoint does not say."""
         try:
             train = json.loads(self.metadata.get("nb.train_config", "{}"))
         except json.JSONDecodeError:
-            train = {}
-        options = train.get("task_options", {}) if isinstance(train, dict) else {}
-        options = options if isinstance(options, dict) else {}
-        return {"beam": int(options.get("beam", 5)), "lenpen": float(options.get("lenpen", 1.0)),
-                "max_len_a": float(options.get("max_len_a", 1.2)), "max_len_b": int(options.get("max_len_b", 10))}
+            return None
+        options = train.get("task_options") if isinstance(train, dict) else None
+        if not isinstance(options, dict):
+            return None
+        src, tgt = options.get("src_lang"), options.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) and src and tgt else None
+
+
+DECODING_DEFAULTS: dict[str, Any] = {"beam": 5, "lenpen": 1.0, "max_len_a": 1.2, "max_len_b": 10}
+"""Decoding of nb translate / nb eval --task translation / nb export unless given (paper 000 app. A)."""
 
 
 def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:
@@ -193,19 +206,55 @@ def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, le
 def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang: str | None, tgt_lang: str | None,
                            *, beam: int | None = None, lenpen: float | None = None, batch_size: int = 64,
                            source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
-                           device: str = "auto") -> dict[str, Any]:
+                           device: str = "auto", columns: str | None = None) -> dict[str, Any]:
     """`nb eval --task translation RUN_OR_CKPT`: test BLEU and chrF (`nbcli.translation_eval`) of the
     model's translations of the corpus's source side; a run stands for its best checkpoint by validation
-    BLEU (paper 000 app. A), decoding defaults to the run's (--beam, --lenpen, length limits)."""
+    BLEU (paper 000 app. A); decoding defaults to nb's (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2 x S + 10).
+    The corpus's languages default to the run's (its training --src-lang/--tgt-lang) and must be them
+    (`check_languages`)."""
     from nbcli.translation_eval import eval_translation
 
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
+    run = tm.languages()
+    if run is not None:   # the corpus's sides must be the run's: default to them, refuse others
+        check_languages(tm, src_lang, tgt_lang)
+        src_lang, tgt_lang = src_lang or run[0], tgt_lang or run[1]
     decoding = {**tm.decoding_defaults(), **({"beam": beam} if beam is not None else {}),
                 **({"lenpen": lenpen} if lenpen is not None else {})}
     model = {"path": str(tm.path), "step": tm.step, **decoding}
-    return eval_translation(corpus, src_lang, tgt_lang, model=model,
+    return eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
                             translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
+
+
+def check_languages(tm: TranslationModel, src_lang: str | None, tgt_lang: str | None,
+                    what: str = "--src-lang/--tgt-lang") -> None:
+    """ConfigError, in one line naming both directions, when a given language is not the run's (its
+    training --src-lang/--tgt-lang); nothing to check for a checkpoint that does not record them."""
+    run = tm.languages()
+    if run is None:
+        return
+    given = (src_lang or run[0], tgt_lang or run[1])
+    if given != run:
+        raise ConfigError(f"{what} {given[0]}->{given[1]}: {tm.path} translates {run[0]}->{run[1]} (the "
+                          "--src-lang/--tgt-lang it was trained with); give input in its languages")
+
+
+def check_input_language(tm: TranslationModel, input_path: Path | str, src_lang: str | None) -> None:
+    """Refuse an --input named for the run's target language (`test.en` for a de->en run: the reverse
+    direction) unless --src-lang says it is the source language anyway."""
+    from nbcli.corpus.sources import COMPRESSION_SUFFIXES
+
+    run = tm.languages()
+    if run is None or src_lang is not None or str(input_path) == "-":
+        return
+    name = Path(input_path).name
+    for suffix in COMPRESSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if Path(name).suffix == f".{run[1]}":
+        raise ConfigError(f"--input {input_path}: named for {run[1]}, the target language of {tm.path} "
+                          f"({run[0]}->{run[1]}); give {run[0]} sentences (or --src-lang {run[0]} if this file is "
+                          f"{run[0]})")
 
 
 @dataclass
@@ -217,6 +266,8 @@ class TranslateReport:
     sentences: int
     beam: int
     lenpen: float
+    max_len_a: float
+    max_len_b: int
     seconds: float
     sentences_per_s: float
     device: str
@@ -230,9 +281,12 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
                    lenpen: float | None = None, batch_size: int = 64, max_len_a: float | None = None,
                    max_len_b: int | None = None,
                    source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
-                   device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
+                   device: str = "auto", progress: Callable[[int], None] | None = None,
+                   src_lang: str | None = None, tgt_lang: str | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
+    when every line is translated). beam, lenpen, max_len_a/b None: nb's defaults (DECODING_DEFAULTS: beam 5,
+    lenpen 1, 1.2, 10). `src_lang`/`tgt_lang`, when given, must be the run's (`check_languages`); an input
+    named for the run's target language is refused (`check_input_language`)."""
     from nbcli.atomic import write_text_atomic
     from nbcli.decoding.search import check_length_limit, check_search
     from nbcli.outputs import guard_outputs, model_inputs
@@ -244,6 +298,8 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
+    check_languages(tm, src_lang, tgt_lang)
+    check_input_language(tm, input_path, src_lang)
     defaults = tm.decoding_defaults()
     beam = defaults["beam"] if beam is None else beam
     lenpen = defaults["lenpen"] if lenpen is None else lenpen
@@ -255,6 +311,7 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     seconds = time.perf_counter() - t0
     write_text_atomic(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
     return TranslateReport(checkpoint=str(tm.path), step=tm.step, input=str(input_path), output=str(output),
-                           sentences=len(texts), beam=beam, lenpen=lenpen, seconds=seconds,
+                           sentences=len(texts), beam=beam, lenpen=lenpen, max_len_a=max_len_a,
+                           max_len_b=max_len_b, seconds=seconds,
                            sentences_per_s=len(texts) / seconds if seconds > 0 else 0.0,
                            device=str(next(tm.model.parameters()).device))

@@ -42,10 +42,13 @@ def read_hypotheses(path: Path | str, *, what: str = "--hyps", strict: bool = Fa
 
 def eval_translation(corpus: Sequence[str], src_lang: str | None, tgt_lang: str | None, *,
                      hyps: Path | str | None = None, translate: Translate | None = None,
-                     model: dict[str, Any] | None = None, tokenize: str = "13a") -> dict[str, Any]:
+                     model: dict[str, Any] | None = None, tokenize: str = "13a",
+                     columns: str | None = None) -> dict[str, Any]:
     """Score translations of the pairs of `corpus` (`src_lang` -> `tgt_lang`) against their
     references: the lines of `hyps` when given (exactly one per pair), else `translate` applied to
     the source sentences. `model`: what the report says about the model behind `translate`.
+    `columns`: which column of a .tsv/.csv without a header naming the languages is the source
+    ("src,tgt", the default, or "tgt,src"; `nbcli.corpus.records.iter_pairs`).
 
     Returns {"task", "corpus", "src_lang", "tgt_lang", "pairs", "hypotheses", "model", "bleu",
     "chrf", "bleu_signature", "chrf_signature", "bleu_details", "warnings"}. Errors, before any
@@ -63,7 +66,7 @@ def eval_translation(corpus: Sequence[str], src_lang: str | None, tgt_lang: str 
     if src_lang == tgt_lang:
         raise ConfigError(f"--src-lang and --tgt-lang are both {src_lang!r}")
     stats = ReadStats()
-    pairs = list(iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats))
+    pairs = list(iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats, columns=columns))
     where = ", ".join(corpus)
     if not pairs:
         raise CorpusError(f"{where}: no {src_lang}-{tgt_lang} pairs")

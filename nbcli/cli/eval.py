@@ -52,9 +52,12 @@ context); every token is scored once.
 
   --corpus TEST is a parallel corpus (PREFIX of aligned PREFIX.SRC/PREFIX.TGT files, .tsv, .jsonl with
   {"translation": {SRC: .., TGT: ..}}, parquet/Arrow) with --src-lang SRC --tgt-lang TGT; the target
-  side holds the references. RUN_OR_CKPT decodes the sources with an nb train --task translation model
-  (a run directory: its best checkpoint by validation BLEU, paper 000 app. A; --beam/--lenpen default
-  to the run's); --hyps FILE scores a hypotheses file (one detokenised line per pair, in order) without
+  side holds the references. A .tsv/.csv has no language names: its first column is the source unless
+  --columns tgt,src, or a first row naming both languages (de TAB en), says otherwise. RUN_OR_CKPT
+  decodes the sources with an nb train --task translation model (a run directory: its best checkpoint
+  by validation BLEU, paper 000 app. A), beam 5 and lenpen 1 (paper 000 app. A) unless --beam/--lenpen,
+  whatever beam the run validated with; --src-lang/--tgt-lang default to the run's and other languages
+  are refused. --hyps FILE scores a hypotheses file (one detokenised line per pair, in order) without
   a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
   mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
 
@@ -100,12 +103,15 @@ def eval_command(
         "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,
     src_lang: SrcLangOption = None,
     tgt_lang: TgtLangOption = None,
+    columns: Annotated[Optional[Literal["src,tgt", "tgt,src"]], typer.Option(
+        "--columns", show_default=False, help="--task translation: which column of a .tsv/.csv is the source "
+        "(src,tgt, the default, or tgt,src); a first row naming both languages says it instead.")] = None,
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False, help="--task translation with a model: beam size (1 = "
-        "greedy; default: the run's, 5).")] = None,
+        "greedy; default 5, paper 000 app. A, not the run's validation beam).")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
         "--lenpen", show_default=False, help="--task translation with a model: length penalty, score = logprob / "
-        "length^lenpen (default: the run's, 1).")] = None,
+        "length^lenpen (default 1).")] = None,
     tokenizer: LmTokenizerOption = None,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
     scale_ln_bias: LambdasOption = None,
@@ -179,7 +185,8 @@ def eval_command(
         given = [name for name, used in lm_only.items() if used]
         if given:
             raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
-        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, beam, lenpen, batch_size, device, as_json)
+        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, beam, lenpen, batch_size, device, as_json,
+                     columns)
         return
     if checkpoint is None:
         raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
@@ -188,8 +195,10 @@ def eval_command(
             raise ConfigError(f"{'--dtype' if dtype != 'auto' else '--no-tf32'}: not an option of --task {task}")
         _labelled(checkpoint, corpus, task, batch_size, device, as_json)
         return
-    if hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None:
-        raise ConfigError("--hyps, --src-lang, --tgt-lang, --beam and --lenpen are options of --task translation")
+    if (hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None
+            or columns is not None):
+        raise ConfigError("--hyps, --src-lang, --tgt-lang, --columns, --beam and --lenpen are options of --task "
+                          "translation")
 
     from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
@@ -230,7 +239,7 @@ BY_FREQUENCY_DROPPED = (Col("w/o bias", NUM, key("mean_log_prob_without_bias")),
 
 def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[Path], src_lang: Optional[str],
                  tgt_lang: Optional[str], beam: Optional[int], lenpen: Optional[float], batch_size: int, device: str,
-                 as_json: bool) -> None:
+                 as_json: bool, columns: Optional[str] = None) -> None:
     from nbcli.cli.console import print_report, print_warnings
     from nbcli.errors import ConfigError
     from nbcli.translate import eval_translation_model
@@ -242,9 +251,9 @@ def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[P
         raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
     if checkpoint is not None:
         report = eval_translation_model(checkpoint, corpus, src_lang, tgt_lang, beam=beam, lenpen=lenpen,
-                                        batch_size=batch_size, device=device)
+                                        batch_size=batch_size, device=device, columns=columns)
     else:
-        report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps)
+        report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps, columns=columns)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render_translation)
 
@@ -278,6 +287,10 @@ def _render_translation(report: dict[str, Any]) -> None:
     source = esc(report["hypotheses"]) if report["hypotheses"] else esc(str((report["model"] or {}).get("path")))
     console.print(f"[bold]{source}[/] against {esc(', '.join(report['corpus']))} ({esc(report['src_lang'])}->"
                   f"{esc(report['tgt_lang'])}, {num(report['pairs'])} pairs)", highlight=False)
+    model = report["model"]
+    if model:   # decoded by nb: how
+        console.print(f"decoded with beam {num(model['beam'])}, lenpen {model['lenpen']:g}, length limit "
+                      f"{model['max_len_a']:g} x S + {num(model['max_len_b'])}", highlight=False)
     console.print(f"BLEU {num(report['bleu'])}   {esc(report['bleu_signature'])}", highlight=False)
     console.print(f"chrF {num(report['chrf'])}   {esc(report['chrf_signature'])}", highlight=False)
 

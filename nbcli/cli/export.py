@@ -15,7 +15,12 @@ EPILOG = """\
 Writes DIR with model.safetensors, config.json (MarianConfig), generation_config.json and tokenizer files, so
 that transformers' AutoModelForSeq2SeqLM.from_pretrained(DIR) computes the same logits (the output bias b is
 final_logits_bias) and generate() the same translations (generation_config: decoder_start_token_id, eos/pad
-ids, the run's num_beams and length_penalty, early_stopping true). SentencePiece runs get MarianTokenizer's
+ids, num_beams and length_penalty: nb's decoding, beam 5 and lenpen 1 (paper 000 app. A) unless --beam/--lenpen,
+not the run's validation beam; early_stopping true for a beam; max_new_tokens the position table). nb also
+stops each sentence after int(1.2 x S + 10) generated tokens (S source tokens, EOS included), a limit per
+sentence that generation_config cannot hold: a sentence that nb ends with EOS before it translates the same;
+one that nb cuts there goes on in generate until EOS or max_new_tokens; pass max_new_tokens=int(1.2 * S + 10)
+per sentence to cut where nb does (docs/training.md 'nb export'). SentencePiece runs get MarianTokenizer's
 files (source.spm, target.spm, vocab.json), which encode as nb does and append EOS. Post-LN models only (Marian
 has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is written in one commit.
 
@@ -47,9 +52,9 @@ def export(
     tgt_tokenizer: TgtTokenizerOption = None,
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False,
-        help="generation_config num_beams (default: the run's --beam).")] = None,
+        help="generation_config num_beams (default 5, paper 000 app. A; not the run's validation beam).")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
-        "--lenpen", show_default=False, help="generation_config length_penalty (default: the run's --lenpen).")] = None,
+        "--lenpen", show_default=False, help="generation_config length_penalty (default 1; only with a beam).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Export a translation checkpoint to a transformers model folder (Marian layout, b as final_logits_bias), or a fine-tuned classifier or tagger to its family's transformers classification folder."""
@@ -76,7 +81,8 @@ def _render(report: dict[str, object]) -> None:
     stdout_console().print(
         f"{esc(report['checkpoint'])} (step {report['step']}) -> {esc(report['out'])}: {report['layout']} layout, "
         f"{num(report['tensors'])} tensors, {num(report['parameters'])} parameters; decoder_start_token_id "
-        f"{report['decoder_start_token_id']}, eos {report['eos_token_id']}, pad {report['pad_token_id']}; files "
+        f"{report['decoder_start_token_id']}, eos {report['eos_token_id']}, pad {report['pad_token_id']}; beam "
+        f"{report['num_beams']}, lenpen {report['length_penalty']:g}, max_new_tokens {report['max_new_tokens']}; files "
         f"{', '.join(str(f) for f in report['files'])}", highlight=False)  # type: ignore[union-attr]
 
 

@@ -15,8 +15,12 @@ One sentence a line in, one detokenised translation a line out, in the same orde
 an empty line). RUN_OR_CKPT: a run directory (its best checkpoint by validation BLEU, best.safetensors,
 else its last step-N.safetensors) or a checkpoint file; the run's tokenizers are found beside it. Greedy
 with --beam 1, else beam search scoring hypotheses logprob / length^lenpen (length = generated tokens,
-EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Default
---beam/--lenpen: the run's own (nb train --beam/--lenpen; 5 and 1).
+EOS included: fairseq's --lenpen, transformers' length_penalty with early_stopping=True). Defaults:
+beam 5 (paper 000 app. A), lenpen 1, length limit 1.2 x S + 10 generated tokens for S source tokens,
+whatever beam the run validated with (nb train --valid-beam sets validation BLEU only). The report
+states the beam, length penalty and limit used. A run translates the languages it was trained on (its
+--src-lang -> --tgt-lang): --src-lang/--tgt-lang here are checked against them, and an input named for
+the run's target language (test.en for a de->en run) is refused unless --src-lang says otherwise.
 
 [bold]Examples[/bold]
 
@@ -37,16 +41,22 @@ def translate(
         "--output", "-o", metavar="FILE", show_default=False,
         help="Translations, one a line (written only when every line is translated).")],
     beam: Annotated[Optional[int], typer.Option(
-        "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default: the run's.")] = None,
+        "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run's validation beam.")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
-        "--lenpen", show_default=False, help="Length penalty (score = logprob / length^lenpen). Default: the run's.")] = None,
+        "--lenpen", show_default=False, help="Length penalty (score = logprob / length^lenpen). Default 1.")] = None,
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, max=1 << 16, help="Sentences decoded together (grouped by source length).")] = 64,
     max_len_a: Annotated[Optional[float], typer.Option(
         "--max-len-a", show_default=False, help="Length limit a x S + b generated tokens for S source tokens "
-        "(fairseq's; default: the run's, 1.2).")] = None,
+        "(fairseq's; default 1.2).")] = None,
     max_len_b: Annotated[Optional[int], typer.Option(
-        "--max-len-b", min=0, show_default=False, help="The limit's b (default: the run's, 10).")] = None,
+        "--max-len-b", min=0, show_default=False, help="The limit's b (default 10).")] = None,
+    src_lang: Annotated[Optional[str], typer.Option(
+        "--src-lang", metavar="LANG", show_default=False, help="The input's language: must be the run's source "
+        "language (checked; also lets an input named for the target language, e.g. test.en, through).")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(
+        "--tgt-lang", metavar="LANG", show_default=False,
+        help="The language wanted: must be the run's target language (checked).")] = None,
     tokenizer: JointTokenizerOption = None,
     src_tokenizer: SrcTokenizerOption = None,
     tgt_tokenizer: TgtTokenizerOption = None,
@@ -61,7 +71,8 @@ def translate(
     with step_progress("translating", None) as progress:
         report = translate_file(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
                                 max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
-                                target_tokenizer=target, device=device, progress=lambda n: progress(n))
+                                target_tokenizer=target, device=device, progress=lambda n: progress(n),
+                                src_lang=src_lang, tgt_lang=tgt_lang)
     print_report(report.as_dict(), as_json, _render)
 
 
@@ -71,7 +82,8 @@ def _render(report: dict[str, object]) -> None:
 
     stdout_console().print(
         f"{num(report['sentences'])} sentences -> {esc(report['output'])} ({esc(report['checkpoint'])}, step "
-        f"{num(report['step'])}, beam {num(report['beam'])}, lenpen {num(report['lenpen'])}; {num(report['seconds'])} s, "
+        f"{num(report['step'])}, beam {num(report['beam'])}, lenpen {report['lenpen']:g}, length limit "
+        f"{report['max_len_a']:g} x S + {num(report['max_len_b'])}; {num(report['seconds'])} s, "
         f"{num(report['sentences_per_s'])} sentences/s on {esc(report['device'])})", highlight=False)
 
 

@@ -62,7 +62,7 @@ from nbcli.corpus.rows import (
     BAD_LINE_HINT, Column, Field, Origin, Progress, ReadStats, field_rows, line_blocks, numbered_lines, skip_or_raise,
 )
 from nbcli.corpus.sources import COMPRESSION_SUFFIXES, CorpusSource, corpus_format, discover_inputs
-from nbcli.errors import CorpusError
+from nbcli.errors import ConfigError, CorpusError
 from nbcli.jsonsafe import check_text, jsonl_field
 
 __all__ = [
@@ -249,38 +249,79 @@ def _aligned_pairs(source_path: str, target_path: str, strict: bool, stats: Read
 
 def iter_pairs(inputs: Sequence[str], source_lang: str, target_lang: str, *, format: str | None = None,
                source_field: str | None = None, target_field: str | None = None, header: bool | None = None,
-               strict: bool = False, stats: ReadStats | None = None, progress: Progress | None = None) -> Iterator[Pair]:
+               strict: bool = False, stats: ReadStats | None = None, progress: Progress | None = None,
+               columns: str | None = None) -> Iterator[Pair]:
     """Translation pairs of `inputs`, in order. Each input is one of:
 
     - a PREFIX of aligned plain files `PREFIX.{source_lang}` and `PREFIX.{target_lang}` (Moses /
       fairseq layout; each may be compressed): line i of one is the translation of line i of the
       other; a line blank on both sides is no pair; the files must have as many lines;
-    - `.tsv` / `.csv`: `source TAB target` per line, or, when the first row names the columns
-      (`source_field`/`target_field`, default the language codes), those columns;
+    - `.tsv` / `.csv`: when the first row names the columns (`source_field`/`target_field`, default
+      the language codes), those columns; else `source TAB target` per line, or `target TAB source`
+      with `columns` "tgt,src" (a file without a header has no language names: `columns`, default
+      "src,tgt", says which column is which; one that contradicts the header is an error);
     - `.jsonl`: `{"translation": {"de": ..., "en": ...}}` (the Hugging Face WMT/IWSLT schema) or one
       key per language (`{"de": ..., "en": ...}`); `source_field`/`target_field` name others
       (`a.b`: key `b` of object `a`);
     - parquet / Arrow (files, `datasets` folders): a `translation` struct column with one child per
       language, or one string column per language.
 
-    Files, directories and globs are expanded as for documents; `format` overrides file names."""
+    Files, directories and globs are expanded as for documents; `format` overrides file names.
+    `columns` given for an input that names its sides by language (aligned files, JSONL, parquet/Arrow)
+    is a ConfigError: it could not be honoured."""
+    if columns not in (None, *COLUMN_ORDERS):
+        raise ConfigError(f"--columns must be {' or '.join(COLUMN_ORDERS)}, got {columns!r}")
+    target_first = columns == "tgt,src"
     stats = stats if stats is not None else ReadStats()
     src_names: Field = (source_field,) if source_field else (f"translation.{source_lang}", source_lang)
     tgt_names: Field = (target_field,) if target_field else (f"translation.{target_lang}", target_lang)
     for item in inputs:
         aligned = aligned_files(item, source_lang, target_lang) if not Path(item).exists() else None
         if aligned is not None:
+            if columns is not None:
+                raise ConfigError(f"--columns {columns}: {item} is the prefix of {aligned[0]} and {aligned[1]}, "
+                                  "whose names say which side is which; --columns orders a .tsv/.csv's columns")
             yield from _aligned_pairs(*aligned, strict, stats, progress)
             continue
         for source in discover_inputs([item], format):
             delimited = source.format in ("tsv", "csv")
-            fields = [(*src_names, 0), (*tgt_names, 1)] if delimited else [src_names, tgt_names]
+            if columns is not None and not delimited and source.format != "text":
+                raise ConfigError(f"--columns {columns}: {source.path} names its sides by language "
+                                  f"({source_lang}, {target_lang}); --columns orders a .tsv/.csv's columns")
+            if delimited and not source_field and not target_field:
+                target_first = _header_order(source, source_lang, target_lang, columns, header)
+            fields = ([(*src_names, int(target_first)), (*tgt_names, int(not target_first))] if delimited
+                      else [src_names, tgt_names])
             if source.format == "text":
                 raise CorpusError(f"{source.path}: plain text holds no pairs; give the PREFIX of aligned files "
                                   f"PREFIX.{source_lang} and PREFIX.{target_lang}, or a .tsv, .csv, .jsonl, parquet "
                                   "or Arrow file")
             for origin, (src, tgt) in field_rows(source, fields, header, strict, False, stats, progress, width=2):
                 yield Pair(_text(origin, src_names[0], src), _text(origin, tgt_names[0], tgt), origin)
+
+
+COLUMN_ORDERS = ("src,tgt", "tgt,src")
+"""--columns: which column of a .tsv/.csv without a header is the source (default: the first)."""
+
+
+def _header_order(source: CorpusSource, source_lang: str, target_lang: str, columns: str | None,
+                  header: bool | None) -> bool:
+    """Whether the target is the first column of a delimited `source`: its header's, when its first row
+    names both languages (`columns`, when given, must agree), else `columns`'s (default source first)."""
+    if header is False:
+        return columns == "tgt,src"
+    try:
+        first = next(field_rows(source, [(0,), (1,)], False, False, False, ReadStats(), None), None)
+    except CorpusError:   # fewer than two columns: the read proper says so, naming the line
+        first = None
+    names = [str(v).removeprefix("\ufeff").strip() for v in first[1]] if first is not None else []
+    if sorted(names) != sorted([source_lang, target_lang]):
+        return columns == "tgt,src"
+    order = "src,tgt" if names[0] == source_lang else "tgt,src"
+    if columns is not None and columns != order:
+        raise ConfigError(f"--columns {columns}: the header of {source.path} names its columns {names[0]}, "
+                          f"{names[1]} ({order} for --src-lang {source_lang} --tgt-lang {target_lang})")
+    return order == "tgt,src"
 
 
 # ---------------------------------------------------------------------------------------------

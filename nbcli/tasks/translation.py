@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.corpus.records import COLUMN_ORDERS
 from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
@@ -79,6 +80,7 @@ class TranslationOptions:
 
     src_lang: str = "src"
     tgt_lang: str = "tgt"
+    columns: str | None = None              # a headerless .tsv/.csv: src,tgt (None: the same) or tgt,src
     d_ff: int = 512
     norm: str = "post"                      # post (Vaswani, fairseq) | pre
     positions: str = "sinusoidal"           # sinusoidal | learned | none (paper 002 table 3)
@@ -111,6 +113,7 @@ class TranslationOptions:
              f"--max-len-a must be a finite number from 0 to {MAX_LEN_A:g} and --max-len-b from 0 to {MAX_LEN_B}"),
             (self.eval_sentences >= 0, "--eval-sentences must be >= 0"),
             (0.0 <= self.ag_decoder_fraction <= 1.0, "--ag-decoder-fraction must be in [0, 1]"),
+            (self.columns in (None, *COLUMN_ORDERS), f"--columns must be {' or '.join(COLUMN_ORDERS)}"),
             (bool(self.src_lang) and bool(self.tgt_lang) and self.src_lang != self.tgt_lang,
              "--src-lang and --tgt-lang must be two different language codes"),
         ]
@@ -346,11 +349,12 @@ def copy_tokenizers(out: Path, source: Tokenizer, target: Tokenizer) -> None:
 
 
 def pair_tokenizers(source_path: Path | str, target_path: Path | str, corpus: Sequence[str], src_lang: str,
-                    tgt_lang: str, val_fraction: float, held_out_pairs: bool) -> tuple[Tokenizer, Tokenizer]:
+                    tgt_lang: str, val_fraction: float, held_out_pairs: bool,
+                    columns: str | None = None) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizers; a `words:min-freq=K` one is built from its side's training sentences,
     from both sides' when -t gives one joint spec (nbcli.tokenizers.words)."""
     def sides(*names: str) -> Callable[[], Iterable[str]]:
-        return lambda: training_sentences(corpus, src_lang, tgt_lang, val_fraction, held_out_pairs, names)
+        return lambda: training_sentences(corpus, src_lang, tgt_lang, val_fraction, held_out_pairs, names, columns)
 
     if str(source_path) == str(target_path):
         joint = load_tokenizer(source_path, texts=sides("source", "target"))
@@ -431,10 +435,10 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
 
     on_main_rank(rt, check_directory)
     source, target = pair_tokenizers(source_path, target_path, corpus, opts.src_lang, opts.tgt_lang, cfg.val_fraction,
-                                     held_out_pairs=valid is None)
+                                     held_out_pairs=valid is None, columns=opts.columns)
     vocab_warnings = pretrained_vocab_warnings(cfg, source, target, allow_vocab_mismatch)
     data = tokenize_pairs(corpus, valid, source, target, opts.src_lang, opts.tgt_lang, cfg.seq_len, cfg.val_fraction,
-                          progress=on_bytes)
+                          progress=on_bytes, columns=opts.columns)
     if data.skipped_long:
         warn(f"{data.skipped_long} of {data.documents} pairs have a side longer than --max-len {cfg.seq_len} "
              "tokens (EOS included) and were skipped")

@@ -150,18 +150,21 @@ class _Split:
 
 def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: Tokenizer, target: Tokenizer,
                    src_lang: str, tgt_lang: str, max_len: int, val_fraction: float,
-                   progress: Callable[[int], None] | None = None) -> PairData:
-    """Read, check and tokenise the pairs of `corpus` (and `valid`, else every k-th pair; module docstring)."""
+                   progress: Callable[[int], None] | None = None, columns: str | None = None) -> PairData:
+    """Read, check and tokenise the pairs of `corpus` (and `valid`, else every k-th pair; module docstring).
+    `columns`: which column of a .tsv/.csv without a header naming the languages is the source
+    (`nbcli.corpus.records.iter_pairs`; None: the first)."""
     conv = conventions(source, target)
     train = _Split(source, target, conv, max_len, True)
     val = _Split(source, target, conv, max_len, False)
     stats, valid_stats = ReadStats(), ReadStats()
     n = 0
-    for pair in iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats, progress=progress):
+    for pair in iter_pairs(list(corpus), src_lang, tgt_lang, stats=stats, progress=progress, columns=columns):
         (val if valid is None and held_out(n, val_fraction) else train).add(pair)
         n += 1
     if valid is not None:
-        for pair in iter_pairs(list(valid), src_lang, tgt_lang, stats=valid_stats, progress=progress):
+        for pair in iter_pairs(list(valid), src_lang, tgt_lang, stats=valid_stats, progress=progress,
+                               columns=columns):
             val.add(pair)
             n += 1
     train.flush()
@@ -186,13 +189,13 @@ def tokenize_pairs(corpus: Sequence[str], valid: Sequence[str] | None, source: T
 
 
 def training_sentences(corpus: Sequence[str], src_lang: str, tgt_lang: str, val_fraction: float, held_out_pairs: bool,
-                       sides: tuple[str, ...]) -> Iterable[str]:
+                       sides: tuple[str, ...], columns: str | None = None) -> Iterable[str]:
     """The `sides` ("source", "target") of the training pairs `tokenize_pairs` keeps from `corpus` (every
     k-th held out when `held_out_pairs`, i.e. no --valid): what `-t words:min-freq=K` counts."""
     from nbcli.tokenizers.words import NamedTexts, files_of
 
     def texts() -> Iterator[str]:
-        for n, pair in enumerate(iter_pairs(list(corpus), src_lang, tgt_lang)):
+        for n, pair in enumerate(iter_pairs(list(corpus), src_lang, tgt_lang, columns=columns)):
             if not (held_out_pairs and held_out(n, val_fraction)):
                 for side in sides:
                     yield pair.source if side == "source" else pair.target

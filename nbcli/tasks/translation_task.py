@@ -22,7 +22,7 @@ class TranslationRunOptions(RunOptions):
 
     corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
         "Training sentence pairs (repeatable): the PREFIX of aligned PREFIX.SRC + PREFIX.TGT files, a .tsv (source "
-        "TAB target), a .jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow."))
+        "TAB target unless --columns or a header row says otherwise), a .jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow."))
     tokenizer: Optional[str] = option(None, "--tokenizer", "-t", metavar="TOK", help=(
         TOKENIZER_HELP + " The joint tokenizer of both sides (or give --src-tokenizer and --tgt-tokenizer)."))
     seq_len: Optional[int] = option(None, "--seq-len", "--max-len", min=2, max=MAX_SEQ_LEN, help=(
@@ -44,6 +44,11 @@ class TranslationOptions:
         "Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/parquet key or column."))
     tgt_lang: Optional[str] = option(None, "--tgt-lang", metavar="LANG", help=(
         "Target language of a parallel corpus (its side holds the references)."))
+    columns: Optional[Literal["src,tgt", "tgt,src"]] = option(None, "--columns", help=(
+        "Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt (the default: source "
+        "TAB target) or tgt,src. A first row naming both languages (e.g. de TAB en) is a header and says it "
+        "instead; --columns must then agree with it, and is refused for inputs that name their sides (PREFIX "
+        "files, JSONL, parquet/Arrow)."))
     src_tokenizer: Optional[Path] = option(None, "--src-tokenizer", metavar="TOK", help=(
         "The source side's tokenizer (with --tgt-tokenizer, instead of -t)."))
     tgt_tokenizer: Optional[Path] = option(None, "--tgt-tokenizer", metavar="TOK", help=(
@@ -69,11 +74,14 @@ class TranslationOptions:
     freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
         "Keep the token embeddings (and a W tied to them) at their initial values (paper 002 table 3's 'Train: "
         "no')."))
-    beam: Optional[int] = option(None, "--beam", min=1, max=1024, help=(
-        "Beam size of validation BLEU (and of nb translate for this run). Default 5 (paper 000 sec. 4.1)."))
-    lenpen: Optional[float] = option(None, "--lenpen", help=(
-        "Length penalty: hypotheses are scored logprob / length^lenpen (fairseq --lenpen, transformers "
-        "length_penalty). Default 1."))
+    beam: Optional[int] = option(None, "--valid-beam", "--beam", min=1, max=1024, help=(
+        "Beam size of the validation BLEU decoded during training, and only of it (--beam is the same option; "
+        "1 = greedy, quicker on CPU). Default 5. nb translate, nb eval and nb export decode with the paper's beam 5 "
+        "(paper 000 app. A) unless given their own --beam."))
+    lenpen: Optional[float] = option(None, "--valid-lenpen", "--lenpen", help=(
+        "Length penalty of the validation BLEU (--lenpen is the same option): hypotheses are scored logprob / "
+        "length^lenpen (fairseq --lenpen, transformers length_penalty). Default 1; nb translate, nb eval and nb "
+        "export use 1 unless given their own --lenpen."))
     eval_sentences: Optional[int] = option(None, "--eval-sentences", min=0, max=MAX_SEQUENCES, help=(
         "Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64)."))
     ag_decoder_fraction: Optional[float] = option(None, "--ag-decoder-fraction", metavar="LAMBDA", help=(
@@ -113,7 +121,8 @@ class TranslationTask(Task):
         if v["untie"] and v["share_embeddings"] not in (None, "none"):
             raise ConfigError(f"--untie-embeddings contradicts --share-embeddings {v['share_embeddings']}")
         cfg = build_translation_config(v["preset"], dict(
-            src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], d_ff=v["d_ff"], norm=v["norm"], positions=v["positions"],
+            src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], columns=v["columns"], d_ff=v["d_ff"], norm=v["norm"],
+            positions=v["positions"],
             scale_embedding=v["scale_embedding"], share_embeddings="none" if v["untie"] else v["share_embeddings"],
             freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
             eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],
