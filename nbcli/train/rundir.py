@@ -79,6 +79,9 @@ def check_resume_config(out: Path, cfg: TrainConfig) -> None:
     except (TypeError, ValueError, AttributeError):  # a value of the wrong type reached a check
         raise CheckpointError(f"{path}: not a valid run config (a value has the wrong type)") from None
     now = cfg.to_dict()
+    saved_task, now_task = saved.get("task_options"), now.get("task_options")
+    if isinstance(saved_task, dict) and isinstance(now_task, dict):  # a task option added since the run began:
+        saved["task_options"] = {**{k: None for k, v in now_task.items() if v is None}, **saved_task}  # None = unset
     diff = sorted(k for k in now if k not in RESUMABLE_CHANGES and now[k] != saved.get(k))
     if diff:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in diff[:4])

@@ -307,3 +307,17 @@ def test_freezing_embeddings_never_freezes_an_untied_output_layer(tmp_path: Path
         for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
             assert torch.equal(a.get(name), b.get(name)), name
         assert not torch.equal(a.get("lm_head.weight"), b.get("lm_head.weight"))
+
+
+def test_a_run_begun_before_a_task_option_existed_resumes(tmp_path: Path, parallel_corpus: Path) -> None:
+    """config.json of an older run lacks task options added since (here --columns): it resumes, the
+    option at its unset default; giving the new option a value on --resume is refused."""
+    run(tmp_path, parallel_corpus, "cut", steps=4, stop_at=2)
+    config = tmp_path / "cut" / "config.json"
+    data = json.loads(config.read_text())
+    del data["task_options"]["columns"]
+    config.write_text(json.dumps(data, indent=2) + "\n")
+    run(tmp_path, parallel_corpus, "cut", steps=4, resume=True)
+    assert [r["step"] for r in read_log(tmp_path / "cut") if "loss" in r][-1] == 3
+    with pytest.raises(ConfigError, match="options differ"):
+        run(tmp_path, parallel_corpus, "cut", steps=4, resume=True, options=dict(columns="tgt,src"))
