@@ -22,6 +22,7 @@ from rich.console import Console
 
 from nbcli.cli import analogy, attention_maps, embedding_stats, eval as eval_cli, generate, inspect, patch_checkpoint
 from nbcli.cli import plot_by_frequency, probe_bias, render, train
+from nbcli.tasks.registry import get_task
 from nbcli.cli.render import KEY, NUM, num
 from tests.checkpoint.builders import nb_tensors, save
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
@@ -125,7 +126,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "eval": eval_cli._render, "generate": generate._render, "plot-by-frequency": plot_by_frequency._render,
     "probe-bias": probe_bias._render, "embedding-stats": embedding_stats._render, "inspect": inspect._render,
     "patch-checkpoint": patch_checkpoint._render, "attention-maps": attention_maps._render,
-    "count-unigrams": render.render_count_summary, "train": train._render, "analogy": analogy._render,
+    "count-unigrams": render.render_count_summary, "train": lambda report: train._render(get_task("lm"), report),
+    "analogy": analogy._render,
 }
 
 

@@ -181,7 +181,7 @@ def test_classlabel_names_through_every_features_shape(tmp_path: Path) -> None:
     (tmp_path / "info.json").write_text(json.dumps({"info": {"features": {"label": label}}}))
     assert features_file_names(tmp_path / "info.json", "label") == ["neg", "pos"]
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(CorpusError, match=r"bad\.json: not a readable features file"):
+    with pytest.raises(CorpusError, match=r"bad\.json: features file is not JSON"):
         features_file_names(tmp_path / "bad.json", "label")
 
 
