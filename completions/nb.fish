@@ -366,6 +366,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l freeze-embeddings -d 'K
 complete -c nb -n '__fish_seen_subcommand_from train' -l valid-beam -l beam -x -d 'Beam size of the validation BLEU decoded during training, and only of it (--beam'
 complete -c nb -n '__fish_seen_subcommand_from train' -l valid-lenpen -l lenpen -x -d 'Length penalty of the validation BLEU (--lenpen is the same option): hypotheses '
 complete -c nb -n '__fish_seen_subcommand_from train' -l eval-sentences -x -d 'Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64).'
+complete -c nb -n '__fish_seen_subcommand_from train' -l select-by -x -a 'val_bleu val_chrf val_loss' -d 'The validation metric best.safetensors is chosen by (nb translate, eval and expo'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decoder-fraction -x -d 'Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decoder-patterns -x -d 'Patterns of the guided decoder heads (prev,first,delim,period; default prev, the'
 complete -c nb -n '__fish_seen_subcommand_from train' -l init -x -d 'The encoder to fine-tune: an nb MLM run or step-N.safetensors (give -t), a trans'

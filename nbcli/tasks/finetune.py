@@ -319,7 +319,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
               stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
               on_warning: Callable[[str], None] | None) -> FinetuneResult:
     from nbcli.atomic import write_bytes_atomic, write_text_atomic
-    from nbcli.tasks.translation import BestBleu
+    from nbcli.train.best import BestCheckpoint
     from nbcli.train.data import TrainSampler
     from nbcli.train.loop import Updates, run_updates, start_position, warning_sink
     from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
@@ -356,7 +356,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     pad = padding_id(tokenizer)
     sampler = TrainSampler(len(train.items), cfg.seed)
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
-    best = BestBleu(key="val_accuracy")
+    best = BestCheckpoint("val_accuracy")
     final: dict[str, dict[str, Any]] = {}
 
     def batches(step: int, seqs: int) -> list[Any]:
@@ -376,7 +376,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
                 if index == 0:
                     record[f"val_{key}"] = metrics[key]
         if record:
-            best.better(step, record["val_accuracy"], scheduled=step % eval_every == 0 or step == total)
+            best.better(step, record, scheduled=step % eval_every == 0 or step == total)
         return record
 
     params = sum(p.numel() for p in model.parameters())
@@ -407,7 +407,7 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     last_step = min(total, stop_at) if stop_at is not None else total
     checkpoint = run_updates(updates, position, last_step, on_step)
     seconds = position.seconds   # the updates' own time: evaluation and saving excluded
-    result = FinetuneResult(out, last_step, best.bleu, best.step, final, checkpoint, position.tokens, seconds,
+    result = FinetuneResult(out, last_step, best.value, best.step, final, checkpoint, position.tokens, seconds,
                             position.tokens / seconds if seconds > 0 else 0.0,
                             best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,
                             resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings,

@@ -43,6 +43,7 @@ from nbcli.train.config import TrainConfig
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
+from nbcli.train.best import BestCheckpoint, check_metric
 from nbcli.train.loop import TrainResult, Updates, run_updates, start_position, warning_sink
 from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
                                 write_run_files, write_summary)
@@ -54,6 +55,7 @@ from nbcli.train.step import eval_sums, global_micro, make_optimizer, prediction
 
 TASK = "translation"
 BEST = "best.safetensors"
+SELECT_BY = ("val_bleu", "val_chrf", "val_loss")   # what --select-by may name: the validation metrics logged
 
 _FAIRSEQ = dict(lr_schedule="inverse-sqrt", adam_beta2=0.98, weight_decay=0.0, grad_clip=0.0, label_smoothing=0.1)
 PRESETS: dict[str, dict[str, Any]] = {
@@ -96,10 +98,13 @@ class TranslationOptions:
     eval_sentences: int = 0                 # validation pairs decoded for BLEU at each evaluation (0: all)
     ag_decoder_fraction: float = 0.0        # decoder self-attention guidance (paper 001 table 7: none)
     ag_decoder_patterns: tuple[str, ...] | None = None
+    select_by: str | None = None            # best.safetensors by: val_bleu (None: the same; paper 000), val_loss (002)
 
     def __post_init__(self) -> None:
         if isinstance(self.ag_decoder_patterns, list):
             object.__setattr__(self, "ag_decoder_patterns", tuple(self.ag_decoder_patterns))
+        if self.select_by is not None:
+            check_metric(self.select_by, SELECT_BY, TASK)
         checks = [
             (self.norm in ("post", "pre"), "--norm must be post or pre"),
             (self.positions in ("sinusoidal", "learned", "none"), "--positions must be sinusoidal, learned or none"),
@@ -307,6 +312,7 @@ class TranslationResult(TrainResult):
 
     best_val_bleu: float | None = None
     best_step: int | None = None
+    select_by: str = "val_bleu"         # the metric best.safetensors was chosen by (--select-by)
     alc_val_bleu: float | None = None   # ALC of validation BLEU over the first 20k updates (paper 000 sec. 4.2, fig. 3)
     final_val_bleu: float | None = None
     final_val_chrf: float | None = None
@@ -373,34 +379,9 @@ def pretrained_vocab_warnings(cfg: TrainConfig, source: Tokenizer, target: Token
     return warnings
 
 
-class BestBleu:
-    """The best validation BLEU so far and its step; DIR/best.safetensors holds that model (paper 000
-    app. A: the checkpoint of the best validation BLEU). Only the scheduled evaluations (every
-    --eval-every, and at --steps) count, so a run stopped with --stop-at and resumed keeps the best
-    checkpoint of the uninterrupted run; on --resume the logged evaluations before the resumed
-    step are taken up again. `key`: the log field compared (classification: val_accuracy)."""
-
-    def __init__(self, key: str = "val_bleu") -> None:
-        self.key = key
-        self.bleu: float | None = None
-        self.step: int | None = None
-        self.points: list[tuple[int, float]] = []
-
-    def take_up(self, records: list[dict[str, Any]]) -> None:
-        """The logged evaluations of the run resumed (those before its resumed step)."""
-        for record in records:
-            if self.key in record:
-                self.points.append((record["step"], record[self.key]))
-                if self.bleu is None or record[self.key] > self.bleu:
-                    self.bleu, self.step = record[self.key], record["step"]
-
-    def better(self, step: int, bleu: float, scheduled: bool) -> bool:
-        """Record an evaluation; True when it is the new best (to be saved as best.safetensors)."""
-        self.points.append((step, bleu))
-        if scheduled and (self.bleu is None or bleu > self.bleu):
-            self.bleu, self.step = bleu, step
-            return True
-        return False
+def best_bleu(best: BestCheckpoint) -> float | None:
+    """The validation BLEU of the checkpoint kept (whatever --select-by chose it by)."""
+    return next((bleu for step, bleu in best.curve("val_bleu") if step == best.step), None)
 
 
 def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Path | str, target_tokenizer: Path | str,
@@ -453,7 +434,7 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
         warn(message)
     on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
     optimizer = make_optimizer(model, cfg, rt.device)
-    best = BestBleu()
+    best = BestCheckpoint(opts.select_by or "val_bleu")
     signatures: list[str | None] = [None, None]
     latest: dict[str, Any] = {}     # the last evaluation's fields
 
@@ -464,7 +445,7 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
         record, (signatures[0], signatures[1]) = evaluate(model, data, conv, cfg, opts, log_u, rt, target)
         latest.clear()
         latest.update(record)
-        if best.better(step, record["val_bleu"], scheduled=step % cfg.eval_every == 0 or step == cfg.steps):
+        if best.better(step, record, scheduled=step % cfg.eval_every == 0 or step == cfg.steps):
             on_main_rank(rt, lambda: save_model(out / BEST, model, metadata(step)))  # type: ignore[arg-type]
         return record
 
@@ -502,8 +483,9 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
 
     result = TranslationResult(
         out=out, steps=last_step, final_val_loss=position.val_points[-1][1] if position.val_points else None,
-        alc=area_under_curve(position.val_points), best_val_bleu=best.bleu, best_step=best.step,
-        alc_val_bleu=area_under_curve(best.points, until=ALC_UPDATES), final_val_bleu=latest.get("val_bleu"),
+        alc=area_under_curve(position.val_points), best_val_bleu=best_bleu(best), best_step=best.step,
+        select_by=best.key, alc_val_bleu=area_under_curve(best.curve("val_bleu"), until=ALC_UPDATES),
+        final_val_bleu=latest.get("val_bleu"),
         final_val_chrf=latest.get("val_chrf"), bleu_signature=signatures[0], chrf_signature=signatures[1],
         checkpoint=checkpoint, best_checkpoint=out / BEST if best.step is not None else None, pairs=data.documents,
         skipped_long_pairs=data.skipped_long, tokens=position.tokens, seconds=seconds,

@@ -84,6 +84,10 @@ class TranslationOptions:
         "export use 1 unless given their own --lenpen."))
     eval_sentences: Optional[int] = option(None, "--eval-sentences", min=0, max=MAX_SEQUENCES, help=(
         "Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64)."))
+    select_by: Optional[Literal["val_bleu", "val_chrf", "val_loss"]] = option(None, "--select-by", help=(
+        "The validation metric best.safetensors is chosen by (nb translate, eval and export use it for the run): "
+        "val_bleu, the highest (paper 000 app. A; default), val_chrf, or val_loss, the lowest (paper 002 secs. 5-6: "
+        "'the model with the lowest validation loss'). Recorded in summary.json's select_by."))
     ag_decoder_fraction: Optional[float] = option(None, "--ag-decoder-fraction", metavar="LAMBDA", help=(
         "Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7's best model); "
         "--ag-fraction/--ag-patterns guide the encoder."))
@@ -126,7 +130,7 @@ class TranslationTask(Task):
             scale_embedding=v["scale_embedding"], share_embeddings="none" if v["untie"] else v["share_embeddings"],
             freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
             eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],
-            ag_decoder_patterns=parse_patterns(v["ag_decoder_patterns"])), **common_config(v))
+            ag_decoder_patterns=parse_patterns(v["ag_decoder_patterns"]), select_by=v["select_by"]), **common_config(v))
         stop_at = v["stop_at"]
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return train_translation(cfg, v["corpus"], source_tok, target_tok, v["out"], valid=v["valid"],
@@ -144,6 +148,7 @@ class TranslationTask(Task):
                 ("final val loss", num(s["final_val_loss"])), ("ALC (val loss)", num(s["alc"])),
                 ("final val BLEU / chrF", f"{num(bleu)} / {num(s['final_val_chrf'])}" if bleu is not None else "-"),
                 ("best val BLEU (step)", f"{num(best)} ({num(s['best_step'])})" if best is not None else "-"),
+                ("best checkpoint chosen by", s.get("select_by", "val_bleu")),
                 ("ALC (val BLEU)", num(s["alc_val_bleu"])),
                 ("target unigram entropy / log V", f"{num(s['unigram_entropy'])} / {num(s['log_v'])} nats"),
                 ("target tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"]),

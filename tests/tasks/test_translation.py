@@ -321,3 +321,25 @@ def test_a_run_begun_before_a_task_option_existed_resumes(tmp_path: Path, parall
     assert [r["step"] for r in read_log(tmp_path / "cut") if "loss" in r][-1] == 3
     with pytest.raises(ConfigError, match="options differ"):
         run(tmp_path, parallel_corpus, "cut", steps=4, resume=True, options=dict(columns="tgt,src"))
+
+
+@pytest.mark.parametrize("metric", ["val_loss", "val_chrf"])
+def test_select_by_keeps_the_checkpoint_the_metric_names(tmp_path: Path, parallel_corpus: Path, metric: str) -> None:
+    """--select-by val_loss keeps the lowest validation loss (paper 002), val_chrf the highest chrF; the
+    kept step is the one log.jsonl names, best.safetensors holds it, summary.json says by what."""
+    result = run(tmp_path, parallel_corpus, "r", steps=6, eval_every=2, options=dict(select_by=metric))
+    evals = [r for r in read_log(tmp_path / "r") if metric in r and (r["step"] % 2 == 0 or r["step"] == 6)]
+    pick = min if metric.endswith("loss") else max
+    best_value = pick(r[metric] for r in evals)
+    expected = next(r["step"] for r in evals if r[metric] == best_value)   # the earliest on a tie
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["best_step"] == expected == result.best_step and summary["select_by"] == metric
+    assert summary["best_val_bleu"] == next(r["val_bleu"] for r in evals if r["step"] == expected)
+    with open_checkpoint(tmp_path / "r" / "best.safetensors") as ckpt:
+        assert int(ckpt.metadata["nb.step"]) == expected
+
+
+def test_select_by_refuses_a_metric_the_task_does_not_log() -> None:
+    with pytest.raises(ConfigError, match="--select-by val_accuracy: nb train translation logs val_bleu, val_chrf, "
+                                          "val_loss"):
+        build_translation_config("tiny", {"src_lang": "de", "tgt_lang": "en", "select_by": "val_accuracy"})
