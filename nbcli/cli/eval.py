@@ -170,29 +170,32 @@ def eval_command(
         print_report(evaluate_run(checkpoint, corpus), as_json, lambda r: print_scalars(f"nb eval {checkpoint}", r))
         return
     task = _task(checkpoint, task)
-    if task == "translation":
-        lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
-                   "--scale-ln-bias": scale_ln_bias is not None,
-                   "--remove-frequency-direction": remove_direction, "--counts": counts is not None,
-                   "--smoothing": smoothing != "add-k:1", "--stride": stride is not None, "--bias-effect": bias_effect,
-                   "--bias-effect-plot": bias_effect_plot is not None, "--bias-effect-positions":
-                   bias_effect_positions != "all", "--bias-effect-space": bias_effect_space != "prob",
-                   "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
-                   "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping), "--dpi": dpi != 200,
-                   "--figsize": figsize is not None, "--title": title is not None, "--csv": csv is not None,
-                   "--tsv": tsv is not None, "--table": table is not None, "--dtype": dtype != "auto",
-                   "--no-tf32": not tf32}
-        given = [name for name, used in lm_only.items() if used]
+    lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
+               "--scale-ln-bias": scale_ln_bias is not None,
+               "--remove-frequency-direction": remove_direction, "--counts": counts is not None,
+               "--smoothing": smoothing != "add-k:1", "--stride": stride is not None, "--bias-effect": bias_effect,
+               "--bias-effect-plot": bias_effect_plot is not None, "--bias-effect-positions":
+               bias_effect_positions != "all", "--bias-effect-space": bias_effect_space != "prob",
+               "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
+               "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping), "--dpi": dpi != 200,
+               "--figsize": figsize is not None, "--title": title is not None, "--csv": csv is not None,
+               "--tsv": tsv is not None, "--table": table is not None, "--dtype": dtype != "auto",
+               "--no-tf32": not tf32}
+    translation_only = {"--hyps": hyps is not None, "--src-lang": src_lang is not None,
+                        "--tgt-lang": tgt_lang is not None, "--beam": beam is not None, "--lenpen": lenpen is not None,
+                        "--columns": columns is not None}
+    if task != "lm":  # an option of another task would be ignored: refused, naming the task
+        given = [name for name, used in {**lm_only, **(translation_only if task != "translation" else {})}.items()
+                 if used]
         if given:
-            raise ConfigError(f"{', '.join(given)}: not an option of --task translation")
+            raise ConfigError(f"{', '.join(given)}: not an option of --task {task}")
+    if task == "translation":
         _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, beam, lenpen, batch_size, device, as_json,
                      columns)
         return
     if checkpoint is None:
         raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
     if task in ("classification", "tagging"):
-        if dtype != "auto" or not tf32:
-            raise ConfigError(f"{'--dtype' if dtype != 'auto' else '--no-tf32'}: not an option of --task {task}")
         _labelled(checkpoint, corpus, task, batch_size, device, as_json)
         return
     if (hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None

@@ -67,3 +67,16 @@ def test_eval_finds_the_task_the_run_records(run, translation_run, parallel_corp
     wrong = invoke("eval", translation_run, "--task", "lm", "--corpus", parallel_corpus / "valid.en")
     assert wrong.exit_code == 1
     assert_one_line_error(wrong.stderr, "--task lm:", "nb train translation")
+
+
+def test_eval_of_a_classifier_refuses_the_options_of_other_tasks(run, tmp_path) -> None:
+    """--counts, --scale-ln-bias and --csv were ignored silently for a classifier run (exit 0, no CSV):
+    every option another task has is refused in one line naming the task, and nothing is written."""
+    result = invoke("eval", run / "run", "--corpus", run / "dev.tsv", "--counts", tmp_path / "nope.safetensors",
+                    "--scale-ln-bias", "0.5", "--csv", tmp_path / "out.csv")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--scale-ln-bias, --counts", "--csv", "not an option of --task classification")
+    assert not (tmp_path / "out.csv").exists()
+    result = invoke("eval", run / "run", "--corpus", run / "dev.tsv", "--beam", "3")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--beam: not an option of --task classification")
