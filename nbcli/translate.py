@@ -94,8 +94,16 @@ def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:
     """The Seq2SeqConfig in a checkpoint's nb.config; CheckpointError naming the file otherwise."""
     from nbcli.models.seq2seq import OBJECTIVE, Seq2SeqConfig
 
-    if not metadata.get("nb.format", "").startswith("nb-model/"):
-        raise CheckpointError(f"{path}: not an nb checkpoint (no nb.format metadata); nb translate reads the "
+    found = metadata.get("nb.format", "")
+    if found.startswith("nb-classifier/"):
+        from nbcli.tasks.inference import FORMAT as CLASSIFIER
+
+        raise CheckpointError(f"{path}: a classifier or tagger run (nb.format {CLASSIFIER}, nb train --task "
+                              "classification|tagging), not a translation model; label text with nb predict, "
+                              "score a labelled file with nb eval --task classification|tagging")
+    if not found.startswith("nb-model/"):
+        what = f"nb.format {found!r}" if found else "no nb.format metadata"
+        raise CheckpointError(f"{path}: not an nb translation checkpoint ({what}); nb translate reads the "
                               "checkpoints of nb train --task translation")
     try:
         data = json.loads(metadata["nb.config"])
