@@ -60,7 +60,7 @@ context); every token is scored once.
 
 [bold]--task classification | tagging[/] (papers 001 tables 1, 2, 4; 002 table 1)
 
-  CHECKPOINT is a classifier run (nbcli.finetune_classifier) or its step-N.safetensors; --corpus a
+  CHECKPOINT is a classifier run (nb train --task classification|tagging) or its step-N.safetensors; --corpus a
   labelled file as it was trained on (GLUE TSV, CSV, JSONL, parquet/Arrow; for tagging CoNLL, or JSONL and
   parquet/Arrow records with tokens and ner_tags: integer tags without a ClassLabel are the run's labels by id). Every
   record counts: classification gives loss, accuracy, F1 (binary for two labels, of the label with id
@@ -93,7 +93,7 @@ def eval_command(
     task: Annotated[Literal["lm", "translation", "classification", "tagging"], typer.Option(
         "--task", help="lm: loss and perplexity of a language model; translation: BLEU and chrF of "
         "translations of a parallel corpus (see below); classification / tagging: the metrics of a classifier "
-        "run (nbcli.finetune_classifier) on a labelled file (see below).")] = "lm",
+        "run (nb train --task classification|tagging) on a labelled file (see below).")] = "lm",
     hyps: Annotated[Optional[Path], typer.Option(
         "--hyps", metavar="FILE", show_default=False, help="--task translation: score this file of "
         "hypotheses (one a line, in the corpus's pair order; - for stdin) instead of decoding with a model.")] = None,

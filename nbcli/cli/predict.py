@@ -11,8 +11,9 @@ from nbcli.cli.base import NbCommand
 from nbcli.cli.options import BatchSizeOption, JsonOption, corpus_option, output_option
 
 EPILOG = """\
-RUN_OR_CKPT is a classifier or tagger run (`nbcli.finetune_classifier`; its last step-N.safetensors) or one
-of its step-N.safetensors: the labels are in the checkpoint, the tokenizer and config beside it.
+RUN_OR_CKPT is a classifier or tagger run (nb train --task classification|tagging; its last
+step-N.safetensors) or one of its step-N.safetensors: the labels are in the checkpoint, the tokenizer
+and config beside it.
 
 The output has one JSON object a line, in the input's order: classification {"label": NAME, "probs":
 {NAME: p, ...}}; tagging {"tokens": [...], "tags": [...], "probs": [{NAME: p, ...} per token]}. Labels
@@ -30,7 +31,8 @@ def predict(
                                                help="A classifier run directory or its step-N.safetensors.")],
     corpus: Annotated[list[str], corpus_option(
         "Records to label: TSV/CSV with a header, JSONL, parquet/Arrow "
-        "(the run's text fields; a label column is not needed); for a tagger CoNLL, or JSONL/parquet/Arrow records "
+        "(the run's text fields; a label column is not needed); for a tagger CoNLL (one token a line: tag columns "
+        "are not needed), or JSONL/parquet/Arrow records "
         "with a token list (tokens; tags not needed) (repeatable).")],
     output: Annotated[Optional[Path], output_option("The predictions, one JSON object a line.", "FILE.jsonl")] = None,
     batch_size: BatchSizeOption = 32,
