@@ -119,6 +119,7 @@ _nb() {
                 '--max-position[Length of the positional table that random positions are drawn from.]:value: ' \
                 '--limit[With --vectors: read only the first N rows.]:value: ' \
                 '--vocabulary[With --vectors: keep only these words (the first field of each line; table 6’s r]:path:_files' \
+                '--unicode-errors[A word of the vectors that is not UTF-8: strict refuses the file, saying how man]:value:(strict replace ignore backslashreplace)' \
                 '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
                 '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
                 '--seed[Seed of the Xavier draw, the shuffle and random positions (0 to 2^63-1: the rang]:value: ' \
@@ -149,6 +150,7 @@ _nb() {
                 '--tokenizer[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
                 '-t[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
                 '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
+                '--unicode-errors[A word of the vectors that is not UTF-8: strict refuses the file, saying how man]:value:(strict replace ignore backslashreplace)' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
