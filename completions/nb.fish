@@ -134,7 +134,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F
 complete -c nb -n __fish_use_subcommand -a translate -d 'Translate a file with a translation model trained by nb (greedy or length-normal'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l input -s i -r -F -d 'Source sentences, one a line (compressed files and - for stdin too).'
-complete -c nb -n '__fish_seen_subcommand_from translate' -l output -s o -r -F -d 'Translations, one a line (written only when every line is translated).'
+complete -c nb -n '__fish_seen_subcommand_from translate' -l output -s o -r -F -d 'Translations, one a line (written only when every line is translated); - for std'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l beam -x -d 'Beam size (1 = greedy). Default: the run’s.'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l lenpen -x -d 'Length penalty (score = logprob / length^lenpen). Default: the run’s.'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l batch-size -x -d 'Sentences decoded together (grouped by source length).'
@@ -196,7 +196,7 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help 
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
 complete -c nb -n __fish_use_subcommand -a predict -d 'Label every record of a corpus with a fine-tuned classifier or tagger (labels by'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l corpus -x -d 'Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi'
-complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line; - for stdout (then nothing else is prin'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l batch-size -x -d 'Sequences per forward pass.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l device -x -d 'Where the model runs.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l json -d 'Print the result as one JSON object on stdout.'
@@ -251,7 +251,7 @@ complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l json -d
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -F
 complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ±'
-complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the figures (created if missing; its parent must exist).'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the figures (created if missing, with its missing parents).'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l group-seeds -l no-group-seeds -d 'Draw the runs of an arm (configs equal but for the seed) as their mean ± standar'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l alc-steps -x -d 'ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l accuracy-spread -x -a 'sd se' -d 'Spread of classifier runs’ val_accuracy over an arm’s seeds, in its figure and t'

@@ -190,8 +190,8 @@ _nb() {
         translate)
             _arguments -s '--input[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
                 '-i[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
-                '--output[Translations, one a line (written only when every line is translated).]:path:_files' \
-                '-o[Translations, one a line (written only when every line is translated).]:path:_files' \
+                '--output[Translations, one a line (written only when every line is translated); - for std]:path:_files' \
+                '-o[Translations, one a line (written only when every line is translated); - for std]:path:_files' \
                 '--beam[Beam size (1 = greedy). Default: the run’s.]:value: ' \
                 '--lenpen[Length penalty (score = logprob / length^lenpen). Default: the run’s.]:value: ' \
                 '--batch-size[Sentences decoded together (grouped by source length).]:value: ' \
@@ -265,8 +265,8 @@ _nb() {
             ;;
         predict)
             _arguments -s '--corpus[Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi]:value: ' \
-                '--output[The predictions, one JSON object a line.]:path:_files' \
-                '-o[The predictions, one JSON object a line.]:path:_files' \
+                '--output[The predictions, one JSON object a line; - for stdout (then nothing else is prin]:path:_files' \
+                '-o[The predictions, one JSON object a line; - for stdout (then nothing else is prin]:path:_files' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--device[Where the model runs.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
@@ -333,8 +333,8 @@ _nb() {
                 '*:file:_files'
             ;;
         plot-run)
-            _arguments -s '--output[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
-                '-o[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
+            _arguments -s '--output[Directory for the figures (created if missing, with its missing parents).]:path:_files' \
+                '-o[Directory for the figures (created if missing, with its missing parents).]:path:_files' \
                 '--group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--no-group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--alc-steps[ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.]:value: ' \

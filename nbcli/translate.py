@@ -240,15 +240,16 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
                    source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
                    device: str = "auto", progress: Callable[[int], None] | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam, lenpen, max_len_a/b None: the run's own (decoding_defaults)."""
-    from nbcli.atomic import write_text_atomic
+    when every line is translated; `-`: standard output). beam, lenpen, max_len_a/b None: the run's own
+    (decoding_defaults)."""
     from nbcli.decoding.search import check_length_limit, check_search
-    from nbcli.outputs import guard_outputs, model_inputs
+    from nbcli.outputs import guard_outputs, model_inputs, write_text_output
     from nbcli.translation_eval import read_hypotheses
 
     check_search(1 if beam is None else beam, 1.0 if lenpen is None else lenpen)
     check_length_limit(1.2 if max_len_a is None else max_len_a, 10 if max_len_b is None else max_len_b)
-    guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer])
+    guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer],
+                  stdout=True)
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
@@ -261,7 +262,7 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     lines = translate_texts(tm, texts, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_a=max_len_a,
                             max_len_b=max_len_b, progress=progress, where=str(input_path))
     seconds = time.perf_counter() - t0
-    write_text_atomic(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
+    write_text_output(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
     return TranslateReport(checkpoint=str(tm.path), step=tm.step, input=str(input_path), output=str(output),
                            sentences=len(texts), beam=beam, lenpen=lenpen, seconds=seconds,
                            sentences_per_s=len(texts) / seconds if seconds > 0 else 0.0,
