@@ -21,13 +21,15 @@ _nb() {
             ;;
         inspect) opts="--arch --map --csv --tsv --json --help -h"
             ;;
-        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --tensor --inits --seed --shuffle-mode --arch --map --plot --dpi --figsize --title --csv --tsv --json --help -h"
+        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --unicode-errors --tensor --inits --seed --shuffle-mode --arch --map --plot --dpi --figsize --title --csv --tsv --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
+            case "$prev" in --unicode-errors) COMPREPLY=($(compgen -W "strict replace ignore backslashreplace" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --tokenizer -t --duplicates --csv --tsv --json --help -h"
+        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --tokenizer -t --duplicates --unicode-errors --csv --tsv --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
+            case "$prev" in --unicode-errors) COMPREPLY=($(compgen -W "strict replace ignore backslashreplace" -- "$cur")); return;; esac
             ;;
         probe-bias) opts="--counts -c --tokenizer --allow-vocab-mismatch --arch --map --plot --figure-format --dpi --figsize --title --csv --tsv --table --bins --smoothing --zipfian-weights --partition --no-partition --whiten --no-whiten --device --threads --json --help -h"
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac

@@ -74,6 +74,7 @@ complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l row-positions
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l max-position -x -d 'Length of the positional table that random positions are drawn from.'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l limit -x -d 'With --vectors: read only the first N rows.'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l vocabulary -r -F -d 'With --vectors: keep only these words (the first field of each line; table 6’s r'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l unicode-errors -x -a 'strict replace ignore backslashreplace' -d 'A word of the vectors that is not UTF-8: strict refuses the file, saying how man'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l tensor -x -d 'Report this (V, D) tensor (and initialise from it) instead of the roles (a bare '
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l inits -x -d 'Comma-separated initialisations of the source to add as rows: xavier, pretrained'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l seed -x -d 'Seed of the Xavier draw, the shuffle and random positions (0 to 2^63-1: the rang'
@@ -101,6 +102,7 @@ complete -c nb -n '__fish_seen_subcommand_from analogy' -l limit -x -d 'Read onl
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l vocabulary -r -F -d 'Keep only these words (the first field of each line), e.g. a training set’s voca'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l tokenizer -s t -r -F -d 'A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l duplicates -x -a 'error keep-first' -d 'A word twice in the vectors: an error naming both lines, or keep the first row.'
+complete -c nb -n '__fish_seen_subcommand_from analogy' -l unicode-errors -x -a 'strict replace ignore backslashreplace' -d 'A word of the vectors that is not UTF-8: strict refuses the file, saying how man'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l json -d 'Print the result as one JSON object on stdout.'
@@ -132,7 +134,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F
 complete -c nb -n __fish_use_subcommand -a translate -d 'Translate a file with a translation model trained by nb (greedy or length-normal'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l input -s i -r -F -d 'Source sentences, one a line (compressed files and - for stdin too).'
-complete -c nb -n '__fish_seen_subcommand_from translate' -l output -s o -r -F -d 'Translations, one a line (written only when every line is translated).'
+complete -c nb -n '__fish_seen_subcommand_from translate' -l output -s o -r -F -d 'Translations, one a line (written only when every line is translated); - for std'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l beam -x -d 'Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run’s validation b'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l lenpen -x -d 'Length penalty (score = logprob / length^lenpen). Default 1.'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l batch-size -x -d 'Sentences decoded together (grouped by source length).'
@@ -197,7 +199,7 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help 
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
 complete -c nb -n __fish_use_subcommand -a predict -d 'Label every record of a corpus with a fine-tuned classifier or tagger (labels by'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l corpus -x -d 'Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi'
-complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line; - for stdout (then nothing else is prin'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l batch-size -x -d 'Sequences per forward pass.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l device -x -d 'Where the model runs.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l json -d 'Print the result as one JSON object on stdout.'
@@ -252,7 +254,7 @@ complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l json -d
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -F
 complete -c nb -n __fish_use_subcommand -a plot-run -d 'Plot nb train runs: validation loss and BLEU with ALC (seeds of an arm as mean ±'
-complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the figures (created if missing; its parent must exist).'
+complete -c nb -n '__fish_seen_subcommand_from plot-run' -l output -s o -r -F -d 'Directory for the figures (created if missing, with its missing parents).'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l group-seeds -l no-group-seeds -d 'Draw the runs of an arm (configs equal but for the seed) as their mean ± standar'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l alc-steps -x -d 'ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.'
 complete -c nb -n '__fish_seen_subcommand_from plot-run' -l accuracy-spread -x -a 'sd se' -d 'Spread of classifier runs’ val_accuracy over an arm’s seeds, in its figure and t'

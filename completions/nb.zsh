@@ -119,6 +119,7 @@ _nb() {
                 '--max-position[Length of the positional table that random positions are drawn from.]:value: ' \
                 '--limit[With --vectors: read only the first N rows.]:value: ' \
                 '--vocabulary[With --vectors: keep only these words (the first field of each line; table 6’s r]:path:_files' \
+                '--unicode-errors[A word of the vectors that is not UTF-8: strict refuses the file, saying how man]:value:(strict replace ignore backslashreplace)' \
                 '--tensor[Report this (V, D) tensor (and initialise from it) instead of the roles (a bare ]:value: ' \
                 '--inits[Comma-separated initialisations of the source to add as rows: xavier, pretrained]:value: ' \
                 '--seed[Seed of the Xavier draw, the shuffle and random positions (0 to 2^63-1: the rang]:value: ' \
@@ -149,6 +150,7 @@ _nb() {
                 '--tokenizer[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
                 '-t[A checkpoint’s tokenizer (default: the tokenizer.json/tokenizer.model beside it)]:path:_files' \
                 '--duplicates[A word twice in the vectors: an error naming both lines, or keep the first row.]:value:(error keep-first)' \
+                '--unicode-errors[A word of the vectors that is not UTF-8: strict refuses the file, saying how man]:value:(strict replace ignore backslashreplace)' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
@@ -188,8 +190,8 @@ _nb() {
         translate)
             _arguments -s '--input[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
                 '-i[Source sentences, one a line (compressed files and - for stdin too).]:path:_files' \
-                '--output[Translations, one a line (written only when every line is translated).]:path:_files' \
-                '-o[Translations, one a line (written only when every line is translated).]:path:_files' \
+                '--output[Translations, one a line (written only when every line is translated); - for std]:path:_files' \
+                '-o[Translations, one a line (written only when every line is translated); - for std]:path:_files' \
                 '--beam[Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run’s validation b]:value: ' \
                 '--lenpen[Length penalty (score = logprob / length^lenpen). Default 1.]:value: ' \
                 '--batch-size[Sentences decoded together (grouped by source length).]:value: ' \
@@ -266,8 +268,8 @@ _nb() {
             ;;
         predict)
             _arguments -s '--corpus[Records to label: TSV/CSV with a header, JSONL, parquet/Arrow (the run’s text fi]:value: ' \
-                '--output[The predictions, one JSON object a line.]:path:_files' \
-                '-o[The predictions, one JSON object a line.]:path:_files' \
+                '--output[The predictions, one JSON object a line; - for stdout (then nothing else is prin]:path:_files' \
+                '-o[The predictions, one JSON object a line; - for stdout (then nothing else is prin]:path:_files' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--device[Where the model runs.]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
@@ -334,8 +336,8 @@ _nb() {
                 '*:file:_files'
             ;;
         plot-run)
-            _arguments -s '--output[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
-                '-o[Directory for the figures (created if missing; its parent must exist).]:path:_files' \
+            _arguments -s '--output[Directory for the figures (created if missing, with its missing parents).]:path:_files' \
+                '-o[Directory for the figures (created if missing, with its missing parents).]:path:_files' \
                 '--group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--no-group-seeds[Draw the runs of an arm (configs equal but for the seed) as their mean ± standar]' \
                 '--alc-steps[ALC over the first N updates (paper 000 sec. 4.2: 20000); 0: the whole curve.]:value: ' \

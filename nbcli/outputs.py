@@ -1,7 +1,10 @@
 """The one output guard: no command writes over one of its own inputs, or where it cannot write.
 
 Every command calls `guard_outputs` with all the paths it will write and all the files it reads
-before it reads or writes anything; `check_outputs` is its identity part. Files are compared by
+before it reads or writes anything; `check_outputs` is its identity part. The rule for where an output
+may go is one for every command: missing parent folders are made when the output is written
+(`nbcli.atomic.checks`), and `-` is standard output for a file of text (`stdout=True`;
+`write_text_output` writes it) and refused for any other output, never a file named `-`. Files are compared by
 identity, (st_dev, st_ino) of the file a path resolves to, so a hard link, a symbolic link, `./x` or
 a bind mount of an input is caught as well as the same name. Two outputs of one command that are the same file (`--tsv` equal to `-o`) are
 refused the same way (by resolved path where neither exists yet). An input that is a folder (a run
@@ -21,6 +24,7 @@ from nbcli.atomic.checks import refuse_hub_cache
 from nbcli.errors import OutputError
 
 PathLike = Path | str
+STDOUT = "-"
 
 
 def device_inode(path: PathLike) -> tuple[int, int] | None:
@@ -123,15 +127,26 @@ def inputs_inside(directory: PathLike, inputs: Iterable[PathLike | None]) -> Pat
     return None
 
 
+def is_stdout(path: PathLike | None) -> bool:
+    """Whether an output path is `-`, standard output."""
+    return path is not None and str(path) == STDOUT
+
+
 def guard_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike | None] = (), *,
-                  folder: PathLike | None = None, option: str = "-o") -> None:
+                  folder: PathLike | None = None, option: str = "-o", stdout: bool = False) -> None:
     """The checks every writing command makes before any work: OutputError naming the path if an
     output is (a link to) an input or another output (`check_outputs`), if `folder` (the directory a
     command writes its files into, created when missing) exists and is not a directory, or if an
-    output's directory does not exist or is not writable, its name is too long, or it is an existing
-    directory (outputs are files; `folder` is the one directory). A new `folder`
-    needs an existing, writable parent; `option` names the folder's option in the message."""
-    outs = [Path(p) for p in outputs if p is not None]
+    output's directory is not writable or cannot be made (missing folders are made when the output is
+    written: module doc), its name is too long, or it is an existing directory (outputs are files;
+    `folder` is the one directory). `-` is standard output where `stdout` (the outputs are text), else
+    refused; `option` names the folder's option in the message."""
+    given = [Path(p) for p in outputs if p is not None]
+    for path in [*given, *([Path(folder)] if folder is not None else [])]:
+        if is_stdout(path) and not (stdout and path in given):
+            raise OutputError(f"{option if path not in given else 'output'} -: standard output takes text, and this "
+                              "output is a file or folder of another kind; give a path (./- for a file named -)")
+    outs = [p for p in given if not is_stdout(p)]
     for path in [*outs, *([Path(folder)] if folder is not None else [])]:
         check_name_length(path)
     if folder is not None:
@@ -140,9 +155,24 @@ def guard_outputs(outputs: Iterable[PathLike | None], inputs: Iterable[PathLike 
             raise OutputError(f"{option} {folder}: exists and is not a directory")
     check_outputs(outs, inputs)
     if folder is not None and not folder.is_dir():
-        check_output_dir(folder)  # the command makes it: its parent must be there and writable
+        check_output_dir(folder, parents="check")  # the command makes it (and missing parents)
         return
     if folder is not None and not outs:
-        check_output_dir(folder / "x")  # an existing folder must be writable
+        check_output_dir(folder / "x", parents="check")  # an existing folder must be writable
     for out in outs:
-        check_output_dir(out, file=True)  # a file output: not an existing directory
+        check_output_dir(out, file=True, parents="check")  # a file output: not an existing directory
+
+
+def write_text_output(path: PathLike, text: str) -> str:
+    """A command's file of text: to standard output for `-` (never a file named `-`), else to `path`
+    atomically (missing folders made). Returns what a report calls it ("-" or the path)."""
+    import sys
+
+    from nbcli.atomic import write_text_atomic
+
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return STDOUT
+    write_text_atomic(Path(path), text)
+    return str(path)

@@ -9,7 +9,6 @@ architecture table (`nbcli.checkpoint`).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from nbcli.analysis.probe_precision import check_threads, precision_section
 from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram
-from nbcli.errors import CheckpointError, OutputError
+from nbcli.errors import CheckpointError
 from nbcli.figure_style import FigureOptions
 
 #: Roles the report uses, in the order the error message lists them.
@@ -399,18 +398,14 @@ def write_probe_plots(directory: Path, inputs: ProbeInputs, report: dict[str, An
                       counts_sha256=cnt.get("sha256"))
     name = model_label(report["checkpoint"]) + (f", counts {Path(cnt['path']).name}" if cnt.get("path") else "")
     written: list[str] = []
-    made = not directory.exists()
-    try:
-        directory.mkdir(exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"--plot {directory}: cannot create directory ({err.strerror})") from None
+    from nbcli.atomic.checks import make_output_dir, remove_made
+
+    made = make_output_dir(directory, what=f"--plot {directory}")   # and its missing parents (nbcli.outputs)
     try:
         _write_plots(probe_plot_paths(directory, fmt), inputs, report, arrays, meta, name, written,
                      options or FigureOptions())
     except BaseException:
-        if made:  # nothing of this run is left: the directory it made goes too
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+        remove_made(made)  # nothing of this run is left: the folders it made go too
         raise
     return written
 

@@ -36,6 +36,7 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
     over the first `alc_steps` updates (None: whole curves). `accuracy_spread`: the band of the
     classifiers' val_accuracy figure, "sd" (σ over seeds, paper 002 table 1) or "se"."""
     from nbcli.figure_style import check_format_choice, require_matplotlib
+    from nbcli.atomic.checks import make_output_dir, remove_made
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version, utc_now
     from nbcli.train.runs import arm_table, read_runs
@@ -48,15 +49,13 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
     guard_outputs([output / f"{name}.{fmt}" for name in RUN_FIGURES],
                   [d / name for d in directories for name in ("log.jsonl", "config.json", "summary.json")],
                   folder=output)
-    created = not output.exists()
-    output.mkdir(exist_ok=True)
+    made = make_output_dir(output, what=f"-o {output}")   # and its missing parents (nbcli.outputs' rule)
     metadata = {"nb.version": tool_version(), "nb.created": utc_now(), "nb.command": "plot-run",
                 "nb.runs": ",".join(str(d) for d in directories)}
     try:
         files = plot_run_figures(output, logs, metadata, alc_steps, fmt, options, accuracy_spread)
     except BaseException:
-        if created and not any(output.iterdir()):
-            output.rmdir()  # a failed run leaves no output, not even the folder it made
+        remove_made(made)  # a failed run leaves no output, not even the folders it made
         raise
     return {"output": str(output), "files": [str(f) for f in files], "alc_steps": alc_steps,
             "group_seeds": group_seeds, "accuracy_spread": accuracy_spread, "runs": [r.as_dict(alc_steps) for r in logs],

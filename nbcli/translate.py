@@ -107,8 +107,16 @@ def read_seq2seq_config(metadata: dict[str, str], path: Path) -> Seq2SeqConfig:
     """The Seq2SeqConfig in a checkpoint's nb.config; CheckpointError naming the file otherwise."""
     from nbcli.models.seq2seq import OBJECTIVE, Seq2SeqConfig
 
-    if not metadata.get("nb.format", "").startswith("nb-model/"):
-        raise CheckpointError(f"{path}: not an nb checkpoint (no nb.format metadata); nb translate reads the "
+    found = metadata.get("nb.format", "")
+    if found.startswith("nb-classifier/"):
+        from nbcli.tasks.inference import FORMAT as CLASSIFIER
+
+        raise CheckpointError(f"{path}: a classifier or tagger run (nb.format {CLASSIFIER}, nb train --task "
+                              "classification|tagging), not a translation model; label text with nb predict, "
+                              "score a labelled file with nb eval --task classification|tagging")
+    if not found.startswith("nb-model/"):
+        what = f"nb.format {found!r}" if found else "no nb.format metadata"
+        raise CheckpointError(f"{path}: not an nb translation checkpoint ({what}); nb translate reads the "
                               "checkpoints of nb train --task translation")
     try:
         data = json.loads(metadata["nb.config"])
@@ -284,17 +292,17 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
                    device: str = "auto", progress: Callable[[int], None] | None = None,
                    src_lang: str | None = None, tgt_lang: str | None = None) -> TranslateReport:
     """`nb translate`: translate every line of `input_path` into `output` (written atomically, only
-    when every line is translated). beam, lenpen, max_len_a/b None: nb's defaults (DECODING_DEFAULTS: beam 5,
-    lenpen 1, 1.2, 10). `src_lang`/`tgt_lang`, when given, must be the run's (`check_languages`); an input
-    named for the run's target language is refused (`check_input_language`)."""
-    from nbcli.atomic import write_text_atomic
+    when every line is translated; `-`: standard output). beam, lenpen, max_len_a/b None: nb's defaults
+    (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2, 10). `src_lang`/`tgt_lang`, when given, must be the run's
+    (`check_languages`); an input named for the run's target language is refused (`check_input_language`)."""
     from nbcli.decoding.search import check_length_limit, check_search
-    from nbcli.outputs import guard_outputs, model_inputs
+    from nbcli.outputs import guard_outputs, model_inputs, write_text_output
     from nbcli.translation_eval import read_hypotheses
 
     check_search(1 if beam is None else beam, 1.0 if lenpen is None else lenpen)
     check_length_limit(1.2 if max_len_a is None else max_len_a, 10 if max_len_b is None else max_len_b)
-    guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer])
+    guard_outputs([output], [input_path, *model_inputs(run_or_ckpt), source_tokenizer, target_tokenizer],
+                  stdout=True)
     texts, _ = read_hypotheses(input_path, what="--input", strict=True)
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
                                 device=device)
@@ -309,7 +317,7 @@ def translate_file(run_or_ckpt: Path | str, input_path: Path | str, output: Path
     lines = translate_texts(tm, texts, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_a=max_len_a,
                             max_len_b=max_len_b, progress=progress, where=str(input_path))
     seconds = time.perf_counter() - t0
-    write_text_atomic(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
+    write_text_output(output, "".join(line.replace("\n", " ") + "\n" for line in lines))
     return TranslateReport(checkpoint=str(tm.path), step=tm.step, input=str(input_path), output=str(output),
                            sentences=len(texts), beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                            max_len_b=max_len_b, seconds=seconds,

@@ -90,11 +90,15 @@ def test_guard_outputs_checks_identity_folder_and_directory(tmp_path: Path) -> N
     guard_outputs([tmp_path / "new.txt", None], [src])
     with pytest.raises(OutputError, match="same file as the input"):
         guard_outputs([tmp_path / "." / "in.txt"], [src])
-    with pytest.raises(OutputError, match="does not exist"):
-        guard_outputs([tmp_path / "missing" / "out.txt"], [src])
+    guard_outputs([tmp_path / "missing" / "out.txt"], [src])  # missing folders: made when it is written
+    with pytest.raises(OutputError, match="in.txt is not a directory"):
+        guard_outputs([src / "sub" / "out.txt"], [])
     with pytest.raises(OutputError, match="--plot .*exists and is not a directory"):
         guard_outputs([src / "a.png"], [], folder=src, option="--plot")
     guard_outputs([tmp_path / "figs" / "a.png"], [src], folder=tmp_path / "figs")  # made later, parent exists
-    with pytest.raises(OutputError, match="does not exist"):
-        guard_outputs([tmp_path / "a" / "b" / "x.png"], [], folder=tmp_path / "a" / "b")
-    assert not (tmp_path / "figs").exists() and not (tmp_path / "a").exists()
+    guard_outputs([tmp_path / "a" / "b" / "x.png"], [], folder=tmp_path / "a" / "b")  # made later, parents too
+    assert not (tmp_path / "figs").exists() and not (tmp_path / "a").exists() and not (tmp_path / "missing").exists()
+    with pytest.raises(OutputError, match="output -: standard output takes text"):
+        guard_outputs(["-"], [src])
+    guard_outputs(["-"], [src], stdout=True)
+    assert not (tmp_path / "-").exists()

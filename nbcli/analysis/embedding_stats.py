@@ -127,7 +127,7 @@ def _naming_tensor(ckpt: Any, name: str) -> Any:
 def vectors_stats_report(vectors_path: Any, *, transforms: tuple[str, ...] = (), positions: Any = None,
                          inits: tuple[str, ...] = (), seed: int = 0, shuffle_mode: ops.ShuffleMode = "rows",
                          limit: int | None = None, duplicates: Any = "error",
-                         vocabulary: Any = None) -> dict[str, Any]:
+                         vocabulary: Any = None, unicode_errors: Any = None) -> dict[str, Any]:
     """`nb embedding-stats --vectors`: table 6 for a word-vector file. Rows: the vectors as read; the
     matrix after each prefix of `transforms` (nbcli.vectors.transforms, in order); the positional
     encodings added (table 6's "Pos. Encoding"), when a pos-enc transform is in the chain; then one
@@ -139,7 +139,7 @@ def vectors_stats_report(vectors_path: Any, *, transforms: tuple[str, ...] = (),
 
     positions = positions or Positions()
     keep = None if vocabulary is None else read_word_list(vocabulary)
-    wv = read_vectors(vectors_path, limit=limit, duplicates=duplicates, vocabulary=keep)
+    wv = read_vectors(vectors_path, limit=limit, duplicates=duplicates, vocabulary=keep, unicode_errors=unicode_errors)
     source = torch.from_numpy(wv.vectors)
     path = str(vectors_path)
     base = {"tensor": path, "role": "vectors"}

@@ -111,7 +111,7 @@ def checked_output_dir(source: Checkpoint, target: Path, folder: bool) -> Path |
     target_dir = target if source.sharded else target.parent if folder else None
     if target_dir is not None:
         if not target_dir.exists():
-            check_output_dir(target_dir)
+            check_output_dir(target_dir, parents="exist")  # the writer makes this folder alone, not its parents
         elif not target_dir.is_dir():
             raise OutputError(f"{target_dir}: exists and is not a directory")
     return target_dir

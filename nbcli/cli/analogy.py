@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import CsvOption, JsonOption, TsvOption, seed_option
+from nbcli.cli.options import CsvOption, JsonOption, TsvOption, UnicodeErrorsOption, seed_option
 from nbcli.cli.render import NUM, TEXT, Col, key, num, percent, print_rows
 
 EPILOG = """\
@@ -79,6 +79,7 @@ def analogy(
     duplicates: Annotated[Literal["error", "keep-first"], typer.Option(
         "--duplicates", help="A word twice in the vectors: an error naming both lines, or keep the first row.")
     ] = "error",
+    unicode_errors: UnicodeErrorsOption = None,
     csv: CsvOption = None,
     tsv: TsvOption = None,
     as_json: JsonOption = False,
@@ -92,7 +93,8 @@ def analogy(
     chain = parse_transforms(transform)
     report = analogy_report(vectors, questions, transforms=chain, positions=Positions(positions, max_len, seed),
                             case_sensitive=case_sensitive, restrict_vocab=restrict_vocab, limit=limit,
-                            duplicates=duplicates, vocabulary=vocabulary, tokenizer=tokenizer)
+                            duplicates=duplicates, vocabulary=vocabulary, tokenizer=tokenizer,
+                            unicode_errors=unicode_errors)
     print_warnings(report["warnings"])
     print_report(report, as_json, _render, csv=csv, tsv=tsv, table="sections")
 

@@ -82,16 +82,23 @@ def check_table_targets(as_json: bool, csv: str | None = None, tsv: str | None =
     lands on an input (`nbcli.outputs.guard_outputs`)."""
     from pathlib import Path
 
-    from nbcli.errors import ConfigError
     from nbcli.outputs import guard_outputs
 
-    to_stdout = [name for name, target in (("--csv", csv), ("--tsv", tsv)) if target == "-"]
-    if len(to_stdout) + as_json > 1:
-        claims = (["--json"] if as_json else []) + [f"{name} -" for name in to_stdout]
-        raise ConfigError(f"{' and '.join(claims)} all write to stdout; give --csv/--tsv a FILE")
+    one_stdout(as_json, {"--csv": csv, "--tsv": tsv})
     for name, target in (("--csv", csv), ("--tsv", tsv)):
         if target and target != "-":
             guard_outputs([Path(target)], list(inputs), option=name)
+
+
+def one_stdout(as_json: bool, targets: dict[str, Any]) -> None:
+    """Before any work: at most one of --json and the outputs given as `-` (option name -> value)
+    writes to stdout (nbcli.outputs: `-` is standard output wherever a file of text is written)."""
+    from nbcli.errors import ConfigError
+
+    to_stdout = [name for name, target in targets.items() if target is not None and str(target) == "-"]
+    if len(to_stdout) + as_json > 1:
+        claims = (["--json"] if as_json else []) + [f"{name} -" for name in to_stdout]
+        raise ConfigError(f"{' and '.join(claims)} all write to stdout; give {'/'.join(to_stdout)} a FILE")
 
 
 def print_report(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], None], *,

@@ -9,7 +9,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (ArchOption, CsvOption, DpiOption, FigsizeOption, JsonOption, RoleMapOption, TitleOption,
-                               TsvOption, seed_option, shuffle_mode_option)
+                               TsvOption, UnicodeErrorsOption, seed_option, shuffle_mode_option)
 from nbcli.cli.render import NUM, TEXT, Col, key, num, print_rows
 
 EPILOG = """\
@@ -67,6 +67,7 @@ def embedding_stats(
     vocabulary: Annotated[Optional[Path], typer.Option(
         "--vocabulary", metavar="FILE", help="With --vectors: keep only these words (the first field of each "
         "line; table 6's rows are the 5893 Multi30k words).")] = None,
+    unicode_errors: UnicodeErrorsOption = None,
     tensor: Annotated[Optional[str], typer.Option(
         "--tensor", metavar="NAME", help="Report this [V, D] tensor (and initialise from it) instead of the "
         "roles (a bare pretrained embedding file, e.g. GloVe saved as safetensors).")] = None,
@@ -102,8 +103,9 @@ def embedding_stats(
         if bad:
             raise ConfigError(f"--inits {inits!r}: unknown initialisation {bad[0]!r}; expected "
                               f"{', '.join(INITIALISATIONS)} or all")
-    if not vectors and (transform is not None or limit is not None or vocabulary is not None):
-        raise ConfigError("--transform, --limit and --vocabulary apply to word vectors: add --vectors")
+    if not vectors and (transform is not None or limit is not None or vocabulary is not None
+                        or unicode_errors is not None):
+        raise ConfigError("--transform, --limit, --vocabulary and --unicode-errors apply to word vectors: add --vectors")
     looks = figure_options(dpi, figsize, title)
     check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint)])
     if plot is not None:
@@ -114,7 +116,8 @@ def embedding_stats(
 
         report = vectors_stats_report(checkpoint, transforms=parse_transforms(transform),
                                       positions=Positions(positions, max_len, seed), inits=chosen, seed=seed,
-                                      shuffle_mode=shuffle_mode, limit=limit, vocabulary=vocabulary)
+                                      shuffle_mode=shuffle_mode, limit=limit, vocabulary=vocabulary,
+                                      unicode_errors=unicode_errors)
     else:
         report = embedding_stats_report(checkpoint, arch=arch, mapping=mapping or [], tensor=tensor, inits=chosen,
                                         seed=seed, shuffle_mode=shuffle_mode)

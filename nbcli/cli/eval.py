@@ -63,7 +63,7 @@ context); every token is scored once.
 
 [bold]--task classification | tagging[/] (papers 001 tables 1, 2, 4; 002 table 1)
 
-  CHECKPOINT is a classifier run (nbcli.finetune_classifier) or its step-N.safetensors; --corpus a
+  CHECKPOINT is a classifier run (nb train --task classification|tagging) or its step-N.safetensors; --corpus a
   labelled file as it was trained on (GLUE TSV, CSV, JSONL, parquet/Arrow; for tagging CoNLL, or JSONL and
   parquet/Arrow records with tokens and ner_tags: integer tags without a ClassLabel are the run's labels by id). Every
   record counts: classification gives loss, accuracy, F1 (binary for two labels, of the label with id

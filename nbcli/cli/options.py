@@ -210,6 +210,14 @@ FigureFormatOption = Annotated[
     Literal["png", "pdf", "svg"],
     typer.Option("--figure-format", help="Format of the figures written into the folder (vector: pdf, svg)."),
 ]
+# Word vectors (nb analogy, nb embedding-stats --vectors): words that are not UTF-8, as gensim's unicode_errors.
+UnicodeErrorsOption = Annotated[
+    Optional[Literal["strict", "replace", "ignore", "backslashreplace"]],
+    typer.Option("--unicode-errors", show_default=False,
+                 help="A word of the vectors that is not UTF-8: strict refuses the file, saying how many (the "
+                 "default for text; word2vec binary: backslashreplace); replace (U+FFFD), ignore (bad bytes "
+                 "dropped) or backslashreplace (\\xNN) read it, as gensim's unicode_errors."),
+]
 CsvOption = Annotated[
     Optional[str],
     typer.Option("--csv", metavar="FILE|-", show_default=False,

@@ -56,7 +56,7 @@ value (the NaN loss nb train logs for a diverged step) is left out of its curve 
 def plot_run(
     runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="nb train run directories (log.jsonl).",
                                                show_default=False)],
-    output: Annotated[Path, output_option("Directory for the figures (created if missing; its parent must exist).",
+    output: Annotated[Path, output_option("Directory for the figures (created if missing, with its missing parents).",
                                           "OUTDIR")],
     group_seeds: Annotated[bool, typer.Option(
         "--group-seeds/--no-group-seeds", help="Draw the runs of an arm (configs equal but for the seed) as their "

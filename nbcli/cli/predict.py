@@ -11,8 +11,9 @@ from nbcli.cli.base import NbCommand
 from nbcli.cli.options import BatchSizeOption, JsonOption, corpus_option, output_option
 
 EPILOG = """\
-RUN_OR_CKPT is a classifier or tagger run (`nbcli.finetune_classifier`; its last step-N.safetensors) or one
-of its step-N.safetensors: the labels are in the checkpoint, the tokenizer and config beside it.
+RUN_OR_CKPT is a classifier or tagger run (nb train --task classification|tagging; its last
+step-N.safetensors) or one of its step-N.safetensors: the labels are in the checkpoint, the tokenizer
+and config beside it.
 
 The output has one JSON object a line, in the input's order: classification {"label": NAME, "probs":
 {NAME: p, ...}}; tagging {"tokens": [...], "tags": [...], "probs": [{NAME: p, ...} per token]}. Labels
@@ -30,23 +31,28 @@ def predict(
                                                help="A classifier run directory or its step-N.safetensors.")],
     corpus: Annotated[list[str], corpus_option(
         "Records to label: TSV/CSV with a header, JSONL, parquet/Arrow "
-        "(the run's text fields; a label column is not needed); for a tagger CoNLL, or JSONL/parquet/Arrow records "
+        "(the run's text fields; a label column is not needed); for a tagger CoNLL (one token a line: tag columns "
+        "are not needed), or JSONL/parquet/Arrow records "
         "with a token list (tokens; tags not needed) (repeatable).")],
-    output: Annotated[Optional[Path], output_option("The predictions, one JSON object a line.", "FILE.jsonl")] = None,
+    output: Annotated[Optional[Path], output_option(
+        "The predictions, one JSON object a line; - for stdout (then nothing else is printed there).",
+        "FILE.jsonl")] = None,
     batch_size: BatchSizeOption = 32,
     device: Annotated[str, typer.Option("--device", metavar="cpu|cuda|auto", help="Where the model runs.")] = "cpu",
     as_json: JsonOption = False,
 ) -> None:
     """Label every record of a corpus with a fine-tuned classifier or tagger (labels by name, with probabilities)."""
-    from nbcli.cli.console import print_report, print_warnings
+    from nbcli.cli.console import one_stdout, print_report, print_warnings
     from nbcli.tasks.inference import predict_report
     from nbcli.tasks.runs import external_task_of_run, predict_run_report
 
+    one_stdout(as_json, {"-o": output})
     if external_task_of_run(checkpoint) is not None:  # a run of a task from another package: its own predict
         report = predict_run_report(checkpoint, corpus, output)
     else:
         report = predict_report(checkpoint, corpus, output, batch_size=batch_size, device=device)
-    print_report(report, as_json, _render)
+    if str(output) != "-":  # with -o -, stdout holds the predictions alone
+        print_report(report, as_json, _render)
     print_warnings(report["warnings"])
 
 

@@ -39,7 +39,8 @@ def translate(
         help="Source sentences, one a line (compressed files and - for stdin too).")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", metavar="FILE", show_default=False,
-        help="Translations, one a line (written only when every line is translated).")],
+        help="Translations, one a line (written only when every line is translated); - for stdout (then "
+        "nothing else is printed there).")],
     beam: Annotated[Optional[int], typer.Option(
         "--beam", min=1, max=1024, show_default=False, help="Beam size (1 = greedy). Default 5 (paper 000 app. A), not the run's validation beam.")] = None,
     lenpen: Annotated[Optional[float], typer.Option(
@@ -64,16 +65,18 @@ def translate(
     as_json: JsonOption = False,
 ) -> None:
     """Translate a file with a translation model trained by nb (greedy or length-normalised beam search)."""
-    from nbcli.cli.console import print_report, step_progress
+    from nbcli.cli.console import one_stdout, print_report, step_progress
     from nbcli.translate import translate_file
 
+    one_stdout(as_json, {"-o": output})
     source, target = (tokenizer, tokenizer) if tokenizer is not None else (src_tokenizer, tgt_tokenizer)
     with step_progress("translating", None) as progress:
         report = translate_file(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
                                 max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
                                 target_tokenizer=target, device=device, progress=lambda n: progress(n),
                                 src_lang=src_lang, tgt_lang=tgt_lang)
-    print_report(report.as_dict(), as_json, _render)
+    if str(output) != "-":  # with -o -, stdout holds the translations alone
+        print_report(report.as_dict(), as_json, _render)
 
 
 def _render(report: dict[str, object]) -> None:

@@ -73,9 +73,10 @@ def split_columns(line: str) -> list[str]:
 
 
 def _first_token_line(path: str, number: int, line: str, columns: list[str], token_column: int,
-                      tag_column: int) -> _Layout:
+                      tag_column: int | None) -> _Layout:
     """The layout of a file from its first token line; CorpusError when that line cannot start a
-    CoNLL file (a JSON value, no such columns, no tag)."""
+    CoNLL file (a JSON value, no such columns, no tag; `tag_column` None: no tag is read, so a file of
+    tokens alone, one column, is CoNLL)."""
     text = line.strip(" \t")
     if text.startswith(("{", "[")):
         from nbcli.jsonsafe import parse
@@ -88,6 +89,10 @@ def _first_token_line(path: str, number: int, line: str, columns: list[str], tok
             raise CorpusError(f"{path}:{number}: a JSON {'object' if isinstance(value, dict) else 'array'}, "
                               f"{NOT_CONLL}")
     width = len(columns)
+    if tag_column is None:
+        if not -width <= token_column < width:
+            raise CorpusError(f"{path}:{number}: {width} column(s), no column {token_column} (the token)")
+        return _Layout(width, "\t" in text, number)
     if not (-width <= token_column < width and -width <= tag_column < width):
         raise CorpusError(f"{path}:{number}: {width} column(s), no column {token_column} and {tag_column} "
                           "(token and tag)")
@@ -111,9 +116,11 @@ def _numbered(firsts: list[str]) -> bool:
 
 
 def conll_sentences(path: str, lines: Iterator[tuple[int, str]], token_column: int | None = None,
-                    tag_column: int = -1, docstart: bool = True) -> Iterator[Sentence]:
+                    tag_column: int | None = -1, docstart: bool = True) -> Iterator[Sentence]:
     """The sentences of one CoNLL file's numbered lines (module doc, records.py's rules).
-    `token_column` None: column 0, and an error when column 0 numbers the tokens."""
+    `token_column` None: column 0, and an error when column 0 numbers the tokens. `tag_column` None:
+    the tokens alone (text to tag: any tag columns are ignored, a file of one column is read; the
+    sentences' `tags` are empty)."""
     column = 0 if token_column is None else token_column
     head: list[tuple[int, str]] = []
     layout = None
@@ -155,7 +162,8 @@ def conll_sentences(path: str, lines: Iterator[tuple[int, str]], token_column: i
         if not tokens:
             start = number
         tokens.append(columns[column])
-        tags.append(columns[tag_column])
+        if tag_column is not None:
+            tags.append(columns[tag_column])
         firsts.append(columns[0])
     if tokens:
         if check_numbers and len(tokens) >= 2:

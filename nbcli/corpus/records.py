@@ -365,7 +365,7 @@ TAG_FIELD = "ner_tags"
 RECORD_FORMATS = ("jsonl", "parquet", "arrow")
 
 
-def _conll_source(source: CorpusSource, token_column: int | None, tag_column: int, docstart: bool, strict: bool,
+def _conll_source(source: CorpusSource, token_column: int | None, tag_column: int | None, docstart: bool, strict: bool,
                   stats: ReadStats, progress: Progress | None) -> Iterator[Sentence]:
     if source.format not in ("text", "tsv"):
         what = "a CSV file" if source.format == "csv" else "JSON lines" if source.format == "jsonl" else \
@@ -466,8 +466,8 @@ def iter_sentences(inputs: Sequence[str], *, token_field: Column | None = None, 
       error naming FILE:LINE (FILE: row N); a row with no tokens is no sentence (counted in
       `stats.skipped_empty`: reports warn, since predictions then skip that row).
 
-    `labelled=False`: records need no tag field (their `tags` are empty); CoNLL lines still have
-    their tag column."""
+    `labelled=False` (text to tag): records need no tag field and CoNLL lines no tag column (a file
+    of one token a line is read); tags are not read, the sentences' `tags` are empty."""
     stats = stats if stats is not None else ReadStats()
     for source in discover_inputs(list(inputs)):
         if source.columnar or source.format in RECORD_FORMATS:
@@ -484,5 +484,5 @@ def iter_sentences(inputs: Sequence[str], *, token_field: Column | None = None, 
                 raise CorpusError(f"{source.path}: CoNLL text has columns, not named fields: give the {what} "
                                   f"column's 0-based number, not {value!r} (names are for JSONL, parquet and "
                                   "Arrow records)")
-        yield from _conll_source(source, token_field, -1 if tag_field is None else tag_field, docstart,
-                                 strict, stats, progress)
+        tag_column = None if not labelled else -1 if tag_field is None else tag_field
+        yield from _conll_source(source, token_field, tag_column, docstart, strict, stats, progress)

@@ -278,4 +278,4 @@ def field_rows(source: CorpusSource, fields: list[Field], header: bool | None, s
     if source.format == "jsonl":
         return _jsonl_rows(source, fields, strict, skip_bad_lines, stats, progress, hint)
     raise CorpusError(f"{source.path}: plain text has no fields; give a .tsv, .csv, .jsonl, parquet or Arrow "
-                      "file (or --format)")
+                      "file (the format is read from the file's name)")

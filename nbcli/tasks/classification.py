@@ -10,9 +10,10 @@ RoBERTa's <s> a </s></s> b </s>) encodes as transformers' fast tokenizer does, w
 ids; any other tokenizer (nb's SentencePiece runs) gives [bos] a [eos] (b [eos]), type ids 0 / 1.
 Texts longer than `max_len` lose tokens from the longer of the two texts first ("longest_first").
 
-Metrics (scikit-learn, on every example of the file): accuracy; F1 (two labels: binary F1 of the
-label with id 1, as GLUE reports it for QQP and MRPC; more: the macro average over labels);
-Matthews correlation (CoLA).
+Metrics (scikit-learn, on every example of the file): accuracy; F1 (a run of two labels: binary F1
+of the label with id 1, as GLUE reports it for QQP and MRPC; more: the macro average, scikit-learn's
+default: over the labels that occur in the file's gold labels or in the predictions, not the run's
+labels the file never mentions); Matthews correlation (CoLA).
 """
 
 from __future__ import annotations
@@ -111,13 +112,14 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: s
 
 
 def classification_metrics(gold: Sequence[int], pred: Sequence[int], num_labels: int) -> dict[str, Any]:
-    """accuracy, f1 (binary for two labels, macro otherwise; module doc) and matthews (scikit-learn)."""
+    """accuracy, f1 (binary for two labels, else macro over the labels present in `gold` or `pred`,
+    scikit-learn's default; module doc) and matthews (scikit-learn)."""
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
     if num_labels == 2:
         f1 = f1_score(gold, pred, average="binary", pos_label=1, zero_division=0)
     else:
-        f1 = f1_score(gold, pred, average="macro", labels=list(range(num_labels)), zero_division=0)
+        f1 = f1_score(gold, pred, average="macro", zero_division=0)
     return {"accuracy": float(accuracy_score(gold, pred)), "f1": float(f1),
             "f1_average": "binary" if num_labels == 2 else "macro",
             "matthews": float(matthews_corrcoef(gold, pred)), "examples": len(gold)}

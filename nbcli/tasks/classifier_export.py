@@ -11,7 +11,9 @@ architecture's head, parameter for parameter (`nbcli.models.heads`), so the expo
                             Classification], num_labels, id2label / label2id by the run's label names
                             (ids in the run's label order) and problem_type single_label_classification
     tokenizer.json          the run's tokenizer (the encoder's own), with tokenizer_config.json naming
-                            PreTrainedTokenizerFast and the special tokens it holds
+                            PreTrainedTokenizerFast, the special tokens it holds and model_max_length
+                            the run's --max-len, so `AutoTokenizer(..., truncation=True)` cuts a long
+                            text where nb predict does (longest_first for a pair) and the labels agree
 
 nb's own encoder (trained from scratch or fine-tuned from an nb MLM run) is refused: it is pre-LN (a
 LayerNorm before each sublayer and a final one), while BERT, RoBERTa and DistilBERT are post-LN with an
@@ -117,9 +119,8 @@ def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExpo
     labels = list(loaded.labels.names)
     tensors = loaded.model.export_tensors()
     config = hf_classifier_config(dict(spec.config), task, labels)
-    max_len = int(spec.config.get("max_position_embeddings", loaded.spec.max_len))
     files = {"config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-             **_tokenizer_files(loaded.path.parent, max_len)}
+             **_tokenizer_files(loaded.path.parent, loaded.spec.max_len)}  # nb predict cuts there too
     step = loaded.step          # read with the checkpoint by load_classifier
     metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(loaded.path),
                 **({"nb.step": str(step)} if step is not None else {})}

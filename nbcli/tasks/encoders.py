@@ -142,14 +142,21 @@ def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: 
     return _nb_classifier(model, task, num_labels, pooling, dropout)
 
 
-def open_encoder(base: str, task: str, num_labels: int, *, pooling: Pooling = "first", dropout: float = 0.1,
-                 ) -> Classifier:
-    """The classifier of `--init BASE` (module doc) with a fresh head of `num_labels`."""
+def init_path(base: str) -> Path:
+    """The local file or folder `--init BASE` names (a Hub repo id: its cached snapshot);
+    CheckpointError when there is none (before anything else asks about it)."""
     from nbcli.resolve import local_path
 
     path = local_path(base, "model")
     if not path.exists():
         raise CheckpointError(f"--init {base}: no such file, folder or cached Hub repo")
+    return path
+
+
+def open_encoder(base: str, task: str, num_labels: int, *, pooling: Pooling = "first", dropout: float = 0.1,
+                 ) -> Classifier:
+    """The classifier of `--init BASE` (module doc) with a fresh head of `num_labels`."""
+    path = init_path(base)
     if is_transformers_folder(path):
         return _hf_encoder(path, task, num_labels, pooling)
     return _nb_encoder(path, task, num_labels, pooling, dropout)

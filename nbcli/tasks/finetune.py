@@ -205,13 +205,13 @@ def _tokenizer_for(cfg: FinetuneConfig, train_records: Sequence[Any]) -> Any:
     """-t, else the --init transformers folder's own; `-t words:...` is built from `train_records`."""
     from nbcli.tokenizers import load_tokenizer
     from nbcli.tasks.data import training_texts
-    from nbcli.tasks.encoders import is_transformers_folder
-    from nbcli.resolve import local_path
+    from nbcli.tasks.encoders import init_path, is_transformers_folder
 
+    init = None if cfg.init is None else init_path(cfg.init)  # a missing --init says so, not "--tokenizer"
     if cfg.tokenizer is not None:
         return load_tokenizer(cfg.tokenizer, texts=lambda: training_texts(cfg.data, train_records))
-    if cfg.init is not None and is_transformers_folder(local_path(cfg.init, "model")):
-        return load_tokenizer(local_path(cfg.init, "model"))
+    if init is not None and is_transformers_folder(init):
+        return load_tokenizer(init)
     raise ConfigError("--tokenizer is needed for an nb --init or a model trained from scratch")
 
 

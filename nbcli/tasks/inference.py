@@ -197,16 +197,15 @@ def evaluate_classifier(loaded: LoadedClassifier, corpus: Sequence[str], batch_s
 def predict_report(checkpoint: Path | str, corpus: Sequence[str], output: Path | str | None, *, batch_size: int = 32,
                    device: str = "cpu") -> dict[str, Any]:
     """`nb predict`: predictions of every record of `corpus`, written to `output` as JSON lines in
-    input order (atomically; None: kept in the report only)."""
-    from nbcli.atomic import write_text_atomic
-    from nbcli.outputs import guard_outputs, model_inputs
+    input order (atomically; `-`: standard output; None: kept in the report only)."""
+    from nbcli.outputs import guard_outputs, model_inputs, write_text_output
 
-    guard_outputs([output], [*model_inputs(checkpoint), *corpus])  # before any work: no input overwritten
+    guard_outputs([output], [*model_inputs(checkpoint), *corpus], stdout=True)  # before any work: no input overwritten
     loaded = load_classifier(checkpoint, device)
     stats = ReadStats()
     labelled = predict_file(loaded, corpus, batch_size, stats)
     if output is not None:
-        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in labelled))
+        write_text_output(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in labelled))
     return {"task": loaded.spec.task, "checkpoint": str(loaded.path), "corpus": list(corpus),
             "output": None if output is None else str(output), "records": len(labelled),
             "labels": list(loaded.labels.names), "predictions": labelled if output is None else None,

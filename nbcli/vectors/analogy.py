@@ -185,7 +185,8 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
                    transforms: tuple[str, ...] = (), positions: Any = None, case_sensitive: bool = False,
                    restrict_vocab: int = RESTRICT_VOCAB, limit: int | None = None, format: Any = "auto",
                    duplicates: Any = "error", vocabulary: str | os.PathLike[str] | None = None,
-                   budget: int = BUDGET, tokenizer: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                   budget: int = BUDGET, tokenizer: str | os.PathLike[str] | None = None,
+                   unicode_errors: Any = None) -> dict[str, Any]:
     """The `nb analogy` report: read the questions and the vectors, apply `transforms` in order
     (nbcli.vectors.transforms) to all rows kept (`vocabulary`: a word-list file), score 3CosAdd.
 
@@ -193,7 +194,7 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
     repo id or an nb run: its input embedding's whole-word rows under `tokenizer` (default: the one
     beside the model), in id order (`nbcli.vectors.vocabulary.checkpoint_vectors`)."""
     from nbcli.errors import naming
-    from nbcli.vectors.reader import is_vector_file, read_vectors, read_word_list
+    from nbcli.vectors.reader import escaped_note, is_vector_file, read_vectors, read_word_list
     from nbcli.vectors.transforms import Positions, transform_chain
     from nbcli.vectors.vocabulary import checkpoint_vectors, restricted
 
@@ -204,7 +205,8 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
         if tokenizer is not None:
             raise ConfigError(f"-t/--tokenizer applies to a checkpoint's embedding; {os.fspath(vectors)} holds word "
                               "vectors")
-        wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates, vocabulary=keep)
+        wv = read_vectors(vectors, format=format, limit=limit, duplicates=duplicates, vocabulary=keep,
+                          unicode_errors=unicode_errors)
     else:
         wv = restricted(checkpoint_vectors(vectors, tokenizer), keep, limit)
     x = torch.from_numpy(wv.vectors)
@@ -220,7 +222,7 @@ def analogy_report(vectors: str | os.PathLike[str], questions: str | os.PathLike
     if wv.duplicates_skipped:
         warnings.append(f"{wv.path}: {wv.duplicates_skipped} duplicate word(s) skipped (the first row kept)")
     if wv.escaped_words:
-        warnings.append(f"{wv.path}: {wv.escaped_words} word(s) with invalid UTF-8, escaped as \\xNN")
+        warnings.append(escaped_note(wv))
     return {"vectors": wv.summary(), "vocabulary": None if vocabulary is None else os.fspath(vocabulary),
             "vocabulary_words": None if keep is None else len(set(keep)), "questions": qs.path, "transforms": list(transforms),
             "positions": positions.as_dict() if any(t.startswith("pos-enc") for t in transforms) else None,

@@ -23,10 +23,14 @@ Errors (one line, `nbcli.errors.InputError`, naming FILE:LINE; binary records FI
 a wrong dimension; a field that is not a number; NaN or infinity; fewer rows than the header says;
 a truncated binary record; a duplicate word (`duplicates="error"`, the default, names the second
 occurrence's line and the first's; `"keep-first"` keeps the first row and counts the rest in
-`duplicates_skipped`). Bad UTF-8: an error in the text formats (FILE:LINE); in word2vec binary files
-it is escaped (`\\xNN`, `backslashreplace`, counted in `escaped_words`) because word2vec.c truncates
-long words inside multibyte characters and Google's GoogleNews vectors hold some; escaping keeps two
-different byte strings two different words, where 'replace' or 'ignore' would make duplicates.
+`duplicates_skipped`). Bad UTF-8 in a word follows `unicode_errors`, as gensim's
+`load_word2vec_format(unicode_errors=)` does: "strict" (the default of the text formats) reads the
+whole file and then refuses it, naming the first such word's FILE:LINE, how many words are not UTF-8
+and the choices; "replace" (U+FFFD), "ignore" (the bad bytes dropped; a word of bad bytes alone becomes "", as in gensim)
+and "backslashreplace" (`\\xNN`) read them, counted in `escaped_words`. word2vec binary files default
+to "backslashreplace" because word2vec.c truncates long words inside multibyte characters and
+Google's GoogleNews vectors hold some; escaping keeps two different byte strings two different words,
+where 'replace' or 'ignore' can make duplicates (then the duplicate error, or `duplicates="keep-first"`).
 
 Memory is bounded by the rows kept: `limit` (the first N rows kept; reading stops there) and
 `vocabulary` (keep only these words, in the file's order; others are parsed and dropped;
@@ -50,8 +54,10 @@ from nbcli.errors import ConfigError, InputError
 
 Format = Literal["auto", "glove", "word2vec", "word2vec-binary"]
 Duplicates = Literal["error", "keep-first"]
+UnicodeErrors = Literal["strict", "replace", "ignore", "backslashreplace"]
 FORMATS = ("auto", "glove", "word2vec", "word2vec-binary")
 DUPLICATES = ("error", "keep-first")
+UNICODE_ERRORS = ("strict", "replace", "ignore", "backslashreplace")
 MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 _HEADER = re.compile(rb"^[ \t]*(\d+)[ \t]+(\d+)[ \t]*\r?$")
 _BLOCK = 1 << 20
@@ -70,7 +76,8 @@ class WordVectors:
     header: tuple[int, int] | None = None
     rows_read: int = 0  # rows parsed (kept or not)
     duplicates_skipped: int = 0
-    escaped_words: int = 0
+    escaped_words: int = 0      # words that were not UTF-8, read by `unicode_errors`
+    unicode_errors: str = "strict"
     index: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
@@ -82,7 +89,7 @@ class WordVectors:
         return {"path": self.path, "format": self.format, "compression": self.compression,
                 "header": list(self.header) if self.header else None, "rows": len(self.words), "dim": self.dim,
                 "rows_read": self.rows_read, "duplicates_skipped": self.duplicates_skipped,
-                "escaped_words": self.escaped_words}
+                "escaped_words": self.escaped_words, "unicode_errors": self.unicode_errors}
 
 
 def detect_compression(head: bytes) -> str | None:
@@ -305,13 +312,17 @@ class _Rows:
 
 
 def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit: int | None = None,
-                 vocabulary: Collection[str] | None = None, duplicates: Duplicates = "error") -> WordVectors:
-    """Read a word-vector file (the module docstring: formats, the detection rule, errors, memory)."""
+                 vocabulary: Collection[str] | None = None, duplicates: Duplicates = "error",
+                 unicode_errors: UnicodeErrors | None = None) -> WordVectors:
+    """Read a word-vector file (the module docstring: formats, the detection rule, errors, memory).
+    `unicode_errors` None: "strict" for text, "backslashreplace" for word2vec binary."""
     path = os.fspath(path)
     if format not in FORMATS:
         raise ConfigError(f"unknown word-vector format {format!r}: expected {', '.join(FORMATS)}")
     if duplicates not in DUPLICATES:
         raise ConfigError(f"--duplicates must be error or keep-first, got {duplicates!r}")
+    if unicode_errors is not None and unicode_errors not in UNICODE_ERRORS:
+        raise ConfigError(f"--unicode-errors must be one of {', '.join(UNICODE_ERRORS)}, got {unicode_errors!r}")
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
     keep = None if vocabulary is None else set(vocabulary)
@@ -352,18 +363,60 @@ def read_vectors(path: str | os.PathLike[str], *, format: Format = "auto", limit
         rows = _Rows(dim, capacity, duplicates, (lambda n: f"{path}: record {n}") if fmt == "word2vec-binary"
                      else (lambda n: f"{path}:{n}"))
         wanted = header[0] if header else None
+        errors = unicode_errors or ("backslashreplace" if fmt == "word2vec-binary" else "strict")
+        words = _Words(errors)
         if fmt == "word2vec-binary":
-            read, escaped = _read_binary(source, rows, dim, wanted, limit, keep)
+            read = _read_binary(source, rows, dim, wanted, limit, keep, words)
         else:
-            read, escaped = _read_text(source, rows, dim, wanted, limit, keep), 0
+            read = _read_text(source, rows, dim, wanted, limit, keep, words)
     finally:
         source.close()
+    words.check(path)
     matrix = rows.matrix()
     if not rows.words:
         raise InputError(f"{path}: no word vectors kept ({read} read" + (", none in the vocabulary asked for)"
                                                                         if keep is not None else ")"))
     return WordVectors(rows.words, matrix, path, fmt, source.compression, header, read, rows.skipped,
-                       escaped, rows.index)
+                       words.escaped, errors, rows.index)
+
+
+def escaped_note(wv: WordVectors) -> str:
+    """The warning a report gives when words that were not UTF-8 were read (`unicode_errors`)."""
+    how = {"replace": "with U+FFFD", "ignore": "without their bad bytes", "backslashreplace": "escaped as \\xNN"}
+    return (f"{wv.path}: {wv.escaped_words:,} word(s) with invalid UTF-8, read {how.get(wv.unicode_errors, '')} "
+            f"(unicode_errors {wv.unicode_errors!r})")
+
+
+class _Words:
+    """Words decoded from UTF-8 by the `unicode_errors` rule (module doc): "strict" counts the words that
+    are not UTF-8 (the first one's place kept) and `check` refuses the file once it is read; the other
+    rules decode them and count them in `escaped`."""
+
+    def __init__(self, errors: str) -> None:
+        self.errors = errors
+        self.escaped = 0
+        self.refused = 0
+        self.first: tuple[str, int] | None = None
+
+    def decode(self, raw: bytes, where: Callable[[], str]) -> str | None:
+        """The word, or None for a word "strict" refuses (counted; the read goes on to count them all)."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if self.errors == "strict":
+                self.refused += 1
+                if self.first is None:
+                    self.first = (where(), err.start)
+                return None
+            self.escaped += 1
+            return raw.decode("utf-8", self.errors)   # "ignore" may leave "" (a word of bad bytes alone), as gensim
+
+    def check(self, path: str) -> None:
+        if self.first is not None:
+            where, byte = self.first
+            raise InputError(f"{where}: invalid UTF-8 in the word at byte {byte}; {self.refused:,} word(s) of {path} "
+                             "are not UTF-8: read them with unicode_errors 'replace', 'ignore' or 'backslashreplace' "
+                             "(--unicode-errors), as gensim's load_word2vec_format(unicode_errors=) does")
 
 
 _COMPRESSED_RATIO = 16
@@ -405,8 +458,9 @@ def _short(field: bytes) -> str:
     return text + ("..." if len(field) > 40 else "")
 
 
-def _text_row(line: bytes, dim: int, path: str, number: int) -> tuple[str, list[float]]:
-    """(word, values) of one text line: the last `dim` fields are the numbers, the rest the word."""
+def _text_row(line: bytes, dim: int, path: str, number: int, words: _Words) -> tuple[str | None, list[float]]:
+    """(word, values) of one text line: the last `dim` fields are the numbers, the rest the word (None:
+    not UTF-8, refused by `words`)."""
     where = f"{path}:{number}"  # only for the messages: cheap next to parsing 300 numbers
     parts = line.rsplit(None, dim)
     if len(parts) != dim + 1 or not parts[0].strip():
@@ -420,15 +474,11 @@ def _text_row(line: bytes, dim: int, path: str, number: int) -> tuple[str, list[
     except ValueError:
         bad = next(f for f in parts[1:] if not _numbers([f]))
         raise InputError(f"{where}: {_short(bad)} is not a number") from None
-    try:
-        word = word_bytes.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(f"{where}: invalid UTF-8 in the word at byte {err.start}") from None
-    return word, values
+    return words.decode(word_bytes, lambda: where), values
 
 
 def _read_text(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit: int | None,
-               keep: set[str] | None) -> int:
+               keep: set[str] | None, words: _Words) -> int:
     read = 0
     path = source.path
     blank: int | None = None
@@ -443,9 +493,9 @@ def _read_text(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit
         if blank is not None:
             raise InputError(f"{path}:{blank}: blank line inside the word vectors")
         number = source.line - 1
-        word, values = _text_row(line, dim, path, number)
+        word, values = _text_row(line, dim, path, number, words)
         read += 1
-        if keep is None or word in keep:
+        if word is not None and (keep is None or word in keep):
             rows.add(word, values, number)
             if limit is not None and len(rows.words) >= limit:
                 break
@@ -457,10 +507,9 @@ def _read_text(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit
 
 
 def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, limit: int | None,
-                 keep: set[str] | None) -> tuple[int, int]:
+                 keep: set[str] | None, words: _Words) -> int:
     assert wanted is not None
     width = 4 * dim
-    escaped = 0
     path = source.path
     for record in range(1, wanted + 1):
         start = source.offset
@@ -472,18 +521,12 @@ def _read_binary(source: _Source, rows: _Rows, dim: int, wanted: int | None, lim
             raise InputError(f"{where}: the file ends after {record - 1} records; its header says {wanted} (truncated)")
         if len(data) < width:
             raise InputError(f"{where}: truncated: {len(data)} of the vector's {width} bytes")
-        try:
-            word = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            word = raw.decode("utf-8", "backslashreplace")
-            escaped += 1
-        if not word:
-            raise InputError(f"{path}: record {record} (byte {start}): empty word (not a word2vec binary record)")
-        if keep is None or word in keep:
+        word = words.decode(raw, lambda: f"{path}: record {record} (byte {start})")
+        if word is not None and (keep is None or word in keep):
             rows.add(word, np.frombuffer(data, dtype="<f4"), record)
             if limit is not None and len(rows.words) >= limit:
-                return record, escaped
-    return wanted, escaped
+                return record
+    return wanted
 
 
 def read_word_list(path: str | os.PathLike[str]) -> list[str]:

@@ -87,12 +87,13 @@ def match_rows(words: list[str | None], index: dict[str, int]) -> tuple[np.ndarr
 
 
 def vector_embedding(path: str | os.PathLike[str], tok: Tokenizer, d_model: int, missing: Missing = "xavier",
-                     seed: int = 0) -> tuple[torch.Tensor, dict[str, Any]]:
+                     seed: int = 0, unicode_errors: Any = None) -> tuple[torch.Tensor, dict[str, Any]]:
     """The [V, d] float32 embedding of `tok`'s vocabulary from the word-vector file `path` (read streamed by
     the one reader, keeping only the vocabulary's words and their lower-cased forms) and its coverage
     report. Rows without a vector (special tokens included) are initialised as `missing` says
     (`nbcli.transplant.fill_missing`; `mean`: the mean of the vectors kept). ConfigError when the
-    vectors' dimension is not `d_model` or no word of the vocabulary has a vector."""
+    vectors' dimension is not `d_model` or no word of the vocabulary has a vector. `unicode_errors`: the
+    reader's rule for words that are not UTF-8 (`nbcli.vectors.reader`; None: refused in text files)."""
     import torch
 
     from nbcli.transplant import MISSING, fill_missing
@@ -105,7 +106,7 @@ def vector_embedding(path: str | os.PathLike[str], tok: Tokenizer, d_model: int,
     if not wanted:
         raise ConfigError(f"--embedding-init pretrained:{path}: the tokenizer {tok.name} has no whole-word piece "
                           "to match the vectors by")
-    wv = read_vectors(path, vocabulary=wanted)
+    wv = read_vectors(path, vocabulary=wanted, unicode_errors=unicode_errors)
     if wv.dim != d_model:
         raise ConfigError(f"--embedding-init pretrained:{wv.path}: the vectors have dimension {wv.dim} but the "
                           f"model's d_model is {d_model} (set --d-model {wv.dim})")

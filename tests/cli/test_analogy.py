@@ -113,3 +113,26 @@ def test_vocabulary_file_keeps_only_its_words(tmp_path: Path) -> None:
     vocab.write_bytes(b"ok\n\xff\n")
     bad = run_nb("analogy", vectors, "--questions", q, "--vocabulary", vocab)
     assert_one_line_error(bad.stderr.decode(), f"{vocab}:2: invalid UTF-8")
+
+
+def test_unicode_errors_option_of_analogy_and_embedding_stats(tmp_path: Path) -> None:
+    """Words that are not UTF-8: one line with the count and the option (default), read with
+    --unicode-errors replace, and the report says how many and how (was: refused, no option)."""
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"w0 1 0\nw1 0 1\n\x97 1 1\nw3 2 1\n")
+    q = tmp_path / "q.txt"
+    q.write_text(": s\nw0 w1 w3 w0\n")
+    refused = invoke("analogy", vectors, "--questions", q)
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, f"{vectors}:3: invalid UTF-8 in the word at byte 0; 1 word(s)",
+                          "(--unicode-errors)")
+    read = invoke("analogy", vectors, "--questions", q, "--unicode-errors", "replace", "--json")
+    assert read.exit_code == 0, read.stderr
+    report = json.loads(read.stdout)
+    assert report["vectors"]["escaped_words"] == 1 and report["vectors"]["unicode_errors"] == "replace"
+    assert report["warnings"] == [f"{vectors}: 1 word(s) with invalid UTF-8, read with U+FFFD (unicode_errors "
+                                  "'replace')"]
+    stats = invoke("embedding-stats", vectors, "--vectors", "--unicode-errors", "ignore", "--json")
+    assert stats.exit_code == 0, stats.stderr
+    assert json.loads(stats.stdout)["vectors"]["rows"] == 4
+    assert invoke("embedding-stats", vectors, "--vectors").exit_code == 1

@@ -125,9 +125,13 @@ def test_bad_inputs_one_line_error_no_output(tmp_path: Path, sp_model: Path, cor
 
 
 def test_output_in_missing_directory(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    """The one output rule: missing folders are made; a file in the way is one line, nothing written."""
     proc = run_nb("count-unigrams", corpus, "-t", sp_model, "-o", tmp_path / "no" / "such" / "c.safetensors")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "no" / "such" / "c.safetensors").is_file()
+    proc = run_nb("count-unigrams", corpus, "-t", sp_model, "-o", corpus / "c.safetensors")
     assert proc.returncode == 1
-    assert_one_line_error(proc.stderr.decode(), "does not exist")
+    assert_one_line_error(proc.stderr.decode(), "is not a directory")
 
 
 def test_subprocess_bad_input_has_no_traceback(tmp_path: Path, sp_model: Path) -> None:

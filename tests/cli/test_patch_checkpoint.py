@@ -382,10 +382,14 @@ def test_sharded_in_place(tmp_path: Path) -> None:
 
 
 def test_missing_output_directory(tmp_path: Path) -> None:
+    """The one output rule: a file output's missing folders are made; a file in the way is one line."""
     src = save(tmp_path / "g.safetensors", gpt2_tensors())
     result = invoke("patch-checkpoint", src, "-o", tmp_path / "nope" / "o.safetensors", "--scale-ln-bias", "0.5")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "nope" / "o.safetensors").is_file()
+    result = invoke("patch-checkpoint", src, "-o", src / "o.safetensors", "--scale-ln-bias", "0.5")
     assert result.exit_code == 1
-    assert_one_line_error(result.stderr, "does not exist")
+    assert_one_line_error(result.stderr, "is not a directory")
 
 
 def test_no_operation_is_an_error(tmp_path: Path) -> None:

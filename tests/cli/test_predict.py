@@ -80,3 +80,14 @@ def test_eval_of_a_classifier_refuses_the_options_of_other_tasks(run, tmp_path) 
     result = invoke("eval", run / "run", "--corpus", run / "dev.tsv", "--beam", "3")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "--beam: not an option of --task classification")
+
+
+def test_translate_on_a_classifier_run_says_what_it_is(run) -> None:
+    """A classifier run has nb.format nb-classifier/1: the error says so and names the commands that read
+    it (was: "not an nb checkpoint (no nb.format metadata)")."""
+    (run / "in.de").write_text("the of\n")
+    result = invoke("translate", run / "run", "-i", run / "in.de", "-o", run / "out.en")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "a classifier or tagger run (nb.format nb-classifier/1", "nb predict",
+                          "nb eval --task classification|tagging")
+    assert "no nb.format metadata" not in result.stderr and not (run / "out.en").exists()

@@ -281,3 +281,18 @@ def test_labels_1_and_string_1_are_one_class(root, tmp_path) -> None:
                        "--json")
     assert evaluated.exit_code == 0, evaluated.stderr
     assert json.loads(evaluated.stdout)["examples"] == 8
+
+
+def test_errors_point_the_right_way(root, tmp_path) -> None:
+    """A missing --init says it is missing (was: "--tokenizer is needed ..."); a folder of plain text read
+    for fields names no --format, which nb train does not have."""
+    missing = invoke("train", "--task", "classification", "--init", tmp_path / "nonexistent-model", "--corpus",
+                     root / "train.jsonl", "--text-field", "sentence1", "--out", tmp_path / "out")
+    assert missing.exit_code == 1
+    assert_one_line_error(missing.stderr, f"--init {tmp_path / 'nonexistent-model'}: no such file, folder")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("the cat\n")
+    folder = invoke(*_args(root, tmp_path / "out", "--corpus", tmp_path / "texts"))
+    assert folder.exit_code == 1
+    assert_one_line_error(folder.stderr, "a.txt: plain text has no fields")
+    assert "--format" not in folder.stderr and not (tmp_path / "out").exists()

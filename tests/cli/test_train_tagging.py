@@ -131,3 +131,21 @@ def test_an_error_quoting_a_huge_token_is_one_bounded_line_through_real_nb(bert,
                           "characters cut")
     assert len(stderr.strip()) <= len("nb: error: ") + MAX_MESSAGE + 40
     assert not (tmp_path / "out").exists()
+
+
+def test_predict_tags_text_of_one_token_a_line(bert, tmp_path) -> None:
+    """Tagging new text needs no dummy tags: a CoNLL file of tokens alone is predicted (was: "1 column(s):
+    the token 'But' has no tag"); nb eval of that file still asks for the tags."""
+    train = tmp_path / "train.conll"
+    train.write_text("\n\n".join("\n".join(f"{w} {t}" for w, t in zip(tk, tg)) for tk, tg in tagged(8)) + "\n")
+    assert invoke(*_args(bert, train, tmp_path / "run")).exit_code == 0
+    new = tmp_path / "new.conll"
+    new.write_text("But\nthe\ncat\n\nof\nthe\n")
+    result = invoke("predict", tmp_path / "run", "--corpus", new, "-o", tmp_path / "tags.jsonl", "--json")
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in (tmp_path / "tags.jsonl").read_text().splitlines()]
+    assert [line["tokens"] for line in lines] == [["But", "the", "cat"], ["of", "the"]]
+    assert [len(line["tags"]) for line in lines] == [3, 2]
+    evaluated = invoke("eval", tmp_path / "run", "--task", "tagging", "--corpus", new)
+    assert evaluated.exit_code == 1
+    assert_one_line_error(evaluated.stderr, f"{new}:1: 1 column(s): the token 'But' has no tag")

@@ -265,3 +265,20 @@ def test_conllu_multiword_and_empty_node_lines_never_hide_the_numbering(tmp_path
         list(iter_conll([str(path)]))
     got = list(iter_conll([str(path)], token_column=1, tag_column=3))
     assert [(s.tokens, s.tags) for s in got] == [(tuple(t for t, _ in s), tuple(g for _, g in s)) for s in sentences]
+
+
+def test_text_to_tag_needs_no_tag_column(tmp_path: Path) -> None:
+    """Unlabelled (nb predict): one token a line is CoNLL; a tagged file gives its tokens alone; a
+    labelled read still refuses a file without tags, and a line of other columns is still refused."""
+    (tmp_path / "new.conll").write_text("But\nwhy\n\n-DOCSTART-\n\nEU\nrejects\n")
+    got = [(s.tokens, s.tags) for s in iter_sentences([str(tmp_path / "new.conll")], labelled=False)]
+    assert got == [(("But", "why"), ()), (("EU", "rejects"), ())]
+    (tmp_path / "tagged.conll").write_text("EU B-ORG\nrejects O\n")
+    assert [s.tokens for s in iter_sentences([str(tmp_path / "tagged.conll")], labelled=False)] == [("EU", "rejects")]
+    with pytest.raises(CorpusError, match=r"new\.conll:1: 1 column\(s\): the token 'But' has no tag"):
+        list(iter_sentences([str(tmp_path / "new.conll")]))
+    (tmp_path / "mixed.conll").write_text("EU\nrejects O\n")
+    with pytest.raises(CorpusError, match=r"mixed\.conll:2: 2 column\(s\), but the first token line"):
+        list(iter_sentences([str(tmp_path / "mixed.conll")], labelled=False))
+    with pytest.raises(CorpusError, match=r"new\.conll:1: 1 column\(s\), no column 2 \(the token\)"):
+        list(iter_sentences([str(tmp_path / "new.conll")], token_field=2, labelled=False))

@@ -105,3 +105,47 @@ def test_config_keeps_the_encoder_and_names_labels() -> None:
                                    "id2label": {"0": "LABEL_0"}}, "tagging", ["B-PER", "O"])
     assert config["architectures"] == ["RobertaForTokenClassification"] and config["hidden_size"] == 8
     assert config["id2label"] == {"0": "B-PER", "1": "O"} and config["label2id"] == {"B-PER": 0, "O": 1}
+
+
+def test_exported_tokenizer_truncates_where_nb_predict_does(tmp_path) -> None:
+    """tokenizer_config.json's model_max_length is the run's --max-len (was: the encoder's positions), so
+    AutoTokenizer(truncation=True) plus the exported model give nb predict's labels and probabilities on
+    lines longer than --max-len."""
+    from nbcli.tasks.inference import predict_file
+
+    folder = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.jsonl", pairs(16), "jsonl")
+    cfg = FinetuneConfig(data=DataSpec(text_field="sentence1", pair_field="sentence2", max_len=16), init=str(folder),
+                         steps=3, batch_size=8, lr=5e-3)
+    finetune(cfg, [str(train)], {}, tmp_path / "run")
+    export_classifier(tmp_path / "run", tmp_path / "hf")
+    rng = random.Random(3)
+    rows = [(" ".join(rng.choices(WORDS, k=rng.randint(10, 25))), " ".join(rng.choices(WORDS, k=rng.randint(3, 20))),
+             LABELS[0]) for _ in range(12)]
+    long = write_corpus(tmp_path / "long.jsonl", rows, "jsonl")
+    ours = predict_file(load_classifier(tmp_path / "run"), [str(long)])
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok.model_max_length == 16
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    batch = tok([r[0] for r in rows], [r[1] for r in rows], truncation=True, padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape[1] == 16
+    with torch.no_grad():
+        probs = torch.softmax(model(**batch).logits, dim=-1)
+    names = [model.config.id2label[i] for i in range(probs.shape[1])]
+    assert [names[i] for i in probs.argmax(-1).tolist()] == [p["label"] for p in ours]
+    assert torch.allclose(probs, torch.tensor([[p["probs"][n] for n in names] for p in ours]), atol=1e-4)
+
+
+def test_macro_f1_is_scikit_learns_default() -> None:
+    """A run of three labels scored on a file whose gold and predictions hold two: macro F1 over the labels
+    present, as f1_score(average="macro") (was: over all three, the absent one counting 0)."""
+    from sklearn.metrics import f1_score
+
+    from nbcli.tasks.classification import classification_metrics
+
+    gold, pred = [0, 0, 1, 1, 1, 0, 1], [0, 1, 1, 1, 0, 0, 1]
+    got = classification_metrics(gold, pred, 3)
+    assert got["f1"] == pytest.approx(f1_score(gold, pred, average="macro")) and got["f1_average"] == "macro"
+    pred3 = [0, 2, 1, 1, 0, 0, 1]
+    assert classification_metrics(gold, pred3, 3)["f1"] == pytest.approx(f1_score(gold, pred3, average="macro"))
+    assert classification_metrics(gold, pred, 2)["f1"] == pytest.approx(f1_score(gold, pred))

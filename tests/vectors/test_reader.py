@@ -153,3 +153,42 @@ def test_text_parser_round_trips(tmp_path: Path, words: list[str], d: int, heade
     wv = read_vectors(path)
     assert wv.words == words
     np.testing.assert_array_equal(wv.vectors, x)
+
+
+def test_unicode_errors_as_gensim_on_its_own_file() -> None:
+    """gensim's pang_lee_polarity_fasttext.vec holds 5 words that are not UTF-8 (one is the byte 0x97):
+    strict (the default) refuses it after the whole read, naming the line, the count and the choices;
+    replace and ignore read the words gensim's load_word2vec_format(unicode_errors=) reads (was: refused
+    at the first, no choice)."""
+    gensim = pytest.importorskip("gensim.models", reason="gensim is in the test extras (pyproject)")
+    import gensim.test.utils as gensim_data
+
+    path = gensim_data.datapath("pang_lee_polarity_fasttext.vec")
+    with pytest.raises(InputError) as err:
+        read_vectors(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:150: invalid UTF-8 in the word at byte 0; 5 word(s) of ") and "\n" not in message
+    assert "unicode_errors 'replace', 'ignore' or 'backslashreplace' (--unicode-errors)" in message
+    for rule in ("replace", "ignore"):
+        kv = gensim.KeyedVectors.load_word2vec_format(path, unicode_errors=rule)
+        wv = read_vectors(path, unicode_errors=rule)
+        assert wv.words == list(kv.index_to_key) and wv.escaped_words == 5 and wv.unicode_errors == rule
+        np.testing.assert_allclose(wv.vectors, kv.vectors, rtol=1e-6)
+
+
+def test_unicode_errors_counts_every_bad_word_and_binary_keeps_escaping(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"a 1 2\n\xff 1 2\nb 1 2\nc\xfe 1 2\n")
+    assert error_of(path) == (f"{path}:2: invalid UTF-8 in the word at byte 0; 2 word(s) of {path} are not UTF-8: "
+                              "read them with unicode_errors 'replace', 'ignore' or 'backslashreplace' "
+                              "(--unicode-errors), as gensim's load_word2vec_format(unicode_errors=) does")
+    assert read_vectors(path, unicode_errors="backslashreplace").words == ["a", "\\xff", "b", "c\\xfe"]
+    assert read_vectors(path, unicode_errors="ignore").words == ["a", "", "b", "c"]   # as gensim's "ignore"
+    with pytest.raises(ConfigError, match="--unicode-errors must be one of strict, replace, ignore"):
+        read_vectors(path, unicode_errors="surrogateescape")  # type: ignore[arg-type]
+    words, x = random_vectors(5, 4)
+    binary = tmp_path / "v.bin"
+    binary.write_bytes(to_bytes("word2vec-binary", words, x).replace("日本".encode(), "日本".encode()[:4] + b"!"))
+    assert read_vectors(binary).escaped_words == 1
+    with pytest.raises(InputError, match=r"v\.bin: record 5 \(byte \d+\): invalid UTF-8 in the word at byte 3; 1 "):
+        read_vectors(binary, unicode_errors="strict")
