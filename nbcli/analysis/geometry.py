@@ -90,14 +90,20 @@ class RowMoments:
         self.norm_sum += float(norms.sum())
         self.max_norm = max(self.max_norm, float(norms.max()))
         self.n += x.shape[0]
-        # W^T W (the partition function's directions, the uniform spectra): float32 products, each
-        # block's summed in float64 (half the time of float64 products; within 1e-7 of float64 on the
-        # known-spectrum test, tests/analysis/test_probe_precision.py)
-        shifted = x - self.shift.to(torch.float32)  # a new tensor: x may be the caller's W
-        self.gram += gram_block(shifted).to(torch.float64)
-        self.sum += shifted.sum(dim=0, dtype=torch.float64)
         if self.weights is None:
+            # W^T W (the partition function's directions, the uniform spectra) without a whitened view:
+            # float32 products, each block's summed in float64 (within 1e-7 of float64 on the
+            # known-spectrum test, tests/analysis/test_probe_precision.py)
+            shifted = x - self.shift.to(torch.float32)  # a new tensor: x may be the caller's W
+            self.gram += gram_block(shifted).to(torch.float64)
+            self.sum += shifted.sum(dim=0, dtype=torch.float64)
             return
+        # With counts, the whitened view transforms W^T W by Sigma^(-1/2): float64 products, as Sigma's
+        # (float32 ones put 1e-5 into the whitened scores and 1e-2 into the whitened partition ratio of
+        # an ill-conditioned Sigma, tests/analysis/test_zipfian.py's property test)
+        gram_rows = x.to(torch.float64).sub_(self.shift)
+        self.gram += gram_block(gram_rows)
+        self.sum += gram_rows.sum(dim=0)
         weight = self.weights[start:start + x.shape[0]]
         self.weight_total += float(weight.sum())
         self.weighted_norm_sum += float(weight @ norms)

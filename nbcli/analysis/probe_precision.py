@@ -27,14 +27,15 @@ from nbcli.errors import ConfigError
 STATISTICS: dict[str, tuple[str, str]] = {
     "frequency_direction.": ("<b_LN, w_i> float32 products; ranks and correlations float64", "abs 1e-6"),
     "isotropy.mean_cosine": ("row norms and sums float32 per block, summed in float64", "abs 1e-5"),
-    "isotropy.partition_ratio": ("directions: float64 eigenvectors of W^T W (float32 products summed in float64); "
-                                 "logits and exponentials float32, sums float64", "rel 1e-5"),
+    "isotropy.partition_ratio": ("directions: float64 eigenvectors of W^T W (float32 products summed in float64; "
+                                 "float64 products with counts); logits and exponentials float32, sums float64",
+                                 "rel 1e-5"),
     "zipfian.raw.sym1": ("row norms float32, sums float64", "abs 1e-6"),
-    "zipfian.raw.sym2": ("float64 eigenvalues of Sigma (float64 products) and of the uniform covariance "
-                         "(float32 products summed in float64)", "abs 1e-5"),
+    "zipfian.raw.sym2": ("float64 eigenvalues of Sigma and of the uniform covariance (float64 products: with "
+                         "counts W^T W is float64 too)", "abs 1e-5"),
     "zipfian.raw.mean_cosine": ("row norms and sums float32 per block, summed in float64", "abs 1e-4"),
     "zipfian.raw.partition_ratio": ("as isotropy.partition_ratio", "rel 1e-5"),
-    "zipfian.whitened.": ("Sigma^(-1/2) float64 from float64 products; whitened rows float32 products, "
+    "zipfian.whitened.": ("Sigma^(-1/2) and W^T W float64 from float64 products; whitened rows float32 products, "
                           "sums float64", "abs 1e-5"),
     "zipfian.whitened.partition_ratio": ("as zipfian.whitened; directions as isotropy.partition_ratio", "rel 1e-4"),
     "zipfian.frequency_direction.": ("raw rows as zipfian.raw, whitened rows as zipfian.whitened", "abs 1e-5"),

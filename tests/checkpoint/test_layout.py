@@ -87,10 +87,12 @@ def test_surgery_output_defaults_to_the_input_only_in_place(tmp_path: Path) -> N
 
 def test_surgery_output_checks_where_out_goes(tmp_path: Path) -> None:
     ckpt = open_checkpoint(save(tmp_path / "m.safetensors", gpt2_tensors()))
-    with pytest.raises(OutputError, match="missing"):
-        surgery_output(ckpt, tmp_path / "missing" / "o.safetensors")
+    surgery_output(ckpt, tmp_path / "missing" / "o.safetensors")  # one output rule: a missing folder is made
+    assert not (tmp_path / "missing").exists()                      # when the file is written, not before
     taken = tmp_path / "taken"
     taken.write_text("x")
+    with pytest.raises(OutputError, match="not a directory"):
+        surgery_output(ckpt, taken / "o.safetensors")
     sharded = open_checkpoint(save_sharded(tmp_path / "s", gpt2_tensors()))
     with pytest.raises(OutputError, match="not a directory"):
         surgery_output(sharded, taken)

@@ -157,8 +157,11 @@ def test_save_tensors_roundtrip(tmp_path: Path) -> None:
     assert read_header(path).metadata == {"nb.format": "nb-model/1"}
     with pytest.raises(ConfigError):
         write_safetensors(tmp_path / "x.safetensors", [("a", torch.zeros(1)), ("a", torch.zeros(1))])
+    save_tensors(tmp_path / "missing" / "x.safetensors", tensors)  # one output rule: missing folders are made
+    assert set(load_file(str(tmp_path / "missing" / "x.safetensors"))) == set(tensors)
+    (tmp_path / "file").write_text("x")
     with pytest.raises(OutputError):
-        save_tensors(tmp_path / "missing" / "x.safetensors", tensors)
+        save_tensors(tmp_path / "file" / "x.safetensors", tensors)
 
 
 def test_save_tensors_output_readable_by_reference_writer_format(tmp_path: Path) -> None:

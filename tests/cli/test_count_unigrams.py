@@ -155,6 +155,20 @@ def test_skip_bad_lines_and_utf8_warnings(tmp_path: Path, sp_model: Path) -> Non
     assert [f"warning: {w}" for w in report["warnings"]] == result.stderr.splitlines()  # the core's warnings
 
 
+def _wait_until_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 90.0) -> None:
+    """Until process `pid` has slept (state S, blocked on its input) for `quiet_s` seconds in a row:
+    it has imported, installed its handlers and consumed the input written so far."""
+    start = quiet_since = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        now = time.monotonic()
+        if state != "S":
+            quiet_since = now
+        elif now - quiet_since >= quiet_s and now - start >= 1.0:
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_leaves_no_output(tmp_path: Path, sp_model: Path, workers: str) -> None:
     """stdin stays open, so the count cannot finish before the interrupt arrives."""
@@ -164,7 +178,7 @@ def test_ctrl_c_leaves_no_output(tmp_path: Path, sp_model: Path, workers: str) -
     assert proc.stdin is not None
     proc.stdin.write(("\n".join(english_like_lines(2000, seed=2)) + "\n").encode())
     proc.stdin.flush()
-    time.sleep(3)
+    _wait_until_idle(proc.pid)  # started, read what there is and waits for more (a fixed sleep lost the race under load)
     proc.send_signal(signal.SIGINT)
     try:
         _, stderr = proc.communicate(timeout=60)

@@ -359,7 +359,7 @@ def option_cases() -> Iterator[Case]:
     table.append((("patch-checkpoint", "{CKPT}", "--scale-ln-bias", "0.5"), (), "-o"))
     table.append((("patch-checkpoint", "{CKPT}", "-o", "{DIR}/out.safetensors"), (), "no operation"))
     table.append((("quickstart", "-j", "-3"), (), "--workers"))
-    table.append((("quickstart", "-o", "{DIR}/missing-dir/out.safetensors"), (), "missing-dir"))
+    table.append((("quickstart", "-o", "{CORPUS}/out.safetensors"), (), "not a directory"))  # a file where a folder goes
     maps = ("attention-maps", "{DIR}", "-t", "{SP}", "--sentence", "a b.")
     table.append((maps, (), "no step-N.safetensors"))
     for option, values in {"--at": ("101%", "-1", "x", ""), "--metric": ("l2",), "-o": ("{DIR}/x.jpg",),
