@@ -232,6 +232,11 @@ def check_start(loss: float, vocab_size: int, cfg: TrainConfig, warn: Callable[[
     cause = (f" --rescale-w {cfg.rescale_w} scaled W to ||b||_2: the logits' noise then has about the rms of b "
              "(several nats) because the final hidden state has unit-variance coordinates; see README "
              "'--rescale-w'" if cfg.rescale_w else "")
+    if not cfg.rescale_w and cfg.tie_embeddings and cfg.embedding_init.startswith("pretrained:") \
+            and not cfg.embedding_standardise:
+        cause = (" The output layer is tied to the pretrained embedding, whose rows (norms of several units, against "
+                 "N(0, 0.02)'s 0.02 sqrt(d)) make the first logits large: add --untie-embeddings (the output layer "
+                 "its own W) or --embedding-standardise xavier (the vectors at Xavier's scale; paper 002 eq. 1).")
     warn(f"step-0 loss {loss:.2f} nats exceeds log V = {log_v:.2f} (a uniform guess) by more than {START_MARGIN} "
          f"nats: the initialisation starts worse than chance.{cause}")
 

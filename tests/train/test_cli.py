@@ -138,3 +138,26 @@ def test_word_vocabulary_with_glove_vectors_subprocess(tmp_path: Path, train_cor
     assert bad.returncode == 1
     assert_one_line_error(bad.stderr.decode(), "dimension 16", "d_model is 128")
     assert not (tmp_path / "bad").exists()
+
+
+def test_tied_word_vectors_warn_naming_the_fix(tmp_path: Path, train_corpus: Path) -> None:
+    """GloVe-sized vectors (norms of several units) in a tied output layer start far above log V: the
+    warning names --untie-embeddings and --embedding-standardise xavier, and each of them starts below it."""
+    import numpy as np
+
+    from tests.vectors.writers import write
+
+    vocab = sorted({w.lower() for w in train_corpus.read_text(encoding="utf-8").split()})
+    x = np.random.default_rng(2).normal(scale=1.5, size=(len(vocab), 16)).astype(np.float32)
+    vectors = write(tmp_path / "glove.16d.txt", "glove", vocab, x)
+    common = ["train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--steps", "1", "--d-model", "16",
+              "--n-head", "2", "--embedding-init", f"pretrained:{vectors}", "--json", *FAST]
+    tied = run_nb(*common, "--out", tmp_path / "tied")
+    assert tied.returncode == 0, tied.stderr.decode()
+    warnings = json.loads(tied.stdout)["warnings"]
+    assert any("exceeds log V" in w and "--untie-embeddings" in w and "--embedding-standardise xavier" in w
+               for w in warnings), warnings
+    for fix in (["--untie-embeddings"], ["--embedding-standardise", "xavier"]):
+        fixed = run_nb(*common, "--out", tmp_path / fix[0].strip("-"), *fix)
+        assert fixed.returncode == 0, fixed.stderr.decode()
+        assert not any("exceeds log V" in w for w in json.loads(fixed.stdout)["warnings"]), fix
