@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -180,6 +179,3 @@ def register(app: typer.Typer) -> None:
         train_app.command(name, cls=NbCommand, help=task.description or task.help, short_help=task.help,
                           epilog=epilog)(task_command(name))
     app.add_typer(train_app, name="train", help=GROUP_HELP, epilog=GROUP_EPILOG)
-
-
-__all__ = ["Path", "Optional", "register", "run_task", "task_command"]
