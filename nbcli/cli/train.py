@@ -35,29 +35,38 @@ class TrainGroup(NbGroup):
     or lm. An option that another task takes is refused in one line naming that task."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from nbcli.errors import ConfigError
         from nbcli.tasks.registry import task_names
 
-        args = list(args)
         names = task_names()
-        if args and args[0] not in names and not (args == ["--help"] or not args):
-            task = "lm"
-            for i, arg in enumerate(args):
-                if arg == "--task" and i + 1 < len(args):
-                    task = args[i + 1]
-                    del args[i:i + 2]
-                    break
-                if arg.startswith("--task="):
-                    task = arg.split("=", 1)[1]
-                    del args[i]
-                    break
-            args = [task, *args]
+        args = list(args)
+        if args and not args[0].startswith("-") and args[0] not in names:
+            raise ConfigError(f"no task {args[0]!r}; nb train knows {', '.join(names)}")
+        if args and args[0] not in names and args[0] not in ("--help", "-h"):
+            args = [*_task_from_option(args), *(a for i, a in enumerate(args) if not _is_task_option(args, i))]
         if args and args[0] in names:
             _refuse_other_tasks_options(args[0], args[1:])
-        elif args and args[0] not in ("--help",):
-            from nbcli.errors import ConfigError
-
+        elif args and args[0] not in ("--help", "-h"):
             raise ConfigError(f"no task {args[0]!r}; nb train knows {', '.join(names)}")
         return super().parse_args(ctx, args)
+
+
+def _is_task_option(args: list[str], i: int) -> bool:
+    """Whether args[i] is `--task`, its value, or `--task=VALUE` (the first one only)."""
+    first = next((j for j, a in enumerate(args) if a == "--task" or a.startswith("--task=")), None)
+    if first is None:
+        return False
+    return i == first or (args[first] == "--task" and i == first + 1)
+
+
+def _task_from_option(args: list[str]) -> list[str]:
+    """[TASK] from `--task TASK` / `--task=TASK` (the first), else ["lm"]."""
+    for i, arg in enumerate(args):
+        if arg == "--task" and i + 1 < len(args):
+            return [args[i + 1]]
+        if arg.startswith("--task="):
+            return [arg.split("=", 1)[1]]
+    return ["lm"]
 
 
 def _refuse_other_tasks_options(task: str, args: list[str]) -> None:

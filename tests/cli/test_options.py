@@ -25,9 +25,10 @@ COMMANDS = _leaves(typer.main.get_command(app).commands)
 # Same name, different meaning (a list of LAMBDAs vs one LAMBDA; train's own device/batch semantics;
 # --task: train trains lm|translation|classification|tagging, eval scores lm|translation|classification|tagging;
 # --tsv: count-unigrams' per-token table is an output the core commits beside the counts file, a Path;
-# --preset: each task of nb train has its own presets):
+# --preset: each task of nb train has its own presets; --beam/--lenpen: nb train translation's are the old
+# names of --valid-beam/--valid-lenpen, the validation search, not the decoding of translate/eval/export):
 DIFFERENT_MEANING = {"--scale-ln-bias", "--device", "--batch-size", "--out", "--tokenizer", "--task", "--tsv",
-                     "--preset"}
+                     "--preset", "--beam", "--lenpen"}
 
 
 def _declarations() -> dict[str, list[tuple[str, object]]]:
