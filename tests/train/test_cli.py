@@ -138,3 +138,15 @@ def test_word_vocabulary_with_glove_vectors_subprocess(tmp_path: Path, train_cor
     assert bad.returncode == 1
     assert_one_line_error(bad.stderr.decode(), "dimension 16", "d_model is 128")
     assert not (tmp_path / "bad").exists()
+
+
+def test_word_vocabulary_of_an_empty_corpus_names_the_file(tmp_path: Path) -> None:
+    """-t words:min-freq=K with a corpus that has no word K times: the one line names the corpus file (as
+    the translation and classification paths do), not only the -t spec."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = invoke("train", "--corpus", empty, "-t", "words:min-freq=2", "--out", tmp_path / "r", "--steps", "2",
+                    *FAST)
+    assert result.exit_code == 1, result.stderr
+    assert_one_line_error(result.stderr, str(empty), "words:min-freq=2")
+    assert not (tmp_path / "r").exists()
