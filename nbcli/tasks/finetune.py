@@ -310,10 +310,11 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
     (state saved) while the schedule follows the whole run; `resume` continues from the saved state.
     `on_step(step, record)` gets every log record."""
     from nbcli.train.rundir import removed_on_failure
+    from nbcli.train.runtime import process_group_closed
 
     out = Path(out)
     _check_out(out, resume, cfg, [*train_files, *valid.values()])
-    with removed_on_failure(out, resume):
+    with process_group_closed(), removed_on_failure(out, resume):
         return _finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
                          on_warning=on_warning)
 
