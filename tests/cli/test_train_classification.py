@@ -306,7 +306,7 @@ def test_epochs_not_finite_or_out_of_range_is_one_line(root, tmp_path, task: str
     if task == "classification":
         data = ["--corpus", root / "train.jsonl", "--text-field", "sentence1", "--text-pair-field", "sentence2"]
     else:
-        (tmp_path / "t.conll").write_text("the O\nof B-PER\n\nand O\nto O\n")
+        (tmp_path / "t.conll").write_text("the O\nof B-PER\n\nand O\nto O\n\n" * 3)  # 2 updates an epoch at batch 4
         data = ["--corpus", tmp_path / "t.conll"]
     result = invoke("train", task, "--init", root / "bert", *data, "--batch-size", "4", "--device", "cpu",
                     "--epochs", epochs, "--out", tmp_path / "out")
