@@ -19,7 +19,8 @@ eos_token_id, pad_token_id, num_beams / length_penalty: nb's decoding defaults, 
 SentencePiece models MarianTokenizer's files (source.spm, target.spm, vocab.json [+ target_vocab.json
 for separate vocabularies], tokenizer_config.json), which encode as nb does and append EOS; for
 tokenizer.json models the source tokenizer as tokenizer.json (+ target-tokenizer.json when the target's
-differs). All are written through the one safetensors writer in one commit (`write_model_folder`).
+differs). All are written through the one safetensors writer into a folder staged beside `out` and
+renamed into place as a whole (`write_model_folder`, `nbcli.atomic.staged_folder`).
 """
 
 from __future__ import annotations

@@ -271,3 +271,57 @@ def test_ctrl_c_while_a_temporary_is_made_removes_it(tmp_path: Path) -> None:
                             timeout=300)  # a loaded machine: imports alone have taken over a minute
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_staged_folder_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    """staged_folder: the files are written beside the target, which appears with all of them in one
+    rename (an empty directory is replaced); an error removes the staging folder; a target that holds
+    files is refused in one line, untouched."""
+    from nbcli.atomic import staged_folder, write_bytes_atomic
+    from nbcli.errors import OutputError
+
+    target = tmp_path / "hf"
+    with pytest.raises(RuntimeError):
+        with staged_folder(target) as staging:
+            write_bytes_atomic(staging / "a.json", b"{}")
+            raise RuntimeError("failed after the first file")
+    assert os.listdir(tmp_path) == []
+    target.mkdir()
+    with staged_folder(target) as staging:
+        assert staging.parent == tmp_path and staging.name.endswith(".nbtmp")
+        for name in ("a.json", "b.json"):
+            write_bytes_atomic(staging / name, name.encode())
+        assert os.listdir(target) == []  # nothing shows until the rename
+    assert sorted(os.listdir(target)) == ["a.json", "b.json"] and os.listdir(tmp_path) == ["hf"]
+    with pytest.raises(OutputError, match="not an empty directory"):
+        with staged_folder(target):
+            pass
+    assert sorted(os.listdir(target)) == ["a.json", "b.json"] and os.listdir(tmp_path) == ["hf"]
+
+
+def test_staged_folders_of_dead_processes_are_removed_and_old_leftovers_recovered(tmp_path: Path) -> None:
+    """What a killed nb export leaves: its staged folder (removed by the next run there, with a note; one
+    holding a sub-folder, which nb never makes, is left alone), and from nb before staged folders, a
+    target holding only a dead process's temporaries (removed: the folder is then empty and usable)."""
+    from nbcli.atomic import staged_folder, take_notes
+
+    pid = _dead_pid()
+    staged = tmp_path / _temp_of("hf", pid)
+    staged.mkdir()
+    (staged / "model.safetensors").write_bytes(b"partial")
+    (staged / _temp_of("config.json", pid)).write_bytes(b"{")
+    odd = tmp_path / _temp_of("other", pid)
+    (odd / "sub").mkdir(parents=True)
+    alive = tmp_path / _temp_of("mine", os.getppid())
+    alive.mkdir()
+    target = tmp_path / "hf"
+    target.mkdir()
+    (target / _temp_of("model.safetensors", pid)).write_bytes(b"partial")
+    take_notes()
+    with staged_folder(target) as staging:
+        (staging / "x").write_bytes(b"x")
+    notes = take_notes()
+    assert sorted(os.listdir(tmp_path)) == sorted(["hf", odd.name, alive.name])
+    assert os.listdir(target) == ["x"]
+    assert any("stale temporary folder" in note and staged.name in note for note in notes), notes
+    assert any("stale temporary file" in note and str(target) in note for note in notes), notes

@@ -30,6 +30,13 @@ index's sha256: recovery finds the commit made when the index on disk has those 
 finishes it (renames what is left, removes the retired files); otherwise it rolls it back (removes
 the new shards and temporaries), so the old index and its shards, never touched, stay the model.
 
+**A new folder** (`staged_folder`, `nb export`): a reader such as transformers loads a model and its
+tokenizer from several files, none of which names the others, so no order of renames makes them
+appear together. The folder is written under a temporary name beside its target (`.NAME.PID-TAG.nbtmp`,
+a directory; its files committed inside it as above) and renamed to the target, which must not exist
+or be an empty directory: that one rename is the commit point. Recovery removes the staged folder of a
+process that no longer runs (a rollback: the target stays absent or empty).
+
 Before anything is renamed, every target is checked again (its directory exists and is writable,
 it is not a directory): a target that cannot take its file fails the command with nothing renamed.
 
@@ -43,11 +50,11 @@ finishing or rolling back interrupted commits, removing stale temporaries).
 """
 
 from nbcli.atomic.checks import check_name_length, check_output_dir, name_max
-from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, start_writeback, take_committed,
+from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, staged_folder, start_writeback, take_committed,
                                  write_all_atomic, write_bytes_atomic, write_text_atomic)
 from nbcli.atomic.recovery import recover_directory, recover_journal_now, take_notes
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, temp_name
 
 __all__ = ["JOURNAL_PREFIX", "TEMP_SUFFIX", "OutputSet", "atomic_write", "check_name_length", "check_output_dir",
-           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "start_writeback", "take_committed", "take_notes",
+           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "staged_folder", "start_writeback", "take_committed", "take_notes",
            "temp_name", "write_all_atomic", "write_bytes_atomic", "write_text_atomic"]

@@ -5,7 +5,8 @@ write_*_atomic helpers built on it (see nbcli.atomic for the protocol).
 KILL; e.g. INT for Ctrl-C, STOP to pause it there) the N-th time (default 1st) it reaches POINT:
 `temp-created` (the temporary exists on disk, not yet recorded for removal), `before-commit`, `journal-written`, `mid-commit` (after the first rename),
 `renamed` (after each rename, N counts them), `index-renamed` (the commit point), `retired` (after
-each removal of a replaced file), `after-commit` (all renamed, journal not yet removed).
+each removal of a replaced file), `after-commit` (all renamed, journal not yet removed),
+`folder-renamed` (a new folder's staged copy renamed into place: `staged_folder`'s commit point).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nbcli.atomic.checks import check_output_dir, name_max
-from nbcli.atomic.recovery import shards_named_by, removable_shard, index_sha256, recover_directory, recover_journal_now
+from nbcli.atomic.recovery import (index_sha256, recover_directory, recover_journal_now, remove_staged_folder,
+                                   removable_shard, shards_named_by)
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, fsync_dir, pid_tag, temp_name
 from nbcli.errors import OutputError
 
@@ -317,6 +319,64 @@ class OutputSet:
         self.discard()
         if isinstance(exc, OSError):  # a write failed: full disk, file-size limit, I/O error
             raise OutputError(_os_error_message(last, exc)) from None
+
+
+def _folder_error(folder: Path) -> OutputError:
+    return OutputError(f"{folder}: exists and is not an empty directory; choose a new output folder")
+
+
+@contextlib.contextmanager
+def staged_folder(folder: Path | str) -> Iterator[Path]:
+    """A new folder that every reader sees absent (or empty) or complete, never in between.
+
+    Yields a staging folder `.NAME.PID-TAG.nbtmp` beside `folder` (made here; write the files into
+    it, with OutputSet); leaving the block without an exception renames it to `folder` (which must
+    not exist or be an empty directory; a symbolic link to one stands for the folder it names): that
+    one rename is the commit point, for nb and for any other reader (transformers loads a model and
+    its tokenizer from several files, which a per-file commit cannot make appear together).
+    With an exception, or a Ctrl-C before the rename, the staging folder is removed. A crash leaves
+    the target as it was and the staging folder of a process that no longer runs, which the next nb
+    run in the parent folder removes (`recover_directory`): the commit is rolled back, so that a
+    plain rerun writes the folder. Leftovers of a per-file commit into `folder` itself (nb before
+    the staged folder) are recovered too before `folder` is checked."""
+    folder = Path(folder)
+    check_output_dir(folder)
+    target = folder.resolve()
+    parent = target.parent
+    recover_directory(parent)  # the staged folders of killed exports, the temporaries of dead processes
+    if target.is_dir():
+        recover_directory(target)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise _folder_error(folder)
+    with sigint_held(deliver=True):  # a Ctrl-C lands once the staging folder is ours to remove
+        for _attempt in range(100):
+            staging = parent / temp_name(target.name, name_max(parent))
+            try:
+                staging.mkdir()
+                break
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise OutputError(f"{folder}: cannot create output directory: {err.strerror}") from None
+        else:  # pragma: no cover - 100 collisions of a random tag
+            raise OutputError(f"{folder}: cannot create a temporary folder beside it")
+    try:
+        yield staging
+        fsync_dir(staging)
+        with sigint_held(deliver=False):  # the rename is the commit: once decided, see it through
+            try:
+                os.rename(staging, target)  # atomic; replaces an empty directory, refuses any other
+            except OSError as err:
+                if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                    raise _folder_error(folder) from None  # filled (or made a file) meanwhile
+                raise OutputError(f"{folder}: cannot rename the new folder into place: {err.strerror}") from None
+            _fault("folder-renamed")
+            fsync_dir(parent)
+            _committed.append(folder)
+    except BaseException:
+        with sigint_held(deliver=True):
+            remove_staged_folder(staging)
+        raise
 
 
 @contextlib.contextmanager

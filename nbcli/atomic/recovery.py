@@ -152,18 +152,48 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
             notes.append(f"{directory}: rolled back an interrupted commit left by nb process {match['pid']} "
                          f"before its index was renamed ({done} new file(s) removed); the previous files stay: "
                          + ", ".join(target.name for _tmp, target in pairs))
-    stale = []
+    stale, staged = [], []
     for name in names:
         match = TEMP_RE.match(name)
         if match and owned_by_dead_process(match):
+            path = directory / name
+            if path.is_dir() and not path.is_symlink():  # a new folder, staged (never renamed into place)
+                if remove_staged_folder(path):
+                    staged.append(name)
+                continue
             with contextlib.suppress(OSError):  # gone meanwhile, or a folder nb may only read
-                (directory / name).unlink()
+                path.unlink()
                 stale.append(name)
     if stale:
         notes.append(f"{directory}: removed {len(stale)} stale temporary file(s) of interrupted nb runs: "
                      + ", ".join(stale))
+    if staged:
+        notes.append(f"{directory}: removed {len(staged)} stale temporary folder(s) of interrupted nb runs "
+                     "(new output folders never renamed into place; the commit is rolled back): " + ", ".join(staged))
     _notes.extend(notes)
     return notes
+
+
+def remove_staged_folder(folder: Path) -> bool:
+    """Remove a staged output folder (`staged_folder`) and the files in it; one holding anything but
+    files (a folder nb never makes there) is left alone. Whether it is gone."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if any(entry.is_dir(follow_symlinks=False) for entry in entries):
+        return False
+    try:
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+        folder.rmdir()
+    except OSError:
+        return False
+    fsync_dir(folder.parent)
+    return True
 
 
 def recover_journal_now(journal: Path) -> None:

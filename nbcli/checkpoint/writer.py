@@ -21,7 +21,8 @@ Public API (stable; used by patch-checkpoint, train and transplant):
         are written into the byte ranges kept for them (the rest of them copied from the source).
         This lets the caller compute them (e.g. in a thread) while the bulk copy runs.
     write_model_folder(directory, tensors, metadata, extra_files) -> list[Path]
-        A new model folder (model.safetensors + config/tokenizer files), one commit (`nb export`).
+        A new model folder (model.safetensors + config/tokenizer files), staged beside it and renamed
+        into place as a whole (`nb export`): absent or complete for every reader.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from nbcli.atomic import OutputSet, atomic_write, check_output_dir, sigint_held, start_writeback
+from nbcli.atomic import OutputSet, atomic_write, sigint_held, staged_folder, start_writeback
 from nbcli.checkpoint.edits import Held, TensorData, WritePlan, checked_edits, plan_sharded, plan_single, stored
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code
 from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
@@ -263,15 +264,16 @@ def write_model_folder(directory: Path | str, tensors: Mapping[str, torch.Tensor
                        extra_files: Mapping[str, Path | bytes], weights_name: str = "model.safetensors",
                        ) -> list[Path]:
     """A new model folder: DIR/`weights_name` (the tensors) and the extra files (file name -> source
-    path or bytes: config.json, tokenizer files), all renamed into place together or none (DIR is
-    created; it must not exist or be an empty directory). Returns the written paths. `nb export`."""
+    path or bytes: config.json, tokenizer files), written into a staged folder beside DIR that is
+    renamed to DIR once all are complete (`atomic.staged_folder`): every reader (transformers' model
+    and tokenizer loaders too) sees no folder or the complete one. DIR must not exist or be an empty
+    directory; what a killed export left is recovered first. Returns the written paths. `nb export`."""
     directory = Path(directory)
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise OutputError(f"{directory}: exists and is not an empty directory; choose a new output folder")
-    check_output_dir(directory)
-    plan = WritePlan(files=[(directory / weights_name, list(tensors.items()), dict(metadata))],
-                     extra=[(directory / name, content) for name, content in extra_files.items()])
-    return _execute(plan, directory, None, None, None, {})
+    with staged_folder(directory) as staging:
+        plan = WritePlan(files=[(staging / weights_name, list(tensors.items()), dict(metadata))],
+                         extra=[(staging / name, content) for name, content in extra_files.items()])
+        written = _execute(plan, None, None, None, None, {})
+    return [directory / path.name for path in written]
 
 
 def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, torch.Tensor] | None = None,

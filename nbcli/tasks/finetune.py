@@ -49,6 +49,7 @@ from nbcli.tasks.data import (
 from nbcli.tasks.inference import (FORMAT, evaluate_classifier, load_classifier, model_outputs, predict_file,
                                    predict_report, prediction_metrics, predictions)
 from nbcli.tasks.labels import Batch, LabelSet
+from nbcli.tasks.options import MAX_STEPS
 from nbcli.tokenizers.words import is_words_spec
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
                   (0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
+                  (math.isfinite(self.epochs) and self.epochs <= MAX_STEPS,
+                   f"--epochs {self.epochs}: must be a finite number of at most {MAX_STEPS:,} epochs"),
                   (self.epochs > 0 or self.steps > 0, "--epochs or --steps must be > 0"),
                   (self.pooling in ("first", "mean"), "--pooling must be first or mean"),
                   (self.positions in ("learned", "sinusoidal", "none"), "--positions must be learned, sinusoidal or none"),
@@ -307,10 +310,11 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
     (state saved) while the schedule follows the whole run; `resume` continues from the saved state.
     `on_step(step, record)` gets every log record."""
     from nbcli.train.rundir import removed_on_failure
+    from nbcli.train.runtime import process_group_closed
 
     out = Path(out)
     _check_out(out, resume, cfg, [*train_files, *valid.values()])
-    with removed_on_failure(out, resume):
+    with process_group_closed(), removed_on_failure(out, resume):
         return _finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
                          on_warning=on_warning)
 
@@ -339,6 +343,9 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
             for name, path in valid.items()}
     per_epoch = math.ceil(len(train.items) / cfg.batch_size)
     total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
+    if total > MAX_STEPS:
+        raise ConfigError(f"--epochs {cfg.epochs} of {per_epoch} updates each: {total} updates, more than the "
+                          f"{MAX_STEPS:,} nb allows; give fewer --epochs or --steps")
     eval_every = cfg.eval_every or per_epoch
     tcfg = train_config(cfg, total, eval_every)
     rt = setup_runtime(tcfg)

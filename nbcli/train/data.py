@@ -22,7 +22,7 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,7 @@ from nbcli.corpus import ReadStats, iter_documents
 from nbcli.errors import ConfigError, CorpusError
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
+from nbcli.tokenizers.words import NamedTexts, files_of
 from nbcli.train.runtime import to_device
 
 ENCODE_BATCH = 2048
@@ -72,10 +73,14 @@ def held_out(n: int, val_fraction: float) -> bool:
     return n % every == every - 1
 
 
-def training_documents(inputs: list[str], val_fraction: float) -> Iterator[str]:
+def training_documents(inputs: list[str], val_fraction: float) -> NamedTexts:
     """The documents `tokenize_corpus` trains on (the held-out ones skipped), read by the one corpus
-    reader: what `-t words:min-freq=K` counts (nbcli.tokenizers.words)."""
-    return (text for n, text in enumerate(iter_documents(inputs)) if not held_out(n, val_fraction))
+    reader: what `-t words:min-freq=K` counts (nbcli.tokenizers.words). They name their files
+    (`NamedTexts`: a vocabulary they cannot make is an error naming the corpus)."""
+    from nbcli.corpus.sources import corpus_files
+
+    return NamedTexts((text for n, text in enumerate(iter_documents(inputs)) if not held_out(n, val_fraction)),
+                      files_of(corpus_files(inputs) or inputs))
 
 
 def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val_fraction: float,

@@ -43,8 +43,8 @@ from nbcli.train.init import build_model, check_pretrained_vocab, check_start, m
 from nbcli.train.rundir import (check_run_directory, create_run_directory, removed_on_failure, write_run_files,
                                 write_run_tokenizer, write_summary)
 from nbcli.train.runs import area_under_curve, read_log_records
-from nbcli.train.runtime import (Runtime, model_flops_utilisation, on_main_rank, peak_flops, setup_runtime, synchronize,
-                                 wrap_model)
+from nbcli.train.runtime import (Runtime, model_flops_utilisation, on_main_rank, peak_flops, process_group_closed,
+                                 setup_runtime, synchronize, wrap_model)
 from nbcli.train.state import checkpoint_metadata, resume_state, save_checkpoint, save_model
 from nbcli.train.step import (Forward, count_labels, evaluate, learning_rate, lm_forward, make_optimizer,
                               micro_batches, optimizer_step, set_learning_rate, step0_alpha)
@@ -105,7 +105,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
     removes what it created in `out` (and `out` itself if it made it), so the same command can
     simply be run again; once a state is saved, the run directory stays and `--resume` continues."""
     out = Path(out)
-    with removed_on_failure(out, resume):
+    with process_group_closed(), removed_on_failure(out, resume):
         return _train(cfg, corpus, tokenizer_path, out, resume=resume, stop_at=stop_at, on_step=on_step,
                       on_bytes=on_bytes, on_warning=on_warning, allow_vocab_mismatch=allow_vocab_mismatch)
 

@@ -145,31 +145,53 @@ def test_init_given_as_a_local_path_prints_no_hub_note(tmp_path: Path, monkeypat
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_a_translation_run_destroys_its_process_group_when_it_ends(tmp_path: Path, parallel_corpus: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     fails: bool) -> None:
-    """Every DDP path ends by destroying its process group (success, error), not at interpreter exit,
-    where gloo can abort the rank with SIGABRT. The group here is a stand-in recording the calls."""
+@pytest.mark.parametrize("task", ["translation", "lm", "classification"])
+def test_a_training_run_destroys_its_process_group_when_it_ends(tmp_path: Path, parallel_corpus: Path,
+                                                                monkeypatch: pytest.MonkeyPatch, task: str,
+                                                                fails: bool) -> None:
+    """Every DDP path (translation, the LM, fine-tuning) ends by destroying its process group (success,
+    error), not at interpreter exit, where gloo can abort the rank with SIGABRT. The group here is a
+    stand-in recording the calls."""
     import torch.distributed as dist
 
     from nbcli.errors import NbError
-    from nbcli.tasks.translation import build_translation_config, train_translation
 
     alive = [True]
     destroyed: list[bool] = []
     monkeypatch.setattr(dist, "is_initialized", lambda: alive[0])
     monkeypatch.setattr(dist, "destroy_process_group", lambda *a, **k: (destroyed.append(True), alive.clear(),
                                                                         alive.append(False)))
-    cfg = build_translation_config("tiny", dict(src_lang="de", tgt_lang="en", d_ff=32, eval_sentences=4),
-                                   d_model=16, steps=1, eval_every=1, eval_batches=1, batch_size=8)
     corpus = [str(parallel_corpus / ("absent" if fails else "train"))]
+    if task == "translation":
+        from nbcli.tasks.translation import build_translation_config, train_translation
+
+        cfg = build_translation_config("tiny", dict(src_lang="de", tgt_lang="en", d_ff=32, eval_sentences=4),
+                                       d_model=16, steps=1, eval_every=1, eval_batches=1, batch_size=8)
+        run = lambda: train_translation(cfg, corpus, parallel_corpus / "joint.model",  # noqa: E731
+                                        parallel_corpus / "joint.model", tmp_path / "run",
+                                        valid=None if fails else [str(parallel_corpus / "valid")])
+    elif task == "lm":
+        from nbcli.train.config import build_config
+        from nbcli.train.loop import train
+
+        cfg = build_config("tiny", steps=1, eval_every=1, eval_batches=1, batch_size=2, seq_len=16, d_model=16,
+                           n_head=2, device="cpu")
+        run = lambda: train(cfg, [c + ".en" for c in corpus], parallel_corpus / "joint.model",  # noqa: E731
+                            tmp_path / "run")
+    else:
+        from nbcli.tasks.data import DataSpec
+        from nbcli.tasks.finetune import FinetuneConfig, finetune
+
+        (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "the cat sat\tpos\na dog ran\tneg\n" * 4)
+        cfg = FinetuneConfig(data=DataSpec(max_len=16), tokenizer="words:min-freq=1", steps=1, batch_size=2, d_model=16,
+                             n_head=2)
+        run = lambda: finetune(cfg, [str(tmp_path / ("absent.tsv" if fails else "train.tsv"))], {},  # noqa: E731
+                               tmp_path / "run")
     if fails:
         with pytest.raises(NbError):
-            train_translation(cfg, corpus, parallel_corpus / "joint.model", parallel_corpus / "joint.model",
-                              tmp_path / "run")
+            run()
     else:
-        train_translation(cfg, corpus, parallel_corpus / "joint.model", parallel_corpus / "joint.model",
-                          tmp_path / "run", valid=[str(parallel_corpus / "valid")])
+        run()
     assert destroyed == [True]
 
 

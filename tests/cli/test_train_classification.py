@@ -296,3 +296,20 @@ def test_errors_point_the_right_way(root, tmp_path) -> None:
     assert folder.exit_code == 1
     assert_one_line_error(folder.stderr, "a.txt: plain text has no fields")
     assert "--format" not in folder.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+@pytest.mark.parametrize("epochs", ["inf", "-inf", "nan", "1e300", "1e13", "1e12"])
+def test_epochs_not_finite_or_out_of_range_is_one_line(root, tmp_path, task: str, epochs: str) -> None:
+    """--epochs inf was an OverflowError from math.ceil; 1e300 a run of 10^300 updates; 1e12 epochs of
+    several updates each more updates than any other option allows: one line, exit 1."""
+    if task == "classification":
+        data = ["--corpus", root / "train.jsonl", "--text-field", "sentence1", "--text-pair-field", "sentence2"]
+    else:
+        (tmp_path / "t.conll").write_text("the O\nof B-PER\n\nand O\nto O\n\n" * 3)  # 2 updates an epoch at batch 4
+        data = ["--corpus", tmp_path / "t.conll"]
+    result = invoke("train", task, "--init", root / "bert", *data, "--batch-size", "4", "--device", "cpu",
+                    "--epochs", epochs, "--out", tmp_path / "out")
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert_one_line_error(result.stderr, "--epochs")
+    assert not (tmp_path / "out").exists()

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,25 @@ def _wait_stopped(proc: subprocess.Popen[str], timeout: float = 120) -> bool:
     raise AssertionError("nb neither paused nor ended")
 
 
+def pause_then_kill(args: list, env: dict[str, str], point: str, check: Callable[[], bool], what: str) -> None:
+    """Run `args` (nb with NB_FAULT_INJECT=...:STOP in `env`) in its own session until it stops at
+    `point`, assert `check()` there, then kill it (a crash right there); no process may be left."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        assert _wait_stopped(proc), f"nb ended without reaching {point}: {proc.communicate()[1]}"
+        assert check(), f"paused at {point}: {what}"
+        proc.kill()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    assert_no_process_left(proc.pid)
+
+
 def _nb_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".nbtmp") or p.name.startswith(".nb-commit."))
 
@@ -94,20 +114,8 @@ def test_transformers_sees_the_old_or_the_new_model_at_every_step(tmp_path: Path
     touched = {weight_map["transformer.wte.weight"], weight_map["transformer.ln_f.bias"]}
     untouched = {name: (folder / name).stat().st_ino for name in set(weight_map.values()) - touched}
     env = {**os.environ, "NB_FAULT_INJECT": f"{point}:STOP" if ":" in point else f"{point}:1:STOP"}
-    proc = subprocess.Popen(["nb", "patch-checkpoint", folder, "--in-place", *SURGERY], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        assert _wait_stopped(proc), f"nb ended without reaching {point}: {proc.communicate()[1]}"
-        assert torch.equal(_logits(folder), expected), f"paused at {point}: a reader sees a mix"
-        proc.kill()  # a crash right there
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
-    assert_no_process_left(proc.pid)
+    pause_then_kill(["nb", "patch-checkpoint", folder, "--in-place", *SURGERY], env, point,
+                    lambda: torch.equal(_logits(folder), expected), "a reader sees a mix")
     assert torch.equal(_logits(folder), expected), f"killed at {point}, before any nb run"
     assert _nb_files(folder), "the kill left nothing to recover"
     inspected = subprocess.run(["nb", "inspect", folder, "--json"], capture_output=True, text=True, timeout=120)

@@ -161,3 +161,15 @@ def test_tied_word_vectors_warn_naming_the_fix(tmp_path: Path, train_corpus: Pat
         fixed = run_nb(*common, "--out", tmp_path / fix[0].strip("-"), *fix)
         assert fixed.returncode == 0, fixed.stderr.decode()
         assert not any("exceeds log V" in w for w in json.loads(fixed.stdout)["warnings"]), fix
+
+
+def test_word_vocabulary_of_an_empty_corpus_names_the_file(tmp_path: Path) -> None:
+    """-t words:min-freq=K with a corpus that has no word K times: the one line names the corpus file (as
+    the translation and classification paths do), not only the -t spec."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = invoke("train", "--corpus", empty, "-t", "words:min-freq=2", "--out", tmp_path / "r", "--steps", "2",
+                    *FAST)
+    assert result.exit_code == 1, result.stderr
+    assert_one_line_error(result.stderr, str(empty), "words:min-freq=2")
+    assert not (tmp_path / "r").exists()
