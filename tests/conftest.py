@@ -78,14 +78,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
-@pytest.fixture(autouse=True)
-def _signal_handlers_restored() -> Iterator[None]:
-    """Every test leaves SIGINT's and SIGTERM's handlers as it found them (a test that interrupts nb in
-    process must not change how a later test in the same xdist worker sees Ctrl-C)."""
-    import signal
+_PREVIOUS_TEST: list[str] = [""]
 
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test starts with Ctrl-C as a fresh process has it (SIGINT's Python handler, SIGINT and
+    SIGTERM unblocked) and leaves the handlers as it found them: `nb` subprocesses inherit a blocked
+    or ignored SIGINT, and a Ctrl-C test must not depend on what ran before it in its xdist worker.
+    A state found changed is reported as a warning naming the test before (to find who changed it)."""
+    import signal
+    import warnings
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if signal.SIGINT in blocked or signal.SIGTERM in blocked or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        warnings.warn(f"SIGINT/SIGTERM found blocked or handled otherwise ({signal.getsignal(signal.SIGINT)!r}) after "
+                      f"{_PREVIOUS_TEST[0] or 'start-up'}; reset")
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     yield
+    _PREVIOUS_TEST[0] = request.node.nodeid
     for sig, handler in saved.items():
         if signal.getsignal(sig) is not handler and handler is not None:
             signal.signal(sig, handler)
