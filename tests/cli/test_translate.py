@@ -113,9 +113,20 @@ def test_eval_task_translation_decodes_with_the_run(tmp_path: Path, translation_
     assert_one_line_error(result.stderr, "--beam and --lenpen decode with a model")
 
 
-def test_lm_commands_refuse_a_translation_checkpoint(translation_run: Path, parallel_corpus: Path) -> None:
+def test_lm_commands_refuse_a_translation_checkpoint(translation_run: Path, parallel_corpus: Path,
+                                                     tmp_path: Path) -> None:
+    # in its run directory, nb eval knows the task: an LM option is refused naming it, as is --task lm
     result = invoke("eval", translation_run / "best.safetensors", "--corpus", parallel_corpus / "valid.de", "-t",
                     parallel_corpus / "joint.model")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--tokenizer: not an option of --task translation")
+    result = invoke("eval", translation_run / "best.safetensors", "--task", "lm", "--corpus", parallel_corpus / "valid.de")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--task lm:", "nb train translation")
+    # a lone copy (no run directory): the LM reader refuses it, naming nb translate
+    lone = tmp_path / "mt.safetensors"
+    shutil.copy(translation_run / "best.safetensors", lone)
+    result = invoke("eval", lone, "--corpus", parallel_corpus / "valid.de", "-t", parallel_corpus / "joint.model")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "translation (encoder-decoder) checkpoint", "nb translate")
     probe = invoke("probe-bias", translation_run / "best.safetensors", "-c", translation_run / "counts.safetensors",
