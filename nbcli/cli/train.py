@@ -74,7 +74,7 @@ def _refuse_other_tasks_options(task: str, args: list[str]) -> None:
     from nbcli.errors import ConfigError
     from nbcli.tasks.registry import get_task, option_owners
 
-    own = {f for o in get_task(task).options() for spec in (o.opt.flags or (o.flag,)) for f in spec.split("/")}
+    own = {flag for o in get_task(task).options() for flag in o.typed_flags}
     owners = option_owners()
     for arg in args:
         if arg == "--":

@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
-from nbcli.tasks.options import option
-from nbcli.train.options import RunOptions
+from nbcli.tasks.options import MAX_STEPS, option
+from nbcli.tasks.common_options import RunOptions
 
 
 @dataclass
 class FinetuneRunOptions(RunOptions):
     """RunOptions as fine-tuning words them (epochs decide the updates, one evaluation per epoch)."""
 
-    steps: Optional[int] = option(None, "--steps", min=1, max=10**12, help=(
+    steps: Optional[int] = option(None, "--steps", min=1, max=MAX_STEPS, help=(
         "Optimizer updates (default: --epochs decides)."))
-    eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=10**12, help=(
+    eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(
         "Evaluate every K steps and at the end (default: once per epoch)."))
     dropout: Optional[float] = option(None, "--dropout", metavar="P", help="Dropout probability (default 0.1).")
 

@@ -10,7 +10,7 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import option
-from nbcli.train.options import GuidanceOptions, OutputLayerOptions, RunOptions, common_config
+from nbcli.tasks.common_options import GuidanceOptions, OutputLayerOptions, RunOptions, common_config
 
 
 @dataclass

@@ -74,6 +74,11 @@ class Declared:
     def required(self) -> bool:
         return self.default is REQUIRED
 
+    @property
+    def typed_flags(self) -> set[str]:
+        """Every way to type it: each flag, and both halves of an on/off pair (`--scale-embedding/--no-...`)."""
+        return {f for spec in (self.opt.flags or (self.flag,)) for f in spec.split("/")}
+
 
 def declared(groups: Iterable[type]) -> list[Declared]:
     """The options of the dataclasses `groups`, in order; a name declared twice is a bug (ValueError)."""

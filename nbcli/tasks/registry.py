@@ -66,6 +66,6 @@ def option_owners() -> dict[str, list[str]]:
     owners: dict[str, list[str]] = {}
     for name in BUILTIN:
         for opt in get_task(name).options():
-            for flag in {f for spec in (opt.opt.flags or (opt.flag,)) for f in spec.split("/")}:
+            for flag in opt.typed_flags:
                 owners.setdefault(flag, []).append(name)
     return owners

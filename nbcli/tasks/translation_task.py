@@ -13,7 +13,7 @@ from nbcli.errors import ConfigError
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
-from nbcli.train.options import TOKENIZER_HELP, GuidanceOptions, OutputLayerOptions, RunOptions
+from nbcli.tasks.common_options import TOKENIZER_HELP, GuidanceOptions, OutputLayerOptions, RunOptions
 
 
 @dataclass
@@ -116,7 +116,7 @@ class TranslationTask(Task):
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.translation import build_translation_config, train_translation
         from nbcli.train.guidance import parse_patterns
-        from nbcli.train.options import common_config
+        from nbcli.tasks.common_options import common_config
 
         v = values
         if v["src_lang"] is None or v["tgt_lang"] is None:
