@@ -357,7 +357,7 @@ def summarise(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def run_arm(name: str, corpus: str, tokenizer: str, seed: int, steps: int, workdir: Path, eval_every: int,
             eval_batches: int, preset: str = "tiny", **options: Any) -> dict[str, Any]:
     from nbcli.train.config import build_config
-    from nbcli.train.loop import train
+    from nbcli.tasks.language_model import train
     from nbcli.train.rundir import read_log
 
     cfg = build_config(preset, steps=steps, seed=seed, eval_every=eval_every, eval_batches=eval_batches,

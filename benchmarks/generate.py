@@ -44,7 +44,7 @@ def log(msg: str) -> None:
 
 def train_model(sample: Path, tokenizer: Path, steps: int, batch: int, cache: Path) -> tuple[Path, dict[str, Any]]:
     from nbcli.train.config import build_config
-    from nbcli.train.loop import train
+    from nbcli.tasks.language_model import train
 
     out = cache / f"generate-model-small-T320-b{batch}-s{steps}"
     ckpt = out / f"step-{steps}.safetensors"

@@ -15,7 +15,7 @@ gpu_baselines.py.
 
 1. train_lm (230 s): `nb train --preset gpt2-124m` (12 x 768, T = 1024, batch 16, bf16, --compile) on
    a random-word corpus over a 50,257-word WordLevel tokenizer.json (no download), through
-   `nbcli.train.loop.train`, the function `nb train` calls: tokens/s and MFU of its own log records
+   `nbcli.tasks.language_model.train`, the function `nb train lm` calls: tokens/s and MFU of its own log records
    (median over the updates after the first WARM ones: compilation excluded), peak CUDA memory; then,
    in the same process, a nanoGPT-equivalent loop (`NanoGPT`: nanoGPT's model.py layout, vocab
    padded to 50,304, loss inside the compiled forward, fused AdamW, bf16 autocast, grad clip 1, one

@@ -288,7 +288,7 @@ def nb_train_run(cfg: Any, corpus: Path, tokenizer: Path, out: Path, warm: int) 
 
     import torch
 
-    from nbcli.train.loop import train
+    from nbcli.tasks.language_model import train
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

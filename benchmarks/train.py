@@ -63,7 +63,7 @@ from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER  # noqa: E402
 from nbcli.train.config import build_config  # noqa: E402
 from nbcli.tokenizers import load_tokenizer  # noqa: E402
 from nbcli.train.data import tokenize_corpus  # noqa: E402
-from nbcli.train.loop import train  # noqa: E402
+from nbcli.tasks.language_model import train  # noqa: E402
 from nbcli.train.rundir import read_log  # noqa: E402
 
 

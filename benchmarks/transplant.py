@@ -31,7 +31,7 @@ from common import (CACHE, OUT, VAL_FRACTION, load_average, log, machine, real_s
                     real_tokenizer, run_arm, summarise, tokenizer_lines, write_json)
 
 from nbcli.train.config import build_config  # noqa: E402
-from nbcli.train.loop import train  # noqa: E402
+from nbcli.tasks.language_model import train  # noqa: E402
 from nbcli.transplant import transplant  # noqa: E402
 
 

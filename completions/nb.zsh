@@ -412,6 +412,8 @@ _nb() {
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
+                '--warmup[Linear warm-up over N updates (default: the preset’s; fine-tuning: --warmup-rati]:value: ' \
+                '--warmup-ratio[Linear warm-up over ceil(R x updates) (transformers’ warmup_ratio), in (0, 1): t]:value: ' \
                 '--eval-every[Evaluate every K steps, at step 0 and at the end (default 50).]:value: ' \
                 '--save-every[Checkpoint and save a resumable state every N steps (0 = only at the end; step 0]:value: ' \
                 '--stop-at[Stop (checkpoint and state saved) after this many steps while the LR/AG schedule]:value: ' \
@@ -421,13 +423,13 @@ _nb() {
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
+                '--valid[Validation documents (repeatable; files, directories, globs in --corpus’s format]:value: ' \
                 '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
                 '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
                 '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-che]:value:(fro spectral)' \
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--lr-schedule[After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8]:value:(cosine linear inverse-sqrt constant)' \
-                '--warmup[Linear warm-up steps (default: preset’s).]:value: ' \
                 '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
@@ -457,7 +459,6 @@ _nb() {
                 '--columns[Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt]:value:(src,tgt tgt,src)' \
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
-                '--valid[Validation pairs in --corpus’s forms (repeatable; default: every round(1/--val-f]:value: ' \
                 '--d-ff[Feed-forward width of every layer (default: the preset’s; paper 000 app. A: 256 ]:value: ' \
                 '--norm[post-LN (the papers’ fairseq models, Vaswani; default) or pre-LN (+ a final Laye]:value:(post pre)' \
                 '--positions[sinusoidal (Vaswani; default), learned, or none (paper 002 table 3’s ’Pos.: no’)]:value:(sinusoidal learned none)' \
@@ -477,7 +478,6 @@ _nb() {
                 '--text-field[The text column/field (default: text, else sentence); tagging: the token list of]:value: ' \
                 '--label-field[The label column/field (default: label); tagging: the tag list of JSONL/parquet/]:value: ' \
                 '--label-names[The labels in id order (integer labels name themselves by it; a datasets feature]:value: ' \
-                '--warmup-ratio[Linear warm-up over ceil(R x updates), then linear decay to 0 (default 0.06).]:value: ' \
                 '--epochs[Passes over the training data (default 3; --steps overrides).]:value: ' \
                 '--text-pair-field[The second sentence of a pair (MNLI sentence2, QNLI sentence); encoded as the en]:value: ' \
                 '--pooling[The sentence vector the head reads: first (the first token, <s> / (CLS); default]:value:(first mean)' \

@@ -125,6 +125,14 @@ def sample_lines() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def train_corpus(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[str]) -> Path:
+    """The sample lines as one text file (a document a line): the LM's training corpus in tests."""
+    path = tmp_path_factory.mktemp("train-corpus") / "corpus.txt"
+    path.write_text("\n".join(sample_lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
 def sp_model(tmp_path_factory: pytest.TempPathFactory, sample_lines: list[str]) -> Path:
     """A tiny SentencePiece BPE model (vocab 500, byte fallback, <s>/</s> present)."""
     return train_sentencepiece(tmp_path_factory.mktemp("sp"), sample_lines, 500)

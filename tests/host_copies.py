@@ -95,11 +95,11 @@ def patch_torch(monkeypatch: pytest.MonkeyPatch, counter: HostCopies) -> None:
 def update_copies(monkeypatch: pytest.MonkeyPatch) -> HostCopies:
     """Count per update (module docstring) in every training run started after this call; torch's
     calls are patched from the first run's first update on."""
-    import nbcli.tasks.translation as translation
     import nbcli.train.loop as loop
+    import nbcli.train.updates as updates
 
     counter = HostCopies()
-    step = loop.optimizer_step
+    step = updates.optimizer_step
 
     def optimizer_step(*args: Any, prefetch: Callable[[], None] | None = None, **kwargs: Any) -> Any:
         if counter.started:           # update 0's group holds its batches, built before its step
@@ -119,7 +119,6 @@ def update_copies(monkeypatch: pytest.MonkeyPatch) -> HostCopies:
                                                    tokens=counter.wrap(u.tokens, reads=True)), *args, **kwargs)
         return counted
 
-    monkeypatch.setattr(loop, "optimizer_step", optimizer_step)
+    monkeypatch.setattr(updates, "optimizer_step", optimizer_step)
     monkeypatch.setattr(loop, "run_updates", start(loop.run_updates))
-    monkeypatch.setattr(translation, "run_updates", start(translation.run_updates))
     return counter

@@ -19,7 +19,6 @@ from nbcli.errors import ConfigError
 from nbcli.samples import SAMPLE_CORPUS, SAMPLE_TOKENIZER
 from tests.cli.helpers import invoke
 from tests.lm.conftest import nb_lm  # noqa: F401  (fixture)
-from tests.train.conftest import train_corpus  # noqa: F401  (fixture)
 
 transformers = pytest.importorskip("transformers")  # in the test extras; never skipped in CI
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
@@ -159,70 +160,46 @@ def eval_command(
     """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU); --task classification|tagging: a classifier's metrics."""  # noqa: E501
     from functools import partial
 
-    from nbcli.errors import ConfigError
-    from nbcli.tasks.runs import external_task_of_run
-
-    if checkpoint is not None and external_task_of_run(checkpoint) is not None:  # a task of another package
-        from nbcli.cli.console import print_report
-        from nbcli.cli.render import print_scalars
-        from nbcli.tasks.runs import evaluate_run
-
-        print_report(evaluate_run(checkpoint, corpus), as_json, lambda r: print_scalars(f"nb eval {checkpoint}", r))
-        return
-    task = _task(checkpoint, task)
-    lm_only = {"--tokenizer": tokenizer is not None, "--allow-vocab-mismatch": allow_vocab_mismatch,
-               "--scale-ln-bias": scale_ln_bias is not None,
-               "--remove-frequency-direction": remove_direction, "--counts": counts is not None,
-               "--smoothing": smoothing != "add-k:1", "--stride": stride is not None, "--bias-effect": bias_effect,
-               "--bias-effect-plot": bias_effect_plot is not None, "--bias-effect-positions":
-               bias_effect_positions != "all", "--bias-effect-space": bias_effect_space != "prob",
-               "--by-frequency": by_frequency is not None, "--by-frequency-plot": by_frequency_plot is not None,
-               "--bins": bins != 10, "--arch": arch != "auto", "--map": bool(mapping), "--dpi": dpi != 200,
-               "--figsize": figsize is not None, "--title": title is not None, "--csv": csv is not None,
-               "--tsv": tsv is not None, "--table": table is not None, "--dtype": dtype != "auto",
-               "--no-tf32": not tf32}
-    translation_only = {"--hyps": hyps is not None, "--src-lang": src_lang is not None,
-                        "--tgt-lang": tgt_lang is not None, "--beam": beam is not None, "--lenpen": lenpen is not None,
-                        "--columns": columns is not None}
-    if task != "lm":  # an option of another task would be ignored: refused, naming the task
-        given = [name for name, used in {**lm_only, **(translation_only if task != "translation" else {})}.items()
-                 if used]
-        if given:
-            raise ConfigError(f"{', '.join(given)}: not an option of --task {task}")
-    if task == "translation":
-        _translation(checkpoint, corpus, hyps, src_lang, tgt_lang, beam, lenpen, batch_size, device, as_json,
-                     columns)
-        return
-    if checkpoint is None:
-        raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
-    if task in ("classification", "tagging"):
-        _labelled(checkpoint, corpus, task, batch_size, device, as_json)
-        return
-    if (hyps is not None or src_lang is not None or tgt_lang is not None or beam is not None or lenpen is not None
-            or columns is not None):
-        raise ConfigError("--hyps, --src-lang, --tgt-lang, --columns, --beam and --lenpen are options of --task "
-                          "translation")
-
-    from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
+    from nbcli.errors import ConfigError
     from nbcli.outputs import model_inputs
-    from nbcli.counts import parse_smoothing
-    from nbcli.figure_style import figure_options
-    from nbcli.lm.frequency_report import TokenFigures
-    from nbcli.lm.evaluation import eval_report
+    from nbcli.tasks.registry import get_task, task_names
 
-    check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, *(c for c in corpus if c != "-")])
-    figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
-                           space=bias_effect_space, by_frequency=by_frequency, bins=bins,
-                           bias_effect_plot=bias_effect_plot, by_frequency_plot=by_frequency_plot,
-                           looks=figure_options(dpi, figsize, title))
-    report = eval_report(checkpoint, corpus, tokenizer, scale_ln_bias, remove_direction=remove_direction,
-                         counts=counts, smoothing_k=parse_smoothing(smoothing), stride=stride, batch_size=batch_size,
-                         arch=arch, mapping=parse_role_map(mapping or []), device=device, dtype=dtype, tf32=tf32,
-                         progress_bar=partial(token_progress, "scoring"), figures=figures,
-                         allow_vocab_mismatch=allow_vocab_mismatch)
-    print_warnings(report["warnings"])
-    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table)
+    name = _task(checkpoint, task)
+    runner = get_task(name)
+    values = {key: value for key, value in locals().items() if key in _SIGNATURE.parameters}
+    refused = [_flag(key) for key, value in values.items()
+               if key not in (*COMMON, *runner.eval_options) and value != _SIGNATURE.parameters[key].default]
+    if refused:   # an option of another task would be ignored: refused, naming the task (and the tasks it is for)
+        owners = [other for other in task_names() if other != name
+                  and any(_flag(k) in refused for k in get_task(other).eval_options)]
+        raise ConfigError(f"{', '.join(refused)}: not an option of --task {name}"
+                          + (f" (options of --task {' | '.join(owners)})" if owners else ""))
+    check_table_targets(as_json, csv, tsv, [*(model_inputs(checkpoint) if checkpoint is not None else []),
+                                           *([tokenizer] if tokenizer is not None else []),
+                                           *(c for c in corpus if c != "-")])
+    options = {key: values[key] for key in runner.eval_options if key in values}
+    if "progress_bar" in runner.eval_options:
+        options["progress_bar"] = partial(token_progress, "scoring")
+    report = runner.evaluate(checkpoint, corpus, **options)
+    view = VIEWS.get(runner.eval_view)
+    if view is None:   # a task of another package: every scalar of its report
+        from nbcli.cli.render import print_scalars
+
+        print_report(report, as_json, lambda r: print_scalars(f"nb eval {checkpoint}", r))
+        return
+    print_warnings(report.get("warnings", []))
+    print_report(report, as_json, view, csv=csv, tsv=tsv, table=table)
+
+
+# Options every task's nb eval takes (the rest are each task's `eval_options`); flags spelled unlike
+# their parameter's name.
+COMMON = ("checkpoint", "corpus", "task", "as_json")
+FLAGS = {"remove_direction": "--remove-frequency-direction", "mapping": "--map", "tf32": "--no-tf32"}
+
+
+def _flag(name: str) -> str:
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 ROW_COLUMNS = (Col("arm", KEY, key("arm")), Col("loss", NUM, key("loss")), Col("ppl", NUM, key("perplexity")),
@@ -238,40 +215,6 @@ BY_FREQUENCY_COLUMNS = (
     Col("tokens", NUM, key("tokens")), Col("mean log p", NUM, key("mean_log_prob")), Col("± s.e.", NUM, key("sem")))
 BY_FREQUENCY_DROPPED = (Col("w/o bias", NUM, key("mean_log_prob_without_bias")),
                         Col("± s.e. w/o bias", NUM, key("sem_without_bias")))
-
-
-def _translation(checkpoint: Optional[Path], corpus: list[str], hyps: Optional[Path], src_lang: Optional[str],
-                 tgt_lang: Optional[str], beam: Optional[int], lenpen: Optional[float], batch_size: int, device: str,
-                 as_json: bool, columns: Optional[str] = None) -> None:
-    from nbcli.cli.console import print_report, print_warnings
-    from nbcli.errors import ConfigError
-    from nbcli.translate import eval_translation_model
-    from nbcli.translation_eval import eval_translation
-
-    if checkpoint is not None and hyps is not None:
-        raise ConfigError(f"{checkpoint} and --hyps {hyps}: score a model's translations or a hypotheses file, not both")
-    if checkpoint is None and (beam is not None or lenpen is not None):
-        raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
-    if checkpoint is not None:
-        report = eval_translation_model(checkpoint, corpus, src_lang, tgt_lang, beam=beam, lenpen=lenpen,
-                                        batch_size=batch_size, device=device, columns=columns)
-    else:
-        report = eval_translation(corpus, src_lang, tgt_lang, hyps=hyps, columns=columns)
-    print_warnings(report["warnings"])
-    print_report(report, as_json, _render_translation)
-
-
-def _labelled(checkpoint: Path, corpus: list[str], task: str, batch_size: int, device: str, as_json: bool) -> None:
-    from nbcli.cli.console import print_report, print_warnings
-    from nbcli.errors import ConfigError
-    from nbcli.tasks.inference import evaluate_classifier, load_classifier
-
-    loaded = load_classifier(checkpoint, device)
-    if loaded.spec.task != task:
-        raise ConfigError(f"{checkpoint}: a {loaded.spec.task} run; give --task {loaded.spec.task}")
-    report = evaluate_classifier(loaded, corpus, batch_size)
-    print_report(report, as_json, _render_labelled)
-    print_warnings(report["warnings"])
 
 
 def _render_labelled(report: dict[str, Any]) -> None:
@@ -336,6 +279,10 @@ def _render_by_frequency(section: dict[str, Any]) -> None:
     print_rows("bins of log-unigram probability", columns, section["bins"], "no scored token")
     if section.get("plot"):
         console.print(f"wrote {esc(section['plot'])}")
+
+
+VIEWS = {"lm": _render, "translation": _render_translation, "labelled": _render_labelled}   # Task.eval_view
+_SIGNATURE = inspect.signature(eval_command)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ options once (a dataclass: the CLI's flags, the API's keywords) and trains throu
     common_options.py     the option groups tasks share (run, output layer, guidance) and their config keywords
     registry.py           the built-in tasks and those of other packages (entry points `nbcli.tasks`)
     runs.py               what the faces call: train a task by name, the task a run records, its eval/predict
-    lm.py                 nb train lm: the decoder-only / MLM Transformer (the run: nbcli.train.loop)
+    lm.py                 nb train lm: the decoder-only / MLM Transformer (the run: language_model.py)
     translation_task.py   nb train translation: its options and summary (the run: translation.py)
     finetune_tasks.py     nb train classification | tagging: their options and summary (the run: finetune.py)
 
@@ -17,12 +17,13 @@ What a batch is, its loss and its metrics, per task:
     labels.py             the label names classification and tagging keep end to end, padded batches
     data.py               a classification or tagging data set as the model sees it
     encoders.py           the encoders those heads sit on (nb's MLM or a transformers encoder)
-    finetune.py           building and running (on `nbcli.train.loop.run_updates`) an encoder and its head
+    language_model.py     the LM's run: blocks of documents, nb's Transformer, validation loss and divergences
+    finetune.py           building and running (on `nbcli.train.loop.run_training`) an encoder and its head
     inference.py          a classifier on a whole file (logits, loss, metrics); loading a run for
                           nb predict / nb eval
     classifier_export.py  nb export of a run fine-tuned from a transformers encoder (its family's
                           For{Sequence,Token}Classification folder)
-    translation.py        nb train --task translation: the encoder-decoder on the task-agnostic update
-                          loop (`nbcli.train.loop.run_updates`), BLEU / chrF validation
+    translation.py        nb train translation: the encoder-decoder on the shared orchestration
+                          (`nbcli.train.loop.run_training`), BLEU / chrF validation
     translation_data.py   its sentence pairs: tokenised, split, counted, batched
 """

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from nbcli.errors import ConfigError
 from nbcli.tasks.options import Declared, declared
+from nbcli.train.callbacks import Callback
 
 StepHook = Callable[[int, dict[str, Any]], None]
 
@@ -24,12 +25,14 @@ def _ignore(*_: Any) -> None:
 
 @dataclass
 class TrainHooks:
-    """What the face hears during a run (the training loop's callbacks): the number of updates once
-    known (`on_start`; None: unknown), each logged record (`on_step`), each warning (`on_warning`)."""
+    """What the face hears during a run: the number of updates once known (`on_start`; None:
+    unknown), each logged record (`on_step`), each warning (`on_warning`); `callbacks` go into the
+    update loop itself (`nbcli.train.callbacks.Callback`: every evaluation and log record, the end)."""
 
     on_start: Callable[[int | None], None] = _ignore
     on_step: StepHook = _ignore
     on_warning: Callable[[str], None] = _ignore
+    callbacks: list[Callback] = field(default_factory=list)
 
 
 Formatter = Callable[..., str]  # a number as the face prints it (the CLI's `num(value, sig=...)`)
@@ -63,8 +66,16 @@ class Task:
         (summary.json's content)."""
         raise NotImplementedError
 
-    def evaluate(self, run: Path, corpus: list[str]) -> dict[str, Any]:
-        """`nb eval RUN --corpus FILE...`: the run's metrics on `corpus` (a report: plain data)."""
+    # nb eval: the options (keyword names of `nb eval`'s, e.g. "beam", "tokenizer") this task's
+    # `evaluate` reads, each passed to it by name; any other option given is refused naming the task.
+    # `eval_view`: how a face shows the report ("scalars": every scalar; nb's own: "lm", "translation",
+    # "labelled").
+    eval_options: ClassVar[frozenset[str]] = frozenset()
+    eval_view: ClassVar[str] = "scalars"
+
+    def evaluate(self, run: Path, corpus: list[str], **options: Any) -> dict[str, Any]:
+        """`nb eval RUN --corpus FILE...`: the run's metrics on `corpus` (a report: plain data);
+        `options`: the values of the `eval_options` it declares."""
         raise ConfigError(f"nb train {self.name} runs have no nb eval")
 
     def predict(self, run: Path, corpus: list[str]) -> list[dict[str, Any]]:

@@ -69,6 +69,12 @@ class RunOptions:
         "rows: permute token rows (vectors kept, assigned to other tokens); rows-columns: also permute dimensions "
         "(the paper's wording, 'the rows and columns of X_p are randomly shuffled'); elements: permute all "
         "entries."))
+    warmup: Optional[int] = option(None, "--warmup", metavar="N", min=0, max=MAX_STEPS, help=(
+        "Linear warm-up over N updates (default: the preset's; fine-tuning: --warmup-ratio 0.06). Give N or "
+        "--warmup-ratio, not both."))
+    warmup_ratio: Optional[float] = option(None, "--warmup-ratio", metavar="R", help=(
+        "Linear warm-up over ceil(R x updates) (transformers' warmup_ratio), in [0, 1): the same share of any "
+        "run length."))
     eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(
         "Evaluate every K steps, at step 0 and at the end (default 50)."))
     save_every: int = option(0, "--save-every", min=0, max=MAX_STEPS, help=(
@@ -113,8 +119,6 @@ class OutputLayerOptions:
             "After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8, as RoBERTa and paper "
             "001's release), inverse-sqrt: lr sqrt(warmup / step) (fairseq; the iwslt and base presets), or "
             "constant (kim-3). Default: the preset's."))
-    warmup: Optional[int] = option(None, "--warmup", min=0, max=MAX_STEPS, help=(
-        "Linear warm-up steps (default: preset's)."))
     label_smoothing: Optional[float] = option(None, "--label-smoothing", metavar="A", help=(
         "Label smoothing of the cross-entropy. Default: the preset's (0 for the LM presets; 0.1 for translation, "
         "paper 000 sec. 4.1)."))
@@ -186,7 +190,7 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     alpha = parse_alpha(str(v["ag_alpha"]))
     return dict(
         steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], seq_len=v["seq_len"], lr=v["lr"],
-        warmup=v["warmup"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
+        warmup=v["warmup"], warmup_ratio=v["warmup_ratio"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
         smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=v["rescale_w"],
         ag_patterns=parse_patterns(v["ag_patterns"]), ag_fraction=v["ag_fraction"],  # type: ignore[arg-type]
         ag_alpha="auto" if alpha is None else alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],

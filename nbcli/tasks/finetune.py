@@ -2,8 +2,8 @@
 2, 4; 002 table 1); `nb predict` / `nb eval` with the result are `nbcli.tasks.inference`.
 
 The run: read and check every file (nothing is created before), build the classifier
-(`tasks.encoders`), then hand it to the task-agnostic update loop the LM and translation use
-(`nbcli.train.loop.run_updates`): batches in the sampler's (seed, epoch) order, AdamW (no decay on
+(`tasks.encoders`), then hand it to the shared orchestration the LM and translation use
+(`nbcli.train.loop.run_training`): batches in the sampler's (seed, epoch) order, AdamW (no decay on
 1-D tensors, betas (0.9, 0.999), eps 1e-8) under linear warm-up over ceil(`warmup_ratio` x updates)
 and linear decay to 0 (transformers' get_linear_schedule_with_warmup: `train.step.learning_rate`
 with --lr-schedule linear), --grad-accum micro-batches per update, dropout seeded by (seed, step,
@@ -53,6 +53,8 @@ from nbcli.tasks.options import MAX_STEPS
 from nbcli.tokenizers.words import is_words_spec
 
 if TYPE_CHECKING:
+    from nbcli.train.callbacks import Callback
+    from nbcli.train.loop import Finished, TaskRun
     from nbcli.train.runtime import Runtime
 
 # predict/evaluate live in tasks.inference; named here too, where they were first (nb predict, nb eval)
@@ -78,6 +80,7 @@ class FinetuneConfig:
     batch_size: int = 32
     lr: float = 2e-5
     warmup_ratio: float = 0.06
+    warmup: int | None = None             # warm-up updates; None: ceil(warmup_ratio x updates)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     dropout: float = 0.1
@@ -100,6 +103,7 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
                   (0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
+                  (self.warmup is None or self.warmup >= 0, "--warmup must be >= 0"),
                   (math.isfinite(self.epochs) and self.epochs <= MAX_STEPS,
                    f"--epochs {self.epochs}: must be a finite number of at most {MAX_STEPS:,} epochs"),
                   (self.epochs > 0 or self.steps > 0, "--epochs or --steps must be > 0"),
@@ -177,7 +181,7 @@ def train_config(cfg: FinetuneConfig, total: int, eval_every: int) -> Any:
     return TrainConfig(
         preset=cfg.preset, task=cfg.data.task, objective="mlm", seq_len=max(2, cfg.data.max_len), steps=total,
         batch_size=cfg.batch_size, grad_accum=cfg.grad_accum, lr=cfg.lr, min_lr_ratio=0.0,
-        warmup=warmup_steps(total, cfg.warmup_ratio), weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
+        warmup=cfg.warmup if cfg.warmup is not None else warmup_steps(total, cfg.warmup_ratio), weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
         dropout=cfg.dropout, lr_schedule="linear", adam_beta2=0.999, adam_eps=1e-8,
         embedding_init=cfg.embedding_init, eval_every=eval_every, save_every=cfg.save_every,
         device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, task_options=cfg.to_dict(),
@@ -304,33 +308,29 @@ def _check_out(out: Path, resume: bool, cfg: FinetuneConfig, inputs: Sequence[st
 def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,
              resume: bool = False, stop_at: int | None = None,
              on_step: Callable[[int, dict[str, Any]], None] | None = None,
-             on_warning: Callable[[str], None] | None = None) -> FinetuneResult:
-    """Fine-tune (module doc). Every input is read and checked before `out` is created; a failure
-    before the first saved state leaves no run directory. `stop_at` stops after that many updates
-    (state saved) while the schedule follows the whole run; `resume` continues from the saved state.
-    `on_step(step, record)` gets every log record."""
-    from nbcli.train.rundir import removed_on_failure
-    from nbcli.train.runtime import process_group_closed
+             on_warning: Callable[[str], None] | None = None, callbacks: Sequence[Callback] = ()) -> FinetuneResult:
+    """Fine-tune (module doc) on the shared orchestration (`nbcli.train.loop.run_training`); `callbacks`
+    hear every evaluation and log record. Every
+    input is read and checked before `out` is created; a failure before the first saved state leaves
+    no run directory. `stop_at` stops after that many updates (state saved) while the schedule
+    follows the whole run; `resume` continues from the saved state. `on_step(step, record)` gets
+    every log record."""
+    from nbcli.train.loop import run_training
 
     out = Path(out)
-    _check_out(out, resume, cfg, [*train_files, *valid.values()])
-    with process_group_closed(), removed_on_failure(out, resume):
-        return _finetune(cfg, train_files, valid, out, resume=resume, stop_at=stop_at, on_step=on_step,
-                         on_warning=on_warning)
+
+    def prepare(rt: Runtime, warn: Callable[[str], None]) -> TaskRun:
+        return prepare_run(cfg, train_files, valid, out, rt, warn)
+
+    return run_training(cfg, out, resume=resume, stop_at=stop_at, prepare=prepare, on_step=on_step,
+                        on_warning=on_warning, callbacks=callbacks,
+                        check_directory=lambda: _check_out(out, resume, cfg, [*train_files, *valid.values()]))
 
 
-def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path, *, resume: bool,
-              stop_at: int | None, on_step: Callable[[int, dict[str, Any]], None] | None,
-              on_warning: Callable[[str], None] | None) -> FinetuneResult:
-    from nbcli.atomic import write_bytes_atomic, write_text_atomic
-    from nbcli.train.best import BestCheckpoint
-    from nbcli.train.data import TrainSampler
-    from nbcli.train.loop import Updates, run_updates, start_position, warning_sink
-    from nbcli.train.rundir import create_run_directory, truncate_log, write_summary
-    from nbcli.train.runs import read_log_records
-    from nbcli.train.runtime import host_sum, on_main_rank, setup_runtime
-    from nbcli.train.step import global_micro, make_optimizer
-
+def read_sets(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], warn: Callable[[str], None],
+              ) -> tuple[Any, LabelSet, Encoded, dict[str, Encoded]]:
+    """The tokenizer (a words vocabulary from the training records), the labels, the encoded training
+    set and each validation set; what the reads replaced or skipped, said through `warn`."""
     spec = cfg.data
     train_stats, valid_stats = ReadStats(), {name: ReadStats() for name in valid}
     train_records = read_records(spec, train_files, names=known_labels(spec, cfg.label_names, train_files),
@@ -341,25 +341,36 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
     sets = {name: encode_file(spec, tokenizer, read_records(spec, [path], names=labels.names,
                                                             stats=valid_stats[name]), labels)
             for name, path in valid.items()}
-    per_epoch = math.ceil(len(train.items) / cfg.batch_size)
-    total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
-    if total > MAX_STEPS:
-        raise ConfigError(f"--epochs {cfg.epochs} of {per_epoch} updates each: {total} updates, more than the "
-                          f"{MAX_STEPS:,} nb allows; give fewer --epochs or --steps")
-    eval_every = cfg.eval_every or per_epoch
-    tcfg = train_config(cfg, total, eval_every)
-    rt = setup_runtime(tcfg)
-    warnings, warn = warning_sink(rt, on_warning)
     for note in [*train_stats.notes(", ".join(train_files)),
                  *(n for name, path in valid.items() for n in valid_stats[name].notes(f"--valid {path}"))]:
         warn(note)
     if (unnamed := unnamed_tags(spec, labels)) is not None:
         warn(unnamed)
+    return tokenizer, labels, train, sets
+
+
+def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path, rt: Runtime,
+                warn: Callable[[str], None]) -> TaskRun:
+    """Read and encode every file, build the classifier: what the shared run needs of a fine-tuning
+    task (its evaluation on the whole of every validation set; the best by validation accuracy)."""
+    from nbcli.train.best import BestCheckpoint
+    from nbcli.train.data import TrainSampler
+    from nbcli.train.loop import TaskRun
+    from nbcli.train.runtime import host_sum
+    from nbcli.train.step import global_micro
+    from nbcli.train.updates import Updates
+
+    spec = cfg.data
+    tokenizer, labels, train, sets = read_sets(cfg, train_files, valid, warn)
+    per_epoch = math.ceil(len(train.items) / cfg.batch_size)
+    total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
+    if total > MAX_STEPS:
+        raise ConfigError(f"--epochs {cfg.epochs} of {per_epoch} updates each: {total} updates, more than the "
+                          f"{MAX_STEPS:,} nb allows; give fewer --epochs or --steps")
+    tcfg = train_config(cfg, total, cfg.eval_every or per_epoch)
     coverage: dict[str, Any] = {}
     model = _build(cfg, tokenizer, len(labels.names), coverage).to(rt.device)
     model.train()
-    on_main_rank(rt, lambda: create_run_directory(out))   # only once every input is accepted
-    optimizer = make_optimizer(model, tcfg, rt.device)
     pad = padding_id(tokenizer)
     sampler = TrainSampler(len(train.items), cfg.seed)
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
@@ -382,22 +393,22 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
                 record[f"val_{name}_{key}"] = metrics[key]
                 if index == 0:
                     record[f"val_{key}"] = metrics[key]
-        if record:
-            best.better(step, record, scheduled=step % eval_every == 0 or step == total)
         return record
 
     params = sum(p.numel() for p in model.parameters())
     train_fingerprint = _fingerprint(train)   # --resume's data check and config.json's `examples`
-    updates = Updates(cfg=tcfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
+    updates = Updates(cfg=tcfg, rt=rt, out=out, model=model, batches=batches,
                       forward=classifier_forward, evaluate=evaluate, metadata=lambda step: _metadata(cfg, labels, model, step),
                       fingerprint=train_fingerprint, guidance=None, log_u=torch.zeros(len(labels.names)),
                       vocab_size=len(labels.names), tokens=tokens, flops_per_token=6.0 * params, warn=warn,
                       save_initial=False)
-    position = start_position(updates, resume)
 
-    def write_files() -> None:
-        if resume:
-            truncate_log(out / "log.jsonl", position.step)
+    def write_files(resumed_step: int | None) -> None:
+        from nbcli.atomic import write_bytes_atomic, write_text_atomic
+        from nbcli.train.rundir import truncate_log
+
+        if resumed_step is not None:
+            truncate_log(out / "log.jsonl", resumed_step)
             return
         write_text_atomic(out / "config.json", json.dumps({
             **cfg.to_dict(), "labels": labels.to_json(), "train": list(train_files), "valid": valid,
@@ -407,21 +418,17 @@ def _finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
         name = "tokenizer.json" if tokenizer.kind == "tokenizer.json" else "tokenizer.model"
         write_bytes_atomic(out / name, tokenizer.data)
 
-    on_main_rank(rt, write_files)
-    if resume:
-        best.take_up([r for r in read_log_records(out / "log.jsonl") if r["step"] < position.step])
+    def finish(end: Finished) -> FinetuneResult:
+        position = end.position
+        seconds = position.seconds   # the updates' own time: evaluation and saving excluded
+        return FinetuneResult(out, end.last_step, best.value, best.step, final, end.checkpoint, position.tokens,
+                              seconds, position.tokens / seconds if seconds > 0 else 0.0,
+                              best_epoch=None if best.step is None else best.step / per_epoch,
+                              steps_per_epoch=per_epoch, resumed_from=position.resumed_from, device=str(rt.device),
+                              warnings=end.warnings, task=spec.task, labels=list(labels.names), seed=cfg.seed,
+                              parameters=params, embedding_coverage={"input": coverage} if coverage else None)
 
-    last_step = min(total, stop_at) if stop_at is not None else total
-    checkpoint = run_updates(updates, position, last_step, on_step)
-    seconds = position.seconds   # the updates' own time: evaluation and saving excluded
-    result = FinetuneResult(out, last_step, best.value, best.step, final, checkpoint, position.tokens, seconds,
-                            position.tokens / seconds if seconds > 0 else 0.0,
-                            best_epoch=None if best.step is None else best.step / per_epoch, steps_per_epoch=per_epoch,
-                            resumed_from=position.resumed_from, device=str(rt.device), warnings=warnings,
-                            task=spec.task, labels=list(labels.names), seed=cfg.seed, parameters=params,
-                            embedding_coverage={"input": coverage} if coverage else None)
-    on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
-    return result
+    return TaskRun(updates, write_files, finish, best=best)
 
 
 def train_report(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,

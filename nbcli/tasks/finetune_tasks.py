@@ -1,12 +1,13 @@
 """nb train classification and nb train tagging: an encoder (a transformers checkpoint, an nb MLM
 run, or nb's encoder from scratch, paper 002) with a head on sentences (pairs) or on every word
 (papers 001 tables 1, 2, 4 and 002 table 1; docs/classification.md), their options declared once.
-The run itself is `nbcli.tasks.finetune.train_report` (imported when training: this module stays free
+The run itself is `nbcli.tasks.finetune.finetune` (imported when training: this module stays free
 of torch, so `nb train --help` is fast)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
@@ -58,8 +59,6 @@ class EncoderOptions:
         "Default: the ClassLabel names of a datasets parquet/Arrow file or folder (or a dataset_info.json beside "
         "the data), else the names in the training data, sorted (integer labels in numeric order; tagging: "
         "integer tags are named 0..the largest)."))
-    warmup_ratio: Optional[float] = option(None, "--warmup-ratio", metavar="R", help=(
-        "Linear warm-up over ceil(R x updates), then linear decay to 0 (default 0.06)."))
     epochs: Optional[float] = option(None, "--epochs", metavar="E", help=(
         "Passes over the training data (default 3; --steps overrides)."))
 
@@ -98,7 +97,8 @@ class ClassificationTask(Task):
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.data import DataSpec, parse_valid
-        from nbcli.tasks.finetune import FinetuneConfig, train_report
+        from nbcli.tasks.finetune import FinetuneConfig, finetune
+        from nbcli.train.config import check_warmup
 
         v = values
         scratch = dict(embedding_standardise=v["embedding_standardise"],
@@ -106,21 +106,39 @@ class ClassificationTask(Task):
                        embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None)
         options = dict(
             init=v["init"], tokenizer=None if v["tokenizer"] is None else str(v["tokenizer"]),
-            label_names=v["label_names"], pooling=v.get("pooling"), warmup_ratio=v["warmup_ratio"],
+            label_names=v["label_names"], pooling=v.get("pooling"), warmup_ratio=v["warmup_ratio"], warmup=v["warmup"],
             epochs=v["epochs"], steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], lr=v["lr"],
             dropout=v["dropout"], eval_every=v["eval_every"], save_every=v["save_every"], seed=v["seed"],
             preset=v["preset"], embedding_init=v["embedding_init"], embedding_missing=v["missing"],
             d_model=v["d_model"], n_head=v["n_head"], positions=v["positions"],
             freeze_embeddings=v["freeze_embeddings"], device=v["device"], dtype=v["dtype"],
             encoder_options={k: x for k, x in scratch.items() if x is not None})
+        check_warmup(v["warmup"], v["warmup_ratio"])
         o = {k: x for k, x in options.items() if x is not None}
         data = DataSpec(task=self.name, text_field=v["text_field"], pair_field=v.get("text_pair_field"),  # type: ignore[arg-type]
                         label_field=v["label_field"] or "label", max_len=v["seq_len"] or 128)
         cfg = FinetuneConfig(data=data, **o)  # type: ignore[arg-type]
         steps, stop_at = v["steps"], v["stop_at"]
         hooks.on_start(min(steps, stop_at or steps) if steps else stop_at)
-        return train_report(cfg, v["corpus"], parse_valid(v["valid"] or []), v["out"], resume=v["resume"],
-                            stop_at=stop_at, on_step=hooks.on_step, on_warning=hooks.on_warning)
+        return finetune(cfg, v["corpus"], parse_valid(v["valid"] or []), v["out"], resume=v["resume"],
+                        stop_at=stop_at, on_step=hooks.on_step, on_warning=hooks.on_warning,
+                        callbacks=hooks.callbacks).as_dict()
+
+    eval_options = frozenset({"batch_size", "device"})
+    eval_view = "labelled"
+
+    def evaluate(self, run: Path | None, corpus: list[str], **o: Any) -> dict[str, Any]:
+        """Every record of `corpus` through the run's classifier: loss, accuracy, F1, Matthews
+        (classification) or entity P/R/F1 (tagging) (`nbcli.tasks.inference.evaluate_classifier`)."""
+        from nbcli.errors import ConfigError
+        from nbcli.tasks.inference import evaluate_classifier, load_classifier
+
+        if run is None:
+            raise ConfigError(f"CHECKPOINT is required: a run of nb train {self.name}")
+        loaded = load_classifier(run, o["device"])
+        if loaded.spec.task != self.name:
+            raise ConfigError(f"{run}: a {loaded.spec.task} run; give --task {loaded.spec.task}")
+        return evaluate_classifier(loaded, corpus, o["batch_size"])
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import coverage_rows

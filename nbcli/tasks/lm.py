@@ -1,6 +1,6 @@
 """nb train lm: nb's decoder-only / MLM Transformer (`nbcli.model`) on documents, with the papers'
 output bias (paper 000), attention guidance (paper 001) and embedding initialisations (paper 002);
-the run itself is `nbcli.train.loop.train`."""
+the run itself is `nbcli.tasks.language_model.train` on the shared orchestration."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ class LanguageModelOptions:
     objective: Optional[Literal["clm", "mlm"]] = option(None, "--objective", help=(
         "clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selected, 80% <mask> / 10% "
         "random / 10% kept. Default: the preset's (clm except roberta-8)."))
+    valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
+        "Validation documents (repeatable; files, directories, globs in --corpus's formats), e.g. WikiText's "
+        "validation split: the whole --corpus then trains and --val-fraction is not used."))
 
 
 class LanguageModelTask(Task):
@@ -56,7 +59,7 @@ class LanguageModelTask(Task):
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.errors import ConfigError
         from nbcli.train.config import build_config
-        from nbcli.train.loop import train as run_training
+        from nbcli.tasks.language_model import train as run_training
 
         if values["tokenizer"] is None:
             raise ConfigError("Missing option '--tokenizer' / '-t'")
@@ -66,7 +69,38 @@ class LanguageModelTask(Task):
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return run_training(cfg, values["corpus"], Path(values["tokenizer"]), values["out"], resume=values["resume"],
                             stop_at=stop_at, on_step=hooks.on_step, on_warning=hooks.on_warning,
+                            callbacks=hooks.callbacks, valid=values["valid"] or (),
                             allow_vocab_mismatch=values["allow_vocab_mismatch"]).as_dict()
+
+    eval_options = frozenset({
+        "tokenizer", "allow_vocab_mismatch", "scale_ln_bias", "remove_direction", "counts", "smoothing", "stride",
+        "bias_effect", "bias_effect_plot", "bias_effect_positions", "bias_effect_space", "by_frequency",
+        "by_frequency_plot", "bins", "dpi", "figsize", "title", "csv", "tsv", "table", "arch", "mapping", "dtype",
+        "tf32", "batch_size", "device", "progress_bar"})
+    eval_view = "lm"
+
+    def evaluate(self, run: Path | None, corpus: list[str], **o: Any) -> dict[str, Any]:
+        """Loss, perplexity and paper 003 table 1's KL per arm, with paper 003 fig. 1 and paper 000 fig. 4
+        when asked (`nbcli.lm.evaluation.eval_report`); `run` is any causal LM nb reads."""
+        from nbcli.checkpoint import parse_role_map
+        from nbcli.counts import parse_smoothing
+        from nbcli.errors import ConfigError
+        from nbcli.figure_style import figure_options
+        from nbcli.lm.evaluation import eval_report
+        from nbcli.lm.frequency_report import TokenFigures
+
+        if run is None:
+            raise ConfigError("CHECKPOINT is required (only --task translation --hyps FILE scores without a model)")
+        figures = TokenFigures(bias_effect=o["bias_effect"] or o["bias_effect_plot"] is not None,
+                               positions=o["bias_effect_positions"], space=o["bias_effect_space"],
+                               by_frequency=o["by_frequency"], bins=o["bins"], bias_effect_plot=o["bias_effect_plot"],
+                               by_frequency_plot=o["by_frequency_plot"],
+                               looks=figure_options(o["dpi"], o["figsize"], o["title"]))
+        return eval_report(run, corpus, o["tokenizer"], o["scale_ln_bias"], remove_direction=o["remove_direction"],
+                           counts=o["counts"], smoothing_k=parse_smoothing(o["smoothing"]), stride=o["stride"],
+                           batch_size=o["batch_size"], arch=o["arch"], mapping=parse_role_map(o["mapping"] or []),
+                           device=o["device"], dtype=o["dtype"], tf32=o["tf32"], progress_bar=o["progress_bar"],
+                           figures=figures, allow_vocab_mismatch=o["allow_vocab_mismatch"])
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         rows = [("steps", num(summary["steps"])), ("device", summary["device"]),

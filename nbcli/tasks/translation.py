@@ -2,7 +2,7 @@
 trained on sentence pairs with label-smoothed cross-entropy and validated by BLEU / chrF of its
 beam-search translations (paper 000 sec. 4.1 and app. A; paper 001 table 7; paper 002 tables 1, 3).
 
-What the task brings to the task-agnostic update loop (`nbcli.train.loop.run_updates`): its batches
+What the task brings to the shared orchestration (`nbcli.train.loop.run_training`): its batches
 (`translation_data`), its forward (encoder + teacher-forced decoder, attention guidance on encoder and
 decoder self-attention), its evaluation (validation loss and paper 000 fig. 1's divergences on the
 target tokens; BLEU and chrF by sacreBLEU of the decoded validation sources; the best checkpoint by
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -39,22 +38,20 @@ from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatc
                                           tokenize_pairs, training_sentences)
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.tokenizers.identity import identity_metadata
-from nbcli.train.config import TrainConfig
+from nbcli.train.config import TrainConfig, with_warmup
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
-from nbcli.train.best import BestCheckpoint, check_metric
-from nbcli.train.loop import TrainResult, Updates, run_updates, start_position, warning_sink
-from nbcli.train.rundir import (check_inputs_outside, check_run_directory, create_run_directory, removed_on_failure,
-                                write_run_files, write_summary)
-from nbcli.train.runs import read_log_records
-from nbcli.train.runtime import (Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum, on_main_rank,
-                                  process_group_closed, setup_runtime)
-from nbcli.train.state import FORMAT, save_model
-from nbcli.train.step import eval_sums, global_micro, make_optimizer, prediction_fields
+from nbcli.train.callbacks import Callback
+from nbcli.train.best import BEST, BestCheckpoint, check_metric
+from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training
+from nbcli.train.rundir import check_inputs_outside, check_run_directory, write_run_files
+from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum
+from nbcli.train.state import FORMAT
+from nbcli.train.step import eval_sums, global_micro, prediction_fields
+from nbcli.train.updates import Updates
 
 TASK = "translation"
-BEST = "best.safetensors"
 SELECT_BY = ("val_bleu", "val_chrf", "val_loss")   # what --select-by may name: the validation metrics logged
 
 _FAIRSEQ = dict(lr_schedule="inverse-sqrt", adam_beta2=0.98, weight_decay=0.0, grad_clip=0.0, label_smoothing=0.1)
@@ -150,7 +147,7 @@ def build_translation_config(preset: str = "tiny", task_options: dict[str, Any] 
     opts = TranslationOptions(**options)
     if "tie_embeddings" not in overrides or overrides["tie_embeddings"] is None:
         values["tie_embeddings"] = opts.share_embeddings != "none"
-    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), **values)
+    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), **with_warmup(values, overrides))
     if cfg.seq_len > opts.max_positions:
         raise ConfigError(f"--max-len {cfg.seq_len} exceeds the position table ({opts.max_positions})")
     return cfg
@@ -389,40 +386,40 @@ def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Pat
                       stop_at: int | None = None, on_step: Callable[[int, dict[str, Any]], None] | None = None,
                       on_bytes: Callable[[int], None] | None = None,
                       on_warning: Callable[[str], None] | None = None,
-                      allow_vocab_mismatch: bool = False) -> TranslationResult:
-    """Run `nb train --task translation` (as `nbcli.train.loop.train` for the LM: a new run that fails
-    before its first saved state leaves nothing behind; --resume continues exactly)."""
-    out = Path(out)
-    with process_group_closed(), removed_on_failure(out, resume):
-        return _train(cfg, corpus, source_tokenizer, target_tokenizer, out, valid=valid, resume=resume,
-                      stop_at=stop_at, on_step=on_step, on_bytes=on_bytes, on_warning=on_warning,
-                      allow_vocab_mismatch=allow_vocab_mismatch)
-
-
-def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_path: Path | str, out: Path, *,
-           valid: list[str] | None, resume: bool, stop_at: int | None,
-           on_step: Callable[[int, dict[str, Any]], None] | None, on_bytes: Callable[[int], None] | None,
-           on_warning: Callable[[str], None] | None, allow_vocab_mismatch: bool) -> TranslationResult:
+                      allow_vocab_mismatch: bool = False, callbacks: Sequence[Callback] = ()) -> TranslationResult:
+    """Run `nb train translation` on the shared orchestration (`nbcli.train.loop.run_training`: a new
+    run that fails before its first saved state leaves nothing behind; --resume continues exactly);
+    `callbacks` hear every evaluation and log record."""
     if cfg.task != TASK:
         raise ConfigError(f"train_translation needs a --task translation config, got task {cfg.task!r}")
+    out = Path(out)
     opts = TranslationOptions.of(cfg)
-    rt = setup_runtime(cfg)
-    warnings, warn = warning_sink(rt, on_warning)
     files = input_files([*corpus, *(valid or [])], opts.src_lang, opts.tgt_lang)
 
     def check_directory() -> None:
-        check_run_directory(out, cfg, files, source_path, resume)
-        check_inputs_outside(out, cfg, [], target_path)
+        check_run_directory(out, cfg, files, source_tokenizer, resume)
+        check_inputs_outside(out, cfg, [], target_tokenizer)
 
-    on_main_rank(rt, check_directory)
-    source, target = pair_tokenizers(source_path, target_path, corpus, opts.src_lang, opts.tgt_lang, cfg.val_fraction,
-                                     held_out_pairs=valid is None, columns=opts.columns)
-    vocab_warnings = pretrained_vocab_warnings(cfg, source, target, allow_vocab_mismatch)
-    data = tokenize_pairs(corpus, valid, source, target, opts.src_lang, opts.tgt_lang, cfg.seq_len, cfg.val_fraction,
-                          progress=on_bytes, columns=opts.columns)
-    if data.skipped_long:
-        warn(f"{data.skipped_long} of {data.documents} pairs have a side longer than --max-len {cfg.seq_len} "
-             "tokens (EOS included) and were skipped")
+    def prepare(rt: Runtime, warn: Warn) -> TaskRun:
+        source, target = pair_tokenizers(source_tokenizer, target_tokenizer, corpus, opts.src_lang, opts.tgt_lang,
+                                         cfg.val_fraction, held_out_pairs=valid is None, columns=opts.columns)
+        vocab_warnings = pretrained_vocab_warnings(cfg, source, target, allow_vocab_mismatch)
+        data = tokenize_pairs(corpus, valid, source, target, opts.src_lang, opts.tgt_lang, cfg.seq_len,
+                              cfg.val_fraction, progress=on_bytes, columns=opts.columns)
+        if data.skipped_long:
+            warn(f"{data.skipped_long} of {data.documents} pairs have a side longer than --max-len {cfg.seq_len} "
+                 "tokens (EOS included) and were skipped")
+        return prepare_run(cfg, opts, rt, out, (source, target), data, [*data.notes, *vocab_warnings], warn)
+
+    return run_training(cfg, out, resume=resume, stop_at=stop_at, check_directory=check_directory, prepare=prepare,
+                        on_step=on_step, on_warning=on_warning, callbacks=callbacks)
+
+
+def prepare_run(cfg: TrainConfig, opts: TranslationOptions, rt: Runtime, out: Path, tokenizers: tuple[Tokenizer, Tokenizer],
+                data: PairData, notes: list[str], warn: Warn) -> TaskRun:
+    """The model (the papers' initialisations), its batches, evaluation and summary: what the shared
+    run needs of translation."""
+    source, target = tokenizers
     conv = conventions(source, target)
     mcfg = model_config(cfg, opts, source, target, conv)
     log_u = unigram_log_prior(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k).to(rt.device)
@@ -430,23 +427,16 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
     with naming("--embedding-init"):
         coverage: dict[str, Any] = {}
         model = build_model(cfg, opts, mcfg, data, (source, target), coverage).to(rt.device)
-    for message in [*data.notes, *vocab_warnings]:  # said once the pretrained rows are accepted too, as for the LM
+    for message in notes:  # said once the pretrained rows are accepted too, as for the LM
         warn(message)
-    on_main_rank(rt, lambda: create_run_directory(out))  # only once the corpus and options are accepted
-    optimizer = make_optimizer(model, cfg, rt.device)
     best = BestCheckpoint(opts.select_by or "val_bleu")
     signatures: list[str | None] = [None, None]
     latest: dict[str, Any] = {}     # the last evaluation's fields
 
-    def metadata(step: int) -> dict[str, str]:
-        return checkpoint_metadata(cfg, mcfg, step, source, target, data)
-
-    def evaluate_and_keep_best(step: int) -> dict[str, Any]:
+    def evaluate_at(step: int) -> dict[str, Any]:
         record, (signatures[0], signatures[1]) = evaluate(model, data, conv, cfg, opts, log_u, rt, target)
         latest.clear()
         latest.update(record)
-        if best.better(step, record, scheduled=step % cfg.eval_every == 0 or step == cfg.steps):
-            on_main_rank(rt, lambda: save_model(out / BEST, model, metadata(step)))  # type: ignore[arg-type]
         return record
 
     sampler = TrainSampler(len(data.train_src), cfg.seed)
@@ -461,37 +451,32 @@ def _train(cfg: TrainConfig, corpus: list[str], source_path: Path | str, target_
         return int(host_sum(sum(b.tokens for b in step_batches), rt))
 
     mean_src, mean_tgt = float(data.train_src.lengths().mean()), float(data.train_tgt.lengths().mean()) + 1
-    updates = Updates(cfg=cfg, rt=rt, out=out, model=model, optimizer=optimizer, batches=batches,
-                      forward=translation_forward, evaluate=evaluate_and_keep_best,  # type: ignore[arg-type]
-                      metadata=metadata, fingerprint=data.fingerprint, guidance=guidance, log_u=log_u,
+    updates = Updates(cfg=cfg, rt=rt, out=out, model=model, batches=batches,
+                      forward=translation_forward, evaluate=evaluate_at,  # type: ignore[arg-type]
+                      metadata=lambda step: checkpoint_metadata(cfg, mcfg, step, source, target, data),
+                      fingerprint=data.fingerprint, guidance=guidance, log_u=log_u,
                       vocab_size=mcfg.tgt_vocab_size, tokens=tokens,
                       flops_per_token=model.flops_per_token(round(mean_src), round(mean_tgt)), warn=warn)
-    position = start_position(updates, resume)
 
-    def write_files() -> None:
-        write_run_files(out, cfg, data, target, position.step if resume else None)  # type: ignore[arg-type]
+    def write_files(resumed_step: int | None) -> None:
+        write_run_files(out, cfg, data, target, resumed_step)  # type: ignore[arg-type]
         copy_tokenizers(out, source, target)
 
-    on_main_rank(rt, write_files)
-    if resume:
-        best.take_up([r for r in read_log_records(out / "log.jsonl") if r["step"] < position.step])
-    last_step = min(cfg.steps, stop_at) if stop_at is not None else cfg.steps
-    t_start = time.perf_counter()
-    checkpoint = run_updates(updates, position, last_step, on_step)
-    seconds = time.perf_counter() - t_start
-    from nbcli.counts import unigram_entropy
+    def finish(end: Finished) -> TranslationResult:
+        from nbcli.counts import unigram_entropy
 
-    result = TranslationResult(
-        out=out, steps=last_step, final_val_loss=position.val_points[-1][1] if position.val_points else None,
-        alc=area_under_curve(position.val_points), best_val_bleu=best_bleu(best), best_step=best.step,
-        select_by=best.key, alc_val_bleu=area_under_curve(best.curve("val_bleu"), until=ALC_UPDATES),
-        final_val_bleu=latest.get("val_bleu"),
-        final_val_chrf=latest.get("val_chrf"), bleu_signature=signatures[0], chrf_signature=signatures[1],
-        checkpoint=checkpoint, best_checkpoint=out / BEST if best.step is not None else None, pairs=data.documents,
-        skipped_long_pairs=data.skipped_long, tokens=position.tokens, seconds=seconds,
-        tokens_per_s=position.tokens / seconds if seconds > 0 else 0.0, parameters=model.num_parameters(),
-        device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
-        resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,
-        warnings=warnings, embedding_coverage=coverage or None)
-    on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
-    return result
+        position = end.position
+        return TranslationResult(
+            out=out, steps=end.last_step, final_val_loss=position.val_points[-1][1] if position.val_points else None,
+            alc=area_under_curve(position.val_points), best_val_bleu=best_bleu(best), best_step=best.step,
+            select_by=best.key, alc_val_bleu=area_under_curve(best.curve("val_bleu"), until=ALC_UPDATES),
+            final_val_bleu=latest.get("val_bleu"), final_val_chrf=latest.get("val_chrf"),
+            bleu_signature=signatures[0], chrf_signature=signatures[1], checkpoint=end.checkpoint,
+            best_checkpoint=out / BEST if best.step is not None else None, pairs=data.documents,
+            skipped_long_pairs=data.skipped_long, tokens=position.tokens, seconds=end.seconds,
+            tokens_per_s=position.tokens / end.seconds if end.seconds > 0 else 0.0, parameters=model.num_parameters(),
+            device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
+            resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,
+            warnings=end.warnings, embedding_coverage=coverage or None)
+
+    return TaskRun(updates, write_files, finish, best=best, keep_best_model=True)

@@ -135,8 +135,27 @@ class TranslationTask(Task):
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return train_translation(cfg, v["corpus"], source_tok, target_tok, v["out"], valid=v["valid"],
                                  resume=v["resume"], stop_at=stop_at, on_step=hooks.on_step,
-                                 on_warning=hooks.on_warning,
+                                 on_warning=hooks.on_warning, callbacks=hooks.callbacks,
                                  allow_vocab_mismatch=v["allow_vocab_mismatch"]).as_dict()
+
+    eval_options = frozenset({"hyps", "src_lang", "tgt_lang", "beam", "lenpen", "columns", "batch_size", "device"})
+    eval_view = "translation"
+
+    def evaluate(self, run: Path | None, corpus: list[str], **o: Any) -> dict[str, Any]:
+        """Test BLEU and chrF (sacreBLEU) of the run's translations of `corpus` (its best checkpoint,
+        beam 5: paper 000 app. A), or of a hypotheses file (`hyps`, no run)."""
+        from nbcli.translate import eval_translation_model
+        from nbcli.translation_eval import eval_translation
+
+        if run is not None and o["hyps"] is not None:
+            raise ConfigError(f"{run} and --hyps {o['hyps']}: score a model's translations or a hypotheses file, "
+                              "not both")
+        if run is None:
+            if o["beam"] is not None or o["lenpen"] is not None:
+                raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
+            return eval_translation(corpus, o["src_lang"], o["tgt_lang"], hyps=o["hyps"], columns=o["columns"])
+        return eval_translation_model(run, corpus, o["src_lang"], o["tgt_lang"], beam=o["beam"], lenpen=o["lenpen"],
+                                      batch_size=o["batch_size"], device=o["device"], columns=o["columns"])
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import coverage_rows

@@ -1,6 +1,6 @@
 """`nb train`: configuration, data pipeline, attention guidance, initialisations and the training loop.
 
-Which options apply to which task is one table, `nbcli.train.task_options`.
-Import the pieces from their modules (`nbcli.train.loop.train`, `nbcli.train.config.build_config`);
+The orchestration every task runs on is `nbcli.train.loop.run_training`; the update loop
+`nbcli.train.updates`, its callbacks `nbcli.train.callbacks`. Import the pieces from their modules;
 this package does no work at import time.
 """

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+BEST = "best.safetensors"   # the best checkpoint's name in a run directory
+
 
 class BestCheckpoint:
     """The best value of `key` so far and its step (the task saves that model as best.safetensors).

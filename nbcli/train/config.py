@@ -86,7 +86,6 @@ class TrainConfig:
         if isinstance(self.ag_patterns, list):
             self.ag_patterns = tuple(self.ag_patterns)
         checks = [
-            (self.task != "lm" or self.preset in PRESETS, f"--preset must be one of {', '.join(PRESETS)}"),
             (self.objective in ("clm", "mlm"), "--objective must be clm or mlm"),
             (self.steps >= 1, "--steps must be >= 1"),
             (self.batch_size >= 1, "--batch-size must be >= 1"),
@@ -144,9 +143,6 @@ class TrainConfig:
             parse_standardise(self.embedding_standardise)   # raises ConfigError on a bad spec
         if self.batch_size % self.grad_accum:
             raise ConfigError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
-        if self.task == "lm" and self.objective == "clm" and self.ag_patterns and "next" in self.ag_patterns:
-            raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
-                              "to the next token); use prev, first, delim or period, or --objective mlm")
 
     def _check_unigram_reg(self) -> None:
         """--unigram-reg-lambda L and --unigram-reg-steps S (paper 000 app. B.3) come together."""
@@ -183,9 +179,34 @@ class TrainConfig:
 
 
 def build_config(preset: str = "tiny", **overrides: Any) -> TrainConfig:
-    """A TrainConfig from a preset plus explicit options (None means: keep the preset's value)."""
+    """The LM's TrainConfig from a preset plus explicit options (None means: keep the preset's value);
+    `warmup_ratio` R sets the warm-up to ceil(R x steps) (`with_warmup`)."""
     if preset not in PRESETS:
         raise ConfigError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
     values: dict[str, Any] = dict(PRESETS[preset])
     values.update({k: v for k, v in overrides.items() if v is not None})
-    return TrainConfig(preset=preset, **values)
+    cfg = TrainConfig(preset=preset, **with_warmup(values, overrides))
+    if cfg.objective == "clm" and cfg.ag_patterns and "next" in cfg.ag_patterns:
+        raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
+                          "to the next token); use prev, first, delim or period, or --objective mlm")
+    return cfg
+
+
+def check_warmup(warmup: int | None, ratio: float | None) -> None:
+    """The warm-up is given as steps or as a ratio in [0, 1), not both (ConfigError)."""
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1):
+        raise ConfigError(f"--warmup-ratio must be in [0, 1), got {ratio!r}")
+    if warmup is not None and ratio is not None:
+        raise ConfigError("--warmup and --warmup-ratio both set the warm-up: give one")
+
+
+def with_warmup(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`values` (TrainConfig keywords over a preset's) with the `warmup_ratio` R of `overrides` turned
+    into warmup = ceil(R x steps) (transformers' warmup_ratio): the warm-up is given as steps
+    (--warmup) or as a share of the run (--warmup-ratio), in every task; not both."""
+    values = {k: v for k, v in values.items() if k != "warmup_ratio"}
+    ratio = overrides.get("warmup_ratio")
+    if ratio is None:
+        return values
+    check_warmup(overrides.get("warmup"), ratio)
+    return {**values, "warmup": math.ceil(ratio * values.get("steps", TrainConfig.steps))}

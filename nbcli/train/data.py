@@ -22,7 +22,7 @@ position of a run is one integer (sequences consumed) and resuming is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,19 +73,23 @@ def held_out(n: int, val_fraction: float) -> bool:
     return n % every == every - 1
 
 
-def training_documents(inputs: list[str], val_fraction: float) -> NamedTexts:
-    """The documents `tokenize_corpus` trains on (the held-out ones skipped), read by the one corpus
-    reader: what `-t words:min-freq=K` counts (nbcli.tokenizers.words). They name their files
-    (`NamedTexts`: a vocabulary they cannot make is an error naming the corpus)."""
+def training_documents(inputs: list[str], val_fraction: float, hold_out: bool = True) -> NamedTexts:
+    """The documents `tokenize_corpus` trains on (the held-out ones skipped unless `hold_out` is False:
+    a run with --valid trains on all), read by the one corpus reader: what `-t words:min-freq=K`
+    counts (nbcli.tokenizers.words). They name their files (`NamedTexts`: a vocabulary they cannot
+    make is an error naming the corpus)."""
     from nbcli.corpus.sources import corpus_files
 
-    return NamedTexts((text for n, text in enumerate(iter_documents(inputs)) if not held_out(n, val_fraction)),
-                      files_of(corpus_files(inputs) or inputs))
+    return NamedTexts((text for n, text in enumerate(iter_documents(inputs))
+                       if not (hold_out and held_out(n, val_fraction))), files_of(corpus_files(inputs) or inputs))
 
 
 def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val_fraction: float,
-                    progress: Callable[[int, int | None], None] | None = None) -> TokenData:
-    """Tokenise `inputs` once; split documents into train/val; count training unigrams as we go."""
+                    progress: Callable[[int, int | None], None] | None = None,
+                    valid: Sequence[str] = ()) -> TokenData:
+    """Tokenise `inputs` once; split documents into train/val (every round(1/val_fraction)-th
+    document held out; with `valid` files, all of `inputs` trains and `valid`'s documents validate);
+    count training unigrams as we go."""
     V = tokenizer.vocab_size
     eos = tokenizer.eos_id
     skip = np.array(sorted(i for i in never_predicted(tokenizer) if i < V), dtype=np.int64) \
@@ -95,35 +99,38 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
     counts = np.zeros(V, dtype=np.int64)
     n_docs = 0
 
-    def flush(batch: list[str]) -> None:
+    def flush(batch: list[str], validation: bool) -> None:
         nonlocal n_docs
         for ids in tokenizer.encode_batch(batch):
             doc = np.asarray(ids + ([eos] if eos is not None else []), dtype=np.int32)
-            if held_out(n_docs, val_fraction):
+            if validation or (not valid and held_out(n_docs, val_fraction)):
                 val_parts.append(doc)
             else:
                 train_parts.append(doc)
                 counts[:] += np.bincount(doc, minlength=V)[:V]
-            n_docs += 1
+            n_docs += not validation
 
-    batch: list[str] = []
-    stats = ReadStats()
-    for text in iter_documents(inputs, stats=stats,
-                               progress=None if progress is None else lambda n: progress(n, None)):
-        batch.append(text)
-        if len(batch) >= ENCODE_BATCH:
-            flush(batch)
-            batch = []
-    if batch:
-        flush(batch)
+    stats, valid_stats = ReadStats(), ReadStats()
+    for files, read, validation in ((inputs, stats, False), *([(list(valid), valid_stats, True)] if valid else [])):
+        batch: list[str] = []
+        for text in iter_documents(files, stats=read,
+                                   progress=None if progress is None else lambda n: progress(n, None)):
+            batch.append(text)
+            if len(batch) >= ENCODE_BATCH:
+                flush(batch, validation)
+                batch = []
+        if batch:
+            flush(batch, validation)
     train = np.concatenate(train_parts) if train_parts else np.zeros(0, np.int32)
     val = np.concatenate(val_parts) if val_parts else np.zeros(0, np.int32)
     if train.size and (train.min() < 0 or train.max() >= V):
         raise CorpusError(f"tokenizer {tokenizer.name} produced ids outside [0, {V})")
     counts[skip] = 0
     fingerprint = sha256_bytes(train.tobytes() + b"|" + val.tobytes())
+    notes = stats.notes(f"--corpus {', '.join(inputs)}") + (valid_stats.notes(f"--valid {', '.join(valid)}")
+                                                              if valid else [])
     return TokenData(train=train, val=val, counts=counts, documents=n_docs, inputs=list(inputs),
-                     fingerprint=fingerprint, notes=stats.notes(f"--corpus {', '.join(inputs)}"))
+                     fingerprint=fingerprint, notes=notes)
 
 
 @dataclass

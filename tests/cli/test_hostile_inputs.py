@@ -172,7 +172,7 @@ def test_a_training_run_destroys_its_process_group_when_it_ends(tmp_path: Path, 
                                         valid=None if fails else [str(parallel_corpus / "valid")])
     elif task == "lm":
         from nbcli.train.config import build_config
-        from nbcli.train.loop import train
+        from nbcli.tasks.language_model import train
 
         cfg = build_config("tiny", steps=1, eval_every=1, eval_batches=1, batch_size=2, seq_len=16, d_model=16,
                            n_head=2, device="cpu")

@@ -83,7 +83,7 @@ def test_not_a_translation_checkpoint(tmp_path: Path, sp_model: Path, make, frag
 
 def test_an_lm_checkpoint_is_refused(tmp_path: Path, sp_model: Path, sample_lines: list[str]) -> None:
     from nbcli.train.config import build_config
-    from nbcli.train.loop import train
+    from nbcli.tasks.language_model import train
 
     (tmp_path / "corpus.txt").write_text("\n".join(sample_lines[:300]) + "\n")
     train(build_config("tiny", steps=1, seq_len=16, batch_size=4, eval_batches=1, d_model=32),

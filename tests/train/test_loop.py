@@ -17,7 +17,7 @@ from nbcli.errors import ConfigError, OutputError
 from nbcli.model import ModelConfig
 from nbcli.tokenizers import load_tokenizer
 from nbcli.train.config import build_config
-from nbcli.train.loop import train
+from nbcli.tasks.language_model import train
 from nbcli.train.rundir import read_log
 from nbcli.train.runs import area_under_curve
 
@@ -292,11 +292,12 @@ def test_the_next_updates_batches_are_built_ahead_and_equal_those_built_on_deman
     """Issue 34: update s+1's micro-batches are built during update s (after its backward passes are
     queued, before it waits for them) and are the very batches `micro_batches(s + 1, ...)` builds on
     demand (MLM masks included); no batch is built for an update past the last."""
-    import nbcli.train.loop as loop
+    import nbcli.tasks.language_model as language_model
+    import nbcli.train.updates as updates
 
     events: list[tuple[str, int]] = []
     built: dict[tuple[int, int], list] = {}
-    real_micro, real_step = loop.micro_batches, loop.optimizer_step
+    real_micro, real_step = language_model.micro_batches, updates.optimizer_step
     calls: list[tuple] = []
 
     def micro(stream, sampler, cfg, mcfg, rt, step, sequences):
@@ -312,8 +313,8 @@ def test_the_next_updates_batches_are_built_ahead_and_equal_those_built_on_deman
         events.append(("done", step))
         return losses
 
-    monkeypatch.setattr(loop, "micro_batches", micro)
-    monkeypatch.setattr(loop, "optimizer_step", update)
+    monkeypatch.setattr(language_model, "micro_batches", micro)
+    monkeypatch.setattr(updates, "optimizer_step", update)
     run(tmp_path, train_corpus, sp_model, "mlm", objective="mlm", steps=4, grad_accum=2)
     assert events == [("build", 0), ("update", 0), ("build", 1), ("done", 0), ("update", 1), ("build", 2), ("done", 1),
                       ("update", 2), ("build", 3), ("done", 2), ("update", 3), ("done", 3)]

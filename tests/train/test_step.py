@@ -179,7 +179,7 @@ def test_an_mlm_update_with_dense_guidance_builds_no_device_tensor_and_reads_onc
     """Issue 34, through `nb train`'s loop (tests/host_copies.py): MLM masking with the special ids and
     [Delim]/[Period] guidance over 2 micro-batches build no tensor from host data per batch (the ids are
     held once per device, `device_ids`) and the update reads one thing on the host, its sums."""
-    from nbcli.train.loop import train
+    from nbcli.tasks.language_model import train
     from nbcli.train.runtime import device_ids
     from tests.host_copies import update_copies
 
