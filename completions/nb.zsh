@@ -448,6 +448,11 @@ _nb() {
                 '--ag-decay-steps[Step at which alpha reaches 0 (0 = --steps).]:value: ' \
                 '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
                 '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
+                '--track[Also log the run to an experiment tracker (repeatable, or a comma list; none: no]:value: ' \
+                '--track-project[W&B project and MLflow experiment. Default: WANDB_PROJECT / MLFLOW_EXPERIMENT_NA]:value: ' \
+                '--track-run-name[The run’s name in W&B and MLflow. Default: the run directory’s name (W&B: WANDB_]:value: ' \
+                '--track-uri[MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: ]:value: ' \
+                '--tensorboard-dir[Where TensorBoard’s event files go. Default: DIR/tensorboard in the run director]:path:_files' \
                 '--log-every[Off a terminal (nohup, a batch job’s log), a progress line on stderr every N upd]:value: ' \
                 '--quiet[No progress bar and no progress lines (warnings and the result still print).]' \
                 '-q[No progress bar and no progress lines (warnings and the result still print).]' \

@@ -180,6 +180,29 @@ class GuidanceOptions:
         "'regularisation steps'; needs --unigram-reg-lambda, at most --steps)."))
 
 
+@dataclass
+class TrackingOptions:
+    """Every task (the seam adds them, `Task.options`): experiment trackers through their own clients
+    (`nbcli.trackers`, docs/tracking.md), rank 0 only under torchrun."""
+
+    track: list[str] = option([], "--track", metavar="tensorboard|wandb|mlflow", help=(
+        "Also log the run to an experiment tracker (repeatable, or a comma list; none: no tracker): its config "
+        "(every option), each log.jsonl record's numbers at their step, the summary, and where the run directory "
+        "is. Each needs its client: pip install 'nbcli[tensorboard]' (or [wandb], [mlflow]). A tracker that fails "
+        "mid-run is warned about once and training goes on; one that cannot start stops the run before it trains."))
+    track_project: Optional[str] = option(None, "--track-project", metavar="NAME", help=(
+        "W&B project and MLflow experiment. Default: WANDB_PROJECT / MLFLOW_EXPERIMENT_NAME, else the tool's "
+        "default."))
+    track_run_name: Optional[str] = option(None, "--track-run-name", metavar="NAME", help=(
+        "The run's name in W&B and MLflow. Default: the run directory's name (W&B: WANDB_NAME when set)."))
+    track_uri: Optional[str] = option(None, "--track-uri", metavar="URI", help=(
+        "MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: MLFLOW_TRACKING_URI, "
+        "else MLflow's default."))
+    tensorboard_dir: Optional[Path] = option(None, "--tensorboard-dir", metavar="DIR", help=(
+        "Where TensorBoard's event files go. Default: DIR/tensorboard in the run directory (tensorboard --logdir "
+        "runs/ then shows each run by its directory's name)."))
+
+
 def common_config(values: dict[str, object]) -> dict[str, object]:
     """The keyword arguments of `build_config` / `build_translation_config` that the shared groups
     give (parsed: smoothing K, AG patterns and alpha), from a task's option values."""

@@ -3,25 +3,70 @@ option values, find the task a run directory records, and evaluate or predict wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.tasks.base import TrainHooks
-from nbcli.tasks.options import option_values
+from nbcli.tasks.base import SEAM_GROUPS, TrainHooks
+from nbcli.tasks.options import declared, option_values
 from nbcli.tasks.registry import BUILTIN, get_task, option_owners
+from nbcli.trackers import TrackingSession
 
 
 def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None = None) -> dict[str, Any]:
     """Train task `name` with `options` (its option names as keywords; the rest take their defaults),
-    refused in one line before any work if an option is not the task's or a required one is missing.
+    refused in one line before any work if an option is not the task's, a required one is missing or
+    a tracker's client is not installed. `--track`: the trackers hear the run through `hooks`.
     Returns the run's summary."""
     task = get_task(name)
     owners = {key.lstrip("-").replace("-", "_"): tasks[0] for key, tasks in option_owners().items()}
     values = option_values(task.options(), options, task=name, elsewhere=owners)
-    return task.train(values, hooks or TrainHooks())
+    hooks = hooks or TrainHooks()
+    session = tracking_session(name, values, hooks.on_warning)
+    if session is None:
+        return task.train(values, hooks)
+    with session:
+        summary = task.train(values, tracked(hooks, session))
+        session.finish(summary)
+    return summary
+
+
+def tracking_session(task: str, values: dict[str, Any], warn: Callable[[str], None]) -> TrackingSession | None:
+    """The trackers `values` ask for (the seam's options, taken out of `values`: the task never sees
+    them), their clients imported on every rank; None when there are none, or on ranks other than 0."""
+    from nbcli.trackers import TrackerSettings, load_trackers, parse_names, previous_runs, run_config
+    from nbcli.trackers.base import check_settings
+    from nbcli.train.runtime import main_process
+
+    every = dict(values)
+    seam = {o.name: values.pop(o.name) for o in declared(SEAM_GROUPS)}
+    names = parse_names(seam["track"])
+    run_dir = values.get("out")
+    settings = TrackerSettings(project=seam["track_project"], run_name=seam["track_run_name"], uri=seam["track_uri"],
+                               tensorboard_dir=seam["tensorboard_dir"],
+                               previous=previous_runs(run_dir) if values.get("resume") else {})
+    check_settings(names, settings)
+    trackers = load_trackers(names, settings)
+    if not trackers or not main_process():
+        return None
+    return TrackingSession(trackers, run_config(every, names, task=task, run_dir=run_dir), run_dir, warn)
+
+
+def tracked(hooks: TrainHooks, session: TrackingSession) -> TrainHooks:
+    """`hooks` that also start the trackers (before the task's own start: a tracker that cannot start
+    stops the run before any progress shows) and give them each log record."""
+    def on_start(total: int | None) -> None:
+        session.start()
+        hooks.on_start(total)
+
+    def on_step(step: int, record: dict[str, Any]) -> None:
+        hooks.on_step(step, record)
+        session.log(step, record)
+
+    return dataclasses.replace(hooks, on_start=on_start, on_step=on_step)
 
 
 def task_of_run(run: Path | str) -> str | None:
