@@ -7,7 +7,9 @@ The store is `--track-uri`, else MLFLOW_TRACKING_URI, else MLflow's own default 
 sqlite:///mlflow.db in the working directory, which needs the full `mlflow` package; a file store
 `file:DIR` needs MLFLOW_ALLOW_FILE_STORE=true there). The experiment is `--track-project`, else
 MLFLOW_EXPERIMENT_NAME, else MLFLOW_EXPERIMENT_ID, else MLflow's Default (id 0). `--resume`
-continues the same MLflow run (its id in RUN_DIR/trackers.json) when the store is the same.
+continues the same MLflow run (its id in RUN_DIR/trackers.json) when the store is the same; a step
+trained in both sessions (the resumed step's evaluation, or the updates after the last saved state
+of a run that crashed) then has two values in MLflow's history, the later one the resumed session's.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ names a logged number, as tokens_per_s does, the run's value replaces the last s
 W&B's own environment decides the rest, as for any script: WANDB_MODE (`offline` writes the run
 under WANDB_DIR/wandb/offline-run-*/ for `wandb sync` later; no network needed), WANDB_PROJECT,
 WANDB_ENTITY, WANDB_NAME, WANDB_DIR, WANDB_API_KEY (never recorded by nb). `--resume` continues the
-same W&B run (its id in RUN_DIR/trackers.json; W&B ignores steps it already has).
+same W&B run (its id in RUN_DIR/trackers.json); the steps it already has are not sent again (W&B
+would refuse them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class WandbTracker:
     def __init__(self, settings: TrackerSettings) -> None:
         self.settings = settings
         self.run: Any = None
+        self.first_step = 0
 
     def start(self, config: Mapping[str, Any], run_dir: Path | None) -> None:
         import wandb
@@ -34,9 +36,11 @@ class WandbTracker:
         previous = self.settings.previous.get(self.name, {}).get("id")
         resume: dict[str, Any] = {"id": previous, "resume": "allow"} if previous else {}
         self.run = wandb.init(project=self.settings.project, name=name, config=dict(config), **resume)
+        self.first_step = int(getattr(self.run, "starting_step", 0) or 0) if previous else 0
 
     def log(self, step: int, record: Mapping[str, float]) -> None:
-        self.run.log(dict(record), step=step)
+        if step >= self.first_step:   # a resumed W&B run refuses the steps it already has (a warning each)
+            self.run.log(dict(record), step=step)
 
     def finish(self, summary: Mapping[str, Any] | None) -> None:
         if summary is not None:
@@ -45,5 +49,6 @@ class WandbTracker:
 
     def where(self) -> dict[str, str]:
         run = self.run
-        return {"id": str(run.id), "project": str(run.project or ""), "url": str(run.url or ""),
+        url = "" if getattr(run, "offline", False) else str(run.url or "")
+        return {"id": str(run.id), "project": str(run.project or ""), "url": url,
                 "dir": str(getattr(run, "sync_dir", "") or run.dir)}
