@@ -13,7 +13,8 @@ from nbcli.errors import ConfigError
 from nbcli.tasks.base import SEAM_GROUPS, TrainHooks
 from nbcli.tasks.options import declared, option_values
 from nbcli.tasks.registry import BUILTIN, get_task, option_owners
-from nbcli.trackers import TrackingSession
+from nbcli.trackers import (TrackerSettings, TrackingSession, check_settings, load_trackers, parse_names,
+                            previous_runs, run_config)
 
 
 def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None = None) -> dict[str, Any]:
@@ -37,8 +38,6 @@ def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None =
 def tracking_session(task: str, values: dict[str, Any], warn: Callable[[str], None]) -> TrackingSession | None:
     """The trackers `values` ask for (the seam's options, taken out of `values`: the task never sees
     them), their clients imported on every rank; None when there are none, or on ranks other than 0."""
-    from nbcli.trackers import TrackerSettings, load_trackers, parse_names, previous_runs, run_config
-    from nbcli.trackers.base import check_settings
     from nbcli.train.runtime import main_process
 
     every = dict(values)

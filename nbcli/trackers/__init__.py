@@ -10,8 +10,8 @@ library, imported only when asked for:
 A new tracker is a class with those four methods and a row in `base.CLIENTS`.
 """
 
-from nbcli.trackers.base import CLIENTS, Tracker, TrackerSettings, load_trackers, parse_names
+from nbcli.trackers.base import CLIENTS, Tracker, TrackerSettings, check_settings, load_trackers, parse_names
 from nbcli.trackers.session import TrackingSession, previous_runs, run_config
 
-__all__ = ["CLIENTS", "Tracker", "TrackerSettings", "TrackingSession", "load_trackers", "parse_names",
-           "previous_runs", "run_config"]
+__all__ = ["CLIENTS", "Tracker", "TrackerSettings", "TrackingSession", "check_settings", "load_trackers",
+           "parse_names", "previous_runs", "run_config"]

@@ -73,7 +73,7 @@ NONE = "none"  # --track none: no tracker (as transformers' report_to="none")
 
 def parse_names(given: Sequence[str]) -> list[str]:
     """The trackers of `--track` values (repeatable, each a comma list), in order, once each; `none`
-    alone means none. ConfigError naming an unknown one."""
+    names none. ConfigError naming an unknown one."""
     names: list[str] = []
     for value in given:
         for name in (part.strip().lower() for part in str(value).split(",")):
