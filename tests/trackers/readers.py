@@ -2,10 +2,11 @@
 MLflow tracking client, and W&B's offline transaction log (run-ID.wandb) parsed into wandb's own
 protobuf `Record`s.
 
-wandb 0.31 ships no Python reader of that log any more (wandb.sdk.internal.datastore went with the
-Go core), so `wandb_records` reads its framing, which wandb documents as LevelDB's log format: a
-7-byte file header (":W&B", magic 0xBEE1, version 0), then 32 KiB blocks of chunks, each a 7-byte
-header (CRC-32 of type byte + data, length, type: 1 full, 2 first, 3 middle, 4 last) and its data.
+wandb 0.31 ships no Python reader of that log any more (wandb.sdk.internal.datastore, which read it,
+left with the move to the Go core), so `wandb_records` reads the framing that reader read, LevelDB's
+log format behind a W&B header: 7 bytes (":W&B", magic 0xBEE1, version 0), then 32 KiB blocks of
+chunks, each a 7-byte header (CRC-32 of type byte + data, length, type: 1 full, 2 first, 3 middle,
+4 last) and its data. The records themselves are parsed by wandb's own protobuf classes.
 """
 
 from __future__ import annotations
