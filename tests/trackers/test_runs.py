@@ -106,10 +106,15 @@ def test_a_tracker_failing_mid_translation_is_warned_once_and_training_goes_on(
         assert scalars[key] == [(step, float(np.float32(value))) for step, value in points], key
 
 
-def test_resume_continues_the_same_tracker_runs(tmp_path: Path, corpus: Path, sp_model: Path, env: Path) -> None:
+def test_resume_continues_the_same_tracker_runs(tmp_path: Path, corpus: Path, sp_model: Path, env: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: the trackers' own environment variables choose the store, project and experiment."""
     mlflow = client("mlflow", "mlflow")
     run, store = tmp_path / "run", tmp_path / "mlruns"
-    args = [*lm_args(corpus, sp_model, run), "--track", "tensorboard,wandb,mlflow", "--track-uri", store.as_uri()]
+    for name, value in (("MLFLOW_TRACKING_URI", store.as_uri()), ("MLFLOW_EXPERIMENT_NAME", "exp-from-env"),
+                        ("WANDB_PROJECT", "project-from-env")):
+        monkeypatch.setenv(name, value)
+    args = [*lm_args(corpus, sp_model, run), "--track", "tensorboard,wandb,mlflow"]
     first = run_nb(*args, "--stop-at", "3", timeout=600)
     assert first.returncode == 0, first.stderr.decode()
     started = json.loads((run / "trackers.json").read_text())
@@ -118,13 +123,15 @@ def test_resume_continues_the_same_tracker_runs(tmp_path: Path, corpus: Path, sp
     assert "WARNING" not in second.stderr.decode()
     where = json.loads((run / "trackers.json").read_text())
     assert where["mlflow"]["run_id"] == started["mlflow"]["run_id"] and where["wandb"]["id"] == started["wandb"]["id"]
+    assert where["mlflow"]["tracking_uri"] == store.as_uri() and where["wandb"]["project"] == "project-from-env"
     series = log_series(run)
     assert max(step for step, _ in series["val_loss"]) == 6
     scalars, _ = tensorboard_scalars(run / "tensorboard")   # purge_step hid the first session's step 3
     for key, points in series.items():
         assert scalars[key] == [(step, float(np.float32(value))) for step, value in points], key
     records = mlflow.MlflowClient(store.as_uri())
-    assert records.get_run(where["mlflow"]["run_id"]).info.status == "FINISHED"
+    info = records.get_run(where["mlflow"]["run_id"]).info
+    assert info.status == "FINISHED" and records.get_experiment(info.experiment_id).name == "exp-from-env"
     for key, points in series.items():   # the later value of a step logged twice
         history = {m.step: m.value for m in records.get_metric_history(where["mlflow"]["run_id"], key)}
         assert sorted(history.items()) == points, key
