@@ -56,7 +56,9 @@ def tracking_session(task: str, values: dict[str, Any], warn: Callable[[str], No
 
 def tracked(hooks: TrainHooks, session: TrackingSession) -> TrainHooks:
     """`hooks` that also start the trackers (before the task's own start: a tracker that cannot start
-    stops the run before any progress shows) and give them each log record."""
+    stops the run before any progress shows) and give them each record after the face has it. The
+    trackers hear `on_step`, not a loop callback: every task calls it, a task of another package with
+    a loop of its own too (docs/tasks.md's example)."""
     def on_start(total: int | None) -> None:
         session.start()
         hooks.on_start(total)

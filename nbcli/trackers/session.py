@@ -5,8 +5,9 @@ A tracker that fails once the run trains (a network gone, a disk full) is warned
 left out for the rest of the run; training goes on, log.jsonl keeps every record. A tracker that
 cannot start stops the run before it trains (one line naming it): a run asked to be tracked is not
 silently untracked. Where each tracker's run went is written to RUN_DIR/trackers.json with the
-first record (the run directory exists by then, and a failed new run's clean-up removes it with the
-rest), and `--resume` continues those runs (`previous_runs`).
+first record (nb's loop has made the run directory by then, and a failed new run's clean-up removes
+the file with the rest; a task that makes its directory at the end gets it then), and `--resume`
+continues those runs (`previous_runs`).
 """
 
 from __future__ import annotations
@@ -87,14 +88,15 @@ class TrackingSession:
         said it starts)."""
         self.start()
         if not self.recorded:
-            self.recorded = True
-            self.write_record()
+            self.recorded = self.write_record()
         values = numbers(record)
         for tracker in self.running():
             self.guard(tracker, f"logging step {step}", lambda t=tracker: t.log(step, values))
 
     def finish(self, summary: Mapping[str, Any] | None) -> None:
         """Close every running tracker with the run's summary (None: the run failed)."""
+        if not self.recorded:   # a task that makes its run directory at the end
+            self.recorded = self.write_record()
         for tracker in self.running():
             self.guard(tracker, "closing its run", lambda t=tracker: t.finish(summary))
         self.started = []
@@ -119,17 +121,18 @@ class TrackingSession:
             self.warn(f"--track {tracker.name}: {what} failed ({one_line(err)}); training goes on without it "
                       "(log.jsonl keeps every record)")
 
-    def write_record(self) -> None:
-        """RUN_DIR/trackers.json: where each tracker's run went."""
+    def write_record(self) -> bool:
+        """RUN_DIR/trackers.json: where each tracker's run went; False while there is no run directory."""
         from nbcli.atomic import write_text_atomic
 
         if self.run_dir is None or not self.run_dir.is_dir():
-            return
+            return False
         record = {t.name: t.where() for t in self.running()}
         try:
             write_text_atomic(self.run_dir / RECORD, json.dumps(record, indent=2) + "\n")
         except (OSError, NbError) as err:
             self.warn(f"{self.run_dir / RECORD}: not written ({one_line(err)}); --resume will start new tracker runs")
+        return True
 
     def __enter__(self) -> TrackingSession:
         return self

@@ -6,6 +6,7 @@ the same tracker runs, and under torchrun rank 0 alone writing."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import sys
@@ -140,6 +141,26 @@ def test_resume_continues_the_same_tracker_runs(tmp_path: Path, corpus: Path, sp
         for key, points in wandb_run(path)["history"].items():
             held.setdefault(key, {}).update(points)
     assert {k: sorted(v.items()) for k, v in held.items()} == series
+
+
+def test_a_task_of_another_package_with_its_own_loop_is_tracked(site: Path, tmp_path: Path, sp_model: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    client("torch.utils.tensorboard", "tensorboard")
+    rows = tmp_path / "pairs.tsv"
+    sentences = ["the model", "a token bias", "word frequency", "of the corpus"] * 5
+    rows.write_text("".join(f"{a}\t{' '.join(reversed(a.split()))}\t{i % 6}\n" for i, a in enumerate(sentences)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    run = tmp_path / "sts"
+    result = run_nb("train", "sts", "--corpus", rows, "-t", sp_model, "--out", run, "--steps", "12", "--track",
+                    "tensorboard", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    scalars, texts = tensorboard_scalars(run / "tensorboard")   # its own loop's on_step records reached it
+    assert [step for step, _ in scalars["loss"]] == list(range(1, 13))
+    assert scalars["loss"][-1][1] == float(np.float32(summary["final_loss"]))
+    assert json.loads(texts["config"].removeprefix("```json\n").removesuffix("\n```"))["nb"]["task"] == "sts"
+    where = json.loads((run / "trackers.json").read_text())
+    assert where == {"tensorboard": {"log_dir": str((run / "tensorboard").resolve())}}
 
 
 @pytest.mark.slow

@@ -153,11 +153,14 @@ def test_training_that_fails_closes_the_trackers_as_failed(tmp_path: Path) -> No
     assert tracker.calls[-1] == ("finish", None)
 
 
-def test_no_record_without_a_run_directory_and_resume_reads_it(tmp_path: Path) -> None:
+def test_the_record_waits_for_the_run_directory_and_resume_reads_it(tmp_path: Path) -> None:
     session = TrackingSession([Recorder("wandb")], {}, tmp_path / "missing", [].append)
     session.log(0, {"loss": 1.0})
     assert not (tmp_path / "missing").exists()
-    assert previous_runs(tmp_path / "missing") == {} and previous_runs(None) == {}
+    (tmp_path / "missing").mkdir()   # a task that makes its run directory at the end: the record then
+    session.finish({})
+    assert json.loads((tmp_path / "missing" / "trackers.json").read_text()) == {"wandb": {"id": "wandb-1"}}
+    assert previous_runs(tmp_path / "nothing") == {} and previous_runs(None) == {}
     (tmp_path / "trackers.json").write_text('{"wandb": {"id": "abc"}, "odd": 3}')
     assert previous_runs(tmp_path) == {"wandb": {"id": "abc"}}
     (tmp_path / "trackers.json").write_text("{not json")
