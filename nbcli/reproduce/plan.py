@@ -163,6 +163,15 @@ def _roles_used(value: Any) -> set[str]:
     return set()
 
 
+def roles_needed(recipe: Recipe) -> list[str]:
+    """The data roles some run of the recipe uses (in [data]'s order), at any scale."""
+    tables = [recipe.options, *(s.options for s in recipe.scales), *(v.options for a in recipe.axes for v in a.values)]
+    used = set().union(*(_roles_used(t) for t in tables))
+    if recipe.evaluation is not None:
+        used.add(recipe.evaluation.data)
+    return [r.name for r in recipe.data if r.name in used]
+
+
 def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str]) -> dict[str, str]:
     """The data roles `needed`, each given and found: a path (a file, a folder, or the PREFIX of
     PREFIX.LANG files) or a Hub repo id (resolved from the local cache when used); absolute paths."""

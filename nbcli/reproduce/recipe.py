@@ -205,10 +205,38 @@ TOP_KEYS = ("schema", "id", "title", "task", "paper", "where", "about", "unavail
             "options", "scales", "seeds", "axes", "evaluate", "metrics", "alc_steps", "published", "published_note")
 
 
+def merged(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """`child` over `base`: tables merged key by key, anything else replaced; `false` removes a table."""
+    out = dict(base)
+    for key, value in child.items():
+        if value is False and isinstance(base.get(key), dict):
+            out.pop(key)
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            out[key] = merged(base[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_recipe_table(path: Path, depth: int = 0) -> dict[str, Any]:
+    """A recipe file's table, over the table of the recipe its `base` names (a file beside it):
+    000-fig3 is 000-fig2's runs with other metrics, so the two share their runs in one OUT."""
+    table = read_toml(path)
+    base = table.pop("base", None)
+    if base is None:
+        return table
+    if not isinstance(base, str) or depth > 4:
+        raise ConfigError(f"{path}: base: expected the file name of another recipe (at most 5 deep)")
+    parent = path.parent / base
+    if not parent.is_file():
+        raise ConfigError(f"{path}: base: {parent} not found")
+    return merged(read_recipe_table(parent, depth + 1), table)
+
+
 def load_recipe(path: Path | str) -> Recipe:
-    """The recipe in `path`, its structure checked (the options against the task: `plan.check_options`)."""
+    """The recipe in `path`, its structure checked (its options against its kind: `plan.check_recipe`)."""
     path = Path(path)
-    top = Reader(path, read_toml(path), "")
+    top = Reader(path, read_recipe_table(path), "")
     top.only(*TOP_KEYS)
     if top.get("schema", int, SCHEMA) != SCHEMA:
         top.fail(f"schema {top.table['schema']}: this nb reads schema {SCHEMA}", "schema")
