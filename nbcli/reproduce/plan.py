@@ -20,7 +20,7 @@ from typing import Any
 
 from nbcli.errors import ConfigError
 from nbcli.reproduce.kinds import Kind, Option, get_kind
-from nbcli.reproduce.recipe import Recipe, Scale
+from nbcli.reproduce.recipe import AxisValue, Recipe, Scale
 
 PLACEHOLDER = re.compile(r"\{(dim:)?([A-Za-z0-9_.-]+)\}")
 RECORD_VERSION = 1
@@ -49,16 +49,25 @@ class Plan:
     runs: list[RunSpec]
 
 
-def recipe_arms(recipe: Recipe) -> list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]:
-    """(arm name, [(where, options) of each axis value]) for every arm: one value of every axis,
-    named by the values joined with '/' (no axes: one arm named after the recipe)."""
+def recipe_arms(recipe: Recipe) -> list[tuple[str, list[AxisValue]]]:
+    """(arm name, its value of each axis) for every arm: one value of every axis, named by the
+    values joined with '/' (no axes: one arm named after the recipe)."""
     if not recipe.axes:
         return [(recipe.id, [])]
-    arms = []
-    for combo in itertools.product(*(axis.values for axis in recipe.axes)):
-        where = [(f"[[axes]] {a.name!r} value {v.name!r}", v.options) for a, v in zip(recipe.axes, combo)]
-        arms.append(("/".join(v.name for v in combo), where))
-    return arms
+    return [("/".join(v.name for v in combo), list(combo))
+            for combo in itertools.product(*(axis.values for axis in recipe.axes))]
+
+
+def evaluation_role(recipe: Recipe, values: Sequence[AxisValue]) -> str | None:
+    """The data role an arm's runs are evaluated on: its last axis value's `evaluate_data`, else
+    [evaluate]'s `data` (None without [evaluate]); ConfigError when neither names one."""
+    if recipe.evaluation is None:
+        return None
+    role = next((v.evaluate_data for v in reversed(values) if v.evaluate_data), recipe.evaluation.data)
+    if not role:
+        raise ConfigError(f"{recipe.path}: [evaluate] has no data role for arm {'/'.join(v.name for v in values)!r} "
+                          "(set [evaluate].data or the axis value's evaluate_data)")
+    return role
 
 
 def select(names: Sequence[str], patterns: Sequence[str] | None, path: Path) -> list[str]:
@@ -128,6 +137,7 @@ def check_recipe(recipe: Recipe) -> Kind:
             check_table(recipe, kind, f"[[axes]] {axis.name!r} value {value.name!r}", value.options)
     if "seed" not in kind.options() and any(len(s.seeds) > 1 for s in recipe.scales):
         raise ConfigError(f"{recipe.path}: seeds: {recipe.task!r} takes no seed, so one seed per scale")
+    roles_needed(recipe)   # every arm has a data role to be evaluated on
     arms = {name for name, _ in recipe_arms(recipe)}
     for p in recipe.published:
         if p.arm not in arms and not p.note:
@@ -167,8 +177,7 @@ def roles_needed(recipe: Recipe) -> list[str]:
     """The data roles some run of the recipe uses (in [data]'s order), at any scale."""
     tables = [recipe.options, *(s.options for s in recipe.scales), *(v.options for a in recipe.axes for v in a.values)]
     used = set().union(*(_roles_used(t) for t in tables))
-    if recipe.evaluation is not None:
-        used.add(recipe.evaluation.data)
+    used |= {evaluation_role(recipe, values) for _, values in recipe_arms(recipe)} - {None}
     return [r.name for r in recipe.data if r.name in used]
 
 
@@ -256,15 +265,15 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
     every = recipe_arms(recipe)
     chosen = select([name for name, _ in every], arms, recipe.path)
     merged: dict[str, dict[str, Any]] = {}
+    tested: dict[str, str | None] = {}
     for name, values in every:
         if name in chosen:
-            options = {**recipe.options, **chosen_scale.options}
-            for _, given in values:
-                options.update(given)
-            merged[name] = {**options, **overrides}
-    needed = set().union(*(_roles_used(o) for o in merged.values()))
-    if recipe.evaluation is not None:
-        needed.add(recipe.evaluation.data)
+            options = dict(recipe.options)
+            for value in values:
+                options.update(value.options)
+            merged[name] = {**options, **chosen_scale.options, **overrides}   # a smoke run is short whatever the arm
+            tested[name] = evaluation_role(recipe, values)
+    needed = set().union(*(_roles_used(o) for o in merged.values())) | (set(tested.values()) - {None})
     bound = check_data(recipe, parse_data(data, recipe), needed)
     known = kind.options()
     required = [n for n, o in known.items() if o.required and n not in kind.managed]
@@ -279,7 +288,7 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
         for seed in chosen_scale.seeds:
             values = {**options, "seed": seed} if "seed" in known else dict(options)
             digest = settings_hash(recipe.task, values)
-            evaluation = evaluation_spec(recipe, chosen_scale, values, bound, digest)
+            evaluation = evaluation_spec(recipe, chosen_scale, values, bound.get(tested[name] or ""), digest)
             runs.append(RunSpec(run_id(name, seed), name, seed, recipe.task, values, digest, evaluation))
     ids = [r.id for r in runs]
     if len(set(ids)) != len(ids):

@@ -2,8 +2,8 @@
 checked whole before anything runs.
 
 A recipe names the kind of run (`task`: an `nb train` task, or one of nb's analyses, `kinds.py`),
-the data it needs by role, the options of every run, its scales (smoke | cpu | paper: the seeds and
-the options that differ), its axes (each value sets options; an arm is one value of every axis), what
+the data it needs by role, the options of every run, its axes (each value sets options; an arm is one
+value of every axis), its scales (smoke | cpu | paper: the seeds and the options over the arms'), what
 each run is scored on after training (`[evaluate]`), the metrics aggregated over seeds (mean ± SE or
 σ, as the paper reports) and the paper's published numbers. The keys of `options` are the task's
 own option names (`nb train TASK --help`, `nbcli.tasks.options`): any option can be an arm.
@@ -41,7 +41,7 @@ class Role:
 
 @dataclass(frozen=True)
 class Scale:
-    """smoke | cpu | paper (or a user's name): the seeds and the options over the recipe's."""
+    """smoke | cpu | paper (or a user's name): the seeds and the options over the recipe's and the arms'."""
 
     name: str
     seeds: tuple[int, ...]
@@ -54,6 +54,7 @@ class Scale:
 class AxisValue:
     name: str
     options: Mapping[str, Any]
+    evaluate_data: str = ""   # the data role [evaluate] scores this value's arms on (a dataset's test set)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class Axis:
 @dataclass(frozen=True)
 class Evaluation:
     """What each finished run is scored on: `translation-test` (BLEU and chrF of the `data` role's
-    test pairs, decoded by the run's best checkpoint with `options`: beam, lenpen, batch_size)."""
+    test pairs, decoded by the run's best checkpoint with `options`: beam, lenpen, batch_size). An
+    axis value's `evaluate_data` names the role for its arms instead (each dataset its test set)."""
 
     kind: str
     data: str
@@ -252,10 +254,10 @@ def load_recipe(path: Path | str) -> Recipe:
         path=path, id=top.get("id", str, path.stem), title=top.get("title", str, path.stem), task=top.get("task", str),
         paper=top.get("paper", str, ""), where=top.get("where", str, ""), about=top.get("about", str, ""),
         unavailable=top.get("unavailable", str, ""), deviations=top.strings("deviations"), data=data,
-        options=top.get("options", dict, {}), scales=_scales(top), axes=_axes(top),
+        options=top.get("options", dict, {}), scales=_scales(top), axes=_axes(top, {r.name for r in data}),
         evaluation=_evaluation(top) if "evaluate" in top.table else None, metrics=metrics,
         alc_steps=alc or None, published=_published(top, names), published_note=top.get("published_note", str, ""))
-    if recipe.evaluation is not None and recipe.evaluation.data not in {r.name for r in data}:
+    if recipe.evaluation is not None and recipe.evaluation.data not in {"", *(r.name for r in data)}:
         top.fail(f"data role {recipe.evaluation.data!r} is not declared in [data]", "evaluate.data")
     return recipe
 
@@ -294,7 +296,7 @@ def _scales(top: Reader) -> tuple[Scale, ...]:
     return tuple(scales)
 
 
-def _axes(top: Reader) -> tuple[Axis, ...]:
+def _axes(top: Reader, roles: set[str]) -> tuple[Axis, ...]:
     axes = []
     for i, table in enumerate(top.get("axes", list, [])):
         r = Reader(top.path, table, f"[[axes]] #{i + 1}")
@@ -304,12 +306,15 @@ def _axes(top: Reader) -> tuple[Axis, ...]:
         values = []
         for item in r.get("values", list, empty=False):
             v = Reader(top.path, item, f"{r.where} value")
-            v.only("name", "options")
+            v.only("name", "options", "evaluate_data")
             value = v.get("name", str, empty=False)
             if "*" in value or "?" in value or "[" in value:
                 v.fail(f"{value!r}: * ? [ are --arms patterns, not name characters", "name")
             v.where = f"{r.where} value {value!r}"
-            values.append(AxisValue(value, v.get("options", dict, {})))
+            role = v.get("evaluate_data", str, "")
+            if role and role not in roles:
+                v.fail(f"data role {role!r} is not declared in [data]", "evaluate_data")
+            values.append(AxisValue(value, v.get("options", dict, {}), role))
         if len({v.name for v in values}) != len(values):
             r.fail("value names repeat", "values")
         axes.append(Axis(name, tuple(values)))
@@ -322,7 +327,7 @@ def _evaluation(top: Reader) -> Evaluation:
     kind = r.get("kind", str)
     if kind not in EVALUATIONS:
         r.fail(f"{kind!r}: expected one of {', '.join(EVALUATIONS)}", "kind")
-    return Evaluation(kind, r.get("data", str), r.get("options", dict, {}))
+    return Evaluation(kind, r.get("data", str, ""), r.get("options", dict, {}))
 
 
 def _metric(r: Reader) -> Metric:

@@ -19,7 +19,7 @@ from nbcli.reproduce.recipe import Metric, Recipe, Scale
 TRANSLATION_TEST_OPTIONS = ("beam", "lenpen", "batch_size", "device")
 
 
-def evaluation_spec(recipe: Recipe, scale: Scale, values: Mapping[str, Any], data: Mapping[str, str],
+def evaluation_spec(recipe: Recipe, scale: Scale, values: Mapping[str, Any], corpus: str | None,
                     settings: str) -> dict[str, Any] | None:
     """What a run is scored on after training (`[evaluate]`, its options over by the scale's), hashed
     with the run's own settings (a changed test set or beam scores the run again, not trains it)."""
@@ -32,7 +32,7 @@ def evaluation_spec(recipe: Recipe, scale: Scale, values: Mapping[str, Any], dat
             where = "[evaluate]" if key in ev.options else f"[scales.{scale.name}] evaluate"
             raise ConfigError(f"{recipe.path}: {where}: options.{key}: {ev.kind} takes "
                               f"{', '.join(TRANSLATION_TEST_OPTIONS)}")
-    spec = {"kind": ev.kind, "corpus": [data[ev.data]], "src_lang": values.get("src_lang"),
+    spec = {"kind": ev.kind, "corpus": [corpus], "src_lang": values.get("src_lang"),
             "tgt_lang": values.get("tgt_lang"), "options": options}
     blob = json.dumps({"run": settings, **spec}, sort_keys=True, default=str)
     return {**spec, "hash": hashlib.sha256(blob.encode()).hexdigest()}

@@ -24,8 +24,8 @@ Event = Callable[[dict[str, Any]], None]
 
 def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scale: str | None = None,
               arms: Sequence[str] | None = None, jobs: int = 1, threads: int = 1, dask: str | None = None,
-              resources: Sequence[str] = (), on_start: Callable[[int], None] | None = None,
-              on_run: Event | None = None) -> dict[str, Any]:
+              resources: Sequence[str] = (), sets: Sequence[str] = (), figures: bool = True,
+              on_start: Callable[[int], None] | None = None, on_run: Event | None = None) -> dict[str, Any]:
     """Run `recipe`'s runs at `scale` into `out` and aggregate them; the report (results.json's
     content, the files written, what each run did). `on_start(n)` hears the number of runs, `on_run`
     each run's outcome as it ends."""
@@ -37,7 +37,7 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     if resources and not dask:
         raise ConfigError("--resources asks Dask workers for resources: give --dask ADDRESS too")
     wanted = parse_resources(resources)
-    plan = build_plan(recipe, scale=scale, data=data, arms=arms)
+    plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets)
     check_out(plan, out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any]] = []
@@ -64,10 +64,10 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     if failed:
         raise NbError(f"{len(failed)} of {len(plan.runs)} runs failed (runs/{failed[0]['run']}: {failed[0]['error']}); "
                       f"the others are kept in {out}: run the same command again to retry")
-    return aggregate(plan, out, outcomes)
+    return aggregate(plan, out, outcomes, figures=figures)
 
 
-def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = (), *, figures: bool = True) -> dict[str, Any]:
     """results.json, results.csv and results.md (one commit) and the figures, from OUT's runs."""
     from nbcli.atomic import write_all_atomic
     from nbcli.jsonsafe import json_ready
@@ -80,7 +80,7 @@ def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = ()) ->
     text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     write_all_atomic({out / "results.json": text.encode(), out / "results.csv": csv_text(plan, rows).encode(),
                       out / "results.md": markdown(plan, rows).encode()})
-    files, warnings = draw_figures(plan, out, rows)
+    files, warnings = draw_figures(plan, out, rows) if figures else ([], [])
     return {**results, "out": str(out), "files": ["results.json", "results.csv", "results.md", *files],
             "outcomes": list(outcomes), "warnings": warnings}
 
@@ -97,7 +97,7 @@ def results_document(plan: Plan, rows: Sequence[dict[str, Any]], runs: Sequence[
     r = plan.recipe
     return {"item": r.id, "title": r.title, "paper": r.paper, "where": r.where, "task": r.task,
             "scale": plan.scale.name, "seeds": list(plan.scale.seeds), "arms_run": list(plan.arms),
-            "recipe": {"id": r.id, "sha256": recipe_sha256(r)}, "nb_version": tool_version(), "data": plan.data,
+            "recipe": {"id": r.id, "sha256": recipe_sha256(r)}, "nb_version": tool_version(), "data_roles": plan.data,
             "alc_steps": r.alc_steps, "metrics": [asdict(m) for m in r.metrics], "rows": list(rows),
             "runs": list(runs), "deviations": list(r.deviations), "published_note": r.published_note}
 
