@@ -21,8 +21,8 @@ def reproduce(item: str, out: PathLike, *, data: Sequence[str] = (), scale: str 
     runs at a time here (`threads` torch threads each), or each on the Dask scheduler at `dask`
     asking for `resources` ("GPU=1"). Finished runs in `out` are reused, stopped ones resumed. The
     report is results.json's content with the files written and what each run did."""
-    from nbcli.reproduce.items import item_recipe
-    from nbcli.reproduce.sweep import run_sweep
+    from nbcli.sweeps.items import item_recipe
+    from nbcli.sweeps.sweep import run_sweep
 
     return Report(run_sweep(item_recipe(item), local_path(out), data=data, scale=scale, arms=arms, sets=sets,
                             jobs=jobs, threads=threads, dask=dask, resources=resources, figures=figures))
@@ -34,8 +34,8 @@ def sweep(recipe: PathLike, out: PathLike, *, data: Sequence[str] = (), scale: s
           dask: str | None = None, resources: Sequence[str] = (), figures: bool = True) -> Report:
     """`nb sweep RECIPE`: `reproduce` with a recipe file of your own (its options are the task's
     options, so any option can be an arm; docs/reproduce.md)."""
-    from nbcli.reproduce.recipe import load_recipe
-    from nbcli.reproduce.sweep import run_sweep
+    from nbcli.sweeps.recipe import load_recipe
+    from nbcli.sweeps.sweep import run_sweep
 
     return Report(run_sweep(load_recipe(local_path(recipe)), local_path(out), data=data, scale=scale, arms=arms,
                             sets=sets, jobs=jobs, threads=threads, dask=dask, resources=resources, figures=figures))
@@ -45,6 +45,6 @@ def sweep(recipe: PathLike, out: PathLike, *, data: Sequence[str] = (), scale: s
 def reproduce_items() -> Report:
     """`nb reproduce --list`: every item nb ships, whether it runs (and why not), the data it needs by
     role, its scales, arms and where its settings differ from the paper's."""
-    from nbcli.reproduce.items import list_items
+    from nbcli.sweeps.items import list_items
 
     return Report({"items": list_items()})

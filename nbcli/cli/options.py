@@ -239,7 +239,7 @@ def table_option(names: str) -> typer.models.OptionInfo:
                         help=f"The table --csv/--tsv write: {names} [default: the first present].")
 
 
-# nb reproduce and nb sweep: one sweep of a recipe's runs (nbcli.reproduce)
+# nb reproduce and nb sweep: one sweep of a recipe's runs (nbcli.sweeps)
 def _sweep_option(flag: str, metavar: str, help: str) -> typer.models.OptionInfo:
     return typer.Option(flag, metavar=metavar, show_default=False, help=help)
 

@@ -48,7 +48,7 @@ def reproduce(item: str | None, list_items: bool, out: Path | None, as_json: boo
     """`nb reproduce`: the item list, or one item's sweep (settings: the sweep options)."""
     from nbcli.cli.console import print_report
     from nbcli.errors import ConfigError
-    from nbcli.reproduce.items import describe, item_recipe, list_items as every_item
+    from nbcli.sweeps.items import describe, item_recipe, list_items as every_item
 
     if list_items:
         items = [describe(item_recipe(item))] if item else every_item()
@@ -62,7 +62,7 @@ def reproduce(item: str | None, list_items: bool, out: Path | None, as_json: boo
 def run_sweep_command(recipe: Any, out: Path, as_json: bool, settings: dict[str, Any]) -> None:
     """One sweep with a progress bar by runs, its report rendered (nb reproduce, nb sweep)."""
     from nbcli.cli.console import print_report
-    from nbcli.reproduce.sweep import run_sweep
+    from nbcli.sweeps.sweep import run_sweep
 
     given = {k: (() if v is None and k in ("data", "sets", "resources") else v) for k, v in settings.items()}
     report = run_with_progress(lambda **hooks: run_sweep(recipe, out, **given, **hooks), as_json)

@@ -39,7 +39,7 @@ def sweep(recipe: Path, out: Path | None, as_json: bool, **settings: Any) -> Non
     """`nb sweep RECIPE`: the sweep of a user's recipe (settings: the sweep options)."""
     from nbcli.cli.reproduce import run_sweep_command
     from nbcli.errors import ConfigError
-    from nbcli.reproduce.recipe import load_recipe
+    from nbcli.sweeps.recipe import load_recipe
 
     if out is None:
         raise ConfigError("nb sweep needs --out DIR")

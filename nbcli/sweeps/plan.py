@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.reproduce.kinds import Kind, Option, get_kind
-from nbcli.reproduce.recipe import AxisValue, Recipe, Scale
+from nbcli.sweeps.kinds import Kind, Option, get_kind
+from nbcli.sweeps.recipe import AxisValue, Recipe, Scale
 
 PLACEHOLDER = re.compile(r"\{(dim:)?([A-Za-z0-9_.-]+)\}")
 RECORD_VERSION = 1
@@ -236,7 +236,7 @@ def resolve(value: Any, data: Mapping[str, str], widths: dict[str, int]) -> Any:
 def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
     """`--set OPTION=VALUE` pairs: VALUE read as a TOML value (100, 0.5, true, "de", [1, 2]), else
     as a string."""
-    from nbcli.reproduce.recipe import toml_value
+    from nbcli.sweeps.recipe import toml_value
 
     sets: dict[str, Any] = {}
     for pair in pairs:
@@ -251,7 +251,7 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
                arms: Sequence[str] | None = None, sets: Sequence[str] = ()) -> Plan:
     """The runs of `recipe` at `scale` for the `arms` patterns (None: all), with `data` (ROLE=PATH
     pairs) bound and `sets` (OPTION=VALUE, over every arm's options): every check made, nothing run."""
-    from nbcli.reproduce.scoring import evaluation_spec
+    from nbcli.sweeps.scoring import evaluation_spec
 
     kind = check_recipe(recipe)
     chosen_scale = recipe.scale(scale)

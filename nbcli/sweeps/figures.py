@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.figure_style import CYCLE, house_style, new_figure, provenance, save_figure, set_title
-from nbcli.reproduce.plan import Plan
+from nbcli.sweeps.plan import Plan
 
 
 def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -18,7 +18,7 @@ def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple
 
     if importlib.util.find_spec("matplotlib") is None:
         return [], ["no figures: they need matplotlib (pip install 'nbcli[plot]')"]
-    from nbcli.reproduce.kinds import ANALYSES
+    from nbcli.sweeps.kinds import ANALYSES
     from nbcli.run_plots import plot_runs
 
     figures = out / "figures"

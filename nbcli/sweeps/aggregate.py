@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.reproduce.execute import read_record, record_path
-from nbcli.reproduce.plan import Plan, recipe_arms
-from nbcli.reproduce.recipe import Metric, Published
+from nbcli.sweeps.execute import read_record, record_path
+from nbcli.sweeps.plan import Plan, recipe_arms
+from nbcli.sweeps.recipe import Metric, Published
 
 
 def run_rows(plan: Plan, out: Path) -> list[dict[str, Any]]:
     """Per run: id, arm, seed and each metric's value (None where the run did not log it)."""
-    from nbcli.reproduce.scoring import run_value
+    from nbcli.sweeps.scoring import run_value
 
     rows = []
     for spec in plan.runs:

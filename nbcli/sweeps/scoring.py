@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.reproduce.recipe import Metric, Recipe, Scale
+from nbcli.sweeps.recipe import Metric, Recipe, Scale
 
 #: `evaluate_translation` parameters a recipe's [evaluate] options may set.
 TRANSLATION_TEST_OPTIONS = ("beam", "lenpen", "batch_size", "device")

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError, NbError
-from nbcli.reproduce.plan import Plan, build_plan
-from nbcli.reproduce.recipe import Recipe
+from nbcli.sweeps.plan import Plan, build_plan
+from nbcli.sweeps.recipe import Recipe
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -29,7 +29,7 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     """Run `recipe`'s runs at `scale` into `out` and aggregate them; the report (results.json's
     content, the files written, what each run did). `on_start(n)` hears the number of runs, `on_run`
     each run's outcome as it ends."""
-    from nbcli.reproduce.execute import check_out, jobs_of, parse_resources, run_dask, run_local
+    from nbcli.sweeps.execute import check_out, jobs_of, parse_resources, run_dask, run_local
 
     out = Path(out)
     if jobs < 1 or threads < 1:
@@ -71,8 +71,8 @@ def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = (), *,
     """results.json, results.csv and results.md (one commit) and the figures, from OUT's runs."""
     from nbcli.atomic import write_all_atomic
     from nbcli.jsonsafe import json_ready
-    from nbcli.reproduce.aggregate import arm_rows, csv_text, markdown, run_rows
-    from nbcli.reproduce.figures import draw_figures
+    from nbcli.sweeps.aggregate import arm_rows, csv_text, markdown, run_rows
+    from nbcli.sweeps.figures import draw_figures
 
     runs = run_rows(plan, out)
     rows = arm_rows(plan, runs)

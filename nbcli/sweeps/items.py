@@ -1,4 +1,4 @@
-"""The papers' tables and figures nb ships as recipes (nbcli/reproduce/recipes/ITEM.toml, package
+"""The papers' tables and figures nb ships as recipes (nbcli/sweeps/recipes/ITEM.toml, package
 data): found by item id (`000-fig2`), listed with what each needs (`nb reproduce --list`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.reproduce.recipe import Recipe, load_recipe
+from nbcli.sweeps.recipe import Recipe, load_recipe
 
 RECIPES = Path(__file__).resolve().parent / "recipes"
 
@@ -31,7 +31,7 @@ def item_recipe(item: str) -> Recipe:
 def describe(recipe: Recipe) -> dict[str, Any]:
     """What `nb reproduce --list` shows of a recipe: what it reproduces, whether nb can run it (and
     why not), the data by role, the scales, the arms and where nb's setting differs from the paper."""
-    from nbcli.reproduce.plan import recipe_arms, roles_needed
+    from nbcli.sweeps.plan import recipe_arms, roles_needed
 
     return {"item": recipe.id, "title": recipe.title, "paper": recipe.paper, "where": recipe.where,
             "task": recipe.task, "runnable": not recipe.unavailable, "unavailable": recipe.unavailable or None,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError, NbError
-from nbcli.reproduce.plan import Plan, RunSpec
+from nbcli.sweeps.plan import Plan, RunSpec
 
 Job = dict[str, Any]
 
@@ -104,8 +104,8 @@ def threads_limited(threads: int) -> Iterator[None]:
 def run_job(job: Job) -> dict[str, Any]:
     """One run, wherever it is sent (this process, a pool worker, a Dask worker): train (or resume,
     or reuse) and evaluate, writing the record as it goes. Returns what was done."""
-    from nbcli.reproduce.kinds import get_kind
-    from nbcli.reproduce.scoring import evaluate
+    from nbcli.sweeps.kinds import get_kind
+    from nbcli.sweeps.scoring import evaluate
 
     spec, out, threads = RunSpec(**job["spec"]), Path(job["out"]), int(job["threads"])
     path, run = record_path(out, spec.id), out / "runs" / spec.id
