@@ -134,7 +134,10 @@ def run_job(job: Job) -> dict[str, Any]:
             record["evaluation"] = {"hash": ev["hash"], "result": evaluate(ev, run)}
         write_record(path, record)
         action = "evaluated" if action == "reused" else action + "+evaluated"
-    return {"run": spec.id, "action": action, "seconds": round(time.perf_counter() - started, 3)}
+    import socket
+
+    return {"run": spec.id, "action": action, "seconds": round(time.perf_counter() - started, 3),
+            "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _worker_threads(threads: int) -> None:

@@ -127,11 +127,13 @@ class AnalysisKind(Kind):
 
 
 def _analysis(name: str) -> Kind:
-    import nbcli.api as api
-
     if name == "analogy":
-        return AnalysisKind("analogy", api.analogy)
-    return AnalysisKind("lm-eval", api.evaluate, skip=("bias_effect_plot", "by_frequency_plot"),
+        from nbcli.api.vectors import analogy
+
+        return AnalysisKind("analogy", analogy)
+    from nbcli.api.language_models import evaluate
+
+    return AnalysisKind("lm-eval", evaluate, skip=("bias_effect_plot", "by_frequency_plot"),
                         files={"bias_effect_plot": "bias_effect.png"})
 
 

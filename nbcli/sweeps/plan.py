@@ -128,7 +128,10 @@ def check_recipe(recipe: Recipe) -> Kind:
     """The recipe's options, scales and axes against its kind (before any data is read); the kind."""
     if recipe.unavailable:
         raise ConfigError(f"{recipe.path}: nb cannot run {recipe.id} yet: {recipe.unavailable}")
-    kind = get_kind(recipe.task)
+    try:
+        kind = get_kind(recipe.task)
+    except ConfigError as err:
+        raise ConfigError(f"{recipe.path}: {err}") from None
     check_table(recipe, kind, "[options]", recipe.options)
     for scale in recipe.scales:
         check_table(recipe, kind, f"[scales.{scale.name}]", scale.options)
