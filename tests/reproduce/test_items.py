@@ -52,7 +52,7 @@ def test_002_table1_smoke_classification(tmp_path: Path, sst2: dict[str, Path]) 
     out = tmp_path / "repro"
     done = run_nb("reproduce", "002-table1", "--scale", "smoke", "--arms", "SST2/BERT/*", "--data",
                   f"sst2_train={sst2['train']}", "--data", f"sst2_valid={sst2['valid']}", "--data", f"bert={sst2['bert']}",
-                  "--out", out, "--json", "--jobs", "2", timeout=600)
+                  "--out", out, "--json", timeout=600)
     assert done.returncode == 0, done.stderr.decode()
     report = json.loads(done.stdout)
     assert [row["arm"] for row in report["rows"]] == [f"SST2/BERT/{a}" for a in ("Xavier", "BERT", "BERT_Xavier",
