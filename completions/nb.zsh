@@ -402,6 +402,7 @@ _nb() {
                 '--scale[The recipe’s scale: smoke (seconds: checks the pipeline), cpu (a 2-core machine,]:value: ' \
                 '--arms[Only the arms whose name matches (fnmatch, repeatable), e.g. ’SST2/BERT/*’ (defa]:value: ' \
                 '--set[Set a task option of every run over the recipe’s (repeatable; VALUE as TOML read]:value: ' \
+                '--seeds[Run these seeds instead of the scale’s (e.g. 0,1 for a first look; a new seed is]:value: ' \
                 '--jobs[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
                 '-j[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
                 '--threads[torch and BLAS threads of each run (the same wherever a run goes, so local and D]:value: ' \
@@ -420,6 +421,7 @@ _nb() {
                 '--scale[The recipe’s scale: smoke (seconds: checks the pipeline), cpu (a 2-core machine,]:value: ' \
                 '--arms[Only the arms whose name matches (fnmatch, repeatable), e.g. ’SST2/BERT/*’ (defa]:value: ' \
                 '--set[Set a task option of every run over the recipe’s (repeatable; VALUE as TOML read]:value: ' \
+                '--seeds[Run these seeds instead of the scale’s (e.g. 0,1 for a first look; a new seed is]:value: ' \
                 '--jobs[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
                 '-j[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
                 '--threads[torch and BLAS threads of each run (the same wherever a run goes, so local and D]:value: ' \

@@ -249,8 +249,8 @@ SweepDataOption = Annotated[Optional[list[str]], _sweep_option(
     "PREFIX.LANG files, or a cached Hub repo id for a model role. A missing role is an error listing them.")]
 SweepOutOption = Annotated[Optional[Path], out_dir_option(
     "The sweep's folder: runs/ID (each an nb run directory) and runs/ID.json (its settings and results), "
-    "results.json, results.csv, results.md, figures/, sweep.json. Finished runs there are reused, stopped ones "
-    "resumed; runs made with other settings are refused.", short=False)]
+    "ITEM/results.json, results.csv, results.md, ITEM/figures/, sweep.json. Finished runs there are reused, stopped "
+    "ones resumed; runs made with other settings are refused.", short=False)]
 SweepScaleOption = Annotated[Optional[str], _sweep_option(
     "--scale", "smoke|cpu|paper", "The recipe's scale: smoke (seconds: checks the pipeline), cpu (a 2-core "
     "machine, under an hour), paper (the paper's settings; the default).")]
@@ -273,6 +273,9 @@ def _sweep_options(
     scale: SweepScaleOption = None,
     arms: SweepArmsOption = None,
     sets: SweepSetOption = None,
+    seeds: Annotated[Optional[str], _sweep_option(
+        "--seeds", "S,S,...", "Run these seeds instead of the scale's (e.g. 0,1 for a first look; a new seed is a new "
+        "run, the others are reused).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=1024, help=(
         "Runs at a time on this machine (each a process; 1: in this process)."))] = 1,
     threads: Annotated[int, typer.Option("--threads", min=1, max=1024, help=(

@@ -17,9 +17,10 @@ EPILOG = """\
 needs and where to get it (docs/reproduce.md).
 
 [bold]Output[/bold] (--out DIR) runs/ID: every run, an nb run directory (nb plot-run, nb eval read it); runs/ID.json:
-its settings, their hash and its evaluation; results.json, results.csv, results.md: each arm's mean ± SE or σ
-over seeds (as the paper reports) beside the paper's number and the difference; figures/: the runs' curves
-(nb plot-run) and results.png; sweep.json: what each invocation did. The results are computed from the run
+its settings, their hash and its evaluation; ITEM/results.json, results.csv, results.md: each arm's mean ± SE or σ
+over seeds (as the paper reports) beside the paper's number and the difference; ITEM/figures/: the runs' curves
+(nb plot-run) and results.png; sweep.json: what each invocation did. Items whose runs are the same share them
+in one --out (000-fig3 aggregates 000-fig2's runs). The results are computed from the run
 directories alone: run the same command again after a crash, Ctrl-C or SIGKILL and only unfinished runs train
 (stopped ones resume from their saved state), to the same results.
 
@@ -64,7 +65,14 @@ def run_sweep_command(recipe: Any, out: Path, as_json: bool, settings: dict[str,
     from nbcli.cli.console import print_report
     from nbcli.sweeps.sweep import run_sweep
 
+    from nbcli.errors import ConfigError
+
     given = {k: (() if v is None and k in ("data", "sets", "resources") else v) for k, v in settings.items()}
+    if given.get("seeds") is not None:
+        try:
+            given["seeds"] = [int(s) for s in given["seeds"].split(",")]
+        except ValueError:
+            raise ConfigError(f"--seeds {given['seeds']}: expected seeds as integers, e.g. 0,1,2") from None
     report = run_with_progress(lambda **hooks: run_sweep(recipe, out, **given, **hooks), as_json)
     print_report(report, as_json, render_sweep)
 
@@ -94,7 +102,8 @@ def render_sweep(report: dict[str, Any]) -> None:
     from nbcli.cli.console import esc, print_warnings, stdout_console
 
     console = stdout_console()
-    console.print(esc((Path(report["out"]) / "results.md").read_text(encoding="utf-8")), highlight=False)
+    console.print(esc((Path(report["out"]) / report["item"] / "results.md").read_text(encoding="utf-8")),
+                  highlight=False)
     ran = [o for o in report["outcomes"] if o["action"] != "reused"]
     console.print(f"{len(report['runs'])} runs ({len(ran)} run now, {len(report['runs']) - len(ran)} reused); "
                   f"written in {esc(report['out'])}: {esc(', '.join(report['files']))}", highlight=False)

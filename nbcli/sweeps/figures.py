@@ -21,7 +21,7 @@ def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple
     from nbcli.sweeps.kinds import ANALYSES
     from nbcli.run_plots import plot_runs
 
-    figures = out / "figures"
+    figures = out / plan.recipe.id / "figures"
     files: list[str] = []
     if plan.recipe.task not in ANALYSES:
         report = plot_runs([out / "runs" / r.id for r in plan.runs], figures, alc_steps=plan.recipe.alc_steps)

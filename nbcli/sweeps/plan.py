@@ -251,13 +251,20 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] = (),
-               arms: Sequence[str] | None = None, sets: Sequence[str] = ()) -> Plan:
+               arms: Sequence[str] | None = None, sets: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Plan:
     """The runs of `recipe` at `scale` for the `arms` patterns (None: all), with `data` (ROLE=PATH
-    pairs) bound and `sets` (OPTION=VALUE, over every arm's options): every check made, nothing run."""
+    pairs) bound, `sets` (OPTION=VALUE, over every arm's options) and `seeds` instead of the scale's
+    (None: the scale's): every check made, nothing run."""
+    import dataclasses
+
     from nbcli.sweeps.scoring import evaluation_spec
 
     kind = check_recipe(recipe)
     chosen_scale = recipe.scale(scale)
+    if seeds is not None:
+        if not seeds or len(set(seeds)) != len(seeds) or not all(0 <= s < 2**63 for s in seeds):
+            raise ConfigError(f"--seeds {','.join(map(str, seeds))}: expected distinct seeds 0 to 2^63-1, at least one")
+        chosen_scale = dataclasses.replace(chosen_scale, seeds=tuple(seeds))
     overrides = parse_sets(sets)
     check_table(recipe, kind, "--set", overrides)
     for axis in recipe.axes:

@@ -1,6 +1,8 @@
 """One sweep, start to end: plan (every check), run what is not done yet (here, in a pool or on
-Dask), aggregate from the run directories, write results.json / results.csv / results.md together
-and the figures. `nb reproduce ITEM` and `nb sweep RECIPE` are this with a packaged or a user's recipe.
+Dask), aggregate from the run directories, write OUT/ITEM/results.json, results.csv and results.md
+together, and the figures in OUT/ITEM/figures. `nb reproduce ITEM` and `nb sweep RECIPE` are this with a
+packaged or a user's recipe. The runs live in OUT/runs, shared by the items of one OUT (000-fig3 aggregates
+000-fig2's runs); each item's results have their own folder.
 
 OUT/sweep.json records each invocation (what each run did, seconds, jobs, Dask address, start and
 end); the results files hold no time or host, so the same runs aggregate to the same bytes.
@@ -24,7 +26,8 @@ Event = Callable[[dict[str, Any]], None]
 
 def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scale: str | None = None,
               arms: Sequence[str] | None = None, jobs: int = 1, threads: int = 1, dask: str | None = None,
-              resources: Sequence[str] = (), sets: Sequence[str] = (), figures: bool = True,
+              resources: Sequence[str] = (), sets: Sequence[str] = (), seeds: Sequence[int] | None = None,
+              figures: bool = True,
               on_start: Callable[[int], None] | None = None, on_run: Event | None = None) -> dict[str, Any]:
     """Run `recipe`'s runs at `scale` into `out` and aggregate them; the report (results.json's
     content, the files written, what each run did). `on_start(n)` hears the number of runs, `on_run`
@@ -37,7 +40,7 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     if resources and not dask:
         raise ConfigError("--resources asks Dask workers for resources: give --dask ADDRESS too")
     wanted = parse_resources(resources)
-    plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets)
+    plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets, seeds=seeds)
     check_out(plan, out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any]] = []
@@ -68,7 +71,7 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
 
 
 def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = (), *, figures: bool = True) -> dict[str, Any]:
-    """results.json, results.csv and results.md (one commit) and the figures, from OUT's runs."""
+    """OUT/ITEM/results.json, results.csv and results.md (one commit) and OUT/ITEM/figures, from OUT's runs."""
     from nbcli.atomic import write_all_atomic
     from nbcli.jsonsafe import json_ready
     from nbcli.sweeps.aggregate import arm_rows, csv_text, markdown, run_rows
@@ -78,10 +81,13 @@ def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = (), *,
     rows = arm_rows(plan, runs)
     results = json_ready(results_document(plan, rows, runs))
     text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    write_all_atomic({out / "results.json": text.encode(), out / "results.csv": csv_text(plan, rows).encode(),
-                      out / "results.md": markdown(plan, rows).encode()})
+    folder = out / plan.recipe.id
+    folder.mkdir(exist_ok=True)
+    write_all_atomic({folder / "results.json": text.encode(), folder / "results.csv": csv_text(plan, rows).encode(),
+                      folder / "results.md": markdown(plan, rows).encode()})
     files, warnings = draw_figures(plan, out, rows) if figures else ([], [])
-    return {**results, "out": str(out), "files": ["results.json", "results.csv", "results.md", *files],
+    return {**results, "out": str(out), "files": [f"{plan.recipe.id}/results.{x}" for x in ("json", "csv", "md")]
+            + files,
             "outcomes": list(outcomes), "warnings": warnings}
 
 

@@ -93,6 +93,8 @@ def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Pa
     (("reproduce", "000-fig2", "--set", "bias_init=zero", "--out", "o"), ("--set bias_init", "axis 'bias init'")),
     (("reproduce", "000-fig2", "--resources", "GPU=1", "--out", "o"), ("--resources", "--dask",)),
     (("reproduce", "000-fig2"), ("needs ITEM and --out",)),
+    (("reproduce", "000-fig2", "--seeds", "0,x", "--out", "o"), ("--seeds 0,x", "integers")),
+    (("reproduce", "000-fig2", "--seeds", "1,1", "--out", "o"), ("--seeds 1,1", "distinct")),
 ])
 def test_bad_command_lines(tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...],
                            monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,7 +106,7 @@ def test_002_table4_smoke_analogy_equals_nb_analogy(tmp_path: Path) -> None:
         assert row["metrics"]["applicable"]["mean"] == direct["applicable"] == 98
     encoded = next(row for row in report["rows"] if row["arm"] == "GloVe & Pos. Enc.")["metrics"]["accuracy"]
     assert encoded["paper"] == 87.3 and encoded["difference"] == pytest.approx(encoded["mean"] - 87.3)
-    assert "figures/results.png" in report["files"]
+    assert "002-table4/figures/results.png" in report["files"]
 
 
 def test_003_fig1_smoke_lm_eval_equals_nb_eval(tmp_path: Path, hf_bytelevel_json: Path, sample_lines: list[str]) -> None:

@@ -17,7 +17,7 @@ import nbcli
 from tests.cli.helpers import run_nb
 from tests.reproduce.conftest import translation_data
 
-RESULTS = ("results.json", "results.csv", "results.md")
+RESULTS = ("000-fig3/results.json", "000-fig3/results.csv", "000-fig3/results.md")
 
 
 def _finished(record: Path) -> bool:

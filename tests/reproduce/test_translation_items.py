@@ -31,8 +31,8 @@ def test_000_fig2_smoke_then_000_fig3_on_the_same_runs(tmp_path: Path, pairs: Pa
     report = json.loads(done.stdout)
     print(f"nb reproduce 000-fig2 --scale smoke: {seconds:.1f} s")  # the issue's bar: under a minute
     for name in ("results.json", "results.csv", "results.md", "figures/val_bleu.png", "figures/results.png"):
-        assert (out / name).is_file(), name
-    assert json.loads((out / "results.json").read_text()) == {k: v for k, v in report.items()
+        assert (out / "000-fig2" / name).is_file(), name
+    assert json.loads((out / "000-fig2" / "results.json").read_text()) == {k: v for k, v in report.items()
                                                               if k not in ("out", "files", "outcomes", "warnings")}
     runs = report["runs"]
     assert [(r["arm"], r["seed"]) for r in runs] == [(a, s) for a in ("unigram", "zero", "none") for s in (0, 1)]
@@ -51,13 +51,14 @@ def test_000_fig2_smoke_then_000_fig3_on_the_same_runs(tmp_path: Path, pairs: Pa
         assert cell["mean"] == pytest.approx(statistics.fmean(values)) and cell["n"] == 2
         assert cell["se"] == pytest.approx(_se(values)) and cell["sd"] == pytest.approx(statistics.stdev(values))
         assert cell["paper"] is None and cell["difference"] is None     # paper 000 prints no numbers
-    table = (out / "results.md").read_text()
+    table = (out / "000-fig2" / "results.md").read_text()
     assert "| unigram | 2 |" in table and "prints no numbers" in table
 
     fig3 = run_nb("reproduce", "000-fig3", "--scale", "smoke", *translation_data(pairs, test=False), "--out", out,
                   "--json", "--no-figures", timeout=600)
     assert fig3.returncode == 0, fig3.stderr.decode()
     alc = json.loads(fig3.stdout)
+    assert (out / "000-fig3" / "results.md").is_file() and (out / "000-fig2" / "results.md").read_text() == table
     assert {o["action"] for o in alc["outcomes"]} == {"reused"}       # 000-fig2's runs, not trained again
     plotted = nbcli.plot_runs([out / r["run"] for r in runs], tmp_path / "plots", alc_steps=20000).to_dict()
     groups = {g["group"]: g for g in plotted["groups"]}

@@ -95,5 +95,7 @@ def test_options_combine_recipe_then_arm_then_scale_then_set(tmp_path: Path) -> 
     big = build_plan(recipe, scale="big", data=[f"corpus={tmp_path / 'c.txt'}"], arms=["u*"])
     assert [(r.id, r.options["steps"]) for r in big.runs] == [("unigram-s3", 50)]
     assert small.runs[0].settings_hash != big.runs[0].settings_hash
+    seeded = build_plan(recipe, scale="small", data=[f"corpus={tmp_path / 'c.txt'}"], seeds=[7], arms=["zero"])
+    assert [(r.id, r.options["seed"]) for r in seeded.runs] == [("zero-s7", 7)]
     with pytest.raises(ConfigError, match="no scale"):
         build_plan(recipe, data=[f"corpus={tmp_path / 'c.txt'}"])   # two scales, no 'paper': name one
