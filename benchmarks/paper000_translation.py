@@ -23,20 +23,21 @@ paper-000 run on a real corpus"):
    read by nb's own parallel-corpus reader.
 3. Tokenizer: one joint SentencePiece BPE model (paper 000 footnote 8: joint SentencePiece models) of
    --vocab pieces trained on the training side only, both languages (common.train_spm_bpe).
-4. Runs: `nb train --task translation` for --bias-init unigram and zero x --seeds, everything else equal
-   (preset tiny: 2+2 layers, d 64, FFN 256, 4 heads, post-LN, label smoothing 0.1, dropout 0.1,
-   inverse-sqrt warm-up; by default 400 updates of 32 pairs, 100 warm-up), one torch thread each,
-   --parallel (3) at a time; validation BLEU every --eval-every (50) updates on the first
-   --eval-sentences (150) validation pairs with beam --val-beam (1: greedy, for CPU time).
-5. Test: `nb eval RUN --task translation --beam 5 --json` (the run's best checkpoint by validation BLEU,
-   paper 000 app. A), sacreBLEU BLEU and chrF on the whole test set.
-6. Figures: `nb plot-run` over the six runs (seed groups as mean ± SE; ALC over --alc-steps, default the
-   whole run), PNG and SVG, copied to --figures when given.
+4. Runs, test scores, aggregate and figures: nb's own recipe of paper 000 fig. 2 and 3, `nb reproduce
+   000-fig2` and `000-fig3` at their cpu scale (nbcli/sweeps/recipes/000-fig2.toml: preset tiny, 2+2 layers, d 64,
+   FFN 256, 4 heads, post-LN, label smoothing 0.1, dropout 0.1, inverse-sqrt warm-up), the arms --bias-init
+   unigram and zero x --seeds, with this script's options over the recipe's (`--set`: by default 400 updates of
+   32 pairs, 100 warm-up, validation BLEU every --eval-every (50) updates on the first --eval-sentences (150)
+   validation pairs with beam --val-beam (1: greedy, for CPU time)), one torch thread per run, --parallel (3)
+   at a time. Test: BLEU and chrF of each run's best checkpoint by validation BLEU on the whole test set, beam 5
+   (paper 000 app. A). The runs are in WORK/repro/runs (nb run directories), the tables in
+   WORK/repro/000-fig2/results.md and WORK/repro/000-fig3/results.md, the figures in WORK/repro/000-fig2/figures
+   (`nb plot-run`'s, seeds as mean ± SE).
 
-Table on stdout (per arm: test BLEU mean ± SE = fig. 2; ALC of validation BLEU = fig. 3; best step),
-JSON in benchmarks/out/paper000_translation.json (per run and per arm, commands, wall times, machine,
-load, commit). Runs whose summary.json / test JSON exist in --work are reused, so an interrupted
-experiment continues where it stopped.
+Table on stdout (the two results.md: per arm test BLEU and chrF mean ± SE = fig. 2, ALC of validation BLEU and
+best validation BLEU = fig. 3), JSON in benchmarks/out/paper000_translation.json (the corpus, both reports,
+wall time, machine, load, commit). Finished runs in --work are reused and stopped ones resumed (nb reproduce's
+records); runs made with other options are refused, naming them.
 
     python3 benchmarks/paper000_translation.py                   # 400 updates: ~50 min on 2 cores at load ~13
     python3 benchmarks/paper000_translation.py --quick           # smoke test: minutes
@@ -48,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -60,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, ROOT, load_average, log, machine, print_rows, train_spm_bpe, write_json  # noqa: E402
+from common import OUT, ROOT, load_average, log, machine, train_spm_bpe, write_json  # noqa: E402
 
 SRC, TGT = "wyc", "en"
 VALID_BOOKS = (6, 41)    # Joshua, Mark
@@ -154,122 +153,19 @@ def write_corpus(folder: Path, src_bible: Any, tgt_bible: Any) -> dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------
-# Statistics and the table (pure)
+# The runs: nb reproduce 000-fig2 and 000-fig3 on the corpus
 
 
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error over seeds (ddof 1; paper 000 figs. 2-3's bars): nb's one formula,
-    nbcli.analysis.curves.mean_standard_error, with SE 0 for a single seed (the --quick smoke test)."""
-    from nbcli.analysis.curves import mean_standard_error
-
-    mean, se = mean_standard_error(values)
-    if mean is None:
-        raise ValueError("no values")
-    return mean, se or 0.0
-
-
-def arm_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per arm: mean ± SE over its seeds of test BLEU/chrF (fig. 2), the ALC of validation
-    BLEU (fig. 3), best validation BLEU, best step and training wall time."""
-    rows = []
-    for arm in ARMS:
-        mine = [r for r in runs if r["arm"] == arm]
-        if mine:
-            rows.append({"arm": arm, "seeds": [r["seed"] for r in mine],
-                         **{key: mean_se([r[key] for r in mine]) for key in
-                            ("test_bleu", "test_chrf", "alc_val_bleu", "best_val_bleu", "best_step")}})
-    return rows
-
-
-def table_lines(rows: Sequence[dict[str, Any]], alc_steps: int) -> list[tuple[str, str]]:
-    """The stdout table: per arm, mean ± SE of test BLEU (fig. 2), ALC (fig. 3), best step."""
-    def pm(pair: tuple[float, float], digits: int = 2) -> str:
-        return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
-
-    out = []
-    for row in rows:
-        n = len(row["seeds"])
-        out += [(f"{row['arm']}: test BLEU (fig. 2, beam 5, {n} seeds)", pm(row["test_bleu"])),
-                (f"{row['arm']}: test chrF", pm(row["test_chrf"])),
-                (f"{row['arm']}: ALC val BLEU, first {alc_steps} updates (fig. 3)", pm(row["alc_val_bleu"])),
-                (f"{row['arm']}: best val BLEU", pm(row["best_val_bleu"])),
-                (f"{row['arm']}: best step", pm(row["best_step"], 0))]
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# nb's commands in subprocesses
-
-
-def nb_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "nbcli", *args]
-
-
-def child_env() -> dict[str, str]:
-    """This checkout's nbcli, one torch thread per process (two runs share the cores)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return env
-
-
-def run_parallel(jobs: Sequence[tuple[str, list[tuple[list[str], Path]]]], parallel: int) -> None:
-    """Run jobs, `parallel` at a time; a job is a name and a chain of (command, stdout file) run one
-    after the other (a run's training, then its test), so no slot waits for the slowest run of a round.
-    Each command's wall seconds go to its stdout file's name with suffix .wall (read back by
-    `wall_of`, so a resumed experiment still reports them). Exits with the command's error on a failure."""
-    pending: list[tuple[str, list[tuple[list[str], Path]]]] = list(jobs)
-    running: list[tuple[str, subprocess.Popen, Any, Path, float, list[tuple[list[str], Path]]]] = []
-
-    def start(name: str, chain: list[tuple[list[str], Path]]) -> None:
-        (cmd, out), rest = chain[0], chain[1:]
-        log(f"  $ {' '.join(cmd)}")
-        handle = out.open("w")
-        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
-        running.append((name, proc, handle, out, time.perf_counter(), rest))
-
-    while pending or running:
-        while pending and len(running) < parallel:
-            start(*pending.pop(0))
-        time.sleep(1)
-        for item in list(running):
-            name, proc, handle, out, started, rest = item
-            if proc.poll() is None:
-                continue
-            running.remove(item)
-            handle.close()
-            if proc.returncode:
-                sys.exit(f"{name} failed (exit {proc.returncode}): {proc.stderr.read().strip()[-2000:]}")
-            wall = time.perf_counter() - started
-            out.with_suffix(".wall").write_text(f"{wall:.3f}\n")
-            log(f"  {name}: {out.name} done in {wall:.0f} s (load {os.getloadavg()[0]:.1f})")
-            if rest:
-                start(name, rest)
-
-
-def wall_of(out: Path) -> float | None:
-    """The wall seconds run_parallel recorded for the command whose stdout is `out` (None: not run here)."""
-    wall = out.with_suffix(".wall")
-    return float(wall.read_text()) if wall.exists() else None
-
-
-def train_args(arm: str, seed: int, prefixes: dict[str, str], tokenizer: Path, run: Path,
-               args: argparse.Namespace) -> list[str]:
-    return nb_command(
-        "train", "--task", "translation", "--corpus", prefixes["train"], "--valid", prefixes["valid"],
-        "--src-lang", SRC, "--tgt-lang", TGT, "-t", str(tokenizer), "--preset", args.preset,
-        "--bias-init", arm, "--seed", str(seed), "--steps", str(args.steps), "--warmup", str(args.warmup),
-        "--max-len", str(args.max_len), "--eval-every", str(args.eval_every), "--eval-batches",
-        str(args.eval_batches), "--eval-sentences", str(args.eval_sentences), "--beam", str(args.val_beam),
-        "--device", "cpu", "--out", str(run), "--json")
-
-
-def eval_args(run: Path, prefixes: dict[str, str], args: argparse.Namespace) -> list[str]:
-    return nb_command("eval", str(run), "--task", "translation", "--corpus", prefixes["test"], "--src-lang", SRC,
-                      "--tgt-lang", TGT, "--beam", str(args.test_beam), "--json")
-
-
-def figure_title(args: argparse.Namespace) -> str:
-    return (f"Wycliffe -> World English Bible: bias init unigram vs zero, {args.preset} preset, "
-            f"{args.steps} updates, {args.seeds} seeds")
+def reproduce_settings(args: argparse.Namespace, prefixes: dict[str, str], tokenizer: Path) -> dict[str, Any]:
+    """`nbcli.reproduce`'s arguments for the corpus: its data roles, the cpu scale with this script's
+    options over the recipe's (the languages are wyc -> en), the two arms, the seeds, --parallel jobs."""
+    sets = {"src_lang": SRC, "tgt_lang": TGT, "preset": args.preset, "steps": args.steps, "warmup": args.warmup,
+            "seq_len": args.max_len, "eval_every": args.eval_every, "eval_batches": args.eval_batches,
+            "eval_sentences": args.eval_sentences, "beam": args.val_beam}
+    return {"data": [f"train={prefixes['train']}", f"valid={prefixes['valid']}", f"test={prefixes['test']}",
+                     f"tokenizer={tokenizer}"],
+            "scale": "cpu", "arms": list(ARMS), "seeds": list(range(args.seeds)),
+            "sets": [f"{key}={value}" for key, value in sets.items()], "jobs": args.parallel}
 
 
 def git_commit() -> str:
@@ -283,30 +179,11 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-#: The options that change what a run or a test score is (the rest only change how the experiment runs).
-RUN_OPTIONS = ("steps", "warmup", "preset", "vocab", "max_len", "eval_every", "eval_batches", "eval_sentences",
-               "val_beam", "test_beam")
-
-
-def check_reuse(path: Path, args: argparse.Namespace) -> None:
-    """Runs in --work are reused, so they must have been made with these options: record them in
-    `path` the first time, exit with a one-line message when they differ later."""
-    mine = {key: getattr(args, key) for key in RUN_OPTIONS}
-    if path.exists():
-        theirs = json.loads(path.read_text())
-        changed = sorted(k for k in mine if theirs.get(k) != mine[k])
-        if changed:
-            sys.exit(f"{path.parent} holds runs made with other options ({', '.join(changed)}); "
-                     f"give another --work")
-    else:
-        path.write_text(json.dumps(mine, indent=2) + "\n")
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--work", type=Path, default=ROOT / "bench-data" / "paper000-bible",
-                   help="corpus, tokenizer, runs, test scores, figures (runs reused when present; "
-                   "other run options need another folder)")
+                   help="corpus, tokenizer, and repro/ (nb reproduce's runs, results and figures: finished runs "
+                   "reused, runs made with other options refused)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--warmup", type=int, default=100)
@@ -317,11 +194,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--eval-sentences", type=int, default=150, help="validation pairs decoded for BLEU per evaluation")
     p.add_argument("--val-beam", type=int, default=1, help="beam of validation BLEU during training (1: greedy)")
-    p.add_argument("--test-beam", type=int, default=5)
-    p.add_argument("--alc-steps", type=int, default=0, help="ALC over the first N updates (0: the whole run)")
     p.add_argument("--parallel", type=int, default=3, help="runs at a time (one torch thread each)")
-    p.add_argument("--figures", type=Path, help="also copy val_bleu.png/.svg here as paper000-bible.{png,svg} "
-                   "and val_loss.png as paper000-bible-val_loss.png")
+    p.add_argument("--figures", type=Path, help="also copy val_bleu.png here as paper000-bible.png and val_loss.png "
+                   "as paper000-bible-val_loss.png")
     p.add_argument("--json-out", type=Path, default=OUT / "paper000_translation.json")
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, 60 updates, small evaluations")
     args = p.parse_args(argv)
@@ -333,68 +208,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    import nbcli
+
     args = parse_args(argv)
     started, load_before, uptime_before, commit = time.perf_counter(), load_average(), uptime(), git_commit()
     src_bible, tgt_bible = load_bibles()
     corpus = write_corpus(args.work / "corpus", src_bible, tgt_bible)
-    prefixes = corpus["prefixes"]
     log(f"corpus: {corpus['pairs']} pairs, {len(corpus['empty_side_verses'])} left out (empty side)")
     tokenizer, spm_s = train_spm_bpe(Path(corpus["joint_text"]), args.work, args.vocab)
-
-    runs_dir = args.work / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    check_reuse(runs_dir / "options.json", args)
-    todo, jobs, commands = [], [], []
-    for seed in range(args.seeds):     # arms interleaved: an interrupted experiment has both arms' seeds
-        for arm in ARMS:
-            run = runs_dir / f"{arm}-s{seed}"
-            todo.append((arm, seed, run))
-            commands += [train_args(arm, seed, prefixes, tokenizer, run, args), eval_args(run, prefixes, args)]
-            chain = []
-            if not (run / "summary.json").exists():
-                shutil.rmtree(run, ignore_errors=True)    # an unfinished run (nb leaves none before its first state)
-                chain.append((train_args(arm, seed, prefixes, tokenizer, run, args), run.with_suffix(".train.json")))
-            test = run.with_suffix(".test.json")
-            if chain or not test.exists() or test.stat().st_size == 0:
-                chain.append((eval_args(run, prefixes, args), test))
-            if chain:
-                jobs.append((run.name, chain))
-    run_parallel(jobs, args.parallel)
-
-    figures = args.work / "figures"
-    plots = {}
-    for fmt in ("png", "svg"):
-        cmd = nb_command("plot-run", *[str(r) for _, _, r in todo], "-o", str(figures), "--figure-format", fmt,
-                         "--alc-steps", str(args.alc_steps), "--title", figure_title(args), "--json")
-        log(f"  $ {' '.join(cmd)}")
-        done = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT)
-        if done.returncode:
-            sys.exit(f"nb plot-run failed: {done.stderr.strip()[-2000:]}")
-        plots[fmt] = json.loads(done.stdout)
+    settings = reproduce_settings(args, corpus["prefixes"], tokenizer)
+    repro = args.work / "repro"
+    fig2 = nbcli.reproduce("000-fig2", repro, **settings).to_dict()      # trains, tests, draws
+    fig3 = nbcli.reproduce("000-fig3", repro, **{**settings, "data": settings["data"][:2] + settings["data"][3:]},
+                           figures=False).to_dict()                       # the same runs: reused
+    print("\n".join((repro / item / "results.md").read_text(encoding="utf-8") for item in ("000-fig2", "000-fig3")))
     if args.figures:
         args.figures.mkdir(parents=True, exist_ok=True)
-        for source, name in (("val_bleu.png", "paper000-bible.png"), ("val_bleu.svg", "paper000-bible.svg"),
-                             ("val_loss.png", "paper000-bible-val_loss.png")):
-            shutil.copy(figures / source, args.figures / name)
-
-    alcs = {r["dir"]: r["alc_val_bleu"] for r in plots["png"]["runs"]}   # nb's one ALC (nb plot-run)
-    runs = []
-    for arm, seed, run in todo:
-        summary = json.loads((run / "summary.json").read_text())
-        test = json.loads(run.with_suffix(".test.json").read_text())
-        runs.append({"arm": arm, "seed": seed, "run_dir": str(run), "test_bleu": test["bleu"],
-                     "test_chrf": test["chrf"], "test": test, "best_val_bleu": summary["best_val_bleu"],
-                     "best_step": summary["best_step"], "alc_val_bleu": alcs[str(run)],
-                     "train_wall_s": wall_of(run.with_suffix(".train.json")),
-                     "test_wall_s": wall_of(run.with_suffix(".test.json")), "summary": summary})
-    rows = arm_rows(runs)
-    alc_steps = args.alc_steps or args.steps
-    print_rows(table_lines(rows, alc_steps))
+        for source, name in (("val_bleu.png", "paper000-bible.png"), ("val_loss.png", "paper000-bible-val_loss.png")):
+            shutil.copy(repro / "000-fig2" / "figures" / source, args.figures / name)
     write_json(args.json_out, {
         "benchmark": "paper000_translation", "corpus": corpus, "tokenizer": str(tokenizer),
         "tokenizer_train_s": spm_s, "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "commands": [" ".join(cmd) for cmd in commands], "executed": [name for name, _ in jobs],
-        "arms": rows, "runs": runs, "plot_run": plots["png"], "wall_s": time.perf_counter() - started,
+        "reproduce": settings, "fig2": fig2, "fig3": fig3, "wall_s": time.perf_counter() - started,
         "machine": machine(torch_threads_per_run=1, parallel_runs=args.parallel), "commit": commit,
         "load_before": load_before, "load_after": load_average(), "uptime_before": uptime_before,
         "uptime_after": uptime()})

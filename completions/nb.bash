@@ -2,7 +2,7 @@
 _nb() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias translate export eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps train --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "quickstart count-unigrams merge-counts patch-checkpoint inspect embedding-stats analogy probe-bias translate export eval predict generate transplant-embeddings plot-run plot-by-frequency attention-maps reproduce sweep train --version --help -h" -- "$cur"))
         return
     fi
     local opts="" 
@@ -61,6 +61,10 @@ _nb() {
             ;;
         attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
+            ;;
+        reproduce) opts="--list --data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
+            ;;
+        sweep) opts="--data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
             ;;
         train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --d-model --n-head --embedding-standardise --embedding-shuffle --shuffle-mode --warmup --warmup-ratio --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --valid --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --label-smoothing --eval-batches --val-fraction --n-layer --adam-beta2 --adam-eps --weight-decay --grad-clip --compile --allow-vocab-mismatch --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --track --track-project --track-run-name --track-uri --tensorboard-dir --log-every --quiet -q --json --help -h --src-lang --tgt-lang --columns --src-tokenizer --tgt-tokenizer --d-ff --norm --positions --scale-embedding --no-scale-embedding --share-embeddings --freeze-embeddings --valid-beam --beam --valid-lenpen --lenpen --eval-sentences --select-by --ag-decoder-fraction --ag-decoder-patterns --init --text-field --label-field --label-names --epochs --text-pair-field --pooling"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac

@@ -20,6 +20,8 @@ _nb() {
         'plot-run:Plot nb train runs- validation loss and BLEU with ALC (seeds of an arm as mean ±'
         'plot-by-frequency:Overlay paper 000 fig. 4 (average log-probability of each ground-truth token vs '
         'attention-maps:Draw attention maps of chosen heads for one sentence at chosen checkpoints of a '
+        'reproduce:Reproduce a table or figure of the papers- run its recipe’s arms x seeds, aggreg'
+        'sweep:Run a recipe of your own- its arms x seeds of any nb train task (or analysis), r'
         'train:Train a model of one task and record what the papers measure (docs/training.md).'
     )
     if (( CURRENT == 2 )); then
@@ -388,6 +390,45 @@ _nb() {
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--table[The table --csv/--tsv write: maps (distances; the matrices are in --json), heads]:value: ' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        reproduce)
+            _arguments -s '--list[List the items (or ITEM alone): what each reproduces, whether nb runs it, the da]' \
+                '--data[The data a recipe needs, by role (repeatable): a file, a folder, the PREFIX of P]:value: ' \
+                '--out[The sweep’s folder: runs/ID (each an nb run directory) and runs/ID.json (its set]:path:_files' \
+                '--scale[The recipe’s scale: smoke (seconds: checks the pipeline), cpu (a 2-core machine,]:value: ' \
+                '--arms[Only the arms whose name matches (fnmatch, repeatable), e.g. ’SST2/BERT/*’ (defa]:value: ' \
+                '--set[Set a task option of every run over the recipe’s (repeatable; VALUE as TOML read]:value: ' \
+                '--seeds[Run these seeds instead of the scale’s (e.g. 0,1 for a first look; a new seed is]:value: ' \
+                '--jobs[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
+                '-j[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
+                '--threads[torch and BLAS threads of each run (the same wherever a run goes, so local and D]:value: ' \
+                '--dask[Send each run to this Dask distributed scheduler (tcp://host:8786) instead of lo]:value: ' \
+                '--resources[With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers]:value: ' \
+                '--figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
+                '--no-figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
+                '--json[Print the result as one JSON object on stdout.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '*:file:_files'
+            ;;
+        sweep)
+            _arguments -s '--data[The data a recipe needs, by role (repeatable): a file, a folder, the PREFIX of P]:value: ' \
+                '--out[The sweep’s folder: runs/ID (each an nb run directory) and runs/ID.json (its set]:path:_files' \
+                '--scale[The recipe’s scale: smoke (seconds: checks the pipeline), cpu (a 2-core machine,]:value: ' \
+                '--arms[Only the arms whose name matches (fnmatch, repeatable), e.g. ’SST2/BERT/*’ (defa]:value: ' \
+                '--set[Set a task option of every run over the recipe’s (repeatable; VALUE as TOML read]:value: ' \
+                '--seeds[Run these seeds instead of the scale’s (e.g. 0,1 for a first look; a new seed is]:value: ' \
+                '--jobs[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
+                '-j[Runs at a time on this machine (each a process; 1: in this process).]:value: ' \
+                '--threads[torch and BLAS threads of each run (the same wherever a run goes, so local and D]:value: ' \
+                '--dask[Send each run to this Dask distributed scheduler (tcp://host:8786) instead of lo]:value: ' \
+                '--resources[With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers]:value: ' \
+                '--figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
+                '--no-figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

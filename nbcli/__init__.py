@@ -26,7 +26,7 @@ API = [
     "patch", "probe", "train_model", "train_translation", "translate_file", "export_checkpoint",
     "transplant_embeddings", "evaluate_translation", "plot_runs",
     "finetune_classifier", "predict_labels", "evaluate_classifier",
-    "analogy", "read_vectors",
+    "analogy", "read_vectors", "reproduce", "sweep", "reproduce_items",
 ]
 API_MODELS = [
     "AttentionGuidanceTrainer", "attention_guidance_loss", "capture_qk", "init_output_bias", "load_model",

@@ -16,7 +16,7 @@ type, choice or bound is refused before anything runs, and options are named as 
 (`scale_ln_bias=`, `mapping=`), not as the command's flags.
 
 One module per command family (counting, checkpoints, language_models, translation,
-classification, vectors, runs), the report classes in `reports` and the argument conversions in
+classification, vectors, runs, reproduce), the report classes in `reports` and the argument conversions in
 `inputs`; `models` is the API on transformers models in memory and in training
 (`nbcli.api.models`). Internal modules are imported inside the functions, so `import nbcli` stays fast and torch is
 loaded only by the functions that need it.
@@ -28,6 +28,7 @@ from nbcli.api.checkpoints import inspect, open_checkpoint, patch, probe, transp
 from nbcli.api.classification import evaluate_classifier, finetune_classifier, predict_labels
 from nbcli.api.counting import count_unigrams
 from nbcli.api.language_models import attention_maps, evaluate, generate, plot_by_frequency, train_model
+from nbcli.api.reproduce import reproduce, reproduce_items, sweep
 from nbcli.api.runs import export_checkpoint, plot_runs
 from nbcli.api.translation import evaluate_translation, train_translation, translate_file
 from nbcli.api.vectors import analogy, read_vectors
@@ -41,5 +42,6 @@ __all__ = [
     "TrainReport", "TransplantReport", "analogy", "attention_maps", "count_unigrams", "evaluate",
     "evaluate_classifier", "evaluate_translation", "export_checkpoint", "finetune_classifier", "generate", "inspect",
     "open_checkpoint", "patch", "plot_by_frequency", "plot_runs", "predict_labels", "probe", "read_vectors",
-    "train_model", "train_translation", "translate_file", "transplant_embeddings",
+    "reproduce", "reproduce_items", "sweep", "train_model", "train_translation", "translate_file",
+    "transplant_embeddings",
 ]

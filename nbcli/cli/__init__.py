@@ -24,6 +24,7 @@ COMMAND_MODULES = {
     "probe-bias": "probe_bias", "train": "train", "translate": "translate", "export": "export",
     "eval": "eval", "predict": "predict", "generate": "generate", "transplant-embeddings": "transplant_embeddings",
     "plot-run": "plot_run", "plot-by-frequency": "plot_by_frequency", "attention-maps": "attention_maps",
+    "reproduce": "reproduce", "sweep": "sweep",
 }
 
 

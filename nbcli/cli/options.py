@@ -7,6 +7,7 @@ names, metavar and bounds stay in one place and only the sentence differs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -236,3 +237,73 @@ def table_option(names: str) -> typer.models.OptionInfo:
     """--table NAME: which of a command's tables --csv / --tsv write; `names` lists them, first the default."""
     return typer.Option("--table", metavar="NAME", show_default=False,
                         help=f"The table --csv/--tsv write: {names} [default: the first present].")
+
+
+# nb reproduce and nb sweep: one sweep of a recipe's runs (nbcli.sweeps)
+def _sweep_option(flag: str, metavar: str, help: str) -> typer.models.OptionInfo:
+    return typer.Option(flag, metavar=metavar, show_default=False, help=help)
+
+
+SweepDataOption = Annotated[Optional[list[str]], _sweep_option(
+    "--data", "ROLE=PATH", "The data a recipe needs, by role (repeatable): a file, a folder, the PREFIX of "
+    "PREFIX.LANG files, or a cached Hub repo id for a model role. A missing role is an error listing them.")]
+SweepOutOption = Annotated[Optional[Path], out_dir_option(
+    "The sweep's folder: runs/ID (each an nb run directory) and runs/ID.json (its settings and results), "
+    "ITEM/results.json, results.csv, results.md, ITEM/figures/, sweep.json. Finished runs there are reused, stopped "
+    "ones resumed; runs made with other settings are refused.", short=False)]
+SweepScaleOption = Annotated[Optional[str], _sweep_option(
+    "--scale", "smoke|cpu|paper", "The recipe's scale: smoke (seconds: checks the pipeline), cpu (a 2-core "
+    "machine, under an hour), paper (the paper's settings; the default).")]
+SweepArmsOption = Annotated[Optional[list[str]], _sweep_option(
+    "--arms", "PATTERN", "Only the arms whose name matches (fnmatch, repeatable), e.g. 'SST2/BERT/*' (default: all).")]
+SweepSetOption = Annotated[Optional[list[str]], _sweep_option(
+    "--set", "OPTION=VALUE", "Set a task option of every run over the recipe's (repeatable; VALUE as TOML reads it: "
+    "400, 0.5, true, \"de\"); one an axis varies is refused. Changes the runs' settings (new runs in another --out).")]
+SweepDaskOption = Annotated[Optional[str], _sweep_option(
+    "--dask", "ADDRESS", "Send each run to this Dask distributed scheduler (tcp://host:8786) instead of local "
+    "processes. Workers need nb installed and --out on a filesystem they share with this machine.")]
+SweepResourcesOption = Annotated[Optional[list[str]], _sweep_option(
+    "--resources", "NAME=N", "With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers "
+    "started with --resources GPU=1: one GPU run at a time each.")]
+
+
+def _sweep_options(
+    data: SweepDataOption = None,
+    out: SweepOutOption = None,
+    scale: SweepScaleOption = None,
+    arms: SweepArmsOption = None,
+    sets: SweepSetOption = None,
+    seeds: Annotated[Optional[str], _sweep_option(
+        "--seeds", "S,S,...", "Run these seeds instead of the scale's (e.g. 0,1 for a first look; a new seed is a new "
+        "run, the others are reused).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=1024, help=(
+        "Runs at a time on this machine (each a process; 1: in this process)."))] = 1,
+    threads: Annotated[int, typer.Option("--threads", min=1, max=1024, help=(
+        "torch and BLAS threads of each run (the same wherever a run goes, so local and Dask runs compute "
+        "alike)."))] = 1,
+    dask: SweepDaskOption = None,
+    resources: SweepResourcesOption = None,
+    figures: Annotated[bool, typer.Option("--figures/--no-figures", help=(
+        "Draw figures/ (the runs' curves and results.png; needs matplotlib)."))] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """The options nb reproduce and nb sweep share (`sweep_command`)."""
+
+
+def sweep_command(arguments: Callable[..., None], run: Callable[..., None]) -> Callable[..., None]:
+    """A command whose parameters are `arguments`' (its own: ITEM, RECIPE) then the sweep options,
+    with `arguments`' name and help; it calls `run` with all of them as keywords."""
+    import inspect
+    import typing
+
+    params = [p.replace(kind=p.KEYWORD_ONLY) for f in (arguments, _sweep_options)
+              for p in inspect.signature(f, eval_str=True).parameters.values()]
+
+    def command(**values: object) -> None:
+        run(**values)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {**typing.get_type_hints(arguments, include_extras=True),
+                               **typing.get_type_hints(_sweep_options, include_extras=True)}
+    command.__name__, command.__doc__ = arguments.__name__, arguments.__doc__
+    return command

@@ -327,14 +327,11 @@ def _schedule_dask(
     on_done: Callable[[Task, TaskResult], None], total: TaskResult,
 ) -> None:
     """Run the same tasks on a Dask cluster; partial sums are tree-reduced on the workers."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise ConfigError("--dask needs the 'distributed' package: pip install 'nbcli[dask]'") from None
-    try:
-        client = Client(address, timeout=30)
-    except OSError as err:
-        raise ConfigError(f"--dask {address}: cannot reach the scheduler ({err})") from None
+    from nbcli.cluster import connect
+
+    client = connect(address)
+    from distributed import as_completed
+
     try:
         blob = client.scatter(tokenizer.serialized(), broadcast=True)
         leaves = {}

