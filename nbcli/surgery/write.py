@@ -23,8 +23,9 @@ from nbcli.limits import input_stat
 from nbcli.provenance import sha256_file_cached
 from nbcli.surgery.options import SurgeryOptions
 from nbcli.surgery.plan import (
-    SurgeryResult, Workspace, held_tensors, provenance_entry, resolve_options, run_surgery, surgery_result,
+    SurgeryResult, held_tensors, provenance_entry, resolve_options, run_surgery, surgery_result,
 )
+from nbcli.surgery.workspace import Workspace
 
 if TYPE_CHECKING:
     import torch

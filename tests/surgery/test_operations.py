@@ -7,7 +7,7 @@ import pytest
 from nbcli.errors import ConfigError
 from nbcli.surgery import OPERATION_ORDER, SurgeryOptions, surgery_options
 from nbcli.surgery.options import OPERATION_SPELLINGS, require_operation
-from nbcli.surgery.plan import OPERATIONS
+from nbcli.surgery.operations import OPERATIONS
 
 
 def test_every_operation_has_one_function_and_one_spelling() -> None:
