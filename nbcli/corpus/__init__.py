@@ -1,20 +1,23 @@
 """Corpus sources: what INPUT arguments name, and readers that hand counting documents or byte blocks.
 
-    sources.py   INPUT arguments -> CorpusSource (files, directories, globs, stdin, URLs), by kind
-    text.py      plain text: newline-aligned byte ranges; compressed files and stdin as line blocks
-    columnar.py  parquet row groups and Arrow record batches (IPC files, `datasets` folders) -> documents
-    remote.py    fsspec URLs (hf://, s3://, https://, ...) and the extras they need
-    records.py   THE reader for every command: documents, translation pairs, labelled examples, CoNLL
-                 sentences, from any format above (and TSV/CSV), with one line and format rule
-    rows.py      its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
-    conll.py     its token-per-line CoNLL files (tagging), checked line by line
-    features.py  the `datasets` ClassLabel names stored with a file (schema metadata, dataset_info.json)
+    sources.py         INPUT arguments -> CorpusSource (files, directories, globs, stdin, URLs), by kind
+    text.py            plain text: newline-aligned byte ranges; compressed files and stdin as line blocks
+    columnar.py        parquet row groups and Arrow record batches (IPC files, `datasets` folders) -> documents
+    columnar_files.py  those files through pyarrow: opened, told apart by magic, schemas, a string
+                       column checked, several columns at once (for `rows`)
+    remote.py          fsspec URLs (hf://, s3://, https://, ...) and the extras they need
+    records.py         THE reader for every command: documents, translation pairs, labelled examples,
+                       CoNLL sentences, from any format above (and TSV/CSV), with one line and format rule
+    rows.py            its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
+    conll.py           its token-per-line CoNLL files (tagging), checked line by line
+    features.py        the `datasets` ClassLabel names stored with a file (schema metadata, dataset_info.json)
 
 Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats;
 every other command reads through `records`.
 """
 
-from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, load_columnar_reader, plan_columnar, read_unit
+from nbcli.corpus.columnar import DocumentBatch, RowUnit, iter_rows, plan_columnar, read_unit
+from nbcli.corpus.columnar_files import load_columnar_reader
 from nbcli.corpus.records import (
     Example, Origin, Pair, ReadStats, Sentence, iter_conll, iter_documents, iter_examples, iter_pairs, iter_sentences,
     read_documents,

@@ -1,5 +1,7 @@
-"""Columnar corpora: parquet row groups and Arrow record batches (IPC files and streams, as
-`datasets` save_to_disk writes them), read with pyarrow, one string column (--field) at a time.
+"""Columnar corpora as counting's documents: parquet row groups and Arrow record batches (IPC files
+and streams, as `datasets` save_to_disk writes them), one string column (--field) at a time: the
+units of work (`plan_columnar`, in the parent) and their reading (`read_unit`, in a worker). The files
+themselves (pyarrow, magic bytes, schemas, several columns at once) are `nbcli.corpus.columnar_files`.
 
 One row is one document. The unit of parallel work is a `RowUnit`: one parquet row group (where a
 file has few row groups for the workers, and for its last row groups, a group of more than
@@ -22,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from nbcli.corpus.columnar_files import (
+    READ_BUFFER_BYTES, arrow_kind, check_field, check_parquet_magic, open_columnar, problem_text, pyarrow_module,
+)
 from nbcli.corpus.sources import CorpusSource
 from nbcli.errors import CorpusError, InputError
 
 UNIT_BYTES = 32 << 20  # a unit of work holds about this much data (text, or Arrow batches)
 BATCH_TEXT_BYTES = 4 << 20  # a worker reads this much text at a time
-READ_BUFFER_BYTES = 1 << 20  # parquet column chunks are streamed through a buffer of this size
-ARROW_FILE_MAGIC = b"ARROW1"
-PARQUET_MAGIC = b"PAR1"
 
 
 @dataclass(frozen=True)
@@ -65,72 +67,8 @@ class DocumentBatch:
     skipped_lines: int = 0   # documents (TSV/CSV: `nbcli.corpus.records.document_batches`)
 
 
-def load_columnar_reader() -> None:
-    """Import pyarrow now (it starts no thread on import): a parent that forks workers calls this
-    first, so that they inherit it."""
-    _pyarrow()
-
-
-def _pyarrow() -> Any:
-    try:
-        import pyarrow
-        import pyarrow.compute  # noqa: F401
-        import pyarrow.ipc  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise InputError("reading parquet or Arrow needs pyarrow: pip install pyarrow") from None
-    return pyarrow
-
-
-def _problem(err: BaseException) -> str:
-    return " ".join(str(err).split())[:300] or type(err).__name__
-
-
-def _open(path: str, remote: bool) -> Any:
-    pa = _pyarrow()
-    if remote:
-        from nbcli.corpus.remote import open_remote
-
-        return pa.PythonFile(open_remote(path), mode="r")
-    try:
-        return pa.memory_map(path, "r")
-    except OSError as err:
-        raise InputError(f"{path}: cannot read input: {_problem(err)}") from None
-
-
-def _is_string(pa: Any, dtype: Any) -> bool:
-    if pa.types.is_dictionary(dtype):
-        dtype = dtype.value_type
-    is_view = getattr(pa.types, "is_string_view", lambda t: False)
-    return bool(pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or is_view(dtype))
-
-
-def check_field(path: str, schema: Any, field: str) -> int:
-    """The index of the string column `field` in `schema`; CorpusError naming the file, the column
-    and its type otherwise."""
-    pa = _pyarrow()
-    index = schema.get_field_index(field)
-    if index < 0:
-        if schema.get_all_field_indices(field):
-            raise CorpusError(f"{path}: column {field!r} appears more than once")
-        columns = ", ".join(f"{f.name} ({f.type})" for f in list(schema)[:8]) + (" ..." if len(schema) > 8 else "")
-        raise CorpusError(f"{path}: no column {field!r} (--field); columns: {columns or 'none'}")
-    dtype = schema.field(index).type
-    if not _is_string(pa, dtype):
-        raise CorpusError(f"{path}: column {field!r} is {dtype}, not a string column (--field)")
-    return int(index)
-
-
 # ---------------------------------------------------------------------------------------------
 # Planning (in the parent process): footers and schemas, no data
-
-
-def _head(source: CorpusSource, size: int) -> bytes:
-    handle = _open(source.path, source.remote)
-    try:
-        return bytes(handle.read(size))
-    finally:
-        handle.close()
 
 
 def _parts_of_groups(texts: list[int], workers: int | None) -> list[int]:
@@ -149,17 +87,15 @@ def _parts_of_groups(texts: list[int], workers: int | None) -> list[int]:
 
 
 def _parquet_units(source: CorpusSource, field: str, workers: int | None) -> tuple[Any, list[RowUnit]]:
-    pa = _pyarrow()
-    head = _head(source, len(PARQUET_MAGIC))
-    if head and head != PARQUET_MAGIC:  # pyarrow checks only the footer's magic
-        raise CorpusError(f"{source.path}: not a parquet file (it starts with {head!r}, not {PARQUET_MAGIC!r})")
+    pa = pyarrow_module()
+    check_parquet_magic(source)
     try:
-        meta = pa.parquet.ParquetFile(_open(source.path, source.remote)).metadata
+        meta = pa.parquet.ParquetFile(open_columnar(source.path, source.remote)).metadata
         schema = meta.schema.to_arrow_schema()
     except InputError:
         raise
     except (pa.ArrowException, OSError, ValueError) as err:
-        raise CorpusError(f"{source.path}: not a readable parquet file ({_problem(err)})") from None
+        raise CorpusError(f"{source.path}: not a readable parquet file ({problem_text(err)})") from None
     check_field(source.path, schema, field)
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
     texts = [_column_bytes(group, field) for group in groups]
@@ -184,18 +120,14 @@ def _column_bytes(group: Any, field: str) -> int:
                if group.column(i).path_in_schema.split(".")[0] == field) or group.total_byte_size
 
 
-def _arrow_format(source: CorpusSource) -> str:
-    return "arrow-file" if _head(source, len(ARROW_FILE_MAGIC)) == ARROW_FILE_MAGIC else "arrow-stream"
-
-
 def _arrow_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
     """Arrow IPC files have random access to their batches; streams (what `datasets` writes) are
     scanned once here (memory-mapped: no data is copied) to cut them into units. A remote stream
     is one unit."""
-    pa = _pyarrow()
-    kind = _arrow_format(source)
+    pa = pyarrow_module()
+    kind = arrow_kind(source)
     try:
-        handle = _open(source.path, source.remote)
+        handle = open_columnar(source.path, source.remote)
         if kind == "arrow-file":
             reader = pa.ipc.open_file(handle)
             schema = reader.schema
@@ -218,7 +150,7 @@ def _arrow_units(source: CorpusSource, field: str) -> tuple[Any, list[RowUnit]]:
     except (InputError, CorpusError):
         raise
     except (pa.ArrowException, OSError, ValueError) as err:
-        raise CorpusError(f"{source.path}: not a readable Arrow file ({_problem(err)})") from None
+        raise CorpusError(f"{source.path}: not a readable Arrow file ({problem_text(err)})") from None
     groups: list[tuple[int, int]] = []
     start, held = 0, 0
     for i, (nbytes, _) in enumerate(sizes):
@@ -278,7 +210,7 @@ def plan_columnar(sources: list[CorpusSource], field: str, workers: int | None =
 def read_unit(unit: RowUnit) -> Iterator[DocumentBatch]:
     """The document batches of one unit, in row order. CorpusError naming the file and rows when
     the data cannot be decoded."""
-    pa = _pyarrow()
+    pa = pyarrow_module()
     row = unit.first_row
     where = f"{unit.path}: row group {unit.start}" if unit.kind == "parquet" else f"{unit.path}: rows from {row}"
     try:
@@ -289,11 +221,11 @@ def read_unit(unit: RowUnit) -> Iterator[DocumentBatch]:
     except (InputError, CorpusError):
         raise
     except (pa.ArrowException, OSError, ValueError, EOFError) as err:
-        raise CorpusError(f"{where}: corrupt data ({_problem(err)})") from None
+        raise CorpusError(f"{where}: corrupt data ({problem_text(err)})") from None
 
 
 def _columns(pa: Any, unit: RowUnit) -> Iterator[Any]:
-    handle = _open(unit.path, unit.remote)
+    handle = open_columnar(unit.path, unit.remote)
     if unit.kind == "parquet":
         pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
                                     page_checksum_verification=True)
@@ -340,7 +272,7 @@ def _document_batch(pa: Any, path: str, first_row: int, column: Any, where: str)
         column.validate(full=True)
     except pa.ArrowInvalid as err:
         raise CorpusError(f"{path}: rows {first_row}-{first_row + len(column) - 1}: column holds invalid "
-                          f"string data ({_problem(err)})") from None
+                          f"string data ({problem_text(err)})") from None
     n = len(column)
     _validity, offsets_buffer, data_buffer = column.buffers()
     wide = pa.types.is_large_string(column.type)
@@ -390,69 +322,11 @@ def _joined_lines(pa: Any, column: Any) -> bytes:
 def iter_rows(source: CorpusSource, field: str) -> Iterator[str | None]:
     """Every row's document (None for a null) of a columnar source, in order (`nbcli.corpus.records`)."""
     for unit in plan_columnar([source], field)[source.path]:
-        pa = _pyarrow()
+        pa = pyarrow_module()
         try:
             for column in _columns(pa, unit):
                 if pa.types.is_dictionary(column.type):
                     column = column.dictionary_decode()
                 yield from column.to_pylist()
         except (pa.ArrowException, OSError, ValueError, EOFError) as err:
-            raise CorpusError(f"{unit.path}: corrupt data ({_problem(err)})") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Several columns at once (`nbcli.corpus.records`: pairs and labelled examples)
-
-RECORD_BATCH_ROWS = 4096
-
-
-def columnar_schema(source: CorpusSource) -> Any:
-    """The Arrow schema of a parquet or Arrow source; CorpusError naming the file when it is not one."""
-    pa = _pyarrow()
-    what = "parquet" if source.kind == "parquet" else "Arrow"
-    if source.kind == "parquet":
-        head = _head(source, len(PARQUET_MAGIC))
-        if head and head != PARQUET_MAGIC:
-            raise CorpusError(f"{source.path}: not a parquet file (it starts with {head!r}, not {PARQUET_MAGIC!r})")
-    try:
-        handle = _open(source.path, source.remote)
-        if source.kind == "parquet":
-            return pa.parquet.ParquetFile(handle).schema_arrow
-        if _arrow_format(source) == "arrow-file":
-            return pa.ipc.open_file(handle).schema
-        return pa.ipc.open_stream(handle).schema
-    except (InputError, CorpusError):
-        raise
-    except (pa.ArrowException, OSError, ValueError) as err:
-        raise CorpusError(f"{source.path}: not a readable {what} file ({_problem(err)})") from None
-
-
-def iter_record_batches(source: CorpusSource, columns: list[str]) -> Iterator[tuple[int, Any]]:
-    """(first row, record batch of the top-level `columns`) of a parquet or Arrow source, in row
-    order, each batch validated (invalid UTF-8 is a CorpusError naming the file and rows). Only
-    those columns are read from disk (parquet's column projection)."""
-    pa = _pyarrow()
-    row = 0
-    try:
-        handle = _open(source.path, source.remote)
-        if source.kind == "parquet":
-            pf = pa.parquet.ParquetFile(handle, pre_buffer=False, buffer_size=READ_BUFFER_BYTES,
-                                        page_checksum_verification=True)
-            batches = pf.iter_batches(batch_size=RECORD_BATCH_ROWS, columns=columns, use_threads=False)
-        elif _arrow_format(source) == "arrow-file":
-            reader = pa.ipc.open_file(handle)
-            batches = (reader.get_batch(i).select(columns) for i in range(reader.num_record_batches))
-        else:
-            batches = (batch.select(columns) for batch in pa.ipc.open_stream(handle))
-        for batch in batches:
-            try:
-                batch.validate(full=True)
-            except pa.ArrowInvalid as err:
-                raise CorpusError(f"{source.path}: rows {row}-{row + batch.num_rows - 1}: invalid data "
-                                  f"({_problem(err)})") from None
-            yield row, batch
-            row += batch.num_rows
-    except (InputError, CorpusError):
-        raise
-    except (pa.ArrowException, OSError, ValueError, EOFError) as err:
-        raise CorpusError(f"{source.path}: rows from {row}: corrupt data ({_problem(err)})") from None
+            raise CorpusError(f"{unit.path}: corrupt data ({problem_text(err)})") from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nbcli.corpus.columnar import columnar_schema
+from nbcli.corpus.columnar_files import columnar_schema
 from nbcli.corpus.sources import CorpusSource
 from nbcli.errors import CorpusError, NbError
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Union
 
-from nbcli.corpus.columnar import columnar_schema, iter_record_batches
+from nbcli.corpus.columnar_files import columnar_schema, iter_record_batches
 from nbcli.corpus.sources import CorpusSource
 from nbcli.corpus.text import decode_lines, invalid_utf8, read_stream_blocks
 from nbcli.errors import CorpusError

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import nbcli.corpus.columnar as columnar
+from nbcli.corpus.columnar_files import pyarrow_module
 from conftest import english_like_lines
 from nbcli.corpus import discover_inputs
 from nbcli.counting import CountOptions, count_corpus
@@ -311,4 +312,4 @@ def test_joined_lines_are_each_string_and_a_newline(texts: list[str], large: boo
     column = pa.array(texts, pa.large_string() if large else pa.string())
     view = column.slice(min(head, len(texts)), max(0, len(texts) - head - tail))
     expected = "".join(text + "\n" for text in view.to_pylist()).encode("utf-8")
-    assert columnar._joined_lines(columnar._pyarrow(), view) == expected
+    assert columnar._joined_lines(pyarrow_module(), view) == expected
