@@ -305,99 +305,128 @@ def _class_cut_note(rule: ByteRule) -> str:
             "splits (lines holding an added token's text whole)")
 
 
+_WHOLE = "; encoding whole documents"
+
+
 def hf_segmenter(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn,
                  encoder_for: Callable[[dict[str, Any]], EncodeFn] | None = None) -> tuple[Any, str]:
-    """The segmenter for this tokenizer.json and why, or (None, why not): whole documents.
+    """The segmenter for this tokenizer.json and why, or (None, why not): whole documents. Each
+    family's conditions are one function below (`_prepend_runs` ... `_whitespace_split`).
 
     `encoder_for(config)` makes the encoder of a variant of the tokenizer (continuing parts)."""
-    whole = "; encoding whole documents"
     model = config.get("model", {})
     if model.get("dropout"):
-        return None, "BPE dropout makes encodings random" + whole
+        return None, "BPE dropout makes encodings random" + _WHOLE
     for added in config.get("added_tokens", []):
         content = added.get("content", "")
         if added.get("rstrip") or any(ch.isspace() for ch in content):
-            return None, f"added token {content!r} absorbs or contains whitespace" + whole
+            return None, f"added token {content!r} absorbs or contains whitespace" + _WHOLE
     norms = pipeline_components(config.get("normalizer"), "normalizers")
     pres = pipeline_components(config.get("pre_tokenizer"), "pretokenizers")
     kinds = [p.get("type") for p in pres]
     norm_kinds = [n.get("type") for n in norms]
 
-    if norm_kinds == ["Prepend", "Replace"] and not pres:
-        prepend, replace = norms
-        if (prepend.get("prepend") == "\u2581" and replace.get("pattern") == {"String": " "}
-                and replace.get("content") == "\u2581"):
-            why = _space_run_bpe_check(model, vocab)
-            if why:
-                return None, why + whole
-            return PrependRuns(encode, "Prepend('▁') + Replace(' ', '▁') BPE (converted Llama form): "
-                                       "cut before each run of spaces",
-                               [a.get("content", "") for a in config.get("added_tokens", []) if a.get("content")]), ""
+    if norm_kinds == ["Prepend", "Replace"] and not pres and _is_llama_prepend(norms):
+        return _prepend_runs(config, vocab, encode)
     for kind in norm_kinds:
         if kind not in _LOCAL_NORMALIZERS:
-            return None, f"normaliser {kind} is not character-local" + whole
+            return None, f"normaliser {kind} is not character-local" + _WHOLE
     if not pres:
-        return None, "no pre-tokenizer splits on whitespace" + whole
-
+        return None, "no pre-tokenizer splits on whitespace" + _WHOLE
     if kinds == ["Metaspace"]:
-        meta = pres[0]
-        if meta.get("replacement", "\u2581") != "\u2581":
-            return None, "Metaspace with a replacement other than '▁'" + whole
-        if meta.get("split", True):
-            return MetaspaceChunks(MetaspaceChunks.PATTERN, encode,
-                                   "Metaspace(split=true): each space starts a pre-token",
-                                   ByteRule(b"", b" ", False, LITERAL_METASPACE)), ""
-        if norm_kinds:
-            return None, "Metaspace(split=false) after a normaliser" + whole
-        why = _space_run_bpe_check(model, vocab)
-        if why:
-            return None, why + whole
-        continuation = None
-        if encoder_for is not None:
-            never = {**config, "pre_tokenizer": {**meta, "prepend_scheme": "never", "add_prefix_space": False}}
-            continuation = functools.partial(encoder_for, never)
-        return MetaspaceRuns(encode, "Metaspace(split=false) BPE: no piece spans a space run's start; "
-                                     "cut before each run of spaces, and between ASCII pairs no token holds",
-                             bpe_cut_table(vocab), continuation), ""
-
-    if (len(pres) == 2 and kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True)):
-        split = pres[0]
-        regex_text = (split.get("pattern") or {}).get("Regex")
-        family = KNOWN_SPLIT_REGEXES.get(regex_text or "")
-        if family is None:
-            return None, "Split with an unrecognised regex (cuts are proven for known regexes only)" + whole
-        if split.get("behavior") != "Isolated" or split.get("invert"):
-            return None, "Split regex not Isolated or inverted" + whole
-        if norm_kinds not in ([], ["NFC"]):
-            return None, f"normaliser {', '.join(norm_kinds)} before a Split regex" + whole
-        # On the byte path lines hold no CR or LF, so the one joining case never arises there.
-        rule = _with_class_cuts(WS_BYTES, SPLIT_REGEX_CLASS_CUTS, config, norm_kinds)
-        return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
-                                f"{family} Split regex + ByteLevel: pre-tokens never join across a "
-                                "whitespace run, except punctuation + CR/LF" + _class_cut_note(rule), rule), ""
-
+        return _metaspace(pres[0], config, vocab, encode, encoder_for, norm_kinds)
+    if len(pres) == 2 and kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True):
+        return _split_regex(pres[0], config, encode, norm_kinds)
     if "ByteLevel" in kinds:
-        if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
-            return None, f"pre-tokenizers {', '.join(map(str, kinds))} around ByteLevel" + whole
-        level = pres[0]
-        if not level.get("use_regex", True):
-            return None, "ByteLevel without its regex and without a Split regex before it" + whole
-        prefix = bool(level.get("add_prefix_space", True))
-        rule = (ByteRule(WS_BYTES.run, b" ", False, NON_ASCII_WS) if prefix
-                else _with_class_cuts(WS_BYTES, GPT2_CLASS_CUTS, config, norm_kinds))
-        return ByteLevelChunks(ByteLevelChunks.pattern_for(prefix), encode,
-                               "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
-                               "boundary" + _class_cut_note(rule), rule), ""
-
+        return _byte_level(kinds, pres[0], config, encode, norm_kinds)
     if any(k in _SPLITTING for k in kinds) and all(k in _SPLITTING | _ONLY_SPLIT for k in kinds):
-        clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
-        rule = WS_NOT_CONTROL_BYTES if clean else WS_BYTES
-        if kinds == ["BertPreTokenizer"]:
-            rule = _with_class_cuts(rule, BERT_CLASS_CUTS, config, norm_kinds, apostrophe_is_punct=True)
-        return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
-                                f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens"
-                                + _class_cut_note(rule), rule), ""
-    return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + whole
+        return _whitespace_split(kinds, norms, config, encode, norm_kinds)
+    return None, f"pre-tokenizer(s) {', '.join(map(str, kinds))} may join across whitespace" + _WHOLE
+
+
+def _is_llama_prepend(norms: list[dict[str, Any]]) -> bool:
+    """Whether the normalisers are the converted Llama form `Prepend("▁")` + `Replace(" ", "▁")`."""
+    prepend, replace = norms
+    return (prepend.get("prepend") == "\u2581" and replace.get("pattern") == {"String": " "}
+            and replace.get("content") == "\u2581")
+
+
+def _prepend_runs(config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn) -> tuple[Any, str]:
+    """`PrependRuns`, when its whole-text BPE may be cut before space runs."""
+    why = _space_run_bpe_check(config.get("model", {}), vocab)
+    if why:
+        return None, why + _WHOLE
+    return PrependRuns(encode, "Prepend('▁') + Replace(' ', '▁') BPE (converted Llama form): "
+                               "cut before each run of spaces",
+                       [a.get("content", "") for a in config.get("added_tokens", []) if a.get("content")]), ""
+
+
+def _metaspace(meta: dict[str, Any], config: dict[str, Any], vocab: dict[str, int], encode: EncodeFn,
+               encoder_for: Callable[[dict[str, Any]], EncodeFn] | None, norm_kinds: list[Any]) -> tuple[Any, str]:
+    """`MetaspaceChunks` for `Metaspace(split=true)`, `MetaspaceRuns` for `split=false` BPE."""
+    if meta.get("replacement", "\u2581") != "\u2581":
+        return None, "Metaspace with a replacement other than '▁'" + _WHOLE
+    if meta.get("split", True):
+        return MetaspaceChunks(MetaspaceChunks.PATTERN, encode,
+                               "Metaspace(split=true): each space starts a pre-token",
+                               ByteRule(b"", b" ", False, LITERAL_METASPACE)), ""
+    if norm_kinds:
+        return None, "Metaspace(split=false) after a normaliser" + _WHOLE
+    why = _space_run_bpe_check(config.get("model", {}), vocab)
+    if why:
+        return None, why + _WHOLE
+    continuation = None
+    if encoder_for is not None:
+        never = {**config, "pre_tokenizer": {**meta, "prepend_scheme": "never", "add_prefix_space": False}}
+        continuation = functools.partial(encoder_for, never)
+    return MetaspaceRuns(encode, "Metaspace(split=false) BPE: no piece spans a space run's start; "
+                                 "cut before each run of spaces, and between ASCII pairs no token holds",
+                         bpe_cut_table(vocab), continuation), ""
+
+
+def _split_regex(split: dict[str, Any], config: dict[str, Any], encode: EncodeFn,
+                 norm_kinds: list[Any]) -> tuple[Any, str]:
+    """`SplitRegexChunks` for a known `Split` regex followed by `ByteLevel(use_regex=false)`."""
+    regex_text = (split.get("pattern") or {}).get("Regex")
+    family = KNOWN_SPLIT_REGEXES.get(regex_text or "")
+    if family is None:
+        return None, "Split with an unrecognised regex (cuts are proven for known regexes only)" + _WHOLE
+    if split.get("behavior") != "Isolated" or split.get("invert"):
+        return None, "Split regex not Isolated or inverted" + _WHOLE
+    if norm_kinds not in ([], ["NFC"]):
+        return None, f"normaliser {', '.join(norm_kinds)} before a Split regex" + _WHOLE
+    # On the byte path lines hold no CR or LF, so the one joining case never arises there.
+    rule = _with_class_cuts(WS_BYTES, SPLIT_REGEX_CLASS_CUTS, config, norm_kinds)
+    return SplitRegexChunks(SplitRegexChunks.pattern_for(norm_kinds == ["NFC"]), encode,
+                            f"{family} Split regex + ByteLevel: pre-tokens never join across a "
+                            "whitespace run, except punctuation + CR/LF" + _class_cut_note(rule), rule), ""
+
+
+def _byte_level(kinds: list[Any], level: dict[str, Any], config: dict[str, Any], encode: EncodeFn,
+                norm_kinds: list[Any]) -> tuple[Any, str]:
+    """`ByteLevelChunks` for GPT-2's `ByteLevel` with its regex (then only Punctuation/Digits)."""
+    if kinds[0] != "ByteLevel" or any(k not in _ONLY_SPLIT for k in kinds[1:]):
+        return None, f"pre-tokenizers {', '.join(map(str, kinds))} around ByteLevel" + _WHOLE
+    if not level.get("use_regex", True):
+        return None, "ByteLevel without its regex and without a Split regex before it" + _WHOLE
+    prefix = bool(level.get("add_prefix_space", True))
+    rule = (ByteRule(WS_BYTES.run, b" ", False, NON_ASCII_WS) if prefix
+            else _with_class_cuts(WS_BYTES, GPT2_CLASS_CUTS, config, norm_kinds))
+    return ByteLevelChunks(ByteLevelChunks.pattern_for(prefix), encode,
+                           "ByteLevel (GPT-2) regex: pre-tokens never cross a non-space/space "
+                           "boundary" + _class_cut_note(rule), rule), ""
+
+
+def _whitespace_split(kinds: list[Any], norms: list[dict[str, Any]], config: dict[str, Any], encode: EncodeFn,
+                      norm_kinds: list[Any]) -> tuple[Any, str]:
+    """`WhitespaceChunks` for pre-tokenizers that split on whitespace and drop it."""
+    clean = any(n.get("type") == "BertNormalizer" and n.get("clean_text", True) for n in norms)
+    rule = WS_NOT_CONTROL_BYTES if clean else WS_BYTES
+    if kinds == ["BertPreTokenizer"]:
+        rule = _with_class_cuts(rule, BERT_CLASS_CUTS, config, norm_kinds, apostrophe_is_punct=True)
+    return WhitespaceChunks(_chunk_pattern(WS_NOT_CONTROL if clean else WS), encode,
+                            f"{', '.join(map(str, kinds))}: whitespace separates pre-tokens"
+                            + _class_cut_note(rule), rule), ""
 
 
 def _space_run_bpe_check(model: dict[str, Any], vocab: dict[str, int]) -> str | None:
