@@ -12,7 +12,7 @@ Surgery (paper 003 sec. 3.2-3.3: `--scale-ln-bias`, `--remove-frequency-directio
 model instead of a file; the next `set_surgery` first restores what the previous one changed, so a
 sweep over lambda always starts from the checkpoint as saved and writes nothing.
 
-nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.model.Transformer` (clm objective only)
+nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.models.lm.Transformer` (clm objective only)
 with its KV cache; any other checkpoint directory with a config.json loads with transformers'
 AutoModelForCausalLM (optional extra `nbcli[hf]`; every causal entry of the architecture table:
 GPT-2, GPT-J, GPT-NeoX/Pythia, OPT, BLOOM, Falcon, Phi, the Llama family, Gemma; masked LMs and
@@ -22,7 +22,7 @@ lm_head in transformers 5). Loading goes through nb's loader (nbcli.hf.loading):
 the checkpoint carries but the class has none for (`patch-checkpoint --set-output-bias --bias-name
 lm_head.bias`) is installed into its output layer and applied, never dropped. Weights stay in the
 dtype they were saved in; CUDA when present. An nb checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype
-(`nbcli.model.output_logits`); a transformers model computes its logits in its own dtype, and
+(`nbcli.models.lm.output_logits`); a transformers model computes its logits in its own dtype, and
 `logits`/`prefill`/`step` hand them back as float32 for the metrics (`nbcli.lm.perplexity`: float32
 log-probabilities, float64 sums).
 """
@@ -185,7 +185,7 @@ class Runner:
 
 class KVCache:
     """Keys and values of the tokens seen so far, per layer ([B, H, S, dh] each), for incremental
-    decoding with nbcli.model.Transformer: the next forward pass feeds only the new tokens, writes
+    decoding with nbcli.models.lm.Transformer: the next forward pass feeds only the new tokens, writes
     their keys/values after the cached ones and attends to all. The first `reserve` allocates
     `capacity` positions (the final length when the caller knows it: prompt + new tokens, so a
     step writes in place and nothing is ever copied); a cache that is full anyway doubles (geometric
@@ -241,14 +241,14 @@ def _gather_rows(buffer: torch.Tensor, rows: torch.Tensor, length: int) -> torch
 
 
 class NbRunner(Runner):
-    """nb's own `nb train` checkpoints through nbcli.model.Transformer, with this runner's KVCache."""
+    """nb's own `nb train` checkpoints through nbcli.models.lm.Transformer, with this runner's KVCache."""
 
     kind = "nb"
 
     def _extend(self, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
         """Feed ids [B, T] after the cached positions; the last position's logits [B, V] (float32: the
-        output layer runs on that position only, `nbcli.model.output_logits`). The cache grows by T."""
-        from nbcli.model import output_logits
+        output layer runs on that position only, `nbcli.models.lm.output_logits`). The cache grows by T."""
+        from nbcli.models.lm import output_logits
 
         kv = cache.reserve(ids.shape[0], ids.shape[1], self.amp_dtype or self.dtype, self.device)
         h, _ = self.module.encode(ids, kv=kv, past=cache.length)                  # [B, T, d]
@@ -418,7 +418,7 @@ def _open_runner(path: Path | str | Any, arch: str, overrides: dict[str, str] | 
 
 
 def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> NbRunner:
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
 
     try:
         raw = json.loads(checkpoint.metadata.get("nb.config", "{}"))
@@ -482,7 +482,7 @@ def model_runner(model: Any, *, arch: str = "auto", overrides: dict[str, str] | 
     In-memory surgery (eval's lambda arms) changes its tensors and restores them (`set_surgery`)."""
     from nbcli.checkpoint import resolve_roles
     from nbcli.checkpoint.memory import MemoryCheckpoint
-    from nbcli.model import Transformer
+    from nbcli.models.lm import Transformer
 
     if not hasattr(model, "parameters") or not callable(model.state_dict):
         raise ConfigError(f"expected a path or a loaded model, got {type(model).__name__}")

@@ -1,5 +1,6 @@
-"""nb's reference models beyond the decoder-only / MLM Transformer of `nbcli.model`.
+"""nb's reference models, one readable file each (in the spirit of nanoGPT's model.py).
 
+    lm.py        the decoder-only (clm) / masked (mlm) Transformer of `nb train lm`
     seq2seq.py   the encoder-decoder of Vaswani et al. (2017), the papers' translation model
     heads.py     classification and tagging heads on nb's MLM encoder or a transformers encoder
 """

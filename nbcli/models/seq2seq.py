@@ -1,5 +1,5 @@
 """nb's reference encoder-decoder: the Transformer of Vaswani et al. (2017), one readable file in the
-spirit of nanoGPT's model.py (and a sibling of `nbcli.model`, whose attention masks and float32
+spirit of nanoGPT's model.py (and a sibling of `nbcli.models.lm`, whose attention masks and float32
 output layer `output_logits` it shares, its matmul padded on CUDA to a multiple of `vocab_multiple`
 rows as the LM's, `output_multiple`, except in an incremental decoding step).
 
@@ -19,7 +19,7 @@ A layer is a chain of residual sublayers. Post-LN (`norm="post"`, Vaswani, fairs
 (pre-LN adds one final LN after each stack), with F in turn: self-attention, (decoder only)
 attention over the encoder output, and the feed-forward network FFN(x) = fc2(act(fc1(x))).
 Attention is softmax(Q K^T / sqrt(dh) + mask) V with separate q/k/v/out projections, every head
-through `F.scaled_dot_product_attention`; the masks are `nbcli.model.attention_mask`'s: padded
+through `F.scaled_dot_product_attention`; the masks are `nbcli.models.lm.attention_mask`'s: padded
 source keys get no attention (encoder self-attention and cross-attention), decoder query t sees
 target keys <= t. Paper 000 puts frequency in the output layer: b is `final_logits_bias`
 (optional: `output_bias=False` removes it), W is the target embedding (`share_embeddings` "all" or
@@ -63,7 +63,7 @@ from torch import nn
 
 from nbcli import ops
 from nbcli.errors import ConfigError
-from nbcli.model import VOCAB_MULTIPLE, attention_mask, output_logits, output_multiple
+from nbcli.models.lm import VOCAB_MULTIPLE, attention_mask, output_logits, output_multiple
 
 Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned", "none"]
@@ -331,7 +331,7 @@ class Seq2SeqTransformer(nn.Module):
         self.lm_head_weight = (nn.Parameter(torch.empty(cfg.tgt_vocab_size, d))
                                if cfg.share_embeddings == "none" else None)
         self.final_logits_bias = nn.Parameter(torch.zeros(cfg.tgt_vocab_size)) if cfg.output_bias else None
-        # On CUDA the output matmul pads V to this multiple (`nbcli.model.output_multiple`, as the LM's);
+        # On CUDA the output matmul pads V to this multiple (`nbcli.models.lm.output_multiple`, as the LM's);
         # 1 turns that off. The logits keep their V columns either way.
         self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()

@@ -249,10 +249,10 @@ def test_sequences_longer_than_the_position_table_are_refused() -> None:
 @pytest.mark.parametrize("V,share,bias", [(37, "decoder", True), (64, "none", False), (65, "all", True)])
 def test_the_output_matmul_padded_as_on_cuda_gives_the_same_logits_loss_and_gradients(
         V: int, share: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34: with the CUDA rule forced on the CPU (`nbcli.model.PAD_DEVICES`), the decoder's output
+    """Issue 34: with the CUDA rule forced on the CPU (`nbcli.models.lm.PAD_DEVICES`), the decoder's output
     matmul runs over W padded to a multiple of 64 rows, as the LM's (`output_multiple`), and returns the
     same V logits, the same loss and the same gradients; `vocab_multiple = 1` turns the padding off."""
-    import nbcli.model as lm
+    import nbcli.models.lm as lm
 
     torch.manual_seed(V)
     m = Seq2SeqTransformer(config(src_vocab_size=V, tgt_vocab_size=V, share_embeddings=share, output_bias=bias))
