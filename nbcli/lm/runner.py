@@ -248,7 +248,7 @@ class NbRunner(Runner):
     def _extend(self, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
         """Feed ids [B, T] after the cached positions; the last position's logits [B, V] (float32: the
         output layer runs on that position only, `nbcli.models.lm.output_logits`). The cache grows by T."""
-        from nbcli.models.lm import output_logits
+        from nbcli.models.output import output_logits
 
         kv = cache.reserve(ids.shape[0], ids.shape[1], self.amp_dtype or self.dtype, self.device)
         h, _ = self.module.encode(ids, kv=kv, past=cache.length)                  # [B, T, d]

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from nbcli.errors import TrainingDiverged
-from nbcli.models.lm import ModelConfig, Transformer, lm_loss, mlm_mask
+from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
+from nbcli.models.output import lm_loss
 from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
