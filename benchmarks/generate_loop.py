@@ -90,7 +90,7 @@ def main() -> None:
 
     import torch
 
-    from nbcli.lm.decoding import parse_decoding
+    from nbcli.decoding.sampling import parse_decoding
     from nbcli.lm.generation import GenerationOptions, Prompt, generate
     from nbcli.lm.runner import load_runner
 

@@ -39,7 +39,7 @@ from nbcli.train.unigram_reg import unigram_kl
 @dataclass(frozen=True)
 class SummedCE:
     """What a forward returns instead of logits when it sums the cross-entropy of batch.labels itself
-    (the LM's chunked output layer, `nbcli.models.lm.chunked_lm_loss`): that sum, a scalar tensor."""
+    (the LM's chunked output layer, `nbcli.models.output.chunked_lm_loss`): that sum, a scalar tensor."""
 
     value: torch.Tensor
 

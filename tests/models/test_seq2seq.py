@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from nbcli.errors import ConfigError
 from nbcli.models.blocks import sinusoid_table
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
-from nbcli.lm.runner import KVCache
+from nbcli.decoding.kv_cache import KVCache
 
 
 def config(**kw: object) -> Seq2SeqConfig:
