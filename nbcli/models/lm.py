@@ -133,7 +133,8 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
-                kv: KV | None = None, past: int = 0) -> tuple[torch.Tensor, KV | None]:
+                kv: KV | None = None, past: int = 0,
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """x [B, T, d] -> ([B, T, d], the guided heads' (q, k) or None). kv: this layer's key/value
         buffers [B, H, >= past + T, dh] holding the `past` earlier positions (the KV cache); this
         step's keys and values are written after them and attention runs over all past + T."""
