@@ -100,7 +100,7 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     from nbcli.lm.arms import build_arms, parse_lambdas
-    from nbcli.lm.decoding import parse_decoding
+    from nbcli.decoding.sampling import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_study, make_prompts
     from nbcli.lm.perplexity import tokenize_documents
     from nbcli.lm.runner import load_runner

@@ -47,7 +47,7 @@ def build(folder: Path, args: argparse.Namespace) -> tuple[Path, Path]:
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.train.state import FORMAT, save_model
 
     hf_logging.set_verbosity_error()
@@ -90,7 +90,7 @@ def main() -> None:
 
     import torch
 
-    from nbcli.lm.decoding import parse_decoding
+    from nbcli.decoding.sampling import parse_decoding
     from nbcli.lm.generation import GenerationOptions, Prompt, generate
     from nbcli.lm.runner import load_runner
 

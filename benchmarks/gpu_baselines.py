@@ -65,7 +65,7 @@ def nanogpt_run(cfg: Any, stream: Any, vocab: int, steps: int, warm: int, compil
 
 def flops_per_token_like_nb(cfg: Any, vocab: int) -> float:
     """The same FLOP count nb's meter uses, for the baseline's MFU (so the two MFUs compare)."""
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
 
     mcfg = ModelConfig(vocab_size=vocab, seq_len=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                        d_model=cfg.d_model)

@@ -81,7 +81,7 @@ def lm_update(device: str, dry: bool, objective: str = "clm") -> Callable[[int],
     import numpy as np
     import torch
 
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.train.config import build_config
     from nbcli.train.data import BlockStream, TrainSampler
     from nbcli.train.guidance import Guidance
@@ -212,7 +212,8 @@ def loss_paths(device: str, dry: bool) -> dict[str, Any]:
     forward (chunked output layer) vs logits + lm_loss: peak memory, seconds, the two losses."""
     import torch
 
-    from nbcli.model import ModelConfig, Transformer, lm_loss
+    from nbcli.models.lm import ModelConfig, Transformer
+    from nbcli.models.output import lm_loss
 
     V, T, B, L, d, H = (300, 32, 2, 1, 32, 2) if dry else (50_257, 1024, 16, 12, 768, 12)
     torch.manual_seed(0)

@@ -90,7 +90,7 @@ class PlainModel:
         import torch
         from torch import nn
 
-        from nbcli.models.seq2seq import sinusoid_table
+        from nbcli.models.blocks import sinusoid_table
 
         torch.manual_seed(0)
         self.embed = nn.Embedding(vocab, d)

@@ -7,7 +7,7 @@
 `--dtype` means what it means for `nb train` (one declaration, `nbcli.cli.options.DtypeOption`): the
 autocast precision, auto = bfloat16 on CUDA and float32 on CPU; bfloat16 works on CPU too (slow but
 correct). Weights keep the dtype they were saved in. nb's output layer runs in float32 whatever the
-autocast (`nbcli.model.output_logits`); a transformers model's logits come back in the autocast
+autocast (`nbcli.models.output.output_logits`); a transformers model's logits come back in the autocast
 dtype and the runner hands them on as float32.
 
 TF32 (on by default, `--no-tf32` turns it off) lets CUDA run float32 matmuls with 10-bit mantissas

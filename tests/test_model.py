@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from nbcli.errors import ConfigError
-from nbcli.model import ModelConfig, Transformer, attention_mask, lm_loss, mlm_mask
+from nbcli.models.blocks import attention_mask
+from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
+from nbcli.models.output import lm_loss
 
 
 def tiny(**kw) -> ModelConfig:
@@ -235,7 +237,7 @@ def test_flops_per_token_is_a_hand_count(tie: bool, bias: bool, objective: str, 
     """MFU's numerator (issue 34): 6 x the weights that multiply, counted by hand from the shapes (the
     output matrix once, tied or not: an untied input table is a lookup), + 12 L T d for attention,
     + 6 L G T dh for the G guided heads' extra q k^T."""
-    from nbcli.model import training_flops_per_token
+    from nbcli.models.lm import training_flops_per_token
 
     V, T, L, H, d, ff = 97, 24, 3, 4, 32, 80
     cfg = ModelConfig(vocab_size=V, seq_len=T, n_layer=L, n_head=H, d_model=d, d_ff=ff, tie_embeddings=tie,
@@ -255,7 +257,7 @@ def test_flops_per_token_is_a_hand_count(tie: bool, bias: bool, objective: str, 
 def test_chunked_lm_loss_equals_the_full_logits_loss(smoothing: float, rows_per_chunk: int) -> None:
     """Issue 34: the summed cross-entropy a chunk of rows at a time (no [N, V] float32 logits) equals
     lm_loss of output_logits on random float32 inputs, value and gradients; one chunk: bit for bit."""
-    from nbcli.model import chunked_lm_loss, output_logits
+    from nbcli.models.output import chunked_lm_loss, output_logits
 
     g = torch.Generator().manual_seed(rows_per_chunk)
     N, V, d = 20, 37, 16
@@ -289,7 +291,7 @@ def test_forward_with_labels_sums_the_loss_of_its_logits() -> None:
 def test_padded_output_matmul_gives_the_same_logits_and_gradients(V: int) -> None:
     """Issue 34: the output layer padded to a multiple of 64 rows (as on CUDA) returns the V logits of
     the unpadded one, and the same gradients for W and b (V rows each: checkpoints keep V)."""
-    from nbcli.model import chunked_lm_loss, output_logits, padded_size
+    from nbcli.models.output import chunked_lm_loss, output_logits, padded_size
 
     assert padded_size(50_257, 64) == 50_304 and padded_size(64, 64) == 64 and padded_size(65, 64) == 128
     g = torch.Generator().manual_seed(V)
@@ -315,19 +317,19 @@ def test_padded_output_matmul_gives_the_same_logits_and_gradients(V: int) -> Non
 def test_the_model_pads_its_output_matmul_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 34: `output_multiple` pads on CUDA alone; with that rule forced on the CPU the LM's logits and
     its summed loss (one chunk, then several) are those of the unpadded model."""
-    import nbcli.model as lm
+    import nbcli.models.output as output
 
-    assert lm.output_multiple(torch.zeros(1), 64) == 1
+    assert output.output_multiple(torch.zeros(1), 64) == 1
     model = Transformer(tiny(vocab_size=37, tie_embeddings=False))
     idx = torch.randint(0, 37, (2, 9), generator=torch.Generator().manual_seed(0))
     labels = torch.randint(0, 37, (2, 9), generator=torch.Generator().manual_seed(1))
     plain, _ = model(idx)
     summed, _ = model(idx, labels=labels, label_smoothing=0.1)
     sizes: list[tuple[int, int]] = []
-    padded_size = lm.padded_size
-    monkeypatch.setattr(lm, "PAD_DEVICES", ("cuda", "cpu"))
-    monkeypatch.setattr(lm, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
-    assert lm.output_multiple(torch.zeros(1), 64) == 64
+    padded_size = output.padded_size
+    monkeypatch.setattr(output, "PAD_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(output, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
+    assert output.output_multiple(torch.zeros(1), 64) == 64
     padded, _ = model(idx)
     assert sizes == [(37, 64)] and padded.shape == plain.shape
     torch.testing.assert_close(padded, plain, rtol=0, atol=1e-6)

@@ -20,7 +20,7 @@ from nbcli.analysis.attention import (DEFAULT_STEPS, METRICS, Pick, closest_patt
                                       parse_steps, pick_checkpoints, sentence_patterns)
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 from nbcli.figure_style import FigureOptions
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.train.guidance import assign_heads, pattern_token_ids
 from nbcli.train.runs import saved_steps
 

@@ -71,7 +71,7 @@ def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike],
     out/samples.jsonl, beside table.json and the plot (`nb generate --out`). `samples` is the number
     of continuations per prompt; the result's `samples` is the list of them. `dtype`, `tf32`: as `evaluate`'s."""
     from nbcli.counts import parse_smoothing
-    from nbcli.lm.decoding import parse_decoding
+    from nbcli.decoding.sampling import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
 
     opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)

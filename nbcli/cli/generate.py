@@ -100,7 +100,7 @@ def generate_command(
     from nbcli.outputs import model_inputs
     from nbcli.counts import parse_smoothing
     from nbcli.figure_style import figure_options
-    from nbcli.lm.decoding import parse_decoding
+    from nbcli.decoding.sampling import parse_decoding
     from nbcli.lm.generation import GenerationOptions, generation_report
 
     check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, *(p for p in prompts if p != "-")])

@@ -1,7 +1,7 @@
 """Decoding nb's encoder-decoder (`nbcli.models.seq2seq`) with its KV cache: the source batch is encoded
 once, each decoder layer's cross-attention keys/values are projected once (`cross_kv`), and each
 step feeds one token per row, its self-attention keys/values appended to the cache
-(`nbcli.lm.runner.KVCache`, the LM's). Beam search repeats every sentence's rows `beam` times and
+(`nbcli.decoding.kv_cache.KVCache`, the LM's). Beam search repeats every sentence's rows `beam` times and
 reorders the rows (cache, cross keys/values, source mask) after each step (`Seq2SeqStepper.select`).
 """
 
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from nbcli.decoding.search import Hypothesis, length_limits, search
-from nbcli.lm.runner import KVCache
+from nbcli.decoding.kv_cache import KVCache
 from nbcli.models.seq2seq import Seq2SeqTransformer
 
 

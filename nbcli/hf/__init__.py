@@ -4,7 +4,8 @@
                     adds: the output layer's own bias, BART/Marian's final_logits_bias, or one created
                     on a bias-free nn.Linear); the bias a checkpoint carries (`install_carried_bias`)
     loading.py      the one `from_pretrained` call (nb eval/generate's runner and `load_model`);
-                    `load_model`: a folder as transformers loads it, plus its carried output bias
+                    `load_model`: a folder as transformers loads it, plus its carried output bias;
+                    `loaded_names`: the name each checkpoint tensor is loaded under
     inmemory.py     `init_output_bias` (paper 000 sec. 3, sec. 4.1) and `write_into_model`, what
                     `nbcli.patch(model, in_place=True)` does with the surgery plan's tensors
     guidance.py     `attention_guidance_loss` (paper 001, nb train's `Guidance`) on transformers'

@@ -12,6 +12,7 @@ by `save_pretrained` after `nbcli.init_output_bias`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,61 @@ def load_model(path: Path | str, *, model_class: str | None = None, arch: str = 
             return model  # not in the architecture table (Marian: its final_logits_bias loads as it is)
         install_carried_bias(model, checkpoint, roles, trainable=trainable)
     return model
+
+
+def loaded_names(model: Any, names: list[str], live: dict[str, Any]) -> dict[str, str]:
+    """Checkpoint tensor name -> the loaded transformers model's state-dict name of that tensor, for
+    each name the model loaded as one tensor: the key renaming transformers applied on load, found
+    with transformers' own machinery (5.x: `get_model_conversion_mapping` + `rename_source_key`,
+    e.g. GPT-NeoX's embed_out loads as lm_head; 4.x: `_checkpoint_conversion_mapping` and the legacy
+    LayerNorm.gamma/beta fix), then the base-model prefix added or removed. Names that a converter
+    merges or splits into other tensors (MoE experts) are left out: no live tensor is theirs alone."""
+    rename = _renamer(model, live)
+    prefix = f"{getattr(model, 'base_model_prefix', '')}."
+    found = {}
+    for name in names:
+        loaded = rename(name)
+        if loaded is None:
+            continue
+        if loaded not in live and name in live:
+            loaded = name
+        if loaded not in live and prefix != "." and prefix + loaded in live:
+            loaded = prefix + loaded
+        if loaded not in live and loaded.startswith(prefix) and prefix != "." and loaded[len(prefix):] in live:
+            loaded = loaded[len(prefix):]
+        if loaded in live:
+            found[name] = loaded
+    return found
+
+
+def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
+    """name -> the name transformers loads it under (None: merged into another tensor by a converter)."""
+    import re
+
+    try:  # transformers 5: the conversion mapping from_pretrained applies, applied the way it applies it
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+    except ImportError:
+        mapping = getattr(model, "_checkpoint_conversion_mapping", None) or {}
+        fix = getattr(model, "_fix_state_dict_key_on_load", None)
+
+        def legacy(name: str) -> str | None:  # transformers 4: its key_mapping default and legacy fixes
+            for pattern, replacement in mapping.items():
+                name, hits = re.subn(pattern, replacement, name)
+                if hits:
+                    break
+            fixed = fix(name) if callable(fix) else name  # (name, changed) since 4.48
+            return fixed[0] if isinstance(fixed, tuple) else fixed
+        return legacy
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+
+    def current(name: str) -> str | None:
+        try:
+            loaded, converted = rename_source_key(name, renamings, converters, model.base_model_prefix, live)
+        except TypeError:  # a transformers whose loader helpers changed shape: the name as saved
+            return name
+        return None if converted is not None else loaded
+    return current

@@ -1,9 +1,8 @@
 """Language-model runtime for `nb eval` and `nb generate` (paper 003 sec. 3.3).
 
     runner.py      one interface over nb's own checkpoints and Hugging Face causal LMs: logits for a
-                   batch, an incremental KV-cache step, surgery applied in memory
-    decoding.py    one small function per decoding rule (greedy, temperature, top-k, top-p, logit
-                   adjustment) and the seeded sampler
+                   batch, an incremental KV-cache step (`nbcli.decoding.kv_cache`), surgery applied in
+                   memory; the decoding rules are `nbcli.decoding.sampling`'s
     diversity.py   Distinct-n and n-gram diversity D (eqs. 5-6) over words, NLTK's word tokenizer
     perplexity.py  streamed, batched, sliding-window loss over a held-out corpus; table 1's KL
     arms.py        the arms of a study (one per lambda; logit adjustment tau), their surgery and

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import torch
 
     from nbcli.lm.arms import ProgressBar
-    from nbcli.lm.decoding import Decoding
+    from nbcli.decoding.sampling import Decoding
     from nbcli.lm.runner import Runner
     from nbcli.tokenizers import Tokenizer
 

@@ -12,19 +12,19 @@ Surgery (paper 003 sec. 3.2-3.3: `--scale-ln-bias`, `--remove-frequency-directio
 model instead of a file; the next `set_surgery` first restores what the previous one changed, so a
 sweep over lambda always starts from the checkpoint as saved and writes nothing.
 
-nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.model.Transformer` (clm objective only)
+nb checkpoints (`nb.format = nb-model/*`) load into `nbcli.models.lm.Transformer` (clm objective only)
 with its KV cache; any other checkpoint directory with a config.json loads with transformers'
 AutoModelForCausalLM (optional extra `nbcli[hf]`; every causal entry of the architecture table:
 GPT-2, GPT-J, GPT-NeoX/Pythia, OPT, BLOOM, Falcon, Phi, the Llama family, Gemma; masked LMs and
-encoder-decoders are refused). Surgery names the checkpoint's tensors; `loaded_names` finds each in
-the loaded model, whose names transformers may have changed on load (GPT-NeoX's embed_out is
-lm_head in transformers 5). Loading goes through nb's loader (nbcli.hf.loading): an output bias
-the checkpoint carries but the class has none for (`patch-checkpoint --set-output-bias --bias-name
-lm_head.bias`) is installed into its output layer and applied, never dropped. Weights stay in the
-dtype they were saved in; CUDA when present. An nb checkpoint's output layer, h W^T + b, runs in float32 whatever its dtype
-(`nbcli.model.output_logits`); a transformers model computes its logits in its own dtype, and
-`logits`/`prefill`/`step` hand them back as float32 for the metrics (`nbcli.lm.perplexity`: float32
-log-probabilities, float64 sums).
+encoder-decoders are refused). Surgery names the checkpoint's tensors; `nbcli.hf.loading.loaded_names`
+finds each in the loaded model, whose names transformers may have changed on load (GPT-NeoX's
+embed_out is lm_head in transformers 5). Loading goes through nb's loader (nbcli.hf.loading): an
+output bias the checkpoint carries but the class has none for (`patch-checkpoint --set-output-bias
+--bias-name lm_head.bias`) is installed into its output layer and applied, never dropped. Weights stay
+in the dtype they were saved in; CUDA when present. An nb checkpoint's output layer, h W^T + b, runs in
+float32 whatever its dtype (`nbcli.models.output.output_logits`); a transformers model computes its
+logits in its own dtype, and `logits`/`prefill`/`step` hand them back as float32 for the metrics
+(`nbcli.lm.perplexity`: float32 log-probabilities, float64 sums).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbcli.decoding.kv_cache import KVCache
 from nbcli.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
@@ -183,72 +183,16 @@ class Runner:
             self.module.train()
 
 
-class KVCache:
-    """Keys and values of the tokens seen so far, per layer ([B, H, S, dh] each), for incremental
-    decoding with nbcli.model.Transformer: the next forward pass feeds only the new tokens, writes
-    their keys/values after the cached ones and attends to all. The first `reserve` allocates
-    `capacity` positions (the final length when the caller knows it: prompt + new tokens, so a
-    step writes in place and nothing is ever copied); a cache that is full anyway doubles (geometric
-    growth: O(S) copying in all, not O(S^2 / 64) as with a fixed step)."""
-
-    def __init__(self, n_layer: int, n_head: int, head_dim: int, capacity: int = 0) -> None:
-        self.keys: list[torch.Tensor | None] = [None] * n_layer
-        self.values: list[torch.Tensor | None] = [None] * n_layer
-        self.n_head, self.head_dim, self.capacity = n_head, head_dim, capacity
-        self.length = 0                                                # positions cached
-
-    def reserve(self, B: int, new: int, dtype: torch.dtype, device: torch.device,
-                ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer (keys, values) buffers with room for `new` more positions after the cached ones
-        (grown, with the cached positions copied, when full): what `Transformer.forward(kv=...)` takes."""
-        import torch
-
-        buffers = []
-        for layer, (keys, values) in enumerate(zip(self.keys, self.values)):
-            if keys is None or values is None or self.length + new > keys.shape[2]:
-                held = 0 if keys is None else keys.shape[2]
-                room = max(self.length + new, self.capacity, 2 * held)
-                grown_k = torch.empty(B, self.n_head, room, self.head_dim, dtype=dtype, device=device)
-                grown_v = torch.empty_like(grown_k)
-                if keys is not None and values is not None:
-                    grown_k[:, :, :self.length] = keys[:, :, :self.length]
-                    grown_v[:, :, :self.length] = values[:, :, :self.length]
-                keys, values = self.keys[layer], self.values[layer] = grown_k, grown_v
-            buffers.append((keys, values))
-        return buffers
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep (and reorder to) the cached rows `rows` [B'] (long): beam search's reordering and the
-        dropping of finished sentences (`nbcli.decoding`). Only the `length` cached positions are
-        gathered, into the same buffers when B' <= B (a preallocated cache is never copied whole)."""
-        for layer, (keys, values) in enumerate(zip(self.keys, self.values)):
-            if keys is not None and values is not None:
-                self.keys[layer] = _gather_rows(keys, rows, self.length)
-                self.values[layer] = _gather_rows(values, rows, self.length)
-
-
-def _gather_rows(buffer: torch.Tensor, rows: torch.Tensor, length: int) -> torch.Tensor:
-    """buffer [B, H, S, dh] -> [B', H, S, dh] whose first `length` positions are buffer's rows `rows`
-    (the first B' rows of the same storage when B' <= B; the positions after `length` are unset)."""
-    import torch
-
-    picked = buffer[:, :, :length].index_select(0, rows)                         # [B', H, length, dh], a copy
-    n = rows.numel()
-    out = buffer[:n] if n <= buffer.shape[0] else torch.empty(n, *buffer.shape[1:], dtype=buffer.dtype,
-                                                               device=buffer.device)
-    out[:, :, :length] = picked
-    return out
-
-
 class NbRunner(Runner):
-    """nb's own `nb train` checkpoints through nbcli.model.Transformer, with this runner's KVCache."""
+    """nb's own `nb train` checkpoints through nbcli.models.lm.Transformer, with its KV cache
+    (`nbcli.decoding.kv_cache.KVCache`)."""
 
     kind = "nb"
 
     def _extend(self, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
         """Feed ids [B, T] after the cached positions; the last position's logits [B, V] (float32: the
-        output layer runs on that position only, `nbcli.model.output_logits`). The cache grows by T."""
-        from nbcli.model import output_logits
+        output layer runs on that position only, `nbcli.models.output.output_logits`). The cache grows by T."""
+        from nbcli.models.output import output_logits
 
         kv = cache.reserve(ids.shape[0], ids.shape[1], self.amp_dtype or self.dtype, self.device)
         h, _ = self.module.encode(ids, kv=kv, past=cache.length)                  # [B, T, d]
@@ -320,67 +264,11 @@ class HFRunner(Runner):
     def _live_tensors(self) -> dict[str, torch.Tensor]:
         live = self.module.state_dict()
         if self._loaded_names is None:
+            from nbcli.hf.loading import loaded_names
+
             self._loaded_names = loaded_names(self.module, self.checkpoint.names(), live)
         return {name: live[loaded] for name, loaded in self._loaded_names.items()
                 if tuple(live[loaded].shape) == tuple(self.checkpoint.shape(name))}
-
-
-def loaded_names(model: Any, names: list[str], live: dict[str, Any]) -> dict[str, str]:
-    """Checkpoint tensor name -> the loaded transformers model's state-dict name of that tensor, for
-    each name the model loaded as one tensor: the key renaming transformers applied on load, found
-    with transformers' own machinery (5.x: `get_model_conversion_mapping` + `rename_source_key`,
-    e.g. GPT-NeoX's embed_out loads as lm_head; 4.x: `_checkpoint_conversion_mapping` and the legacy
-    LayerNorm.gamma/beta fix), then the base-model prefix added or removed. Names that a converter
-    merges or splits into other tensors (MoE experts) are left out: no live tensor is theirs alone."""
-    rename = _renamer(model, live)
-    prefix = f"{getattr(model, 'base_model_prefix', '')}."
-    found = {}
-    for name in names:
-        loaded = rename(name)
-        if loaded is None:
-            continue
-        if loaded not in live and name in live:
-            loaded = name
-        if loaded not in live and prefix != "." and prefix + loaded in live:
-            loaded = prefix + loaded
-        if loaded not in live and loaded.startswith(prefix) and prefix != "." and loaded[len(prefix):] in live:
-            loaded = loaded[len(prefix):]
-        if loaded in live:
-            found[name] = loaded
-    return found
-
-
-def _renamer(model: Any, live: dict[str, Any]) -> Callable[[str], str | None]:
-    """name -> the name transformers loads it under (None: merged into another tensor by a converter)."""
-    import re
-
-    try:  # transformers 5: the conversion mapping from_pretrained applies, applied the way it applies it
-        from transformers.conversion_mapping import get_model_conversion_mapping
-        from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
-    except ImportError:
-        mapping = getattr(model, "_checkpoint_conversion_mapping", None) or {}
-        fix = getattr(model, "_fix_state_dict_key_on_load", None)
-
-        def legacy(name: str) -> str | None:  # transformers 4: its key_mapping default and legacy fixes
-            for pattern, replacement in mapping.items():
-                name, hits = re.subn(pattern, replacement, name)
-                if hits:
-                    break
-            fixed = fix(name) if callable(fix) else name  # (name, changed) since 4.48
-            return fixed[0] if isinstance(fixed, tuple) else fixed
-        return legacy
-
-    transforms = get_model_conversion_mapping(model)
-    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
-    converters = [t for t in transforms if isinstance(t, WeightConverter)]
-
-    def current(name: str) -> str | None:
-        try:
-            loaded, converted = rename_source_key(name, renamings, converters, model.base_model_prefix, live)
-        except TypeError:  # a transformers whose loader helpers changed shape: the name as saved
-            return name
-        return None if converted is not None else loaded
-    return current
 
 
 def load_runner(path: Path | str | Any, *, arch: str = "auto", overrides: dict[str, str] | None = None,
@@ -418,7 +306,7 @@ def _open_runner(path: Path | str | Any, arch: str, overrides: dict[str, str] | 
 
 
 def _load_nb(path: Path, checkpoint: Checkpoint, roles: Roles, device: torch.device) -> NbRunner:
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
 
     try:
         raw = json.loads(checkpoint.metadata.get("nb.config", "{}"))
@@ -482,7 +370,7 @@ def model_runner(model: Any, *, arch: str = "auto", overrides: dict[str, str] | 
     In-memory surgery (eval's lambda arms) changes its tensors and restores them (`set_surgery`)."""
     from nbcli.checkpoint import resolve_roles
     from nbcli.checkpoint.memory import MemoryCheckpoint
-    from nbcli.model import Transformer
+    from nbcli.models.lm import Transformer
 
     if not hasattr(model, "parameters") or not callable(model.state_dict):
         raise ConfigError(f"expected a path or a loaded model, got {type(model).__name__}")

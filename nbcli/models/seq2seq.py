@@ -1,7 +1,8 @@
 """nb's reference encoder-decoder: the Transformer of Vaswani et al. (2017), one readable file in the
-spirit of nanoGPT's model.py (and a sibling of `nbcli.model`, whose attention masks and float32
-output layer `output_logits` it shares, its matmul padded on CUDA to a multiple of `vocab_multiple`
-rows as the LM's, `output_multiple`, except in an incremental decoding step).
+spirit of nanoGPT's model.py (a sibling of `nbcli.models.lm`: attention, its KV-cache write, the FFN and
+the positions are the shared `nbcli.models.blocks`, the float32 output layer `nbcli.models.output`'s,
+its matmul padded on CUDA to a multiple of `vocab_multiple` rows as the LM's, `output_multiple`, except
+in an incremental decoding step).
 
 The papers' translation models (paper 000 app. A: fairseq's Transformer; paper 002 app. A.1) read
 
@@ -19,7 +20,7 @@ A layer is a chain of residual sublayers. Post-LN (`norm="post"`, Vaswani, fairs
 (pre-LN adds one final LN after each stack), with F in turn: self-attention, (decoder only)
 attention over the encoder output, and the feed-forward network FFN(x) = fc2(act(fc1(x))).
 Attention is softmax(Q K^T / sqrt(dh) + mask) V with separate q/k/v/out projections, every head
-through `F.scaled_dot_product_attention`; the masks are `nbcli.model.attention_mask`'s: padded
+through `F.scaled_dot_product_attention` (`nbcli.models.blocks.attention`, the LM's): padded
 source keys get no attention (encoder self-attention and cross-attention), decoder query t sees
 target keys <= t. Paper 000 puts frequency in the output layer: b is `final_logits_bias`
 (optional: `output_bias=False` removes it), W is the target embedding (`share_embeddings` "all" or
@@ -30,9 +31,9 @@ Sinusoids: P[p, i] = sin(p / 10000^(2i/d)) and P[p, d/2 + i] = cos(p / 10000^(2i
 positions from 0 -- Vaswani's frequencies with the sines in the first half and the cosines in the
 second, as Marian (transformers' MarianSinusoidalPositionalEmbedding, computed in float64 as it
 does). Paper 002 eq. 2 interleaves them (even j sin, odd j cos): the same table up to a fixed
-permutation of coordinates (`nbcli.ops.sinusoidal_positions`, the one formula, reordered here),
-equivalent for a model trained from scratch; fairseq spaces the frequencies 10000^(-i/(d/2-1)) and
-starts at padding_idx + 1. nb takes Marian's layout so that an exported model (`nbcli.export`)
+permutation of coordinates (`nbcli.ops.sinusoidal_positions`, the one formula, reordered by
+`nbcli.models.blocks.sinusoid_table`), equivalent for a model trained from scratch; fairseq spaces the
+frequencies 10000^(-i/(d/2-1)) and starts at padding_idx + 1. nb takes Marian's layout so that an exported model (`nbcli.export`)
 computes the same logits.
 
 Tensor names are Marian's without its `model.` prefix (encoder.layers.N.self_attn.q_proj.weight,
@@ -42,7 +43,7 @@ fairseq's encoder.layer_norm / decoder.layer_norm.
 
 Incremental decoding: the encoder runs once; `cross_kv` projects its output to each decoder layer's
 keys/values once; `decode(kv=..., past=...)` feeds only the new target tokens and writes their
-self-attention keys/values into the caller's buffers (`nbcli.lm.runner.KVCache`, as for the LM).
+self-attention keys/values into the caller's buffers (`nbcli.decoding.kv_cache.KVCache`, as for the LM).
 Attention guidance (paper 001 table 7: encoder and decoder self-attention; cross-attention is
 never guided): `guided` / `guided_decoder` name the heads whose (q, k) come back per layer.
 
@@ -61,16 +62,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nbcli import ops
 from nbcli.errors import ConfigError
-from nbcli.model import VOCAB_MULTIPLE, attention_mask, output_logits, output_multiple
+from nbcli.models.blocks import KV, attention, feed_forward, position_ids, sinusoid_table, split_heads
+from nbcli.models.output import VOCAB_MULTIPLE, output_logits, output_multiple
 
 Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned", "none"]
 Share = Literal["all", "decoder", "none"]
 Activation = Literal["relu", "gelu"]
 QK = tuple[torch.Tensor, torch.Tensor]
-KV = tuple[torch.Tensor, torch.Tensor]
 
 OBJECTIVE = "seq2seq"   # nb.config's "objective": tells a translation checkpoint from an LM's
 
@@ -148,15 +148,6 @@ class Seq2SeqConfig:
         return cls(**json.loads(text))
 
 
-def sinusoid_table(n_positions: int, d: int) -> torch.Tensor:
-    """P [n_positions, d] float32: P[p, i] = sin(p / 10000^(2i/d)), P[p, d/2 + i] = cos(same), i < d/2
-    (Vaswani et al. 2017 sec. 3.5): the one formula, `nbcli.ops.sinusoidal_positions` (which interleaves
-    sin and cos, as paper 002 eq. 2), its coordinates reordered sines first as Marian (bit for bit:
-    transformers' MarianSinusoidalPositionalEmbedding, tested)."""
-    P = ops.sinusoidal_positions(torch.arange(n_positions), d)
-    return torch.cat([P[:, 0::2], P[:, 1::2]], dim=1)
-
-
 class Attention(nn.Module):
     """Multi-head attention softmax(Q K^T / sqrt(dh) + mask) V (Vaswani eq. 1) with separate q/k/v/out
     projections (fairseq's / Marian's names)."""
@@ -172,42 +163,25 @@ class Attention(nn.Module):
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, d] -> [B, H, T, dh]."""
-        B, T, d = x.shape
-        return x.view(B, T, self.n_head, d // self.n_head).transpose(1, 2)
+        return split_heads(x, self.n_head)
 
     def project_kv(self, memory: torch.Tensor) -> KV:
         """Keys and values [B, H, S, dh] of the sequence attended to."""
         return self.split(self.k_proj(memory)), self.split(self.v_proj(memory))
-
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-               is_causal: bool) -> torch.Tensor:
-        """softmax(q k^T / sqrt(dh) + mask) v, heads merged and projected: [B, T, d]."""
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)   # [B, H, T, dh]
-        B, H, T, dh = y.shape
-        return self.out_proj(y.transpose(1, 2).reshape(B, T, H * dh))
 
     def self_attention(self, x: torch.Tensor, key_mask: torch.Tensor | None, causal: bool,
                        guided: list[int] | None, kv: KV | None = None, past: int = 0,
                        ) -> tuple[torch.Tensor, QK | None]:
         """x [B, T, d] attends to itself (and to `past` cached positions in kv's buffers
         [B, H, >= past + T, dh], into which this step's keys/values are written)."""
-        B, T, _ = x.shape
         q, (k, v) = self.split(self.q_proj(x)), self.project_kv(x)
         qk = (q[:, guided], k[:, guided]) if guided else None                   # [B, G, T, dh] each
-        if kv is not None:
-            keys, values = kv
-            keys[:, :, past:past + T] = k
-            values[:, :, past:past + T] = v
-            k, v = keys[:, :, :past + T], values[:, :, :past + T]
-        mask, is_causal = attention_mask(key_mask, B, T, past, causal, x.device)
-        return self.attend(q, k, v, mask, is_causal), qk
+        return self.out_proj(attention(q, k, v, key_mask, causal, kv, past)), qk
 
     def cross_attention(self, x: torch.Tensor, memory_kv: KV, src_mask: torch.Tensor | None) -> torch.Tensor:
         """x [B, T, d] attends to the encoder output's keys/values [B, H, S, dh]; padded source keys
         (src_mask [B, S] False) get none."""
-        B, T, _ = x.shape
-        mask, _ = attention_mask(src_mask, B, T, 0, False, x.device)
-        return self.attend(self.split(self.q_proj(x)), *memory_kv, mask, False)
+        return self.out_proj(attention(self.split(self.q_proj(x)), *memory_kv, src_mask, False))
 
 
 class Layer(nn.Module):
@@ -224,7 +198,7 @@ class Layer(nn.Module):
         self.act: Callable[[torch.Tensor], torch.Tensor] = F.relu if cfg.activation == "relu" else F.gelu
 
     def ffn(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
+        return feed_forward(x, self.fc1, self.fc2, self.act)
 
     def residual(self, x: torch.Tensor, norm: nn.LayerNorm, f: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         if self.pre:
@@ -301,11 +275,10 @@ class Stack(nn.Module):
     def embed(self, ids: torch.Tensor, past: int = 0) -> torch.Tensor:
         """drop(s E[ids] + P[past .. past + T - 1]) [B, T, d]."""
         T = ids.size(1)
-        if past + T > self.cfg.max_positions:
-            raise ConfigError(f"sequence length {past + T} exceeds the model's max_positions {self.cfg.max_positions}")
+        pos = position_ids(past, T, self.cfg.max_positions, "max_positions", ids.device)
         x = self.embed_tokens(ids) * self.embed_scale
         if self.embed_positions is not None:
-            x = x + self.embed_positions(torch.arange(past, past + T, device=ids.device))
+            x = x + self.embed_positions(pos)
         elif self.cfg.positions == "sinusoidal":
             x = x + self.sinusoids[past:past + T].to(x.dtype)
         return self.drop(x)
@@ -331,7 +304,7 @@ class Seq2SeqTransformer(nn.Module):
         self.lm_head_weight = (nn.Parameter(torch.empty(cfg.tgt_vocab_size, d))
                                if cfg.share_embeddings == "none" else None)
         self.final_logits_bias = nn.Parameter(torch.zeros(cfg.tgt_vocab_size)) if cfg.output_bias else None
-        # On CUDA the output matmul pads V to this multiple (`nbcli.model.output_multiple`, as the LM's);
+        # On CUDA the output matmul pads V to this multiple (`nbcli.models.output.output_multiple`, as the LM's);
         # 1 turns that off. The logits keep their V columns either way.
         self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()

@@ -85,7 +85,7 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
 
 
 def _nb_encoder(path: Path, task: str, num_labels: int, pooling: Pooling, dropout: float) -> Classifier:
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.train.state import load_model_tensors
 
     file = run_checkpoint(path)
@@ -126,7 +126,7 @@ def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: 
     `coverage`. `options`: TrainConfig fields over the preset's (n_layer; embedding_standardise
     and embedding_shuffle: paper 002 sec. 3.4's Pre-trained_Xavier and Pre-trained_Shuffled, app. A.3's
     Xavier_Pre-trained)."""
-    from nbcli.model import Transformer
+    from nbcli.models.lm import Transformer
     from nbcli.train.config import build_config
     from nbcli.train.init import input_embedding, model_config
 

@@ -113,7 +113,7 @@ class LoadedClassifier:
 def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> LoadedClassifier:
     """A run directory (its last step-N) or a step-N.safetensors, with its labels (metadata) and the
     run's tokenizer and config beside it."""
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.models.heads import EncoderSpec, head_for
     from nbcli.tokenizers import load_tokenizer
     from nbcli.train.runs import run_checkpoint

@@ -1,5 +1,5 @@
 """The LM's run (`nb train lm`, clm and mlm): documents tokenised into blocks, nb's Transformer
-(`nbcli.model`) with the papers' initialisations (saved as step-0.safetensors), validation loss and
+(`nbcli.models.lm`) with the papers' initialisations (saved as step-0.safetensors), validation loss and
 paper 000 fig. 1's divergences at every evaluation; the orchestration is the shared one
 (`nbcli.train.loop.run_training`)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import naming
-from nbcli.model import ModelConfig
+from nbcli.models.lm import ModelConfig
 from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig

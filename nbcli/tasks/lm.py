@@ -1,4 +1,4 @@
-"""nb train lm: nb's decoder-only / MLM Transformer (`nbcli.model`) on documents, with the papers'
+"""nb train lm: nb's decoder-only / MLM Transformer (`nbcli.models.lm`) on documents, with the papers'
 output bias (paper 000), attention guidance (paper 001) and embedding initialisations (paper 002);
 the run itself is `nbcli.tasks.language_model.train` on the shared orchestration."""
 

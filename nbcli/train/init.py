@@ -17,7 +17,7 @@
   --missing xavier rows, the permutation) then has its own stream, `nbcli.seeds.stream_seed(--seed, ROLE,
   "xavier"|"missing"|"shuffle")`, so distinct tensors never get the same draw (issue 40).
 
-`build_model` applies them to a fresh `nbcli.model.Transformer` (GPT-2 init) for `nb train`.
+`build_model` applies them to a fresh `nbcli.models.lm.Transformer` (GPT-2 init) for `nb train`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 
 from nbcli import ops, surgery
 from nbcli.errors import CheckpointError, ConfigError, naming
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.seeds import stream_seed
 from nbcli.tokenizers import Tokenizer
 from nbcli.train.config import TrainConfig

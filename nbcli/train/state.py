@@ -14,7 +14,7 @@ import torch
 from nbcli.atomic import write_text_atomic
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.jsonsafe import load_file
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.provenance import tool_version, utc_now
 from nbcli.resolve import hub_inputs_metadata, local_path
 from nbcli.tokenizers import Tokenizer

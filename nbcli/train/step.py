@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from nbcli.errors import TrainingDiverged
-from nbcli.model import ModelConfig, Transformer, lm_loss, mlm_mask
+from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
+from nbcli.models.output import lm_loss
 from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
@@ -38,7 +39,7 @@ from nbcli.train.unigram_reg import unigram_kl
 @dataclass(frozen=True)
 class SummedCE:
     """What a forward returns instead of logits when it sums the cross-entropy of batch.labels itself
-    (the LM's chunked output layer, `nbcli.model.chunked_lm_loss`): that sum, a scalar tensor."""
+    (the LM's chunked output layer, `nbcli.models.output.chunked_lm_loss`): that sum, a scalar tensor."""
 
     value: torch.Tensor
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 
 
 def nb_model(vocab_size: int = 61, *, objective: str = "clm", seed: int = 0, n_head: int = 4) -> Transformer:

@@ -13,7 +13,7 @@ import torch
 def save_nb_model(path: Path, vocab_size: int, tokenizer_sha256: str | None, *, seed: int = 0,
                   output_bias: bool = True, seq_len: int = 64, ln_bias: bool = True,
                   tokenizer_fingerprint: str | None = None) -> Path:
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.train.state import FORMAT, save_model
 
     torch.manual_seed(seed)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nbcli.errors import CorpusError
-from nbcli.lm.decoding import parse_decoding
+from nbcli.decoding.sampling import parse_decoding
 from nbcli.lm.generation import GenerationOptions, generate, make_prompts
 from nbcli.lm.runner import load_runner
 

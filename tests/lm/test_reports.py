@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nbcli.errors import OutputError
-from nbcli.lm.decoding import parse_decoding
+from nbcli.decoding.sampling import parse_decoding
 from nbcli.lm.generation import OUT_NAMES, GenerationOptions, generation_report, write_outputs
 from nbcli.lm.evaluation import eval_report
 from tests.conftest import english_like_lines

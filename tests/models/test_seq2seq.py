@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbcli.errors import ConfigError
-from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer, sinusoid_table
-from nbcli.lm.runner import KVCache
+from nbcli.models.blocks import sinusoid_table
+from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+from nbcli.decoding.kv_cache import KVCache
 
 
 def config(**kw: object) -> Seq2SeqConfig:
@@ -249,10 +250,10 @@ def test_sequences_longer_than_the_position_table_are_refused() -> None:
 @pytest.mark.parametrize("V,share,bias", [(37, "decoder", True), (64, "none", False), (65, "all", True)])
 def test_the_output_matmul_padded_as_on_cuda_gives_the_same_logits_loss_and_gradients(
         V: int, share: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34: with the CUDA rule forced on the CPU (`nbcli.model.PAD_DEVICES`), the decoder's output
+    """Issue 34: with the CUDA rule forced on the CPU (`nbcli.models.output.PAD_DEVICES`), the decoder's output
     matmul runs over W padded to a multiple of 64 rows, as the LM's (`output_multiple`), and returns the
     same V logits, the same loss and the same gradients; `vocab_multiple = 1` turns the padding off."""
-    import nbcli.model as lm
+    import nbcli.models.output as output
 
     torch.manual_seed(V)
     m = Seq2SeqTransformer(config(src_vocab_size=V, tgt_vocab_size=V, share_embeddings=share, output_bias=bias))
@@ -263,14 +264,14 @@ def test_the_output_matmul_padded_as_on_cuda_gives_the_same_logits_loss_and_grad
 
     def run() -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         logits, _ = m(src, tgt)
-        loss = lm.lm_loss(logits, labels, 0.1, reduction="sum")
+        loss = output.lm_loss(logits, labels, 0.1, reduction="sum")
         return logits, loss, torch.autograd.grad(loss, list(m.parameters()))
 
     plain = run()
     sizes: list[tuple[int, int]] = []
-    padded_size = lm.padded_size
-    monkeypatch.setattr(lm, "PAD_DEVICES", ("cuda", "cpu"))
-    monkeypatch.setattr(lm, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
+    padded_size = output.padded_size
+    monkeypatch.setattr(output, "PAD_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(output, "padded_size", lambda n, k: sizes.append((n, k)) or padded_size(n, k))
     padded = run()
     assert sizes == [(V, 64)]                               # the padded matmul ran, once
     assert padded[0].shape == plain[0].shape == (3, 5, V)

@@ -142,7 +142,7 @@ def test_lm_xavier_embedding_and_untied_output_matrix_draw_apart() -> None:
     of the Xavier matrix, drawn from --seed too. torch's
     CPU normal_ turns blocks of 16 uniforms u into z_i = r_i cos(2 pi u_(i+8)), z_(i+8) = r_i sin(...),
     r_i^2 = -2 log(1 - u_i): so 1 - exp(-(z_i^2 + z_(i+8)^2) / 2) recovers the u_i W was drawn from."""
-    from nbcli.model import ModelConfig
+    from nbcli.models.lm import ModelConfig
     from nbcli.train.config import build_config
     from nbcli.train.init import build_model
 

@@ -85,7 +85,7 @@ def test_patch_checkpoint_reads_and_patches_nb_checkpoints(tmp_path: Path, sp_mo
     """A zero-bias run patched with the run's own counts gets exactly the bias `--bias-init unigram` sets."""
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.counts import read_counts
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.train.init import output_bias
 
     out = tmp_path / "run"

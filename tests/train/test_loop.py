@@ -14,7 +14,7 @@ from nbcli.checkpoint.reader import open_checkpoint
 from nbcli.checkpoint.roles import resolve_roles
 from nbcli.counts import read_counts, unigram_entropy
 from nbcli.errors import ConfigError, OutputError
-from nbcli.model import ModelConfig
+from nbcli.models.lm import ModelConfig
 from nbcli.tokenizers import load_tokenizer
 from nbcli.train.config import build_config
 from nbcli.tasks.language_model import train
@@ -103,7 +103,7 @@ def test_presets_match_the_papers() -> None:
     """roberta-8 = paper 001 table 10 (8 x 12 x 768, MLM; table 11 lr 1e-4, batch 120); gpt2-124m has
     GPT-2 small's sizes and, with GPT-2's 50257 pieces, tied and without output bias, its 124,439,808
     parameters."""
-    from nbcli.model import Transformer
+    from nbcli.models.lm import Transformer
 
     r = build_config("roberta-8")
     assert (r.n_layer, r.n_head, r.d_model, r.objective, r.lr, r.batch_size) == (8, 12, 768, "mlm", 1e-4, 120)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nbcli.errors import CheckpointError, ConfigError
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.train.state import STATE_FORMAT, read_state, resume_state, save_checkpoint
 
 

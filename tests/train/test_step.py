@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nbcli.errors import TrainingDiverged
-from nbcli.model import ModelConfig, Transformer
+from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.train.config import build_config
 from nbcli.train.data import Batch
 from nbcli.train.runtime import Runtime
@@ -153,7 +153,7 @@ def test_an_update_copies_to_the_host_once_and_logs_the_plain_mean(monkeypatch: 
 def test_the_forward_that_sums_its_loss_makes_the_same_update(monkeypatch: pytest.MonkeyPatch) -> None:
     """lm_forward(causal, label_smoothing) (the model sums the cross-entropy, chunked) updates the
     weights as the logits forward does; with rows in several chunks, within float32 rounding."""
-    import nbcli.model as model_module
+    import nbcli.models.lm as model_module
     from nbcli.train.step import lm_forward
 
     def update(forward) -> tuple[float, list[torch.Tensor]]:
@@ -200,7 +200,7 @@ def test_an_mlm_update_with_dense_guidance_builds_no_device_tensor_and_reads_onc
 
 def test_mlm_mask_takes_the_special_ids_it_is_given() -> None:
     """mlm_mask with the special ids as a tensor (what the loop holds) masks as with them built from cfg."""
-    from nbcli.model import mlm_mask
+    from nbcli.models.lm import mlm_mask
 
     mcfg = ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16, objective="mlm", mask_id=3,
                        special_ids=(0, 1, 2))

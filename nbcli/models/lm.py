@@ -2,20 +2,25 @@
 
 A pre-LN Transformer (GPT-2 block layout) with learned position embeddings and two heads:
 
+    x^0 = drop(E[x_t] + P[t])                          E = tok_emb, P = pos_emb
+    x  <- x + drop(proj(Attn(LN1(x))))                 Attn = softmax(Q K^T / sqrt(dh) + mask) V, per head
+    x  <- x + drop(proj(gelu(fc(LN2(x)))))             l = 1 .. L
+    h   = LN_f(x^L)
     clm  decoder-only causal LM      logits_t = W h_t + b            predicts x_{t+1}
     mlm  RoBERTa-style masked LM     logits_t = W LN(gelu(D h_t)) + b predicts the masked x_t
 
 The output layer runs in float32 whatever the precision of the rest (bf16 autocast, bf16 weights):
-`output_logits`.
+`nbcli.models.output.output_logits`.
 
 Frequency lives in the output layer (papers 000 and 003): `head.bias` b is optional
 (`output_bias=False` removes the parameter, paper 000's "no bias" arm), and W is either its own
 matrix `head.weight` or tied to the input embedding `tok_emb.weight`.
 
-Attention reads qkv -> SDPA -> output projection, every head through `F.scaled_dot_product_attention`
-(flash / memory-efficient kernels on CUDA; `attention_mask` builds the padding/causal mask only when
-one is needed). The model keeps no state between calls: for incremental decoding the caller passes
-per-layer key/value buffers (`nbcli.lm.runner.KVCache` owns and grows them). `attention_maps` hands
+Attention reads qkv -> SDPA -> output projection through the blocks both reference models share
+(`nbcli.models.blocks.attention`: every head through `F.scaled_dot_product_attention`, a mask built
+only when one is needed). The model keeps no state between calls: for incremental decoding the caller
+passes per-layer key/value buffers, into which each layer writes the new positions' keys and values
+(`nbcli.models.blocks.write_kv`; `nbcli.decoding.kv_cache.KVCache` owns and grows them). `attention_maps` hands
 back the explicit softmax(QK^T/sqrt(dh) + mask) of chosen layers (paper 001 figs. 1, 2), recomputed
 beside the SDPA pass. Attention guidance (paper 001) needs the maps of a few guided heads only: the
 model hands back their queries and keys, and `nbcli.train.guidance` computes the loss from them
@@ -35,9 +40,18 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from nbcli.errors import ConfigError
+from nbcli.models.blocks import (
+    KV,
+    attention,
+    attention_allowed,
+    attention_probabilities,
+    feed_forward,
+    position_ids,
+    split_heads,
+)
+from nbcli.models.output import LOSS_CHUNK_ELEMENTS, VOCAB_MULTIPLE, chunked_lm_loss, output_logits, output_multiple
 
 Objective = Literal["clm", "mlm"]
 
@@ -96,79 +110,6 @@ class ModelConfig:
         return cls(**data)
 
 
-def attention_mask(key_mask: torch.Tensor | None, B: int, T: int, past: int, causal: bool,
-                   device: torch.device) -> tuple[torch.Tensor | None, bool]:
-    """(attn_mask, is_causal) for SDPA with T queries at positions past .. past + T - 1 over S = past + T
-    keys. key_mask [B, S] is True on real tokens: padded keys get no attention. A causal query t sees
-    keys <= past + t. Without padding no mask is built (SDPA then picks its fastest kernel): plain
-    causal when there is no past, none for one query (a decoding step sees every cached key)."""
-    if key_mask is None and past == 0:
-        return None, causal
-    if key_mask is None and (T == 1 or not causal):
-        return None, False
-    S = past + T
-    allowed = (torch.ones(B, S, dtype=torch.bool, device=device) if key_mask is None
-               else key_mask)[:, None, None, :]                                  # [B, 1, 1, S]
-    if causal:
-        allowed = allowed & torch.ones(T, S, dtype=torch.bool, device=device).tril(past)  # [B, 1, T, S]
-    return allowed, False
-
-
-def attention_allowed(key_mask: torch.Tensor | None, B: int, T: int, causal: bool, device: torch.device) -> torch.Tensor:
-    """[B, 1, T, T] bool: query t may attend key j (a real key, and j <= t when causal): the mask
-    `attention_mask` hands SDPA, written out for T queries with no past."""
-    mask, is_causal = attention_mask(key_mask, B, T, 0, causal, device)
-    if mask is None:
-        mask = torch.ones(T, T, dtype=torch.bool, device=device)
-        mask = (mask.tril() if is_causal else mask).expand(B, 1, T, T)
-    return mask.expand(B, 1, T, T)
-
-
-def attention_probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """softmax(Q K^T / sqrt(dh) + mask) [B, H, T, S] in float32 (paper 001 eq. 1): the map SDPA applies
-    to V, made explicit; q [B, H, T, dh], k [B, H, S, dh], allowed [B, 1, T, S] (False entries get 0)."""
-    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.size(-1))
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-
-
-VOCAB_MULTIPLE = 64   # the output matmul's rows on CUDA are padded to a multiple of this (nanoGPT: 50,304)
-
-
-PAD_DEVICES = ("cuda",)   # the device types whose output matmul is padded (`output_multiple`)
-
-
-def output_multiple(h: torch.Tensor, multiple: int) -> int:
-    """The multiple `output_logits` pads the output matmul of states h to: `multiple` (a model's
-    `vocab_multiple`) on CUDA, where aligned sizes take the fast GEMM kernels, 1 elsewhere (a CPU gains
-    nothing). The one rule for the LM and the encoder-decoder."""
-    return multiple if h.device.type in PAD_DEVICES else 1
-
-
-def padded_size(n: int, multiple: int) -> int:
-    """The smallest multiple of `multiple` >= n (GPT-2's 50,257 -> 50,304 for 64)."""
-    return -(-n // multiple) * multiple
-
-
-def output_logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, multiple: int = 1) -> torch.Tensor:
-    """The output layer, logits = h W^T + b [..., V] (paper 000 sec. 3), always in float32: outside any
-    autocast and with h, W and b cast up (a no-op for float32 tensors). In bf16 a log-unigram bias near
-    -15 would be rounded in steps of 2^-4 = 0.0625, and the KL of the predictions to the unigram
-    that the papers measure would move by ~0.5 %. On CUDA the matmul uses TF32 where nb train turns
-    TF32 matmuls on (`nbcli.train.runtime`); the bias is added in float32 either way.
-    `multiple` > 1: the matmul runs over W (and b) padded with zero rows to `padded_size(V, multiple)`
-    (aligned sizes take the fast GEMM kernels; nanoGPT pads its vocabulary the same way) and the padded
-    columns are dropped: the V logits are the same numbers and the parameters keep their V rows, so
-    checkpoints hold the true vocabulary."""
-    V = weight.size(0)
-    pad = padded_size(V, multiple) - V
-    with torch.autocast(device_type=h.device.type, enabled=False):
-        if not pad:
-            return F.linear(h.float(), weight.float(), None if bias is None else bias.float())
-        w = F.pad(weight.float(), (0, 0, 0, pad))
-        b = None if bias is None else F.pad(bias.float(), (0, pad))
-        return F.linear(h.float(), w, b)[..., :V]
-
-
 def training_flops_per_token(matmul_params: int, n_layer: int, seq_len: int, d_model: int,
                              guided_heads: int = 0, head_dim: int = 0) -> float:
     """Training FLOPs per token, the MFU numerator (PaLM appendix B; nanoGPT's estimate_mfu):
@@ -192,30 +133,20 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
-                kv: tuple[torch.Tensor, torch.Tensor] | None = None, past: int = 0,
+                kv: KV | None = None, past: int = 0,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """x [B, T, d] -> ([B, T, d], the guided heads' (q, k) or None). kv: this layer's key/value
-        buffers [B, H, >= past + T, dh] holding the `past` earlier positions (the runner's cache);
-        this step's keys and values are written after them and attention runs over all past + T."""
-        B, T, d = x.shape
+        buffers [B, H, >= past + T, dh] holding the `past` earlier positions (the KV cache); this
+        step's keys and values are written after them and attention runs over all past + T."""
         q, k, v = self.heads(x)                                                  # 3 x [B, H, T, dh]
-        if kv is not None:
-            keys, values = kv
-            keys[:, :, past:past + T] = k
-            values[:, :, past:past + T] = v
-            k, v = keys[:, :, :past + T], values[:, :, :past + T]                # [B, H, past + T, dh]
-        mask, is_causal = attention_mask(key_mask, B, T, past, self.causal, x.device)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                           dropout_p=self.dropout if self.training else 0.0)  # [B, H, T, dh]
-        y = y.transpose(1, 2).contiguous().view(B, T, d)                         # [B, T, d]
         qk = (q[:, guided], k[:, guided]) if guided else None                    # [B, G, T, dh] each
+        y = attention(q, k, v, key_mask, self.causal, kv, past, self.dropout if self.training else 0.0)
         return self.resid_drop(self.proj(y)), qk
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [B, T, d] -> q, k, v [B, H, T, dh]."""
-        B, T, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)                                   # 3 x [B, T, d]
-        return tuple(t.view(B, T, self.n_head, d // self.n_head).transpose(1, 2) for t in (q, k, v))  # type: ignore[return-value]
+        q, k, v = self.qkv(x).split(x.size(-1), dim=2)                          # 3 x [B, T, d]
+        return split_heads(q, self.n_head), split_heads(k, self.n_head), split_heads(v, self.n_head)
 
     def probabilities(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         """The attention maps [B, H, T, T] (float32) this layer applies to x [B, T, d] (no past)."""
@@ -225,7 +156,7 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: proj(gelu(fc(x)))."""
+    """Position-wise feed-forward: drop(proj(gelu(fc(x)))) (`feed_forward`)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -234,7 +165,7 @@ class MLP(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x))))
+        return self.drop(feed_forward(x, self.fc, self.proj, F.gelu))
 
 
 class Block(nn.Module):
@@ -326,7 +257,7 @@ class Transformer(nn.Module):
         """idx [B, T] token ids; key_mask [B, T] True on real tokens (None: no padding; with kv
         [B, past + T]); guided: head indices whose (q, k) [B, G, T, dh] are returned per layer (paper
         001 sec. 3.2). Incremental decoding: kv holds per layer the key/value buffers [B, H, >= past + T,
-        dh] of the `past` earlier positions (the runner's cache, `nbcli.lm.runner.KVCache`); idx holds
+        dh] of the `past` earlier positions (`nbcli.decoding.kv_cache.KVCache`); idx holds
         only the new tokens, at positions past .. past + T - 1, whose keys/values are written into kv.
         With `labels` [B, T] (training) the first result is instead the summed cross-entropy of the
         labelled positions (`chunked_lm_loss`: no [B, T, V] float32 logits held)."""
@@ -349,9 +280,7 @@ class Transformer(nn.Module):
         B, T = idx.shape
         if kv is not None and not self.cfg.causal:
             raise ConfigError("a key/value cache needs a causal (clm) model")
-        if past + T > self.cfg.seq_len:
-            raise ConfigError(f"sequence length {past + T} exceeds the model's seq_len {self.cfg.seq_len}")
-        pos = torch.arange(past, past + T, device=idx.device)
+        pos = position_ids(past, T, self.cfg.seq_len, "seq_len", idx.device)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))                     # [B, T, d]
         qks = []
         for layer, block in enumerate(self.blocks):
@@ -445,45 +374,3 @@ def mlm_mask(idx: torch.Tensor, cfg: ModelConfig, generator: torch.Generator,
     inputs = torch.where(selected & (r < 0.8), torch.full_like(idx, cfg.mask_id), idx)
     inputs = torch.where(selected & (r >= 0.8) & (r < 0.9), random_ids, inputs)
     return inputs, labels
-
-
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0,
-            reduction: Literal["mean", "sum"] = "mean") -> torch.Tensor:
-    """Cross-entropy over labelled positions (label -100 = ignored: padding, unmasked MLM tokens)."""
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
-                           ignore_index=-100, label_smoothing=label_smoothing, reduction=reduction)
-
-
-LOSS_CHUNK_ELEMENTS = 1 << 25   # float32 logits alive at once in `chunked_lm_loss` (128 MiB)
-
-
-def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
-                    label_smoothing: float = 0.0, chunk_elements: int = LOSS_CHUNK_ELEMENTS,
-                    multiple: int = 1) -> torch.Tensor:
-    """The summed cross-entropy `lm_loss(output_logits(h, W, b), labels, reduction="sum")` of final
-    states h [..., d] against labels [...], without the [N, V] float32 logits: the rows go through the
-    output layer `chunk_elements // V` at a time, each chunk's logits recomputed in the backward pass
-    (activation checkpointing), so memory is O(chunk x V) instead of three [N, V] float32 tensors
-    (logits, log-softmax, their gradient). When every row fits in one chunk it is exactly that
-    expression (bit for bit); with several, the per-chunk sums add up in another order (float32).
-    `multiple`: `output_logits`'s padding of the matmul."""
-    h = h.reshape(-1, h.size(-1))
-    labels = labels.reshape(-1)
-    V = weight.size(0)
-    rows = max(1, chunk_elements // V)
-    if h.size(0) <= rows:
-        return lm_loss(output_logits(h, weight, bias, multiple), labels, label_smoothing, reduction="sum")
-    pad = padded_size(V, multiple) - V
-    if pad:   # padded once for all chunks (`output_logits`'s padding, its columns dropped per chunk)
-        weight = F.pad(weight.float(), (0, 0, 0, pad))
-        bias = None if bias is None else F.pad(bias.float(), (0, pad))
-
-    def piece(h_rows: torch.Tensor, label_rows: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        return lm_loss(output_logits(h_rows, w, b)[..., :V], label_rows, label_smoothing, reduction="sum")
-
-    grad = torch.is_grad_enabled()
-    total = h.new_zeros((), dtype=torch.float32)
-    for start in range(0, h.size(0), rows):
-        args = (h[start:start + rows], labels[start:start + rows], weight, bias)
-        total = total + (checkpoint(piece, *args, use_reentrant=False) if grad else piece(*args))
-    return total

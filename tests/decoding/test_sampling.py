@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nbcli.errors import ConfigError, CountsError
-from nbcli.lm.decoding import (
+from nbcli.decoding.sampling import (
     Decoding, logit_adjust, parse_decoding, sample_rows, top_k_filter, top_p_filter,
 )
 from nbcli.ops import unigram_log_prior
