@@ -475,12 +475,13 @@ _nb() {
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
                 '--n-layer[Layers (translation: per side; default: the preset’s).]:value: ' \
-                '--adam-beta2[Adam’s beta2 (beta1 is 0.9 in every paper; default: the preset’s: 0.95 GPT-2/nan]:value: ' \
-                '--adam-eps[Adam’s epsilon (default: the preset’s; Vaswani and paper 002 app. A: 1e-9).]:value: ' \
-                '--weight-decay[AdamW weight decay of the matrices (biases, norms and embeddings: none; default:]:value: ' \
-                '--grad-clip[Clip the gradient’s global norm to NORM (0 = no clipping; default: the preset’s,]:value: ' \
                 '--compile[torch.compile the model.]' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
+                '--adam-beta1[Adam’s beta1 (default 0.9, as in every paper).]:value: ' \
+                '--adam-beta2[Adam’s beta2 (default: the preset’s: 0.95 GPT-2/nanoGPT, 0.98 fairseq, Vaswani a]:value: ' \
+                '--adam-eps[Adam’s epsilon (default: the preset’s, else 1e-8; Vaswani and paper 002 app. A.2]:value: ' \
+                '--weight-decay[AdamW weight decay of the matrices (biases, norms and embeddings: none; default:]:value: ' \
+                '--grad-clip[Clip the gradient’s global norm to NORM (0 = no clipping; default: the preset’s,]:value: ' \
                 '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
                 '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
                 '--ag-alpha[Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo]:value: ' \

@@ -27,10 +27,12 @@ import torch.nn.functional as F
 
 from nbcli.corpus.records import Example, ReadStats, iter_examples
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.models.heads import EncoderFamily, Head
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["TextEncoder", "classification_loss", "classification_metrics", "encode_examples", "read_examples"]
+__all__ = ["TextEncoder", "classification_loss", "classification_metrics", "encode_examples", "head_class",
+           "read_examples"]
 
 
 def read_examples(inputs: Sequence[str], *, text_field: str | None = None, pair_field: str | None = None,
@@ -104,6 +106,12 @@ def encode_examples(encoder: TextEncoder, examples: Sequence[Example], labels: L
         ids, types = encoder.encode(ex.text, ex.pair)
         out.append((ids, types, labels.index(ex.label, ex.origin) if labels is not None else -1))
     return out
+
+
+def head_class(row: EncoderFamily) -> type[Head]:
+    """The head a sentence (pair) classifier puts on an encoder of the family `row`: the family's
+    sentence head (transformers' ForSequenceClassification; nb's pooled head, `nbcli.models.heads`)."""
+    return row.sequence_head
 
 
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

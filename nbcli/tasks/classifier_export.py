@@ -15,9 +15,12 @@ architecture's head, parameter for parameter (`nbcli.models.heads`), so the expo
                             the run's --max-len, so `AutoTokenizer(..., truncation=True)` cuts a long
                             text where nb predict does (longest_first for a pair) and the labels agree
 
-nb's own encoder (trained from scratch or fine-tuned from an nb MLM run) is refused: it is pre-LN (a
-LayerNorm before each sublayer and a final one), while BERT, RoBERTa and DistilBERT are post-LN with an
-embedding LayerNorm, so no transformers encoder computes its logits.
+The encoder family's row (`nbcli.models.heads.FAMILIES`) names the transformers class (the encoder
+config's own architecture name where it has one, e.g. XLMRoberta, else the row's) and the head
+class its suffix and extra config (problem_type of a sentence head). nb's own encoder (trained
+from scratch or fine-tuned from an nb MLM run; a row without an export class) is refused: pre-LN it has
+a LayerNorm before each sublayer and a final one, post-LN no embedding LayerNorm, while BERT, RoBERTa
+and DistilBERT are post-LN with an embedding LayerNorm, so no transformers encoder computes its logits.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbcli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nbcli.models.heads import EncoderFamily, Head
 
 __all__ = ["ClassifierExportReport", "export_classifier", "hf_classifier_config", "is_classifier_checkpoint"]
 
@@ -71,16 +77,15 @@ def is_classifier_checkpoint(path: Path) -> bool:
         return False
 
 
-def hf_classifier_config(encoder_config: dict[str, Any], task: str, labels: list[str]) -> dict[str, Any]:
-    """config.json of the exported classifier: the encoder's, with the head's architecture and labels by name."""
-    kind = "SequenceClassification" if task == "classification" else "TokenClassification"
+def hf_classifier_config(encoder_config: dict[str, Any], row: EncoderFamily, head: type[Head],
+                         labels: list[str]) -> dict[str, Any]:
+    """config.json of the exported classifier: the encoder's, with the head's architecture (module doc)
+    and labels by name."""
     arch = (encoder_config.get("architectures") or [""])[0]
-    family = re.sub(r"(For[A-Za-z]+|Model)$", "", arch) or str(encoder_config.get("model_type", "")).title()
+    name = re.sub(r"(For[A-Za-z]+|Model)$", "", arch) or row.export_class
     out = {k: v for k, v in encoder_config.items() if k not in ("id2label", "label2id", "num_labels", "_name_or_path")}
-    out.update({"architectures": [f"{family}For{kind}"], "id2label": {str(i): n for i, n in enumerate(labels)},
-                "label2id": {n: i for i, n in enumerate(labels)}})
-    if task == "classification":
-        out["problem_type"] = "single_label_classification"
+    out.update({"architectures": [f"{name}{head.export_kind}"], "id2label": {str(i): n for i, n in enumerate(labels)},
+                "label2id": {n: i for i, n in enumerate(labels)}, **head.export_config})
     return out
 
 
@@ -111,14 +116,14 @@ def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExpo
     guard_outputs([], model_inputs(checkpoint), folder=out)
     loaded = load_classifier(checkpoint, "cpu")
     spec = loaded.model.spec
-    if spec.kind != "hf":
-        raise ConfigError(f"{loaded.path}: nb's own encoder is pre-LN (a LayerNorm before each sublayer, and a "
-                          "final one); BERT, RoBERTa and DistilBERT are post-LN, so no transformers architecture "
-                          "computes its logits: use nb predict / nb eval on this run")
+    if spec.family.export_class is None:
+        raise ConfigError(f"{loaded.path}: nb's own encoder has no embedding LayerNorm (and pre-LN a LayerNorm before "
+                          "each sublayer and a final one), while BERT, RoBERTa and DistilBERT are post-LN with one, so "
+                          "no transformers architecture computes its logits: use nb predict / nb eval on this run")
     task = loaded.spec.task
     labels = list(loaded.labels.names)
     tensors = loaded.model.export_tensors()
-    config = hf_classifier_config(dict(spec.config), task, labels)
+    config = hf_classifier_config(dict(spec.config), spec.family, type(loaded.model.head), labels)
     files = {"config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
              **_tokenizer_files(loaded.path.parent, loaded.spec.max_len)}  # nb predict cuts there too
     step = loaded.step          # read with the checkpoint by load_classifier

@@ -95,6 +95,25 @@ class RunOptions:
 
 
 @dataclass
+class OptimizerOptions:
+    """AdamW's settings and gradient clipping, which every paper states (paper 000 app. A, paper 001's
+    RoBERTa (Liu et al. 2019), paper 002 app. A.2)."""
+
+    adam_beta1: Optional[float] = option(None, "--adam-beta1", metavar="B1", help=(
+        "Adam's beta1 (default 0.9, as in every paper)."))
+    adam_beta2: Optional[float] = option(None, "--adam-beta2", metavar="B2", help=(
+        "Adam's beta2 (default: the preset's: 0.95 GPT-2/nanoGPT, 0.98 fairseq, Vaswani and paper 002 app. A.2; "
+        "paper 000 app. A: 0.997; fine-tuning: 0.999, transformers' Trainer)."))
+    adam_eps: Optional[float] = option(None, "--adam-eps", metavar="EPS", help=(
+        "Adam's epsilon (default: the preset's, else 1e-8; Vaswani and paper 002 app. A.2: 1e-9)."))
+    weight_decay: Optional[float] = option(None, "--weight-decay", metavar="WD", help=(
+        "AdamW weight decay of the matrices (biases, norms and embeddings: none; default: the preset's; "
+        "fine-tuning: 0.01; paper 002's Adam: 0)."))
+    grad_clip: Optional[float] = option(None, "--grad-clip", metavar="NORM", help=(
+        "Clip the gradient's global norm to NORM (0 = no clipping; default: the preset's, else 1)."))
+
+
+@dataclass
 class OutputLayerOptions:
     """Models with an output layer over the vocabulary (lm, translation): its bias (paper 000), the
     schedule and validation of a language model, compilation and the tokenizer check."""
@@ -128,15 +147,6 @@ class OutputLayerOptions:
         "Every round(1/F)-th document is held out for validation."))
     n_layer: Optional[int] = option(None, "--n-layer", metavar="L", min=1, max=1024, help=(
         "Layers (translation: per side; default: the preset's)."))
-    adam_beta2: Optional[float] = option(None, "--adam-beta2", metavar="B2", help=(
-        "Adam's beta2 (beta1 is 0.9 in every paper; default: the preset's: 0.95 GPT-2/nanoGPT, 0.98 fairseq and "
-        "Vaswani; paper 000 app. A: 0.997)."))
-    adam_eps: Optional[float] = option(None, "--adam-eps", metavar="EPS", help=(
-        "Adam's epsilon (default: the preset's; Vaswani and paper 002 app. A: 1e-9)."))
-    weight_decay: Optional[float] = option(None, "--weight-decay", metavar="WD", help=(
-        "AdamW weight decay of the matrices (biases, norms and embeddings: none; default: the preset's)."))
-    grad_clip: Optional[float] = option(None, "--grad-clip", metavar="NORM", help=(
-        "Clip the gradient's global norm to NORM (0 = no clipping; default: the preset's, 1)."))
     compile: bool = option(False, "--compile", help="torch.compile the model.")
     allow_vocab_mismatch: bool = option(False, "--allow-vocab-mismatch", help=(
         "Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs from the model's: a "
@@ -223,5 +233,5 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
         embedding_whiten=v["embedding_whiten"], embedding_shuffle=v["embedding_shuffle"],
         embedding_shuffle_mode=v["shuffle_mode"], eval_every=v["eval_every"], eval_batches=v["eval_batches"],
         val_fraction=v["val_fraction"], save_every=v["save_every"], device=v["device"], dtype=v["dtype"],
-        compile=v["compile"], seed=v["seed"], n_layer=v["n_layer"], adam_beta2=v["adam_beta2"],
-        adam_eps=v["adam_eps"], weight_decay=v["weight_decay"], grad_clip=v["grad_clip"])
+        compile=v["compile"], seed=v["seed"], n_layer=v["n_layer"], adam_beta1=v["adam_beta1"],
+        adam_beta2=v["adam_beta2"], adam_eps=v["adam_eps"], weight_decay=v["weight_decay"], grad_clip=v["grad_clip"])

@@ -22,10 +22,23 @@ from typing import Any
 import torch
 
 from nbcli.errors import CheckpointError, ConfigError
-from nbcli.models.heads import Classifier, EncoderSpec, Pooling, head_dropout, head_for, init_head, set_positions
+from nbcli.models.heads import (FAMILIES, Classifier, EncoderFamily, EncoderSpec, Head, Pooling, family, head_dropout,
+                                init_head, set_positions)
+from nbcli.tasks import classification, tagging
 from nbcli.train.runs import run_checkpoint
 
-__all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder"]
+__all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
+           "task_head"]
+
+# Each task module chooses the head it puts on an encoder family (`head_class`).
+TASK_HEADS = {"classification": classification.head_class, "tagging": tagging.head_class}
+
+
+def task_head(task: str, row: EncoderFamily) -> type[Head]:
+    """The head class `task` puts on an encoder of the family `row` (its module's `head_class`)."""
+    if task not in TASK_HEADS:
+        raise ConfigError(f"no head for task {task!r} ({' or '.join(TASK_HEADS)})")
+    return TASK_HEADS[task](row)
 
 
 def is_transformers_folder(path: Path) -> bool:
@@ -55,9 +68,12 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
     if not isinstance(config, dict):
         raise CheckpointError(f"{path / 'config.json'}: a JSON {type(config).__name__}, not an object")
     style = by_model_type(config.get("model_type"))
-    if style not in ("bert", "roberta", "distilbert"):
+    exportable = [name for name, f in FAMILIES.items() if f.export_class is not None]
+    if style not in exportable:
         raise ConfigError(f"{path}: model_type {config.get('model_type')!r} is not an encoder nb can put a head on "
-                          "(bert, roberta, distilbert families)")
+                          f"({', '.join(exportable)} families)")
+    row = family(style)
+    head_cls = task_head(task, row)
     try:
         from transformers import AutoModel
         from transformers.utils import logging as hf_logging
@@ -66,9 +82,7 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
                           "pip install 'nbcli[hf]'") from None
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()   # stderr is nb's: one line on failure, a progress bar of its own
-    kwargs: dict[str, Any] = {}
-    if style in ("bert", "roberta"):   # transformers' heads: only BERT's sequence head reads the pooler
-        kwargs["add_pooling_layer"] = style == "bert" and task == "classification"
+    kwargs: dict[str, Any] = {"add_pooling_layer": head_cls.reads_pooler} if row.pooling_flag else {}
     from nbcli.checkpoint.reader import open_checkpoint
 
     with open_checkpoint(path):   # nb's own reader first: a broken file is one line naming it, not a library's traceback
@@ -79,9 +93,9 @@ def _hf_encoder(path: Path, task: str, num_labels: int, pooling: Pooling) -> Cla
         raise CheckpointError(f"{path}: cannot load the encoder ({str(err).splitlines()[0]})") from None
     encoder.train()
     d = int(config.get("hidden_size") or config.get("dim"))
-    head = head_for(task, style, d, num_labels, head_dropout(config, style, task), pooling)  # type: ignore[arg-type]
+    head = head_cls(d, num_labels, head_dropout(config, row, head_cls), pooling)
     init_head(head, float(config.get("initializer_range", 0.02)))
-    return Classifier(encoder, head, EncoderSpec("hf", style, config, path))  # type: ignore[arg-type]
+    return Classifier(encoder, head, EncoderSpec("hf", row.name, config, path))
 
 
 def _nb_encoder(path: Path, task: str, num_labels: int, pooling: Pooling, dropout: float) -> Classifier:
@@ -108,7 +122,7 @@ def _nb_classifier(model: Any, task: str, num_labels: int, pooling: Pooling, dro
     for unused in (model.mlm, model.head_weight, model.head_bias):
         if unused is not None:
             unused.requires_grad_(False)
-    head = head_for(task, "nb", model.cfg.d_model, num_labels, dropout, pooling)
+    head = task_head(task, FAMILIES["nb"])(model.cfg.d_model, num_labels, dropout, pooling)
     init_head(head, model.cfg.init_std)
     from dataclasses import asdict
 

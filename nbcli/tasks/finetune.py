@@ -4,9 +4,10 @@
 The run: read and check every file (nothing is created before), build the classifier
 (`tasks.encoders`), then hand it to the shared orchestration the LM and translation use
 (`nbcli.train.loop.run_training`): batches in the sampler's (seed, epoch) order, AdamW (no decay on
-1-D tensors, betas (0.9, 0.999), eps 1e-8) under linear warm-up over ceil(`warmup_ratio` x updates)
-and linear decay to 0 (transformers' get_linear_schedule_with_warmup: `train.step.learning_rate`
-with --lr-schedule linear), --grad-accum micro-batches per update, dropout seeded by (seed, step,
+1-D tensors; betas (--adam-beta1, --adam-beta2), default (0.9, 0.999), eps --adam-eps, default 1e-8)
+under linear warm-up over ceil(`warmup_ratio` x updates) and linear decay to 0 (transformers'
+get_linear_schedule_with_warmup: `train.step.learning_rate` with --lr-schedule linear; or another
+--lr-schedule), --grad-accum micro-batches per update, dropout seeded by (seed, step,
 micro-batch), evaluation on the WHOLE of every validation set at update 0, every `eval_every` updates
 (default: once per epoch) and at the end (under torchrun each record on one rank: `shared_metrics`).
 Files in the run directory:
@@ -81,8 +82,12 @@ class FinetuneConfig:
     lr: float = 2e-5
     warmup_ratio: float = 0.06
     warmup: int | None = None             # warm-up updates; None: ceil(warmup_ratio x updates)
+    lr_schedule: str = "linear"           # after the warm-up: linear (to 0) | cosine (to 0) | inverse-sqrt | constant
     weight_decay: float = 0.01
     grad_clip: float = 1.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
     dropout: float = 0.1
     pooling: str = "first"
     eval_every: int = 0                   # 0: once per epoch
@@ -110,6 +115,12 @@ class FinetuneConfig:
                   (self.pooling in ("first", "mean"), "--pooling must be first or mean"),
                   (self.positions in ("learned", "sinusoidal", "none"), "--positions must be learned, sinusoidal or none"),
                   (0 <= self.dropout < 1, "--dropout must be in [0, 1)"),
+                  (self.lr_schedule in ("cosine", "linear", "inverse-sqrt", "constant"),
+                   "--lr-schedule must be cosine, linear, inverse-sqrt or constant"),
+                  (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1 and self.adam_eps > 0,
+                   "--adam-beta1 and --adam-beta2 must be in [0, 1) and --adam-eps > 0"),
+                  (0 <= self.weight_decay < math.inf and 0 <= self.grad_clip < math.inf,
+                   "--weight-decay and --grad-clip must be finite numbers >= 0"),
                   (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),
                   (self.grad_accum >= 1 and self.batch_size % self.grad_accum == 0,
                    "--batch-size must be a multiple of --grad-accum")]
@@ -174,15 +185,17 @@ def warmup_steps(total: int, warmup_ratio: float) -> int:
 
 
 def train_config(cfg: FinetuneConfig, total: int, eval_every: int) -> Any:
-    """The update loop's TrainConfig of a fine-tuning run of `total` updates: linear schedule to 0,
-    AdamW (0.9, 0.999, 1e-8), the run's own options in task_options."""
+    """The update loop's TrainConfig of a fine-tuning run of `total` updates: warm-up, then the run's
+    schedule (linear to 0 or constant), AdamW (adam_beta1, adam_beta2, adam_eps), the run's own options
+    in task_options."""
     from nbcli.train.config import TrainConfig
 
     return TrainConfig(
         preset=cfg.preset, task=cfg.data.task, objective="mlm", seq_len=max(2, cfg.data.max_len), steps=total,
         batch_size=cfg.batch_size, grad_accum=cfg.grad_accum, lr=cfg.lr, min_lr_ratio=0.0,
-        warmup=cfg.warmup if cfg.warmup is not None else warmup_steps(total, cfg.warmup_ratio), weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip,
-        dropout=cfg.dropout, lr_schedule="linear", adam_beta2=0.999, adam_eps=1e-8,
+        warmup=cfg.warmup if cfg.warmup is not None else warmup_steps(total, cfg.warmup_ratio),
+        weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, dropout=cfg.dropout, lr_schedule=cfg.lr_schedule,
+        adam_beta1=cfg.adam_beta1, adam_beta2=cfg.adam_beta2, adam_eps=cfg.adam_eps,
         embedding_init=cfg.embedding_init, eval_every=eval_every, save_every=cfg.save_every,
         device=cfg.device, dtype=cfg.dtype, seed=cfg.seed, task_options=cfg.to_dict(),
         **cfg.encoder_options)  # type: ignore[arg-type]

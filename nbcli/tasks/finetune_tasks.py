@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, option
-from nbcli.tasks.common_options import RunOptions
+from nbcli.tasks.common_options import OptimizerOptions, RunOptions
 
 
 @dataclass
@@ -59,6 +59,11 @@ class EncoderOptions:
         "Default: the ClassLabel names of a datasets parquet/Arrow file or folder (or a dataset_info.json beside "
         "the data), else the names in the training data, sorted (integer labels in numeric order; tagging: "
         "integer tags are named 0..the largest)."))
+    lr_schedule: Optional[Literal["cosine", "linear", "inverse-sqrt", "constant"]] = option(
+        None, "--lr-schedule", help=(
+            "After the warm-up: linear decay to 0 at the last update (default; transformers' "
+            "get_linear_schedule_with_warmup), cosine decay to 0, inverse-sqrt (fairseq), or constant (paper 002 names "
+            "no schedule: its presets)."))
     epochs: Optional[float] = option(None, "--epochs", metavar="E", help=(
         "Passes over the training data (default 3; --steps overrides)."))
 
@@ -93,7 +98,7 @@ class ClassificationTask(Task):
   nb train classification -t words:min-freq=2,lower --embedding-init pretrained:glove.6B.300d.txt \\
       --d-model 300 --n-head 10 --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --out runs/sst2-glove
 """
-    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, SentenceOptions)
+    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, OptimizerOptions, SentenceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.data import DataSpec, parse_valid
@@ -112,6 +117,8 @@ class ClassificationTask(Task):
             preset=v["preset"], embedding_init=v["embedding_init"], embedding_missing=v["missing"],
             d_model=v["d_model"], n_head=v["n_head"], positions=v["positions"],
             freeze_embeddings=v["freeze_embeddings"], device=v["device"], dtype=v["dtype"],
+            adam_beta1=v["adam_beta1"], adam_beta2=v["adam_beta2"], adam_eps=v["adam_eps"],
+            weight_decay=v["weight_decay"], grad_clip=v["grad_clip"], lr_schedule=v["lr_schedule"],
             encoder_options={k: x for k, x in scratch.items() if x is not None})
         check_warmup(v["warmup"], v["warmup_ratio"])
         o = {k: x for k, x in options.items() if x is not None}
@@ -165,4 +172,4 @@ class TaggingTask(ClassificationTask):
   nb train --task tagging --init bert-base-cased --corpus conll2003/train.parquet \\
       --valid conll2003/validation.parquet --out runs/conll03   # the Hub's parquet: tokens, ner_tags, ClassLabel names
 """
-    option_groups = (FinetuneRunOptions, EncoderOptions)
+    option_groups = (FinetuneRunOptions, EncoderOptions, OptimizerOptions)

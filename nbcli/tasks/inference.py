@@ -30,9 +30,12 @@ __all__ = ["FORMAT", "LoadedClassifier", "evaluate_classifier", "file_metrics", 
 FORMAT = "nb-classifier/1"
 
 
+# Each task's loss (its module's): cross-entropy of [B, L] sentence or [B, T, L] token logits.
+TASK_LOSSES = {"classification": classification_loss, "tagging": tagging_loss}
+
+
 def _loss(task: str, logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    return tagging_loss(logits, labels, reduction) if task == "tagging" else \
-        classification_loss(logits, labels, reduction)
+    return TASK_LOSSES[task](logits, labels, reduction)
 
 
 @torch.no_grad()
@@ -114,7 +117,8 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
     """A run directory (its last step-N) or a step-N.safetensors, with its labels (metadata) and the
     run's tokenizer and config beside it."""
     from nbcli.models.lm import ModelConfig, Transformer
-    from nbcli.models.heads import EncoderSpec, head_for
+    from nbcli.models.heads import EncoderSpec, family
+    from nbcli.tasks.encoders import task_head
     from nbcli.tokenizers import load_tokenizer
     from nbcli.train.runs import run_checkpoint
     from nbcli.train.runtime import resolve_device
@@ -134,6 +138,9 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
     tok_file = next((file.parent / n for n in ("tokenizer.json", "tokenizer.model") if (file.parent / n).is_file()), None)
     if tok_file is None:
         raise CheckpointError(f"{file}: no tokenizer.json or tokenizer.model beside it (the run's own)")
+    with naming(f"{file}: metadata nb.encoder"):
+        row = family(enc["style"])
+        head_cls = task_head(spec.task, row)
     if enc["kind"] == "nb":
         config = dict(enc["config"])
         config["special_ids"] = tuple(config.get("special_ids", ()))
@@ -142,12 +149,11 @@ def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> Loade
         import transformers
 
         config = transformers.AutoConfig.for_model(**enc["config"])
-        kwargs = {"add_pooling_layer": enc["style"] == "bert" and spec.task == "classification"} \
-            if enc["style"] in ("bert", "roberta") else {}
+        kwargs = {"add_pooling_layer": head_cls.reads_pooler} if row.pooling_flag else {}
         encoder = transformers.AutoModel.from_config(config, **kwargs)
     d = encoder.cfg.d_model if enc["kind"] == "nb" else int(enc["config"].get("hidden_size") or enc["config"]["dim"])
-    head = head_for(spec.task, enc["style"], d, len(labels.names), enc["dropout"], enc["pooling"])
-    model = Classifier(encoder, head, EncoderSpec(enc["kind"], enc["style"], enc["config"], None))
+    head = head_cls(d, len(labels.names), enc["dropout"], enc["pooling"])
+    model = Classifier(encoder, head, EncoderSpec(enc["kind"], row.name, enc["config"], None))
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     if [m for m in missing if "position_ids" not in m] or unexpected:
         raise CheckpointError(f"{file}: tensors do not match the classifier (missing {missing[:3]}, "

@@ -10,7 +10,8 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import option
-from nbcli.tasks.common_options import GuidanceOptions, OutputLayerOptions, RunOptions, common_config
+from nbcli.tasks.common_options import (GuidanceOptions, OptimizerOptions, OutputLayerOptions, RunOptions,
+                                        common_config)
 
 
 @dataclass
@@ -54,7 +55,7 @@ class LanguageModelTask(Task):
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
 """
-    option_groups = (RunOptions, LanguageModelOptions, OutputLayerOptions, GuidanceOptions)
+    option_groups = (RunOptions, LanguageModelOptions, OutputLayerOptions, OptimizerOptions, GuidanceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.errors import ConfigError

@@ -34,10 +34,11 @@ import torch.nn.functional as F
 
 from nbcli.corpus.records import TAG_FIELD, Column, ReadStats, Sentence, iter_sentences
 from nbcli.errors import CorpusError
+from nbcli.models.heads import EncoderFamily, Head, TokenHead
 from nbcli.tasks.labels import LabelSet
 from nbcli.tokenizers import Tokenizer
 
-__all__ = ["TAG_FIELD", "align_words", "encode_sentences", "is_column",
+__all__ = ["TAG_FIELD", "align_words", "encode_sentences", "head_class", "is_column",
            "read_sentences", "tagging_loss", "tagging_metrics", "word_tags"]
 
 _COLUMN = re.compile(r"-?[0-9]+")
@@ -121,6 +122,12 @@ def word_tags(logits: torch.Tensor, piece_labels: Sequence[int], words: int) -> 
     first = [t for t, label in enumerate(piece_labels) if label != -100]
     pred = logits[first].argmax(dim=-1).tolist() if first else []
     return pred + [-1] * (words - len(pred))
+
+
+def head_class(row: EncoderFamily) -> type[Head]:
+    """The head a tagger puts on an encoder of any family: one linear layer per position
+    (transformers' ForTokenClassification; `nbcli.models.heads.TokenHead`)."""
+    return TokenHead
 
 
 def tagging_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

@@ -13,7 +13,8 @@ from nbcli.errors import ConfigError
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
-from nbcli.tasks.common_options import TOKENIZER_HELP, GuidanceOptions, OutputLayerOptions, RunOptions
+from nbcli.tasks.common_options import (TOKENIZER_HELP, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
+                                        RunOptions)
 
 
 @dataclass
@@ -111,7 +112,7 @@ class TranslationTask(Task):
   nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
       --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
 """
-    option_groups = (TranslationRunOptions, TranslationOptions, OutputLayerOptions, GuidanceOptions)
+    option_groups = (TranslationRunOptions, TranslationOptions, OutputLayerOptions, OptimizerOptions, GuidanceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.translation import build_translation_config, train_translation

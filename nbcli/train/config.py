@@ -59,7 +59,8 @@ class TrainConfig:
     ag_hold_steps: int = 0        # alpha held at alpha_0 this long, then linear decay (the release: 20000)
     ag_reduction: Literal["mse", "frobenius"] = "mse"
     lr_schedule: Literal["cosine", "linear", "inverse-sqrt", "constant"] = "cosine"
-    adam_beta2: float = 0.95      # AdamW betas (0.9, adam_beta2): GPT-2/nanoGPT 0.95, fairseq/Vaswani 0.98
+    adam_beta1: float = 0.9       # AdamW betas (adam_beta1, adam_beta2): 0.9 in every paper
+    adam_beta2: float = 0.95      # GPT-2/nanoGPT 0.95, fairseq/Vaswani 0.98, paper 000 app. A 0.997
     adam_eps: float = 1e-8
     unigram_reg_lambda: float = 0.0   # paper 000 app. B.3: minimise CE - lambda KL(omega || p_theta) ...
     unigram_reg_steps: int = 0        # ... for updates 0 .. S-1, then the standard objective
@@ -106,7 +107,8 @@ class TrainConfig:
             (self.ag_reduction in ("mse", "frobenius"), "--ag-reduction must be mse or frobenius"),
             (self.lr_schedule in ("cosine", "linear", "inverse-sqrt", "constant"),
              "--lr-schedule must be cosine, linear, inverse-sqrt or constant"),
-            (0.0 <= self.adam_beta2 < 1.0 and self.adam_eps > 0, "Adam's beta2 must be in [0, 1) and its eps > 0"),
+            (0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0 and self.adam_eps > 0,
+             "Adam's beta1 and beta2 must be in [0, 1) and its eps > 0"),
             (0.0 <= self.weight_decay < float("inf"), "--weight-decay must be a finite number >= 0"),
             (0.0 <= self.grad_clip < float("inf"), "--grad-clip must be a finite number >= 0"),
             (self.n_layer >= 1, "--n-layer must be >= 1"),

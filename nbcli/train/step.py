@@ -79,13 +79,13 @@ def summed_ce(out: torch.Tensor | SummedCE, labels: torch.Tensor, label_smoothin
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW (betas (0.9, --adam-beta2), eps --adam-eps); weight decay on matrices only (never on biases,
+    """AdamW (betas (--adam-beta1, --adam-beta2), eps --adam-eps); weight decay on matrices only (never on biases,
     LayerNorms or the output bias); frozen parameters (--freeze-embeddings) are left out."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for n, p in params if p.dim() >= 2]
     no_decay = [p for n, p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.adam_beta2), eps=cfg.adam_eps,
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                              fused=device.type == "cuda")
 
 

@@ -7,7 +7,7 @@ import torch
 import transformers
 from hypothesis import given, strategies as st
 
-from nbcli.models.heads import SequenceHead, TokenHead, pool, positions_table
+from nbcli.models.heads import FAMILIES, PooledSequenceHead, RobertaSequenceHead, TokenHead, pool, positions_table
 from nbcli.tasks.encoders import open_encoder
 from tests.tasks.builders import encoder_folder
 
@@ -30,13 +30,13 @@ def test_heads_match_hand_computation() -> None:
     torch.manual_seed(0)
     h = torch.randn(3, 5, 8)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
-    head = SequenceHead("nb", 8, 3, 0.0, "mean").eval()
+    head = PooledSequenceHead(8, 3, 0.0, "mean").eval()
     W, b = head.classifier.weight, head.classifier.bias
     for row in range(3):
         n = int(mask[row].sum())
         x = h[row, :n].mean(0)
         assert torch.allclose(head(h, mask)[row], W @ x + b, atol=1e-6)
-    rob = SequenceHead("roberta", 8, 2, 0.0).eval()
+    rob = RobertaSequenceHead(8, 2, 0.0).eval()
     x = torch.tanh(rob.dense.weight @ h[1, 0] + rob.dense.bias)
     assert torch.allclose(rob(h, mask)[1], rob.out_proj.weight @ x + rob.out_proj.bias, atol=1e-6)
     tok = TokenHead(8, 4, 0.0).eval()
@@ -72,3 +72,26 @@ def test_step0_logits_equal_transformers(tmp_path, family: str, task: str) -> No
     keep = mask if task == "tagging" else torch.ones(2, dtype=torch.bool)
     assert torch.allclose(mine[keep], ref[keep], atol=1e-5)
     assert not torch.allclose(mine, torch.zeros_like(mine))
+
+
+def test_family_rows_read_transformers_dropout_keys() -> None:
+    """head_dropout takes the row's first key that the config sets, by the head's role (DistilBERT:
+    seq_classif_dropout for its sentence head, dropout for its token head)."""
+    from nbcli.models.heads import head_dropout
+
+    bert, distil = FAMILIES["bert"], FAMILIES["distilbert"]
+    assert head_dropout({"classifier_dropout": None, "hidden_dropout_prob": 0.3}, bert, bert.sequence_head) == 0.3
+    assert head_dropout({"classifier_dropout": 0.2, "hidden_dropout_prob": 0.3}, bert, TokenHead) == 0.2
+    assert head_dropout({"seq_classif_dropout": 0.25, "dropout": 0.05}, distil, distil.sequence_head) == 0.25
+    assert head_dropout({"seq_classif_dropout": 0.25, "dropout": 0.05}, distil, TokenHead) == 0.05
+    assert head_dropout({}, bert, TokenHead) == 0.1
+
+
+def test_a_transformers_sentence_head_refuses_mean_pooling() -> None:
+    from nbcli.errors import ConfigError
+
+    for row in FAMILIES.values():
+        if row.export_class is not None:
+            with pytest.raises(ConfigError, match="--pooling mean"):
+                row.sequence_head(8, 2, 0.0, "mean")
+    assert TokenHead(8, 2, 0.0, "mean") is not None   # a tagger reads every position: pooling does not apply

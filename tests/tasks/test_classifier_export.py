@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from nbcli.errors import NbError
+from nbcli.models.heads import FAMILIES, TokenHead
 from nbcli.tasks.classifier_export import export_classifier, hf_classifier_config
 from nbcli.tasks.data import DataSpec
 from nbcli.tasks.finetune import FinetuneConfig, finetune
@@ -101,10 +102,18 @@ def test_export_cli_json_and_translation_options_refused(tmp_path) -> None:
 
 
 def test_config_keeps_the_encoder_and_names_labels() -> None:
+    row = FAMILIES["roberta"]
     config = hf_classifier_config({"model_type": "roberta", "architectures": ["RobertaForMaskedLM"], "hidden_size": 8,
-                                   "id2label": {"0": "LABEL_0"}}, "tagging", ["B-PER", "O"])
+                                   "id2label": {"0": "LABEL_0"}}, row, TokenHead, ["B-PER", "O"])
     assert config["architectures"] == ["RobertaForTokenClassification"] and config["hidden_size"] == 8
     assert config["id2label"] == {"0": "B-PER", "1": "O"} and config["label2id"] == {"B-PER": 0, "O": 1}
+    assert "problem_type" not in config
+    # no architectures in the encoder's config: the family row's class; a sentence head adds its problem type
+    bare = hf_classifier_config({"model_type": "xlm-roberta"}, row, row.sequence_head, ["a", "b"])
+    assert bare["architectures"] == ["RobertaForSequenceClassification"]
+    assert bare["problem_type"] == "single_label_classification"
+    xlmr = hf_classifier_config({"model_type": "xlm-roberta", "architectures": ["XLMRobertaModel"]}, row, TokenHead, ["a"])
+    assert xlmr["architectures"] == ["XLMRobertaForTokenClassification"]
 
 
 def test_exported_tokenizer_truncates_where_nb_predict_does(tmp_path) -> None:
