@@ -518,9 +518,9 @@ _nb() {
                 '--valid-lenpen[Length penalty of the validation BLEU (--lenpen is the same option): hypotheses ]:value: ' \
                 '--lenpen[Length penalty of the validation BLEU (--lenpen is the same option): hypotheses ]:value: ' \
                 '--eval-sentences[Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64).]:value: ' \
-                '--select-by[The validation metric best.safetensors is chosen by (nb translate, eval and expo]:value:(val_bleu val_chrf val_loss)' \
                 '--ag-decoder-fraction[Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7]:value: ' \
                 '--ag-decoder-patterns[Patterns of the guided decoder heads (prev,first,delim,period; default prev, the]:value: ' \
+                '--select-by[The validation metric the best checkpoint is chosen by, recorded in summary.json]:value: ' \
                 '--init[The encoder to fine-tune: an nb MLM run or step-N.safetensors (give -t), a trans]:value: ' \
                 '--text-field[The text column/field (default: text, else sentence); tagging: the token list of]:value: ' \
                 '--label-field[The label column/field (default: label); tagging: the tag list of JSONL/parquet/]:value: ' \

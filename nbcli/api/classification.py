@@ -25,15 +25,21 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
                         freeze_embeddings: bool = False, device: str = "cpu", resume: bool = False,
                         grad_accum: int = 1, stop_at: int | None = None, missing: str = "xavier",
                         d_model: int | None = None, n_head: int | None = None,
-                        encoder_options: Mapping[str, Any] | None = None) -> TrainReport:
+                        encoder_options: Mapping[str, Any] | None = None, select_by: str | None = None,
+                        adam_beta1: float = 0.9, adam_beta2: float = 0.999, adam_eps: float = 1e-8,
+                        grad_clip: float = 1.0,
+                        lr_schedule: Literal["cosine", "linear", "inverse-sqrt", "constant"] = "linear",
+                        ) -> TrainReport:
     """`nb train --task classification|tagging`: fine-tune `init` (an nb MLM run or checkpoint, a
     transformers encoder folder or repo id; None: nb's encoder from scratch, paper 002) with a head on
     `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; for tagging CoNLL, or JSONL/parquet/Arrow records whose
     token and tag lists `text_field`/`label_field` name, default tokens and ner_tags; for CoNLL they
     are column numbers, "1" and "3" for CoNLL-U), validating on the whole of each
     `valid` "NAME=FILE" on nb train's update loop (`grad_accum` micro-batches per update; `stop_at`
-    stops after that many updates, `resume` continues); returns the run's summary (best_val_accuracy,
-    best_step, best_epoch, final metrics). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built
+    stops after that many updates, `resume` continues); returns the run's summary (best_step and
+    best_epoch by `select_by`, default val_accuracy; best_val_accuracy; best_by_set, each `valid` set's own
+    best; final metrics). AdamW (`adam_beta1`, `adam_beta2`, `adam_eps`, `weight_decay`), `grad_clip`,
+    `lr_schedule` after the warm-up (paper 002 app. A.2: Adam (0.9, 0.98, 1e-9), no decay, constant). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built
     from `train`) and `embedding_init` "pretrained:VECTORS" (word vectors; `missing`, `d_model`, `n_head`).
     `encoder_options`: tasks.finetune.ENCODER_OPTIONS over the preset's (n_layer; paper 002 sec. 3.4's transforms)."""
     from nbcli.tasks.data import DataSpec, parse_valid
@@ -47,7 +53,8 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
         weight_decay=weight_decay, dropout=dropout, pooling=pooling, eval_every=eval_every, save_every=save_every,
         seed=seed, preset=preset, embedding_init=embedding_init, positions=positions,
         freeze_embeddings=freeze_embeddings, device=device, grad_accum=grad_accum, embedding_missing=missing,
-        d_model=d_model, n_head=n_head, encoder_options=dict(encoder_options or {}))
+        d_model=d_model, n_head=n_head, encoder_options=dict(encoder_options or {}), select_by=select_by,
+        adam_beta1=adam_beta1, adam_beta2=adam_beta2, adam_eps=adam_eps, grad_clip=grad_clip, lr_schedule=lr_schedule)
     check_train_config("finetune_classifier", cfg.encoder_options)
     return TrainReport(train_report(cfg, input_paths(train), parse_valid(list(valid)), local_path(out), resume=resume,
                                     stop_at=stop_at))

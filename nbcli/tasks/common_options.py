@@ -95,6 +95,21 @@ class RunOptions:
 
 
 @dataclass
+class SelectionOptions:
+    """Which evaluation is the run's best (translation: best.safetensors; classification and tagging:
+    summary.json's best_step), by a metric the task logs (`nbcli.train.best`)."""
+
+    select_by: Optional[str] = option(None, "--select-by", metavar="METRIC", help=(
+        "The validation metric the best checkpoint is chosen by, recorded in summary.json's select_by (a loss is "
+        "minimised, any other metric maximised; the earliest step wins a tie). Translation: val_bleu (default; paper "
+        "000 app. A), val_chrf or val_loss (paper 002 secs. 5-6: 'the model with the lowest validation loss'); nb "
+        "translate, eval and export use best.safetensors. Classification and tagging: val_accuracy (default), val_f1 "
+        "or val_loss of the first --valid set, or val_NAME_accuracy|f1|loss of the set NAME; every set's best of the "
+        "same metric is reported too (summary.json best_by_set; paper 002 sec. 4: MNLI's best matched and best "
+        "mismatched accuracy)."))
+
+
+@dataclass
 class OptimizerOptions:
     """AdamW's settings and gradient clipping, which every paper states (paper 000 app. A, paper 001's
     RoBERTa (Liu et al. 2019), paper 002 app. A.2)."""

@@ -22,9 +22,11 @@ Files in the run directory:
     log.jsonl            per update {step, loss, lr, tokens_per_s}; evaluations add {val_loss,
                          val_accuracy, val_f1, val_<NAME>_loss|accuracy|f1} (the first set gives the
                          unprefixed keys)
-    summary.json         best_val_accuracy, best_step, best_epoch: the highest accuracy on the FIRST
-                         validation set over the scheduled evaluations (the earliest on a tie), and the
-                         final metrics per set
+    summary.json         best_step, best_epoch: the scheduled evaluation chosen by --select-by (default
+                         val_accuracy, the FIRST validation set's highest accuracy; a loss is minimised;
+                         the earliest on a tie), best_val_accuracy: the first set's accuracy there,
+                         best_by_set: every set's own best of the same metric with its step and epoch
+                         (`nbcli.train.best.BestBySet`), and the final metrics per set
 
 A new run that fails before its first saved state leaves no run directory (`removed_on_failure`).
 """
@@ -54,6 +56,7 @@ from nbcli.tasks.options import MAX_STEPS
 from nbcli.tokenizers.words import is_words_spec
 
 if TYPE_CHECKING:
+    from nbcli.train.best import BestBySet
     from nbcli.train.callbacks import Callback
     from nbcli.train.loop import Finished, TaskRun
     from nbcli.train.runtime import Runtime
@@ -63,7 +66,9 @@ __all__ = ["ENCODER_OPTIONS", "FORMAT", "FinetuneConfig", "FinetuneResult", "cla
            "finetune", "learning_rate", "load_classifier", "predict_file", "predict_report", "train_report"]
 
 # Options that may change between a run and its --resume (they do not change the trajectory).
-RESUMABLE = {"device", "eval_every", "save_every"}
+RESUMABLE = {"device", "eval_every", "save_every", "select_by"}
+# What an evaluation logs per validation set (val_NAME_METRIC; the first set also as val_METRIC): --select-by's choices
+SET_METRICS = ("loss", "accuracy", "f1")
 # TrainConfig fields an encoder from scratch takes over its preset's (`encoder_from_scratch`'s options)
 ENCODER_OPTIONS = ("n_layer", "embedding_standardise", "embedding_shuffle", "embedding_shuffle_mode")
 
@@ -104,6 +109,7 @@ class FinetuneConfig:
     grad_accum: int = 1
     dtype: str = "float32"                # autocast precision: float32 | bfloat16 | auto (bf16 on CUDA)
     encoder_options: dict[str, Any] = field(default_factory=dict)   # TrainConfig fields over the preset's (scratch)
+    select_by: str | None = None          # --select-by: best_step's metric (None: val_accuracy, the first set's)
 
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
@@ -173,6 +179,10 @@ class FinetuneResult:
     # --embedding-init pretrained:VECTORS: the vectors' coverage of the vocabulary, as nb train's LM run
     # reports it ({"input": nbcli.vectors.vocabulary.vector_embedding's report})
     embedding_coverage: dict[str, Any] | None = None
+    select_by: str = "val_accuracy"       # the metric best_step was chosen by (--select-by)
+    # every --valid set's best of the same metric, {name: {metric, value, step, epoch}} (paper 002 sec. 4: MNLI's
+    # best matched and best mismatched accuracy, each maximised on its own)
+    best_by_set: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """summary.json's content (paths as strings)."""
@@ -210,6 +220,15 @@ def learning_rate(step: int, total: int, peak: float, warmup_ratio: float) -> fl
 
     return loop_learning_rate(step, TrainConfig(task="classification", steps=total, lr=peak, min_lr_ratio=0.0,
                                                 warmup=warmup_steps(total, warmup_ratio), lr_schedule="linear"))
+
+
+def finetune_selection(cfg: FinetuneConfig, sets: Sequence[str]) -> BestBySet:
+    """The run's best: best_step by --select-by (default val_accuracy, the first set's highest accuracy;
+    a loss is minimised), and each --valid set's best of the same metric (`nbcli.train.best`).
+    ConfigError for a metric the run does not log."""
+    from nbcli.train.best import select_by_sets
+
+    return select_by_sets(cfg.select_by, "val_accuracy", list(sets), SET_METRICS, cfg.data.task)
 
 
 def classifier_forward(net: torch.nn.Module, batch: Batch, guidance: Any, rt: Any) -> tuple[torch.Tensor, None]:
@@ -331,6 +350,7 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
     from nbcli.train.loop import run_training
 
     out = Path(out)
+    finetune_selection(cfg, list(valid))   # an unknown --select-by is refused before any work
 
     def prepare(rt: Runtime, warn: Callable[[str], None]) -> TaskRun:
         return prepare_run(cfg, train_files, valid, out, rt, warn)
@@ -365,8 +385,7 @@ def read_sets(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, 
 def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path, rt: Runtime,
                 warn: Callable[[str], None]) -> TaskRun:
     """Read and encode every file, build the classifier: what the shared run needs of a fine-tuning
-    task (its evaluation on the whole of every validation set; the best by validation accuracy)."""
-    from nbcli.train.best import BestCheckpoint
+    task (its evaluation on the whole of every validation set; the best by --select-by, and each set's)."""
     from nbcli.train.data import TrainSampler
     from nbcli.train.loop import TaskRun
     from nbcli.train.runtime import host_sum
@@ -387,7 +406,7 @@ def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str
     pad = padding_id(tokenizer)
     sampler = TrainSampler(len(train.items), cfg.seed)
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
-    best = BestCheckpoint("val_accuracy")
+    best = finetune_selection(cfg, list(sets))
     final: dict[str, dict[str, Any]] = {}
 
     def batches(step: int, seqs: int) -> list[Any]:
@@ -434,9 +453,11 @@ def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str
     def finish(end: Finished) -> FinetuneResult:
         position = end.position
         seconds = position.seconds   # the updates' own time: evaluation and saving excluded
-        return FinetuneResult(out, end.last_step, best.value, best.step, final, end.checkpoint, position.tokens,
+        return FinetuneResult(out, end.last_step, best.at_best("val_accuracy"), best.step, final, end.checkpoint,
+                              position.tokens,
                               seconds, position.tokens / seconds if seconds > 0 else 0.0,
                               best_epoch=None if best.step is None else best.step / per_epoch,
+                              select_by=best.key, best_by_set=best.by_set(per_epoch),
                               steps_per_epoch=per_epoch, resumed_from=position.resumed_from, device=str(rt.device),
                               warnings=end.warnings, task=spec.task, labels=list(labels.names), seed=cfg.seed,
                               parameters=params, embedding_coverage={"input": coverage} if coverage else None)

@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, option
-from nbcli.tasks.common_options import OptimizerOptions, RunOptions
+from nbcli.tasks.common_options import OptimizerOptions, RunOptions, SelectionOptions
 
 
 @dataclass
@@ -40,8 +40,8 @@ class EncoderOptions:
     valid: Optional[list[str]] = option(None, "--valid", metavar="[NAME=]FILE", help=(
         "Validation data (repeatable): NAME=FILE, each set evaluated on every record (log.jsonl "
         "val_NAME_accuracy, val_NAME_f1, val_NAME_loss; the first set also as val_accuracy ...), e.g. --valid "
-        "matched=dev_m.tsv --valid mismatched=dev_mm.tsv; a bare FILE is named valid. The best step is the first "
-        "set's highest accuracy."))
+        "matched=dev_m.tsv --valid mismatched=dev_mm.tsv; a bare FILE is named valid. The best step is chosen by "
+        "--select-by (default: the first set's highest accuracy); each set's own best is reported too."))
     positions: Optional[Literal["sinusoidal", "learned", "none"]] = option(None, "--positions", help=(
         "From scratch (no --init): learned (default), sinusoidal (fixed) or none."))
     freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
@@ -85,8 +85,9 @@ class ClassificationTask(Task):
     help = "an encoder with a head on sentences or sentence pairs, validated by accuracy and F1."
     description = (
         "Fine-tune an encoder with a head (docs/classification.md): log.jsonl adds val_accuracy, val_f1, val_loss "
-        "(and per --valid set) at evaluations, summary.json best_val_accuracy, best_step and best_epoch (the first "
-        "set's highest accuracy, the earliest on a tie) and the final metrics. Under torchrun it trains with DDP.")
+        "(and per --valid set) at evaluations, summary.json best_step and best_epoch (by --select-by: default the first "
+        "set's highest accuracy, the earliest on a tie), best_val_accuracy (the first set's accuracy there), "
+        "best_by_set (each set's own best) and the final metrics. Under torchrun it trains with DDP.")
     examples = """\
   nb train classification --init bert-base-uncased --corpus MNLI/train.tsv --text-field sentence1 \\
       --text-pair-field sentence2 --valid matched=MNLI/dev_matched.tsv --valid mismatched=MNLI/dev_mismatched.tsv \\
@@ -98,7 +99,8 @@ class ClassificationTask(Task):
   nb train classification -t words:min-freq=2,lower --embedding-init pretrained:glove.6B.300d.txt \\
       --d-model 300 --n-head 10 --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --out runs/sst2-glove
 """
-    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, OptimizerOptions, SentenceOptions)
+    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, SelectionOptions, OptimizerOptions,
+                                      SentenceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.data import DataSpec, parse_valid
@@ -119,6 +121,7 @@ class ClassificationTask(Task):
             freeze_embeddings=v["freeze_embeddings"], device=v["device"], dtype=v["dtype"],
             adam_beta1=v["adam_beta1"], adam_beta2=v["adam_beta2"], adam_eps=v["adam_eps"],
             weight_decay=v["weight_decay"], grad_clip=v["grad_clip"], lr_schedule=v["lr_schedule"],
+            select_by=v["select_by"],
             encoder_options={k: x for k, x in scratch.items() if x is not None})
         check_warmup(v["warmup"], v["warmup_ratio"])
         o = {k: x for k, x in options.items() if x is not None}
@@ -154,7 +157,10 @@ class ClassificationTask(Task):
         best = s.get("best_val_accuracy")
         rows = [("steps (per epoch)", f"{num(s['steps'])} ({num(s['steps_per_epoch'])})"), ("device", s["device"]),
                 ("best val accuracy (step, epoch)", f"{num(best)} ({num(s['best_step'])}, {num(s['best_epoch'])})"
-                 if best is not None else "- (no --valid)")]
+                 if best is not None else "- (no --valid)"),
+                ("best step chosen by", s.get("select_by", "val_accuracy"))]
+        for name, b in s.get("best_by_set", {}).items():
+            rows.append((f"best {b['metric']} (step, epoch)", f"{num(b['value'])} ({num(b['step'])}, {num(b['epoch'])})"))
         for name, metrics in s["final"].items():
             rows.append((f"final {name}: accuracy / F1 / loss",
                          f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
@@ -172,4 +178,4 @@ class TaggingTask(ClassificationTask):
   nb train --task tagging --init bert-base-cased --corpus conll2003/train.parquet \\
       --valid conll2003/validation.parquet --out runs/conll03   # the Hub's parquet: tokens, ner_tags, ClassLabel names
 """
-    option_groups = (FinetuneRunOptions, EncoderOptions, OptimizerOptions)
+    option_groups = (FinetuneRunOptions, EncoderOptions, SelectionOptions, OptimizerOptions)

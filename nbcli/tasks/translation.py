@@ -378,7 +378,7 @@ def pretrained_vocab_warnings(cfg: TrainConfig, source: Tokenizer, target: Token
 
 def best_bleu(best: BestCheckpoint) -> float | None:
     """The validation BLEU of the checkpoint kept (whatever --select-by chose it by)."""
-    return next((bleu for step, bleu in best.curve("val_bleu") if step == best.step), None)
+    return best.at_best("val_bleu")
 
 
 def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Path | str, target_tokenizer: Path | str,

@@ -14,7 +14,7 @@ from nbcli.errors import ConfigError
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
 from nbcli.tasks.common_options import (TOKENIZER_HELP, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
-                                        RunOptions)
+                                        RunOptions, SelectionOptions)
 
 
 @dataclass
@@ -85,10 +85,6 @@ class TranslationOptions:
         "export use 1 unless given their own --lenpen."))
     eval_sentences: Optional[int] = option(None, "--eval-sentences", min=0, max=MAX_SEQUENCES, help=(
         "Validation pairs decoded for BLEU/chrF at each evaluation (0 = all; tiny: 64)."))
-    select_by: Optional[Literal["val_bleu", "val_chrf", "val_loss"]] = option(None, "--select-by", help=(
-        "The validation metric best.safetensors is chosen by (nb translate, eval and export use it for the run): "
-        "val_bleu, the highest (paper 000 app. A; default), val_chrf, or val_loss, the lowest (paper 002 secs. 5-6: "
-        "'the model with the lowest validation loss'). Recorded in summary.json's select_by."))
     ag_decoder_fraction: Optional[float] = option(None, "--ag-decoder-fraction", metavar="LAMBDA", help=(
         "Fraction of decoder self-attention heads guided (default 0, as paper 001 table 7's best model); "
         "--ag-fraction/--ag-patterns guide the encoder."))
@@ -112,7 +108,8 @@ class TranslationTask(Task):
   nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
       --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
 """
-    option_groups = (TranslationRunOptions, TranslationOptions, OutputLayerOptions, OptimizerOptions, GuidanceOptions)
+    option_groups = (TranslationRunOptions, TranslationOptions, SelectionOptions, OutputLayerOptions, OptimizerOptions,
+                     GuidanceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.translation import build_translation_config, train_translation
