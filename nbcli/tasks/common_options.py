@@ -141,8 +141,10 @@ class OutputLayerOptions:
     smoothing: str = option("add-k:1", "--smoothing", metavar="add-k:K", help=(
         "Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): no token gets -inf."))
     rescale_w: Optional[Literal["fro", "spectral"]] = option(None, "--rescale-w", metavar="fro|spectral", help=(
-        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1; same function as patch-checkpoint). Needs "
-        "--bias-init unigram and --untie-embeddings."))
+        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as patch-checkpoint). Needs "
+        "--bias-init unigram. A tied W is the input embedding (translation: the target or shared embedding), which "
+        "is then scaled with it: the model reads c E[x] beside unchanged positions, c = ||b|| / ||W||; the paper's "
+        "models have their own W: add --untie-embeddings (docs/training.md)."))
     embedding_whiten: bool = option(False, "--embedding-whiten", help=(
         "Zipfian-whiten the initial embedding (Yokoi et al. 2024): v' = Sigma^(-1/2)(v - mu) under the add-k "
         "unigram (--smoothing) of the training counts, after --embedding-init and before --embedding-standardise "

@@ -176,7 +176,8 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
                 tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
                 coverage: dict[str, Any] | None = None) -> Seq2SeqTransformer:
     """fairseq's init (the model's), then the papers': b = log-unigram of the target side's training
-    tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked; the source and target
+    tokens (paper 000 sec. 3) with W rescaled to ||b|| (sec. 4.1) when asked (a W shared with the target
+    embedding, or with both, rescales that embedding: `nbcli.train.init`'s module doc); the source and target
     embeddings initialised by --embedding-init and its transforms (paper 002; the LM's function, each
     side with its own counts for --embedding-whiten; word vectors matched to each side's `tokenizers`, their
     coverage per side in `coverage`; each side's random draws its own, `nbcli.seeds`); frozen with
@@ -194,10 +195,9 @@ def build_model(cfg: TrainConfig, opts: TranslationOptions, mcfg: Seq2SeqConfig,
                 coverage[side] = report
         if model.final_logits_bias is not None and cfg.bias_init == "unigram":
             model.final_logits_bias.copy_(output_bias(data.counts, mcfg.tgt_vocab_size, cfg.smoothing_k))
-            if cfg.rescale_w is not None:
-                assert model.lm_head_weight is not None
-                model.lm_head_weight.copy_(rescale_output_weight(model.lm_head_weight, model.final_logits_bias,
-                                                                 cfg.rescale_w))
+            if cfg.rescale_w is not None:   # shared: W is the target (or shared) embedding, rescaled with it
+                model.output_weight.copy_(rescale_output_weight(model.output_weight, model.final_logits_bias,
+                                                                cfg.rescale_w))
     if opts.freeze_embeddings:
         for emb in model.embeddings():
             emb.weight.requires_grad_(False)

@@ -137,8 +137,6 @@ class TrainConfig:
         self._check_unigram_reg()
         if self.rescale_w is not None and self.bias_init != "unigram":
             raise ConfigError("--rescale-w matches ||W|| to the output bias norm: it needs --bias-init unigram")
-        if self.rescale_w is not None and self.tie_embeddings:
-            raise ConfigError("--rescale-w would rescale the tied input embedding too: add --untie-embeddings")
         if self.embedding_standardise is not None:
             from nbcli.surgery import parse_standardise
 

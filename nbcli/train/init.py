@@ -2,7 +2,10 @@
 
 * Output bias (paper 000 sec. 3): `ops.unigram_log_prior` (the one smoothing formula,
   `nbcli.counts.log_unigram`) of the training-token counts.
-* W rescaling (paper 000 sec. 4.1): `ops.rescale_w`, as `nb patch-checkpoint --rescale-w`.
+* W rescaling (paper 000 sec. 4.1, fn. 3): `ops.rescale_w`, as `nb patch-checkpoint --rescale-w`. A tied W
+  is the input embedding itself, so rescaling it rescales the embedding: the model then reads
+  c E[x] (times sqrt(d) where it scales embeddings) beside unchanged positions, c = ||b|| / ||W||
+  (docs/training.md '--rescale-w'); the paper's models have their own W (`--untie-embeddings`).
 * Input embedding (paper 002): N(0, init_std) (GPT-2), Xavier uniform U(+-sqrt(6/(V+d))) (sec. 3.1),
   rows of a pretrained safetensors tensor (same vocabulary size required; `nb transplant-embeddings`
   makes one for another tokenizer's vocabulary, sec. 3.3), or a word-vector file (GloVe/word2vec/
@@ -212,8 +215,8 @@ def build_model(cfg: TrainConfig, mcfg: ModelConfig, counts: np.ndarray, tokeniz
         model.tok_emb.weight.copy_(emb)
         if model.head_bias is not None and cfg.bias_init == "unigram":
             model.head_bias.copy_(output_bias(counts, mcfg.vocab_size, cfg.smoothing_k))
-            if cfg.rescale_w is not None:
-                model.head_weight.copy_(rescale_output_weight(model.head_weight, model.head_bias, cfg.rescale_w))
+            if cfg.rescale_w is not None:   # tied: W is tok_emb.weight, rescaled with it (module doc)
+                model.output_weight.copy_(rescale_output_weight(model.output_weight, model.head_bias, cfg.rescale_w))
     return model
 
 
@@ -232,6 +235,8 @@ def check_start(loss: float, vocab_size: int, cfg: TrainConfig, warn: Callable[[
     cause = (f" --rescale-w {cfg.rescale_w} scaled W to ||b||_2: the logits' noise then has about the rms of b "
              "(several nats) because the final hidden state has unit-variance coordinates; see README "
              "'--rescale-w'" if cfg.rescale_w else "")
+    if cfg.rescale_w and cfg.tie_embeddings:
+        cause += " (W is tied: the input embedding was scaled with it; --untie-embeddings gives W its own matrix)"
     if not cfg.rescale_w and cfg.tie_embeddings and cfg.embedding_init.startswith("pretrained:") \
             and not cfg.embedding_standardise:
         cause = (" The output layer is tied to the pretrained embedding, whose rows (norms of several units, against "

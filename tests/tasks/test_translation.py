@@ -146,7 +146,6 @@ def test_base_parameter_count_is_vaswanis_formula() -> None:
 
 
 @pytest.mark.parametrize("options,kw,fragment", [
-    (dict(share_embeddings="decoder"), dict(rescale_w="fro", bias_init="unigram"), "--untie-embeddings"),
     (dict(ag_decoder_patterns=("next",), ag_decoder_fraction=0.5), {}, "causal decoder"),
     (dict(positions="rotary"), {}, "--positions"),
     ({}, dict(seq_len=4096), "position table"),
@@ -163,6 +162,28 @@ def test_rescale_w_with_separate_output_matrix(tmp_path: Path, parallel_corpus: 
     with open_checkpoint(res.checkpoint) as ckpt:
         w, b = ckpt.get("lm_head.weight"), ckpt.get("final_logits_bias")
     assert float(torch.linalg.norm(w)) == pytest.approx(float(torch.linalg.norm(b)), rel=1e-3)
+
+
+@pytest.mark.parametrize("share", ["decoder", "all"])
+def test_rescale_w_of_a_tied_output_layer_scales_the_embedding_it_is(tmp_path: Path, parallel_corpus: Path,
+                                                                      share: str) -> None:
+    """Paper 000 fn. 3 on a tied model: W is the target (or the shared) embedding, so ||E_tgt||_F = ||b||_2
+    at step 0 and it is the same matrix times c = ||b|| / ||E|| as the run without --rescale-w; the
+    source embedding of `decoder` sharing is untouched."""
+    kw = dict(steps=1, bias_init="unigram", lr=1e-12, options=dict(share_embeddings=share))
+    plain = run(tmp_path, parallel_corpus, "plain", **kw)
+    scaled = run(tmp_path, parallel_corpus, "scaled", rescale_w="fro", **kw)
+    with open_checkpoint(plain.checkpoint.parent / "step-0.safetensors") as a, \
+            open_checkpoint(scaled.checkpoint.parent / "step-0.safetensors") as b:
+        name = "shared.weight" if share == "all" else "decoder.embed_tokens.weight"
+        e0, e1, bias = a.get(name), b.get(name), b.get("final_logits_bias")
+        assert "lm_head.weight" not in b.names()
+        assert float(torch.linalg.norm(e1.double())) == pytest.approx(float(torch.linalg.norm(bias.double())), rel=1e-5)
+        c = float(torch.linalg.norm(bias.double()) / torch.linalg.norm(e0.double()))
+        torch.testing.assert_close(e1.double(), e0.double() * c, rtol=1e-5, atol=1e-7)
+        if share == "decoder":
+            torch.testing.assert_close(a.get("encoder.embed_tokens.weight"), b.get("encoder.embed_tokens.weight"),
+                                       rtol=0, atol=0)
 
 
 def test_bleu_and_chrf_are_sacrebleus() -> None:

@@ -241,6 +241,22 @@ def test_rescale_w_and_embedding_inits(tmp_path: Path, sp_model: Path, train_cor
         run(tmp_path, train_corpus, sp_model, "q", steps=1, embedding_init=f"pretrained:{tmp_path}/bad.safetensors")
 
 
+def test_rescale_w_of_a_tied_output_layer_scales_the_input_embedding(tmp_path: Path, sp_model: Path,
+                                                                    train_corpus: Path) -> None:
+    """Paper 000 fn. 3 with a tied W (nb's LM default): W is tok_emb.weight, so the embedding is the
+    run's without --rescale-w times c = ||b|| / ||E||, and the step-0 warning says W was tied."""
+    plain = run(tmp_path, train_corpus, sp_model, "plain", steps=1, bias_init="unigram", lr=1e-12)
+    res = run(tmp_path, train_corpus, sp_model, "tied", steps=1, bias_init="unigram", rescale_w="fro", lr=1e-12)
+    with open_checkpoint(plain.checkpoint.parent / "step-0.safetensors") as a, \
+            open_checkpoint(tmp_path / "tied" / "step-0.safetensors") as b:
+        e0, e1, bias = a.get("tok_emb.weight").double(), b.get("tok_emb.weight").double(), b.get("head.bias").double()
+        assert "head.weight" not in b.names()
+    c = float(bias.norm() / e0.norm())
+    assert float(e1.norm()) == pytest.approx(float(bias.norm()), rel=1e-5)
+    torch.testing.assert_close(e1, e0 * c, rtol=1e-5, atol=1e-7)
+    assert any("W is tied" in w for w in res.warnings)
+
+
 def test_refusals(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
     with pytest.raises(ConfigError, match="impossible in a causal model"):
         build_config("tiny", ag_fraction=0.5, ag_patterns=("next", "prev"))
