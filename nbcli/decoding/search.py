@@ -13,11 +13,14 @@ first K is a finished hypothesis, scored with length normalisation
 
 and the K best extensions not by EOS go on. A sentence is done once it holds K finished hypotheses,
 or when it reaches its length limit (its running prefixes then finish as they are, without EOS);
-its output is the finished hypothesis with the best score. This is fairseq's SequenceGenerator
-(--lenpen) and transformers' `generate(num_beams=K, length_penalty=lenpen, early_stopping=True)`:
-the same normalisation (|y| counts the generated tokens with EOS, not the decoder's start token)
-and the same stopping rule, so BLEU from nb and from an exported model are comparable. With K = 1
-it is greedy search (the one extension is the argmax; it finishes when that is EOS).
+its output is the finished hypothesis with the best score. This is exactly transformers'
+`generate(num_beams=K, length_penalty=lenpen, early_stopping=True)` (the same normalisation: |y|
+counts the generated tokens with EOS, not the decoder's start token; the same stopping rule and
+length limit), so BLEU from nb and from an exported model agree. fairseq's SequenceGenerator
+(--lenpen) is the same up to the length limit, where it differs: its limit does not count EOS (one
+extra step for it), S is the padded batch's longest source, and at the limit it forces EOS instead of
+finishing the running prefixes as they are (docs/training.md 'Decoding'). With K = 1 it is greedy
+search (the one extension is the argmax; it finishes when that is EOS).
 
 Length limit of a sentence of S source tokens (EOS included): `max_len_a * S + max_len_b`
 generated tokens (fairseq's --max-len-a/--max-len-b), at most the model's position table allows.

@@ -309,11 +309,14 @@ class Seq2SeqTransformer(nn.Module):
         self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()
 
-    # -- initialisation (fairseq's transformer) ----------------------------------------------------
+    # -- initialisation (fairseq's transformer, where noted) ----------------------------------------
     def reset_parameters(self) -> None:
-        """fairseq's: embeddings (and a separate W, and learned positions) N(0, d^-1/2) (paper 000
-        sec. 4.1 draws W so); Linear weights Xavier uniform, q/k/v with gain 1/sqrt(2); biases 0;
-        LayerNorm gains 1; b = 0. Modules are visited parent first (a fixed order for a seed)."""
+        """Embeddings (and a separate W, and learned positions) N(0, d^-1/2) (fairseq's `Embedding`;
+        paper 000 sec. 4.1 draws W so); q/k/v weights Xavier uniform with gain 1/sqrt(2), out_proj
+        Xavier uniform with bias 0 (fairseq's MultiheadAttention); LayerNorm gains 1; b = 0. Not
+        fairseq's: q/k/v biases 0 (fairseq: nn.Linear's default U(+-1/sqrt(d))) and FFN fc1/fc2 Xavier
+        uniform with biases 0 (fairseq's old `Linear` helper; today's fairseq: nn.Linear's default).
+        Modules are visited parent first (a fixed order for a seed)."""
         std = self.cfg.d_model ** -0.5
         qkv = {m for module in self.modules() if isinstance(module, Attention)
                for m in (module.q_proj, module.k_proj, module.v_proj)}
