@@ -71,7 +71,7 @@ _nb() {
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
-            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8" -- "$cur")); return;; esac
+            case "$prev" in --preset) COMPREPLY=($(compgen -W "tiny small gpt2-124m roberta-8 paper001-roberta-8-mlm paper001-roberta-8-ag paper001-roberta-12-mlm paper001-roberta-12-ag paper001-roberta-16-mlm paper001-roberta-16-ag paper001-roberta-8-mlm-fil paper001-roberta-8-ag-fil paper001-roberta-12-mlm-fil paper001-roberta-12-ag-fil paper001-roberta-16-mlm-fil paper001-roberta-16-ag-fil paper001-roberta-8-mlm-om paper001-roberta-8-ag-om paper001-roberta-12-mlm-om paper001-roberta-12-ag-om paper001-roberta-16-mlm-om paper001-roberta-16-ag-om" -- "$cur")); return;; esac
             case "$prev" in --objective) COMPREPLY=($(compgen -W "clm mlm" -- "$cur")); return;; esac
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac

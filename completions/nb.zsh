@@ -462,7 +462,7 @@ _nb() {
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
                 '--seed[Seed for init, data order, masks and dropout (0 to 2^63-1: the range torch’s and]:value: ' \
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
-                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8)' \
+                '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 paper001-roberta-8-mlm paper001-roberta-8-ag paper001-roberta-12-mlm paper001-roberta-12-ag paper001-roberta-16-mlm paper001-roberta-16-ag paper001-roberta-8-mlm-fil paper001-roberta-8-ag-fil paper001-roberta-12-mlm-fil paper001-roberta-12-ag-fil paper001-roberta-16-mlm-fil paper001-roberta-16-ag-fil paper001-roberta-8-mlm-om paper001-roberta-8-ag-om paper001-roberta-12-mlm-om paper001-roberta-12-ag-om paper001-roberta-16-mlm-om paper001-roberta-16-ag-om)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
                 '--valid[Validation documents (repeatable; files, directories, globs in --corpus’s format]:value: ' \
                 '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \

@@ -116,6 +116,6 @@ def prepare_run(cfg: TrainConfig, rt: Runtime, out: Path, corpus: list[str], tok
             parameters=model.num_parameters(), device=str(rt.device), unigram_entropy=unigram_entropy(data.counts),
             log_v=math.log(mcfg.vocab_size), resumed_from=end.position.resumed_from,
             ag_alpha0=end.position.alpha0 if guidance is not None else None, warnings=end.warnings,
-            embedding_coverage={"input": coverage} if coverage else None)
+            embedding_coverage={"input": coverage} if coverage else None, preset_overridden=cfg.preset_overridden)
 
     return TaskRun(updates, write_files, finish)

@@ -10,6 +10,9 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import option
+from nbcli.train.config import PRESETS
+
+LMPreset = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 from nbcli.tasks.common_options import (GuidanceOptions, OptimizerOptions, OutputLayerOptions, RunOptions,
                                         common_config)
 
@@ -18,10 +21,14 @@ from nbcli.tasks.common_options import (GuidanceOptions, OptimizerOptions, Outpu
 class LanguageModelOptions:
     """The LM's own options: its presets and objective."""
 
-    preset: Literal["tiny", "small", "gpt2-124m", "roberta-8"] = option("tiny", "--preset", help=(
+    preset: LMPreset = option("tiny", "--preset", metavar="NAME", help=(
         "tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=1024), roberta-8 (paper "
-        "001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay). Vocabulary size always comes from "
-        "the tokenizer."))
+        "001 table 10: 8x12x768, T=512, mlm, batch 120, lr 1e-4, linear decay), or paper 001's RoBERTa settings "
+        "exactly, paper001-roberta-{8,12,16}-{mlm,ag}[-fil|-om]: app. A.7 table 10's size and A.8 table 11's lr, "
+        "warm-up, alpha_0/lambda and batch for English (no suffix), Filipino or Oromo, Liu et al. 2019's Adam "
+        "(0.9, 0.98, 1e-6), weight decay 0.01, dropout 0.1 (docs/training.md 'Paper presets'). An option given "
+        "with a preset wins; summary.json's preset_overridden names the preset values it replaced. Vocabulary "
+        "size always comes from the tokenizer."))
     objective: Optional[Literal["clm", "mlm"]] = option(None, "--objective", help=(
         "clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selected, 80% <mask> / 10% "
         "random / 10% kept. Default: the preset's (clm except roberta-8)."))

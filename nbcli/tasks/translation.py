@@ -34,11 +34,12 @@ from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
+from nbcli.tasks.presets import TRANSLATION_PRESETS
 from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatch, collate, conventions, input_files,
                                           tokenize_pairs, training_sentences)
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.tokenizers.identity import identity_metadata
-from nbcli.train.config import TrainConfig, with_warmup
+from nbcli.train.config import TrainConfig, preset_overrides, with_warmup
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
@@ -54,23 +55,7 @@ from nbcli.train.updates import Updates
 TASK = "translation"
 SELECT_BY = ("val_bleu", "val_chrf", "val_loss")   # what --select-by may name: the validation metrics logged
 
-_FAIRSEQ = dict(lr_schedule="inverse-sqrt", adam_beta2=0.98, weight_decay=0.0, grad_clip=0.0, label_smoothing=0.1)
-PRESETS: dict[str, dict[str, Any]] = {
-    # seconds on a CPU
-    "tiny": dict(n_layer=2, n_head=4, d_model=64, seq_len=64, batch_size=32, lr=2e-3, warmup=20, dropout=0.1,
-                 **_FAIRSEQ, task_options=dict(d_ff=256, eval_sentences=64)),
-    # fairseq transformer_iwslt_de_en (and its IWSLT'14 de-en recipe)
-    "iwslt": dict(n_layer=6, n_head=4, d_model=512, seq_len=256, batch_size=128, lr=5e-4, warmup=4000, dropout=0.3,
-                  **{**_FAIRSEQ, "weight_decay": 1e-4}, task_options=dict(d_ff=1024)),
-    # Vaswani et al. 2017, base
-    "base": dict(n_layer=6, n_head=8, d_model=512, seq_len=256, batch_size=256, lr=7e-4, warmup=4000, dropout=0.1,
-                 **{**_FAIRSEQ, "adam_eps": 1e-9}, task_options=dict(d_ff=2048)),
-    # paper 002 app. A.2 (3 layers, 8 heads, lr 2e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128); untied
-    # as the PyTorch tutorial it follows (source and target embeddings and a separate generator layer W)
-    "kim-3": dict(n_layer=3, n_head=8, d_model=512, seq_len=256, batch_size=128, lr=2e-4, warmup=0, dropout=0.1,
-                  **{**_FAIRSEQ, "lr_schedule": "constant", "adam_eps": 1e-9},
-                  task_options=dict(d_ff=512, share_embeddings="none")),
-}
+PRESETS = TRANSLATION_PRESETS   # nbcli.tasks.presets: nb's and the papers' (app. A of papers 000, 002; 001 table 7)
 
 
 @dataclass(frozen=True)
@@ -137,7 +122,8 @@ class TranslationOptions:
 def build_translation_config(preset: str = "tiny", task_options: dict[str, Any] | None = None,
                              **overrides: Any) -> TrainConfig:
     """A TrainConfig for --task translation from a translation preset plus explicit options (None: the
-    preset's); task_options over the preset's, checked by TranslationOptions."""
+    preset's); task_options over the preset's, checked by TranslationOptions. An option wins over the
+    preset's value; the values it replaced are recorded (`preset_overridden`, `preset_overrides`)."""
     if preset not in PRESETS:
         raise ConfigError(f"--preset for --task translation must be one of {', '.join(PRESETS)}, got {preset!r}")
     values = {k: v for k, v in PRESETS[preset].items() if k != "task_options"}
@@ -147,7 +133,9 @@ def build_translation_config(preset: str = "tiny", task_options: dict[str, Any] 
     opts = TranslationOptions(**options)
     if "tie_embeddings" not in overrides or overrides["tie_embeddings"] is None:
         values["tie_embeddings"] = opts.share_embeddings != "none"
-    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), **with_warmup(values, overrides))
+    values = with_warmup(values, overrides)
+    overridden = preset_overrides(PRESETS[preset], {**values, "task_options": asdict(opts)})
+    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), preset_overridden=overridden, **values)
     if cfg.seq_len > opts.max_positions:
         raise ConfigError(f"--max-len {cfg.seq_len} exceeds the position table ({opts.max_positions})")
     return cfg
@@ -477,6 +465,6 @@ def prepare_run(cfg: TrainConfig, opts: TranslationOptions, rt: Runtime, out: Pa
             tokens_per_s=position.tokens / end.seconds if end.seconds > 0 else 0.0, parameters=model.num_parameters(),
             device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
             resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,
-            warnings=end.warnings, embedding_coverage=coverage or None)
+            warnings=end.warnings, embedding_coverage=coverage or None, preset_overridden=cfg.preset_overridden)
 
     return TaskRun(updates, write_files, finish, best=best, keep_best_model=True)

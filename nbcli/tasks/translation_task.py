@@ -13,6 +13,9 @@ from nbcli.errors import ConfigError
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
+from nbcli.tasks.presets import TRANSLATION_PRESETS
+
+TranslationPreset = Literal[tuple(TRANSLATION_PRESETS)]  # type: ignore[valid-type]
 from nbcli.tasks.common_options import (TOKENIZER_HELP, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
                                         RunOptions, SelectionOptions)
 
@@ -37,10 +40,18 @@ class TranslationRunOptions(RunOptions):
 class TranslationOptions:
     """The encoder-decoder's own options (paper 000 app. A, paper 001 table 7, paper 002 app. A.1)."""
 
-    preset: Literal["tiny", "iwslt", "base", "kim-3"] = option("tiny", "--preset", help=(
+    preset: TranslationPreset = option("tiny", "--preset", metavar="NAME", help=(
         "tiny (2+2 layers, d 64; seconds on CPU), iwslt (fairseq transformer_iwslt_de_en: 6+6, d 512, FFN 1024, 4 "
-        "heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads, its own output layer as the tutorial it cites). Vocabulary "
-        "size always comes from the tokenizers."))
+        "heads), base (Vaswani base: 6+6, d 512, FFN 2048, 8 heads), kim-3 (paper 002: 3+3, 8 heads, its own output "
+        "layer as the tutorial it cites), or a paper's setting exactly as its appendix states it: paper000-iwslt, "
+        "paper000-afromt, paper000-wmt (paper 000 app. A: 6+6, 4/8/8 heads, FFN 256/256/512, dropout 0.1, Adam (0.9, "
+        "0.997), an untied W, best by BLEU), paper001-mt-base and paper001-mt-ag (paper 001 sec. 5.5, table 7: "
+        "Vaswani base for 100,000 steps; AG: one encoder head each on [Next] and [Prev]), "
+        "paper002-{multi30k,iwslt2017}-{glove,mbert,mt5} (paper 002 app. A.2 and Table 5: 3+3 layers, D 300/768/768, "
+        "8 heads (10 for GloVe), lr 2e-4, Adam (0.9, 0.98, 1e-9), Table 5's batch and 20 epochs, best by validation "
+        "loss). What an appendix leaves open is nb's choice (docs/training.md 'Paper presets'). An option given with "
+        "a preset wins; summary.json's preset_overridden names the preset values it replaced. Vocabulary size "
+        "always comes from the tokenizers."))
     src_lang: Optional[str] = option(None, "--src-lang", metavar="LANG", help=(
         "Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/parquet key or column."))
     tgt_lang: Optional[str] = option(None, "--tgt-lang", metavar="LANG", help=(

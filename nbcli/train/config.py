@@ -25,6 +25,53 @@ PRESETS: dict[str, dict[str, Any]] = {
                       objective="mlm", lr_schedule="linear", min_lr_ratio=0.0),
 }
 
+# Paper 001's RoBERTa settings, exactly: app. A.7 table 10 (layers, heads, d_model 768; the FFN 4 x d_model, nb's
+# default) and app. A.8 table 11 (lr, warm-up steps, alpha_0 / lambda, batch size) per language and arm;
+# "we follow Liu et al. (2019) for all design choices not mentioned": RoBERTa's pre-training table 9 (Adam
+# beta2 0.98, eps 1e-6, weight decay 0.01, dropout 0.1 (attention's too), no gradient clipping, T = 512) and its
+# linear decay to 0. Names: paper001-roberta-{8,12,16}-{mlm,ag}[-fil|-om] (English, Filipino, Oromo).
+_LIU_2019 = dict(d_model=768, seq_len=512, objective="mlm", lr_schedule="linear", min_lr_ratio=0.0, adam_beta1=0.9,
+                 adam_beta2=0.98, adam_eps=1e-6, weight_decay=0.01, dropout=0.1, grad_clip=0.0)
+PAPER001_SIZES = {8: (8, 12), 12: (12, 12), 16: (16, 16)}            # table 10: layers, heads
+PAPER001_MLM_LR = {8: 1e-4, 12: 5e-5, 16: 1e-5}                       # table 11, the MLM rows (AG: 1e-4)
+PAPER001_ALPHA0 = {8: 100.0, 12: 10.0, 16: 10.0}                      # table 11, the AG rows (lambda 0.5)
+PAPER001_WARMUP = {"": 10_000, "-fil": 10_000, "-om": 1_000}          # table 11, the MLM rows (AG: 0)
+PAPER001_BATCH = {"": (120, 84, 48), "-fil": (40, 28, 16), "-om": (40, 40, 32)}   # table 11, by size 8 / 12 / 16
+
+
+def _paper001(size: int, arm: str, language: str) -> dict[str, Any]:
+    layers, heads = PAPER001_SIZES[size]
+    batch = PAPER001_BATCH[language][list(PAPER001_SIZES).index(size)]
+    if arm == "mlm":
+        return dict(_LIU_2019, n_layer=layers, n_head=heads, lr=PAPER001_MLM_LR[size],
+                    warmup=PAPER001_WARMUP[language], batch_size=batch)
+    return dict(_LIU_2019, n_layer=layers, n_head=heads, lr=1e-4, warmup=0, batch_size=batch, ag_fraction=0.5,
+                ag_alpha=PAPER001_ALPHA0[size])
+
+
+PRESETS.update({f"paper001-roberta-{size}-{arm}{language}": _paper001(size, arm, language)
+                for language in PAPER001_WARMUP for size in PAPER001_SIZES for arm in ("mlm", "ag")})
+
+
+def preset_overrides(preset: dict[str, Any], final: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The values of `preset` a run's own options replaced: {name: {"preset": p, "run": v}} for each key
+    the preset fixes whose value in `final` (the run's, after the options) differs; a nested dict (a
+    translation preset's task_options) key by key. The option wins; this says it did."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, fixed in preset.items():
+        if isinstance(fixed, dict):
+            out.update(preset_overrides(fixed, final.get(key) or {}))
+            continue
+        if key not in final:
+            continue
+        run = final[key]
+        same = list(fixed) == list(run) if isinstance(fixed, (list, tuple)) and isinstance(run, (list, tuple)) \
+            else fixed == run
+        if not same:
+            out[key] = {"preset": list(fixed) if isinstance(fixed, tuple) else fixed,
+                        "run": list(run) if isinstance(run, tuple) else run}
+    return out
+
 BiasInit = Literal["unigram", "zero", "none"]
 
 
@@ -81,6 +128,7 @@ class TrainConfig:
     seed: int = 0
     task: str = "lm"              # lm (decoder-only / MLM: objective), or a task of nbcli.tasks (translation)
     task_options: dict[str, Any] = field(default_factory=dict)   # the task's own options, checked by the task
+    preset_overridden: dict[str, Any] = field(default_factory=dict)   # preset values the options replaced
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -179,13 +227,15 @@ class TrainConfig:
 
 
 def build_config(preset: str = "tiny", **overrides: Any) -> TrainConfig:
-    """The LM's TrainConfig from a preset plus explicit options (None means: keep the preset's value);
-    `warmup_ratio` R sets the warm-up to ceil(R x steps) (`with_warmup`)."""
+    """The LM's TrainConfig from a preset plus explicit options (None means: keep the preset's value; an
+    option wins, and the preset values it replaced are recorded: `preset_overrides`); `warmup_ratio` R
+    sets the warm-up to ceil(R x steps) (`with_warmup`)."""
     if preset not in PRESETS:
         raise ConfigError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
     values: dict[str, Any] = dict(PRESETS[preset])
     values.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = TrainConfig(preset=preset, **with_warmup(values, overrides))
+    values = with_warmup(values, overrides)
+    cfg = TrainConfig(preset=preset, preset_overridden=preset_overrides(PRESETS[preset], values), **values)
     if cfg.objective == "clm" and cfg.ag_patterns and "next" in cfg.ag_patterns:
         raise ConfigError("--ag-patterns: [Next] is impossible in a causal model (a position cannot attend "
                           "to the next token); use prev, first, delim or period, or --objective mlm")

@@ -54,6 +54,8 @@ class TrainResult:
     # --embedding-init pretrained:VECTORS: per embedding (input; translation: source/target/shared) the
     # vectors' coverage of its vocabulary (nbcli.vectors.vocabulary.vector_embedding)
     embedding_coverage: dict[str, Any] | None = None
+    # the preset's values the run's options replaced ({name: {preset, run}}; TrainConfig.preset_overridden)
+    preset_overridden: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
