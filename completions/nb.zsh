@@ -450,6 +450,8 @@ _nb() {
                 '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean neighbours)' \
                 '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
                 '--n-head[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
+                '--n-layer[Layers (translation: per side; default: the preset’s; paper 002 app. A.2: 3).]:value: ' \
+                '--d-ff[Feed-forward width of every layer (default: the preset’s; nb’s LM and encoder pr]:value: ' \
                 '--embedding-standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--embedding-shuffle[Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-check]' \
                 '--shuffle-mode[rows: permute token rows (vectors kept, assigned to other tokens); rows-columns:]:value:(rows rows-columns elements)' \
@@ -474,7 +476,6 @@ _nb() {
                 '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \
                 '--eval-batches[Validation batches per evaluation.]:value: ' \
                 '--val-fraction[Every round(1/F)-th document is held out for validation.]:value: ' \
-                '--n-layer[Layers (translation: per side; default: the preset’s).]:value: ' \
                 '--compile[torch.compile the model.]' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--adam-beta1[Adam’s beta1 (default 0.9, as in every paper).]:value: ' \
@@ -506,7 +507,6 @@ _nb() {
                 '--columns[Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt]:value:(src,tgt tgt,src)' \
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
-                '--d-ff[Feed-forward width of every layer (default: the preset’s; paper 000 app. A: 256 ]:value: ' \
                 '--norm[post-LN (the papers’ fairseq models, Vaswani; default) or pre-LN (+ a final Laye]:value:(post pre)' \
                 '--positions[sinusoidal (Vaswani; default), learned, or none (paper 002 table 3’s ’Pos.: no’)]:value:(sinusoidal learned none)' \
                 '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \

@@ -139,3 +139,112 @@ def test_summary_json_names_the_overridden_preset_values(tmp_path: Path, sp_mode
         "warmup": {"preset": 10000, "run": 0}}
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["preset_overridden"] == summary["preset_overridden"]
+
+
+# Paper 002 lines 285-294 (Table 5), the classification experiments: epochs, batch size; app. A.2 (line 281):
+# lr 1e-4 for the non-translation tasks, D and heads as above; eq. 2-3 (lines 265-277): x sqrt(D) + sinusoids.
+TABLE5_CLASSIFICATION = {"sst2-glove": (5, 128), "sst2-bert": (5, 128), "sst2-t5": (5, 128),
+                         "mnli-glove": (9, 128), "mnli-bert": (10, 128), "mnli-t5": (10, 128)}
+# Table 5's "Parameters" (millions) and "Vocab size" rows (line 290, 293): the FFN width paper 002 leaves unstated
+# is the one whose parameter count matches every experiment.
+TABLE5_PARAMETERS = {  # experiment: (millions, vocabulary (source, target), labels)
+    "sst2-glove": (6, (13_000,), 2), "sst2-bert": (18, (11_000,), 2), "sst2-t5": (9, (8_800,), 2),
+    "mnli-glove": (26, (79_000,), 3), "mnli-bert": (29, (26_000,), 3), "mnli-t5": (17, (23_000,), 3),
+    "multi30k-glove": (11, (7_800, 5_900), 0), "multi30k-mbert": (39, (6_300, 5_500), 0),
+    "multi30k-mt5": (39, (6_500, 5_500), 0), "iwslt2017-glove": (25, (27_000, 20_000), 0),
+    "iwslt2017-mbert": (62, (15_000, 16_000), 0), "iwslt2017-mt5": (67, (18_000, 18_000), 0),
+}
+
+
+def _expanded(name: str, **given: object) -> dict:
+    from nbcli.tasks.presets import with_classification_preset
+
+    return with_classification_preset({"preset": name, **given})
+
+
+@pytest.mark.parametrize("experiment", sorted(TABLE5_CLASSIFICATION))
+def test_paper002_classification_presets_are_app_a2_and_table_5(experiment: str) -> None:
+    from nbcli.tasks.finetune import FinetuneConfig, train_config
+
+    epochs, batch = TABLE5_CLASSIFICATION[experiment]
+    embedding = experiment.split("-")[1]
+    cfg = FinetuneConfig(**_expanded(f"paper002-{experiment}"))
+    assert (cfg.d_model, cfg.n_head, cfg.encoder_options["n_layer"]) == (D002[embedding], 10 if embedding == "glove"
+                                                                         else 8, 3)
+    assert (cfg.epochs, cfg.batch_size, cfg.lr, cfg.dropout) == (epochs, batch, 1e-4, 0.1)
+    assert (cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.weight_decay) == (0.9, 0.98, 1e-9, 0.0)   # Adam
+    assert cfg.positions == "sinusoidal" and cfg.recipe == f"paper002-{experiment}" and cfg.preset_overridden == {}
+    tcfg = train_config(cfg, 100, 10)
+    assert (tcfg.adam_beta2, tcfg.adam_eps, tcfg.lr_schedule, tcfg.warmup) == (0.98, 1e-9, "constant", 0)
+
+
+@pytest.mark.parametrize("experiment", sorted(TABLE5_PARAMETERS))
+def test_ffn_512_fits_table_5s_parameter_counts(experiment: str) -> None:
+    """The FFN width the presets choose (512) gives Table 5's parameter count of every experiment within its
+    rounding (+-0.5 M, plus the rounded vocabulary), counting what the paper's PyTorch model has: the token
+    embeddings, the layers and the classifier (translation: untied source, target and output matrices)."""
+    import torch
+
+    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+
+    millions, vocab, labels = TABLE5_PARAMETERS[experiment]
+    translation = len(vocab) == 2
+    cfg = (build_translation_config(f"paper002-{experiment}", dict(src_lang="de", tgt_lang="en")) if translation
+           else None)
+
+    def count(ffn: int) -> float:
+        with torch.device("meta"):
+            if translation:
+                model = Seq2SeqTransformer(Seq2SeqConfig(
+                    src_vocab_size=vocab[0], tgt_vocab_size=vocab[1], eos_id=1, decoder_start_id=1,
+                    encoder_layers=cfg.n_layer, decoder_layers=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.d_model,
+                    d_ff=ffn, share_embeddings=cfg.task_options["share_embeddings"]))
+                return model.num_parameters() / 1e6
+            o = _expanded(f"paper002-{experiment}")
+            model = Transformer(ModelConfig(vocab_size=vocab[0], n_layer=o["encoder_options"]["n_layer"],
+                                            n_head=o["n_head"], d_model=o["d_model"], d_ff=ffn, objective="mlm",
+                                            mask_id=0))
+            d = o["d_model"]
+            layers = sum(p.numel() for p in [*model.blocks.parameters(), *model.ln_f.parameters()])
+            return (vocab[0] * d + layers + d * labels + labels) / 1e6
+
+    d = cfg.d_model if translation else _expanded(f"paper002-{experiment}")["d_model"]
+    chosen = cfg.task_options["d_ff"] if translation else _expanded(f"paper002-{experiment}")["encoder_options"]["d_ff"]
+    assert chosen == 512
+    assert abs(count(chosen) - millions) <= 0.55, count(chosen)
+    for other in (2048, 4 * d):   # nn.Transformer's default and nb's 4 x D would not fit
+        assert abs(count(other) - millions) > 0.9
+
+
+def test_a_classification_option_wins_over_its_preset_and_is_recorded() -> None:
+    expanded = _expanded("paper002-mnli-bert", lr=3e-4, warmup=10, encoder_options={"n_layer": 2})
+    assert (expanded["lr"], expanded["encoder_options"]["n_layer"], expanded["warmup"]) == (3e-4, 2, 10)
+    assert "warmup_ratio" not in expanded      # --warmup replaces the preset's ratio
+    assert expanded["preset_overridden"] == {"lr": {"preset": 1e-4, "run": 3e-4},
+                                             "warmup_ratio": {"preset": 0.0, "run": None},
+                                             "n_layer": {"preset": 3, "run": 2}}
+    assert _expanded("tiny", lr=1e-3) == {"preset": "tiny", "lr": 1e-3}   # an architecture preset passes through
+
+
+def test_classification_summary_names_the_overridden_values(tmp_path: Path) -> None:
+    from tests.cli.helpers import invoke
+    from tests.tasks.builders import encoder_folder, write_corpus
+    from tests.tasks.test_finetune import pairs
+
+    bert = encoder_folder(tmp_path / "bert", "bert")
+    train = write_corpus(tmp_path / "train.tsv", pairs(16), "tsv")
+    result = invoke("train", "classification", "--preset", "paper002-sst2-bert", "-t", bert / "tokenizer.json",
+                    "--corpus", train, "--text-field", "sentence1", "--d-model", "32", "--n-head", "2", "--n-layer", "1",
+                    "--steps", "2", "--batch-size", "8", "--out", tmp_path / "run", "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["preset_overridden"] == {"batch_size": {"preset": 128, "run": 8}, "d_model": {"preset": 768, "run": 32},
+                                            "n_head": {"preset": 8, "run": 2}, "n_layer": {"preset": 3, "run": 1},
+                                            "epochs": {"preset": 5.0, "run": None}}   # --steps 2 instead
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["recipe"], config["adam_beta2"], config["positions"], config["encoder_options"]["d_ff"]) == \
+        ("paper002-sst2-bert", 0.98, "sinusoidal", 512)
+    refused = invoke("train", "classification", "--preset", "paper002-sst2-bert", "--init", bert, "--corpus", train,
+                     "--out", tmp_path / "r2")
+    assert refused.exit_code != 0 and "--preset paper002-sst2-bert" in refused.stderr and not (tmp_path / "r2").exists()

@@ -4,6 +4,7 @@ options once (a dataclass: the CLI's flags, the API's keywords) and trains throu
     base.py               Task: name, option groups, train(values, hooks), summary_view; TrainHooks
     options.py            how an option is declared (`option()`: flag, help, bounds) and checked
     common_options.py     the option groups tasks share (run, output layer, guidance) and their config keywords
+    presets.py            the translation and classification presets, the papers' exactly as their appendices
     registry.py           the built-in tasks and those of other packages (entry points `nbcli.tasks`)
     runs.py               what the faces call: train a task by name, the task a run records, its eval/predict
     lm.py                 nb train lm: the decoder-only / MLM Transformer (the run: language_model.py)

@@ -57,6 +57,11 @@ class RunOptions:
         "Model width (default: the preset's); word vectors need their dimension (GloVe: 300)."))
     n_head: Optional[int] = option(None, "--n-head", metavar="H", min=1, max=1024, help=(
         "Attention heads per layer, dividing --d-model (default: the preset's; paper 002: 10 for GloVe)."))
+    n_layer: Optional[int] = option(None, "--n-layer", metavar="L", min=1, max=1024, help=(
+        "Layers (translation: per side; default: the preset's; paper 002 app. A.2: 3)."))
+    d_ff: Optional[int] = option(None, "--d-ff", metavar="F", min=1, max=1 << 20, help=(
+        "Feed-forward width of every layer (default: the preset's; nb's LM and encoder presets 4 x --d-model; paper "
+        "000 app. A: 256 for IWSLT, 512 for WMT; paper 002: unstated, 512 fits its Table 5 parameter counts)."))
     embedding_standardise: Optional[str] = option(
         None, "--embedding-standardise", metavar="xavier|match:FILE:TENSOR|mean=M,std=S", help=(
             "Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, s sqrt(2/(N+D)) "
@@ -162,8 +167,6 @@ class OutputLayerOptions:
         "Validation batches per evaluation."))
     val_fraction: float = option(0.05, "--val-fraction", help=(
         "Every round(1/F)-th document is held out for validation."))
-    n_layer: Optional[int] = option(None, "--n-layer", metavar="L", min=1, max=1024, help=(
-        "Layers (translation: per side; default: the preset's)."))
     compile: bool = option(False, "--compile", help="torch.compile the model.")
     allow_vocab_mismatch: bool = option(False, "--allow-vocab-mismatch", help=(
         "Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs from the model's: a "

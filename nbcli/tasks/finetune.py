@@ -70,7 +70,7 @@ RESUMABLE = {"device", "eval_every", "save_every", "select_by"}
 # What an evaluation logs per validation set (val_NAME_METRIC; the first set also as val_METRIC): --select-by's choices
 SET_METRICS = ("loss", "accuracy", "f1")
 # TrainConfig fields an encoder from scratch takes over its preset's (`encoder_from_scratch`'s options)
-ENCODER_OPTIONS = ("n_layer", "embedding_standardise", "embedding_shuffle", "embedding_shuffle_mode")
+ENCODER_OPTIONS = ("n_layer", "d_ff", "embedding_standardise", "embedding_shuffle", "embedding_shuffle_mode")
 
 
 @dataclass
@@ -110,6 +110,8 @@ class FinetuneConfig:
     dtype: str = "float32"                # autocast precision: float32 | bfloat16 | auto (bf16 on CUDA)
     encoder_options: dict[str, Any] = field(default_factory=dict)   # TrainConfig fields over the preset's (scratch)
     select_by: str | None = None          # --select-by: best_step's metric (None: val_accuracy, the first set's)
+    recipe: str | None = None             # the paper preset --preset named (nbcli.tasks.presets), None: none
+    preset_overridden: dict[str, Any] = field(default_factory=dict)   # its values an option replaced
 
     def __post_init__(self) -> None:
         checks = [(self.batch_size >= 1, "--batch-size must be >= 1"), (self.lr > 0, "--lr must be > 0"),
@@ -133,6 +135,9 @@ class FinetuneConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.init is not None and self.recipe is not None:
+            raise ConfigError(f"--preset {self.recipe} builds paper 002's encoder from scratch; --init BASE brings its "
+                              "own")
         if self.init is not None and (self.preset != "tiny" or self.embedding_init != "normal"):
             raise ConfigError("--preset and --embedding-init build an encoder from scratch; --init BASE brings its own")
         if self.init is not None and self.positions != "learned":
@@ -183,6 +188,7 @@ class FinetuneResult:
     # every --valid set's best of the same metric, {name: {metric, value, step, epoch}} (paper 002 sec. 4: MNLI's
     # best matched and best mismatched accuracy, each maximised on its own)
     best_by_set: dict[str, dict[str, Any]] = field(default_factory=dict)
+    preset_overridden: dict[str, Any] = field(default_factory=dict)   # --preset's values an option replaced
 
     def as_dict(self) -> dict[str, Any]:
         """summary.json's content (paths as strings)."""
@@ -458,6 +464,7 @@ def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str
                               seconds, position.tokens / seconds if seconds > 0 else 0.0,
                               best_epoch=None if best.step is None else best.step / per_epoch,
                               select_by=best.key, best_by_set=best.by_set(per_epoch),
+                              preset_overridden=cfg.preset_overridden,
                               steps_per_epoch=per_epoch, resumed_from=position.resumed_from, device=str(rt.device),
                               warnings=end.warnings, task=spec.task, labels=list(labels.names), seed=cfg.seed,
                               parameters=params, embedding_coverage={"input": coverage} if coverage else None)

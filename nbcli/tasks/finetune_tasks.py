@@ -13,6 +13,9 @@ from typing import Any, Literal, Optional
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, option
 from nbcli.tasks.common_options import OptimizerOptions, RunOptions, SelectionOptions
+from nbcli.tasks.presets import CLASSIFICATION_PRESETS
+
+EncoderPreset = Literal[(*("tiny", "small", "gpt2-124m", "roberta-8"), *CLASSIFICATION_PRESETS)]  # type: ignore[valid-type]
 
 
 @dataclass
@@ -30,9 +33,14 @@ class FinetuneRunOptions(RunOptions):
 class EncoderOptions:
     """The encoder and head: fine-tuned (--init) or from scratch, and the schedule of fine-tuning."""
 
-    preset: Literal["tiny", "small", "gpt2-124m", "roberta-8"] = option("tiny", "--preset", help=(
+    preset: EncoderPreset = option("tiny", "--preset", metavar="NAME", help=(
         "nb's encoder from scratch (no --init): tiny (2x4x128), small (4x8x256), gpt2-124m (12x12x768), roberta-8 "
-        "(8x12x768)."))
+        "(8x12x768), or paper 002's encoder and training exactly as app. A.2 and Table 5 state them, "
+        "paper002-{sst2,mnli}-{glove,bert,t5}: 3 layers, D 300/768/512, 8 heads (10 for GloVe), FFN 512, "
+        "sinusoidal positions, lr 1e-4, Adam (0.9, 0.98, 1e-9), dropout 0.1, batch 128, Table 5's epochs; a "
+        "constant rate without clipping, nb's choice where it states none (docs/classification.md 'Paper 002's "
+        "presets'). An option given with a preset wins; summary.json's preset_overridden names the values it "
+        "replaced."))
     init: Optional[str] = option(None, "--init", metavar="BASE", help=(
         "The encoder to fine-tune: an nb MLM run or step-N.safetensors (give -t), a transformers encoder folder "
         "(BERT, RoBERTa, DistilBERT, MiniLM, ...; its tokenizer) or a cached Hub repo id. Without it nb's encoder "
@@ -104,11 +112,12 @@ class ClassificationTask(Task):
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.data import DataSpec, parse_valid
+        from nbcli.tasks.presets import with_classification_preset
         from nbcli.tasks.finetune import FinetuneConfig, finetune
         from nbcli.train.config import check_warmup
 
         v = values
-        scratch = dict(embedding_standardise=v["embedding_standardise"],
+        scratch = dict(n_layer=v["n_layer"], d_ff=v["d_ff"], embedding_standardise=v["embedding_standardise"],
                        embedding_shuffle=v["embedding_shuffle"] or None,
                        embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None)
         options = dict(
@@ -124,7 +133,7 @@ class ClassificationTask(Task):
             select_by=v["select_by"],
             encoder_options={k: x for k, x in scratch.items() if x is not None})
         check_warmup(v["warmup"], v["warmup_ratio"])
-        o = {k: x for k, x in options.items() if x is not None}
+        o = with_classification_preset({k: x for k, x in options.items() if x is not None})
         data = DataSpec(task=self.name, text_field=v["text_field"], pair_field=v.get("text_pair_field"),  # type: ignore[arg-type]
                         label_field=v["label_field"] or "label", max_len=v["seq_len"] or 128)
         cfg = FinetuneConfig(data=data, **o)  # type: ignore[arg-type]

@@ -72,7 +72,7 @@ class LanguageModelTask(Task):
         if values["tokenizer"] is None:
             raise ConfigError("Missing option '--tokenizer' / '-t'")
         cfg = build_config(values["preset"], objective=values["objective"], tie_embeddings=not values["untie"],
-                           **common_config(values))
+                           d_ff=values["d_ff"], **common_config(values))
         stop_at = values["stop_at"]
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return run_training(cfg, values["corpus"], Path(values["tokenizer"]), values["out"], resume=values["resume"],

@@ -14,6 +14,9 @@ so `nb train --help` lists them without importing a model.
     paper001-mt-ag   the same with one encoder head each guided by [Next] and [Prev]
     paper002-<data>-<emb>   paper 002 app. A.2 and Table 5, per experiment: multi30k and iwslt2017 with
                      glove, mbert or mt5 embeddings (D 300 / 768 / 768, 10 heads for GloVe)
+
+and the classification presets of `nb train classification|tagging --preset` (FinetuneConfig keywords):
+paper 002's encoder from scratch per experiment, paper002-{sst2,mnli}-{glove,bert,t5} (app. A.2, Table 5).
 """
 
 from __future__ import annotations
@@ -82,3 +85,46 @@ TRANSLATION_PRESETS: dict[str, dict[str, Any]] = {
                            task_options=dict(d_ff=2048, ag_decoder_fraction=0.0)),
     **{f"paper002-{name}": _paper002(*row) for name, row in PAPER002_TRANSLATION.items()},
 }
+
+
+# Paper 002 Table 5 per classification experiment: (D, heads, batch size, epochs); D and heads from app. A.2
+# (GloVe 300, T5 512, BERT 768; 10 heads for GloVe). The encoder's FFN is unstated: 512, which Table 5's
+# parameter counts fit (tests/test_paper_presets.py), as kim-3's tutorial.
+PAPER002_CLASSIFICATION = {
+    "sst2-glove": (300, 10, 128, 5), "sst2-bert": (768, 8, 128, 5), "sst2-t5": (512, 8, 128, 5),
+    "mnli-glove": (300, 10, 128, 9), "mnli-bert": (768, 8, 128, 10), "mnli-t5": (512, 8, 128, 10),
+}
+
+
+def _paper002_encoder(d: int, heads: int, batch: int, epochs: int) -> dict[str, Any]:
+    """Paper 002 app. A.2's encoder trained from scratch (FinetuneConfig keywords): 3 layers, lr 1e-4, Adam
+    (0.9, 0.98, 1e-9) without weight decay, dropout 0.1, sinusoidal positions (eq. 2-3). Unstated, nb's choice:
+    a constant rate without warm-up (the paper names no schedule) and no gradient clipping."""
+    return dict(preset="tiny", d_model=d, n_head=heads, batch_size=batch, epochs=float(epochs), lr=1e-4,
+                adam_beta1=0.9, adam_beta2=0.98, adam_eps=1e-9, weight_decay=0.0, dropout=0.1, lr_schedule="constant",
+                warmup_ratio=0.0, grad_clip=0.0, positions="sinusoidal", encoder_options=dict(n_layer=3, d_ff=512))
+
+
+CLASSIFICATION_PRESETS: dict[str, dict[str, Any]] = {
+    f"paper002-{name}": _paper002_encoder(*row) for name, row in PAPER002_CLASSIFICATION.items()}
+# Settings given one way of two: an option setting either replaces the preset's of either (--steps over epochs).
+_ONE_OF = (("warmup", "warmup_ratio"), ("steps", "epochs"))
+
+
+def with_classification_preset(given: dict[str, Any]) -> dict[str, Any]:
+    """FinetuneConfig keywords: the options set (`given`, None-free, `preset` among them) over the paper
+    preset `preset` names, with `recipe` (its name) and `preset_overridden` (the preset values an option
+    replaced, `nbcli.train.config.preset_overrides`); an architecture preset (tiny, small, ...) passes through."""
+    from nbcli.train.config import preset_overrides
+
+    name = given.get("preset", "tiny")
+    if name not in CLASSIFICATION_PRESETS:
+        return given
+    fixed = CLASSIFICATION_PRESETS[name]
+    given = {k: v for k, v in given.items() if k != "preset"}
+    replaced = {k for pair in _ONE_OF if any(k in given for k in pair) for k in pair}
+    base = {k: v for k, v in fixed.items() if k not in replaced}
+    values = {**base, **given,
+              "encoder_options": {**fixed.get("encoder_options", {}), **given.get("encoder_options", {})}}
+    final = {**values, **{k: None for k in replaced if k not in values}}   # replaced the other way: not in effect
+    return {**values, "recipe": name, "preset_overridden": preset_overrides(fixed, final)}

@@ -68,9 +68,6 @@ class TranslationOptions:
     valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
         "Validation pairs in --corpus's forms (repeatable; default: every round(1/--val-fraction)-th pair of "
         "--corpus is held out)."))
-    d_ff: Optional[int] = option(None, "--d-ff", metavar="F", min=1, max=1 << 20, help=(
-        "Feed-forward width of every layer (default: the preset's; paper 000 app. A: 256 for IWSLT, 512 for "
-        "WMT)."))
     norm: Optional[Literal["post", "pre"]] = option(None, "--norm", help=(
         "post-LN (the papers' fairseq models, Vaswani; default) or pre-LN (+ a final LayerNorm per stack; not "
         "exportable to Marian)."))

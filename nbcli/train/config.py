@@ -84,6 +84,7 @@ class TrainConfig:
     n_layer: int = 2
     n_head: int = 4
     d_model: int = 128
+    d_ff: int = 0                 # feed-forward width; 0: 4 x d_model (the LM's; translation: task_options)
     seq_len: int = 128
     steps: int = 200
     batch_size: int = 16          # sequences per optimizer step, over all ranks and micro-steps
@@ -160,6 +161,7 @@ class TrainConfig:
             (0.0 <= self.weight_decay < float("inf"), "--weight-decay must be a finite number >= 0"),
             (0.0 <= self.grad_clip < float("inf"), "--grad-clip must be a finite number >= 0"),
             (self.n_layer >= 1, "--n-layer must be >= 1"),
+            (self.d_ff >= 0, "--d-ff must be >= 1 (0: 4 x --d-model)"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier, pretrained:FILE[:TENSOR] or pretrained:VECTORS"),
             (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),

@@ -199,7 +199,7 @@ def model_config(cfg: TrainConfig, tokenizer: Tokenizer) -> ModelConfig:
         mask_id, vocab = mask_token_id(tokenizer)
         specials = tuple(sorted(never_predicted(tokenizer) | {mask_id}))
     return ModelConfig(vocab_size=vocab, seq_len=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                       d_model=cfg.d_model, dropout=cfg.dropout, objective=cfg.objective,
+                       d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout, objective=cfg.objective,
                        tie_embeddings=cfg.tie_embeddings, output_bias=cfg.bias_init != "none",
                        mask_id=mask_id, special_ids=specials)
 
