@@ -225,6 +225,12 @@ def test_a_classification_option_wins_over_its_preset_and_is_recorded() -> None:
                                              "warmup_ratio": {"preset": 0.0, "run": None},
                                              "n_layer": {"preset": 3, "run": 2}}
     assert _expanded("tiny", lr=1e-3) == {"preset": "tiny", "lr": 1e-3}   # an architecture preset passes through
+    from nbcli.errors import ConfigError
+    from nbcli.tasks.finetune import FinetuneConfig
+
+    with pytest.raises(ConfigError, match="with_classification_preset"):
+        FinetuneConfig(preset="paper002-mnli-bert")     # not expanded: refused, not trained as something else
+    assert FinetuneConfig(**_expanded("paper002-mnli-bert")).preset == "tiny"
 
 
 def test_classification_summary_names_the_overridden_values(tmp_path: Path) -> None:
@@ -248,3 +254,11 @@ def test_classification_summary_names_the_overridden_values(tmp_path: Path) -> N
     refused = invoke("train", "classification", "--preset", "paper002-sst2-bert", "--init", bert, "--corpus", train,
                      "--out", tmp_path / "r2")
     assert refused.exit_code != 0 and "--preset paper002-sst2-bert" in refused.stderr and not (tmp_path / "r2").exists()
+
+
+def test_the_summary_table_names_each_replaced_preset_value() -> None:
+    from nbcli.tasks.lm import closing_rows
+
+    rows = closing_rows({"preset_overridden": {"adam_beta2": {"preset": 0.997, "run": 0.98}}}, str)
+    assert rows == [("preset's adam_beta2 replaced", "0.997 -> 0.98")]
+    assert closing_rows({"preset_overridden": {}}, str) == [] and closing_rows({}, str) == []

@@ -53,6 +53,7 @@ from nbcli.tasks.inference import (FORMAT, evaluate_classifier, load_classifier,
                                    predict_report, prediction_metrics, predictions)
 from nbcli.tasks.labels import Batch, LabelSet
 from nbcli.tasks.options import MAX_STEPS
+from nbcli.tasks.presets import CLASSIFICATION_PRESETS
 from nbcli.tokenizers.words import is_words_spec
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ class FinetuneConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.preset in CLASSIFICATION_PRESETS:
+            raise ConfigError(f"preset {self.preset!r} is a paper preset: nb train classification --preset expands it; "
+                              "in Python pass its values (nbcli.tasks.presets.with_classification_preset)")
         if self.init is not None and self.recipe is not None:
             raise ConfigError(f"--preset {self.recipe} builds paper 002's encoder from scratch; --init BASE brings its "
                               "own")

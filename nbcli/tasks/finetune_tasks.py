@@ -160,7 +160,7 @@ class ClassificationTask(Task):
         return evaluate_classifier(loaded, corpus, o["batch_size"])
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
-        from nbcli.tasks.lm import coverage_rows
+        from nbcli.tasks.lm import closing_rows
 
         s = summary
         best = s.get("best_val_accuracy")
@@ -174,7 +174,7 @@ class ClassificationTask(Task):
             rows.append((f"final {name}: accuracy / F1 / loss",
                          f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
         rows += [("tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"])]
-        return SummaryView(f"nb train --task {s['task']}: {s['out']}", rows + coverage_rows(s, num))
+        return SummaryView(f"nb train --task {s['task']}: {s['out']}", rows + closing_rows(s, num))
 
 
 class TaggingTask(ClassificationTask):

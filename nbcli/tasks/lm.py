@@ -118,12 +118,14 @@ class LanguageModelTask(Task):
                 ("tokens/s", num(summary["tokens_per_s"])), ("checkpoint", summary["checkpoint"])]
         if summary.get("ag_alpha0") is not None:
             rows.insert(5, ("AG alpha_0", num(summary["ag_alpha0"])))
-        return SummaryView(f"nb train: {summary['out']}", rows + coverage_rows(summary, num))
+        return SummaryView(f"nb train: {summary['out']}", rows + closing_rows(summary, num))
 
 
-def coverage_rows(summary: dict[str, Any], num: Formatter) -> list[tuple[str, str]]:
-    """--embedding-init pretrained:VECTORS: words with a vector, per embedding (every task's summary)."""
-    rows = []
+def closing_rows(summary: dict[str, Any], num: Formatter) -> list[tuple[str, str]]:
+    """The last rows of every task's summary: the preset values the run's options replaced, and for
+    --embedding-init pretrained:VECTORS the words with a vector, per embedding."""
+    rows = [(f"preset's {name} replaced", f"{b['preset']} -> {b['run']}")
+            for name, b in (summary.get("preset_overridden") or {}).items()]
     for side, c in (summary.get("embedding_coverage") or {}).items():
         share = "-" if c["matched_fraction"] is None else f"{num(100 * c['matched_fraction'], 4)} %"
         rows.append((f"{side} embedding: words with a vector",

@@ -164,7 +164,7 @@ class TranslationTask(Task):
                                       batch_size=o["batch_size"], device=o["device"], columns=o["columns"])
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
-        from nbcli.tasks.lm import coverage_rows
+        from nbcli.tasks.lm import closing_rows
 
         s = summary
         bleu, best = s.get("final_val_bleu"), s.get("best_val_bleu")
@@ -180,7 +180,7 @@ class TranslationTask(Task):
                 ("best checkpoint", s["best_checkpoint"]), ("BLEU signature", s["bleu_signature"])]
         if s.get("ag_alpha0") is not None:
             rows.insert(6, ("AG alpha_0", num(s["ag_alpha0"])))
-        return SummaryView(f"nb train --task translation: {s['out']}", rows + coverage_rows(s, num))
+        return SummaryView(f"nb train --task translation: {s['out']}", rows + closing_rows(s, num))
 
 
 def translation_tokenizers(joint: str | Path | None, source: Path | None, target: Path | None) -> tuple[Path, Path]:
