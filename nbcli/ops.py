@@ -7,6 +7,7 @@ the input's dtype and is computed in float32 (float64 for float64 input); statis
 standard deviations) are accumulated in float64 over row blocks, so no full-size copy is made.
 
     unigram_log_prior(counts, V, k)        paper 000 sec. 3      b = log p(y), add-k smoothed, padded to V
+    kl_divergence(log_p=, log_q=)          paper 000 fig. 1      KL(p || q) = sum_i p_i (log p_i - log q_i)
     matrix_norm(w, norm)                   paper 000 sec. 4.1    ||W||_F or ||W||_2 (largest singular value)
     rescale_to_norm(w, target, norm)       paper 000 sec. 4.1    W * target / ||W||
     rescale_w(w, b, norm)                  paper 000 sec. 4.1    ||W|| = ||b||_2
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -62,6 +63,32 @@ def unigram_log_prior(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> to
     counts are an error. The smoothing formula is `nbcli.counts.log_unigram`, the one place it lives.
     """
     return torch.from_numpy(log_unigram(pad_counts(counts, vocab_size), k).astype(np.float32))
+
+
+Probabilities = TypeVar("Probabilities", np.ndarray, torch.Tensor)
+
+
+def kl_divergence(*, log_p: Probabilities, log_q: Probabilities, dim: int = -1) -> Probabilities:
+    """KL(p || q) = sum_i p_i (log p_i - log q_i) along `dim`, in nats, from log-probabilities: how far p
+    is from the reference q (paper 000 fig. 1: the model's p_theta from the unigram u; app. B.3: the
+    unigram omega from p_theta; app. B.5: softmax(b) from u; paper 003 table 1). Terms with p_i = 0
+    are 0 (0 log 0 = 0, whatever q_i). The arguments are keyword-only, so a call reads which side is p.
+
+    numpy arrays in, numpy out; tensors in, a tensor out (differentiable), in the inputs' dtype;
+    `log_p` and `log_q` broadcast. When one p meets many q's (`log_p` smaller than the result, e.g.
+    [V] against [N, V]) the sum is taken as sum_i p_i log p_i - sum_i p_i log q_i, the first term
+    once, so no [N, V] copy of p's terms is made (a training loss on every position, app. B.3); there
+    log q_i must be finite where p_i = 0."""
+    xp: Any = torch if isinstance(log_p, torch.Tensor) else np
+    with np.errstate(invalid="ignore"):  # 0 * -inf where p_i = 0: the term is dropped below
+        p = xp.exp(log_p)
+        if tuple(log_p.shape) == tuple(xp.broadcast_shapes(log_p.shape, log_q.shape)):
+            return xp.where(p > 0, p * (log_p - log_q), 0.0).sum(dim)
+        if xp is torch:
+            neg_entropy = torch.special.xlogy(p, p).sum(dim)
+        else:
+            neg_entropy = np.where(p > 0, p * np.where(p > 0, log_p, 0.0), 0.0).sum(dim)
+        return neg_entropy - (p * log_q).sum(dim)
 
 
 def matrix_norm(w: torch.Tensor, norm: Norm = "fro") -> float:

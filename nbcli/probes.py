@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from nbcli.analysis.kernels import exp_, matmul
+from nbcli.ops import kl_divergence
 
 #: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
 BLOCK_FLOATS = 1 << 23
@@ -426,17 +427,6 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return x - (top + math.log(np.exp(x - top).sum()))
 
 
-def kl_divergence(log_p: np.ndarray, log_q: np.ndarray) -> float:
-    """KL(p || q) = sum_i p_i (log p_i - log q_i) in nats, from log-probabilities; p_i = 0 terms are 0."""
-    lp = np.asarray(log_p, dtype=np.float64).ravel()
-    lq = np.asarray(log_q, dtype=np.float64).ravel()
-    if lp.size != lq.size:
-        raise ValueError(f"kl_divergence: sizes differ ({lp.size} vs {lq.size})")
-    p = np.exp(lp)
-    support = p > 0
-    return float(np.sum(p[support] * (lp[support] - lq[support])))
-
-
 @dataclass(frozen=True)
 class BiasVsUnigram:
     """Paper 000 app. B.5 (figs. 11-12): how far softmax(b) is from the unigram distribution."""
@@ -454,8 +444,11 @@ def bias_vs_unigram(bias: np.ndarray, log_unigram_probs: np.ndarray) -> BiasVsUn
     """
     b = np.asarray(bias, dtype=np.float64).ravel()
     log_bias_probs = log_softmax(b)
+    log_unigram = np.asarray(log_unigram_probs, dtype=np.float64).ravel()
+    if log_unigram.size != b.size:
+        raise ValueError(f"bias_vs_unigram: sizes differ ({b.size} bias entries vs {log_unigram.size} unigram)")
     return BiasVsUnigram(
-        kl_unigram_to_bias=kl_divergence(log_unigram_probs, log_bias_probs),
-        kl_bias_to_unigram=kl_divergence(log_bias_probs, log_unigram_probs),
+        kl_unigram_to_bias=float(kl_divergence(log_p=log_unigram, log_q=log_bias_probs)),
+        kl_bias_to_unigram=float(kl_divergence(log_p=log_bias_probs, log_q=log_unigram)),
         norm=float(np.linalg.norm(b)),
     )

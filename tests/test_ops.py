@@ -60,6 +60,61 @@ def test_unigram_log_prior_rejects_longer_counts() -> None:
         ops.unigram_log_prior(np.ones(11, dtype=np.int64), 10)
 
 
+def distributions(seed: int, rows: int, width: int, zeros: int) -> np.ndarray:
+    """`rows` random distributions over `width` outcomes (float64), the first `zeros` outcomes of
+    each row at probability 0, the rest from a Dirichlet with small and large entries."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(width, 0.3), size=rows)
+    p[:, :zeros] = 0.0
+    return p / p.sum(-1, keepdims=True)
+
+
+@FAST
+@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(2, 300), st.integers(0, 1))
+def test_kl_divergence_matches_scipy(seed: int, rows: int, width: int, zeros: int) -> None:
+    """KL(p || q) per row against scipy.stats.entropy(p, q) (an independent implementation), for
+    numpy and torch inputs in both forms: one p per q (rows of terms), and one p against many q's
+    (its entropy term once); zero-probability outcomes of p count 0."""
+    from scipy.stats import entropy
+
+    p = distributions(seed, rows, width, zeros * (width // 3))
+    q = distributions(seed + 1, rows, width, 0)
+    expected = entropy(p, q, axis=-1)
+    with np.errstate(divide="ignore"):
+        log_p, log_q = np.log(p), np.log(q)
+    np.testing.assert_allclose(ops.kl_divergence(log_p=log_p, log_q=log_q), expected, rtol=1e-9, atol=1e-12)
+    got = ops.kl_divergence(log_p=torch.from_numpy(log_p), log_q=torch.from_numpy(log_q))
+    assert got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-9, atol=1e-12)
+    one_p = entropy(np.broadcast_to(p[0], q.shape), q, axis=-1)              # p[0] against every q
+    np.testing.assert_allclose(ops.kl_divergence(log_p=log_p[0], log_q=log_q), one_p, rtol=1e-9, atol=1e-12)
+    many = ops.kl_divergence(log_p=torch.from_numpy(log_p[0]).float(), log_q=torch.from_numpy(log_q).float())
+    np.testing.assert_allclose(many.double().numpy(), one_p, rtol=1e-4, atol=1e-4)
+    assert many.dtype == torch.float32
+
+
+def test_kl_divergence_reads_which_side_is_p() -> None:
+    """The direction matters (KL is not symmetric) and the call names it: KL(p || q) with p = (1, 1e-300)
+    is log(1 / q_0) to rounding; the other way round, q's second outcome is almost impossible under p,
+    and the divergence is large."""
+    log_p = np.log(np.array([1.0, 1e-300]))
+    log_q = np.log(np.array([0.25, 0.75]))
+    assert ops.kl_divergence(log_p=log_p, log_q=log_q) == pytest.approx(math.log(4))
+    assert ops.kl_divergence(log_p=log_q, log_q=log_p) > 100
+    with pytest.raises(TypeError):
+        ops.kl_divergence(log_p, log_q)  # type: ignore[misc]
+
+
+def test_kl_divergence_gradient_is_softmax_minus_p() -> None:
+    """d KL(omega || softmax(z)) / dz = softmax(z) - omega (the unigram regulariser's gradient,
+    paper 000 app. B.3), for the one-p-against-many form a training loss takes."""
+    z = torch.randn(3, 5, 7, dtype=torch.float64, requires_grad=True)
+    omega = torch.softmax(torch.randn(7, dtype=torch.float64), -1)
+    kl = ops.kl_divergence(log_p=omega.log(), log_q=torch.log_softmax(z, -1))
+    (grad,) = torch.autograd.grad(kl.sum(), z)
+    torch.testing.assert_close(grad, torch.softmax(z, -1) - omega)
+
+
 @FAST
 @given(st.integers(0, 10_000), shapes, st.sampled_from(DTYPES), st.sampled_from(["fro", "spectral"]))
 def test_rescale_w_matches_numpy_norms(seed: int, shape: tuple[int, int], dtype: torch.dtype, norm: str) -> None:

@@ -184,15 +184,6 @@ class _TokenAccumulator:
                           host(self.target_prob), host(self.target_log_prob), without or {})
 
 
-def kl_divergence(p: torch.Tensor, log_q: torch.Tensor) -> float:
-    """KL(p || q) = sum_i p_i (log p_i - log q_i) in nats (0 log 0 = 0), float64."""
-    import torch
-
-    p = p.double()
-    logp = torch.where(p > 0, p.log(), torch.zeros_like(p))
-    return float((p * (logp - log_q.double())).sum())
-
-
 def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int | None = None,
              unigram_log: torch.Tensor | None = None, adjust: torch.Tensor | None = None,
              progress: Progress | None = None, token_stats: bool = False,
@@ -204,7 +195,7 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
     same sums with logits - shift (W b_LN for paper 003 fig. 1, the output bias for paper 000 fig. 4)."""
     import torch
 
-    from nbcli.ops import unigram_log_prior
+    from nbcli.ops import kl_divergence, unigram_log_prior
 
     V = runner.vocab_size
     context = runner.context or max(len(s) for s in scored.sequences)
@@ -253,9 +244,9 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
             progress(n)
     if unigram_log is None:
         unigram_log = unigram_log_prior(scored.target_counts(V), V)
-    log_q = unigram_log.to(runner.device)
-    kl = kl_divergence(p_sum / tokens, log_q)
-    kl_wo = kl_divergence(p_sum_wo / tokens, log_q) if p_sum_wo is not None else None
+    log_q = unigram_log.to(runner.device).double()
+    kl = float(kl_divergence(log_p=(p_sum / tokens).log(), log_q=log_q))            # KL(p_bar || q), float64
+    kl_wo = float(kl_divergence(log_p=(p_sum_wo / tokens).log(), log_q=log_q)) if p_sum_wo is not None else None
     stats = acc.result({name: a.result() for name, a in acc_wo.items()}) if acc is not None else None
     return EvalResult(tokens=tokens, nll=float(nll), words=scored.words, kl_unigram=kl,
                       kl_unigram_without_ln_bias=kl_wo, token_stats=stats)

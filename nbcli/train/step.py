@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from nbcli.errors import TrainingDiverged
 from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
 from nbcli.models.output import lm_loss
+from nbcli.ops import kl_divergence
 from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
@@ -287,7 +288,7 @@ def eval_sums(logits: torch.Tensor, labels: torch.Tensor, log_u: torch.Tensor) -
         logp = F.log_softmax(logits.float(), dim=-1)                             # [N, V]
         p = logp.exp()
         nll = -logp.gather(1, labels[:, None])[:, 0]
-        kl_u = (p * (logp - log_u.float())).sum(-1)
+        kl_u = kl_divergence(log_p=logp, log_q=log_u.float())
         kl_uniform = (p * logp).sum(-1) + math.log(logits.shape[-1])
         rows = torch.stack([nll, kl_u, kl_uniform]).double().sum(-1)
     return torch.cat([rows, rows.new_tensor([labels.numel()])])

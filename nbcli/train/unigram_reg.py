@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from nbcli.ops import kl_divergence
+
 
 def unigram_kl(logits: torch.Tensor, log_unigram: torch.Tensor) -> torch.Tensor:
     """KL(omega || p_theta) at every position (paper 000 app. B.3), in nats, float32 (float64 in, float64 out):
@@ -30,10 +32,8 @@ def unigram_kl(logits: torch.Tensor, log_unigram: torch.Tensor) -> torch.Tensor:
     with 0 log 0 = 0 where omega_w = 0. `logits` [..., V], `log_unigram` [V] -> [...]. Its gradient
     with respect to z is softmax(z) - omega (sum_w omega_w = 1)."""
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    log_p = F.log_softmax(logits.to(dtype), dim=-1)
-    omega = log_unigram.to(dtype).exp()
-    neg_entropy = torch.special.xlogy(omega, omega).sum()
-    return neg_entropy - (omega * log_p).sum(-1)
+    log_p_theta = F.log_softmax(logits.to(dtype), dim=-1)
+    return kl_divergence(log_p=log_unigram.to(dtype), log_q=log_p_theta)
 
 
 def regulariser_on(step: int, reg_lambda: float, reg_steps: int) -> bool:

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbcli.lm.perplexity import Scored, evaluate, kl_divergence, tokenize_documents, windows
+from nbcli.lm.perplexity import Scored, evaluate, tokenize_documents, windows
 from nbcli.lm.runner import load_runner
 
 
@@ -87,14 +87,6 @@ def test_documents_are_scored_as_count_unigrams_counts_them(nb_lm: Path, sp_mode
     assert scored.first_from == "eos" and scored.words == 5 + 1 + 2 + 1
     assert [s.tolist() for s in scored.sequences] == [[tok.eos_id, *tok.encode(d), tok.eos_id] for d in docs]
     assert scored.target_counts(500)[tok.eos_id] == 2
-
-
-def test_kl_divergence_matches_scipy() -> None:
-    from scipy.stats import entropy
-
-    p = torch.tensor([0.5, 0.25, 0.25, 0.0])
-    q = torch.tensor([0.1, 0.2, 0.3, 0.4])
-    assert kl_divergence(p, q.log()) == pytest.approx(entropy(p.numpy(), q.numpy()))
 
 
 def test_token_stats_equal_hand_summed_forwards_with_and_without_each_shift(nb_lm: Path) -> None:
