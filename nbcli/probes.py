@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from nbcli.analysis.kernels import exp_, matmul
-from nbcli.ops import kl_divergence
+from nbcli.ops import kl_divergence, remove_direction
 
 #: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
 BLOCK_FLOATS = 1 << 23
@@ -180,11 +180,6 @@ def unit_direction(direction: np.ndarray | None) -> np.ndarray | None:
     return (v / norm).astype(np.float32)
 
 
-def remove_direction(block: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """w_i <- w_i - <w_i, u> u for each row, u a unit vector (paper 003 sec. 3.2)."""
-    return block - np.outer(block @ unit, unit)
-
-
 def _unit_rows(block: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; zero rows are dropped (their cosine is undefined)."""
     norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
@@ -269,9 +264,8 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     picked = np.sort(rng.choice(n, size=min(sample, n), replace=False))
     block = np.concatenate([float32_block(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
         np.zeros((0, int(rows.shape[1])), dtype=np.float32)
-    unit = unit_direction(remove)
-    if unit is not None:
-        block = remove_direction(block, unit)
+    if remove is not None:  # paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u, u = remove / ||remove||
+        block = remove_direction(torch.from_numpy(block), torch.from_numpy(np.asarray(remove, np.float64).ravel())).numpy()
     units = _unit_rows(block)
     cos = units @ units.T
     return cos[np.triu_indices(units.shape[0], k=1)].astype(np.float32)
