@@ -244,9 +244,9 @@ def finetune_selection(cfg: FinetuneConfig, sets: Sequence[str]) -> BestBySet:
 def classifier_forward(net: torch.nn.Module, batch: Batch, guidance: Any, rt: Any) -> tuple[torch.Tensor, None]:
     """The logits of one micro-batch under the run's autocast (the task's `nbcli.train.step.Forward`;
     classification and tagging have no attention guidance)."""
-    from nbcli.train.runtime import autocast
+    from nbcli.precision import autocast
 
-    with autocast(rt):
+    with autocast(rt.device, rt.amp_dtype):
         return net(batch.ids, batch.key_mask, batch.type_ids), None
 
 

@@ -34,6 +34,7 @@ from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
+from nbcli.precision import autocast
 from nbcli.tasks.presets import TRANSLATION_PRESETS
 from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatch, collate, conventions, input_files,
                                           tokenize_pairs, training_sentences)
@@ -47,7 +48,7 @@ from nbcli.train.callbacks import Callback
 from nbcli.train.best import BEST, BestCheckpoint, check_metric
 from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training
 from nbcli.train.rundir import check_inputs_outside, check_run_directory, write_run_files
-from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, autocast, host_sum
+from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, host_sum
 from nbcli.train.state import FORMAT
 from nbcli.train.step import eval_sums, global_micro, prediction_fields
 from nbcli.train.updates import Updates
@@ -230,7 +231,7 @@ def translation_forward(net: torch.nn.Module, batch: TranslationBatch, guidance:
     `nbcli.train.step.Forward`)."""
     enc = guidance.encoder.guided if guidance is not None and guidance.encoder is not None else None
     dec = guidance.decoder.guided if guidance is not None and guidance.decoder is not None else None
-    with autocast(rt):
+    with autocast(rt.device, rt.amp_dtype):
         logits, (enc_qks, dec_qks) = net(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask, enc, dec)
     return logits, (guidance.loss(enc_qks, dec_qks, batch) if guidance is not None else None)
 
@@ -265,7 +266,7 @@ def evaluate(model: Seq2SeqTransformer, data: PairData, conv: Conventions, cfg: 
     totals = torch.zeros(4, dtype=torch.float64, device=rt.device)
     for start in range(rt.rank * micro, n_loss, micro * rt.world):
         batch = collate(data.val_src, data.val_tgt, order[start:start + micro], conv, rt.device)
-        with autocast(rt):
+        with autocast(rt.device, rt.amp_dtype):
             logits, _ = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
         sel = batch.labels != -100
         totals += eval_sums(logits[sel], batch.labels[sel], log_u)             # float32 logits (output_logits)
@@ -275,7 +276,7 @@ def evaluate(model: Seq2SeqTransformer, data: PairData, conv: Conventions, cfg: 
     hyps: list[tuple[int, str]] = []
     for start in range(0, len(mine), 64):
         chunk = mine[start:start + 64]
-        with autocast(rt):
+        with autocast(rt.device, rt.amp_dtype):
             found = translate_ids(model, [data.val_src[i].tolist() for i in chunk], beam=opts.beam,
                                   lenpen=opts.lenpen, max_len_a=opts.max_len_a, max_len_b=opts.max_len_b)
         hyps.extend((i, target.decode(h.tokens)) for i, h in zip(chunk, found))

@@ -232,13 +232,6 @@ def _failure_from_bytes(data: bytes) -> Exception:
     return cls(message)
 
 
-def autocast(rt: Runtime) -> contextlib.AbstractContextManager[Any]:
-    """bf16 autocast when the run trains in bf16, else nothing."""
-    if rt.amp_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=rt.device.type, dtype=rt.amp_dtype)
-
-
 def synchronize(rt: Runtime) -> None:
     """Wait for queued CUDA work, so a wall-clock interval measures it."""
     if rt.device.type == "cuda":

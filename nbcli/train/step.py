@@ -29,11 +29,12 @@ from nbcli.errors import TrainingDiverged
 from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
 from nbcli.models.output import lm_loss
 from nbcli.ops import kl_divergence
+from nbcli.precision import autocast
 from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import Batch, BlockStream, TrainSampler
 from nbcli.train.guidance import Guidance, auto_alpha
-from nbcli.train.runtime import Runtime, all_reduce_sum, autocast, device_ids
+from nbcli.train.runtime import Runtime, all_reduce_sum, device_ids
 from nbcli.train.unigram_reg import unigram_kl
 
 
@@ -60,7 +61,7 @@ def lm_forward(causal: bool, label_smoothing: float | None = None) -> Forward:
     def forward(net: torch.nn.Module, batch: Batch, guidance: Guidance | None, rt: Runtime,
                 ) -> tuple[torch.Tensor | SummedCE, torch.Tensor | None]:
         guided = guidance.guided if guidance else None
-        with autocast(rt):
+        with autocast(rt.device, rt.amp_dtype):
             if label_smoothing is None:
                 out, qks = net(batch.inputs, key_mask=_key_mask(batch), guided=guided)
             else:
@@ -316,7 +317,7 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
                                   mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
                     for i, b in enumerate(blocks)]
             batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
-        with autocast(rt):
+        with autocast(rt.device, rt.amp_dtype):
             logits, _ = model(batch.inputs, key_mask=_key_mask(batch))      # float32 (model.output_logits)
         sel = batch.labels != -100
         totals += eval_sums(logits[sel], batch.labels[sel], log_u)

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from nbcli.errors import ConfigError
+from nbcli.precision import autocast
 from nbcli.train.config import build_config
-from nbcli.train.runtime import (Runtime, all_reduce_sum, autocast, model_flops_utilisation, peak_flops,
+from nbcli.train.runtime import (Runtime, all_reduce_sum, model_flops_utilisation, peak_flops,
                                  resolve_device, setup_runtime, wrap_model)
 
 
@@ -27,10 +28,14 @@ def test_single_process_runtime_and_dtype() -> None:
 
 
 def test_autocast_follows_the_runtime() -> None:
+    """Training's forwards run under nbcli.precision.autocast with the runtime's dtype (one helper
+    for nb train, eval and generate)."""
     x = torch.randn(4, 4)
-    with autocast(Runtime(torch.device("cpu"), amp_dtype=torch.bfloat16)):
+    rt = Runtime(torch.device("cpu"), amp_dtype=torch.bfloat16)
+    with autocast(rt.device, rt.amp_dtype):
         assert (x @ x).dtype == torch.bfloat16
-    with autocast(Runtime(torch.device("cpu"))):
+    rt = Runtime(torch.device("cpu"))
+    with autocast(rt.device, rt.amp_dtype):
         assert (x @ x).dtype == torch.float32
 
 
