@@ -15,18 +15,7 @@ import torch.nn.functional as F
 from nbcli.decoding.search import Hypothesis, length_limits, search
 from nbcli.decoding.kv_cache import KVCache
 from nbcli.models.seq2seq import Seq2SeqTransformer
-
-
-def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu",
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Right-padded ids [B, L] and the mask [B, L] (True on real tokens; None when no row is padded)."""
-    L = max(len(r) for r in rows)
-    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-    lengths = torch.tensor([len(r) for r in rows])
-    mask = None if bool((lengths == L).all()) else torch.arange(L)[None, :] < lengths[:, None]
-    return ids.to(device), None if mask is None else mask.to(device)
+from nbcli.padding import pad_rows
 
 
 class Seq2SeqStepper:
@@ -80,7 +69,9 @@ def translate_ids(model: Seq2SeqTransformer, sources: Sequence[Sequence[int]], *
     with greedy (beam 1) or beam search; the model is in eval mode on its device."""
     cfg = model.cfg
     device = next(model.parameters()).device
-    src, src_mask = pad_batch(sources, cfg.pad_id, device)
+    padded = pad_rows(sources, cfg.pad_id)
+    mask = padded.mask_if_padded
+    src, src_mask = padded.ids.to(device), None if mask is None else mask.to(device)
     limits = length_limits([len(s) for s in sources], max_len_a, max_len_b, cfg.max_positions)
     stepper = Seq2SeqStepper(model, src, src_mask, copies=beam, capacity=max(limits))
     return search(stepper, cfg.decoder_start_id, cfg.eos_id, limits, beam, lenpen, device)

@@ -16,7 +16,7 @@ from nbcli.corpus.records import RECORD_FORMATS, ReadStats
 from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import ConfigError, naming
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples
-from nbcli.tasks.labels import Batch, LabelSet, collected_names, is_id, label_names_option, pad_batch
+from nbcli.tasks.labels import LabelledBatch, LabelSet, collected_names, collate_labelled, is_id, label_names_option
 from nbcli.tasks.tagging import TAG_FIELD, encode_sentences, is_column, read_sentences
 from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.words import NamedTexts, files_of
@@ -70,8 +70,8 @@ class Encoded:
     def __post_init__(self) -> None:
         self.tokens = sum(len(ids) for ids, _t, _l in self.items)
 
-    def batch(self, rows: Sequence[int], pad_id: int) -> Batch:
-        return pad_batch([self.items[i] for i in rows], pad_id)
+    def batch(self, rows: Sequence[int], pad_id: int) -> LabelledBatch:
+        return collate_labelled([self.items[i] for i in rows], pad_id)
 
 
 def read_records(spec: DataSpec, inputs: Sequence[str], labelled: bool = True,

@@ -51,7 +51,7 @@ from nbcli.tasks.data import (
 )
 from nbcli.tasks.inference import (FORMAT, evaluate_classifier, load_classifier, model_outputs, predict_file,
                                    predict_report, prediction_metrics, predictions)
-from nbcli.tasks.labels import Batch, LabelSet
+from nbcli.tasks.labels import LabelledBatch, LabelSet
 from nbcli.tasks.options import MAX_STEPS
 from nbcli.tasks.presets import CLASSIFICATION_PRESETS
 from nbcli.tokenizers.words import is_words_spec
@@ -241,7 +241,7 @@ def finetune_selection(cfg: FinetuneConfig, sets: Sequence[str]) -> BestBySet:
     return select_by_sets(cfg.select_by, "val_accuracy", list(sets), SET_METRICS, cfg.data.task)
 
 
-def classifier_forward(net: torch.nn.Module, batch: Batch, guidance: Any, rt: Any) -> tuple[torch.Tensor, None]:
+def classifier_forward(net: torch.nn.Module, batch: LabelledBatch, guidance: Any, rt: Any) -> tuple[torch.Tensor, None]:
     """The logits of one micro-batch under the run's autocast (the task's `nbcli.train.step.Forward`;
     classification and tagging have no attention guidance)."""
     from nbcli.precision import autocast

@@ -27,9 +27,10 @@ import torch
 from nbcli.corpus.features import features_file_names, repeated
 from nbcli.corpus.records import Origin
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.padding import pad_rows
 from nbcli.train.runtime import to_device
 
-__all__ = ["Batch", "LabelSet", "features_label_names", "is_id", "label_names_option", "pad_batch"]
+__all__ = ["LabelSet", "LabelledBatch", "collate_labelled", "features_label_names", "is_id", "label_names_option"]
 
 
 def is_id(name: str) -> bool:
@@ -130,7 +131,7 @@ def collected_names(labels: Iterable[Any]) -> tuple[str, ...]:
 
 
 @dataclass
-class Batch:
+class LabelledBatch:
     """Padded model inputs: ids, key_mask (True on real tokens), type_ids [B, T]; labels [B]
     (classification) or [B, T] (tagging, -100 where no tag is predicted); `tokens`: the real tokens,
     counted on the host as the batch is built (no device sync to count them)."""
@@ -141,26 +142,19 @@ class Batch:
     labels: torch.Tensor
     tokens: int
 
-    def to(self, device: torch.device) -> Batch:
+    def to(self, device: torch.device) -> LabelledBatch:
         """On `device`; on CUDA copied from page-locked memory without blocking (`to_device`)."""
-        return Batch(to_device(self.ids, device), to_device(self.key_mask, device), to_device(self.type_ids, device),
-                     to_device(self.labels, device), self.tokens)
+        return LabelledBatch(to_device(self.ids, device), to_device(self.key_mask, device),
+                             to_device(self.type_ids, device), to_device(self.labels, device), self.tokens)
 
 
-def pad_batch(items: Sequence[tuple[list[int], list[int], Any]], pad_id: int) -> Batch:
-    """Right-pad (ids, type_ids, label) items to the longest: ids with `pad_id`, type ids with 0,
-    token labels with -100."""
-    T = max(len(ids) for ids, _t, _l in items)
-    ids = torch.full((len(items), T), pad_id, dtype=torch.long)
-    types = torch.zeros((len(items), T), dtype=torch.long)
-    mask = torch.zeros((len(items), T), dtype=torch.bool)
-    per_token = isinstance(items[0][2], list)
-    labels = torch.full((len(items), T), -100, dtype=torch.long) if per_token else \
-        torch.tensor([label for _i, _t, label in items], dtype=torch.long)
-    for row, (seq, type_ids, label) in enumerate(items):
-        ids[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-        types[row, :len(seq)] = torch.tensor(type_ids, dtype=torch.long)
-        mask[row, :len(seq)] = True
-        if per_token:
-            labels[row, :len(seq)] = torch.tensor(label, dtype=torch.long)
-    return Batch(ids, mask, types, labels, sum(len(seq) for seq, _t, _l in items))
+def collate_labelled(items: Sequence[tuple[list[int], list[int], Any]], pad_id: int) -> LabelledBatch:
+    """Right-pad (ids, type_ids, label) items to the longest (`nbcli.padding.pad_rows`): ids with
+    `pad_id`, type ids with 0, token labels with -100."""
+    ids = pad_rows([seq for seq, _t, _l in items], pad_id)
+    types = pad_rows([type_ids for _s, type_ids, _l in items], 0).ids
+    if isinstance(items[0][2], list):
+        labels = pad_rows([label for _s, _t, label in items], -100).ids
+    else:
+        labels = torch.tensor([label for _s, _t, label in items], dtype=torch.long)
+    return LabelledBatch(ids.ids, ids.mask, types, labels, int(ids.lengths.sum()))

@@ -30,6 +30,7 @@ import torch
 
 from nbcli.corpus.records import Pair, ReadStats, aligned_files, iter_pairs
 from nbcli.errors import ConfigError, CorpusError
+from nbcli.padding import pad_rows
 from nbcli.provenance import sha256_bytes
 from nbcli.tokenizers import Tokenizer
 from nbcli.train.data import held_out
@@ -228,26 +229,17 @@ class TranslationBatch:
     tokens: int
 
 
-def _padded(rows: list[np.ndarray], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    lengths = torch.tensor([len(r) for r in rows])
-    L = int(lengths.max())
-    out = np.full((len(rows), L), pad, np.int64)
-    for i, r in enumerate(rows):
-        out[i, :len(r)] = r
-    mask = None if bool((lengths == L).all()) else torch.arange(L)[None, :] < lengths[:, None]
-    return torch.from_numpy(out), lengths, mask
-
-
 def collate(src: Sentences, tgt: Sentences, indices: Sequence[int], conv: Conventions,
             device: torch.device) -> TranslationBatch:
     """The batch of pairs `indices`: source `ids EOS`, decoder input `start ids`, labels `ids EOS`."""
     start = np.array([conv.decoder_start_id], np.int32)
     end = np.array([conv.eos_id], np.int32)
-    s, s_len, s_mask = _padded([src[i] for i in indices], conv.pad_id)
-    t_in, t_len, t_mask = _padded([np.concatenate([start, tgt[i]]) for i in indices], conv.pad_id)
-    labels, _, _ = _padded([np.concatenate([tgt[i], end]) for i in indices], -100)
-    return TranslationBatch(src=to_device(s, device), src_mask=None if s_mask is None else to_device(s_mask, device),
-                            src_lengths=to_device(s_len, device), tgt_in=to_device(t_in, device),
+    s = pad_rows([src[i] for i in indices], conv.pad_id)
+    t = pad_rows([np.concatenate([start, tgt[i]]) for i in indices], conv.pad_id)
+    labels = pad_rows([np.concatenate([tgt[i], end]) for i in indices], -100).ids
+    s_mask, t_mask = s.mask_if_padded, t.mask_if_padded
+    return TranslationBatch(src=to_device(s.ids, device), src_mask=None if s_mask is None else to_device(s_mask, device),
+                            src_lengths=to_device(s.lengths, device), tgt_in=to_device(t.ids, device),
                             tgt_mask=None if t_mask is None else to_device(t_mask, device),
-                            tgt_lengths=to_device(t_len, device), labels=to_device(labels, device),
-                            tokens=int(t_len.sum()))
+                            tgt_lengths=to_device(t.lengths, device), labels=to_device(labels, device),
+                            tokens=int(t.lengths.sum()))

@@ -134,7 +134,7 @@ def tokenize_corpus(inputs: list[str], tokenizer: Tokenizer, objective: str, val
 
 
 @dataclass
-class Batch:
+class BlockBatch:
     inputs: torch.Tensor           # [B, T] long
     labels: torch.Tensor           # [B, T] long (-100 = no loss); for MLM the unmasked ids
     lengths: torch.Tensor | None   # [B] real tokens per row (padding at the end); None = no padding
@@ -179,10 +179,10 @@ class BlockStream:
         y[:n] = chunk[self.shift:self.shift + n]
         return x, y, n
 
-    def batch(self, blocks: list[int], device: torch.device) -> Batch:
+    def batch(self, blocks: list[int], device: torch.device) -> BlockBatch:
         xs, ys, ns = zip(*(self.block(b) for b in blocks))
         lengths = torch.tensor(ns)
-        return Batch(inputs=to_device(torch.from_numpy(np.stack(xs)), device),
+        return BlockBatch(inputs=to_device(torch.from_numpy(np.stack(xs)), device),
                      labels=to_device(torch.from_numpy(np.stack(ys)), device),
                      lengths=None if bool((lengths == self.T).all()) else to_device(lengths, device))
 

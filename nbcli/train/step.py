@@ -29,10 +29,11 @@ from nbcli.errors import TrainingDiverged
 from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
 from nbcli.models.output import lm_loss
 from nbcli.ops import kl_divergence
+from nbcli.padding import padding_mask
 from nbcli.precision import autocast
 from nbcli.probes import bias_vs_unigram
 from nbcli.train.config import TrainConfig
-from nbcli.train.data import Batch, BlockStream, TrainSampler
+from nbcli.train.data import BlockBatch, BlockStream, TrainSampler
 from nbcli.train.guidance import Guidance, auto_alpha
 from nbcli.train.runtime import Runtime, all_reduce_sum, device_ids
 from nbcli.train.unigram_reg import unigram_kl
@@ -58,7 +59,7 @@ def lm_forward(causal: bool, label_smoothing: float | None = None) -> Forward:
     With `label_smoothing` (a number) the model sums the cross-entropy of batch.labels in its forward
     instead (SummedCE: inside the compiled graph under --compile, no [B, T, V] float32 logits; issue 34);
     None: the logits (what the unigram regulariser needs)."""
-    def forward(net: torch.nn.Module, batch: Batch, guidance: Guidance | None, rt: Runtime,
+    def forward(net: torch.nn.Module, batch: BlockBatch, guidance: Guidance | None, rt: Runtime,
                 ) -> tuple[torch.Tensor | SummedCE, torch.Tensor | None]:
         guided = guidance.guided if guidance else None
         with autocast(rt.device, rt.amp_dtype):
@@ -121,7 +122,7 @@ class StepLosses:
 
 
 def micro_batches(stream: BlockStream, sampler: TrainSampler, cfg: TrainConfig, mcfg: ModelConfig, rt: Runtime,
-                  step: int, sequences: int) -> list[Batch]:
+                  step: int, sequences: int) -> list[BlockBatch]:
     """This rank's --grad-accum micro-batches of update `step`, the global batch starting at sequence
     `sequences` of the sampler's order (MLM-masked by generators seeded from (seed, step, `global_micro`))."""
     micro = cfg.batch_size // (cfg.grad_accum * rt.world)
@@ -141,7 +142,7 @@ def global_micro(cfg: TrainConfig, rt: Runtime, m: int) -> int:
     return rt.rank * cfg.grad_accum + m
 
 
-def count_labels(batches: list[Batch], rt: Runtime) -> torch.Tensor:
+def count_labels(batches: list[BlockBatch], rt: Runtime) -> torch.Tensor:
     """The number of labelled tokens in the whole update (all micro-batches, all ranks), a float32 scalar
     tensor on the device, summed there: no host round trip per micro-batch (issue 34)."""
     counts = torch.stack([(b.labels != -100).sum() for b in batches]).sum()
@@ -258,24 +259,21 @@ def generator_for(cfg: TrainConfig, *parts: int, device: torch.device | None = N
     return g
 
 
-def prepare_batch(batch: Batch, mcfg: ModelConfig, gen: torch.Generator | None, mask_rate: float) -> Batch:
+def prepare_batch(batch: BlockBatch, mcfg: ModelConfig, gen: torch.Generator | None, mask_rate: float) -> BlockBatch:
     """MLM: mask the inputs (labels become the original ids at selected positions). CLM: as is."""
     if mcfg.objective != "mlm":
         return batch
     key_mask = _key_mask(batch)
     special = device_ids(mcfg.special_ids, batch.inputs.device)   # built once per device, not per batch
     inputs, labels = mlm_mask(batch.inputs, mcfg, gen, key_mask, mask_rate, special)
-    return Batch(inputs=inputs, labels=labels, lengths=batch.lengths)
+    return BlockBatch(inputs=inputs, labels=labels, lengths=batch.lengths)
 
 
-def _key_mask(batch: Batch) -> torch.Tensor | None:
-    if batch.lengths is None:
-        return None
-    T = batch.inputs.size(1)
-    return torch.arange(T, device=batch.inputs.device)[None, :] < batch.lengths[:, None]
+def _key_mask(batch: BlockBatch) -> torch.Tensor | None:
+    return None if batch.lengths is None else padding_mask(batch.lengths, batch.inputs.size(1))
 
 
-def _lengths(batch: Batch) -> torch.Tensor:
+def _lengths(batch: BlockBatch) -> torch.Tensor:
     if batch.lengths is not None:
         return batch.lengths
     return torch.full((batch.inputs.size(0),), batch.inputs.size(1), device=batch.inputs.device)
@@ -312,11 +310,11 @@ def evaluate(model: Transformer, stream: BlockStream, cfg: TrainConfig, mcfg: Mo
         blocks = list(range(start, min(start + micro, n_blocks)))
         batch = stream.batch(blocks, rt.device)
         if mcfg.objective == "mlm":
-            rows = [prepare_batch(Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1],
+            rows = [prepare_batch(BlockBatch(batch.inputs[i:i + 1], batch.labels[i:i + 1],
                                         None if batch.lengths is None else batch.lengths[i:i + 1]),
                                   mcfg, generator_for(cfg, 0xE7A1, b, device=rt.device), cfg.mask_rate)
                     for i, b in enumerate(blocks)]
-            batch = Batch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
+            batch = BlockBatch(torch.cat([r.inputs for r in rows]), torch.cat([r.labels for r in rows]), batch.lengths)
         with autocast(rt.device, rt.amp_dtype):
             logits, _ = model(batch.inputs, key_mask=_key_mask(batch))      # float32 (model.output_logits)
         sel = batch.labels != -100

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbcli.decoding.search import beam_search, greedy_search, length_limits, normalised, search
-from nbcli.decoding.seq2seq import Seq2SeqStepper, pad_batch, translate_ids
+from nbcli.decoding.seq2seq import Seq2SeqStepper, translate_ids
 from nbcli.errors import ConfigError
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
+from nbcli.padding import pad_rows
 
 EOS, START = 0, 9
 
@@ -109,7 +110,8 @@ SOURCES = [[5, 6, 7, 2], [8, 2], [9, 10, 11, 12, 13, 2], [14, 15, 2]]
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_one_is_greedy(seed: int) -> None:
     m = tiny_model(seed)
-    src, mask = pad_batch(SOURCES, 0)
+    padded = pad_rows(SOURCES, 0)
+    src, mask = padded.ids, padded.mask_if_padded
     limits = [12] * len(SOURCES)
     greedy = greedy_search(Seq2SeqStepper(m, src, mask, 1), 1, 2, limits)
     beam = beam_search(Seq2SeqStepper(m, src, mask, 1), 1, 2, limits, beam=1, lenpen=1.0)

@@ -10,7 +10,7 @@ import torch
 from nbcli.errors import TrainingDiverged
 from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.train.config import build_config
-from nbcli.train.data import Batch
+from nbcli.train.data import BlockBatch
 from nbcli.train.runtime import Runtime
 from nbcli.train.step import count_labels, learning_rate, make_optimizer, optimizer_step, prepare_batch
 
@@ -27,13 +27,13 @@ def test_lr_schedule() -> None:
     assert learning_rate(110, linear) == 0.0
 
 
-def _model_and_batch(seed: int = 0) -> tuple[Transformer, Batch]:
+def _model_and_batch(seed: int = 0) -> tuple[Transformer, BlockBatch]:
     torch.manual_seed(seed)
     model = Transformer(ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16))
     inputs = torch.randint(0, 30, (4, 8), generator=torch.Generator().manual_seed(seed))
     labels = inputs.clone()
     labels[1, 5:] = -100                                  # unequal label counts per micro-batch
-    return model, Batch(inputs, labels, None)
+    return model, BlockBatch(inputs, labels, None)
 
 
 def _one_update(grad_accum: int) -> list[torch.Tensor]:
@@ -41,7 +41,7 @@ def _one_update(grad_accum: int) -> list[torch.Tensor]:
     cfg = build_config("tiny", grad_accum=grad_accum, batch_size=4, grad_clip=0.0, device="cpu")
     optimizer = make_optimizer(model, cfg, CPU.device)
     rows = 4 // grad_accum
-    batches = [Batch(batch.inputs[i:i + rows], batch.labels[i:i + rows], None) for i in range(0, 4, rows)]
+    batches = [BlockBatch(batch.inputs[i:i + rows], batch.labels[i:i + rows], None) for i in range(0, 4, rows)]
     losses = optimizer_step(model, model, optimizer, batches, count_labels(batches, CPU), None, 0.0, 0, cfg,
                             model.cfg, CPU)
     assert losses.ag_loss == 0.0 and losses.loss > 0
@@ -133,7 +133,7 @@ def test_an_update_copies_to_the_host_once_and_logs_the_plain_mean(monkeypatch: 
     with torch.no_grad():
         logits, _ = model(batch.inputs)
         expected = F.cross_entropy(logits.flatten(0, 1).double(), batch.labels.flatten(), ignore_index=-100)
-    batches = [Batch(batch.inputs[i:i + 1], batch.labels[i:i + 1], None) for i in range(4)]
+    batches = [BlockBatch(batch.inputs[i:i + 1], batch.labels[i:i + 1], None) for i in range(4)]
     optimizer = make_optimizer(model, cfg, CPU.device)
     copies: list[str] = []
     real_step = optimizer.step
@@ -229,9 +229,9 @@ def test_a_micro_batch_depends_on_its_place_in_the_global_batch(monkeypatch: pyt
     # the ranks take their turns in this process: no process group, so the sums stay per rank
     monkeypatch.setattr(step_module, "all_reduce_sum", lambda values, rt: values)
 
-    def draws(world: int, grad_accum: int) -> tuple[list[Batch], list[int]]:
+    def draws(world: int, grad_accum: int) -> tuple[list[BlockBatch], list[int]]:
         cfg = build_config("tiny", objective="mlm", batch_size=8, grad_accum=grad_accum, dropout=0.1, device="cpu")
-        batches: list[Batch] = []
+        batches: list[BlockBatch] = []
         seeds: list[int] = []
 
         def forward(net, batch, guidance, rt):  # noqa: ANN001, ANN202 - the step's Forward

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nbcli.errors import ConfigError
 from nbcli.train.config import build_config
-from nbcli.train.data import Batch
+from nbcli.train.data import BlockBatch
 from nbcli.train.runtime import Runtime
 from nbcli.train.step import count_labels, make_optimizer, optimizer_step
 from nbcli.train.unigram_reg import regulariser_on, unigram_kl
@@ -74,7 +74,7 @@ def test_gradcheck_with_a_finite_difference() -> None:
     assert torch.autograd.gradcheck(lambda x: unigram_kl(x, log_omega), (z,))
 
 
-def _step(model: torch.nn.Module, batches: list[Batch], reg: tuple[float, torch.Tensor] | None,
+def _step(model: torch.nn.Module, batches: list[BlockBatch], reg: tuple[float, torch.Tensor] | None,
           grad_accum: int = 1) -> None:
     cfg = build_config("tiny", grad_accum=grad_accum, batch_size=4, grad_clip=0.0, device="cpu")
     optimizer = make_optimizer(model, cfg, CPU.device)
@@ -114,7 +114,7 @@ def test_accumulated_micro_batches_make_the_same_regularised_update() -> None:
     whole, batch = _model_and_batch()
     _step(whole, [batch], (0.5, log_omega))
     split, _ = _model_and_batch()
-    _step(split, [Batch(batch.inputs[:2], batch.labels[:2], None), Batch(batch.inputs[2:], batch.labels[2:], None)],
+    _step(split, [BlockBatch(batch.inputs[:2], batch.labels[:2], None), BlockBatch(batch.inputs[2:], batch.labels[2:], None)],
           (0.5, log_omega), grad_accum=2)
     for a, b in zip(whole.parameters(), split.parameters()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
