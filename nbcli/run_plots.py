@@ -1,6 +1,6 @@
 """`nb plot-run`'s figures: curves of `nb train` runs, several overlaid, one colour per arm.
 
-The seeds of an arm (`nbcli.train.runs.group_runs`: configs equal but for the seed) are drawn as
+The seeds of an arm (`nbcli.analysis.runs.group_runs`: configs equal but for the seed) are drawn as
 their mean ± standard error (ddof 1) at the steps they all evaluated, paper 000 figs. 2-3's 5 seeds;
 validation loss and validation BLEU carry each arm's ALC over the first N updates (paper 000 sec.
 4.2, mean ± SE over its seeds) in the legend; curves logged at evaluations carry a marker at each
@@ -39,7 +39,7 @@ def plot_runs(directories: Sequence[Path], output: Path, *, group_seeds: bool = 
     from nbcli.atomic.checks import make_output_dir, remove_made
     from nbcli.outputs import guard_outputs
     from nbcli.provenance import tool_version, utc_now
-    from nbcli.train.runs import arm_table, read_runs
+    from nbcli.analysis.runs import arm_table, read_runs
 
     check_format_choice(fmt)
     if accuracy_spread not in ("sd", "se"):
@@ -147,7 +147,7 @@ def plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, str
                      options: FigureOptions | None = None, accuracy_spread: str = "sd") -> list[Path]:
     """The figures of `nb plot-run` in `out_dir` (NAME.`fmt`), committed together or not at all (one
     OutputSet); figures whose curves no run logged are skipped. `runs` are
-    `nbcli.train.runs.RunLog`s, grouped into arms (`group`); ALCs over the first `alc_steps` updates
+    `nbcli.analysis.runs.RunLog`s, grouped into arms (`group`); ALCs over the first `alc_steps` updates
     (None: the whole curve)."""
     with OutputSet() as outputs:
         try:

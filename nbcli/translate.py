@@ -1,8 +1,9 @@
 """`nb translate`: load a translation checkpoint (`nb train --task translation`) with its tokenizers and
 decode a file of source sentences, one a line, into detokenised translations in the same order.
 
-A run directory stands for its best checkpoint by validation BLEU (`best.safetensors`, paper 000
-app. A's early stopping), else its last `step-N.safetensors`. A run keeps its tokenizers beside its
+A run directory stands for its best checkpoint (`best.safetensors`, by validation BLEU unless the run
+gave --select-by: paper 000 app. A's early stopping), else its last `step-N.safetensors`
+(`nbcli.checkpoint.runs.run_checkpoint`, the rule of every reader of a run). A run keeps its tokenizers beside its
 checkpoints (`source-tokenizer.*`, `target-tokenizer.*`), so a checkpoint in a run directory needs no
 tokenizer option; `--src-tokenizer`/`--tgt-tokenizer` (or `-t` for both) name others, which must be
 the ones it was trained with (sha256 in the checkpoint's metadata).
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from nbcli.tokenizers import Tokenizer
 
 SIDES = ("source", "target")
-BEST = "best.safetensors"
 
 
 def run_tokenizer_name(side: str, tokenizer: Tokenizer) -> str:
@@ -43,23 +43,6 @@ def run_tokenizer_path(directory: Path, side: str) -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def resolve_translation_checkpoint(path: Path | str) -> Path:
-    """A checkpoint file as given; a run directory's best.safetensors, else its last step-N.safetensors."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such file or directory")
-    if not path.is_dir():
-        return path
-    if (path / BEST).is_file():
-        return path / BEST
-    from nbcli.train.runs import saved_steps
-
-    steps = saved_steps(path)
-    if not steps:
-        raise CheckpointError(f"{path}: no {BEST} or step-N.safetensors (not an nb translation run directory)")
-    return steps[max(steps)]
 
 
 @dataclass
@@ -150,10 +133,13 @@ def load_translation_model(path: Path | str, *, source_tokenizer: Path | str | N
                            target_tokenizer: Path | str | None = None, device: str = "auto") -> TranslationModel:
     """Load RUN_OR_CKPT (module docstring) for decoding: model in eval mode on `device`, tokenizers checked."""
     from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.checkpoint.runs import run_checkpoint
     from nbcli.models.seq2seq import Seq2SeqTransformer
     from nbcli.train.runtime import resolve_device
 
-    ckpt_path = resolve_translation_checkpoint(path)
+    if not Path(path).exists():
+        raise CheckpointError(f"{path}: no such file or directory")
+    ckpt_path = run_checkpoint(path)
     with open_checkpoint(ckpt_path) as ckpt:
         metadata = dict(ckpt.metadata)
         cfg = read_seq2seq_config(metadata, ckpt_path)

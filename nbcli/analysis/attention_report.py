@@ -18,11 +18,11 @@ import torch
 
 from nbcli.analysis.attention import (DEFAULT_STEPS, METRICS, Pick, closest_pattern, map_distances, parse_heads,
                                       parse_steps, pick_checkpoints, sentence_patterns)
+from nbcli.checkpoint.runs import saved_steps
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 from nbcli.figure_style import FigureOptions
 from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.train.guidance import assign_heads, pattern_token_ids
-from nbcli.train.runs import saved_steps
 
 
 def sentence_ids(tokenizer: Any, sentence: str, delimiters: bool) -> list[int]:

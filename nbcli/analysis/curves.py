@@ -1,6 +1,6 @@
 """Learning curves: the area under a validation curve (ALC, paper 000 sec. 4.2) and the mean ±
 standard error over the seeds of one arm (paper 000 figs. 2-3: 5 seeds per arm). Pure functions of
-numbers; reading run directories is `nbcli.train.runs`, drawing them `nbcli.plots`.
+numbers; reading run directories is `nbcli.analysis.runs`, drawing them `nbcli.plots`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def area_under_curve(points: Sequence[tuple[float, float]], until: float | None 
     before `until` is integrated up to its last evaluation; either way the area is divided by the
     span actually covered, so the ALC stays a mean BLEU (or loss), comparable between runs that
     were evaluated on the same steps. A single evaluation in the interval is its own ALC; none is
-    None. Points are taken in step order; they must be finite (`nbcli.train.runs` drops the NaN
+    None. Points are taken in step order; they must be finite (`nbcli.analysis.runs` drops the NaN
     loss of a diverged step before this).
     """
     pts = sorted((float(s), float(v)) for s, v in points)

@@ -1,6 +1,6 @@
 """One model runner for `nb eval` and `nb generate`: nb's own checkpoints or Hugging Face causal LMs.
 
-    runner = load_runner("run/step-200.safetensors")      # or a transformers model directory
+    runner = load_runner("run/step-200.safetensors")      # or a run directory, a transformers model directory
     runner.logits(ids, key_mask)       # [B, T, V] float32: a batch of token ids (right padding)
     last, state = runner.prefill(ids)  # [B, V] logits of the last position, and a KV-cache state
     last = runner.step(state, next_ids)  # one new token per row, attending to the cache
@@ -287,12 +287,15 @@ def load_runner(path: Path | str | Any, *, arch: str = "auto", overrides: dict[s
 
 def _open_runner(path: Path | str | Any, arch: str, overrides: dict[str, str] | None, device: str) -> Runner:
     from nbcli.checkpoint import open_checkpoint, resolve_roles
+    from nbcli.checkpoint.runs import is_run_directory, run_checkpoint
     from nbcli.resolve import local_path
     from nbcli.train.runtime import resolve_device
 
     if not isinstance(path, (str, os.PathLike)):
         return model_runner(path, arch=arch, overrides=overrides)
     path = local_path(path, "model")
+    if is_run_directory(path):  # an nb train run stands for its best checkpoint, else its last step
+        path = run_checkpoint(path)
     checkpoint = open_checkpoint(path)
     try:
         roles = resolve_roles(checkpoint, arch, overrides)

@@ -63,8 +63,8 @@ class ClassifierExportReport:
 def is_classifier_checkpoint(path: Path) -> bool:
     """Whether RUN_OR_CKPT is a run (or step-N.safetensors) of nb train --task classification|tagging."""
     from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.checkpoint.runs import run_checkpoint
     from nbcli.errors import CheckpointError
-    from nbcli.train.runs import run_checkpoint
     from nbcli.tasks.inference import FORMAT
 
     try:

@@ -5,7 +5,7 @@
                                                    table (bert, roberta, distilbert; MiniLM is bert);
                                                    the head of that family (`nbcli.models.heads`)
     an nb MLM checkpoint (step-N.safetensors)      nbcli.model's Transformer, its MLM output head unused (frozen);
-    or run directory (its last step-N)             a plain head (first-token or mean pooling)
+    or run directory (best, else last step-N)      a plain head (first-token or mean pooling)
     nothing (from scratch)                         nbcli.model's Transformer built as `nb train --objective
                                                    mlm` builds it (preset, --embedding-init: paper 002),
                                                    positions learned | sinusoidal | none
@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
+from nbcli.checkpoint.runs import run_checkpoint
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.models.heads import (FAMILIES, Classifier, EncoderFamily, EncoderSpec, Head, Pooling, family, head_dropout,
                                 init_head, set_positions)
 from nbcli.tasks import classification, tagging
-from nbcli.train.runs import run_checkpoint
 
 __all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
            "task_head"]

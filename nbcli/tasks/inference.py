@@ -114,13 +114,13 @@ class LoadedClassifier:
 
 
 def load_classifier(run_or_checkpoint: Path | str, device: str = "cpu") -> LoadedClassifier:
-    """A run directory (its last step-N) or a step-N.safetensors, with its labels (metadata) and the
-    run's tokenizer and config beside it."""
+    """A run directory (its checkpoint: `nbcli.checkpoint.runs.run_checkpoint`) or a step-N.safetensors,
+    with its labels (metadata) and the run's tokenizer and config beside it."""
+    from nbcli.checkpoint.runs import run_checkpoint
     from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.models.heads import EncoderSpec, family
     from nbcli.tasks.encoders import task_head
     from nbcli.tokenizers import load_tokenizer
-    from nbcli.train.runs import run_checkpoint
     from nbcli.train.runtime import resolve_device
     from nbcli.train.state import load_model_tensors
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nbcli.analysis.curves import area_under_curve
 from nbcli.errors import naming
 from nbcli.models.lm import ModelConfig
 from nbcli.ops import unigram_log_prior
@@ -22,7 +23,6 @@ from nbcli.train.callbacks import Callback
 from nbcli.train.init import build_model, check_pretrained_vocab, model_config
 from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training
 from nbcli.train.rundir import check_run_directory, write_run_files, write_run_tokenizer
-from nbcli.train.runs import area_under_curve
 from nbcli.train.runtime import Runtime
 from nbcli.train.state import checkpoint_metadata
 from nbcli.train.step import evaluate, lm_forward, micro_batches

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.checkpoint.runs import BEST
 from nbcli.corpus.records import COLUMN_ORDERS
 from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
@@ -45,7 +46,7 @@ from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
 from nbcli.train.callbacks import Callback
-from nbcli.train.best import BEST, BestCheckpoint, check_metric
+from nbcli.train.best import BestCheckpoint, check_metric
 from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training
 from nbcli.train.rundir import check_inputs_outside, check_run_directory, write_run_files
 from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, host_sum

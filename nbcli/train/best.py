@@ -12,9 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-BEST = "best.safetensors"   # the best checkpoint's name in a run directory
-
-
 class BestCheckpoint:
     """The best value of `key` so far and its step (the task saves that model as best.safetensors).
     Only the scheduled evaluations (every --eval-every, and at the last step) count, so a run stopped

@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from nbcli.train.best import BEST, BestCheckpoint
+from nbcli.checkpoint.runs import BEST, read_log_records
+from nbcli.train.best import BestCheckpoint
 from nbcli.train.callbacks import Callback, KeepBest, LogFile, StepHook
 from nbcli.train.rundir import create_run_directory, removed_on_failure, write_summary
-from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import Runtime, on_main_rank, process_group_closed, setup_runtime
 from nbcli.train.state import save_model
 from nbcli.train.step import make_optimizer

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.atomic import write_text_atomic
+from nbcli.checkpoint.runs import read_log_records
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.jsonsafe import load_file
 from nbcli.provenance import tool_version, utc_now
@@ -25,7 +26,6 @@ from nbcli.tokenizers import Tokenizer
 from nbcli.train import init
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import TokenData
-from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import main_process
 from nbcli.train.state import read_state
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
+from nbcli.checkpoint.runs import read_log_records
 from nbcli.errors import Interrupted
 from nbcli.train.callbacks import Callback, Events
 from nbcli.train.config import TrainConfig
 from nbcli.train.guidance import ag_alpha
 from nbcli.train.init import check_start
-from nbcli.train.runs import read_log_records
 from nbcli.train.runtime import Runtime, model_flops_utilisation, on_main_rank, peak_flops, synchronize, wrap_model
 from nbcli.train.state import resume_state, save_checkpoint, save_model
 from nbcli.train.step import (Forward, count_labels, learning_rate, optimizer_step, set_learning_rate,

@@ -143,15 +143,16 @@ def checkpoint_vectors(model: Path | str, tokenizer: Path | str | None = None) -
     """A checkpoint's input embedding (its only matrix, else its `input_embedding` role: the transplant
     reader) as word vectors: the rows of its whole-word ids (`piece_words`), in id order, under
     `tokenizer` (default: the one beside the model, `nbcli.tokenizers.model_tokenizer`). A run
-    directory stands for its last step-N.safetensors."""
+    directory stands for its checkpoint (`nbcli.checkpoint.runs.run_checkpoint`: its best, else its
+    last step)."""
+    from nbcli.checkpoint.runs import is_run_directory, run_checkpoint
     from nbcli.checkpoint.vocab import check_vocab, tokenizer_vocabulary
     from nbcli.tokenizers import load_tokenizer, model_tokenizer
-    from nbcli.train.runs import run_checkpoint
     from nbcli.transplant import source_embedding
     from nbcli.vectors.reader import WordVectors
 
     path = Path(model)
-    if path.is_dir() and any(path.glob("step-*.safetensors")):
+    if is_run_directory(path):
         path = run_checkpoint(path)
     rows, name, vocab = source_embedding(path)   # first: a file that is no checkpoint is named as such
     tok = load_tokenizer(tokenizer if tokenizer is not None else model_tokenizer(path))

@@ -13,7 +13,7 @@ import pytest
 
 from nbcli.analysis.curves import area_under_curve
 from nbcli.counts import UnigramCounts, write_counts
-from nbcli.train.runs import arm_table, read_run, read_runs, run_checkpoint, saved_steps
+from nbcli.analysis.runs import arm_table, read_run, read_runs
 
 
 def make_run(directory: Path, config: dict[str, Any] | None, *, bleu: list[tuple[int, float]] = (),
@@ -100,11 +100,3 @@ def test_arm_table_is_mean_and_standard_error_over_seeds(tmp_path: Path) -> None
     zero = table[1]
     assert zero["best_val_bleu"] == {"mean": None, "se": None, "sd": None, "n": 0}
     assert zero["alc_val_loss"] == {"mean": pytest.approx(3.0), "se": None, "sd": None, "n": 1}
-
-
-def test_saved_steps(tmp_path: Path) -> None:
-    for name in ("step-10.safetensors", "step-2.safetensors", "step-x.safetensors", "train-state.safetensors"):
-        (tmp_path / name).write_bytes(b"")
-    (tmp_path / "step-3.safetensors").mkdir()
-    assert list(saved_steps(tmp_path)) == [2, 10]
-    assert run_checkpoint(tmp_path) == tmp_path / "step-10.safetensors"

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from nbcli.cli import app
-from nbcli.train.runs import read_run
+from nbcli.analysis.runs import read_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -182,7 +182,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
 
     import nbcli.run_plots as run_plots
     from nbcli.analysis.curves import area_under_curve
-    from tests.train.test_runs import BASE, make_run
+    from tests.analysis.test_runs import BASE, make_run
 
     figures: dict[str, object] = {}
     real_save = run_plots.save_figure
@@ -271,7 +271,7 @@ def test_classifier_seeds_group_by_data_content_not_by_path_spelling(tmp_path: P
     """The same files typed relative or absolute are one arm; other training data is another arm."""
     from nbcli.tasks.data import DataSpec
     from nbcli.tasks.finetune import FinetuneConfig, finetune
-    from nbcli.train.runs import read_runs
+    from nbcli.analysis.runs import read_runs
     from tests.tasks.builders import encoder_folder, write_corpus
     from tests.tasks.test_finetune import pairs
 

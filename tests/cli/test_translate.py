@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nbcli.translate import load_translation_model, resolve_translation_checkpoint, translate_texts
+from nbcli.translate import load_translation_model, translate_texts
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 
 
@@ -37,13 +37,8 @@ def test_greedy_and_a_step_checkpoint(tmp_path: Path, translation_run: Path, par
     assert len((tmp_path / "out.en").read_text().splitlines()) == 40
 
 
-def test_resolution_of_a_run_directory(tmp_path: Path, translation_run: Path) -> None:
-    assert resolve_translation_checkpoint(translation_run).name == "best.safetensors"
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for name in ("step-2.safetensors", "step-10.safetensors"):
-        (bare / name).write_bytes(b"")
-    assert resolve_translation_checkpoint(bare).name == "step-10.safetensors"
+def test_a_run_directory_is_read_as_its_best_checkpoint(translation_run: Path) -> None:
+    assert load_translation_model(translation_run, device="cpu").path == translation_run / "best.safetensors"
 
 
 def test_invalid_utf8_names_the_line_and_writes_nothing(tmp_path: Path, translation_run: Path) -> None:

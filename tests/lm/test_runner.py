@@ -183,3 +183,21 @@ def test_bfloat16_autocast_on_cpu_is_close_to_float32(which: str, request: pytes
     assert torch.allclose(torch.stack(steps, 1), b[:, 5:], atol=0.02 * float(b.abs().max()) + 1e-3)
     if which == "nb_lm":
         assert state.keys[0].dtype == torch.bfloat16
+
+
+def test_a_run_directory_is_read_as_its_best_checkpoint_else_its_last_step(tmp_path: Path, nb_lm: Path) -> None:
+    """nb eval / generate given an nb train run: `nbcli.checkpoint.runs.run_checkpoint`'s rule, past
+    the run's other .safetensors (counts, training state)."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("step-2.safetensors", "step-10.safetensors", "counts.safetensors", "train-state.safetensors"):
+        shutil.copy(nb_lm, run / name)
+    runner = load_runner(run, device="cpu")
+    assert runner.path == run / "step-10.safetensors"
+    runner.close()
+    shutil.copy(nb_lm, run / "best.safetensors")
+    runner = load_runner(run, device="cpu")
+    assert runner.path == run / "best.safetensors"
+    runner.close()

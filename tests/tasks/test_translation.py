@@ -18,7 +18,7 @@ from nbcli.models.seq2seq import Seq2SeqConfig
 from nbcli.ops import unigram_log_prior
 from nbcli.tasks.translation import PRESETS, bleu_chrf, build_translation_config, train_translation
 from nbcli.train.rundir import read_log
-from nbcli.train.runs import area_under_curve
+from nbcli.analysis.curves import area_under_curve
 
 SMALL = dict(d_model=32, batch_size=16, eval_batches=1, eval_every=2)
 

@@ -19,7 +19,7 @@ from nbcli.tokenizers import load_tokenizer
 from nbcli.train.config import build_config
 from nbcli.tasks.language_model import train
 from nbcli.train.rundir import read_log
-from nbcli.train.runs import area_under_curve
+from nbcli.analysis.curves import area_under_curve
 
 # On the CPU whatever the machine: the assertions below hold for float32 (no bf16 autocast, no MFU).
 FAST = dict(seq_len=32, batch_size=8, eval_every=2, eval_batches=2, warmup=2, device="cpu")

@@ -1,9 +1,9 @@
-"""Reading a finished (or running) `nb train` directory without torch: its log, config and summary;
+"""Many `nb train` runs side by side, without torch: each run's curves, config and summary (`read_run`);
 runs grouped into arms (the seeds of one configuration, `group_runs`) and each arm's mean ±
 standard error of its best and ALC scores (`arm_table`, paper 000 figs. 2-3).
 
 Used by `nb plot-run`. The ALC formula (paper 000 sec. 4.2) is `nbcli.analysis.curves.area_under_curve`,
-also used by the training loop.
+also used by the training loop; a run directory's files are read by `nbcli.checkpoint.runs`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from nbcli.analysis.curves import area_under_curve, mean_standard_error
+from nbcli.checkpoint.runs import read_log_records
 from nbcli.errors import CheckpointError, ConfigError
-from nbcli.jsonsafe import JsonProblem, load_file
-from nbcli.jsonsafe import parse as parse_json
+from nbcli.jsonsafe import load_file
 
 
 @dataclass
@@ -219,58 +219,3 @@ def _json_or_empty(path: Path) -> dict[str, Any]:
         return {}
     value = load_file(path, error=ConfigError, allow_nan=True)
     return value if isinstance(value, dict) else {}
-
-
-def read_log_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a log.jsonl (none when absent); CheckpointError naming file and line for one
-    nb did not write (not UTF-8, not JSON, too deep, no integer 'step', a loss that is no number)."""
-    if not path.exists():
-        return []
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CheckpointError(f"{path}: not UTF-8 (byte {err.start})") from None
-    records = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = parse_json(line, allow_nan=True)  # json.dumps writes NaN for a NaN loss
-        except JsonProblem as err:
-            raise CheckpointError(f"{path}:{number}: not valid JSON ({err})") from None
-        if (not isinstance(record, dict) or not isinstance(record.get("step"), int)
-                or isinstance(record["step"], bool)):
-            raise CheckpointError(f"{path}:{number}: not a log record (a JSON object with an integer 'step')")
-        if not 0 <= record["step"] < 2**53:
-            raise CheckpointError(f"{path}:{number}: step {record['step']} is out of range")
-        for key, value in record.items():  # every number must be a float (plots, ALC)
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1023:
-                raise CheckpointError(f"{path}:{number}: {key!r} is out of range")
-        for key in ("val_loss", "loss"):
-            if key in record and (not isinstance(record[key], (int, float)) or isinstance(record[key], bool)):
-                raise CheckpointError(f"{path}:{number}: {key!r} is not a number")
-        records.append(record)
-    return records
-
-
-STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
-
-
-def saved_steps(run_dir: Path) -> dict[int, Path]:
-    """{step: DIR/step-N.safetensors} of the checkpoints a run directory holds, by step."""
-    found = {}
-    for path in run_dir.iterdir():
-        match = STEP_FILE.match(path.name)
-        if match and path.is_file():
-            found[int(match.group(1))] = path
-    return dict(sorted(found.items()))
-
-
-def run_checkpoint(path: Path) -> Path:
-    """An nb run directory's last step-N.safetensors (a file is returned as it is)."""
-    if path.is_file():
-        return path
-    steps = saved_steps(path)
-    if not steps:
-        raise CheckpointError(f"{path}: no step-N.safetensors in this run directory")
-    return steps[max(steps)]
