@@ -3,7 +3,6 @@
     blocks.py       BlockCounter: one block of lines (or a batch of documents) in one process
     keys.py         pure numpy: a block's parts keyed exactly and grouped, slice by slice
     table.py        ChunkTable: the token ids of each distinct part a worker has encoded (bounded)
-    certificate.py  pure: the per-line certificate of SentencePiece unigram models, and its proof
     tally.py        token ids to exact counts (small pure functions)
     long_lines.py   a byte range's lines (count_range), a line over NB_MAX_LINE_MB in pieces
     run.py          tasks, worker processes (forked or spawned) or a Dask cluster; run_task

@@ -17,7 +17,7 @@ import numpy as np
 
 from nbcli.corpus import TEXT_FORMATS, ByteRange, DocumentBatch, RowUnit, decode_lines, invalid_utf8, line_number_at
 from nbcli.corpus.records import BAD_LINE_HINT, jsonl_document
-from nbcli.counting.certificate import certified_lines
+from nbcli.tokenizers.certificate import certified_lines
 from nbcli.counting.keys import (
     keyed_parts, line_slices, long_key_texts, merge_keyed, mid_key_texts, part_keys, short_key_texts,
 )
@@ -50,7 +50,7 @@ class CountOptions:
     skip_bad_lines: bool = False
     chunked: bool = True  # False forces whole-document encoding (a reference for exactness checks)
     # SentencePiece unigram models: count from cached chunks under the per-line certificate
-    # (`nbcli.counting.certificate`) instead of encoding whole documents. Exact either way; off by
+    # (`nbcli.tokenizers.certificate`) instead of encoding whole documents. Exact either way; off by
     # default because it pays only on large corpora: slower than whole documents on 60 MB of real
     # text, faster on 1.1 GB of generated text (docs/design/counting.md).
     unigram_certificate: bool = False
@@ -160,7 +160,7 @@ class BlockCounter:
         self.options = options
         self.segmenter = counting_segmenter(tokenizer, options)
         # A segmenter with a per-line certificate (SentencePiece unigram): a line is counted from its
-        # chunks only where `certify`'s numbers prove it (`nbcli.counting.certificate`), else whole.
+        # chunks only where `certify`'s numbers prove it (`nbcli.tokenizers.certificate`), else whole.
         self.certified = callable(getattr(self.segmenter, "certify", None))
         self.table = ChunkTable(CACHE_LIMIT)
         self.eos_id, self.bos_id = document_markers(tokenizer, options)

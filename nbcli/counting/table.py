@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.counting.tally import flat_ids, weighted_bincount
+from nbcli.counting.tally import weighted_bincount
+from nbcli.tokenizers.segment import flat_ids
 
 
 def _lazy_zeros(size: int, dtype: Any) -> np.ndarray:
@@ -90,7 +91,7 @@ class ChunkTable:
         self.starts = _lazy_zeros(limit + 1, np.int32)
         self.lengths = _lazy_zeros(limit + 1, np.int32)
         self.hits = _lazy_zeros(limit + 1, np.int64)  # occurrences counted through each row
-        # Per-row certificate numbers of unigram chunks (`nbcli.counting.certificate`): margin over the
+        # Per-row certificate numbers of unigram chunks (`nbcli.tokenizers.certificate`): margin over the
         # second-best segmentation (0 where none was given: never certified), |exact best score|,
         # normalised characters.
         self.margin = _lazy_zeros(limit + 1, np.float64)

@@ -9,10 +9,11 @@ counting encode each distinct chunk of a corpus only once. Each family's rule li
 `method_reason` saying why, and counting encodes whole documents.
 
     __init__.py       Tokenizer, load_tokenizer (file, model folder or repo id), model_tokenizer
-    segment.py        the Segmenter protocol and the byte-level helpers every rule shares
+    segment.py        the Segmenter protocol and the byte-level helpers every rule shares; flat_ids
     sp_model.py       a SentencePiece .model: loading and the choice of its chunk rule
     sentencepiece.py  the proto reader and the BPE rules (default words, Llama-2 space runs)
     unigram.py        unigram models' chunks and exact lattice margins (--unigram-certificate)
+    certificate.py    pure: the per-line certificate of unigram models (when chunks' ids are the line's), its proof
     hf.py             a tokenizer.json: loading and its EOS default
     hf_rules.py       tokenizer.json families' rules (ByteLevel, Split regex, WordPiece, Metaspace)
     words.py          `words:min-freq=K[,lower]`: a word-level tokenizer.json built from training data

@@ -42,6 +42,14 @@ WS_NOT_CONTROL = "\t\n\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 SPACES = " \u2581"
 
 
+def flat_ids(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of `encoded` in one int32 array (fromiter into int32 is ~2x faster than int64) and
+    each text's number of ids."""
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    tokens = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32, count=int(lengths.sum()))
+    return tokens, lengths
+
+
 class Segmenter(Protocol):
     """One tokenizer family's chunk rule (see the module docstring)."""
 

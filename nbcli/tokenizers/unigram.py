@@ -6,7 +6,7 @@ after its first character (checked at load), the normalised line is "▁" + its 
 chunks joined by "▁" (`SentencePieceWords`' proof), and every lattice path has a boundary before
 each "▁": in exact arithmetic a line's ids are its chunks' ids alone. SentencePiece's Viterbi runs
 in float32, so counting trusts a chunk's cached ids inside a line only where the chunk's margin over
-its second-best segmentation beats the rounding the line can bring (`nbcli.counting.certificate`,
+its second-best segmentation beats the rounding the line can bring (`nbcli.tokenizers.certificate`,
 with the proof); other lines are encoded whole. The chunks are `SentencePieceWords`' byte spans
 (never cut inside: the ASCII-pair cuts are a BPE rule).
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.counting.certificate import lattice_margins
-from nbcli.counting.tally import flat_ids
+from nbcli.tokenizers.certificate import lattice_margins
+from nbcli.tokenizers.segment import flat_ids
 from nbcli.tokenizers.sentencepiece import SentencePieceWords, read_model_settings
 
 NORMAL, USER_DEFINED = 1, 4
@@ -157,7 +157,7 @@ class SentencePieceUnigram(SentencePieceWords):
 
     def certify(self, chunks: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """Each chunk's ids alone, margin (-inf: never certified), |exact best score| and
-        normalised characters (see `nbcli.counting.certificate.lattice_margins`)."""
+        normalised characters (see `nbcli.tokenizers.certificate.lattice_margins`)."""
         lattice = self.lattice()
         assert self._texts is not None and self._plain is not None
         encoded = self._sp.encode(chunks, num_threads=1)

@@ -178,7 +178,7 @@ def test_chunked_counting_is_exact_on_punctuated_text(fixture: str, lines: list[
 def test_unigram_models_count_under_the_certificate(sp_unigram_model: Path, lines: list[str]) -> None:
     """Unigram Viterbi ties depend on float sums over the whole line (3 in 200,000 lines of real
     English segment differently as chunks), so unigram lines are counted from their chunks only
-    under the per-line certificate (nbcli.counting.certificate), and whole without the cache."""
+    under the per-line certificate (nbcli.tokenizers.certificate), and whole without the cache."""
     tok = load_tokenizer(sp_unigram_model)
     assert tok.chunk_rule == "sp-unigram-certified" and "certificate" in tok.method_reason
     _chunked_equals_full(sp_unigram_model, lines)

@@ -1,4 +1,4 @@
-"""The unigram certificate (nbcli.counting.certificate) against an independent float32 emulation of
+"""The unigram certificate (nbcli.tokenizers.certificate) against an independent float32 emulation of
 SentencePiece's `Model::EncodeOptimized`, on random small lattices after a prefix of large magnitude."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from nbcli.counting.certificate import certified_lines, lattice_margins, ulp32
+from nbcli.tokenizers.certificate import certified_lines, lattice_margins, ulp32
 
 # Scores from a small set (sums tie or nearly tie often), float32 as in a model proto.
 SCORES = [-1.0, -2.0, -3.0, -0.5, -1.5, -2.5, -4.0, -3.0000002, -1.0000001, -7.25, -5.5]
