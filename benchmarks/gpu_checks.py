@@ -258,7 +258,8 @@ def dense_ag(device: str, dry: bool) -> dict[str, Any]:
     """[Delim] row errors + backward, blockwise (guidance.dense_row_errors) vs the explicit map."""
     import torch
 
-    from nbcli.train.guidance import dense_row_errors, explicit_row_errors, guided_maps, pattern_matrix
+    from nbcli.analysis.patterns import pattern_matrix
+    from nbcli.train.guidance import dense_row_errors, explicit_row_errors, guided_maps
 
     B, G, T, dh = (2, 2, 40, 8) if dry else (16, 6, 1024, 64)
     g = torch.Generator(device="cpu").manual_seed(0)

@@ -2,7 +2,7 @@
 
 Pure pieces of `nb attention-maps`: which heads (`parse_heads`), which checkpoints of a run
 (`parse_steps`, `pick_checkpoints`), the target patterns for one sentence (`sentence_patterns`, the
-matrices of `nbcli.train.guidance.pattern_matrix`, app. A.2) and how far a head's map H is from a
+matrices of `nbcli.analysis.patterns.pattern_matrix`, app. A.2) and how far a head's map H is from a
 pattern P (`map_distances`), averaged over the T query rows:
 
     l1  = 1/T sum_i sum_j |H_ij - P_ij|                      (in [0, 2]; 0 when H = P)
@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from nbcli.errors import ConfigError
-from nbcli.train.guidance import PATTERNS, pattern_matrix
+from nbcli.ops import kl_divergence
+from nbcli.analysis.patterns import PATTERNS, pattern_matrix
 
 METRICS = ("l1", "kl", "mse")
 KL_FLOOR = 1e-12
@@ -35,8 +36,7 @@ def map_distances(H: torch.Tensor, P: torch.Tensor) -> dict[str, float]:
     H, P = H.double(), P.double()
     T = H.size(0)
     l1 = (H - P).abs().sum(-1).mean()
-    ratio = torch.where(P > 0, P / H.clamp(min=KL_FLOOR), torch.ones_like(P))
-    kl = (P * ratio.log()).sum(-1).mean()
+    kl = kl_divergence(log_p=P.log(), log_q=H.clamp(min=KL_FLOOR).log()).mean()
     mse = ((H - P) ** 2).sum() / (T * T)
     return {"l1": float(l1), "kl": float(kl), "mse": float(mse)}
 

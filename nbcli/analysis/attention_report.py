@@ -18,11 +18,11 @@ import torch
 
 from nbcli.analysis.attention import (DEFAULT_STEPS, METRICS, Pick, closest_pattern, map_distances, parse_heads,
                                       parse_steps, pick_checkpoints, sentence_patterns)
+from nbcli.analysis.patterns import assign_heads, pattern_token_ids
 from nbcli.checkpoint.runs import saved_steps
 from nbcli.errors import CheckpointError, ConfigError, TokenizerError
 from nbcli.figure_style import FigureOptions
 from nbcli.models.lm import ModelConfig, Transformer
-from nbcli.train.guidance import assign_heads, pattern_token_ids
 
 
 def sentence_ids(tokenizer: Any, sentence: str, delimiters: bool) -> list[int]:
@@ -68,7 +68,7 @@ def _model_config(path: Path, metadata: dict[str, str]) -> tuple[ModelConfig, di
 
 
 def _assigned(train: dict[str, Any], mcfg: ModelConfig) -> dict[int, str]:
-    """Head -> pattern as the run's AG assigned them (`guidance.assign_heads`), {} without AG."""
+    """Head -> pattern as the run's AG assigned them (`nbcli.analysis.patterns.assign_heads`), {} without AG."""
     fraction = train.get("ag_fraction") or 0.0
     patterns = train.get("ag_patterns")
     try:

@@ -83,7 +83,8 @@ def guidance_for(n_head: int, *, fraction: float, patterns: str | Sequence[str] 
                  special_ids: Sequence[int], period_ids: Sequence[int], reduction: str) -> Guidance:
     """The `Guidance` nb train builds: heads assigned by `assign_heads`, [Delim] targets `special_ids`
     (the tokenizer's special ids but padding/unknown: `pattern_ids`), [Period] targets `period_ids`."""
-    from nbcli.train.guidance import REDUCTIONS, Guidance, assign_heads, parse_patterns
+    from nbcli.analysis.patterns import assign_heads, parse_patterns
+    from nbcli.train.guidance import REDUCTIONS, Guidance
 
     names = parse_patterns(patterns) if isinstance(patterns, str) or patterns is None else parse_patterns(",".join(patterns))
     if reduction not in REDUCTIONS:
@@ -134,7 +135,7 @@ def pattern_ids(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(special_ids, period_ids) of a transformers tokenizer, as nb train takes them from its own:
     [Delim] targets its special ids but padding/unknown (BOS/EOS, CLS/SEP included), [Period]
     targets the pieces that are "." (app. A.2; `period_piece_ids`)."""
-    from nbcli.train.guidance import delimiter_ids, period_piece_ids
+    from nbcli.analysis.patterns import delimiter_ids, period_piece_ids
 
     pad_like = {getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "unk_token_id", None)}
     specials = sorted(set(getattr(tokenizer, "all_special_ids", ())) - pad_like)

@@ -28,9 +28,10 @@ from typing import Any
 import torch
 from transformers import Trainer
 
+from nbcli.analysis.patterns import parse_patterns
 from nbcli.errors import ConfigError
 from nbcli.hf.guidance import attention_guidance_loss, capture_qk, is_causal_model, pattern_ids, qk_projections
-from nbcli.train.guidance import ag_alpha, auto_alpha, parse_alpha, parse_patterns
+from nbcli.train.guidance import ag_alpha, auto_alpha, parse_alpha
 
 AG_SOURCES = ("auto", "hooks", "attentions")
 

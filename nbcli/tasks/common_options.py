@@ -237,7 +237,8 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     """The keyword arguments of `build_config` / `build_translation_config` that the shared groups
     give (parsed: smoothing K, AG patterns and alpha), from a task's option values."""
     from nbcli.counts import parse_smoothing
-    from nbcli.train.guidance import parse_alpha, parse_patterns
+    from nbcli.analysis.patterns import parse_patterns
+    from nbcli.train.guidance import parse_alpha
 
     v = values
     alpha = parse_alpha(str(v["ag_alpha"]))

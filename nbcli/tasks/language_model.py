@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.analysis.curves import area_under_curve
+from nbcli.analysis.patterns import assign_heads, pattern_token_ids
 from nbcli.errors import naming
 from nbcli.models.lm import ModelConfig
 from nbcli.ops import unigram_log_prior
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.train.config import TrainConfig
 from nbcli.train.data import BlockStream, TrainSampler, block_prefix, tokenize_corpus, training_documents
-from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
+from nbcli.train.guidance import Guidance
 from nbcli.train.callbacks import Callback
 from nbcli.train.init import build_model, check_pretrained_vocab, model_config
 from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training

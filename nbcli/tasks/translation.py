@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
+from nbcli.analysis.patterns import assign_heads, pattern_token_ids
 from nbcli.checkpoint.runs import BEST
 from nbcli.corpus.records import COLUMN_ORDERS
 from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
@@ -43,7 +44,7 @@ from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.tokenizers.identity import identity_metadata
 from nbcli.train.config import TrainConfig, preset_overrides, with_warmup
 from nbcli.train.data import TrainSampler
-from nbcli.train.guidance import Guidance, assign_heads, pattern_token_ids
+from nbcli.train.guidance import Guidance
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
 from nbcli.train.callbacks import Callback
 from nbcli.train.best import BestCheckpoint, check_metric

@@ -121,7 +121,7 @@ class TranslationTask(Task):
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.translation import build_translation_config, train_translation
-        from nbcli.train.guidance import parse_patterns
+        from nbcli.analysis.patterns import parse_patterns
         from nbcli.tasks.common_options import common_config
 
         v = values

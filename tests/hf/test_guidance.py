@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 transformers = pytest.importorskip("transformers")  # in the test extras; never skipped in CI
 
+from nbcli.analysis.patterns import allowed_keys, assign_heads, pattern_matrix  # noqa: E402
 from nbcli.errors import ConfigError  # noqa: E402
 from nbcli.hf.guidance import attention_guidance_loss, capture_qk, right_padded_lengths  # noqa: E402
-from nbcli.train.guidance import Guidance, allowed_keys, assign_heads, pattern_matrix  # noqa: E402
+from nbcli.train.guidance import Guidance  # noqa: E402
 from tests.hf.builders import gpt2_from_nb, nb_model  # noqa: E402
 
 DELIM, PERIOD = (1, 2), (7,)

@@ -10,11 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nbcli.analysis.patterns import (allowed_keys, assign_heads, one_hot_targets, parse_patterns, pattern_matrix,
+                                     period_piece_ids)
 from nbcli.errors import ConfigError
-from nbcli.train.guidance import (
-    Guidance, ag_alpha, allowed_keys, assign_heads, auto_alpha, explicit_ag_loss, one_hot_ag_loss,
-    one_hot_targets, parse_alpha, parse_patterns, pattern_matrix, period_piece_ids,
-)
+from nbcli.train.guidance import Guidance, ag_alpha, auto_alpha, explicit_ag_loss, one_hot_ag_loss, parse_alpha
 
 
 def a2_next(n: int) -> np.ndarray:
