@@ -1,7 +1,7 @@
 """Per-token predictions against token frequency: paper 003 fig. 1 (and figs. 4-7), the change in
 each token's predicted probability when b_LN is removed, and paper 000 fig. 4, the average
 log-probability of each ground-truth token against its log-unigram probability. Arrays in,
-JSON-ready sections out; the sums come from one `nb eval` pass (`nbcli.lm.perplexity.TokenStats`).
+JSON-ready sections out; the sums (`TokenStats`) come from one `nb eval` pass (`nbcli.lm.perplexity`).
 
 Choices the papers leave to nb (documented in `nb eval --help` and docs/eval-generate.md):
 * Paper 003 fig. 1 averages "the word prediction distributions for each time step" (sec. 3.1): by
@@ -20,20 +20,37 @@ Choices the papers leave to nb (documented in `nb eval --help` and docs/eval-gen
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
-from nbcli.errors import ConfigError
 from nbcli.analysis.bins import equal_width_bins as equal_width_table
-
-if TYPE_CHECKING:
-    from nbcli.lm.perplexity import TokenStats
+from nbcli.errors import ConfigError
 
 Positions = Literal["all", "target"]
 Space = Literal["prob", "log"]
 POSITIONS: tuple[str, ...] = ("all", "target")
 SPACES: tuple[str, ...] = ("prob", "log")
+
+
+@dataclass
+class TokenStats:
+    """Per-token sums over the scored positions (float64 numpy [V]) for paper 003 fig. 1 and paper 000
+    fig. 4, as one `nb eval` pass sums them (`nbcli.lm.perplexity`). "without": with the logits shifted
+    (W b_LN, or the output bias b) before the softmax, one entry per named shift.
+
+    prob_sum[i] = sum over all positions of p(i | context); log_prob_sum likewise of log p(i | ...);
+    target_count[i] = positions whose ground-truth token is i; target_log_prob_sum[i] = sum of
+    log p(i | context) over those positions (target_prob_sum likewise of p)."""
+
+    positions: int
+    prob_sum: np.ndarray
+    log_prob_sum: np.ndarray
+    target_count: np.ndarray
+    target_prob_sum: np.ndarray
+    target_log_prob_sum: np.ndarray
+    without: dict[str, TokenStats] = field(default_factory=dict)
 
 
 def equal_width_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbcli.analysis.frequency_effects import TokenStats
 from nbcli.corpus import ReadStats, read_documents
-from nbcli.lm.perplexity import Progress, Scored, TokenStats, evaluate, kl_reference, tokenize_documents
+from nbcli.lm.perplexity import Progress, Scored, evaluate, kl_reference, tokenize_documents
 
 if TYPE_CHECKING:
     import torch

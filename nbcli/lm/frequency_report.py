@@ -22,7 +22,8 @@ from nbcli.figure_style import FigureOptions
 if TYPE_CHECKING:
     import torch
 
-    from nbcli.lm.perplexity import Scored, TokenStats
+    from nbcli.analysis.frequency_effects import TokenStats
+    from nbcli.lm.perplexity import Scored
     from nbcli.lm.runner import Runner
 
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nbcli.analysis.frequency_effects import TokenStats
 from nbcli.errors import ConfigError, CorpusError
 
 if TYPE_CHECKING:
@@ -129,25 +130,6 @@ class EvalResult:
         return {"tokens": self.tokens, "loss": self.loss, "perplexity": self.perplexity, "words": self.words,
                 "word_perplexity": self.word_perplexity, "kl_unigram": self.kl_unigram,
                 "kl_unigram_without_ln_bias": self.kl_unigram_without_ln_bias}
-
-
-@dataclass
-class TokenStats:
-    """Per-token sums over the scored positions (float64 numpy [V]), from one pass, for paper 003
-    fig. 1 and paper 000 fig. 4 (nbcli.analysis.frequency_effects). "without": with the logits
-    shifted (W b_LN, or the output bias b) before the softmax, one entry per named shift.
-
-    prob_sum[i] = sum over all positions of p(i | context); log_prob_sum likewise of log p(i | ...);
-    target_count[i] = positions whose ground-truth token is i; target_log_prob_sum[i] = sum of
-    log p(i | context) over those positions (target_prob_sum likewise of p)."""
-
-    positions: int
-    prob_sum: np.ndarray
-    log_prob_sum: np.ndarray
-    target_count: np.ndarray
-    target_prob_sum: np.ndarray
-    target_log_prob_sum: np.ndarray
-    without: dict[str, TokenStats] = field(default_factory=dict)
 
 
 class _TokenAccumulator:

@@ -13,8 +13,8 @@ from scipy.stats import sem as scipy_sem
 from scipy.stats import spearmanr
 
 from nbcli.analysis import frequency_effects as fx
+from nbcli.analysis.frequency_effects import TokenStats
 from nbcli.errors import ConfigError
-from nbcli.lm.perplexity import TokenStats
 
 
 def _reference_bins(x: np.ndarray, y: np.ndarray, bins: int) -> list[tuple[int, float, float]]:
