@@ -1,6 +1,6 @@
 """The figures of probe-bias, eval, plot-by-frequency, generate, embedding-stats and attention-maps,
 each drawn like its paper counterpart (matplotlib, an optional extra: `pip install nbcli[plot]`);
-plot-run's are `nbcli.run_plots`.
+plot-run's are `nbcli.reports.plot_run`.
 
 Every function here draws inside nb's house style and writes through `nbcli.figure_style`: one
 rcParams set (`house_style`), the object API only (no pyplot state, no display), the format from the

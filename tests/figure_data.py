@@ -1,4 +1,4 @@
-"""Fixed, seeded inputs for every figure of nbcli.plots and nbcli.run_plots: what the figure tests
+"""Fixed, seeded inputs for every figure of nbcli.plots and nbcli.reports.plot_run: what the figure tests
 draw (each format, the image comparison) without a model. Each `draw_NAME(path, options)` draws one
 figure; FIGURES maps the names to them."""
 
@@ -184,7 +184,7 @@ def runs(seeds: int = 1) -> list[Any]:
 
 def draw_run_figures(directory: Path, fmt: str = "png", options: FigureOptions | None = None,
                      seeds: int = 1) -> list[Path]:
-    from nbcli.run_plots import plot_run_figures
+    from nbcli.reports.plot_run import plot_run_figures
 
     return plot_run_figures(directory, runs(seeds), META, None, fmt, options)
 

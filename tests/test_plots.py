@@ -1,4 +1,4 @@
-"""Every figure of nbcli.plots and nbcli.run_plots in each format (PDF, SVG, PNG through Agg), checked
+"""Every figure of nbcli.plots and nbcli.reports.plot_run in each format (PDF, SVG, PNG through Agg), checked
 through the figure object (axes labels, scales, legends, error bars, markers), its file (the magic
 bytes, the provenance in the metadata) and, for two figures, against a committed baseline image."""
 
@@ -14,7 +14,8 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
-from nbcli import plots, run_plots  # noqa: E402
+from nbcli import plots  # noqa: E402
+from nbcli.reports import plot_run as run_plots  # noqa: E402
 from nbcli.errors import ConfigError  # noqa: E402
 from nbcli.figure_style import FigureOptions, figure_format, parse_figsize  # noqa: E402
 from tests import figure_data  # noqa: E402

@@ -89,7 +89,7 @@ def test_a_repo_id_names_a_model_as_on_the_command_line(tmp_path: Path, monkeypa
 
 #: The packages whose docstring is a map of their modules (the others describe themselves as a whole).
 PACKAGES = [ROOT / "nbcli" / name for name in ("checkpoint", "corpus", "counting", "decoding", "hf", "lm", "models",
-                                             "surgery", "tasks", "tokenizers")]
+                                             "reports", "surgery", "tasks", "tokenizers")]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])

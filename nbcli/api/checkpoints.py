@@ -56,7 +56,7 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
     """
     from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
-    from nbcli.probe_report import finish_report, load_probe_inputs, probe_inputs
+    from nbcli.reports.probe_bias import finish_report, load_probe_inputs, probe_inputs
 
     k = parse_smoothing(smoothing)
     zipfian_k = parse_zipfian_weights(zipfian_weights)

@@ -117,7 +117,7 @@ def attention_maps(run_dir: PathLike, sentence: str, tokenizer: PathLike, *, ste
     nearest saved checkpoints; or exact steps) or `checkpoints` of a run, each map's l1/kl/mse distance
     to each [Next]/[Prev]/[First]/[Delim]/[Period] pattern, and the figure (.pdf, .svg, .png) when
     `output` is given."""
-    from nbcli.analysis.attention_report import attention_maps_report
+    from nbcli.reports.attention_maps import attention_maps_report
 
     return Report(attention_maps_report(local_path(run_dir), sentence, local_path(tokenizer), steps=steps,
                                         checkpoints=[local_path(c) for c in checkpoints], heads=heads,

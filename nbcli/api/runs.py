@@ -29,7 +29,7 @@ def plot_runs(runs: Sequence[PathLike], output: PathLike, *, group_seeds: bool =
     best validation BLEU and loss and their ALCs over the first `alc_steps` updates, paper 000 sec. 4.2;
     classifier runs' best validation accuracy and its epoch, ± σ over seeds as paper 002 table 1, or
     the SE with `accuracy_spread` "se")."""
-    from nbcli.run_plots import plot_runs as plot
+    from nbcli.reports.plot_run import plot_runs as plot
 
     return Report(plot([local_path(r) for r in runs], local_path(output), group_seeds=group_seeds, alc_steps=alc_steps,
                        accuracy_spread=accuracy_spread))

@@ -11,6 +11,8 @@
     vocab.py    counts vs the checkpoint's tokenizer and vocabulary
     memory.py   a state dict or loaded transformers model read as a checkpoint (the Python API)
     report.py   inspect_checkpoint: `nb inspect`'s report (headers only)
+    runs.py     an nb train run directory read back: its saved steps, THE checkpoint it stands for
+                (best, else last step), its log records
 
     from nbcli.checkpoint import open_checkpoint, resolve_roles, save_tensors, write_like
 """

@@ -133,7 +133,7 @@ class MemoryCheckpoint(TensorLookup):
 
 class TensorRows:
     """A [V, d] (or [V]) in-memory tensor read by row slices as float32 numpy: the interface of
-    `nbcli.probe_report.RowReader` (info, name, shape, rows[a:b], read_all())."""
+    `nbcli.reports.probe_bias.RowReader` (info, name, shape, rows[a:b], read_all())."""
 
     def __init__(self, checkpoint: MemoryCheckpoint, name: str) -> None:
         self.info = checkpoint.info(name)

@@ -72,7 +72,7 @@ def attention_maps(
     as_json: JsonOption = False,
 ) -> None:
     """Draw attention maps of chosen heads for one sentence at chosen checkpoints of a run (0 %, 1 %, 100 % of training by default) next to paper 001's [Next]/[Prev]/[First]/[Delim]/[Period] patterns, with each map's distance to each pattern."""  # noqa: E501
-    from nbcli.analysis.attention_report import attention_maps_report
+    from nbcli.reports.attention_maps import attention_maps_report
     from nbcli.cli.console import check_table_targets, print_report
     from nbcli.outputs import model_inputs
     from nbcli.figure_style import figure_options

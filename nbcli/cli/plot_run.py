@@ -82,7 +82,7 @@ def plot_run(
     """  # noqa: E501 (one line per paragraph: help text reflows)
     from nbcli.cli.console import check_table_targets, print_report
     from nbcli.figure_style import figure_options
-    from nbcli.run_plots import plot_runs
+    from nbcli.reports.plot_run import plot_runs
 
     looks = figure_options(dpi, figsize, title)
     check_table_targets(as_json, csv, tsv, [d / "log.jsonl" for d in runs])

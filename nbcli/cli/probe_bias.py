@@ -122,7 +122,7 @@ def probe_bias(
     from nbcli.analysis.zipfian import parse_zipfian_weights
     from nbcli.counts import parse_smoothing
     from nbcli.figure_style import figure_options
-    from nbcli.probe_report import finish_report, load_probe_inputs, probe_device, report_steps, write_probe_plots
+    from nbcli.reports.probe_bias import finish_report, load_probe_inputs, probe_device, report_steps, write_probe_plots
 
     k = parse_smoothing(smoothing)
     zipfian_k = parse_zipfian_weights(zipfian_weights)
@@ -147,7 +147,7 @@ def _check_plot_dir(directory: Path, inputs: list[Path], fmt: str) -> None:
     """--plot DIR: matplotlib present, DIR writable, its figures none of the inputs; DIR is made."""
     from nbcli.checkpoint.reader import checkpoint_inputs
     from nbcli.plots import check_figure_outputs
-    from nbcli.probe_report import probe_plot_paths
+    from nbcli.reports.probe_bias import probe_plot_paths
 
     check_figure_outputs("--plot", probe_plot_paths(directory, fmt),
                          [*checkpoint_inputs(inputs[0]), *inputs[1:]], folder=directory)

@@ -14,7 +14,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from nbcli.analysis.probe_precision import tolerance_of
-from nbcli.probe_report import ProbeInputs, build_report
+from nbcli.reports.probe_bias import ProbeInputs, build_report
 
 
 def known_spectrum(seed: int, v: int, d: int, top: float = 1.0, bottom: float = 0.03) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ from nbcli import ops, probes
 from nbcli.analysis import zipfian
 from nbcli.analysis.probe_precision import tolerance_of
 from nbcli.errors import ConfigError
-from nbcli.probe_report import ProbeInputs, build_report
+from nbcli.reports.probe_bias import ProbeInputs, build_report
 
 FAST = settings(max_examples=20, deadline=None)
 

@@ -106,7 +106,7 @@ def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sampl
 
 def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while drawing a later figure leaves none of the earlier ones (one OutputSet)."""
-    import nbcli.run_plots as run_plots
+    import nbcli.reports.plot_run as run_plots
 
     original = run_plots._save_named
 
@@ -180,7 +180,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
     import numpy as np
     from matplotlib.colors import to_rgba
 
-    import nbcli.run_plots as run_plots
+    import nbcli.reports.plot_run as run_plots
     from nbcli.analysis.curves import area_under_curve
     from tests.analysis.test_runs import BASE, make_run
 

@@ -1,4 +1,4 @@
-"""nbcli.probe_report: which sections are computed from which roles, and that the numbers are the probes'."""
+"""nbcli.reports.probe_bias: which sections are computed from which roles, and that the numbers are the probes'."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from nbcli import probes
-from nbcli.probe_report import ProbeInputs, build_report, report_steps
+from nbcli.reports.probe_bias import ProbeInputs, build_report, report_steps
 
 
 @pytest.fixture()
@@ -69,7 +69,7 @@ def test_zero_b_ln_defines_no_direction(tensors: dict[str, np.ndarray]) -> None:
 
 def test_finish_report_is_the_whole_command_report(tmp_path: Path) -> None:
     from nbcli.counts import UnigramCounts, write_counts
-    from nbcli.probe_report import finish_report, load_probe_inputs
+    from nbcli.reports.probe_bias import finish_report, load_probe_inputs
     from tests.checkpoint.builders import V, gpt2_tensors, save
 
     path = save(tmp_path / "m.safetensors", gpt2_tensors())
