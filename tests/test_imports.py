@@ -25,6 +25,10 @@ another module fail, and so does `obj._name` on anything but `self`/`cls` in a m
 `_name` (an object of another module's class: `counter._add_rows`). Third-party libraries' private
 modules and names (`typer._coercion`) are not imported either, except those in ALLOWED_PRIVATE, which
 need typer pinned to a range CI tests at both ends. (`getattr(obj, "_name")` strings are not read.)
+
+Floors: every module belongs to one floor of `LAYERS` (top to bottom) and imports only its own floor
+and those below; an import back up the floors fails with its file:line, and so does a module no floor
+holds (a new room is placed in the plan when it is made).
 """
 
 from __future__ import annotations
@@ -166,6 +170,64 @@ def describe_cycles(graph: dict[str, dict[str, int]], files: dict[str, Path], ro
     return lines
 
 
+#: The floors of nbcli, top to bottom. A module belongs to the floor of the longest name listed that is
+#: it or a package above it (the package `nbcli` itself: its __init__ only); it may import modules of its
+#: own floor and of the floors below, never one above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # the faces: the CLI (one module per command) and the Python API, over everything below
+    ("faces", ("nbcli", "nbcli.__main__", "nbcli.cli", "nbcli.api")),
+    # a task's training, evaluation, inference and export (the Task seam), over the loop and the models
+    ("tasks", ("nbcli.tasks", "nbcli.translate", "nbcli.export")),
+    # one report builder per command: it loads models and runs, calls the analysis, draws the figures
+    ("reports", ("nbcli.reports",)),
+    # the training loop, the models, decoding, the LM runner with nb eval / generate's own cores
+    ("models", ("nbcli.train", "nbcli.model", "nbcli.models", "nbcli.decoding", "nbcli.lm", "nbcli.hf")),
+    # drawing: figures of the numbers below, in the house style
+    ("figures", ("nbcli.plots", "nbcli.figure_style")),
+    # pure statistics and formulas of the papers' figures and tables: arrays in, numbers out
+    ("analysis", ("nbcli.analysis", "nbcli.probes", "nbcli.translation_eval")),
+    # what is stored and read: checkpoints (and run directories), counting, surgery, word vectors
+    ("store", ("nbcli.checkpoint", "nbcli.counting", "nbcli.surgery", "nbcli.transplant", "nbcli.vectors")),
+    # the papers' pure tensor functions, on the counts' smoothing formula
+    ("formulas", ("nbcli.ops",)),
+    # the counts file and the one smoothing formula
+    ("counts", ("nbcli.counts",)),
+    # raw inputs: corpora, tokenizers, the safetensors header format
+    ("inputs", ("nbcli.corpus", "nbcli.tokenizers", "nbcli.checkpoint.format")),
+    # the floor: errors, atomic outputs, hashing, the resolver, limits, JSON, precision, padding
+    ("floor", ("nbcli.errors", "nbcli.atomic", "nbcli.outputs", "nbcli.provenance", "nbcli.resolve",
+               "nbcli.jsonsafe", "nbcli.limits", "nbcli.version", "nbcli.seeds", "nbcli.samples",
+               "nbcli.precision", "nbcli.arguments", "nbcli.tables", "nbcli.padding")),
+]
+
+
+def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]], package: str = PACKAGE) -> int | None:
+    """Index in `layers` of the floor holding `module` (longest matching name), None when none does."""
+    found: tuple[int, int] | None = None
+    for index, (_name, rooms) in enumerate(layers):
+        for room in rooms:
+            if module == room or (room != package and module.startswith(room + ".")):
+                if found is None or len(room) > found[1]:
+                    found = (index, len(room))
+    return None if found is None else found[0]
+
+
+def upward_imports(graph: dict[str, dict[str, int]], files: dict[str, Path], root: Path,
+                   layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """`file:line: module (floor) imports target (a floor above)` for each import back up `layers`,
+    and `module: on no floor` for each module no floor holds."""
+    problems = [f"{files[m].relative_to(root)}: {m} is on no floor" for m in sorted(graph)
+                if layer_of(m, layers) is None]
+    for module in sorted(graph):
+        own = layer_of(module, layers)
+        for target, line in sorted(graph[module].items()):
+            floor = layer_of(target, layers)
+            if own is not None and floor is not None and floor < own:
+                problems.append(f"{files[module].relative_to(root)}:{line}: {module} ({layers[own][0]}) imports "
+                                f"{target} ({layers[floor][0]}, a floor above)")
+    return problems
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -256,6 +318,22 @@ def test_nbcli_has_no_import_cycles() -> None:
     if problems:
         pytest.fail("import circles in nbcli/ (place the shared code where both can import it):\n"
                     + "\n".join(problems), pytrace=False)
+
+
+def test_no_import_runs_back_up_the_floors() -> None:
+    problems = upward_imports(import_graph(ROOT), module_files(ROOT), ROOT, LAYERS)
+    if problems:
+        pytest.fail("imports back up the floors of nbcli/ (LAYERS; move the shared code down to a floor both "
+                    "can import):\n" + "\n".join(problems), pytrace=False)
+
+
+def test_an_upward_edge_in_nbcli_is_found() -> None:
+    """The floors test on the real package fails when one import runs up: the error module (the
+    floor) importing the CLI's train command, as a lazy import would add it."""
+    graph, files = import_graph(ROOT), module_files(ROOT)
+    graph["nbcli.errors"] = {**graph["nbcli.errors"], "nbcli.cli.train": 7}
+    assert upward_imports(graph, files, ROOT, LAYERS) == [
+        "nbcli/errors.py:7: nbcli.errors (floor) imports nbcli.cli.train (faces, a floor above)"]
 
 
 #: The only private names of a library nb uses: typer's conversion internals, which keep plain option
@@ -353,4 +431,26 @@ def test_private_uses_are_found(tmp_path: Path) -> None:
         "nbcli/c.py:6: other._z (not defined in this module)",
         "nbcli/c.py:9: param._hidden (not defined in this module)",
         "nbcli/d.py:1: from nbcli.a import _x",
+    ]
+
+
+def test_upward_imports_are_found(tmp_path: Path) -> None:
+    """On a planted package with three floors: an import down or within a floor passes; one up fails
+    (at module level, lazily inside a function, under TYPE_CHECKING), naming file:line; a module on no
+    floor is named."""
+    root = _plant(tmp_path, {
+        "__init__.py": "",
+        "top/__init__.py": "", "top/face.py": "from nbcli.mid import work\nfrom nbcli.top import other\n",
+        "top/other.py": "import nbcli.low\n",
+        "mid/__init__.py": "", "mid/work.py": "def f():\n    from nbcli.top.face import x\n",
+        "mid/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nbcli.top import other\n",
+        "low.py": "import nbcli.mid.work\n", "stray.py": "",
+    })
+    layers = [("top", ("nbcli", "nbcli.top")), ("mid", ("nbcli.mid",)), ("low", ("nbcli.low",))]
+    assert layer_of("nbcli.top.face", layers) == 0 and layer_of("nbcli.stray", layers) is None
+    assert upward_imports(import_graph(root), module_files(root), root, layers) == [
+        "nbcli/stray.py: nbcli.stray is on no floor",
+        "nbcli/low.py:1: nbcli.low (low) imports nbcli.mid.work (mid, a floor above)",
+        "nbcli/mid/typed.py:3: nbcli.mid.typed (mid) imports nbcli.top.other (top, a floor above)",
+        "nbcli/mid/work.py:2: nbcli.mid.work (mid) imports nbcli.top.face (top, a floor above)",
     ]
