@@ -118,6 +118,6 @@ def to_pandas(records: list[dict[str, Any]]) -> Any:
     try:
         import pandas
     except ImportError:
-        raise ConfigError("to_pandas() needs pandas: pip install pandas (to_records() gives the same rows "
+        raise ConfigError("to_pandas() needs pandas: pip install 'nbcli[pandas]' (to_records() gives the same rows "
                           "as a list of dicts)") from None
     return pandas.DataFrame.from_records(records)

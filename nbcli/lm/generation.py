@@ -189,7 +189,7 @@ def mauve_score(human: Sequence[str], generated: Sequence[str], featurizer: str 
     try:
         import mauve  # type: ignore[import-not-found]
     except ImportError:
-        return None, "absent: mauve-text is not installed (pip install mauve-text)"
+        return None, "absent: mauve-text is not installed (pip install 'nbcli[mauve]')"
     if not featurizer:
         return None, "absent: no featurizer named (--mauve-featurizer MODEL, e.g. a local gpt2-large)"
     out = mauve.compute_mauve(p_text=list(human), q_text=list(generated), featurize_model_name=featurizer,
