@@ -10,12 +10,11 @@ embedding of a translation model; the rows a transplant fills for one target tok
                                .generate_state(1, uint64)[0] >> 1
 
 where sha256_32(s) is the first 4 bytes (little-endian) of the SHA-256 of s's UTF-8 bytes. So two
-tensors (the source and the target embedding of a translation model, whose draws were one before
-issue 40) never share a stream, nor does one tensor's Xavier draw share the stream of its permutation,
+tensors (the source and the target embedding of a translation model) never share a stream, nor does one tensor's Xavier draw share the stream of its permutation,
 and the same `--seed` gives bit-identical tensors on every machine and in every run (the derivation
 uses no Python `hash`, which is salted per process). The roles nb uses are named where they are drawn
 (`nbcli.train.init.draw_seed`, `nbcli.transplant.transplant_rows`); the one embedding of an LM or
-encoder keeps `--seed` itself, as before (its fixed-seed runs are unchanged).
+encoder is drawn from `--seed` itself.
 """
 
 from __future__ import annotations

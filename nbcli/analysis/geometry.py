@@ -19,12 +19,10 @@ device, float64 where the whitening needs it.
   partition functions, the whitened rows' norms, mean cosines, projections on the frequency
   direction and its weighted share, without a whitened copy of W.
 
-Before this module, the same numbers took four eigendecompositions and nine V d^2 products over
-seven passes (W^T W twice and the whitened rows' once, the weighted covariance and the whitening
-twice in float64, the partition logits of W twice and of the whitened rows once); now three (and
-two eigenvalue-only ones for Yokoi et al.'s uniform scores), each needed by its own statistic, and
-four products (issue 44: only the weighted scatter's in float64; `nbcli.analysis.probe_precision`
-says which precision each statistic uses and its tolerance). The block kernels and eigensolvers are `nbcli.analysis.kernels` (numpy's
+So the statistics take three eigendecompositions (and two eigenvalue-only ones for Yokoi et al.'s
+uniform scores), each needed by its own statistic, and four V d^2 products, only the weighted
+scatter's in float64 (`nbcli.analysis.probe_precision` says which precision each statistic uses and
+its tolerance). The block kernels and eigensolvers are `nbcli.analysis.kernels` (numpy's
 BLAS and LAPACK on the CPU).
 """
 

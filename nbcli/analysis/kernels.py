@@ -36,7 +36,7 @@ def cpu_threads(threads: int | None) -> Iterator[None]:
     """At most `threads` threads for torch and for numpy's BLAS / LAPACK (threadpoolctl) while the
     block is run, both restored afterwards; None leaves both libraries as they are. `nb probe-bias
     --threads N` (default: every core): a fixed count, so a result's speed does not depend on what
-    else the machine runs when it starts (issue 44 replaced a count read from the load average)."""
+    else the machine runs when it starts (not a count read from the load average)."""
     if threads is None:
         yield
         return

@@ -1,5 +1,5 @@
 """Which precision each `nb probe-bias` statistic is computed in, and its documented tolerance
-against an all-float64 computation (issue 44): the `precision` section of the report.
+against an all-float64 computation: the `precision` section of the report.
 
 Every statistic reads W by row blocks converted to float32 and sums over blocks in float64; the
 d x d algebra (eigendecompositions, Sigma^(-1/2)) is float64 (`nbcli.analysis.geometry`). Of the

@@ -10,7 +10,7 @@ either side. So the line is read in pieces of PIECE_BYTES, each piece cut at the
 the part before it counted (a continuation is split as the document "x" + part and the chunk of
 "x" dropped; refused unless that first chunk is exactly the chunks of "x" alone), the rest carried
 into the next piece. Memory stays about the cap; a line with no such space for the cap's length is
-refused as before. The counts equal those of the line counted whole (tests/counting: every family).
+refused, as a line read whole would be. The counts equal those of the line counted whole (tests/counting: every family).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _count_part(counter: BlockCounter, err: LineTooLong, part: bytes, first: boo
     else:  # a continuation: split as a document "x" + text, whose first chunk is the "x"
         chunks = counter.segmenter.split(["x" + text])
         if chunks[:1] != counter.segmenter.split(["x"]):
-            raise err  # "x" did not stay a chunk of its own: no cut here after all, refuse as before
+            raise err  # "x" did not stay a chunk of its own: no cut here after all, refuse the line
         chunks = chunks[1:]
     block = Counter(chunks)
     keys = list(block)

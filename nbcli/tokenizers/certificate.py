@@ -1,4 +1,4 @@
-"""The per-word certificate of SentencePiece unigram models (issue 24): pure functions, arrays in,
+"""The per-word certificate of SentencePiece unigram models: pure functions, arrays in,
 arrays out.
 
 A unigram model segments a line by Viterbi over the lattice of its normalised text

@@ -8,8 +8,8 @@ the file was written does not enter it, so a tokenizer re-saved by transformers'
 keeps its fingerprint while its bytes (and sha256) change.
 
 Counts files, nb checkpoints and transplanted embeddings record the tokenizer they were made with
-(`identity_metadata`): its fingerprint (`nb.tokenizer_fingerprint`) and, as before, its file's
-sha256 (`nb.tokenizer_sha256`). Files from an older nb record only the sha256; `compare` then falls
+(`identity_metadata`): its fingerprint (`nb.tokenizer_fingerprint`) and its file's sha256
+(`nb.tokenizer_sha256`). Files from an older nb record only the sha256; `compare` then falls
 back to the sha256 (equal bytes), and says so (`Match.by`). Whether a vocabulary fits a model is
 decided in one place, `nbcli.checkpoint.vocab.check_vocab`.
 """

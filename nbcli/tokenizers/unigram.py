@@ -1,5 +1,5 @@
 """SentencePiece unigram models with the default settings: chunks between ASCII spaces, each with
-its certificate (issue 24).
+its certificate (`nbcli.tokenizers.certificate`).
 
 With `split_by_whitespace`, `add_dummy_prefix`, `remove_extra_whitespaces` and no piece holding "▁"
 after its first character (checked at load), the normalised line is "▁" + its space-delimited

@@ -17,9 +17,6 @@ Units of L_AG (`reduction`, `--ag-reduction`):
   batch (so B does not change it). Each group's term is k_g T^2 times its "mse" term (at T = 128 and one
   head, 16384x): alpha_0 must shrink by the same factor.
 
-(nb before issue 13 divided eq. 2 by the real row count n_b and summed heads: "frobenius" / T. Not
-kept: it is neither the paper's printed form nor its code's.)
-
 The total loss is L_LM + alpha_t L_AG (eq. 4). alpha_t (`ag_alpha`): held at alpha_0 for
 `hold_steps` (the release's `linear_schedule_for_scale`, 20000 steps there), then decayed linearly to
 0 at `decay_steps`; hold 0 is the paper's text ("linearly decay alpha_t from alpha_0 to 0"), nb's

@@ -14,11 +14,10 @@
   statistics, eq. 4 another tensor's, or explicit: `surgery.standardise_to`, the patch-checkpoint
   function), Zipfian-whitened first if asked (Yokoi et al. 2024, `ops.zipfian_whiten` under the add-k
   unigram of the training counts), and/or shuffled (sec. 3.4, rows / rows-columns / elements: `ops.shuffle_embeddings`).
-  The draws are seeded by --seed itself for the one embedding of an LM or encoder (as always: their
-  fixed-seed runs are unchanged); a model with several embeddings names each one's role ("source_embedding",
+  The draws are seeded by --seed itself for the one embedding of an LM or encoder; a model with several embeddings names each one's role ("source_embedding",
   "target_embedding", "shared_embedding" in a translation model) and each draw (the Xavier matrix, the
   --missing xavier rows, the permutation) then has its own stream, `nbcli.seeds.stream_seed(--seed, ROLE,
-  "xavier"|"missing"|"shuffle")`, so distinct tensors never get the same draw (issue 40).
+  "xavier"|"missing"|"shuffle")`, so distinct tensors never get the same draw.
 
 `build_model` applies them to a fresh `nbcli.models.lm.Transformer` (GPT-2 init) for `nb train`.
 """

@@ -57,7 +57,7 @@ Forward = Callable[[torch.nn.Module, Any, "Guidance | None", Runtime],
 def lm_forward(causal: bool, label_smoothing: float | None = None) -> Forward:
     """The decoder-only / MLM forward: logits of batch.inputs (under autocast), AG loss of its guided heads.
     With `label_smoothing` (a number) the model sums the cross-entropy of batch.labels in its forward
-    instead (SummedCE: inside the compiled graph under --compile, no [B, T, V] float32 logits; issue 34);
+    instead (SummedCE: inside the compiled graph under --compile, no [B, T, V] float32 logits);
     None: the logits (what the unigram regulariser needs)."""
     def forward(net: torch.nn.Module, batch: BlockBatch, guidance: Guidance | None, rt: Runtime,
                 ) -> tuple[torch.Tensor | SummedCE, torch.Tensor | None]:
@@ -144,7 +144,7 @@ def global_micro(cfg: TrainConfig, rt: Runtime, m: int) -> int:
 
 def count_labels(batches: list[BlockBatch], rt: Runtime) -> torch.Tensor:
     """The number of labelled tokens in the whole update (all micro-batches, all ranks), a float32 scalar
-    tensor on the device, summed there: no host round trip per micro-batch (issue 34)."""
+    tensor on the device, summed there: no host round trip per micro-batch."""
     counts = torch.stack([(b.labels != -100).sum() for b in batches]).sum()
     return all_reduce_sum(counts.to(device=rt.device, dtype=torch.float32), rt)
 
