@@ -89,8 +89,8 @@ def main() -> None:
     import transformers
     from transformers.utils import logging as hf_logging
 
-    from nbcli.decoding.seq2seq import pad_batch
     from nbcli.export import export_checkpoint
+    from nbcli.padding import pad_rows
     from nbcli.translate import load_translation_model, source_ids, translate_texts
 
     hf_logging.set_verbosity_error()
@@ -121,9 +121,9 @@ def main() -> None:
             with torch.no_grad():
                 for start in range(0, len(order), args.batch_size):
                     chunk = order[start:start + args.batch_size]
-                    src, mask = pad_batch([ids[i] for i in chunk], tm.cfg.pad_id)
-                    src, mask = src.to(device), None if mask is None else mask.to(device)
-                    out = hf.generate(input_ids=src, attention_mask=None if mask is None else mask.long(),
+                    padded = pad_rows([ids[i] for i in chunk], tm.cfg.pad_id)
+                    src, mask = padded.ids.to(device), padded.mask.to(device)
+                    out = hf.generate(input_ids=src, attention_mask=mask.long(),
                                       num_beams=beam, length_penalty=1.0, early_stopping=True, do_sample=False,
                                       max_new_tokens=args.new_tokens)
                     for i, row in zip(chunk, out.tolist()):
