@@ -174,14 +174,15 @@ def describe_cycles(graph: dict[str, dict[str, int]], files: dict[str, Path], ro
 #: it or a package above it (the package `nbcli` itself: its __init__ only); it may import modules of its
 #: own floor and of the floors below, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # the faces: the CLI (one module per command) and the Python API, over everything below
-    ("faces", ("nbcli", "nbcli.__main__", "nbcli.cli", "nbcli.api")),
+    # the faces: the CLI (one module per command), the Python API, and sweeps of its calls (nb reproduce / sweep)
+    ("faces", ("nbcli", "nbcli.__main__", "nbcli.cli", "nbcli.api", "nbcli.sweeps")),
     # a task's training, evaluation, inference and export (the Task seam), over the loop and the models
     ("tasks", ("nbcli.tasks", "nbcli.translate", "nbcli.export")),
     # one report builder per command: it loads models and runs, calls the analysis, draws the figures
     ("reports", ("nbcli.reports",)),
-    # the training loop, the models, decoding, the LM runner with nb eval / generate's own cores
-    ("models", ("nbcli.train", "nbcli.model", "nbcli.models", "nbcli.decoding", "nbcli.lm", "nbcli.hf")),
+    # the training loop and its trackers, the models, decoding, the LM runner with nb eval / generate's cores
+    ("models", ("nbcli.train", "nbcli.trackers", "nbcli.model", "nbcli.models", "nbcli.decoding", "nbcli.lm",
+                "nbcli.hf")),
     # drawing: figures of the numbers below, in the house style
     ("figures", ("nbcli.plots", "nbcli.figure_style")),
     # pure statistics and formulas of the papers' figures and tables: arrays in, numbers out
@@ -194,10 +195,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("counts", ("nbcli.counts",)),
     # raw inputs: corpora, tokenizers, the safetensors header format
     ("inputs", ("nbcli.corpus", "nbcli.tokenizers", "nbcli.checkpoint.format")),
-    # the floor: errors, atomic outputs, hashing, the resolver, limits, JSON, precision, padding
+    # the floor: errors, atomic outputs, hashing, the resolver, limits, JSON, precision, padding, the Dask cluster
     ("floor", ("nbcli.errors", "nbcli.atomic", "nbcli.outputs", "nbcli.provenance", "nbcli.resolve",
                "nbcli.jsonsafe", "nbcli.limits", "nbcli.version", "nbcli.seeds", "nbcli.samples",
-               "nbcli.precision", "nbcli.arguments", "nbcli.tables", "nbcli.padding")),
+               "nbcli.precision", "nbcli.arguments", "nbcli.tables", "nbcli.padding", "nbcli.cluster")),
 ]
 
 

@@ -19,7 +19,7 @@ def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple
     if importlib.util.find_spec("matplotlib") is None:
         return [], ["no figures: they need matplotlib (pip install 'nbcli[plot]')"]
     from nbcli.sweeps.kinds import ANALYSES
-    from nbcli.run_plots import plot_runs
+    from nbcli.reports.plot_run import plot_runs
 
     figures = out / plan.recipe.id / "figures"
     files: list[str] = []

@@ -70,7 +70,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def _log(run: Path, key: str) -> list[tuple[int, float]]:
-    from nbcli.train.runs import read_log_records
+    from nbcli.checkpoint.runs import read_log_records
 
     return [(r["step"], float(r[key])) for r in read_log_records(run / "log.jsonl")
             if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool) and math.isfinite(r[key])]
@@ -98,7 +98,7 @@ def run_value(metric: Metric, run: Path, record: Mapping[str, Any], alc_steps: i
     elif source == "summary":
         value = lookup(_json(run / "summary.json"), key)
     elif source == "alc":
-        from nbcli.train.runs import read_run
+        from nbcli.analysis.runs import read_run
 
         value = read_run(run).alc(key, alc_steps)     # nb plot-run's ALC (paper 000 sec. 4.2)
     else:
