@@ -185,7 +185,7 @@ def test_ffn_512_fits_table_5s_parameter_counts(experiment: str) -> None:
     embeddings, the layers and the classifier (translation: untied source, target and output matrices)."""
     import torch
 
-    from nbcli.model import ModelConfig, Transformer
+    from nbcli.models.lm import ModelConfig, Transformer
     from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 
     millions, vocab, labels = TABLE5_PARAMETERS[experiment]
