@@ -467,6 +467,11 @@ _nb() {
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 paper001-roberta-8-mlm paper001-roberta-8-ag paper001-roberta-12-mlm paper001-roberta-12-ag paper001-roberta-16-mlm paper001-roberta-16-ag paper001-roberta-8-mlm-fil paper001-roberta-8-ag-fil paper001-roberta-12-mlm-fil paper001-roberta-12-ag-fil paper001-roberta-16-mlm-fil paper001-roberta-16-ag-fil paper001-roberta-8-mlm-om paper001-roberta-8-ag-om paper001-roberta-12-mlm-om paper001-roberta-12-ag-om paper001-roberta-16-mlm-om paper001-roberta-16-ag-om)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
                 '--valid[Validation documents (repeatable; files, directories, globs in --corpus’s format]:value: ' \
+                '--norm[post-LN, x <- LN(x + F(x)) (Vaswani, fairseq, BERT, PyTorch’s nn.Transformer: th]:value:(post pre)' \
+                '--positions[sinusoidal (Vaswani sec. 3.5, fixed), learned, or none (paper 002 table 3’s ’Pos]:value:(sinusoidal learned none)' \
+                '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
+                '--no-scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
+                '--init-scheme[The non-embedding weights’ initialisation (biases 0, LayerNorm gains 1): gpt2 = ]:value:(gpt2 xavier fairseq)' \
                 '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
                 '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
@@ -507,10 +512,6 @@ _nb() {
                 '--columns[Which column of a .tsv/.csv is which, since a TSV has no language names: src,tgt]:value:(src,tgt tgt,src)' \
                 '--src-tokenizer[The source side’s tokenizer (with --tgt-tokenizer, instead of -t).]:path:_files' \
                 '--tgt-tokenizer[The target side’s tokenizer (its EOS ends sentences; its BOS, else EOS, starts t]:path:_files' \
-                '--norm[post-LN (the papers’ fairseq models, Vaswani; default) or pre-LN (+ a final Laye]:value:(post pre)' \
-                '--positions[sinusoidal (Vaswani; default), learned, or none (paper 002 table 3’s ’Pos.: no’)]:value:(sinusoidal learned none)' \
-                '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
-                '--no-scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \
                 '--share-embeddings[all = one matrix for source, target and output (fairseq --share-all-embeddings; ]:value:(auto all decoder none)' \
                 '--freeze-embeddings[Keep the token embeddings (and a W tied to them) at their initial values (paper ]' \
                 '--valid-beam[Beam size of the validation BLEU decoded during training, and only of it (--beam]:value: ' \

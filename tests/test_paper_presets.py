@@ -106,6 +106,7 @@ def test_paper002_translation_presets_are_app_a2_and_table_5(experiment: str) ->
     assert (cfg.steps, cfg.eval_every) == (epochs * per_epoch, per_epoch)
     assert cfg.task_options["select_by"] == "val_loss"
     assert (cfg.task_options["positions"], cfg.task_options["scale_embedding"]) == ("sinusoidal", True)  # eq. 2-3
+    assert cfg.task_options["init_scheme"] == "xavier"    # line 283: every non-embedding parameter
 
 
 def test_the_fairseq_and_vaswani_presets_keep_their_names_and_values() -> None:
@@ -174,6 +175,9 @@ def test_paper002_classification_presets_are_app_a2_and_table_5(experiment: str)
     assert (cfg.epochs, cfg.batch_size, cfg.lr, cfg.dropout) == (epochs, batch, 1e-4, 0.1)
     assert (cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.weight_decay) == (0.9, 0.98, 1e-9, 0.0)   # Adam
     assert cfg.positions == "sinusoidal" and cfg.recipe == f"paper002-{experiment}" and cfg.preset_overridden == {}
+    # x sqrt(D) + sinusoids (eq. 2-3), Xavier on every non-embedding parameter (line 283), post-LN (nn.Transformer)
+    assert {k: cfg.encoder_options[k] for k in ("scale_embedding", "init_scheme", "norm")} == \
+        {"scale_embedding": True, "init_scheme": "xavier", "norm": "post"}
     tcfg = train_config(cfg, 100, 10)
     assert (tcfg.adam_beta2, tcfg.adam_eps, tcfg.lr_schedule, tcfg.warmup) == (0.98, 1e-9, "constant", 0)
 
@@ -249,8 +253,8 @@ def test_classification_summary_names_the_overridden_values(tmp_path: Path) -> N
                                             "n_head": {"preset": 8, "run": 2}, "n_layer": {"preset": 3, "run": 1},
                                             "epochs": {"preset": 5.0, "run": None}}   # --steps 2 instead
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["recipe"], config["adam_beta2"], config["positions"], config["encoder_options"]["d_ff"]) == \
-        ("paper002-sst2-bert", 0.98, "sinusoidal", 512)
+    assert (config["recipe"], config["adam_beta2"], config["positions"], config["encoder_options"]["d_ff"],
+            config["encoder_options"]["init_scheme"]) == ("paper002-sst2-bert", 0.98, "sinusoidal", 512, "xavier")
     refused = invoke("train", "classification", "--preset", "paper002-sst2-bert", "--init", bert, "--corpus", train,
                      "--out", tmp_path / "r2")
     assert refused.exit_code != 0 and "--preset paper002-sst2-bert" in refused.stderr and not (tmp_path / "r2").exists()

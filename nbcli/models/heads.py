@@ -1,4 +1,4 @@
-"""Classification and tagging heads on any encoder: nb's own MLM Transformer (`nbcli.model`) or a
+"""Classification and tagging heads on any encoder: nb's own MLM Transformer (`nbcli.models.lm`) or a
 transformers encoder (BERT, RoBERTa, DistilBERT, MiniLM, ...) loaded with `AutoModel`.
 
 Papers 001 (tables 1, 2, 4: GLUE, sentiment, NER) and 002 (table 1: SST-2, MNLI from scratch) judge
@@ -35,12 +35,11 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import nn
 
-from nbcli import ops
 from nbcli.errors import ConfigError
 
 __all__ = ["BertSequenceHead", "Classifier", "DistilBertSequenceHead", "EncoderFamily", "EncoderSpec", "FAMILIES",
            "Head", "PooledSequenceHead", "Pooling", "RobertaSequenceHead", "TokenHead", "family", "head_dropout",
-           "init_head", "pool", "positions_table", "set_positions"]
+           "init_head", "pool"]
 
 Pooling = Literal["first", "mean"]
 
@@ -195,35 +194,12 @@ def head_dropout(config: Mapping[str, Any], row: EncoderFamily, head: type[Head]
 
 
 # ---------------------------------------------------------------------------------------------
-# Positions for nb's encoder trained from scratch (paper 002: learned | sinusoidal | none)
-
-
-def positions_table(T: int, d: int) -> torch.Tensor:
-    """Vaswani et al. (2017) sec. 3.5: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(same), [T, d]
-    (the one formula: `nbcli.ops.sinusoidal_positions`, positions 0..T-1)."""
-    return ops.sinusoidal_positions(torch.arange(T), d)
-
-
-def set_positions(pos_emb: nn.Embedding, kind: str) -> None:
-    """nb's encoder with `--positions`: learned (trained, as initialised), sinusoidal (the fixed
-    table of `positions_table`, frozen) or none (zeros, frozen: the sum x = E[idx] + 0)."""
-    if kind == "learned":
-        return
-    if kind not in ("sinusoidal", "none"):
-        raise ConfigError(f"--positions must be learned, sinusoidal or none, got {kind!r}")
-    with torch.no_grad():
-        T, d = pos_emb.weight.shape
-        pos_emb.weight.copy_(positions_table(T, d) if kind == "sinusoidal" else torch.zeros(T, d))
-    pos_emb.weight.requires_grad_(False)
-
-
-# ---------------------------------------------------------------------------------------------
 # Encoder + head
 
 
 @dataclass(frozen=True)
 class EncoderSpec:
-    """Which encoder a classifier has: `kind` "nb" (nbcli.model's MLM Transformer) or "hf"
+    """Which encoder a classifier has: `kind` "nb" (nbcli.models.lm's MLM Transformer) or "hf"
     (transformers AutoModel from `path`); `style` its family (a FAMILIES key; the checkpoint
     metadata's name for it); `config` the model's config (nb: ModelConfig as a dict; hf: config.json)."""
 

@@ -1,11 +1,21 @@
 """nb's reference Transformer: one readable file in the spirit of nanoGPT's model.py.
 
-A pre-LN Transformer (GPT-2 block layout) with learned position embeddings and two heads:
+By default a pre-LN Transformer (GPT-2 block layout) with learned position embeddings and two heads:
 
-    x^0 = drop(E[x_t] + P[t])                          E = tok_emb, P = pos_emb
+    x^0 = drop(s E[x_t] + P[t])                        E = tok_emb, P = pos_emb, s = 1 (sqrt(d): scale_embedding)
     x  <- x + drop(proj(Attn(LN1(x))))                 Attn = softmax(Q K^T / sqrt(dh) + mask) V, per head
     x  <- x + drop(proj(gelu(fc(LN2(x)))))             l = 1 .. L
     h   = LN_f(x^L)
+
+The choices paper 002 varies (app. A.1: x sqrt(D) + sinusoids, eq. 2-3; secs. 5-6: Xavier on every
+non-embedding parameter; PyTorch's nn.Transformer: post-LN) are fields of ModelConfig:
+
+    norm             pre (above) | post: x <- LN1(x + drop(proj(Attn(x)))); x <- LN2(x + drop(MLP(x)));
+                     LN_f closes the stack either way (as nn.Transformer's encoder_norm)
+    positions        learned | sinusoidal (Vaswani sec. 3.5 in paper 002 eq. 2's interleaved layout,
+                     frozen) | none (zeros, frozen)
+    scale_embedding  E[x] times sqrt(d) before the positions (Vaswani sec. 3.4; paper 002 eq. 2)
+    init             gpt2 | xavier | fairseq (`reset_parameters`)
     clm  decoder-only causal LM      logits_t = W h_t + b            predicts x_{t+1}
     mlm  RoBERTa-style masked LM     logits_t = W LN(gelu(D h_t)) + b predicts the masked x_t
 
@@ -41,6 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nbcli import ops
 from nbcli.errors import ConfigError
 from nbcli.models.blocks import (
     KV,
@@ -54,6 +65,12 @@ from nbcli.models.blocks import (
 from nbcli.models.output import LOSS_CHUNK_ELEMENTS, VOCAB_MULTIPLE, chunked_lm_loss, output_logits, output_multiple
 
 Objective = Literal["clm", "mlm"]
+Norm = Literal["pre", "post"]
+Positions = Literal["learned", "sinusoidal", "none"]
+InitScheme = Literal["gpt2", "xavier", "fairseq"]
+NORMS: tuple[str, ...] = ("pre", "post")
+POSITIONS: tuple[str, ...] = ("learned", "sinusoidal", "none")
+INIT_SCHEMES: tuple[str, ...] = ("gpt2", "xavier", "fairseq")
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,10 @@ class ModelConfig:
     init_std: float = 0.02
     mask_id: int | None = None  # MLM: the id that replaces 80% of selected tokens
     special_ids: tuple[int, ...] = field(default_factory=tuple)  # MLM: never selected for masking
+    norm: Norm = "pre"          # layer-norm placement (module doc)
+    positions: Positions = "learned"
+    scale_embedding: bool = False
+    init: InitScheme = "gpt2"
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2:
@@ -91,6 +112,9 @@ class ModelConfig:
             raise ConfigError("the mlm objective needs a mask_id")
         if self.mask_id is not None and not 0 <= self.mask_id < self.vocab_size:
             raise ConfigError(f"mask_id {self.mask_id} is outside the vocabulary [0, {self.vocab_size})")
+        for name, allowed in (("norm", NORMS), ("positions", POSITIONS), ("init", INIT_SCHEMES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
 
     @property
     def ff_width(self) -> int:
@@ -169,10 +193,11 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN block: x <- x + attn(LN1(x)); x <- x + mlp(LN2(x))."""
+    """Pre-LN: x <- x + attn(LN1(x)); x <- x + mlp(LN2(x)). Post-LN: x <- LN1(x + attn(x)); x <- LN2(x + mlp(x))."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        self.post = cfg.norm == "post"
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.attn = SelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
@@ -181,10 +206,53 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, guided: list[int] | None,
                 kv: tuple[torch.Tensor, torch.Tensor] | None = None, past: int = 0,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        if self.post:
+            a, qk = self.attn(x, key_mask, guided, kv, past)
+            x = self.ln1(x + a)
+            return self.ln2(x + self.mlp(x)), qk
         a, qk = self.attn(self.ln1(x), key_mask, guided, kv, past)
         x = x + a
         x = x + self.mlp(self.ln2(x))
         return x, qk
+
+
+def init_linear(weight: torch.Tensor, scheme: str, std: float, fused_qkv: bool) -> None:
+    """A Linear weight [out, in] under `scheme` (`Transformer.reset_parameters`): gpt2 N(0, std); xavier
+    Xavier uniform on the whole matrix; fairseq Xavier uniform, gain 1/sqrt(2) on each third of a fused qkv."""
+    if scheme == "gpt2":
+        nn.init.normal_(weight, 0.0, std)
+    elif scheme == "xavier" or not fused_qkv:
+        nn.init.xavier_uniform_(weight)
+    else:
+        with torch.no_grad():
+            for part in weight.chunk(3, dim=0):                                  # q, k, v: [d, d] each
+                nn.init.xavier_uniform_(part, gain=2 ** -0.5)
+
+
+def init_matrix(weight: torch.Tensor, scheme: str, std: float, embedding_std: float) -> None:
+    """A separate output matrix W [V, d]: N(0, std) (gpt2), Xavier uniform (xavier: a non-embedding
+    weight), N(0, d^-1/2) (fairseq, paper 000 sec. 4.1's draw)."""
+    if scheme == "xavier":
+        nn.init.xavier_uniform_(weight)
+    else:
+        nn.init.normal_(weight, 0.0, embedding_std if scheme == "fairseq" else std)
+
+
+def positions_table(T: int, d: int) -> torch.Tensor:
+    """Vaswani et al. (2017) sec. 3.5 in paper 002 eq. 2's layout: PE[t, 2i] = sin(t / 10000^(2i/d)),
+    PE[t, 2i+1] = cos(same), [T, d] (the one formula: `nbcli.ops.sinusoidal_positions`, positions 0..T-1)."""
+    return ops.sinusoidal_positions(torch.arange(T), d)
+
+
+def fixed_positions(pos_emb: nn.Embedding, kind: str) -> None:
+    """`positions`: learned (trained, as initialised), sinusoidal (`positions_table`, frozen) or none
+    (zeros, frozen: the sum x = s E[idx] + 0)."""
+    if kind == "learned":
+        return
+    with torch.no_grad():
+        T, d = pos_emb.weight.shape
+        pos_emb.weight.copy_(positions_table(T, d) if kind == "sinusoidal" else torch.zeros(T, d))
+    pos_emb.weight.requires_grad_(False)
 
 
 class MLMHead(nn.Module):
@@ -220,27 +288,38 @@ class Transformer(nn.Module):
         self.vocab_multiple = VOCAB_MULTIPLE
         self.loss_chunk_elements = LOSS_CHUNK_ELEMENTS
         self.reset_parameters()
+        fixed_positions(self.pos_emb, cfg.positions)
 
-    # -- initialisation (GPT-2): N(0, 0.02), residual projections N(0, 0.02 / sqrt(2L)), zero biases --
+    # -- initialisation ----------------------------------------------------------------------------
     def reset_parameters(self) -> None:
-        """Weights N(0, init_std); the projections that write into the residual stream (attention
-        and MLP output) N(0, init_std / sqrt(2L)) (GPT-2); biases 0; LayerNorm gains 1. Modules are
-        visited parent first, so the draws come in `named_parameters()` order."""
-        std = self.cfg.init_std
+        """By `cfg.init`; biases 0 and LayerNorm gains 1 in every scheme. Modules are visited parent
+        first, so the draws come in `named_parameters()` order.
+
+            gpt2     weights N(0, init_std); the projections that write into the residual stream (attention
+                     and MLP output) N(0, init_std / sqrt(2L)); embeddings and a separate W N(0, init_std)
+            xavier   every weight matrix but the embeddings Xavier uniform, a separate W included (paper 002
+                     secs. 5-6; the fused qkv as PyTorch's nn.MultiheadAttention's in_proj_weight, one
+                     [3d, d] matrix); embeddings N(0, init_std)
+            fairseq  embeddings and a separate W N(0, d^-1/2); q, k and v Xavier uniform with gain
+                     1/sqrt(2), each its own [d, d] (fairseq's MultiheadAttention), the other weights
+                     Xavier uniform (the translation model's, `nbcli.models.seq2seq`)"""
+        scheme, std = self.cfg.init, self.cfg.init_std
         residual = {m for block in self.blocks for m in (block.attn.proj, block.mlp.proj)}
+        qkv = {block.attn.qkv for block in self.blocks}
+        embedding_std = self.cfg.d_model ** -0.5 if scheme == "fairseq" else std
         for module in self.modules():
             if module is self:                                   # the output layer's own W and b
                 if self.head_weight is not None:
-                    nn.init.normal_(self.head_weight, 0.0, std)
+                    init_matrix(self.head_weight, scheme, std, embedding_std)
                 if self.head_bias is not None:
                     nn.init.zeros_(self.head_bias)
             elif isinstance(module, nn.Linear):
                 scale = math.sqrt(2 * self.cfg.n_layer) if module in residual else 1.0
-                nn.init.normal_(module.weight, 0.0, std / scale)
+                init_linear(module.weight, scheme, std / scale, module in qkv)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, 0.0, std)
+                nn.init.normal_(module.weight, 0.0, embedding_std)
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
@@ -281,7 +360,10 @@ class Transformer(nn.Module):
         if kv is not None and not self.cfg.causal:
             raise ConfigError("a key/value cache needs a causal (clm) model")
         pos = position_ids(past, T, self.cfg.seq_len, "seq_len", idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))                     # [B, T, d]
+        tokens = self.tok_emb(idx)
+        if self.cfg.scale_embedding:
+            tokens = tokens * math.sqrt(self.cfg.d_model)                        # paper 002 eq. 2
+        x = self.drop(tokens + self.pos_emb(pos))                                # [B, T, d]
         qks = []
         for layer, block in enumerate(self.blocks):
             x, qk = block(x, key_mask, guided, None if kv is None else kv[layer], past)

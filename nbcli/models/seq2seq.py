@@ -70,6 +70,7 @@ Norm = Literal["post", "pre"]
 Positions = Literal["sinusoidal", "learned", "none"]
 Share = Literal["all", "decoder", "none"]
 Activation = Literal["relu", "gelu"]
+InitScheme = Literal["fairseq", "xavier", "gpt2"]
 QK = tuple[torch.Tensor, torch.Tensor]
 
 OBJECTIVE = "seq2seq"   # nb.config's "objective": tells a translation checkpoint from an LM's
@@ -103,6 +104,7 @@ class Seq2SeqConfig:
     output_bias: bool = True
     layer_norm_eps: float = 1e-5
     objective: str = OBJECTIVE
+    init: InitScheme = "fairseq"   # fairseq | xavier (paper 002) | gpt2 (`Seq2SeqTransformer.reset_parameters`)
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size"):
@@ -119,7 +121,7 @@ class Seq2SeqConfig:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
         choices = (("activation", ("relu", "gelu")), ("norm", ("post", "pre")),
                    ("positions", ("sinusoidal", "learned", "none")), ("share_embeddings", ("all", "decoder", "none")),
-                   ("objective", (OBJECTIVE,)))
+                   ("objective", (OBJECTIVE,)), ("init", ("fairseq", "xavier", "gpt2")))
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -287,6 +289,18 @@ class Stack(nn.Module):
         return x if self.layer_norm is None else self.layer_norm(x)
 
 
+def seq2seq_linear_init(weight: torch.Tensor, scheme: str, qkv: bool, residual: float) -> None:
+    """One Linear weight [out, in] of the encoder-decoder under `scheme` (`Seq2SeqTransformer.reset_parameters`);
+    `residual`: sqrt(2L) for a projection into the residual stream (gpt2's scaling), else 1."""
+    if scheme == "gpt2":
+        nn.init.normal_(weight, 0.0, 0.02 / residual)
+    elif scheme == "xavier" and qkv:                    # one third of nn.MultiheadAttention's [3d, d] in_proj
+        bound = math.sqrt(6.0 / (weight.size(1) + 3 * weight.size(0)))
+        nn.init.uniform_(weight, -bound, bound)
+    else:
+        nn.init.xavier_uniform_(weight, gain=2 ** -0.5 if qkv and scheme == "fairseq" else 1.0)
+
+
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder. `forward(src, tgt)` returns logits [B, T, V] and the guided heads' (q, k)."""
 
@@ -309,28 +323,43 @@ class Seq2SeqTransformer(nn.Module):
         self.vocab_multiple = VOCAB_MULTIPLE
         self.reset_parameters()
 
-    # -- initialisation (fairseq's transformer, where noted) ----------------------------------------
+    # -- initialisation (by `cfg.init`; fairseq's transformer by default, where noted) --------------
     def reset_parameters(self) -> None:
-        """Embeddings (and a separate W, and learned positions) N(0, d^-1/2) (fairseq's `Embedding`;
-        paper 000 sec. 4.1 draws W so); q/k/v weights Xavier uniform with gain 1/sqrt(2), out_proj
-        Xavier uniform with bias 0 (fairseq's MultiheadAttention); LayerNorm gains 1; b = 0. Not
-        fairseq's: q/k/v biases 0 (fairseq: nn.Linear's default U(+-1/sqrt(d))) and FFN fc1/fc2 Xavier
-        uniform with biases 0 (fairseq's old `Linear` helper; today's fairseq: nn.Linear's default).
-        Modules are visited parent first (a fixed order for a seed)."""
-        std = self.cfg.d_model ** -0.5
+        """Biases 0, LayerNorm gains 1 and b = 0 in every scheme; modules visited parent first (a
+        fixed order for a seed).
+
+            fairseq  embeddings (and a separate W, and learned positions) N(0, d^-1/2) (fairseq's `Embedding`;
+                     paper 000 sec. 4.1 draws W so); q/k/v weights Xavier uniform with gain 1/sqrt(2), out_proj
+                     Xavier uniform (fairseq's MultiheadAttention). Not fairseq's: q/k/v biases 0 (fairseq:
+                     nn.Linear's default U(+-1/sqrt(d))) and FFN fc1/fc2 Xavier uniform with biases 0
+                     (fairseq's old `Linear` helper; today's fairseq: nn.Linear's default).
+            xavier   paper 002 secs. 5-6, "all non-embedding parameters are initialized with Xavier": every
+                     weight matrix Xavier uniform, W included; q, k, v at the bound of PyTorch's
+                     nn.MultiheadAttention, whose in_proj_weight holds all three ([3d, d]:
+                     sqrt(6 / 4d)); embeddings N(0, d^-1/2) (--embedding-init sets them)
+            gpt2     every weight N(0, 0.02), the projections into the residual stream (out_proj, fc2)
+                     N(0, 0.02 / sqrt(2L)), L the layers of their stack; embeddings and W N(0, 0.02)"""
+        cfg, scheme = self.cfg, self.cfg.init
+        std = 0.02 if scheme == "gpt2" else cfg.d_model ** -0.5
         qkv = {m for module in self.modules() if isinstance(module, Attention)
                for m in (module.q_proj, module.k_proj, module.v_proj)}
+        residual = {m: math.sqrt(2 * len(stack.layers)) for stack in (self.encoder, self.decoder)
+                    for layer in stack.layers
+                    for m in [layer.fc2, *(a.out_proj for a in layer.modules() if isinstance(a, Attention))]}
         for module in self.modules():
             if isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, 0.0, std)
             elif isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight, gain=2 ** -0.5 if module in qkv else 1.0)
+                seq2seq_linear_init(module.weight, scheme, module in qkv, residual.get(module, 1.0))
                 nn.init.zeros_(module.bias)
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
         if self.lm_head_weight is not None:
-            nn.init.normal_(self.lm_head_weight, 0.0, std)
+            if scheme == "xavier":
+                nn.init.xavier_uniform_(self.lm_head_weight)
+            else:
+                nn.init.normal_(self.lm_head_weight, 0.0, std)
         if self.final_logits_bias is not None:
             nn.init.zeros_(self.final_logits_bias)
 

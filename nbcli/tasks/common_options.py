@@ -100,6 +100,31 @@ class RunOptions:
 
 
 @dataclass
+class ArchitectureOptions:
+    """The choices paper 002 shows a Transformer's input depends on (app. A.1-A.2, sec. 6): layer-norm
+    placement, positions, the sqrt(D) embedding scale and the initialisation, for nb's LM, its encoder
+    from scratch and the encoder-decoder alike (`nbcli.models.lm`, `nbcli.models.seq2seq`)."""
+
+    norm: Optional[Literal["post", "pre"]] = option(None, "--norm", help=(
+        "post-LN, x <- LN(x + F(x)) (Vaswani, fairseq, BERT, PyTorch's nn.Transformer: the papers' models), or "
+        "pre-LN, x <- x + F(LN(x)) (GPT-2). Default: translation post; nb's LM and encoder pre. nb's LM and encoder "
+        "keep their final LayerNorm either way; translation has one per stack when pre-LN (not exportable to "
+        "Marian)."))
+    positions: Optional[Literal["sinusoidal", "learned", "none"]] = option(None, "--positions", help=(
+        "sinusoidal (Vaswani sec. 3.5, fixed), learned, or none (paper 002 table 3's 'Pos.: no'). Default: "
+        "translation sinusoidal; nb's LM and encoder learned."))
+    scale_embedding: Optional[bool] = option(None, "--scale-embedding/--no-scale-embedding", help=(
+        "Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, paper 002 app. A.1 eq. 2; "
+        "sec. 6's finding depends on it). Default: on for translation, off for nb's LM and encoder."))
+    init_scheme: Optional[Literal["gpt2", "xavier", "fairseq"]] = option(None, "--init-scheme", help=(
+        "The non-embedding weights' initialisation (biases 0, LayerNorm gains 1): gpt2 = N(0, 0.02), the projections "
+        "into the residual stream N(0, 0.02/sqrt(2L)) (nb's LM and encoder default); xavier = Xavier uniform on "
+        "every weight matrix, the output W included (paper 002 secs. 5-6); fairseq = embeddings and a separate W "
+        "N(0, d^-1/2), q/k/v Xavier with gain 1/sqrt(2), the rest Xavier (translation's default; where it differs "
+        "from fairseq: docs/training.md). The input embedding is --embedding-init's."))
+
+
+@dataclass
 class SelectionOptions:
     """Which evaluation is the run's best (translation: best.safetensors; classification and tagging:
     summary.json's best_step), by a metric the task logs (`nbcli.train.best`)."""

@@ -4,9 +4,9 @@
                                                    config.json's model_type through the one architecture
                                                    table (bert, roberta, distilbert; MiniLM is bert);
                                                    the head of that family (`nbcli.models.heads`)
-    an nb MLM checkpoint (step-N.safetensors)      nbcli.model's Transformer, its MLM output head unused (frozen);
+    an nb MLM checkpoint (step-N.safetensors)      nbcli.models.lm's Transformer, its MLM output head unused (frozen);
     or run directory (best, else last step-N)      a plain head (first-token or mean pooling)
-    nothing (from scratch)                         nbcli.model's Transformer built as `nb train --objective
+    nothing (from scratch)                         nbcli.models.lm's Transformer built as `nb train --objective
                                                    mlm` builds it (preset, --embedding-init: paper 002),
                                                    positions learned | sinusoidal | none
 
@@ -24,7 +24,7 @@ import torch
 from nbcli.checkpoint.runs import run_checkpoint
 from nbcli.errors import CheckpointError, ConfigError
 from nbcli.models.heads import (FAMILIES, Classifier, EncoderFamily, EncoderSpec, Head, Pooling, family, head_dropout,
-                                init_head, set_positions)
+                                init_head)
 from nbcli.tasks import classification, tagging
 
 __all__ = ["encoder_from_scratch", "freeze_embeddings", "input_embedding_of", "is_transformers_folder", "open_encoder",
@@ -137,22 +137,22 @@ def encoder_from_scratch(tokenizer: Any, task: str, num_labels: int, *, preset: 
     """nb's encoder as `nb train --objective mlm --preset PRESET --embedding-init ... [--d-model D --n-head H
     --missing M]` builds it at step 0 (`nbcli.train.init`), with `positions` and a fresh head. Word
     vectors (pretrained:VECTORS) are matched to `tokenizer`'s words; their coverage report goes into
-    `coverage`. `options`: TrainConfig fields over the preset's (n_layer; embedding_standardise
-    and embedding_shuffle: paper 002 sec. 3.4's Pre-trained_Xavier and Pre-trained_Shuffled, app. A.3's
+    `coverage`. `options`: TrainConfig fields over the preset's (n_layer, d_ff; norm, scale_embedding,
+    init_scheme: paper 002 app. A.1-A.2's post-LN, x sqrt(D) and Xavier; embedding_standardise and
+    embedding_shuffle: paper 002 sec. 3.4's Pre-trained_Xavier and Pre-trained_Shuffled, app. A.3's
     Xavier_Pre-trained)."""
     from nbcli.models.lm import Transformer
     from nbcli.train.config import build_config
     from nbcli.train.init import input_embedding, model_config
 
     cfg = build_config(preset, **(options or {}), objective="mlm", seq_len=seq_len, dropout=dropout, embedding_init=embedding_init,
-                       embedding_missing=missing, d_model=d_model, n_head=n_head, seed=seed)
+                       embedding_missing=missing, d_model=d_model, n_head=n_head, seed=seed, positions=positions)
     mcfg = model_config(cfg, tokenizer)
     torch.manual_seed(seed)
     model = Transformer(mcfg)
     with torch.no_grad():
         model.tok_emb.weight.copy_(input_embedding(cfg, model.tok_emb.weight, tokenizer.vocab_size, None, tokenizer,
                                                    coverage))
-    set_positions(model.pos_emb, positions)
     return _nb_classifier(model, task, num_labels, pooling, dropout)
 
 

@@ -71,7 +71,8 @@ RESUMABLE = {"device", "eval_every", "save_every", "select_by"}
 # What an evaluation logs per validation set (val_NAME_METRIC; the first set also as val_METRIC): --select-by's choices
 SET_METRICS = ("loss", "accuracy", "f1")
 # TrainConfig fields an encoder from scratch takes over its preset's (`encoder_from_scratch`'s options)
-ENCODER_OPTIONS = ("n_layer", "d_ff", "embedding_standardise", "embedding_shuffle", "embedding_shuffle_mode")
+ENCODER_OPTIONS = ("n_layer", "d_ff", "norm", "scale_embedding", "init_scheme", "embedding_standardise",
+                   "embedding_shuffle", "embedding_shuffle_mode")
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, option
-from nbcli.tasks.common_options import OptimizerOptions, RunOptions, SelectionOptions
+from nbcli.tasks.common_options import ArchitectureOptions, OptimizerOptions, RunOptions, SelectionOptions
 from nbcli.tasks.presets import CLASSIFICATION_PRESETS
 
 EncoderPreset = Literal[(*("tiny", "small", "gpt2-124m", "roberta-8"), *CLASSIFICATION_PRESETS)]  # type: ignore[valid-type]
@@ -50,8 +50,6 @@ class EncoderOptions:
         "val_NAME_accuracy, val_NAME_f1, val_NAME_loss; the first set also as val_accuracy ...), e.g. --valid "
         "matched=dev_m.tsv --valid mismatched=dev_mm.tsv; a bare FILE is named valid. The best step is chosen by "
         "--select-by (default: the first set's highest accuracy); each set's own best is reported too."))
-    positions: Optional[Literal["sinusoidal", "learned", "none"]] = option(None, "--positions", help=(
-        "From scratch (no --init): learned (default), sinusoidal (fixed) or none."))
     freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
         "Keep the token embeddings at their initial values (paper 002 table 3's 'Train: no')."))
     text_field: Optional[str] = option(None, "--text-field", metavar="NAME", help=(
@@ -107,8 +105,8 @@ class ClassificationTask(Task):
   nb train classification -t words:min-freq=2,lower --embedding-init pretrained:glove.6B.300d.txt \\
       --d-model 300 --n-head 10 --corpus SST-2/train.tsv --valid dev=SST-2/dev.tsv --out runs/sst2-glove
 """
-    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, SelectionOptions, OptimizerOptions,
-                                      SentenceOptions)
+    option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, ArchitectureOptions, SelectionOptions,
+                                      OptimizerOptions, SentenceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.data import DataSpec, parse_valid
@@ -117,7 +115,8 @@ class ClassificationTask(Task):
         from nbcli.train.config import check_warmup
 
         v = values
-        scratch = dict(n_layer=v["n_layer"], d_ff=v["d_ff"], embedding_standardise=v["embedding_standardise"],
+        scratch = dict(n_layer=v["n_layer"], d_ff=v["d_ff"], norm=v["norm"], scale_embedding=v["scale_embedding"],
+                       init_scheme=v["init_scheme"], embedding_standardise=v["embedding_standardise"],
                        embedding_shuffle=v["embedding_shuffle"] or None,
                        embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None)
         options = dict(
@@ -187,4 +186,4 @@ class TaggingTask(ClassificationTask):
   nb train --task tagging --init bert-base-cased --corpus conll2003/train.parquet \\
       --valid conll2003/validation.parquet --out runs/conll03   # the Hub's parquet: tokens, ner_tags, ClassLabel names
 """
-    option_groups = (FinetuneRunOptions, EncoderOptions, SelectionOptions, OptimizerOptions)
+    option_groups = (FinetuneRunOptions, EncoderOptions, ArchitectureOptions, SelectionOptions, OptimizerOptions)

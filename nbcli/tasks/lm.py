@@ -13,7 +13,7 @@ from nbcli.tasks.options import option
 from nbcli.train.config import PRESETS
 
 LMPreset = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
-from nbcli.tasks.common_options import (GuidanceOptions, OptimizerOptions, OutputLayerOptions, RunOptions,
+from nbcli.tasks.common_options import (ArchitectureOptions, GuidanceOptions, OptimizerOptions, OutputLayerOptions, RunOptions,
                                         common_config)
 
 
@@ -62,7 +62,8 @@ class LanguageModelTask(Task):
   torchrun --standalone --nproc-per-node 8 -m nbcli train --corpus data/ -t spm.model --out runs/gpt2 \\
       --preset gpt2-124m --batch-size 480 --grad-accum 2 --compile
 """
-    option_groups = (RunOptions, LanguageModelOptions, OutputLayerOptions, OptimizerOptions, GuidanceOptions)
+    option_groups = (RunOptions, LanguageModelOptions, ArchitectureOptions, OutputLayerOptions, OptimizerOptions,
+                     GuidanceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.errors import ConfigError
@@ -72,7 +73,9 @@ class LanguageModelTask(Task):
         if values["tokenizer"] is None:
             raise ConfigError("Missing option '--tokenizer' / '-t'")
         cfg = build_config(values["preset"], objective=values["objective"], tie_embeddings=not values["untie"],
-                           d_ff=values["d_ff"], **common_config(values))
+                           d_ff=values["d_ff"], norm=values["norm"], positions=values["positions"],
+                           scale_embedding=values["scale_embedding"], init_scheme=values["init_scheme"],
+                           **common_config(values))
         stop_at = values["stop_at"]
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return run_training(cfg, values["corpus"], Path(values["tokenizer"]), values["out"], resume=values["resume"],

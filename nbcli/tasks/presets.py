@@ -57,12 +57,13 @@ def _paper000(unstated: dict[str, Any], heads: int, d_ff: int) -> dict[str, Any]
 
 
 def _paper002(d: int, heads: int, batch: int, epochs: int, pairs: int) -> dict[str, Any]:
-    """kim-3 at one experiment's D, heads and batch; Table 5's epochs as updates (the table's rounded train
-    size), evaluated once an epoch; the checkpoint of the lowest validation loss (secs. 5-6)."""
+    """kim-3 at one experiment's D, heads and batch, Xavier on every non-embedding weight (secs. 5-6); Table 5's
+    epochs as updates (the table's rounded train size), evaluated once an epoch; the checkpoint of the lowest
+    validation loss (secs. 5-6)."""
     per_epoch = updates_per_epoch(pairs, batch)
     return dict(_KIM, d_model=d, n_head=heads, batch_size=batch, steps=epochs * per_epoch, eval_every=per_epoch,
                 task_options=dict(d_ff=512, share_embeddings="none", select_by="val_loss", positions="sinusoidal",
-                                  scale_embedding=True, norm="post"))
+                                  scale_embedding=True, norm="post", init_scheme="xavier"))
 
 
 TRANSLATION_PRESETS: dict[str, dict[str, Any]] = {
@@ -98,11 +99,13 @@ PAPER002_CLASSIFICATION = {
 
 def _paper002_encoder(d: int, heads: int, batch: int, epochs: int) -> dict[str, Any]:
     """Paper 002 app. A.2's encoder trained from scratch (FinetuneConfig keywords): 3 layers, lr 1e-4, Adam
-    (0.9, 0.98, 1e-9) without weight decay, dropout 0.1, sinusoidal positions (eq. 2-3). Unstated, nb's choice:
-    a constant rate without warm-up (the paper names no schedule) and no gradient clipping."""
+    (0.9, 0.98, 1e-9) without weight decay, dropout 0.1, x sqrt(D) plus sinusoids (app. A.1 eq. 2-3), every
+    non-embedding parameter Xavier (secs. 5-6), post-LN (PyTorch's nn.Transformer, its implementation). Unstated,
+    nb's choice: a constant rate without warm-up (the paper names no schedule) and no gradient clipping."""
     return dict(preset="tiny", d_model=d, n_head=heads, batch_size=batch, epochs=float(epochs), lr=1e-4,
                 adam_beta1=0.9, adam_beta2=0.98, adam_eps=1e-9, weight_decay=0.0, dropout=0.1, lr_schedule="constant",
-                warmup_ratio=0.0, grad_clip=0.0, positions="sinusoidal", encoder_options=dict(n_layer=3, d_ff=512))
+                warmup_ratio=0.0, grad_clip=0.0, positions="sinusoidal",
+                encoder_options=dict(n_layer=3, d_ff=512, norm="post", scale_embedding=True, init_scheme="xavier"))
 
 
 CLASSIFICATION_PRESETS: dict[str, dict[str, Any]] = {

@@ -72,6 +72,7 @@ class TranslationOptions:
     norm: str = "post"                      # post (Vaswani, fairseq) | pre
     positions: str = "sinusoidal"           # sinusoidal | learned | none (paper 002 table 3)
     scale_embedding: bool = True            # embeddings times sqrt(d) before the positions
+    init_scheme: str = "fairseq"            # fairseq | xavier (paper 002 secs. 5-6) | gpt2 (models.seq2seq)
     share_embeddings: str = "auto"          # all | decoder | none | auto (all with one joint tokenizer, else decoder)
     activation: str = "relu"
     max_positions: int = 1024
@@ -96,6 +97,7 @@ class TranslationOptions:
             (self.share_embeddings in ("auto", "all", "decoder", "none"),
              "--share-embeddings must be auto, all, decoder or none"),
             (self.activation in ("relu", "gelu"), "--activation must be relu or gelu"),
+            (self.init_scheme in ("fairseq", "xavier", "gpt2"), "--init-scheme must be fairseq, xavier or gpt2"),
             (self.d_ff >= 1 and self.max_positions >= 2, "d_ff and max_positions must be positive"),
             (self.beam >= 1, "--beam must be >= 1"),
             (math.isfinite(self.lenpen), "--lenpen must be a finite number"),
@@ -160,6 +162,7 @@ def model_config(cfg: TrainConfig, opts: TranslationOptions, source: Tokenizer, 
         max_positions=opts.max_positions, encoder_layers=cfg.n_layer, decoder_layers=cfg.n_layer, n_head=cfg.n_head,
         d_model=cfg.d_model, d_ff=opts.d_ff, dropout=cfg.dropout, activation=opts.activation,  # type: ignore[arg-type]
         norm=opts.norm, positions=opts.positions, scale_embedding=opts.scale_embedding,  # type: ignore[arg-type]
+        init=opts.init_scheme,  # type: ignore[arg-type]
         share_embeddings=share, output_bias=cfg.bias_init != "none")  # type: ignore[arg-type]
 
 

@@ -16,7 +16,7 @@ from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
 from nbcli.tasks.presets import TRANSLATION_PRESETS
 
 TranslationPreset = Literal[tuple(TRANSLATION_PRESETS)]  # type: ignore[valid-type]
-from nbcli.tasks.common_options import (TOKENIZER_HELP, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
+from nbcli.tasks.common_options import (TOKENIZER_HELP, ArchitectureOptions, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
                                         RunOptions, SelectionOptions)
 
 
@@ -68,14 +68,6 @@ class TranslationOptions:
     valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
         "Validation pairs in --corpus's forms (repeatable; default: every round(1/--val-fraction)-th pair of "
         "--corpus is held out)."))
-    norm: Optional[Literal["post", "pre"]] = option(None, "--norm", help=(
-        "post-LN (the papers' fairseq models, Vaswani; default) or pre-LN (+ a final LayerNorm per stack; not "
-        "exportable to Marian)."))
-    positions: Optional[Literal["sinusoidal", "learned", "none"]] = option(None, "--positions", help=(
-        "sinusoidal (Vaswani; default), learned, or none (paper 002 table 3's 'Pos.: no')."))
-    scale_embedding: Optional[bool] = option(None, "--scale-embedding/--no-scale-embedding", help=(
-        "Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, paper 002 app. A.1; "
-        "default on)."))
     share_embeddings: Optional[Literal["auto", "all", "decoder", "none"]] = option(None, "--share-embeddings", help=(
         "all = one matrix for source, target and output (fairseq --share-all-embeddings; needs -t), decoder = "
         "target embedding is the output W (--share-decoder-input-output-embed), none = three matrices. auto "
@@ -116,8 +108,8 @@ class TranslationTask(Task):
   nb train --task translation --corpus train.tsv --src-lang de --tgt-lang en -t joint.model --preset base \\
       --ag-fraction 0.25 --ag-patterns next,prev --out runs/ag     # paper 001 table 7: encoder heads only
 """
-    option_groups = (TranslationRunOptions, TranslationOptions, SelectionOptions, OutputLayerOptions, OptimizerOptions,
-                     GuidanceOptions)
+    option_groups = (TranslationRunOptions, TranslationOptions, ArchitectureOptions, SelectionOptions, OutputLayerOptions,
+                     OptimizerOptions, GuidanceOptions)
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
         from nbcli.tasks.translation import build_translation_config, train_translation
@@ -133,7 +125,8 @@ class TranslationTask(Task):
         cfg = build_translation_config(v["preset"], dict(
             src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], columns=v["columns"], d_ff=v["d_ff"], norm=v["norm"],
             positions=v["positions"],
-            scale_embedding=v["scale_embedding"], share_embeddings="none" if v["untie"] else v["share_embeddings"],
+            scale_embedding=v["scale_embedding"], init_scheme=v["init_scheme"],
+            share_embeddings="none" if v["untie"] else v["share_embeddings"],
             freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
             eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],
             ag_decoder_patterns=parse_patterns(v["ag_decoder_patterns"]), select_by=v["select_by"]), **common_config(v))

@@ -85,6 +85,11 @@ class TrainConfig:
     n_head: int = 4
     d_model: int = 128
     d_ff: int = 0                 # feed-forward width; 0: 4 x d_model (the LM's; translation: task_options)
+    # nb's LM / encoder architecture (nbcli.models.lm.ModelConfig; translation keeps its own in task_options)
+    norm: str = "pre"             # pre | post layer norm
+    positions: str = "learned"    # learned | sinusoidal | none
+    scale_embedding: bool = False  # token embeddings times sqrt(d) before the positions
+    init_scheme: str = "gpt2"     # gpt2 | xavier | fairseq (nbcli.models.lm.Transformer.reset_parameters)
     seq_len: int = 128
     steps: int = 200
     batch_size: int = 16          # sequences per optimizer step, over all ranks and micro-steps
@@ -162,6 +167,9 @@ class TrainConfig:
             (0.0 <= self.grad_clip < float("inf"), "--grad-clip must be a finite number >= 0"),
             (self.n_layer >= 1, "--n-layer must be >= 1"),
             (self.d_ff >= 0, "--d-ff must be >= 1 (0: 4 x --d-model)"),
+            (self.norm in ("pre", "post"), "--norm must be pre or post"),
+            (self.positions in ("learned", "sinusoidal", "none"), "--positions must be learned, sinusoidal or none"),
+            (self.init_scheme in ("gpt2", "xavier", "fairseq"), "--init-scheme must be gpt2, xavier or fairseq"),
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier, pretrained:FILE[:TENSOR] or pretrained:VECTORS"),
             (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),

@@ -199,6 +199,8 @@ def model_config(cfg: TrainConfig, tokenizer: Tokenizer) -> ModelConfig:
         specials = tuple(sorted(never_predicted(tokenizer) | {mask_id}))
     return ModelConfig(vocab_size=vocab, seq_len=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
                        d_model=cfg.d_model, d_ff=cfg.d_ff, dropout=cfg.dropout, objective=cfg.objective,
+                       norm=cfg.norm, positions=cfg.positions, scale_embedding=cfg.scale_embedding,  # type: ignore[arg-type]
+                       init=cfg.init_scheme,  # type: ignore[arg-type]
                        tie_embeddings=cfg.tie_embeddings, output_bias=cfg.bias_init != "none",
                        mask_id=mask_id, special_ids=specials)
 

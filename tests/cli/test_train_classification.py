@@ -68,7 +68,7 @@ def test_tagging_run_through_real_nb(root, tmp_path) -> None:
 
 @pytest.mark.parametrize("flag", [["--bias-init", "unigram"], ["--ag-fraction", "0.5"], ["--src-lang", "de"],
                                   ["--objective", "mlm"], ["--bias-init", "zero"], ["--warmup", "0"],
-                                  ["--no-scale-embedding"]])
+                                  ["--ag-decoder-fraction", "0.5"]])
 def test_other_tasks_options_are_refused(root, tmp_path, flag) -> None:
     """Typed, an option of another task is refused even at its default value (it would be ignored)."""
     result = invoke(*_args(root, tmp_path / "r", *flag))
@@ -150,7 +150,7 @@ def test_stop_at_then_resume_equals_uninterrupted(root, tmp_path) -> None:
 def test_nb_mlm_init_and_from_scratch_with_paper_002_switches(root, tmp_path) -> None:
     """--init an nb MLM run (its encoder's weights carried over; --freeze-embeddings keeps them) and from
     scratch with --positions sinusoidal (the fixed table, frozen)."""
-    from nbcli.models.heads import positions_table
+    from nbcli.models.lm import positions_table
     from nbcli.train.state import load_model_tensors
     from tests.conftest import english_like_lines
 

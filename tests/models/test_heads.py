@@ -7,7 +7,8 @@ import torch
 import transformers
 from hypothesis import given, strategies as st
 
-from nbcli.models.heads import FAMILIES, PooledSequenceHead, RobertaSequenceHead, TokenHead, pool, positions_table
+from nbcli.models.heads import FAMILIES, PooledSequenceHead, RobertaSequenceHead, TokenHead, pool
+from nbcli.models.lm import positions_table
 from nbcli.tasks.encoders import open_encoder
 from tests.tasks.builders import encoder_folder
 
