@@ -291,3 +291,31 @@ def test_classifier_seeds_group_by_data_content_not_by_path_spelling(tmp_path: P
     assert json.loads((dirs[0] / "config.json").read_text())["train"] == ["train.jsonl"]   # recorded as typed
     groups = [r.group for r in read_runs(dirs)]
     assert groups[0] == groups[1] != groups[2]
+
+
+def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
+    """A translation run's --csv has no accuracy columns, a classifier's no BLEU columns; the text table
+    matches, and with one run per arm it promises no spread."""
+    import csv
+    import io
+
+    from tests.train.test_runs import BASE, make_run
+
+    mt = make_run(tmp_path / "mt-s0", {**BASE, "seed": 0}, bleu=[(0, 1.0), (10, 5.0)], loss=[(0, 5.0), (10, 4.0)])
+    cls = make_run(tmp_path / "cls-s0", {"task": "classification", "seed": 0}, loss=[(0, 1.2), (10, 0.7)],
+                   summary={"best_val_accuracy": 0.75, "best_epoch": 2.0})
+    for run, present, absent in ((mt, "best_val_bleu", "best_val_accuracy"), (cls, "best_val_accuracy", "best_val_bleu")):
+        result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"fig-{run.name}"), "--csv", "-"])
+        assert result.exit_code == 0, result.output
+        (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
+        assert f"{present}.mean" in row and not any(name.startswith(absent) for name in row), row
+        assert all(value != "" for name, value in row.items() if name.endswith((".mean", ".n"))), row
+        text = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"text-{run.name}")])
+        assert text.exit_code == 0, text.output
+        headers = {"best_val_bleu": "best val BLEU", "best_val_accuracy": "best val accuracy"}
+        assert headers[present] in text.stdout and headers[absent] not in text.stdout
+        assert "one run each" in text.stdout and "standard error" not in text.stdout
+    both = CliRunner().invoke(app, ["plot-run", str(mt), str(cls), "-o", str(tmp_path / "fig-both"), "--json"])
+    groups = json.loads(both.stdout)["groups"]
+    assert groups[0]["best_val_accuracy"]["n"] == 0 and groups[1]["best_val_accuracy"]["n"] == 1
+
