@@ -319,3 +319,35 @@ def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
     groups = json.loads(both.stdout)["groups"]
     assert groups[0]["best_val_accuracy"]["n"] == 0 and groups[1]["best_val_accuracy"]["n"] == 1
 
+
+def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The matplotlib figures plot-run saves, by name."""
+    import nbcli.run_plots as run_plots
+
+    figures: dict[str, object] = {}
+    real_save = run_plots.save_figure
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, path, meta, outputs, *rest: (
+        figures.__setitem__(Path(path).stem, fig), real_save(fig, path, meta, outputs, *rest)))
+    return figures
+
+
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_divergence_does_not_join_step_0_on_its_log_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         seeds: int) -> None:
+    """Step 0 sits in the symlog axis's linear part: it is drawn as a marker of its own, and the curve
+    joins the evaluated steps after it (a straight line from 0 would draw an interpolation the log
+    axis does not mean)."""
+    import numpy as np
+
+    figures = _figures(monkeypatch)
+    runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
+    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    ax = figures["divergence"].axes[0]
+    assert ax.get_xscale() == "symlog"
+    drawn = [container.lines[0] for container in ax.containers]      # each errorbar's data line (not its caps)
+    joined = [np.asarray(line.get_xdata()) for line in drawn if line.get_linestyle() not in ("None", "none", "")]
+    alone = [np.asarray(line.get_xdata()) for line in drawn if line.get_linestyle() in ("None", "none", "")]
+    assert joined and all(0 not in x for x in joined), joined
+    assert sorted(x.tolist() for x in joined) == [[5, 10], [5, 10]]        # kl_unigram, kl_uniform: steps 5 and 10
+    assert sorted(x.tolist() for x in alone) == [[0], [0]]
