@@ -188,7 +188,8 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         ax.set_xlabel("training step (update)")
         ax.set_ylabel(ylabel)
         window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
-        ax.set_title(f"{label}; band: ± standard error over seeds; shaded: area under the curve\n"
+        band = "band: ± standard error over seeds; " if _several_seeds(runs, key) else ""
+        ax.set_title(f"{label}; {band}shaded: area under the curve\n"
                      f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
         ax.grid(True)
         marks = _mark_unigram_switch([ax], runs, colours)
@@ -203,9 +204,12 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         _accuracy_curves(ax, runs, colours, accuracy_spread)
         ax.set_xlabel("training step (update)")
         ax.set_ylabel("validation accuracy")
-        name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
-        ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
-                     f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+        if _several_seeds(runs, "val_accuracy"):
+            name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
+            ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
+                         f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+        else:
+            ax.set_title("Validation accuracy\n(legend: best accuracy and its epoch, paper 002 table 1)")
         ax.grid(True)
         ax.legend(loc="lower right")
         save(fig, "val_accuracy", metadata)

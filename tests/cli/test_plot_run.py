@@ -331,6 +331,19 @@ def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     return figures
 
 
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_captions_promise_a_spread_only_for_several_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         seeds: int) -> None:
+    figures = _figures(monkeypatch)
+    runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
+    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    titles = {name: fig.axes[0].get_title() for name, fig in figures.items()}
+    for name in ("val_loss", "divergence"):
+        assert ("standard error" in titles[name]) == (seeds > 1), (name, titles[name])
+    assert ("standard error over their runs" in result.stdout) == (seeds > 1)
+
+
 @pytest.mark.parametrize("seeds", [1, 3])
 def test_divergence_does_not_join_step_0_on_its_log_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          seeds: int) -> None:
