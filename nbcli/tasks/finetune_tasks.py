@@ -103,7 +103,8 @@ class ClassificationTask(Task):
         v = values
         scratch = dict(embedding_standardise=v["embedding_standardise"],
                        embedding_shuffle=v["embedding_shuffle"] or None,
-                       embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None)
+                       embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None,
+                       embedding_unicode_errors=v["unicode_errors"])
         options = dict(
             init=v["init"], tokenizer=None if v["tokenizer"] is None else str(v["tokenizer"]),
             label_names=v["label_names"], pooling=v.get("pooling"), warmup_ratio=v["warmup_ratio"],
