@@ -269,7 +269,7 @@ def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(roo
 
 def test_labels_1_and_string_1_are_one_class(root, tmp_path) -> None:
     """JSONL labels that write one class as 1 and as "1" train as classes "0" and "1" (was: 'label names
-    repeat: 0, 1, 1', an error naming no file; found by benchmarks/fuzz_tasks.py)."""
+    repeat: 0, 1, 1', an error naming no file; found by the task fuzzer, tests/fuzz/test_tasks_fuzz.py)."""
     rows = [{"sentence1": a, "sentence2": b, "label": [0, 1, "1", "0"][i % 4]} for i, (a, b, _) in enumerate(pairs(8))]
     (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = invoke("train", "--task", "classification", "--init", root / "bert", "--corpus", tmp_path / "mixed.jsonl",
