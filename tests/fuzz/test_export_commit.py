@@ -1,8 +1,8 @@
 """What transformers sees of `nb export`'s output folder at every step of its commit, and what a plain
 rerun does after a kill there (issue 42).
 
-A real `nb export RUN -o hf` (a translation run: Marian folder, 7 files; a classifier run: BERT
-sequence classification, 4 files) is paused with NB_FAULT_INJECT=POINT:N:STOP at each step of the
+A real `nb export RUN -o hf` (a translation run: Marian folder, 8 files; a classifier run: BERT
+sequence classification, 5 files; the model card README.md among them) is paused with NB_FAULT_INJECT=POINT:N:STOP at each step of the
 commit: each temporary created, before the journal, after it, after each rename, after the last one,
 and after the folder is in place. While it is stopped, and again after it is killed there, `hf` is
 loaded with transformers' Auto classes, the model AND the tokenizer: both must fail (no folder,
