@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
-from nbcli.tasks.options import MAX_STEPS, option
+from nbcli.tasks.options import MAX_STEPS, REQUIRED, option
 from nbcli.tasks.common_options import RunOptions
 
 
@@ -18,6 +18,11 @@ from nbcli.tasks.common_options import RunOptions
 class FinetuneRunOptions(RunOptions):
     """RunOptions as fine-tuning words them (epochs decide the updates, one evaluation per epoch)."""
 
+    corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
+        "Training data (repeatable): TSV with a header (GLUE), CSV, JSONL, parquet/Arrow or a `datasets` folder; "
+        "tagging also CoNLL text (one token a line). Classification also reads a folder with one sub-folder per "
+        "label, a file per document, as scikit-learn's load_files (BBC News, aclImdb/train/{neg,pos}): its "
+        "sub-folders' names are the labels (docs/classification.md)."))
     steps: Optional[int] = option(None, "--steps", min=1, max=MAX_STEPS, help=(
         "Optimizer updates (default: --epochs decides)."))
     eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(

@@ -333,3 +333,41 @@ def test_unicode_errors_reads_the_vectors_of_an_encoder_from_scratch(root, tmp_p
     assert read.exit_code == 0, read.output
     coverage = json.loads(read.stdout)["embedding_coverage"]["input"]
     assert coverage["vectors"]["escaped_words"] == 1 and coverage["vectors"]["unicode_errors"] == "replace"
+
+
+def test_a_folder_per_class_trains_as_its_jsonl_conversion(root, tmp_path) -> None:
+    """A corpus laid out as load_files reads it (one sub-folder per label, a file per document, BBC
+    News' layout) and the same documents as JSONL give identical runs (every checkpoint tensor, the
+    log's metrics); nb eval and nb predict read the folder too."""
+    from safetensors.torch import load_file
+
+    rng = random.Random(11)
+    folder, rows = tmp_path / "bbc", []
+    for label in ("business", "sport", "tech"):
+        (folder / label).mkdir(parents=True)
+        for i in range(6):
+            text = " ".join(rng.choices(WORDS, k=rng.randint(3, 9))) + "\n" + " ".join(rng.choices(WORDS, k=3)) + "\n"
+            (folder / label / f"{i:03d}.txt").write_text(text)
+            rows.append({"text": text, "label": label})
+    (folder / "README.TXT").write_text("BBC-like articles, not a document\n")
+    (tmp_path / "bbc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = {}
+    for name, corpus in (("folder", folder), ("jsonl", tmp_path / "bbc.jsonl")):
+        out = tmp_path / name
+        result = invoke("train", "--task", "classification", "--init", root / "bert", "--corpus", corpus, "--valid",
+                        f"dev={corpus}", "--steps", "4", "--batch-size", "6", "--lr", "1e-3", "--device", "cpu",
+                        "--eval-every", "2", "--out", out, "--json")
+        assert result.exit_code == 0, result.output
+        runs[name] = out
+    assert json.loads((runs["folder"] / "summary.json").read_text())["labels"] == ["business", "sport", "tech"]
+    a, b = (load_file(runs[name] / "step-4.safetensors") for name in ("folder", "jsonl"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    logs = [[{k: v for k, v in json.loads(line).items() if "val" in k or k in ("step", "loss")}
+             for line in (runs[name] / "log.jsonl").read_text().splitlines()] for name in ("folder", "jsonl")]
+    assert logs[0] == logs[1] and any("val_accuracy" in r for r in logs[0])
+    ev = invoke("eval", runs["folder"], "--corpus", folder, "--json")
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.stdout)["examples"] == 18
+    pred = invoke("predict", runs["folder"], "--corpus", folder, "-o", tmp_path / "preds.jsonl", "--json")
+    assert pred.exit_code == 0, pred.output
+    assert len((tmp_path / "preds.jsonl").read_text().splitlines()) == 18
