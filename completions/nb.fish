@@ -341,6 +341,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l lr -x -d 'Peak learning
 complete -c nb -n '__fish_seen_subcommand_from train' -l dropout -x -d 'Dropout probability. Default: the preset’s (0 for the LM presets, the papers’ sm'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-init -x -d 'Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of'
 complete -c nb -n '__fish_seen_subcommand_from train' -l missing -x -a 'xavier mean neighbours' -d '--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke'
+complete -c nb -n '__fish_seen_subcommand_from train' -l unicode-errors -x -a 'strict replace ignore backslashreplace' -d '--embedding-init pretrained:VECTORS: A word of the vectors that is not UTF-8: st'
 complete -c nb -n '__fish_seen_subcommand_from train' -l d-model -x -d 'Model width (default: the preset’s); word vectors need their dimension (GloVe: 3'
 complete -c nb -n '__fish_seen_subcommand_from train' -l n-head -x -d 'Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:'
 complete -c nb -n '__fish_seen_subcommand_from train' -l n-layer -x -d 'Layers (translation: per side; default: the preset’s; paper 002 app. A.2: 3).'

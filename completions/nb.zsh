@@ -448,6 +448,7 @@ _nb() {
                 '--dropout[Dropout probability. Default: the preset’s (0 for the LM presets, the papers’ sm]:value: ' \
                 '--embedding-init[Input embedding init (paper 002): N(0, 0.02), Xavier uniform, a (V, d) tensor of]:value: ' \
                 '--missing[--embedding-init pretrained:VECTORS: rows whose word has no vector (special toke]:value:(xavier mean neighbours)' \
+                '--unicode-errors[--embedding-init pretrained:VECTORS: A word of the vectors that is not UTF-8: st]:value:(strict replace ignore backslashreplace)' \
                 '--d-model[Model width (default: the preset’s); word vectors need their dimension (GloVe: 3]:value: ' \
                 '--n-head[Attention heads per layer, dividing --d-model (default: the preset’s; paper 002:]:value: ' \
                 '--n-layer[Layers (translation: per side; default: the preset’s; paper 002 app. A.2: 3).]:value: ' \

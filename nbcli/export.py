@@ -19,7 +19,8 @@ eos_token_id, pad_token_id, num_beams / length_penalty: nb's decoding defaults, 
 SentencePiece models MarianTokenizer's files (source.spm, target.spm, vocab.json [+ target_vocab.json
 for separate vocabularies], tokenizer_config.json), which encode as nb does and append EOS; for
 tokenizer.json models the source tokenizer as tokenizer.json (+ target-tokenizer.json when the target's
-differs). All are written through the one safetensors writer into a folder staged beside `out` and
+differs), and README.md, the model card (`translation_card`, `nbcli.hf.model_card`). All are written
+through the one safetensors writer into a folder staged beside `out` and
 renamed into place as a whole (`write_model_folder`, `nbcli.atomic.staged_folder`).
 """
 
@@ -155,6 +156,68 @@ class ExportReport:
         return asdict(self)
 
 
+USAGE_SENTENCEPIECE = """\
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+path = "{path}"   # this folder, from its parent (or the Hub repo it is pushed to)
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelForSeq2SeqLM.from_pretrained(path)
+batch = tokenizer(["A sentence to translate."], return_tensors="pt")   # the tokenizer appends EOS, as nb does
+print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+"""
+USAGE_TOKENIZER_JSON = """\
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+path = "{path}"   # this folder, from its parent (or the Hub repo it is pushed to)
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelForSeq2SeqLM.from_pretrained(path)
+ids = tokenizer.encode("A sentence to translate.") + [tokenizer.eos_token_id]   # nb's sources end with EOS
+print(tokenizer.batch_decode(model.generate(torch.tensor([ids])), skip_special_tokens=True))
+"""
+
+
+def translation_card(tm: TranslationModel, out: Path, beam: int, lenpen: float) -> bytes:
+    """README.md of a translation export (`nbcli.hf.model_card`): the run's languages, settings, the
+    validation BLEU/chrF logged at the exported step, the decoding defaults and what they cannot hold."""
+    from nbcli.hf.model_card import (CardFacts, Metric, file_names, hub_datasets, logged_at, metadata_inputs,
+                                     model_card, papers_used, run_files)
+
+    config, summary, records = run_files(tm.path)
+    config = config or json.loads(tm.metadata.get("nb.train_config", "{}") or "{}")
+    languages = tm.languages()
+    src, tgt = languages if languages else ("?", "?")
+    inputs = metadata_inputs(tm.metadata)
+    at = logged_at(records, tm.step, "val_bleu")
+    metrics = [] if at is None else [
+        Metric("validation", "nb-validation", kind, name, float(at[key]), summary.get(signature))
+        for kind, name, key, signature in (("bleu", "BLEU (sacreBLEU)", "val_bleu", "bleu_signature"),
+                                           ("chrf", "chrF (sacreBLEU)", "val_chrf", "chrf_signature"))
+        if isinstance(at.get(key), (int, float))]
+    cfg = tm.cfg
+    usage = USAGE_SENTENCEPIECE if tm.source_tokenizer.kind == "sentencepiece" else USAGE_TOKENIZER_JSON
+    facts = CardFacts(
+        name=out.name, task="translation", languages=[x for x in (src, tgt) if x != "?"],
+        summary=f"A {src}→{tgt} Transformer encoder-decoder (Marian layout, {cfg.encoder_layers}+{cfg.decoder_layers} "
+                f"layers, d_model {cfg.d_model}) from step {tm.step} of an nb translation run.",
+        usage=usage.format(path=out.name), datasets=hub_datasets(inputs), papers=papers_used(config), metrics=metrics,
+        notes=["`from_pretrained` loads every tensor; the output bias b is Marian's final_logits_bias.",
+               f"generation_config.json: num_beams {beam}, length_penalty {lenpen:g} (nb's decoding: beam search, "
+               f"paper 000 app. A), max_new_tokens {cfg.max_positions} (the position table).",
+               "nb also stops each sentence after int(1.2 x S + 10) generated tokens (S: its source tokens, EOS "
+               "included), a per-sentence limit a generation config cannot hold; pass "
+               "max_new_tokens=int(1.2 * S + 10) per sentence to cut where nb does."],
+        settings=[("task", f"translation {src}→{tgt}"), ("preset", str(config.get("preset", "-"))),
+                  ("updates", str(config.get("steps", "-"))), ("batch (sentences)", str(config.get("batch_size", "-"))),
+                  ("learning rate", f"{config.get('lr', '-')} ({config.get('lr_schedule', '-')}, warm-up "
+                                    f"{config.get('warmup', '-')})"),
+                  ("output bias init", str(config.get("bias_init", "-"))),
+                  ("embedding init", str(config.get("embedding_init", "-"))), ("seed", str(config.get("seed", "-"))),
+                  ("best checkpoint chosen by", str(summary.get("select_by", "-"))),
+                  ("data", file_names(inputs))])
+    return model_card(facts)
+
+
 def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = None, lenpen: float | None = None,
                  ) -> ExportReport:
     """Write the Marian model folder of a loaded translation model into `out` (new or empty)."""
@@ -170,7 +233,8 @@ def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = No
     tensors = marian_tensors(tm.model)
     extra = {"config.json": _json(marian_config(cfg)),
              "generation_config.json": _json(generation_config(cfg, beam, lenpen)),
-             **tokenizer_files(tm.source_tokenizer, tm.target_tokenizer, cfg)}
+             **tokenizer_files(tm.source_tokenizer, tm.target_tokenizer, cfg),
+             "README.md": translation_card(tm, Path(out), beam, lenpen)}
     metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(tm.path),
                 **({"nb.step": tm.metadata["nb.step"]} if "nb.step" in tm.metadata else {})}
     written = write_model_folder(out, tensors, metadata, extra)

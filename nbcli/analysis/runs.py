@@ -193,7 +193,8 @@ def arm_table(runs: Sequence[RunLog], until: int | None = None) -> list[dict[str
     ARM_METRICS the mean ± standard error (ddof 1) over the runs that logged it, with their number
     (paper 000 figs. 2-3: mean and standard error over 5 seeds), and `sd`, the standard deviation σ
     (ddof 1; paper 002 table 1 reports best validation accuracy and its epoch as mean ± σ over seeds).
-    ALCs over the first `until` updates."""
+    ALCs over the first `until` updates. A metric no run logged (accuracy of translation runs, BLEU of
+    classifiers) is left out of every row, so no table carries a column that cannot apply."""
     rows = []
     for group in dict.fromkeys(r.group for r in runs):
         members = [r for r in runs if r.group == group]
@@ -209,6 +210,10 @@ def arm_table(runs: Sequence[RunLog], until: int | None = None) -> list[dict[str
             mean, se = mean_standard_error(present)
             row[metric] = {"mean": mean, "se": se, "sd": mean_standard_error(present, "sd")[1], "n": len(present)}
         rows.append(row)
+    unlogged = [m for m in ARM_METRICS if not any(row[m]["n"] for row in rows)]
+    for row in rows:
+        for metric in unlogged:
+            del row[metric]
     return rows
 
 

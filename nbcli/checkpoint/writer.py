@@ -312,17 +312,34 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
     if hub := hub_inputs_metadata([source.files[0], *other_inputs]):  # provenance: repo id + commit of Hub inputs
         edits = dataclasses.replace(edits, update={**edits.update, **hub})
     target_dir = checked_output_dir(source, target, folder)
-    if source.sharded:
-        assert target_dir is not None
-        plan = plan_sharded(edits, target_dir, in_place)
-    else:
-        plan = plan_single(edits, target)
-    if extra_files:
-        if target_dir is None:
-            raise ConfigError("extra files need a folder output")
-        plan.extra = [(target_dir / name, content) for name, content in extra_files.items()]
+    if extra_files and target_dir is None:
+        raise ConfigError("extra files need a folder output")
     late = _LateMetadata(late_metadata, late_reserve) if late_metadata is not None else None
-    return _execute(plan, target_dir, progress, late, deferred, edits.held)
+
+    def plan_in(directory: Path | None) -> WritePlan:
+        if source.sharded:
+            assert directory is not None
+            plan = plan_sharded(edits, directory, in_place)
+        else:
+            plan = plan_single(edits, target if directory is None else directory / target.name)
+        plan.extra = [(directory / name, content) for name, content in (extra_files or {}).items()] if directory else []
+        return plan
+
+    if target_dir is not None and not in_place and _new_folder(target_dir):
+        # a new folder appears whole (`staged_folder`): no reader meets its weights without the
+        # config.json and tokenizer files written after them
+        with staged_folder(target_dir) as staging:
+            written = _execute(plan_in(staging), None, progress, late, deferred, edits.held)
+        return [target_dir / path.name for path in written]
+    return _execute(plan_in(target_dir), target_dir, progress, late, deferred, edits.held)
+
+
+def _new_folder(directory: Path) -> bool:
+    """Whether `directory` is absent or an empty directory (what `staged_folder` may create)."""
+    try:
+        return not directory.exists() or (directory.is_dir() and not any(directory.iterdir()))
+    except OSError:
+        return False
 
 
 def _execute(plan: WritePlan, created_dir: Path | None, progress: Progress | None, late: _LateMetadata | None,

@@ -24,6 +24,11 @@ per sentence to cut where nb does (docs/training.md 'nb export'). SentencePiece 
 files (source.spm, target.spm, vocab.json), which encode as nb does and append EOS. Post-LN models only (Marian
 has no place for pre-LN's final LayerNorms). DIR must be new or empty; it is written in one commit.
 
+Every export holds a model card, README.md: the Hub's metadata (library_name, pipeline_tag, language, tags
+with the arXiv id of each paper whose method the run used, base_model for a run fine-tuned from a Hub model,
+a model-index with the validation metrics nb logged at the exported step: BLEU/chrF with sacreBLEU's
+signatures, or accuracy/F1 on each --valid set) and how to load and use the folder with transformers.
+
 A classifier or tagger run (nb train --task classification|tagging from a transformers encoder: BERT, RoBERTa,
 DistilBERT, ...) exports as that family's ForSequenceClassification / ForTokenClassification folder that
 AutoModelForSequenceClassification / AutoModelForTokenClassification loads with the same logits: config.json
@@ -36,7 +41,12 @@ or from an nb MLM run) is refused: nb's encoder is pre-LN, which no transformers
   nb export runs/iwslt-unigram-s0 -o hf/mt       # the run's best checkpoint
   nb export runs/mnli -o hf/mnli                 # a classifier (AutoModelForSequenceClassification)
   nb export runs/iwslt-unigram-s0/step-20000.safetensors -o hf/step-20000 --json
-  # then in Python: transformers.pipeline("translation", "hf/mt")("Hallo Welt")
+
+Then in Python, as DIR/README.md (the model card) shows for each export: tokenizer =
+AutoTokenizer.from_pretrained(DIR), model = AutoModelForSeq2SeqLM.from_pretrained(DIR),
+tokenizer.batch_decode(model.generate(**tokenizer(["Hallo Welt"], return_tensors="pt")),
+skip_special_tokens=True); a classifier: AutoModelForSequenceClassification (tagger:
+AutoModelForTokenClassification) and the logits' argmax through config.id2label.
 """
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from nbcli.checkpoint.architectures import ARCHITECTURES, ROLES  # the one architecture table (no torch import)
+from nbcli.tasks.common_options import UNICODE_ERRORS_HELP  # nb train's --unicode-errors says the same
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
 TokenizerOption = Annotated[
@@ -214,10 +215,7 @@ FigureFormatOption = Annotated[
 # Word vectors (nb analogy, nb embedding-stats --vectors): words that are not UTF-8, as gensim's unicode_errors.
 UnicodeErrorsOption = Annotated[
     Optional[Literal["strict", "replace", "ignore", "backslashreplace"]],
-    typer.Option("--unicode-errors", show_default=False,
-                 help="A word of the vectors that is not UTF-8: strict refuses the file, saying how many (the "
-                 "default for text; word2vec binary: backslashreplace); replace (U+FFFD), ignore (bad bytes "
-                 "dropped) or backslashreplace (\\xNN) read it, as gensim's unicode_errors."),
+    typer.Option("--unicode-errors", show_default=False, help=UNICODE_ERRORS_HELP),
 ]
 CsvOption = Annotated[
     Optional[str],

@@ -39,7 +39,8 @@ use 5 seeds). Runs without a config.json are grouped by directory name less a se
 SE of best validation BLEU, ALC of validation BLEU, best validation loss and ALC of validation loss; for
 classifier runs the best validation accuracy (summary.json's: the first --valid set's highest) and its epoch
 as mean ± σ (ddof 1; paper 002 table 1 reports σ over seeds; --accuracy-spread se for the SE). --json's
-`groups` carry mean, se, sd and n of every metric.
+`groups` carry mean, se, sd and n of every metric some run logged (a translation run's table has no accuracy
+columns, a classifier's no BLEU).
 
 ALC: the area under the curve over the first --alc-steps updates (20000, the paper's), by the
 trapezoidal rule, divided by the span covered (docs/training.md#translation-metrics). A non-finite
@@ -98,18 +99,21 @@ def _show_mean_se(cell: dict[str, Any], spread: str = "se") -> str:
     return num(cell["mean"]) + (f" ± {num(cell[spread])}" if cell.get(spread) is not None else "")
 
 
-def group_columns(accuracy_spread: str = "sd", accuracy: bool = True) -> tuple[Col, ...]:
-    """The arms' table: loss and BLEU as mean ± SE, classifiers' accuracy and its epoch ± `accuracy_spread`
-    (those two columns only with `accuracy`)."""
+#: The arms' table: (header, arm_table metric); accuracy and its epoch are ± --accuracy-spread.
+GROUP_METRICS = (("best val BLEU", "best_val_bleu"), ("ALC val BLEU", "alc_val_bleu"), ("best val loss", "best_val_loss"),
+                 ("ALC val loss", "alc_val_loss"), ("best val accuracy", "best_val_accuracy"), ("its epoch", "best_epoch"))
+SPREAD_METRICS = ("best_val_accuracy", "best_epoch")
+
+
+def group_columns(accuracy_spread: str, groups: list[dict[str, Any]]) -> tuple[Col, ...]:
+    """The arms' table: a column for each metric some run logged (arm_table leaves out the others), loss
+    and BLEU as mean ± SE, classifiers' accuracy and its epoch ± `accuracy_spread`."""
     def show_accuracy(cell: dict[str, Any]) -> str:
         return _show_mean_se(cell, accuracy_spread)
 
     return (Col("arm", TEXT, lambda row: row["group"]), Col("runs", NUM, lambda row: len(row["runs"])),
-            *(Col(header, NUM, key(name), _show_mean_se) for header, name in (
-                ("best val BLEU", "best_val_bleu"), ("ALC val BLEU", "alc_val_bleu"),
-                ("best val loss", "best_val_loss"), ("ALC val loss", "alc_val_loss"))),
-            *(Col(header, NUM, key(name), show_accuracy) for header, name in (
-                ("best val accuracy", "best_val_accuracy"), ("its epoch", "best_epoch")) if accuracy))
+            *(Col(header, NUM, key(name), show_accuracy if name in SPREAD_METRICS else _show_mean_se)
+              for header, name in GROUP_METRICS if any(name in row for row in groups)))
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -122,10 +126,14 @@ def _render(report: dict[str, Any]) -> None:
         console.print("no figures: the runs logged no curves yet", highlight=False)
     window = f"first {num(report['alc_steps'])} updates" if report["alc_steps"] else "whole curves"
     spread = report.get("accuracy_spread", "sd")
-    classifiers = any(row.get("best_val_accuracy", {}).get("n") for row in report["groups"])
-    note = "; accuracy and its epoch ± σ" if classifiers and spread == "sd" else ""
-    print_rows(f"arms: mean ± standard error over their runs (ALC over the {window}){note}",
-               group_columns(spread, classifiers), report["groups"], "no run")
+    groups = report["groups"]
+    if any(len(row["runs"]) > 1 for row in groups):
+        classifiers = any(row.get("best_val_accuracy", {}).get("n") for row in groups)
+        note = "; accuracy and its epoch ± σ" if classifiers and spread == "sd" else ""
+        title = f"arms: mean ± standard error over their runs (ALC over the {window}){note}"
+    else:
+        title = f"arms: one run each, no spread (ALC over the {window})"
+    print_rows(title, group_columns(spread, groups), groups, "no run")
 
 
 def register(app: typer.Typer) -> None:

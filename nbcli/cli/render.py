@@ -208,7 +208,25 @@ def _marker_text(added: bool, token: dict[str, Any] | None) -> str:
     return f"{'yes' if added else 'no'} {where}"
 
 
+#: The widest a note under a table is printed (its table keeps short values; the why is a note).
+NOTE_WIDTH = 100
+
+
+def print_notes(notes: Sequence[tuple[str, str]], console: Console | None = None) -> None:
+    """`name: text` sentences under a table, wrapped at NOTE_WIDTH (the terminal's width when narrower)
+    so a log file gets no 200-character line; text is data (escaped)."""
+    import textwrap
+
+    console = console or stdout_console()
+    width = min(NOTE_WIDTH, console.width) if console.is_terminal else NOTE_WIDTH
+    for name, text in notes:
+        lines = textwrap.wrap(f"{name}: {text}", width, subsequent_indent="  ", break_on_hyphens=False)
+        console.print(esc("\n".join(lines)), highlight=False)
+
+
 def render_count_summary(report: dict[str, Any]) -> None:
+    """count-unigrams' summary: a table of short values, why EOS is counted and how the corpus was
+    encoded as notes under it, then the top pieces."""
     console = stdout_console()
     summary = table(f"unigram counts -> {esc(report['output'])}", [("", KEY), ("", TEXT)], header=False)
     summary.columns[0].style = "bold"
@@ -219,21 +237,23 @@ def render_count_summary(report: dict[str, Any]) -> None:
         ("distinct types", f"{num(report['distinct_types'])} of {num(report['vocab_size'])} "
                            f"({percent(report['vocab_coverage'])} vocabulary coverage)"),
         ("unigram entropy", f"{num(report['entropy_nats'])} nats = {num(report['entropy_bits'])} bits"),
-        ("EOS per document", _marker_text(report["eos"], report.get("eos_token"))
-         + (f"\n[dim]{esc(report['eos_reason'])}[/dim]" if report.get("eos_reason") else "")),
+        ("EOS per document", _marker_text(report["eos"], report.get("eos_token"))),
         ("BOS per document", _marker_text(report["bos"], report.get("bos_token"))),
-        ("method", f"{report['method']}, {report['workers']} worker(s)\n[dim]{esc(report['method_reason'])}[/dim]"),
+        ("method", f"{report['method']}, {report['workers']} worker(s)"),
         ("throughput", f"{num(report['mb_per_s'])} MB/s, {num(report['tokens_per_s'])} tokens/s "
                        f"({num(report['seconds'])} s)"),
     ]
     if report.get("tsv"):
         rows.append(("tsv", esc(report["tsv"])))
-    if report.get("tokenizer_adjustments"):
-        rows.append(("tokenizer", "[yellow]" + esc("; ".join(report["tokenizer_adjustments"]))
-                     + "[/yellow] (counting needs every token, nothing added)"))
     for key, value in rows:
         summary.add_row(key, value)
     print_table(summary, console)
+    notes = [("EOS", report["eos_reason"])] if report.get("eos_reason") else []
+    notes.append(("method", report["method_reason"]))
+    if report.get("tokenizer_adjustments"):
+        notes.append(("tokenizer", "; ".join(report["tokenizer_adjustments"])
+                      + " (counting needs every token, nothing added)"))
+    print_notes(notes, console)
     print_rows("top 10 pieces", TOP_COLUMNS, list(enumerate(report["top"], 1)), "the corpus has no tokens", console)
 
 

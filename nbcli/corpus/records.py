@@ -345,16 +345,28 @@ def iter_examples(inputs: Sequence[str], *, text_field: Column = "text", pair_fi
     text `pair_field` (MNLI's sentence2, QQP's question2), and `label_field` (None: no label). With
     `header=False` a TSV/CSV has no header row and fields are 0-based column numbers (CoLA's
     in_domain_train.tsv: text_field=3, label_field=1). A text that is not a string is an error naming
-    the line; labels are returned as stored (`Example`)."""
+    the line; labels are returned as stored (`Example`). A folder with one sub-folder per label is read
+    as scikit-learn's load_files reads it (`nbcli.corpus.folders`: a file a document, its folder's name
+    its label; the fields do not apply)."""
+    from nbcli.corpus.folders import class_folders, folder_examples
+
     stats = stats if stats is not None else ReadStats()
     fields: list[Field] = [(text_field,)] + ([(pair_field,)] if pair_field is not None else []) + \
         ([(label_field,)] if label_field is not None else [])
-    for source in discover_inputs(list(inputs), format):
-        for origin, values in field_rows(source, fields, header, strict, False, stats, progress):
-            text = _text(origin, text_field, values[0])
-            pair = _text(origin, pair_field, values[1]) if pair_field is not None else None
-            label = _label(origin, label_field, values[-1]) if label_field is not None else None
-            yield Example(text, pair, label, origin)
+    for item in inputs:
+        if (classes := class_folders(item)) is not None:
+            if pair_field is not None:
+                raise ConfigError(f"{item}: a folder per class holds one text a file; --text-pair-field does not apply")
+            for text, label, origin in folder_examples(item, classes, labelled=label_field is not None,
+                                                       strict=strict, stats=stats, progress=progress):
+                yield Example(text, None, label, origin)
+            continue
+        for source in discover_inputs([item], format):
+            for origin, values in field_rows(source, fields, header, strict, False, stats, progress):
+                text = _text(origin, text_field, values[0])
+                pair = _text(origin, pair_field, values[1]) if pair_field is not None else None
+                label = _label(origin, label_field, values[-1]) if label_field is not None else None
+                yield Example(text, pair, label, origin)
 
 
 # ---------------------------------------------------------------------------------------------

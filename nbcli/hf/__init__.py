@@ -10,6 +10,8 @@
                     `nbcli.patch(model, in_place=True)` does with the surgery plan's tensors
     guidance.py     `attention_guidance_loss` (paper 001, nb train's `Guidance`) on transformers'
                     attention maps or on queries/keys kept by `capture_qk` hooks; `pattern_ids`
+    model_card.py   the README.md model card `nb export` writes (huggingface_hub's ModelCard: the Hub's
+                    metadata, the run's metrics at the exported step, the papers' arXiv ids, how to load it)
     trainer.py      `AttentionGuidanceTrainer`, a transformers.Trainer with L + alpha_t L_AG (imports
                     transformers at import time: reach it through `nbcli.AttentionGuidanceTrainer`)
 

@@ -188,7 +188,8 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         ax.set_xlabel("training step (update)")
         ax.set_ylabel(ylabel)
         window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
-        ax.set_title(f"{label}; band: ± standard error over seeds; shaded: area under the curve\n"
+        band = "band: ± standard error over seeds; " if _several_seeds(runs, key) else ""
+        ax.set_title(f"{label}; {band}shaded: area under the curve\n"
                      f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
         ax.grid(True)
         marks = _mark_unigram_switch([ax], runs, colours)
@@ -203,9 +204,12 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         _accuracy_curves(ax, runs, colours, accuracy_spread)
         ax.set_xlabel("training step (update)")
         ax.set_ylabel("validation accuracy")
-        name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
-        ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
-                     f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+        if _several_seeds(runs, "val_accuracy"):
+            name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
+            ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
+                         f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+        else:
+            ax.set_title("Validation accuracy\n(legend: best accuracy and its epoch, paper 002 table 1)")
         ax.grid(True)
         ax.legend(loc="lower right")
         save(fig, "val_accuracy", metadata)
@@ -220,21 +224,23 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
                 members = [r for r in runs if r.group == group and r.has(key)]
                 if not members:
                     continue
+                label = group if key == "kl_unigram" else None
                 steps, mean, se = mean_curve([m.series[key] for m in members])
                 if steps.size == 0:  # seeds evaluated on disjoint steps: each run on its own
                     for i, m in enumerate(members):
-                        ax.plot(*m.series[key], linestyle=style, color=colours[group], linewidth=1.0,
-                                label=group if key == "kl_unigram" and i == 0 else None, **_markers(key, m.series[key][0]))
+                        _log_step_curve(ax, *m.series[key], None, key, linestyle=style, color=colours[group],
+                                        linewidth=1.0, label=label if i == 0 else None)
                     continue
-                ax.errorbar(steps, mean, yerr=se if len(members) > 1 else None, linestyle=style, color=colours[group],
-                            linewidth=1.3, label=group if key == "kl_unigram" else None, **_markers(key, steps))
+                _log_step_curve(ax, steps, mean, se if len(members) > 1 else None, key, linestyle=style,
+                                color=colours[group], linewidth=1.3, label=label)
         ax.plot([], [], "k-", marker="o", markersize=3, label="KL(p_θ ‖ unigram)")
         ax.plot([], [], "k--", marker="o", markersize=3, label="KL(p_θ ‖ uniform)")
         ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlabel("training step (log scale; 0 shown linearly; markers: evaluated steps)")
+        ax.set_xlabel("training step (log scale; step 0 shown linearly, a marker not joined to the curve; "
+                      "markers: evaluated steps)")
         ax.set_ylabel("mean per-token divergence (nats)")
-        ax.set_title("Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1)\n"
-                     "bars: ± standard error over seeds")
+        bars = "\nbars: ± standard error over seeds" if _several_seeds(runs, "kl_unigram") else ""
+        ax.set_title(f"Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1){bars}")
         ax.grid(True, which="both")
         ax.legend(loc="best")
         save(fig, "divergence", metadata)
@@ -270,6 +276,28 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
         axes[0].legend(loc="best")
         save(fig, "unigram_reg", _marks_metadata(metadata, marks))
     return written
+
+
+def _several_seeds(runs: Sequence[Any], key: str) -> bool:
+    """Whether some arm has several runs that logged `key`: only then has a figure a spread to draw."""
+    groups = [r.group for r in runs if r.has(key)]
+    return len(groups) > len(set(groups))
+
+
+def _log_step_curve(ax: Any, steps: np.ndarray, values: np.ndarray, err: np.ndarray | None, key: str,
+                    **style: Any) -> None:
+    """One curve on a symlog step axis: the evaluated steps after 0 joined, step 0 (drawn in the linear
+    part of the axis) a marker of its own, since a straight line from it to the first evaluation would
+    draw an interpolation the log axis does not mean. `err`: ± bars, or None."""
+    steps, values = np.asarray(steps), np.asarray(values)
+    at_zero = steps == 0
+    label = style.pop("label", None)
+    for part, joined in ((at_zero, False), (~at_zero, True)):
+        if not part.any():
+            continue
+        ax.errorbar(steps[part], values[part], yerr=None if err is None else err[part],
+                    **{**style, "linestyle": style["linestyle"] if joined else "none"},
+                    label=label if joined or at_zero.all() else None, **_markers(key, steps))
 
 
 def _save_named(fig: Any, out_dir: Path, name: str, metadata: dict[str, str], outputs: OutputSet, fmt: str = "png",

@@ -14,6 +14,7 @@ architecture's head, parameter for parameter (`nbcli.models.heads`), so the expo
                             PreTrainedTokenizerFast, the special tokens it holds and model_max_length
                             the run's --max-len, so `AutoTokenizer(..., truncation=True)` cuts a long
                             text where nb predict does (longest_first for a pair) and the labels agree
+    README.md               the model card (`classifier_card`, `nbcli.hf.model_card`)
 
 The encoder family's row (`nbcli.models.heads.FAMILIES`) names the transformers class (the encoder
 config's own architecture name where it has one, e.g. XLMRoberta, else the row's) and the head
@@ -106,6 +107,62 @@ def _tokenizer_files(folder: Path, max_len: int) -> dict[str, bytes]:
                       "AutoTokenizer does not load on its own; nb export writes runs with a tokenizer.json")
 
 
+USAGE = """\
+import torch
+from transformers import AutoModelFor{kind}, AutoTokenizer
+
+path = "{path}"   # this folder, from its parent (or the Hub repo it is pushed to)
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelFor{kind}.from_pretrained(path)
+batch = tokenizer({example}, truncation=True, return_tensors="pt")   # cut at the run's --max-len, as nb predict
+with torch.no_grad():
+    ids = model(**batch).logits.argmax(-1)
+print({show})
+"""
+
+
+def classifier_card(checkpoint: Path, step: int | None, task: str, labels: list[str], layout: str,
+                    out: Path) -> bytes:
+    """README.md of a classifier or tagger export (`nbcli.hf.model_card`): the base model, the run's
+    settings and data, its metrics on each --valid set at the exported step (summary.json's `final`
+    for the run's last checkpoint)."""
+    from nbcli.hf.model_card import CardFacts, Metric, file_names, hub_datasets, hub_model, model_card, papers_used
+    from nbcli.hf.model_card import run_files
+
+    config, summary, _records = run_files(checkpoint)
+    valid = config.get("valid") if isinstance(config.get("valid"), dict) else {}
+    train = [str(x) for x in config.get("train") or []]
+    metrics = []
+    if step is not None and summary.get("steps") == step and isinstance(summary.get("final"), dict):
+        for name, scores in summary["final"].items():
+            f1 = f"F1 ({scores.get('f1_average', 'entity')})" if task == "classification" else "entity F1 (seqeval)"
+            metrics += [Metric(name, Path(str(valid.get(name, name))).name, kind, shown, float(scores[key]))
+                        for key, kind, shown in (("accuracy", "accuracy", "accuracy"), ("f1", "f1", f1),
+                                                 ("matthews", "matthews_correlation", "Matthews correlation"),
+                                                 ("precision", "precision", "precision"), ("recall", "recall", "recall"))
+                        if isinstance(scores.get(key), (int, float))]
+    kind = "SequenceClassification" if task == "classification" else "TokenClassification"
+    show = ("[model.config.id2label[int(i)] for i in ids]" if task == "classification" else
+            "[[model.config.id2label[int(i)] for i in row] for row in ids]   # a label per token (word pieces too)")
+    pair = (config.get("data") or {}).get("pair_field")
+    example = ('["A sentence to tag ."]' if task == "tagging" else
+               '["A first text."], ["A second text."]' if pair else '["A text to classify."]')
+    init = config.get("init")
+    facts = CardFacts(
+        name=out.name, task=task, summary=f"A {layout} ({len(labels)} labels: {', '.join(labels[:8])}"
+                                          f"{', ...' if len(labels) > 8 else ''}) from step {step} of an nb {task} run.",
+        usage=USAGE.format(kind=kind, path=out.name, example=example, show=show), base_model=hub_model(init),
+        datasets=hub_datasets([*train, *map(str, valid.values())]), papers=papers_used(config), metrics=metrics,
+        settings=[("task", task), ("fine-tuned from", hub_model(init) or (Path(str(init)).name if init else "-")),
+                  ("updates", str(summary.get("steps", "-"))),
+                  ("batch", str(config.get("batch_size", "-"))),
+                  ("learning rate", f"{config.get('lr', '-')} (linear, warm-up ratio {config.get('warmup_ratio', '-')})"),
+                  ("max length (tokens)", str((config.get("data") or {}).get("max_len", "-"))),
+                  ("seed", str(config.get("seed", "-"))), ("training data", file_names(train)),
+                  ("validation data", ", ".join(f"{k}={Path(str(v)).name}" for k, v in valid.items()) or "-")])
+    return model_card(facts)
+
+
 def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExportReport:
     """`nb export RUN_OR_CKPT -o DIR` for a classifier or tagger run (module doc)."""
     from nbcli.checkpoint.writer import write_model_folder
@@ -125,7 +182,9 @@ def export_classifier(checkpoint: Path | str, out: Path | str) -> ClassifierExpo
     tensors = loaded.model.export_tensors()
     config = hf_classifier_config(dict(spec.config), spec.family, type(loaded.model.head), labels)
     files = {"config.json": (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-             **_tokenizer_files(loaded.path.parent, loaded.spec.max_len)}  # nb predict cuts there too
+             **_tokenizer_files(loaded.path.parent, loaded.spec.max_len),  # nb predict cuts there too
+             "README.md": classifier_card(loaded.path, loaded.step, task, labels, config["architectures"][0],
+                                          Path(out))}
     step = loaded.step          # read with the checkpoint by load_classifier
     metadata = {"format": "pt", "nb.version": tool_version(), "nb.exported_from": str(loaded.path),
                 **({"nb.step": str(step)} if step is not None else {})}

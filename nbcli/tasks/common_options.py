@@ -18,6 +18,10 @@ DOCUMENTS_HELP = (
     "line (a line ends at LF or CRLF only); .jsonl .ndjson .json: the `text` field; .tsv .csv: the `text` column "
     "named by the header; parquet, Arrow and `datasets` folders: the `text` column; also compressed (.gz .bz2 .xz "
     ".zst).")
+UNICODE_ERRORS_HELP = (
+    "A word of the vectors that is not UTF-8: strict refuses the file, saying how many (the default for text; "
+    "word2vec binary: backslashreplace); replace (U+FFFD), ignore (bad bytes dropped) or backslashreplace (\\xNN) "
+    "read it, as gensim's unicode_errors.")
 TOKENIZER_HELP = (
     "SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its tokenizer.json, else its "
     "tokenizer.model), a Hub repo id org/name[@rev], or words:min-freq=K[,lower]: a word vocabulary of the training "
@@ -53,6 +57,8 @@ class RunOptions:
         "--embedding-init pretrained:VECTORS: rows whose word has no vector (special tokens too): xavier "
         "U(+-sqrt(6/(V+d))) seeded by --seed, or the mean of the vectors read (transplant-embeddings' --missing; "
         "its neighbours needs a source tokenizer, so word vectors refuse it)."))
+    unicode_errors: Optional[Literal["strict", "replace", "ignore", "backslashreplace"]] = option(
+        None, "--unicode-errors", help="--embedding-init pretrained:VECTORS: " + UNICODE_ERRORS_HELP)
     d_model: Optional[int] = option(None, "--d-model", metavar="D", min=1, max=1 << 16, help=(
         "Model width (default: the preset's); word vectors need their dimension (GloVe: 300)."))
     n_head: Optional[int] = option(None, "--n-head", metavar="H", min=1, max=1024, help=(
@@ -275,7 +281,7 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
         ag_alpha="auto" if alpha is None else alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
         ag_decay_steps=v["ag_decay_steps"], lr_schedule=v["lr_schedule"], unigram_reg_lambda=v["unigram_reg_lambda"],
         unigram_reg_steps=v["unigram_reg_steps"], embedding_init=v["embedding_init"], embedding_missing=v["missing"],
-        d_model=v["d_model"], n_head=v["n_head"], embedding_standardise=v["embedding_standardise"],
+        embedding_unicode_errors=v["unicode_errors"], d_model=v["d_model"], n_head=v["n_head"], embedding_standardise=v["embedding_standardise"],
         embedding_whiten=v["embedding_whiten"], embedding_shuffle=v["embedding_shuffle"],
         embedding_shuffle_mode=v["shuffle_mode"], eval_every=v["eval_every"], eval_batches=v["eval_batches"],
         val_fraction=v["val_fraction"], save_every=v["save_every"], device=v["device"], dtype=v["dtype"],

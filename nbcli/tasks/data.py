@@ -118,7 +118,10 @@ def known_labels(spec: DataSpec, names_option: str | None, inputs: Sequence[str]
 def dataset_class_names(inputs: Sequence[str], field: str) -> list[str] | None:
     """The ClassLabel names of `field` in the first JSONL/parquet/Arrow input that has them
     (`corpus.features`: the Hub's parquet files carry them in their schema metadata); None when none has."""
-    for source in discover_inputs(list(inputs)):
+    from nbcli.corpus.folders import class_folders
+
+    files = [item for item in inputs if class_folders(item) is None]   # a folder per class has no ClassLabel
+    for source in discover_inputs(files) if files else []:
         if source.columnar or source.format in RECORD_FORMATS:
             names = source_class_names(source, field)
             if names is not None:

@@ -72,7 +72,7 @@ RESUMABLE = {"device", "eval_every", "save_every", "select_by"}
 SET_METRICS = ("loss", "accuracy", "f1")
 # TrainConfig fields an encoder from scratch takes over its preset's (`encoder_from_scratch`'s options)
 ENCODER_OPTIONS = ("n_layer", "d_ff", "norm", "scale_embedding", "init_scheme", "embedding_standardise",
-                   "embedding_shuffle", "embedding_shuffle_mode")
+                   "embedding_shuffle", "embedding_shuffle_mode", "embedding_unicode_errors")
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
-from nbcli.tasks.options import MAX_STEPS, option
+from nbcli.tasks.options import MAX_STEPS, REQUIRED, option
 from nbcli.tasks.common_options import ArchitectureOptions, OptimizerOptions, RunOptions, SelectionOptions
 from nbcli.tasks.presets import CLASSIFICATION_PRESETS
 
@@ -22,6 +22,11 @@ EncoderPreset = Literal[(*("tiny", "small", "gpt2-124m", "roberta-8"), *CLASSIFI
 class FinetuneRunOptions(RunOptions):
     """RunOptions as fine-tuning words them (epochs decide the updates, one evaluation per epoch)."""
 
+    corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
+        "Training data (repeatable): TSV with a header (GLUE), CSV, JSONL, parquet/Arrow or a `datasets` folder; "
+        "tagging also CoNLL text (one token a line). Classification also reads a folder with one sub-folder per "
+        "label, a file per document, as scikit-learn's load_files (BBC News, aclImdb/train/{neg,pos}): its "
+        "sub-folders' names are the labels (docs/classification.md)."))
     steps: Optional[int] = option(None, "--steps", min=1, max=MAX_STEPS, help=(
         "Optimizer updates (default: --epochs decides)."))
     eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(
@@ -118,7 +123,8 @@ class ClassificationTask(Task):
         scratch = dict(n_layer=v["n_layer"], d_ff=v["d_ff"], norm=v["norm"], scale_embedding=v["scale_embedding"],
                        init_scheme=v["init_scheme"], embedding_standardise=v["embedding_standardise"],
                        embedding_shuffle=v["embedding_shuffle"] or None,
-                       embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None)
+                       embedding_shuffle_mode=v["shuffle_mode"] if v["embedding_shuffle"] else None,
+                       embedding_unicode_errors=v["unicode_errors"])
         options = dict(
             init=v["init"], tokenizer=None if v["tokenizer"] is None else str(v["tokenizer"]),
             label_names=v["label_names"], pooling=v.get("pooling"), warmup_ratio=v["warmup_ratio"], warmup=v["warmup"],

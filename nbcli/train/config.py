@@ -119,6 +119,7 @@ class TrainConfig:
     unigram_reg_steps: int = 0        # ... for updates 0 .. S-1, then the standard objective
     embedding_init: str = "normal"    # normal | xavier | pretrained:FILE[:TENSOR] | pretrained:VECTORS
     embedding_missing: str = "xavier"  # pretrained:VECTORS: rows without a vector (nbcli.transplant.MISSING)
+    embedding_unicode_errors: str | None = None  # pretrained:VECTORS: words not UTF-8 (None: the reader's default)
     embedding_standardise: str | None = None   # xavier | match:FILE:TENSOR | mean=M,std=S (surgery spec)
     embedding_whiten: bool = False    # Zipfian whitening under the training counts' unigram (Yokoi et al. 2024)
     embedding_shuffle: bool = False
@@ -173,6 +174,10 @@ class TrainConfig:
             (self.embedding_init in ("normal", "xavier") or self.embedding_init.startswith("pretrained:"),
              "--embedding-init must be normal, xavier, pretrained:FILE[:TENSOR] or pretrained:VECTORS"),
             (self.embedding_missing in ("xavier", "mean"), "--missing must be xavier or mean (word vectors)"),
+            (self.embedding_unicode_errors in (None, "strict", "replace", "ignore", "backslashreplace"),
+             "--unicode-errors must be strict, replace, ignore or backslashreplace"),
+            (self.embedding_unicode_errors is None or self.embedding_init.startswith("pretrained:"),
+             "--unicode-errors applies to word vectors: add --embedding-init pretrained:VECTORS"),
             (self.embedding_shuffle_mode in ("rows", "rows-columns", "elements"),
              "--shuffle-mode must be rows, rows-columns or elements"),
             (0.0 < self.mask_rate < 1.0, "mask rate must be in (0, 1)"),

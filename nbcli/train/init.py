@@ -150,13 +150,17 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
     (cfg.seed, role) (`draw_seed`, module docstring)."""
     V, d = current.shape
     vectors = pretrained_vectors(cfg)
+    if vectors is None and cfg.embedding_unicode_errors is not None:
+        raise ConfigError(f"--unicode-errors applies to word vectors; --embedding-init {cfg.embedding_init} is a "
+                          "checkpoint's tensor")
     if vectors is not None:
         from nbcli.vectors.vocabulary import vector_embedding
 
         if tokenizer is None:
             raise ConfigError("--embedding-init pretrained:VECTORS needs the tokenizer whose words it matches")
         seed = draw_seed(cfg.seed, role, "missing")
-        rows, report = vector_embedding(vectors, tokenizer, d, cfg.embedding_missing, seed)  # type: ignore[arg-type]
+        rows, report = vector_embedding(vectors, tokenizer, d, cfg.embedding_missing, seed,  # type: ignore[arg-type]
+                                        unicode_errors=cfg.embedding_unicode_errors)
         emb = current.detach().clone().to(rows.dtype)
         emb[:rows.shape[0]] = rows
         if coverage is not None:

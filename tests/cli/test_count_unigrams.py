@@ -59,6 +59,21 @@ def test_human_summary(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
         assert label in result.stdout
 
 
+def test_human_summary_fits_a_log_file(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+    """Piped (no terminal), the summary is no wider than 100 characters: the why of EOS and of the
+    method are notes wrapped under the table, each word of them still there (its table was ~230
+    characters wide with them inside)."""
+    args = ["count-unigrams", corpus, "-t", sp_model, "-j", "1"]
+    result = invoke(*args, "-o", tmp_path / "c.safetensors")
+    report = json.loads(invoke(*args, "-o", tmp_path / "d.safetensors", "--json").stdout)
+    assert result.exit_code == 0, result.output
+    assert len(report["method_reason"]) > 100                       # a reason that would not fit
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+    flowed = " ".join(result.stdout.split())
+    for reason in (report["eos_reason"], report["method_reason"]):
+        assert " ".join(reason.split()) in flowed
+
+
 def test_stdin_and_subprocess_are_quiet(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
     out = tmp_path / "c.safetensors"
     proc = run_nb("count-unigrams", "-", "-t", sp_model, "-o", out, "--json", input=corpus.read_bytes())

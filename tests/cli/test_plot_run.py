@@ -291,3 +291,76 @@ def test_classifier_seeds_group_by_data_content_not_by_path_spelling(tmp_path: P
     assert json.loads((dirs[0] / "config.json").read_text())["train"] == ["train.jsonl"]   # recorded as typed
     groups = [r.group for r in read_runs(dirs)]
     assert groups[0] == groups[1] != groups[2]
+
+
+def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
+    """A translation run's --csv has no accuracy columns, a classifier's no BLEU columns; the text table
+    matches, and with one run per arm it promises no spread."""
+    import csv
+    import io
+
+    from tests.train.test_runs import BASE, make_run
+
+    mt = make_run(tmp_path / "mt-s0", {**BASE, "seed": 0}, bleu=[(0, 1.0), (10, 5.0)], loss=[(0, 5.0), (10, 4.0)])
+    cls = make_run(tmp_path / "cls-s0", {"task": "classification", "seed": 0}, loss=[(0, 1.2), (10, 0.7)],
+                   summary={"best_val_accuracy": 0.75, "best_epoch": 2.0})
+    for run, present, absent in ((mt, "best_val_bleu", "best_val_accuracy"), (cls, "best_val_accuracy", "best_val_bleu")):
+        result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"fig-{run.name}"), "--csv", "-"])
+        assert result.exit_code == 0, result.output
+        (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
+        assert f"{present}.mean" in row and not any(name.startswith(absent) for name in row), row
+        assert all(value != "" for name, value in row.items() if name.endswith((".mean", ".n"))), row
+        text = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"text-{run.name}")])
+        assert text.exit_code == 0, text.output
+        headers = {"best_val_bleu": "best val BLEU", "best_val_accuracy": "best val accuracy"}
+        assert headers[present] in text.stdout and headers[absent] not in text.stdout
+        assert "one run each" in text.stdout and "standard error" not in text.stdout
+    both = CliRunner().invoke(app, ["plot-run", str(mt), str(cls), "-o", str(tmp_path / "fig-both"), "--json"])
+    groups = json.loads(both.stdout)["groups"]
+    assert groups[0]["best_val_accuracy"]["n"] == 0 and groups[1]["best_val_accuracy"]["n"] == 1
+
+
+def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The matplotlib figures plot-run saves, by name."""
+    import nbcli.run_plots as run_plots
+
+    figures: dict[str, object] = {}
+    real_save = run_plots.save_figure
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, path, meta, outputs, *rest: (
+        figures.__setitem__(Path(path).stem, fig), real_save(fig, path, meta, outputs, *rest)))
+    return figures
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_captions_promise_a_spread_only_for_several_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         seeds: int) -> None:
+    figures = _figures(monkeypatch)
+    runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
+    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    titles = {name: fig.axes[0].get_title() for name, fig in figures.items()}
+    for name in ("val_loss", "divergence"):
+        assert ("standard error" in titles[name]) == (seeds > 1), (name, titles[name])
+    assert ("standard error over their runs" in result.stdout) == (seeds > 1)
+
+
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_divergence_does_not_join_step_0_on_its_log_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         seeds: int) -> None:
+    """Step 0 sits in the symlog axis's linear part: it is drawn as a marker of its own, and the curve
+    joins the evaluated steps after it (a straight line from 0 would draw an interpolation the log
+    axis does not mean)."""
+    import numpy as np
+
+    figures = _figures(monkeypatch)
+    runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
+    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    ax = figures["divergence"].axes[0]
+    assert ax.get_xscale() == "symlog"
+    drawn = [container.lines[0] for container in ax.containers]      # each errorbar's data line (not its caps)
+    joined = [np.asarray(line.get_xdata()) for line in drawn if line.get_linestyle() not in ("None", "none", "")]
+    alone = [np.asarray(line.get_xdata()) for line in drawn if line.get_linestyle() in ("None", "none", "")]
+    assert joined and all(0 not in x for x in joined), joined
+    assert sorted(x.tolist() for x in joined) == [[5, 10], [5, 10]]        # kl_unigram, kl_uniform: steps 5 and 10
+    assert sorted(x.tolist() for x in alone) == [[0], [0]]

@@ -269,7 +269,7 @@ def test_from_scratch_width_heads_and_paper_002_transforms_reach_the_encoder(roo
 
 def test_labels_1_and_string_1_are_one_class(root, tmp_path) -> None:
     """JSONL labels that write one class as 1 and as "1" train as classes "0" and "1" (was: 'label names
-    repeat: 0, 1, 1', an error naming no file; found by benchmarks/fuzz_tasks.py)."""
+    repeat: 0, 1, 1', an error naming no file; found by the task fuzzer, tests/fuzz/test_tasks_fuzz.py)."""
     rows = [{"sentence1": a, "sentence2": b, "label": [0, 1, "1", "0"][i % 4]} for i, (a, b, _) in enumerate(pairs(8))]
     (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = invoke("train", "--task", "classification", "--init", root / "bert", "--corpus", tmp_path / "mixed.jsonl",
@@ -313,3 +313,59 @@ def test_epochs_not_finite_or_out_of_range_is_one_line(root, tmp_path, task: str
     assert result.exit_code == 1, (result.exit_code, result.stderr)
     assert_one_line_error(result.stderr, "--epochs")
     assert not (tmp_path / "out").exists()
+
+
+def test_unicode_errors_reads_the_vectors_of_an_encoder_from_scratch(root, tmp_path) -> None:
+    """--embedding-init pretrained:VECTORS for a classifier trained from scratch, with a word that is
+    not UTF-8: refused by default naming --unicode-errors; read with --unicode-errors replace."""
+    vectors = tmp_path / "v.txt"
+    rows = [w.encode() + b" " + b" ".join(b"%.3f" % (0.01 * (i + j)) for j in range(16)) for i, w in enumerate(WORDS)]
+    vectors.write_bytes(b"\n".join([*rows, b"caf\xe9 " + b" ".join([b"0.1"] * 16)]) + b"\n")
+    args = ["train", "--task", "classification", "--corpus", root / "train.jsonl", "--text-field", "sentence1",
+            "--text-pair-field", "sentence2", "-t", "words:min-freq=1", "--embedding-init", f"pretrained:{vectors}",
+            "--d-model", "16", "--n-head", "2", "--steps", "1", "--batch-size", "8", "--device", "cpu", "--json"]
+    refused = invoke(*args, "--out", tmp_path / "strict")
+    assert refused.exit_code == 1, refused.output
+    assert_one_line_error(refused.stderr, str(vectors), "--unicode-errors")
+    read = invoke(*args, "--out", tmp_path / "replace", "--unicode-errors", "replace")
+    assert read.exit_code == 0, read.output
+    coverage = json.loads(read.stdout)["embedding_coverage"]["input"]
+    assert coverage["vectors"]["escaped_words"] == 1 and coverage["vectors"]["unicode_errors"] == "replace"
+
+
+def test_a_folder_per_class_trains_as_its_jsonl_conversion(root, tmp_path) -> None:
+    """A corpus laid out as load_files reads it (one sub-folder per label, a file per document, BBC
+    News' layout) and the same documents as JSONL give identical runs (every checkpoint tensor, the
+    log's metrics); nb eval and nb predict read the folder too."""
+    from safetensors.torch import load_file
+
+    rng = random.Random(11)
+    folder, rows = tmp_path / "bbc", []
+    for label in ("business", "sport", "tech"):
+        (folder / label).mkdir(parents=True)
+        for i in range(6):
+            text = " ".join(rng.choices(WORDS, k=rng.randint(3, 9))) + "\n" + " ".join(rng.choices(WORDS, k=3)) + "\n"
+            (folder / label / f"{i:03d}.txt").write_text(text)
+            rows.append({"text": text, "label": label})
+    (folder / "README.TXT").write_text("BBC-like articles, not a document\n")
+    (tmp_path / "bbc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = {}
+    for name, corpus in (("folder", folder), ("jsonl", tmp_path / "bbc.jsonl")):
+        out = tmp_path / name
+        result = invoke("train", "--task", "classification", "--init", root / "bert", "--corpus", corpus, "--valid",
+                        f"dev={corpus}", "--steps", "4", "--batch-size", "6", "--lr", "1e-3", "--device", "cpu",
+                        "--eval-every", "2", "--out", out, "--json")
+        assert result.exit_code == 0, result.output
+        runs[name] = out
+    assert json.loads((runs["folder"] / "summary.json").read_text())["labels"] == ["business", "sport", "tech"]
+    a, b = (load_file(runs[name] / "step-4.safetensors") for name in ("folder", "jsonl"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    logs = [[{k: v for k, v in json.loads(line).items() if "val" in k or k in ("step", "loss")}
+             for line in (runs[name] / "log.jsonl").read_text().splitlines()] for name in ("folder", "jsonl")]
+    assert logs[0] == logs[1] and any("val_accuracy" in r for r in logs[0])
+    ev = invoke("eval", runs["folder"], "--corpus", folder, "--json")
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.stdout)["examples"] == 18
+    pred = invoke("predict", runs["folder"], "--corpus", folder, "-o", tmp_path / "preds.jsonl", "--json")
+    assert pred.exit_code == 0, pred.output
+    assert len((tmp_path / "preds.jsonl").read_text().splitlines()) == 18

@@ -69,7 +69,7 @@ def test_hub_records_train_eval_predict(bert, tmp_path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# What the fuzz run of benchmarks/fuzz_tasks.py found (each a class fixed in the reader)
+# What the task fuzzer (tests/fuzz/test_tasks_fuzz.py) found (each a class fixed in the reader)
 
 
 def test_rows_without_tokens_are_said_by_train_and_predict_through_real_nb(bert, tmp_path) -> None:

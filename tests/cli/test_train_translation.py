@@ -38,6 +38,10 @@ def test_train_translation_table(tmp_path: Path, parallel_corpus: Path) -> None:
                     "--share-embeddings", "decoder", *FAST)
     assert result.exit_code == 0, result.output
     assert "best val BLEU" in result.stdout and "ALC (val BLEU)" in result.stdout
+    # summary.json's `pairs` counts the training and the validation pairs read: the table says so
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["pairs"] == len((parallel_corpus / "train.de").read_text().splitlines())   # validation held out of it
+    assert "pairs read: training + validation" in result.stdout and "too long, skipped" in result.stdout
 
 
 def write(folder: Path, files: dict[str, str]) -> None:
@@ -132,3 +136,24 @@ def test_the_papers_hyper_parameters_are_options(tmp_path: Path, parallel_corpus
                          "en", "-t", parallel_corpus / "joint.model", "--out", tmp_path / "bad", *bad)
         assert refused.exit_code == 1
         assert_one_line_error(refused.stderr, fragment)
+
+
+def test_unicode_errors_reaches_both_embeddings(tmp_path: Path, parallel_corpus: Path) -> None:
+    """--embedding-init pretrained:VECTORS on a translation run, vectors with a word that is not UTF-8:
+    refused by default naming --unicode-errors, read with --unicode-errors ignore (the coverage of the
+    source and target embeddings says how)."""
+    words = sorted({w.lower() for w in (parallel_corpus / "train.en").read_text().split() if w.isascii()})[:20]
+    rows = [w.encode() + b" " + b" ".join(b"%.3f" % (0.01 * (i - j)) for j in range(32)) for i, w in enumerate(words)]
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"\n".join([*rows, b"\xff\xfe " + b" ".join([b"0.5"] * 32)]) + b"\n")
+    args = ["train", "translation", "--corpus", parallel_corpus / "train", "--src-lang", "de", "--tgt-lang", "en",
+            "-t", parallel_corpus / "joint.model", "--d-model", "32", "--n-head", "2", "--embedding-init",
+            f"pretrained:{vectors}", "--json", *FAST]
+    refused = invoke(*args, "--out", tmp_path / "strict")
+    assert refused.exit_code == 1, refused.output
+    assert_one_line_error(refused.stderr, f"{vectors}:{len(words) + 1}", "--unicode-errors")
+    read = invoke(*args, "--out", tmp_path / "ignore", "--unicode-errors", "ignore")
+    assert read.exit_code == 0, read.output
+    coverage = json.loads(read.stdout)["embedding_coverage"]
+    assert coverage and all(c["vectors"]["escaped_words"] == 1 and c["vectors"]["unicode_errors"] == "ignore"
+                            for c in coverage.values()), coverage

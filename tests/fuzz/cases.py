@@ -583,8 +583,8 @@ def probe_cases() -> Iterator[Case]:
 
 def task_cases() -> Iterator[Case]:
     """The labelled and parallel inputs of `nb train --task classification|tagging|translation`, word
-    vocabularies and word vectors, each broken the way a real file breaks (benchmarks/fuzz_tasks.py
-    runs hundreds of generated ones; these are the classes it found, kept in the suite)."""
+    vocabularies and word vectors, each broken the way a real file breaks (tests/fuzz/test_tasks_fuzz.py
+    runs generated ones; these are the classes it found, kept in the suite)."""
     fast = ("--steps", "1", "--batch-size", "2", "--device", "cpu")
     tsv = b"sentence\tlabel\nthe cat sat\t1\na dog ran far\t0\nhello world\t1\n"
     tagging = ("train", "--task", "tagging", "-t", "words:min-freq=1", "--out", "{DIR}/run", *fast, "--corpus")

@@ -1,8 +1,8 @@
 """What transformers sees of `nb export`'s output folder at every step of its commit, and what a plain
 rerun does after a kill there (issue 42).
 
-A real `nb export RUN -o hf` (a translation run: Marian folder, 7 files; a classifier run: BERT
-sequence classification, 4 files) is paused with NB_FAULT_INJECT=POINT:N:STOP at each step of the
+A real `nb export RUN -o hf` (a translation run: Marian folder, 8 files; a classifier run: BERT
+sequence classification, 5 files; the model card README.md among them) is paused with NB_FAULT_INJECT=POINT:N:STOP at each step of the
 commit: each temporary created, before the journal, after it, after each rename, after the last one,
 and after the folder is in place. While it is stopped, and again after it is killed there, `hf` is
 loaded with transformers' Auto classes, the model AND the tokenizer: both must fail (no folder,
@@ -51,11 +51,11 @@ def _export(run: Path, out: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _digests(folder: Path) -> dict[str, str]:
+def digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def _reader_view(folder: Path, auto: str) -> str:
+def reader_view(folder: Path, auto: str) -> str:
     """"absent" (neither the model nor the tokenizer loads), "complete" (both do), or what is loadable."""
     from transformers.utils import logging
 
@@ -72,7 +72,7 @@ def _reader_view(folder: Path, auto: str) -> str:
     return "complete" if loaded else "absent"
 
 
-def _nb_leftovers(*folders: Path) -> list[str]:
+def nb_leftovers(*folders: Path) -> list[str]:
     return sorted(str(p) for folder in folders if folder.is_dir() for p in folder.iterdir()
                   if p.name.endswith(".nbtmp") or p.name.startswith(".nb-commit."))
 
@@ -104,8 +104,8 @@ def references(tmp_path_factory: pytest.TempPathFactory, translation_run: Path,
         folder = tmp_path_factory.mktemp(f"ref-{kind}") / "hf"
         done = _export(run, folder)
         assert done.returncode == 0, done.stderr
-        assert _reader_view(folder, auto) == "complete"
-        out[kind] = (run, auto, _digests(folder))
+        assert reader_view(folder, auto) == "complete"
+        out[kind] = (run, auto, digests(folder))
     return out
 
 
@@ -126,10 +126,10 @@ def test_export_killed_at_every_step_is_absent_or_complete_and_a_rerun_recovers(
     committed = point in AFTER
     want = "complete" if committed else "absent"
     pause_then_kill(["nb", "export", str(run), "-o", str(hf)], _env(point), point,
-                    lambda: _reader_view(hf, auto) == want, f"a reader should see the folder {want}")
-    assert _reader_view(hf, auto) == want, f"killed at {point}, before any nb run"
+                    lambda: reader_view(hf, auto) == want, f"a reader should see the folder {want}")
+    assert reader_view(hf, auto) == want, f"killed at {point}, before any nb run"
     if committed:
-        assert _digests(hf) == expected_files
+        assert digests(hf) == expected_files
     rerun = _export(run, hf)
     if committed:  # the export was done: the folder stays as it is, the rerun says so
         assert rerun.returncode == 1
@@ -137,6 +137,6 @@ def test_export_killed_at_every_step_is_absent_or_complete_and_a_rerun_recovers(
     else:
         assert rerun.returncode == 0, f"killed at {point}, the rerun: {rerun.stderr}"
         assert "nb: note: " in rerun.stderr and "stale" in rerun.stderr, rerun.stderr  # it says what it removed
-    assert _digests(hf) == expected_files
-    assert _reader_view(hf, auto) == "complete"
-    assert _nb_leftovers(tmp_path, hf) == []
+    assert digests(hf) == expected_files
+    assert reader_view(hf, auto) == "complete"
+    assert nb_leftovers(tmp_path, hf) == []

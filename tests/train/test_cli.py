@@ -173,3 +173,45 @@ def test_word_vocabulary_of_an_empty_corpus_names_the_file(tmp_path: Path) -> No
     assert result.exit_code == 1, result.stderr
     assert_one_line_error(result.stderr, str(empty), "words:min-freq=2")
     assert not (tmp_path / "r").exists()
+
+
+def test_unicode_errors_reads_word_vectors_as_gensim_does(tmp_path: Path, train_corpus: Path) -> None:
+    """--embedding-init pretrained:VECTORS with words that are not UTF-8 (one of the vocabulary's, in
+    Latin-1): refused by default in one line that names the count and --unicode-errors, no run left;
+    with --unicode-errors replace the run trains, the other words' rows are the vectors', and
+    summary.json's coverage says how many words were read and by which rule. Without word vectors the
+    option is refused."""
+    import numpy as np
+
+    from nbcli.checkpoint.reader import open_checkpoint
+    from nbcli.tokenizers import load_tokenizer
+    from tests.vectors.writers import text_lines
+
+    vocab = sorted({w.lower() for w in train_corpus.read_text(encoding="utf-8").split() if w.isascii()})[:30]
+    x = np.random.default_rng(3).normal(scale=0.1, size=(len(vocab) + 2, 16)).astype(np.float32)
+    lines = text_lines(vocab, x[:len(vocab)])
+    lines += [b"caf\xe9 " + b" ".join(repr(float(v)).encode() for v in x[-2]),
+              vocab[0].encode() + b"\x97 " + b" ".join(repr(float(v)).encode() for v in x[-1])]
+    vectors = tmp_path / "latin.16d.txt"
+    vectors.write_bytes(b"\n".join(lines) + b"\n")
+    common = ["train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--steps", "1", "--d-model", "16",
+              "--n-head", "2", "--embedding-init", f"pretrained:{vectors}", "--json", *FAST]
+    refused = invoke(*common, "--out", tmp_path / "strict")
+    assert refused.exit_code == 1, refused.output
+    assert_one_line_error(refused.stderr, f"{vectors}:{len(vocab) + 1}", "2 word(s)", "--unicode-errors")
+    assert not (tmp_path / "strict").exists()
+    out = tmp_path / "replace"
+    read = invoke(*common, "--out", out, "--unicode-errors", "replace")
+    assert read.exit_code == 0, read.output
+    coverage = json.loads(read.stdout)["embedding_coverage"]["input"]
+    assert coverage["vectors"]["escaped_words"] == 2 and coverage["vectors"]["unicode_errors"] == "replace"
+    assert json.loads((out / "config.json").read_text())["embedding_unicode_errors"] == "replace"
+    pieces = load_tokenizer(out / "tokenizer.json").pieces()
+    with open_checkpoint(out / "step-0.safetensors") as ckpt:
+        emb = ckpt.get("tok_emb.weight")
+    hits = [(i, vocab.index(p)) for i, p in enumerate(pieces) if p in vocab]
+    assert hits and all(torch.equal(emb[i], torch.from_numpy(x[j])) for i, j in hits)
+    alone = invoke("train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--out", tmp_path / "none",
+                   "--unicode-errors", "ignore", *FAST)
+    assert alone.exit_code == 1, alone.output
+    assert_one_line_error(alone.stderr, "--unicode-errors", "pretrained:VECTORS")
