@@ -11,6 +11,8 @@
     rows.py            its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
     conll.py           its token-per-line CoNLL files (tagging), checked line by line
     features.py        the `datasets` ClassLabel names stored with a file (schema metadata, dataset_info.json)
+    folders.py         a folder per class (scikit-learn's load_files layout): a file a document, its folder
+                       its label
 
 Counting (`nbcli.counting`) sees byte ranges, line blocks and `DocumentBatch`es, never file formats;
 every other command reads through `records`.
