@@ -14,19 +14,19 @@ _nb() {
             ;;
         merge-counts) opts="--output -o --json --help -h"
             ;;
-        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --csv --tsv --json --help -h"
+        patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --csv --tsv --threads --json --help -h"
             case "$prev" in --new-tensor-dtype) COMPREPLY=($(compgen -W "float32 bfloat16 float16 float64" -- "$cur")); return;; esac
             case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
         inspect) opts="--arch --map --csv --tsv --json --help -h"
             ;;
-        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --unicode-errors --tensor --inits --seed --shuffle-mode --arch --map --plot --dpi --figsize --title --csv --tsv --json --help -h"
+        embedding-stats) opts="--vectors --transform --row-positions --max-position --limit --vocabulary --unicode-errors --tensor --inits --seed --shuffle-mode --arch --map --plot --dpi --figsize --title --csv --tsv --threads --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --unicode-errors) COMPREPLY=($(compgen -W "strict replace ignore backslashreplace" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
-        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --tokenizer -t --duplicates --unicode-errors --csv --tsv --json --help -h"
+        analogy) opts="--questions --transform --row-positions --max-position --seed --restrict-vocab --case-sensitive --limit --vocabulary --tokenizer -t --duplicates --unicode-errors --csv --tsv --threads --json --help -h"
             case "$prev" in --row-positions) COMPREPLY=($(compgen -W "index random" -- "$cur")); return;; esac
             case "$prev" in --duplicates) COMPREPLY=($(compgen -W "error keep-first" -- "$cur")); return;; esac
             case "$prev" in --unicode-errors) COMPREPLY=($(compgen -W "strict replace ignore backslashreplace" -- "$cur")); return;; esac
@@ -35,7 +35,7 @@ _nb() {
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return;; esac
             ;;
-        translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --src-lang --tgt-lang --tokenizer -t --src-tokenizer --tgt-tokenizer --device --json --help -h"
+        translate) opts="--input -i --output -o --beam --lenpen --batch-size --max-len-a --max-len-b --src-lang --tgt-lang --tokenizer -t --src-tokenizer --tgt-tokenizer --device --threads --json --help -h"
             ;;
         export) opts="--out -o --tokenizer -t --src-tokenizer --tgt-tokenizer --beam --lenpen --json --help -h"
             ;;
@@ -44,13 +44,13 @@ _nb() {
             case "$prev" in --columns) COMPREPLY=($(compgen -W "src,tgt tgt,src" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
-        predict) opts="--corpus --output -o --batch-size --device --json --help -h"
+        predict) opts="--corpus --output -o --batch-size --device --threads --json --help -h"
             ;;
-        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --figure-format --dpi --figsize --title --csv --tsv --table --batch-size --no-kv-cache --arch --map --device --dtype --tf32 --no-tf32 --json --help -h"
+        generate) opts="--prompts --tokenizer -t --allow-vocab-mismatch --scale-ln-bias --decoding --prompt-words --max-new-tokens --samples --max-prompts --seed --eval-corpus --logit-adjust --counts -c --smoothing --remove-frequency-direction --mauve-featurizer --out -o --figure-format --dpi --figsize --title --csv --tsv --table --batch-size --no-kv-cache --arch --map --device --dtype --tf32 --no-tf32 --threads --json --help -h"
             case "$prev" in --figure-format) COMPREPLY=($(compgen -W "png pdf svg" -- "$cur")); return;; esac
             case "$prev" in --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16" -- "$cur")); return;; esac
             ;;
-        transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --json --help -h"
+        transplant-embeddings) opts="--source-tokenizer --target-tokenizer --output -o --missing --counts -c --min-count --standardise --seed --allow-vocab-mismatch --threads --json --help -h"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             ;;
         plot-run) opts="--output -o --group-seeds --no-group-seeds --alc-steps --accuracy-spread --figure-format --dpi --figsize --title --csv --tsv --table --json --help -h"
@@ -59,14 +59,14 @@ _nb() {
             ;;
         plot-by-frequency) opts="--output -o --label --dpi --figsize --title --csv --tsv --table --json --help -h"
             ;;
-        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --json --help -h"
+        attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --threads --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
         reproduce) opts="--list --data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
             ;;
         sweep) opts="--data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
             ;;
-        train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --unicode-errors --d-model --n-head --n-layer --d-ff --embedding-standardise --embedding-shuffle --shuffle-mode --warmup --warmup-ratio --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --valid --norm --positions --scale-embedding --no-scale-embedding --init-scheme --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --label-smoothing --eval-batches --val-fraction --compile --allow-vocab-mismatch --adam-beta1 --adam-beta2 --adam-eps --weight-decay --grad-clip --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --track --track-project --track-run-name --track-uri --tensorboard-dir --log-every --quiet -q --json --help -h --src-lang --tgt-lang --columns --src-tokenizer --tgt-tokenizer --share-embeddings --freeze-embeddings --valid-beam --beam --valid-lenpen --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --select-by --init --text-field --label-field --label-names --epochs --text-pair-field --pooling"
+        train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --unicode-errors --d-model --n-head --n-layer --d-ff --embedding-standardise --embedding-shuffle --shuffle-mode --warmup --warmup-ratio --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --valid --norm --positions --scale-embedding --no-scale-embedding --init-scheme --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --label-smoothing --eval-batches --val-fraction --compile --allow-vocab-mismatch --adam-beta1 --adam-beta2 --adam-eps --weight-decay --grad-clip --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --track --track-project --track-run-name --track-uri --tensorboard-dir --threads --log-every --quiet -q --json --help -h --src-lang --tgt-lang --columns --src-tokenizer --tgt-tokenizer --share-embeddings --freeze-embeddings --valid-beam --beam --valid-lenpen --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --select-by --init --text-field --label-field --label-names --epochs --text-pair-field --pooling"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac
             case "$prev" in --unicode-errors) COMPREPLY=($(compgen -W "strict replace ignore backslashreplace" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac

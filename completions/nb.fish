@@ -56,6 +56,7 @@ complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l dry-run -d '
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l in-place -d 'Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is compl'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
+complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -F
@@ -87,6 +88,7 @@ complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l figsize -x -d
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l title -x -d 'Figure title (default: what is plotted: the model or runs and the data); --title'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
+complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from embedding-stats' -F
@@ -105,6 +107,7 @@ complete -c nb -n '__fish_seen_subcommand_from analogy' -l duplicates -x -a 'err
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l unicode-errors -x -a 'strict replace ignore backslashreplace' -d 'A word of the vectors that is not UTF-8: strict refuses the file, saying how man'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
+complete -c nb -n '__fish_seen_subcommand_from analogy' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from analogy' -F
@@ -128,7 +131,7 @@ complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l zipfian-weights -x
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l partition -l no-partition -d 'Compute Mu & Viswanath’s partition-function isotropy (O(V d^2): the slow part fo'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l whiten -l no-whiten -d 'With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l device -x -a 'auto cpu cuda' -d 'Where the eigendecompositions and V x d^2 products run: auto = CUDA when present'
-complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l threads -x -d 'CPU threads of the products and eigendecompositions (torch’s and numpy’s BLAS/LA'
+complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from probe-bias' -F
@@ -146,6 +149,7 @@ complete -c nb -n '__fish_seen_subcommand_from translate' -l tokenizer -s t -r -
 complete -c nb -n '__fish_seen_subcommand_from translate' -l src-tokenizer -r -F -d 'The source tokenizer (default: the run’s).'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l tgt-tokenizer -r -F -d 'The target tokenizer (default: the run’s).'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l device -x -d 'auto: CUDA when present, else CPU. Weights keep their saved dtype.'
+complete -c nb -n '__fish_seen_subcommand_from translate' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from translate' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from translate' -F
@@ -202,6 +206,7 @@ complete -c nb -n '__fish_seen_subcommand_from predict' -l corpus -x -d 'Records
 complete -c nb -n '__fish_seen_subcommand_from predict' -l output -s o -r -F -d 'The predictions, one JSON object a line; - for stdout (then nothing else is prin'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l batch-size -x -d 'Sequences per forward pass.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l device -x -d 'Where the model runs.'
+complete -c nb -n '__fish_seen_subcommand_from predict' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from predict' -F
@@ -237,6 +242,7 @@ complete -c nb -n '__fish_seen_subcommand_from generate' -l map -x -d 'Use TENSO
 complete -c nb -n '__fish_seen_subcommand_from generate' -l device -x -d 'auto: CUDA when present, else CPU. Weights keep their saved dtype.'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l dtype -x -a 'auto float32 bfloat16' -d 'Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l tf32 -l no-tf32 -d 'On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).'
+complete -c nb -n '__fish_seen_subcommand_from generate' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from generate' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from generate' -F
@@ -250,6 +256,7 @@ complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l min-cou
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l standardise -x -d 'Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, '
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l seed -x -d 'Seed for --missing xavier (0 to 2^63-1: the range torch’s and numpy’s generators'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l allow-vocab-mismatch -d 'Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs'
+complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from transplant-embeddings' -F
@@ -295,6 +302,7 @@ complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l title -x -d 'F
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l csv -x -d 'Also write the result’s table of rows (the one --table names, where a command ha'
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l tsv -x -d 'As --csv, tab-separated (- is stdout, never a file named -).'
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l table -x -d 'The table --csv/--tsv write: maps (distances; the matrices are in --json), heads'
+complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from attention-maps' -F
@@ -394,6 +402,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l track-project -x -d 'W&
 complete -c nb -n '__fish_seen_subcommand_from train' -l track-run-name -x -d 'The run’s name in W&B and MLflow. Default: the run directory’s name (W&B: WANDB_'
 complete -c nb -n '__fish_seen_subcommand_from train' -l track-uri -x -d 'MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: '
 complete -c nb -n '__fish_seen_subcommand_from train' -l tensorboard-dir -r -F -d 'Where TensorBoard’s event files go. Default: DIR/tensorboard in the run director'
+complete -c nb -n '__fish_seen_subcommand_from train' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from train' -l log-every -x -d 'Off a terminal (nohup, a batch job’s log), a progress line on stderr every N upd'
 complete -c nb -n '__fish_seen_subcommand_from train' -l quiet -s q -d 'No progress bar and no progress lines (warnings and the result still print).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l json -d 'Print the result as one JSON object on stdout.'

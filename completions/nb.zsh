@@ -99,6 +99,7 @@ _nb() {
                 '--in-place[Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is compl]' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -134,6 +135,7 @@ _nb() {
                 '--title[Figure title (default: what is plotted: the model or runs and the data); --title]:value: ' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -155,6 +157,7 @@ _nb() {
                 '--unicode-errors[A word of the vectors that is not UTF-8: strict refuses the file, saying how man]:value:(strict replace ignore backslashreplace)' \
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -183,7 +186,7 @@ _nb() {
                 '--whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--no-whiten[With --counts: Yokoi et al. 2024’s symmetry scores and isotropy under uniform an]' \
                 '--device[Where the eigendecompositions and V x d^2 products run: auto = CUDA when present]:value:(auto cpu cuda)' \
-                '--threads[CPU threads of the products and eigendecompositions (torch’s and numpy’s BLAS/LA]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -206,6 +209,7 @@ _nb() {
                 '--src-tokenizer[The source tokenizer (default: the run’s).]:path:_files' \
                 '--tgt-tokenizer[The target tokenizer (default: the run’s).]:path:_files' \
                 '--device[auto: CUDA when present, else CPU. Weights keep their saved dtype.]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -274,6 +278,7 @@ _nb() {
                 '-o[The predictions, one JSON object a line; - for stdout (then nothing else is prin]:path:_files' \
                 '--batch-size[Sequences per forward pass.]:value: ' \
                 '--device[Where the model runs.]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -315,6 +320,7 @@ _nb() {
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
                 '--tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
                 '--no-tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -332,6 +338,7 @@ _nb() {
                 '--standardise[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \
                 '--seed[Seed for --missing xavier (0 to 2^63-1: the range torch’s and numpy’s generators]:value: ' \
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -390,6 +397,7 @@ _nb() {
                 '--csv[Also write the result’s table of rows (the one --table names, where a command ha]:value: ' \
                 '--tsv[As --csv, tab-separated (- is stdout, never a file named -).]:value: ' \
                 '--table[The table --csv/--tsv write: maps (distances; the matrices are in --json), heads]:value: ' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -502,6 +510,7 @@ _nb() {
                 '--track-run-name[The run’s name in W&B and MLflow. Default: the run directory’s name (W&B: WANDB_]:value: ' \
                 '--track-uri[MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: ]:value: ' \
                 '--tensorboard-dir[Where TensorBoard’s event files go. Default: DIR/tensorboard in the run director]:path:_files' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--log-every[Off a terminal (nohup, a batch job’s log), a progress line on stderr every N upd]:value: ' \
                 '--quiet[No progress bar and no progress lines (warnings and the result still print).]' \
                 '-q[No progress bar and no progress lines (warnings and the result still print).]' \

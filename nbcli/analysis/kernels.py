@@ -9,7 +9,7 @@ kernels measured faster than torch's on the 2-core AMD EPYC (AVX-512) machine nb
 * exp in place: 0.015 vs 0.048 CPU s per 10,922 x 1,536 block.
 
 The eigendecompositions (`eigh`, `eigvalsh`) run through numpy's LAPACK on the CPU too. On CUDA
-they are the plain torch operations. The thread count is the caller's (`cpu_threads`, `nb
+they are the plain torch operations. The thread count is the caller's (`nbcli.threads.cpu_threads`, `nb
 probe-bias --threads`). While a pass runs on the CPU (`pass_threads`), torch's
 own operations (elementwise, memory-bound) keep to one thread, so its OpenMP threads do not spin
 against numpy's BLAS threads in the same process: with both pools on 2 cores the full GPT-2-size
@@ -19,36 +19,10 @@ report took 10.3 CPU s instead of 5.4.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 import numpy as np
 import torch
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity), the default of `--threads`."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-@contextlib.contextmanager
-def cpu_threads(threads: int | None) -> Iterator[None]:
-    """At most `threads` threads for torch and for numpy's BLAS / LAPACK (threadpoolctl) while the
-    block is run, both restored afterwards; None leaves both libraries as they are. `nb probe-bias
-    --threads N` (default: every core): a fixed count, so a result's speed does not depend on what
-    else the machine runs when it starts (not a count read from the load average)."""
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with threadpool_limits(limits=threads, user_api="blas"):
-            yield
-    finally:
-        torch.set_num_threads(saved)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbcli.errors import ConfigError
 
 #: report key prefix (the longest that matches a key applies) -> (what it is computed in, tolerance
 #: "abs X" or "rel X" against float64).
@@ -50,17 +49,6 @@ def tolerance_of(key: str) -> tuple[str, float]:
         raise KeyError(key)
     kind, value = STATISTICS[prefix][1].split()
     return kind, float(value)
-
-
-def check_threads(threads: int | None) -> int:
-    """`--threads N` (N >= 1), or every core this process may use for None."""
-    from nbcli.analysis.kernels import available_cores
-
-    if threads is None:
-        return available_cores()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ConfigError(f"--threads {threads!r}: expected an integer >= 1")
-    return threads
 
 
 def precision_section(device: str, threads: int) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import CsvOption, JsonOption, TsvOption, UnicodeErrorsOption, seed_option
+from nbcli.cli.options import (
+    CsvOption, JsonOption, ThreadsOption, TsvOption, UnicodeErrorsOption, on_threads, seed_option,
+)
 from nbcli.cli.render import NUM, TEXT, Col, key, num, percent, print_rows
 
 EPILOG = """\
@@ -44,6 +46,7 @@ gzip/bzip2/xz/zstd; the format and compression are read from the content (docs/v
 """
 
 
+@on_threads
 def analogy(
     vectors: Annotated[Path, typer.Argument(
         metavar="VECTORS", show_default=False,
@@ -82,6 +85,7 @@ def analogy(
     unicode_errors: UnicodeErrorsOption = None,
     csv: CsvOption = None,
     tsv: TsvOption = None,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Score word vectors on the word-analogy test (3CosAdd, as gensim's evaluate_word_analogies) per section and overall, after paper 002 table 4's transforms."""  # noqa: E501

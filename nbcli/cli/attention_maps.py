@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import (CsvOption, DpiOption, FigsizeOption, JsonOption, TitleOption, TokenizerOption, TsvOption,
-                               table_option)
+from nbcli.cli.options import (
+    CsvOption, DpiOption, FigsizeOption, JsonOption, ThreadsOption, TitleOption, TokenizerOption, TsvOption, on_threads,
+    table_option,
+)
 from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 
 EPILOG = """\
@@ -39,6 +41,7 @@ step 0 (the initial model), every --save-every N steps and the last) or exact sa
 """
 
 
+@on_threads
 def attention_maps(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", show_default=False,
                                             help="An nb train run directory (its step-N.safetensors).")],
@@ -69,6 +72,7 @@ def attention_maps(
     csv: CsvOption = None,
     tsv: TsvOption = None,
     table: Annotated[Optional[str], table_option("maps (distances; the matrices are in --json), heads, checkpoints")] = None,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Draw attention maps of chosen heads for one sentence at chosen checkpoints of a run (0 %, 1 %, 100 % of training by default) next to paper 001's [Next]/[Prev]/[First]/[Delim]/[Period] patterns, with each map's distance to each pattern."""  # noqa: E501

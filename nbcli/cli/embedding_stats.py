@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import (ArchOption, CsvOption, DpiOption, FigsizeOption, JsonOption, RoleMapOption, TitleOption,
-                               TsvOption, UnicodeErrorsOption, seed_option, shuffle_mode_option)
+from nbcli.cli.options import (
+    ArchOption, CsvOption, DpiOption, FigsizeOption, JsonOption, RoleMapOption, ThreadsOption, TitleOption, TsvOption,
+    UnicodeErrorsOption, on_threads, seed_option, shuffle_mode_option,
+)
 from nbcli.cli.render import NUM, TEXT, Col, key, num, print_rows
 
 EPILOG = """\
@@ -46,6 +48,7 @@ torch), while these statistics read every entry and draw initialisations.
 """
 
 
+@on_threads
 def embedding_stats(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
@@ -87,6 +90,7 @@ def embedding_stats(
     title: TitleOption = None,
     csv: CsvOption = None,
     tsv: TsvOption = None,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Print embedding statistics as paper 002 tabulates them (tables 2, 6, 8): range, mean and σ, raw and scaled by sqrt(D), for a checkpoint's embeddings and, with --inits, for each of nb's initialisations of them."""  # noqa: E501

@@ -9,10 +9,10 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, DeviceOption, DpiOption, DtypeOption,
-    FigsizeOption, FigureFormatOption, JsonOption, LambdasOption, LmCheckpointArgument, LmTokenizerOption, RemoveDirectionOption,
-    CsvOption, RoleMapOption, SmoothingOption, Tf32Option, TitleOption, TsvOption, counts_option, out_dir_option,
-    seed_option, table_option,
+    DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, CsvOption, DeviceOption, DpiOption,
+    DtypeOption, FigsizeOption, FigureFormatOption, JsonOption, LambdasOption, LmCheckpointArgument, LmTokenizerOption,
+    RemoveDirectionOption, RoleMapOption, SmoothingOption, Tf32Option, ThreadsOption, TitleOption, TsvOption,
+    counts_option, on_threads, out_dir_option, seed_option, table_option,
 )
 from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 
@@ -47,6 +47,7 @@ Same --seed, same samples: each sample has its own generator, seeded from (seed,
 """
 
 
+@on_threads
 def generate_command(
     checkpoint: LmCheckpointArgument,
     prompts: Annotated[list[str], typer.Option(
@@ -90,6 +91,7 @@ def generate_command(
     device: DeviceOption = "auto",
     dtype: DtypeOption = "auto",
     tf32: Tf32Option = True,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501

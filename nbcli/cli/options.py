@@ -7,14 +7,16 @@ names, metavar and bounds stay in one place and only the sentence differs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, TypeVar
 
 import typer
 
 from nbcli.checkpoint.architectures import ARCHITECTURES, ROLES  # the one architecture table (no torch import)
 from nbcli.tasks.common_options import UNICODE_ERRORS_HELP  # nb train's --unicode-errors says the same
+from nbcli.threads import MAX_THREADS, THREADS_HELP  # nb train's --threads says the same
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")]
 TokenizerOption = Annotated[
@@ -217,6 +219,27 @@ UnicodeErrorsOption = Annotated[
     Optional[Literal["strict", "replace", "ignore", "backslashreplace"]],
     typer.Option("--unicode-errors", show_default=False, help=UNICODE_ERRORS_HELP),
 ]
+# Every command that computes (nbcli.threads): the option, and the decorator that runs the command on it.
+ThreadsOption = Annotated[
+    Optional[int],
+    typer.Option("--threads", metavar="N", min=1, max=MAX_THREADS, show_default=False, help=THREADS_HELP),
+]
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def on_threads(command: Command) -> Command:
+    """Run `command` (which declares `threads: ThreadsOption`) on its --threads CPU threads
+    (`nbcli.threads.cpu_threads`; typer reads the wrapped signature)."""
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from nbcli.threads import cpu_threads
+
+        with cpu_threads(kwargs.get("threads")):
+            return command(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 CsvOption = Annotated[
     Optional[str],
     typer.Option("--csv", metavar="FILE|-", show_default=False,

@@ -9,8 +9,9 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, ArchOption, JsonOption, ModelTokenizerOption, RescaleNorm, RoleMapOption, SmoothingOption,
-    CsvOption, TsvOption, output_option, rescale_w_option, seed_option, shuffle_mode_option, standardise_option,
+    AllowVocabMismatchOption, ArchOption, CsvOption, JsonOption, ModelTokenizerOption, RescaleNorm, RoleMapOption,
+    SmoothingOption, ThreadsOption, TsvOption, on_threads, output_option, rescale_w_option, seed_option,
+    shuffle_mode_option, standardise_option,
 )
 from nbcli.cli.render import KEY, NUM, TEXT, Col, print_rows
 
@@ -43,6 +44,7 @@ renamed into place.
 """
 
 
+@on_threads
 def patch_checkpoint(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="IN", show_default=False,
@@ -117,6 +119,7 @@ def patch_checkpoint(
         "lets the next nb run finish a commit cut short by a crash).")] = False,
     csv: CsvOption = None,
     tsv: TsvOption = None,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Patch a safetensors checkpoint: log-unigram output bias, rescaled W, standardised or shuffled embeddings, scaled final-LayerNorm bias, frequency direction removed.

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import BatchSizeOption, JsonOption, corpus_option, output_option
+from nbcli.cli.options import BatchSizeOption, JsonOption, ThreadsOption, corpus_option, on_threads, output_option
 
 EPILOG = """\
 RUN_OR_CKPT is a classifier or tagger run (nb train --task classification|tagging; its last
@@ -26,6 +26,7 @@ are the names of the training data (or of --label-names), so any metric can be r
 """
 
 
+@on_threads
 def predict(
     checkpoint: Annotated[Path, typer.Argument(metavar="RUN_OR_CKPT", show_default=False,
                                                help="A classifier run directory or its step-N.safetensors.")],
@@ -39,6 +40,7 @@ def predict(
         "FILE.jsonl")] = None,
     batch_size: BatchSizeOption = 32,
     device: Annotated[str, typer.Option("--device", metavar="cpu|cuda|auto", help="Where the model runs.")] = "cpu",
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Label every record of a corpus with a fine-tuned classifier or tagger (labels by name, with probabilities)."""

@@ -10,7 +10,7 @@ import typer
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
     AllowVocabMismatchOption, ArchOption, DpiOption, FigsizeOption, FigureFormatOption, JsonOption,
-    CsvOption, ModelTokenizerOption, RoleMapOption, SmoothingOption, TitleOption, TsvOption, counts_option,
+    CsvOption, ModelTokenizerOption, RoleMapOption, SmoothingOption, ThreadsOption, TitleOption, TsvOption, counts_option,
     table_option,
 )
 from nbcli.cli.render import KEY, NUM, TEXT, Col, num, percent, print_pairs, print_rows
@@ -105,10 +105,7 @@ def probe_bias(
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
         "--device", help="Where the eigendecompositions and V x d^2 products run: auto = CUDA when present, "
         "else CPU. Rows are read as float32 either way.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", metavar="N", min=1,
-        help="CPU threads of the products and eigendecompositions (torch's and numpy's BLAS/LAPACK) "
-        "[default: every core this process may use].")] = None,
+    threads: ThreadsOption = None,   # the core sets them and records them in its precision section
     as_json: JsonOption = False,
 ) -> None:
     """Print frequency-direction, isotropy and output-bias reports for a checkpoint (papers 003, 000).

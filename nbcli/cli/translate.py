@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from nbcli.cli.base import NbCommand
-from nbcli.cli.options import DeviceOption, JointTokenizerOption, JsonOption, SrcTokenizerOption, TgtTokenizerOption
+from nbcli.cli.options import (
+    DeviceOption, JointTokenizerOption, JsonOption, SrcTokenizerOption, TgtTokenizerOption, ThreadsOption, on_threads,
+)
 
 EPILOG = """\
 One sentence a line in, one detokenised translation a line out, in the same order (an empty line gives
@@ -30,6 +32,7 @@ the run's target language (test.en for a de->en run) is refused unless --src-lan
 """
 
 
+@on_threads
 def translate(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="RUN_OR_CKPT", show_default=False,
@@ -62,6 +65,7 @@ def translate(
     src_tokenizer: SrcTokenizerOption = None,
     tgt_tokenizer: TgtTokenizerOption = None,
     device: DeviceOption = "auto",
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Translate a file with a translation model trained by nb (greedy or length-normalised beam search)."""

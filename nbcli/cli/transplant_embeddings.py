@@ -9,7 +9,8 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import (
-    AllowVocabMismatchOption, JsonOption, counts_option, output_option, seed_option, standardise_option,
+    AllowVocabMismatchOption, JsonOption, ThreadsOption, counts_option, on_threads, output_option, seed_option,
+    standardise_option,
 )
 
 EPILOG = """\
@@ -27,6 +28,7 @@ by role (BOS, EOS, padding, unknown, mask).
 """
 
 
+@on_threads
 def transplant_embeddings(
     source: Annotated[Path, typer.Argument(metavar="SOURCE_CKPT", help="safetensors checkpoint (or Hub repo id "
                                            "org/name[@rev]) whose input embedding is copied (its only matrix, else "
@@ -51,6 +53,7 @@ def transplant_embeddings(
     standardise: Annotated[Optional[str], standardise_option("--standardise")] = None,
     seed: Annotated[int, seed_option("Seed for --missing xavier")] = 0,
     allow_vocab_mismatch: AllowVocabMismatchOption = False,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Build a target tokenizer's input embedding from SOURCE_CKPT's by vocabulary overlap (paper 002 sec. 3.3).

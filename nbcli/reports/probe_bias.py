@@ -20,8 +20,8 @@ import numpy as np
 from nbcli import probes
 from nbcli.analysis.bins import frequency_bins
 from nbcli.analysis.geometry import FirstPass, SecondPass, first_pass, full_float32, second_pass
-from nbcli.analysis.kernels import cpu_threads
-from nbcli.analysis.probe_precision import check_threads, precision_section
+from nbcli.analysis.probe_precision import precision_section
+from nbcli.threads import check_threads, cpu_threads
 from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram

@@ -18,12 +18,11 @@ finished and its evaluation. A run is then:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -85,27 +84,12 @@ def check_out(plan: Plan, out: Path) -> None:
                               "or remove that run")
 
 
-@contextlib.contextmanager
-def threads_limited(threads: int) -> Iterator[None]:
-    """torch and BLAS on `threads` threads for one run (the same count everywhere a run may go, so
-    local and Dask runs compute alike), restored after."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with threadpool_limits(limits=threads):
-            yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_job(job: Job) -> dict[str, Any]:
     """One run, wherever it is sent (this process, a pool worker, a Dask worker): train (or resume,
     or reuse) and evaluate, writing the record as it goes. Returns what was done."""
     from nbcli.sweeps.kinds import get_kind
     from nbcli.sweeps.scoring import evaluate
+    from nbcli.threads import cpu_threads
 
     spec, out, threads = RunSpec(**job["spec"]), Path(job["out"]), int(job["threads"])
     path, run = record_path(out, spec.id), out / "runs" / spec.id
@@ -123,14 +107,14 @@ def run_job(job: Job) -> dict[str, Any]:
         record = {"run": spec.id, "arm": spec.arm, "seed": spec.seed, "kind": spec.kind, "options": spec.options,
                   "settings_hash": spec.settings_hash, "finished": False, "evaluation": None}
         write_record(path, record)
-        with threads_limited(threads):
+        with cpu_threads(threads):
             kind.run(dict(spec.options), run, resume)
         record["finished"] = True
         write_record(path, record)
         action = "resumed" if resume else "trained"
     ev = spec.evaluation
     if ev is not None and (record.get("evaluation") or {}).get("hash") != ev["hash"]:
-        with threads_limited(threads):
+        with cpu_threads(threads):
             record["evaluation"] = {"hash": ev["hash"], "result": evaluate(ev, run)}
         write_record(path, record)
         action = "evaluated" if action == "reused" else action + "+evaluated"

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from nbcli.errors import ConfigError
-from nbcli.tasks.common_options import TrackingOptions
+from nbcli.tasks.common_options import ThreadOptions, TrackingOptions
 from nbcli.tasks.options import Declared, declared
 from nbcli.train.callbacks import Callback
 
 StepHook = Callable[[int, dict[str, Any]], None]
 #: Option groups every task takes without listing them; the seam (`train_task`) acts on their values
 #: and gives the task the rest.
-SEAM_GROUPS: tuple[type, ...] = (TrackingOptions,)
+SEAM_GROUPS: tuple[type, ...] = (TrackingOptions, ThreadOptions)
 
 
 def _ignore(*_: Any) -> None:
@@ -63,7 +63,7 @@ class Task:
     @classmethod
     def options(cls) -> list[Declared]:
         """Every option the task takes, in --help order: its groups', then the seam's own
-        (`SEAM_GROUPS`: experiment trackers), which `nbcli.tasks.runs.train_task` handles."""
+        (`SEAM_GROUPS`: experiment trackers, CPU threads), which `nbcli.tasks.runs.train_task` handles."""
         return declared(cls.option_groups + tuple(g for g in SEAM_GROUPS if g not in cls.option_groups))
 
     def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from nbcli.tasks.options import MAX_SEED, MAX_SEQ_LEN, MAX_SEQUENCES, MAX_STEPS, REQUIRED, option
+from nbcli.threads import MAX_THREADS, THREADS_HELP
 
 DOCUMENTS_HELP = (
     "Each file is read in the format its name says, as count-unigrams reads it: text, one document per non-empty "
@@ -262,6 +263,14 @@ class TrackingOptions:
     tensorboard_dir: Optional[Path] = option(None, "--tensorboard-dir", metavar="DIR", help=(
         "Where TensorBoard's event files go. Default: DIR/tensorboard in the run directory (tensorboard --logdir "
         "runs/ then shows each run by its directory's name)."))
+
+
+@dataclass
+class ThreadOptions:
+    """Every task (the seam adds it, `Task.options`, and runs the task on it): its CPU threads."""
+
+    threads: Optional[int] = option(None, "--threads", metavar="N", min=1, max=MAX_THREADS, help=(
+        THREADS_HELP + " Recorded in summary.json (`threads`); not part of the run's config (--resume may change it)."))
 
 
 def common_config(values: dict[str, object]) -> dict[str, object]:

@@ -20,18 +20,27 @@ from nbcli.trackers import (TrackerSettings, TrackingSession, check_settings, lo
 def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None = None) -> dict[str, Any]:
     """Train task `name` with `options` (its option names as keywords; the rest take their defaults),
     refused in one line before any work if an option is not the task's, a required one is missing or
-    a tracker's client is not installed. `--track`: the trackers hear the run through `hooks`.
-    Returns the run's summary."""
+    a tracker's client is not installed. `--track`: the trackers hear the run through `hooks`. The
+    run computes on `threads` CPU threads (`nbcli.threads`; the summary's `threads`: torch's count
+    during the run) when the task takes that option. Returns the run's summary."""
+    from nbcli.threads import cpu_threads
+
     task = get_task(name)
     owners = {key.lstrip("-").replace("-", "_"): tasks[0] for key, tasks in option_owners().items()}
     values = option_values(task.options(), options, task=name, elsewhere=owners)
     hooks = hooks or TrainHooks()
-    session = tracking_session(name, values, hooks.on_warning)
-    if session is None:
-        return task.train(values, hooks)
-    with session:
-        summary = task.train(values, tracked(hooks, session))
-        session.finish(summary)
+    with cpu_threads(values["threads"]):   # a seam option: tracking_session takes it out of `values`
+        session = tracking_session(name, values, hooks.on_warning)
+        if session is None:
+            summary = task.train(values, hooks)
+        else:
+            with session:
+                summary = task.train(values, tracked(hooks, session))
+                session.finish(summary)
+        if "threads" not in summary:   # as write_summary records it in summary.json
+            import torch
+
+            summary["threads"] = torch.get_num_threads()
     return summary
 
 

@@ -147,8 +147,11 @@ def read_log(out: Path | str) -> list[dict[str, Any]]:
 
 
 def write_summary(out: Path, summary: dict[str, Any]) -> None:
-    """DIR/summary.json: the run's TrainResult."""
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    """DIR/summary.json: the run's TrainResult, and `threads`, the CPU threads torch computed on
+    (`nb train --threads`; every core by default)."""
+    import torch
+
+    write_text_atomic(out / "summary.json", json.dumps({**summary, "threads": torch.get_num_threads()}, indent=2) + "\n")
 
 
 @contextlib.contextmanager

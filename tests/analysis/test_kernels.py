@@ -42,14 +42,16 @@ def test_pass_threads_uses_one_torch_thread_and_restores_the_setting() -> None:
 def test_cpu_threads_sets_torch_and_blas_threads_and_restores_them() -> None:
     from threadpoolctl import threadpool_info
 
+    from nbcli.threads import cpu_threads
+
     saved = torch.get_num_threads()
     blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-    with kernels.cpu_threads(1):
+    with cpu_threads(1):
         assert torch.get_num_threads() == 1
         assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
     assert torch.get_num_threads() == saved
     assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == blas
-    with kernels.cpu_threads(None):  # None: as they are
+    with cpu_threads(None):  # None: as they are
         assert torch.get_num_threads() == saved
 
 

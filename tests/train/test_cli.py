@@ -215,3 +215,23 @@ def test_unicode_errors_reads_word_vectors_as_gensim_does(tmp_path: Path, train_
                    "--unicode-errors", "ignore", *FAST)
     assert alone.exit_code == 1, alone.output
     assert_one_line_error(alone.stderr, "--unicode-errors", "pretrained:VECTORS")
+
+
+def test_train_runs_and_records_its_threads(tmp_path: Path, sp_model: Path, train_corpus: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbcli.train.loop as loop
+
+    seen: list[int] = []
+    real = loop.train
+    monkeypatch.setattr(loop, "train", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    before = torch.get_num_threads()
+    out = tmp_path / "run"
+    result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", out, "--steps", "2", "--seq-len", "16",
+                    "--batch-size", "4", "--stop-at", "1", "--threads", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert seen == [1] and torch.get_num_threads() == before
+    assert json.loads(result.stdout)["threads"] == 1 == json.loads((out / "summary.json").read_text())["threads"]
+    again = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", out, "--steps", "2", "--seq-len", "16",
+                   "--batch-size", "4", "--resume", "--json")
+    assert again.exit_code == 0, again.output                              # not part of the config: resumable
+    assert json.loads((out / "summary.json").read_text())["threads"] == before
