@@ -151,7 +151,7 @@ def run_files(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any], list[di
     absent: a checkpoint copied out of its run)."""
     from nbcli.errors import CheckpointError
     from nbcli.jsonsafe import load_file
-    from nbcli.train.runs import read_log_records
+    from nbcli.checkpoint.runs import read_log_records
 
     def read(name: str) -> dict[str, Any]:
         path = checkpoint.parent / name
