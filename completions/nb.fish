@@ -198,6 +198,7 @@ complete -c nb -n '__fish_seen_subcommand_from eval' -l map -x -d 'Use TENSOR fo
 complete -c nb -n '__fish_seen_subcommand_from eval' -l device -x -d 'auto: CUDA when present, else CPU. Weights keep their saved dtype.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l dtype -x -a 'auto float32 bfloat16' -d 'Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l tf32 -l no-tf32 -d 'On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l threads -x -d 'CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from eval' -F
@@ -397,7 +398,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l ag-hold-steps -x -d 'Ho
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-decay-steps -x -d 'Step at which alpha reaches 0 (0 = --steps).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-lambda -x -d 'Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini'
 complete -c nb -n '__fish_seen_subcommand_from train' -l unigram-reg-steps -x -d 'Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta'
-complete -c nb -n '__fish_seen_subcommand_from train' -l track -x -d 'Also log the run to an experiment tracker (repeatable, or a comma list; none: no'
+complete -c nb -n '__fish_seen_subcommand_from train' -l track -l report-to -x -d 'Also log the run to an experiment tracker (repeatable, or a comma list; none: no'
 complete -c nb -n '__fish_seen_subcommand_from train' -l track-project -x -d 'W&B project and MLflow experiment. Default: WANDB_PROJECT / MLFLOW_EXPERIMENT_NA'
 complete -c nb -n '__fish_seen_subcommand_from train' -l track-run-name -x -d 'The run’s name in W&B and MLflow. Default: the run directory’s name (W&B: WANDB_'
 complete -c nb -n '__fish_seen_subcommand_from train' -l track-uri -x -d 'MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: '

@@ -267,6 +267,7 @@ _nb() {
                 '--dtype[Autocast precision (auto: bfloat16 on CUDA, float32 on CPU).]:value:(auto float32 bfloat16)' \
                 '--tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
                 '--no-tf32[On CUDA, run float32 matmuls on TF32 tensor cores (no effect on CPU).]' \
+                '--threads[CPU threads of the computation: torch’s intra-op threads and numpy’s BLAS/LAPACK]:value: ' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -506,6 +507,7 @@ _nb() {
                 '--unigram-reg-lambda[Regularise away from the unigram distribution (paper 000 app. B.3, fig. 9): mini]:value: ' \
                 '--unigram-reg-steps[Updates 0 .. S-1 use --unigram-reg-lambda’s objective; from update S on, the sta]:value: ' \
                 '--track[Also log the run to an experiment tracker (repeatable, or a comma list; none: no]:value: ' \
+                '--report-to[Also log the run to an experiment tracker (repeatable, or a comma list; none: no]:value: ' \
                 '--track-project[W&B project and MLflow experiment. Default: WANDB_PROJECT / MLFLOW_EXPERIMENT_NA]:value: ' \
                 '--track-run-name[The run’s name in W&B and MLflow. Default: the run directory’s name (W&B: WANDB_]:value: ' \
                 '--track-uri[MLflow tracking URI (http://host:5000, sqlite:///mlflow.db, file:DIR). Default: ]:value: ' \

@@ -15,7 +15,7 @@ from nbcli.errors import ConfigError
 from nbcli.threads import MAX_THREADS, THREADS_HELP, check_threads
 from tests.cli.helpers import invoke
 
-COMPUTING = ("train lm", "train translation", "train classification", "translate", "predict", "generate", "analogy", "embedding-stats", "attention-maps",
+COMPUTING = ("train lm", "train translation", "train classification", "translate", "predict", "generate", "eval", "analogy", "embedding-stats", "attention-maps",
              "patch-checkpoint", "transplant-embeddings", "probe-bias")
 
 

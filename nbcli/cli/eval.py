@@ -14,8 +14,8 @@ from nbcli.cli.render import KEY, NUM, Col, key, num, print_rows
 from nbcli.cli.options import (
     DOCUMENTS_HELP, AllowVocabMismatchOption, ArchOption, BatchSizeOption, CsvOption, DeviceOption, DpiOption,
     DtypeOption, FigsizeOption, JsonOption, LambdasOption, LmTokenizerOption, RemoveDirectionOption, RoleMapOption,
-    SmoothingOption, SrcLangOption, TgtLangOption, TitleOption, Tf32Option, TsvOption, corpus_option, counts_option,
-    table_option,
+    SmoothingOption, SrcLangOption, TgtLangOption, ThreadsOption, TitleOption, Tf32Option, TsvOption, corpus_option,
+    counts_option, on_threads, table_option,
 )
 
 EPILOG = """\
@@ -85,6 +85,7 @@ context); every token is scored once.
 """
 
 
+@on_threads
 def eval_command(
     checkpoint: Annotated[Optional[Path], typer.Argument(
         metavar="[CHECKPOINT]", show_default=False,
@@ -155,6 +156,7 @@ def eval_command(
     device: DeviceOption = "auto",
     dtype: DtypeOption = "auto",
     tf32: Tf32Option = True,
+    threads: ThreadsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Token-level loss and perplexity, per-word perplexity and the KL of the model's average prediction from the unigram (with and without b_LN), one row per LAMBDA; --task translation: BLEU and chrF of translations (sacreBLEU); --task classification|tagging: a classifier's metrics."""  # noqa: E501
@@ -194,7 +196,7 @@ def eval_command(
 
 # Options every task's nb eval takes (the rest are each task's `eval_options`); flags spelled unlike
 # their parameter's name.
-COMMON = ("checkpoint", "corpus", "task", "as_json")
+COMMON = ("checkpoint", "corpus", "task", "threads", "as_json")
 FLAGS = {"remove_direction": "--remove-frequency-direction", "mapping": "--map", "tf32": "--no-tf32"}
 
 

@@ -247,11 +247,12 @@ class TrackingOptions:
     """Every task (the seam adds them, `Task.options`): experiment trackers through their own clients
     (`nbcli.trackers`, docs/tracking.md), rank 0 only under torchrun."""
 
-    track: list[str] = option([], "--track", metavar="tensorboard|wandb|mlflow", help=(
+    track: list[str] = option([], "--track", "--report-to", metavar="tensorboard|wandb|mlflow", help=(
         "Also log the run to an experiment tracker (repeatable, or a comma list; none: no tracker): its config "
         "(every option), each log.jsonl record's numbers at their step, the summary, and where the run directory "
         "is. Each needs its client: pip install 'nbcli[tensorboard]' (or [wandb], [mlflow]). A tracker that fails "
-        "mid-run is warned about once and training goes on; one that cannot start stops the run before it trains."))
+        "mid-run is warned about once and training goes on; one that cannot start stops the run before it trains. "
+        "--report-to is the same option (transformers' TrainingArguments name)."))
     track_project: Optional[str] = option(None, "--track-project", metavar="NAME", help=(
         "W&B project and MLflow experiment. Default: WANDB_PROJECT / MLFLOW_EXPERIMENT_NAME, else the tool's "
         "default."))

@@ -56,6 +56,15 @@ def test_a_missing_client_is_one_line_naming_the_extra_before_any_work(
     assert not (tmp_path / "run").exists()
 
 
+def test_report_to_is_track_by_transformers_name(tmp_path: Path, corpus: Path, sp_model: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, MODULES["wandb"], None)
+    result = invoke(*lm_args(corpus, sp_model, tmp_path / "run"), "--report-to", "wandb")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--track wandb: its client (wandb) is not installed")
+    assert not (tmp_path / "run").exists()
+
+
 def test_other_ranks_check_the_clients_but_track_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     values = {"out": tmp_path / "run", "resume": False, "track": ["tensorboard"], "track_project": None,
               "track_run_name": None, "track_uri": None, "tensorboard_dir": None}
