@@ -299,7 +299,7 @@ def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
     import csv
     import io
 
-    from tests.train.test_runs import BASE, make_run
+    from tests.analysis.test_runs import BASE, make_run
 
     mt = make_run(tmp_path / "mt-s0", {**BASE, "seed": 0}, bleu=[(0, 1.0), (10, 5.0)], loss=[(0, 5.0), (10, 4.0)])
     cls = make_run(tmp_path / "cls-s0", {"task": "classification", "seed": 0}, loss=[(0, 1.2), (10, 0.7)],
@@ -322,7 +322,7 @@ def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
 
 def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     """The matplotlib figures plot-run saves, by name."""
-    import nbcli.run_plots as run_plots
+    import nbcli.reports.plot_run as run_plots
 
     figures: dict[str, object] = {}
     real_save = run_plots.save_figure
