@@ -67,8 +67,8 @@ def test_tagging_run_through_real_nb(root, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("flag", [["--bias-init", "unigram"], ["--ag-fraction", "0.5"], ["--src-lang", "de"],
-                                  ["--objective", "mlm"], ["--bias-init", "zero"], ["--warmup", "0"],
-                                  ["--ag-decoder-fraction", "0.5"]])
+                                  ["--objective", "mlm"], ["--bias-init", "zero"],
+                                  ["--ag-decoder-fraction", "0.5"]])   # --warmup is every task's (test_shared_options)
 def test_other_tasks_options_are_refused(root, tmp_path, flag) -> None:
     """Typed, an option of another task is refused even at its default value (it would be ignored)."""
     result = invoke(*_args(root, tmp_path / "r", *flag))
