@@ -299,7 +299,7 @@ def _sweep_options(
         "run, the others are reused).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=1024, help=(
         "Runs at a time on this machine (each a process; 1: in this process)."))] = 1,
-    threads: Annotated[int, typer.Option("--threads", min=1, max=1024, help=(
+    threads: Annotated[int, typer.Option("--threads", min=1, max=MAX_THREADS, help=(
         "torch and BLAS threads of each run (the same wherever a run goes, so local and Dask runs compute "
         "alike)."))] = 1,
     dask: SweepDaskOption = None,
