@@ -67,7 +67,7 @@ def test_report_to_is_track_by_transformers_name(tmp_path: Path, corpus: Path, s
 
 def test_other_ranks_check_the_clients_but_track_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     values = {"out": tmp_path / "run", "resume": False, "track": ["tensorboard"], "track_project": None,
-              "track_run_name": None, "track_uri": None, "tensorboard_dir": None}
+              "track_run_name": None, "track_uri": None, "tensorboard_dir": None, "threads": None}
     monkeypatch.setenv("RANK", "1")
     assert tracking_session("lm", dict(values), print) is None
     monkeypatch.setitem(sys.modules, MODULES["tensorboard"], None)
