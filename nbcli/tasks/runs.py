@@ -32,15 +32,20 @@ def train_task(name: str, options: Mapping[str, Any], hooks: TrainHooks | None =
     with cpu_threads(values["threads"]):   # a seam option: tracking_session takes it out of `values`
         session = tracking_session(name, values, hooks.on_warning)
         if session is None:
-            summary = task.train(values, hooks)
-        else:
-            with session:
-                summary = task.train(values, tracked(hooks, session))
-                session.finish(summary)
-        if "threads" not in summary:   # as write_summary records it in summary.json
-            import torch
+            return with_threads(task.train(values, hooks))
+        with session:
+            summary = with_threads(task.train(values, tracked(hooks, session)))
+            session.finish(summary)   # the summary the caller gets, threads included
+    return summary
 
-            summary["threads"] = torch.get_num_threads()
+
+def with_threads(summary: dict[str, Any]) -> dict[str, Any]:
+    """`summary` with the torch threads the run computed on, as write_summary records them in
+    summary.json (a task of another package may not)."""
+    if "threads" not in summary:
+        import torch
+
+        summary["threads"] = torch.get_num_threads()
     return summary
 
 
