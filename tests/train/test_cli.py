@@ -219,11 +219,11 @@ def test_unicode_errors_reads_word_vectors_as_gensim_does(tmp_path: Path, train_
 
 def test_train_runs_and_records_its_threads(tmp_path: Path, sp_model: Path, train_corpus: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbcli.train.loop as loop
+    import nbcli.tasks.language_model as lm
 
     seen: list[int] = []
-    real = loop.train
-    monkeypatch.setattr(loop, "train", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    real = lm.train
+    monkeypatch.setattr(lm, "train", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
     before = torch.get_num_threads()
     out = tmp_path / "run"
     result = invoke("train", "--corpus", train_corpus, "-t", sp_model, "--out", out, "--steps", "2", "--seq-len", "16",
