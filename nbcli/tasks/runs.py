@@ -110,12 +110,6 @@ def external_task_of_run(run: Path | str) -> str | None:
     return name if name is not None and name not in BUILTIN else None
 
 
-def evaluate_run(run: Path | str, corpus: Sequence[str]) -> dict[str, Any]:
-    """`nb eval RUN --corpus ...` for a run of a task from another package: its `Task.evaluate`."""
-    name = _recorded(run)
-    return get_task(name).evaluate(Path(run), list(corpus))
-
-
 def predict_run(run: Path | str, corpus: Sequence[str]) -> list[dict[str, Any]]:
     """`nb predict RUN --corpus ...` for a run of a task from another package: its `Task.predict`."""
     name = _recorded(run)
