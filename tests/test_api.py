@@ -207,12 +207,13 @@ def test_generate_matches_cli(nb_lm: Path, sp_model: Path, heldout: Path) -> Non
 
 
 def test_train_matches_cli(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:  # noqa: F811
-    fast = dict(steps=2, seq_len=32, batch_size=8, eval_every=2, eval_batches=2, device="cpu")
+    fast = dict(steps=2, seq_len=32, batch_size=8, eval_every=2, eval_batches=2, device="cpu", threads=1)
     api = nbcli.train_model(train_corpus, sp_model, tmp_path / "a", bias_init="unigram", **fast)
     cli = cli_json("train", "--corpus", train_corpus, "-t", sp_model, "--out", tmp_path / "b", "--bias-init", "unigram",
                    *[x for k, v in fast.items() for x in (f"--{k.replace('_', '-')}", str(v))])
     assert without(api.to_dict(), "out", "checkpoint") == without(cli, "out", "checkpoint")
     assert Path(api.checkpoint).is_file() and api.steps == 2
+    assert api.threads == 1 == json.loads((tmp_path / "a" / "summary.json").read_text())["threads"]
 
 
 def test_translation_functions_match_cli(tmp_path: Path, translation_run: Path, parallel_corpus: Path) -> None:

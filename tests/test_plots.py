@@ -166,7 +166,12 @@ def test_run_figures_in_each_format(fmt: str, tmp_path: Path, drawn: list[Any]) 
     (ax,) = divergence.axes
     assert ax.get_xscale() == "symlog" and "evaluated steps" in ax.get_xlabel()
     curves = [line for line in ax.lines if len(line.get_xdata()) > 0]
-    assert len(curves) == 4 and all(line.get_marker() == "o" for line in curves)  # a marker at each evaluation
+    assert all(line.get_marker() == "o" for line in curves)  # a marker at each evaluation
+    joined = [line for line in curves if line.get_linestyle() != "None"]
+    at_zero = [line for line in curves if line.get_linestyle() == "None"]
+    # each arm x (unigram, uniform): the evaluations after step 0 joined, step 0 a marker of its own
+    assert len(joined) == len(at_zero) == 4 and all(0 not in line.get_xdata() for line in joined)
+    assert all(list(line.get_xdata()) == [0] for line in at_zero)
     assert {"unigram", "zero", "KL(p_θ ‖ unigram)", "KL(p_θ ‖ uniform)"} == set(_labels(ax))
     assert all(line.get_marker() == "o" for line in val_loss.axes[0].lines if len(line.get_xdata()) > 0)
     assert bias.axes[0].get_ylabel() == "‖b‖₂" and bias._suptitle.get_text() == "nb train runs: unigram, zero"
@@ -177,7 +182,8 @@ def test_divergence_has_standard_error_bars_over_seeds(tmp_path: Path, drawn: li
     figure_data.draw_run_figures(tmp_path, "png", seeds=2)
     (ax,) = drawn[1].axes
     bars = _errorbars(ax)
-    assert len(bars) == 4 and all(b.has_yerr for b in bars)  # two arms x (unigram, uniform)
+    # two arms x (unigram, uniform) x (step 0 on its own, the joined evaluations after it)
+    assert len(bars) == 8 and all(b.has_yerr for b in bars)
     segments = bars[0].lines[2][0].get_segments()
     half = [abs(seg[1][1] - seg[0][1]) / 2 for seg in segments]
     np.testing.assert_allclose(half, np.std([0.0, 0.05], ddof=1) / np.sqrt(2), rtol=1e-6)

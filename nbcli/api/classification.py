@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from nbcli.api.inputs import check_train_config, input_paths, local_path, optional_path
+from nbcli.api.inputs import check_train_config, input_paths, local_path, optional_path, trained
 from nbcli.api.reports import PathLike, Report, TrainReport
 from nbcli.arguments import public
 
@@ -29,7 +29,7 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
                         adam_beta1: float = 0.9, adam_beta2: float = 0.999, adam_eps: float = 1e-8,
                         grad_clip: float = 1.0,
                         lr_schedule: Literal["cosine", "linear", "inverse-sqrt", "constant"] = "linear",
-                        ) -> TrainReport:
+                        threads: int | None = None) -> TrainReport:
     """`nb train --task classification|tagging`: fine-tune `init` (an nb MLM run or checkpoint, a
     transformers encoder folder or repo id; None: nb's encoder from scratch, paper 002) with a head on
     `train` (GLUE TSV, CSV, JSONL, parquet/Arrow; for tagging CoNLL, or JSONL/parquet/Arrow records whose
@@ -42,7 +42,8 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
     `lr_schedule` after the warm-up (paper 002 app. A.2: Adam (0.9, 0.98, 1e-9), no decay, constant). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built
     from `train`) and `embedding_init` "pretrained:VECTORS" (word vectors; `missing`, `d_model`, `n_head`).
     `encoder_options`: tasks.finetune.ENCODER_OPTIONS over the preset's (n_layer, d_ff; norm, scale_embedding,
-    init_scheme: paper 002 app. A.1-A.2's post-LN, x sqrt(D) and Xavier; sec. 3.4's transforms). A paper preset
+    init_scheme: paper 002 app. A.1-A.2's post-LN, x sqrt(D) and Xavier; sec. 3.4's transforms); `threads`: CPU
+    threads (`--threads`; None: every core). A paper preset
     (nbcli.tasks.presets.CLASSIFICATION_PRESETS) is expanded by `with_classification_preset` into these keywords."""
     from nbcli.tasks.data import DataSpec, parse_valid
     from nbcli.tasks.finetune import FinetuneConfig, train_report
@@ -58,8 +59,8 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
         d_model=d_model, n_head=n_head, encoder_options=dict(encoder_options or {}), select_by=select_by,
         adam_beta1=adam_beta1, adam_beta2=adam_beta2, adam_eps=adam_eps, grad_clip=grad_clip, lr_schedule=lr_schedule)
     check_train_config("finetune_classifier", cfg.encoder_options)
-    return TrainReport(train_report(cfg, input_paths(train), parse_valid(list(valid)), local_path(out), resume=resume,
-                                    stop_at=stop_at))
+    return trained(lambda: train_report(cfg, input_paths(train), parse_valid(list(valid)), local_path(out), resume=resume,
+                                        stop_at=stop_at), threads)
 
 
 @public

@@ -4,11 +4,11 @@ inputs, role maps, a loaded model or a state dict, a lambda list, a training fun
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbcli.api.reports import PathLike, RoleMap
+from nbcli.api.reports import PathLike, RoleMap, TrainReport
 
 if TYPE_CHECKING:
     from nbcli.checkpoint.memory import MemoryCheckpoint
@@ -102,3 +102,14 @@ def check_train_config(function: str, config: Mapping[str, Any]) -> None:
                               f"nbcli.train.config.TrainConfig: {', '.join(fields)}")
         check(function, key, value, typing.Optional[fields[key]])
 
+
+
+def trained(run: Callable[[], Mapping[str, Any]], threads: int | None) -> TrainReport:
+    """A training function's summary, run on `threads` CPU threads (`--threads`; None: every core), with
+    `threads` recorded as summary.json and `nb train --json` record it."""
+    from nbcli.tasks.runs import with_threads
+    from nbcli.threads import check_threads, cpu_threads
+
+    check_threads(threads)
+    with cpu_threads(threads):
+        return TrainReport(with_threads(dict(run())))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from nbcli.api.inputs import check_train_config, input_paths, lambda_spec, local_path, optional_path, role_map, runnable_model
+from nbcli.api.inputs import (
+    check_train_config, input_paths, lambda_spec, local_path, optional_path, role_map, runnable_model, trained)
 from nbcli.api.reports import EvalReport, GenerateReport, PathLike, Report, RoleMap, TrainReport
 from nbcli.arguments import public
 
@@ -89,23 +90,23 @@ def train_model(corpus: PathLike | Sequence[PathLike], tokenizer: PathLike, out:
           resume: bool = False, stop_at: int | None = None,
           on_step: Callable[[int, dict[str, Any]], None] | None = None, allow_vocab_mismatch: bool = False,
           valid: PathLike | Sequence[PathLike] | None = None, warmup_ratio: float | None = None,
-          **config: Any) -> TrainReport:
+          threads: int | None = None, **config: Any) -> TrainReport:
     """Train nb's reference Transformer (`nb train`; named train_model because `nbcli.train` is the
     training package) into the run directory `out` (config, log.jsonl,
     step-N.safetensors, summary.json). `config`: `nbcli.train.config.TrainConfig` fields over the
     preset's (steps=200, bias_init="unigram", objective="mlm", ag_fraction=0.5, ...); `on_step(step,
     record)` sees every log record. `valid`: validation documents (else `val_fraction` of the corpus is
-    held out); `warmup_ratio`: the warm-up as a share of the run (instead of `warmup` steps). Warnings
-    are in the result's `warnings`."""
+    held out); `warmup_ratio`: the warm-up as a share of the run (instead of `warmup` steps); `threads`:
+    CPU threads (`--threads`; None: every core; recorded as `threads`). Warnings are in the result's `warnings`."""
     from nbcli.train.config import build_config
     from nbcli.tasks.language_model import train as run_training
 
     check_train_config("train_model", config)
     cfg = build_config(preset, warmup_ratio=warmup_ratio, **config)
-    result = run_training(cfg, input_paths(corpus), local_path(tokenizer), local_path(out), resume=resume, stop_at=stop_at,
-                          on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch,
-                          valid=input_paths(valid) if valid is not None else ())
-    return TrainReport(result.as_dict())
+    return trained(lambda: run_training(
+        cfg, input_paths(corpus), local_path(tokenizer), local_path(out), resume=resume, stop_at=stop_at,
+        on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch,
+        valid=input_paths(valid) if valid is not None else ()).as_dict(), threads)
 
 
 @public

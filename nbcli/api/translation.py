@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nbcli.api.inputs import check_train_config, input_paths, local_path, optional_path
+from nbcli.api.inputs import check_train_config, input_paths, local_path, optional_path, trained
 from nbcli.api.reports import PathLike, Report, TrainReport
 from nbcli.arguments import public
 
@@ -17,12 +17,12 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
                       tgt_tokenizer: PathLike | None = None, valid: PathLike | Sequence[PathLike] | None = None,
                       preset: str = "tiny", task_options: Mapping[str, Any] | None = None, resume: bool = False,
                       stop_at: int | None = None, on_step: Callable[[int, dict[str, Any]], None] | None = None,
-                      allow_vocab_mismatch: bool = False, **config: Any) -> TrainReport:
+                      allow_vocab_mismatch: bool = False, threads: int | None = None, **config: Any) -> TrainReport:
     """Train nb's encoder-decoder (`nb train --task translation`) on sentence pairs into `out`: one joint
     `tokenizer`, or `src_tokenizer` and `tgt_tokenizer`; `valid` pairs, else every k-th pair held out.
     `task_options`: `nbcli.tasks.translation.TranslationOptions` fields (norm="pre", positions="none",
     beam=5, ...); `config`: TrainConfig fields over the preset's (tiny, iwslt, base, kim-3). The summary
-    adds best_val_bleu, best_step, alc_val_bleu and skipped_long_pairs."""
+    adds best_val_bleu, best_step, alc_val_bleu and skipped_long_pairs; `threads`: CPU threads (`--threads`)."""
     from nbcli.errors import ConfigError
     from nbcli.tasks.translation import build_translation_config
     from nbcli.tasks.translation import train_translation as run_translation
@@ -36,10 +36,10 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
     check_train_config("train_translation", config)
     cfg = build_translation_config(preset, {**(task_options or {}), "src_lang": src_lang, "tgt_lang": tgt_lang},
                                    **config)
-    result = run_translation(cfg, input_paths(corpus), local_path(src_tokenizer), local_path(tgt_tokenizer), local_path(out),
-                             valid=input_paths(valid) if valid is not None else None, resume=resume, stop_at=stop_at,
-                             on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch)
-    return TrainReport(result.as_dict())
+    return trained(lambda: run_translation(
+        cfg, input_paths(corpus), local_path(src_tokenizer), local_path(tgt_tokenizer), local_path(out),
+        valid=input_paths(valid) if valid is not None else None, resume=resume, stop_at=stop_at,
+        on_step=on_step, allow_vocab_mismatch=allow_vocab_mismatch).as_dict(), threads)
 
 
 @public

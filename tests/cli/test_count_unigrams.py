@@ -59,13 +59,16 @@ def test_human_summary(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
         assert label in result.stdout
 
 
-def test_human_summary_fits_a_log_file(tmp_path: Path, sp_model: Path, corpus: Path) -> None:
+def test_human_summary_fits_a_log_file(tmp_path: Path, sp_model: Path, corpus: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Piped (no terminal), the summary is no wider than 100 characters: the why of EOS and of the
     method are notes wrapped under the table, each word of them still there (its table was ~230
-    characters wide with them inside)."""
+    characters wide with them inside). The output's path is printed whole (to be copied), so the run
+    writes to a short relative one: a worker's tmp_path alone can pass 100 characters."""
+    monkeypatch.chdir(tmp_path)
     args = ["count-unigrams", corpus, "-t", sp_model, "-j", "1"]
-    result = invoke(*args, "-o", tmp_path / "c.safetensors")
-    report = json.loads(invoke(*args, "-o", tmp_path / "d.safetensors", "--json").stdout)
+    result = invoke(*args, "-o", "c.safetensors")
+    report = json.loads(invoke(*args, "-o", "d.safetensors", "--json").stdout)
     assert result.exit_code == 0, result.output
     assert len(report["method_reason"]) > 100                       # a reason that would not fit
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
