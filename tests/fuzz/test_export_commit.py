@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import assert_one_line_error
+from tests.fuzz.reruns import rerun
 from tests.fuzz.test_shard_commit import pause_then_kill
 
 pytestmark = pytest.mark.faults
@@ -130,13 +131,13 @@ def test_export_killed_at_every_step_is_absent_or_complete_and_a_rerun_recovers(
     assert reader_view(hf, auto) == want, f"killed at {point}, before any nb run"
     if committed:
         assert digests(hf) == expected_files
-    rerun = _export(run, hf)
+    again = rerun(["export", run, "-o", hf], as_process=(kind, point, empty) == CASES[0])
     if committed:  # the export was done: the folder stays as it is, the rerun says so
-        assert rerun.returncode == 1
-        assert_one_line_error(rerun.stderr, "not an empty directory")
+        assert again.returncode == 1
+        assert_one_line_error(again.stderr, "not an empty directory")
     else:
-        assert rerun.returncode == 0, f"killed at {point}, the rerun: {rerun.stderr}"
-        assert "nb: note: " in rerun.stderr and "stale" in rerun.stderr, rerun.stderr  # it says what it removed
+        assert again.returncode == 0, f"killed at {point}, the rerun: {again.stderr}"
+        assert "nb: note: " in again.stderr and "stale" in again.stderr, again.stderr  # it says what it removed
     assert digests(hf) == expected_files
     assert reader_view(hf, auto) == "complete"
     assert nb_leftovers(tmp_path, hf) == []

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.test_export_commit import nb_leftovers, reader_view
+from tests.fuzz.reruns import rerun
 from tests.fuzz.test_shard_commit import pause_then_kill
 
 pytestmark = pytest.mark.faults
@@ -120,10 +121,10 @@ def test_patch_into_a_new_folder_killed_at_every_step_is_absent_or_complete(
     assert reader_view(out, AUTO) == want, f"killed at {point}, before any nb run"
     if committed:
         assert contents(out) == expected
-    rerun = _patch(model, out)
-    assert rerun.returncode == 0, f"killed at {point}, the rerun: {rerun.stderr}"
+    again = rerun(["patch-checkpoint", model, "-o", out, *SURGERY], as_process=(layout, point, empty) == CASES[0])
+    assert again.returncode == 0, f"killed at {point}, the rerun: {again.stderr}"
     if not committed:
-        assert "nb: note: " in rerun.stderr and "stale" in rerun.stderr, rerun.stderr   # it says what it removed
+        assert "nb: note: " in again.stderr and "stale" in again.stderr, again.stderr   # it says what it removed
     assert contents(out) == expected and reader_view(out, AUTO) == "complete"
     assert contents(model) == before                                                    # the input untouched
     assert nb_leftovers(tmp_path, out, model) == []
