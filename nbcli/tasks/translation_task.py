@@ -162,8 +162,8 @@ class TranslationTask(Task):
         s = summary
         bleu, best = s.get("final_val_bleu"), s.get("best_val_bleu")
         rows = [("steps", num(s["steps"])), ("device", s["device"]), ("parameters", num(s["parameters"])),
-                ("pairs read: training + validation", num(s["pairs"])),
-                ("of which too long, skipped", num(s["skipped_long_pairs"])),
+                ("training / validation pairs used", f"{num(s.get('train_pairs'))} / {num(s.get('valid_pairs'))}"),
+                ("pairs read (both), too long skipped", f"{num(s['pairs'])}, {num(s['skipped_long_pairs'])}"),
                 ("final val loss", num(s["final_val_loss"])), ("ALC (val loss)", num(s["alc"])),
                 ("final val BLEU / chrF", f"{num(bleu)} / {num(s['final_val_chrf'])}" if bleu is not None else "-"),
                 ("best val BLEU (step)", f"{num(best)} ({num(s['best_step'])})" if best is not None else "-"),
