@@ -68,3 +68,16 @@ def test_a_dataset_missing_from_the_cache_is_one_line_through_real_nb(glue, tmp_
     assert proc.returncode == 1 and proc.stdout == b""
     assert_one_line_error(proc.stderr.decode(), "org/absent:default:train", "hf download --repo-type dataset org/absent")
     assert not out.exists()
+
+
+def test_an_output_into_a_dataset_snapshot_is_refused(glue, tmp_path, sp_model, monkeypatch) -> None:
+    from nbcli.resolve import inside_hub_cache
+
+    before = sorted(p.name for p in (glue / "sst2").iterdir())
+    out = glue / "sst2" / "counts.safetensors"
+    result = invoke("count-unigrams", "nyu-mll/glue:sst2", "--field", "sentence", "-t", sp_model, "-o", out)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(out))
+    assert sorted(p.name for p in (glue / "sst2").iterdir()) == before
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "another-cache"))    # a copy laid out as a cache, anywhere
+    assert inside_hub_cache(glue / "sst2" / "new.parquet") and not inside_hub_cache(tmp_path / "new.parquet")
