@@ -20,6 +20,7 @@ writes them: `CONFIG/SPLIT-00000-of-00001.parquet`, `data/SPLIT-*.parquet`, `CON
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,9 +301,21 @@ def dataset_files(item: str) -> list[str] | None:
     return [str(path) for path in dataset_split(item).files]
 
 
-def dataset_repo_ids(inputs: list[str]) -> list[str]:
-    """The Hub dataset repo ids among `inputs` given as dataset ids (a local path of that name excluded)."""
-    found = [spec.repo_id for item in inputs
-             if not Path(item).exists() and (spec := parse_dataset_spec(item)) is not None
-             and ("/" in spec.repo_id or ":" in item)]
+def _cached_repo_id(path: str) -> str | None:
+    """`org/name` of a file path in a dataset snapshot (…/datasets--org--name/snapshots/COMMIT/…), else None."""
+    parts = Path(path).parts
+    return next((parts[i][len("datasets--"):].replace("--", "/") for i in range(len(parts) - 1)
+                 if parts[i].startswith("datasets--") and parts[i + 1] == "snapshots"), None)
+
+
+def dataset_repo_ids(inputs: Sequence[str]) -> list[str]:
+    """The Hub dataset repo ids among `inputs`: given as dataset ids (a local path of that name excluded)
+    or as files of a cached dataset snapshot."""
+    found = []
+    for item in map(str, inputs):
+        spec = parse_dataset_spec(item) if not Path(item).exists() else None
+        if spec is not None and ("/" in spec.repo_id or ":" in item):
+            found.append(spec.repo_id)
+        elif (repo_id := _cached_repo_id(item)) is not None:
+            found.append(repo_id)
     return list(dict.fromkeys(found))

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from huggingface_hub import ModelCard
 from safetensors.numpy import load_file
 
 from nbcli.counts import read_counts
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 from tests.corpus.test_hub_datasets import CARD, LABELS, parquet_bytes, sentences
 from tests.hub_cache import add_dataset_snapshot, commit_hash
+from tests.tasks.builders import encoder_folder
 
 
 @pytest.fixture
@@ -81,3 +83,14 @@ def test_an_output_into_a_dataset_snapshot_is_refused(glue, tmp_path, sp_model, 
     assert sorted(p.name for p in (glue / "sst2").iterdir()) == before
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "another-cache"))    # a copy laid out as a cache, anywhere
     assert inside_hub_cache(glue / "sst2" / "new.parquet") and not inside_hub_cache(tmp_path / "new.parquet")
+
+
+def test_the_model_card_of_a_run_from_a_dataset_id_names_the_dataset(glue, tmp_path) -> None:
+    bert = encoder_folder(tmp_path / "bert", "bert")
+    trained = invoke("train", "--task", "classification", "--init", bert, "--corpus", "nyu-mll/glue:sst2:train",
+                     "--valid", "nyu-mll/glue:sst2:validation", "--text-field", "sentence", "--steps", "1",
+                     "--batch-size", "4", "--max-len", "16", "--device", "cpu", "--out", tmp_path / "run")
+    assert trained.exit_code == 0, trained.output
+    exported = invoke("export", tmp_path / "run", "-o", tmp_path / "exported")
+    assert exported.exit_code == 0, exported.output
+    assert ModelCard.load(tmp_path / "exported" / "README.md").data.datasets == ["nyu-mll/glue"]
