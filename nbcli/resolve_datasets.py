@@ -28,7 +28,7 @@ from typing import Any
 from nbcli.errors import InputError
 from nbcli.resolve import HubError, hub_cache_dir, looks_like_repo_id
 
-__all__ = ["DatasetSpec", "DatasetSplit", "dataset_files", "dataset_repo_ids", "dataset_split", "fetch_hint",
+__all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_repo_ids", "dataset_split", "fetch_hint",
            "parse_dataset_spec", "snapshot_layout"]
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
@@ -44,6 +44,11 @@ NOT_DATA = {"dataset_info.json", "dataset_infos.json", "state.json", "dataset_di
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 
 Layout = dict[str, dict[str, list[Path]]]   # config -> split -> files
+
+DATASET_ID_HELP = (
+    "A Hub dataset ID[@REV][:CONFIG[:SPLIT]] (nyu-mll/glue:sst2:train; no split: train) is read offline from the "
+    "local Hugging Face cache (`hf download --repo-type dataset ID` fetches it; docs/corpora.md).")
+"""How --corpus, --valid, count-unigrams' INPUT and nb reproduce --data take a dataset id (module doc)."""
 
 
 @dataclass(frozen=True)
