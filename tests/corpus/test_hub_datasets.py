@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -109,6 +110,18 @@ def test_spec_round_trips(owner, name, config, split) -> None:
     repo = f"{owner}/{name}" if owner else name
     text = repo + (f":{config or ''}:{split}" if split else f":{config}" if config else "")
     assert parse_dataset_spec(text) == DatasetSpec(repo, None, config, split)
+
+
+@given(text=st.text(alphabet=st.sampled_from("ab/:@._-*~ \\0"), max_size=20))
+def test_any_text_parses_to_a_spec_or_none_and_a_missing_one_is_an_input_error(text) -> None:
+    spec = parse_dataset_spec(text)
+    assert spec is None or (spec.repo_id and text.startswith(spec.repo_id))
+    with tempfile.TemporaryDirectory() as empty, pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_CACHE", empty)
+        try:
+            assert dataset_files(text) is None                    # an empty cache has no files to find
+        except InputError as err:
+            assert spec is not None and str(err).startswith(text + ": ") and "\n" not in str(err)
 
 
 # ---------------------------------------------------------------------------------------------
