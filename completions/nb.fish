@@ -164,7 +164,7 @@ complete -c nb -n '__fish_seen_subcommand_from export' -l json -d 'Print the res
 complete -c nb -n '__fish_seen_subcommand_from export' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from export' -F
 complete -c nb -n __fish_use_subcommand -a eval -d 'Token-level loss and perplexity, per-word perplexity and the KL of the model’s a'
-complete -c nb -n '__fish_seen_subcommand_from eval' -l corpus -x -d 'Held-out text: files, directories, globs, - for stdin (repeatable). Each file is'
+complete -c nb -n '__fish_seen_subcommand_from eval' -l corpus -x -d 'Held-out text: files, directories, globs, Hub dataset ids, - for stdin (repeatab'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l task -x -a 'lm translation classification tagging' -d 'lm: loss and perplexity of a language model; translation: BLEU and chrF of trans'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l hyps -r -F -d '--task translation: score this file of hypotheses (one a line, in the corpus’s p'
 complete -c nb -n '__fish_seen_subcommand_from eval' -l src-lang -x -d 'Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa'
@@ -339,7 +339,7 @@ complete -c nb -n '__fish_seen_subcommand_from sweep' -l json -d 'Print the resu
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -F
 complete -c nb -n __fish_use_subcommand -a train -d 'Train a model of one task and record what the papers measure (docs/training.md).'
-complete -c nb -n '__fish_seen_subcommand_from train' -l corpus -x -d 'Training data: files, directories, globs (repeatable). Each file is read in the '
+complete -c nb -n '__fish_seen_subcommand_from train' -l corpus -x -d 'Training data: files, directories, globs, Hub dataset ids (repeatable). Each fil'
 complete -c nb -n '__fish_seen_subcommand_from train' -l out -r -F -d 'Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js'
 complete -c nb -n '__fish_seen_subcommand_from train' -l tokenizer -s t -x -d 'SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke'
 complete -c nb -n '__fish_seen_subcommand_from train' -l steps -x -d 'Optimizer updates (default 200).'
@@ -369,7 +369,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l seed -x -d 'Seed for in
 complete -c nb -n '__fish_seen_subcommand_from train' -l resume -d 'Continue the run in DIR from its last saved state (same options required).'
 complete -c nb -n '__fish_seen_subcommand_from train' -l preset -x -a 'tiny small gpt2-124m roberta-8 paper001-roberta-8-mlm paper001-roberta-8-ag paper001-roberta-12-mlm paper001-roberta-12-ag paper001-roberta-16-mlm paper001-roberta-16-ag paper001-roberta-8-mlm-fil paper001-roberta-8-ag-fil paper001-roberta-12-mlm-fil paper001-roberta-12-ag-fil paper001-roberta-16-mlm-fil paper001-roberta-16-ag-fil paper001-roberta-8-mlm-om paper001-roberta-8-ag-om paper001-roberta-12-mlm-om paper001-roberta-12-ag-om paper001-roberta-16-mlm-om paper001-roberta-16-ag-om' -d 'tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T='
 complete -c nb -n '__fish_seen_subcommand_from train' -l objective -x -a 'clm mlm' -d 'clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec'
-complete -c nb -n '__fish_seen_subcommand_from train' -l valid -x -d 'Validation documents (repeatable; files, directories, globs in --corpus’s format'
+complete -c nb -n '__fish_seen_subcommand_from train' -l valid -x -d 'Validation documents (repeatable; files, directories, globs, Hub dataset ids in '
 complete -c nb -n '__fish_seen_subcommand_from train' -l norm -x -a 'post pre' -d 'post-LN, x <- LN(x + F(x)) (Vaswani, fairseq, BERT, PyTorch’s nn.Transformer: th'
 complete -c nb -n '__fish_seen_subcommand_from train' -l positions -x -a 'sinusoidal learned none' -d 'sinusoidal (Vaswani sec. 3.5, fixed), learned, or none (paper 002 table 3’s ’Pos'
 complete -c nb -n '__fish_seen_subcommand_from train' -l scale-embedding -l no-scale-embedding -d 'Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, '

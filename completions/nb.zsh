@@ -230,7 +230,7 @@ _nb() {
                 '*:file:_files'
             ;;
         eval)
-            _arguments -s '--corpus[Held-out text: files, directories, globs, - for stdin (repeatable). Each file is]:value: ' \
+            _arguments -s '--corpus[Held-out text: files, directories, globs, Hub dataset ids, - for stdin (repeatab]:value: ' \
                 '--task[lm: loss and perplexity of a language model; translation: BLEU and chrF of trans]:value:(lm translation classification tagging)' \
                 '--hyps[--task translation: score this file of hypotheses (one a line, in the corpus’s p]:path:_files' \
                 '--src-lang[Source language of a parallel corpus: PREFIX.LANG of aligned files, the JSONL/pa]:value: ' \
@@ -444,7 +444,7 @@ _nb() {
                 '*:file:_files'
             ;;
         train)
-            _arguments -s '--corpus[Training data: files, directories, globs (repeatable). Each file is read in the ]:value: ' \
+            _arguments -s '--corpus[Training data: files, directories, globs, Hub dataset ids (repeatable). Each fil]:value: ' \
                 '--out[Run directory (config, log.jsonl, step-N.safetensors, training state, summary.js]:path:_files' \
                 '--tokenizer[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:value: ' \
                 '-t[SentencePiece .model file, Hugging Face tokenizer.json, a model folder (its toke]:value: ' \
@@ -476,7 +476,7 @@ _nb() {
                 '--resume[Continue the run in DIR from its last saved state (same options required).]' \
                 '--preset[tiny (2x4x128, T=128; seconds on CPU), small (4x8x256), gpt2-124m (12x12x768, T=]:value:(tiny small gpt2-124m roberta-8 paper001-roberta-8-mlm paper001-roberta-8-ag paper001-roberta-12-mlm paper001-roberta-12-ag paper001-roberta-16-mlm paper001-roberta-16-ag paper001-roberta-8-mlm-fil paper001-roberta-8-ag-fil paper001-roberta-12-mlm-fil paper001-roberta-12-ag-fil paper001-roberta-16-mlm-fil paper001-roberta-16-ag-fil paper001-roberta-8-mlm-om paper001-roberta-8-ag-om paper001-roberta-12-mlm-om paper001-roberta-12-ag-om paper001-roberta-16-mlm-om paper001-roberta-16-ag-om)' \
                 '--objective[clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selec]:value:(clm mlm)' \
-                '--valid[Validation documents (repeatable; files, directories, globs in --corpus’s format]:value: ' \
+                '--valid[Validation documents (repeatable; files, directories, globs, Hub dataset ids in ]:value: ' \
                 '--norm[post-LN, x <- LN(x + F(x)) (Vaswani, fairseq, BERT, PyTorch’s nn.Transformer: th]:value:(post pre)' \
                 '--positions[sinusoidal (Vaswani sec. 3.5, fixed), learned, or none (paper 002 table 3’s ’Pos]:value:(sinusoidal learned none)' \
                 '--scale-embedding[Multiply token embeddings by sqrt(d) before adding positions (Vaswani sec. 3.4, ]' \

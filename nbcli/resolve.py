@@ -8,7 +8,8 @@ asked, and then only for what the command reads: `*.json`, `tokenizer.model`, `*
 `*.bin`, `*.pt` or other pickles). See docs/hub.md.
 
 The cache is an input, never an output: `inside_hub_cache` and `hub_blob` let the output guard
-(nbcli.outputs) refuse any output that lies in it or is a link to one of its blobs.
+(nbcli.outputs) refuse any output that lies in it or is a link to one of its blobs. Datasets by id
+(`ID[:CONFIG[:SPLIT]]`, the corpus inputs) resolve beside this, in nbcli.resolve_datasets.
 """
 
 from __future__ import annotations
@@ -114,12 +115,12 @@ def hub_cache_dir() -> Path:
     return Path(os.path.expanduser(home)) / "hub"
 
 
-def _repo_folder_parts(path: Path | str) -> tuple[tuple[str, ...], int] | None:
-    """The absolute path's parts and the index of its `models--org--name` part, if any is followed by
-    snapshots/, blobs/ or refs/ (the layout of a hub cache, wherever it lies)."""
+def _repo_folder_parts(path: Path | str, prefixes: tuple[str, ...] = ("models--",)) -> tuple[tuple[str, ...], int] | None:
+    """The absolute path's parts and the index of its `models--org--name` part (or another of
+    `prefixes`), if any is followed by snapshots/, blobs/ or refs/ (a hub cache's layout, wherever it lies)."""
     parts = Path(os.path.abspath(path)).parts
     for i in range(len(parts) - 1):
-        if parts[i].startswith("models--") and parts[i + 1] in ("snapshots", "blobs", "refs"):
+        if parts[i].startswith(prefixes) and parts[i + 1] in ("snapshots", "blobs", "refs"):
             return parts, i
     return None
 
@@ -152,8 +153,9 @@ def _within(path: str, root: str) -> bool:
 
 def inside_hub_cache(path: Path | str) -> bool:
     """Whether `path` (as given, or where its links lead) lies in the hub cache or in any folder laid
-    out as one (models--org--name/{snapshots,blobs,refs})."""
-    if _repo_folder_parts(path) is not None or _repo_folder_parts(os.path.realpath(path)) is not None:
+    out as one (models--org--name/{snapshots,blobs,refs}, datasets--org--name/... likewise)."""
+    repos = ("models--", "datasets--", "spaces--")
+    if _repo_folder_parts(path, repos) is not None or _repo_folder_parts(os.path.realpath(path), repos) is not None:
         return True
     cache = hub_cache_dir()
     if not cache.is_dir():

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-LFS_SUFFIXES = (".safetensors", ".bin", ".model")
+LFS_SUFFIXES = (".safetensors", ".bin", ".model", ".parquet", ".arrow")
 
 
 def blob_name(name: str, data: bytes) -> str:
@@ -53,6 +53,34 @@ def add_snapshot(cache: Path, repo_id: str, source: Path, commit: str, refs: Ite
         if link.is_symlink():
             link.unlink()
         os.symlink(os.path.join("..", "..", "blobs", blob.name), link)
+    for ref in refs:
+        path = repo / "refs" / ref
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(commit)
+    return snapshot
+
+
+def dataset_folder(cache: Path, repo_id: str) -> Path:
+    return cache / ("datasets--" + repo_id.replace("/", "--"))
+
+
+def add_dataset_snapshot(cache: Path, repo_id: str, files: dict[str, bytes], commit: str,
+                         refs: Iterable[str] = ("main",)) -> Path:
+    """File `files` (path in the repo -> bytes, in sub-folders too) as snapshot `commit` of the dataset
+    repo `repo_id`, each a relative link into blobs/ (as huggingface_hub lays a dataset repo out), point
+    each of `refs` at it, and return the snapshot folder."""
+    repo = dataset_folder(cache, repo_id)
+    snapshot = repo / "snapshots" / commit
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        blob = repo / "blobs" / blob_name(name, data)
+        if not blob.exists():
+            blob.write_bytes(data)
+        link = snapshot / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink():
+            link.unlink()
+        os.symlink(os.path.relpath(blob, link.parent), link)
     for ref in refs:
         path = repo / "refs" / ref
         path.parent.mkdir(parents=True, exist_ok=True)

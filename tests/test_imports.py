@@ -195,9 +195,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("counts", ("nbcli.counts",)),
     # raw inputs: corpora, tokenizers, the safetensors header format
     ("inputs", ("nbcli.corpus", "nbcli.tokenizers", "nbcli.checkpoint.format")),
-    # the floor: errors, atomic outputs, hashing, the resolver, limits, JSON, precision, padding, the Dask cluster,
-    # CPU threads
+    # the floor: errors, atomic outputs, hashing, the resolvers (models, datasets), limits, JSON, precision, padding,
+    # the Dask cluster, CPU threads
     ("floor", ("nbcli.errors", "nbcli.atomic", "nbcli.outputs", "nbcli.provenance", "nbcli.resolve",
+               "nbcli.resolve_datasets",
                "nbcli.jsonsafe", "nbcli.limits", "nbcli.version", "nbcli.seeds", "nbcli.samples",
                "nbcli.precision", "nbcli.arguments", "nbcli.tables", "nbcli.padding", "nbcli.cluster",
                "nbcli.threads")),

@@ -22,7 +22,8 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
     `tokenizer`, or `src_tokenizer` and `tgt_tokenizer`; `valid` pairs, else every k-th pair held out.
     `task_options`: `nbcli.tasks.translation.TranslationOptions` fields (norm="pre", positions="none",
     beam=5, ...); `config`: TrainConfig fields over the preset's (tiny, iwslt, base, kim-3). The summary
-    adds best_val_bleu, best_step, alc_val_bleu and skipped_long_pairs; `threads`: CPU threads (`--threads`)."""
+    adds best_val_bleu, best_step, alc_val_bleu, train_pairs, valid_pairs (used) and skipped_long_pairs; `threads`:
+    CPU threads (`--threads`)."""
     from nbcli.errors import ConfigError
     from nbcli.tasks.translation import build_translation_config
     from nbcli.tasks.translation import train_translation as run_translation

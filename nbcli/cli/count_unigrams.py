@@ -9,6 +9,7 @@ import typer
 
 from nbcli.cli.base import NbCommand
 from nbcli.cli.options import JsonOption, SmoothingOption, TokenizerOption, WorkersOption, output_option
+from nbcli.resolve_datasets import DATASET_ID_HELP
 
 EPILOG = """\
 [bold]Examples[/bold]
@@ -33,7 +34,7 @@ def count_unigrams(
         "stdin. Each file is read in the format its name says (.jsonl .ndjson .json: JSONL; .tsv, .csv: "
         "the --field column named by the header; .parquet, Arrow files and `datasets` save_to_disk folders: "
         "one row a document, the --field column; anything else: text), also when compressed (.gz .bz2 "
-        ".xz .zst).")],
+        ".xz .zst). " + DATASET_ID_HELP)],
     tokenizer: TokenizerOption,
     output: Annotated[Path, output_option("Counts file to write (int64 `counts` tensor + provenance).",
                                           "OUT.safetensors")],

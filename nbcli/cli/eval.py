@@ -93,7 +93,7 @@ def eval_command(
         "safetensors; needs pip install 'nbcli\\[hf]'), or a Hub repo id org/name[@rev] (cache first). "
         "Not with --hyps.")] = None,
     corpus: Annotated[list[str], corpus_option(
-        "Held-out text: files, directories, globs, - for stdin (repeatable). " + DOCUMENTS_HELP +
+        "Held-out text: files, directories, globs, Hub dataset ids, - for stdin (repeatable). " + DOCUMENTS_HELP +
         " --task translation: a parallel corpus (see below).")] = ...,
     task: Annotated[Optional[Literal["lm", "translation", "classification", "tagging"]], typer.Option(
         "--task", show_default=False, help="lm: loss and perplexity of a language model; translation: BLEU and "

@@ -267,7 +267,8 @@ def _sweep_option(flag: str, metavar: str, help: str) -> typer.models.OptionInfo
 
 SweepDataOption = Annotated[Optional[list[str]], _sweep_option(
     "--data", "ROLE=PATH", "The data a recipe needs, by role (repeatable): a file, a folder, the PREFIX of "
-    "PREFIX.LANG files, or a cached Hub repo id for a model role. A missing role is an error listing them.")]
+    "PREFIX.LANG files, a Hub dataset id ID[:CONFIG[:SPLIT]] (read offline from the local cache, checked before any "
+    "run starts), or a cached Hub repo id for a model role. A missing role is an error listing them.")]
 SweepOutOption = Annotated[Optional[Path], out_dir_option(
     "The sweep's folder: runs/ID (each an nb run directory) and runs/ID.json (its settings and results), "
     "ITEM/results.json, results.csv, results.md, ITEM/figures/, sweep.json. Finished runs there are reused, stopped "

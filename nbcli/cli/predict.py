@@ -34,7 +34,8 @@ def predict(
         "Records to label: TSV/CSV with a header, JSONL, parquet/Arrow "
         "(the run's text fields; a label column is not needed); for a tagger CoNLL (one token a line: tag columns "
         "are not needed), or JSONL/parquet/Arrow records "
-        "with a token list (tokens; tags not needed) (repeatable).")],
+        "with a token list (tokens; tags not needed) (repeatable); also Hub dataset ids ID[:CONFIG[:SPLIT]] from the "
+        "local cache.")],
     output: Annotated[Optional[Path], output_option(
         "The predictions, one JSON object a line; - for stdout (then nothing else is printed there).",
         "FILE.jsonl")] = None,

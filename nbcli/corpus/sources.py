@@ -19,6 +19,7 @@ from pathlib import Path
 from nbcli.corpus.remote import expand_remote, is_remote
 from nbcli.errors import ConfigError, InputError
 from nbcli.limits import input_stat
+from nbcli.resolve_datasets import dataset_files
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 TEXT_SUFFIXES = {".txt", ".text", ".jsonl", ".ndjson", ".json", ".raw", ".tok"}
@@ -189,7 +190,8 @@ def discover_inputs(inputs: list[str], format: str | None = None) -> list[Corpus
     Files are taken as given; directories are recursed for corpus files (names ending in .txt .text
     .jsonl .ndjson .json .raw .tok, optionally compressed, or .parquet .arrow); patterns with * ? [
     are globbed (`**` recurses); '-' is standard input; `scheme://` URLs go through fsspec (globs
-    and folders too). A file that one directory walk or glob reaches under several names (links)
+    and folders too); a Hub dataset id `ID[@REV][:CONFIG[:SPLIT]]` that is no local path names the
+    files of that split in the local Hugging Face cache (`nbcli.resolve_datasets`, offline). A file that one directory walk or glob reaches under several names (links)
     is read once.
     """
     if not inputs:
@@ -217,6 +219,8 @@ def discover_inputs(inputs: list[str], format: str | None = None) -> list[Corpus
             if not matches:
                 raise InputError(f"{item}: pattern matches no files")
             sources.extend(_source(p, item, format) for p in _distinct(matches))
+        elif (files := dataset_files(item)) is not None:
+            sources.extend(_source(p, item, format) for p in files)
         else:
             raise InputError(f"{item}: no such file or directory")
     return sources

@@ -141,9 +141,12 @@ def hub_model(init: str | None) -> str | None:
 
 
 def hub_datasets(inputs: Sequence[str]) -> list[str]:
-    """The Hub dataset ids among a run's inputs (`hf://datasets/ORG/NAME/...`)."""
+    """The Hub dataset ids among a run's inputs: `hf://datasets/ORG/NAME/...` URLs, dataset ids
+    (`ORG/NAME:CONFIG:SPLIT`) and files of a cached dataset snapshot (`nbcli.resolve_datasets`)."""
+    from nbcli.resolve_datasets import dataset_repo_ids
+
     found = [m.group(1) for m in (re.match(r"^hf://datasets/([^/@]+/[^/@]+)", str(i)) for i in inputs) if m]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys([*found, *dataset_repo_ids([str(i) for i in inputs if not str(i).startswith("hf://")])]))
 
 
 def run_files(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:

@@ -186,7 +186,8 @@ def roles_needed(recipe: Recipe) -> list[str]:
 
 def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str]) -> dict[str, str]:
     """The data roles `needed`, each given and found: a path (a file, a folder, or the PREFIX of
-    PREFIX.LANG files) or a Hub repo id (resolved from the local cache when used); absolute paths."""
+    PREFIX.LANG files; made absolute), a Hub dataset id with a config or split (`ID:CONFIG:SPLIT`,
+    checked in the local cache now) or a Hub repo id (a model or dataset, resolved when used)."""
     declared = {r.name: r for r in recipe.data}
     for role in needed - set(declared):
         raise ConfigError(f"{recipe.path}: the options use {{{role}}}, which is no role of [data]")
@@ -194,14 +195,25 @@ def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str]) -> dic
     if missing:
         wanted = "; ".join(f"{r}: {declared[r].help}" for r in missing)
         raise ConfigError(f"{recipe.id} needs --data {' '.join(f'{r}=PATH' for r in missing)} ({wanted})")
+    from nbcli.errors import InputError
     from nbcli.resolve import looks_like_repo_id
+    from nbcli.resolve_datasets import dataset_split, parse_dataset_spec
 
     found = {}
     for role in sorted(needed):
-        path = Path(data[role]).expanduser()
-        if not (path.exists() or any(path.parent.glob(path.name + ".*")) or looks_like_repo_id(data[role])):
-            raise ConfigError(f"--data {role}={data[role]}: no such file, folder or PREFIX.* files")
-        found[role] = str(path.resolve()) if path.exists() or path.parent.exists() else data[role]
+        text = data[role]
+        path = Path(text).expanduser()
+        if path.exists() or any(path.parent.glob(path.name + ".*")):
+            found[role] = str(path.resolve())
+            continue
+        if ":" in text and parse_dataset_spec(text) is not None:
+            try:
+                dataset_split(text)
+            except InputError as err:
+                raise type(err)(f"--data {role}={err}") from None
+        elif not looks_like_repo_id(text):
+            raise ConfigError(f"--data {role}={text}: no such file, folder or PREFIX.* files")
+        found[role] = text
     return found
 
 

@@ -83,8 +83,9 @@ def epoch_of(step: int, run: Path) -> float | None:
     if summary.get("steps_per_epoch"):
         return step / summary["steps_per_epoch"]
     batch = _json(run / "config.json").get("batch_size")
-    if summary.get("pairs") and batch:
-        return step * batch / summary["pairs"]
+    pairs = summary.get("train_pairs") or summary.get("pairs")   # runs made before train_pairs: all pairs read
+    if pairs and batch:
+        return step * batch / pairs
     return None
 
 

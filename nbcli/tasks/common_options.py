@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from nbcli.resolve_datasets import DATASET_ID_HELP
 from nbcli.tasks.options import MAX_SEED, MAX_SEQ_LEN, MAX_SEQUENCES, MAX_STEPS, REQUIRED, option
 from nbcli.threads import MAX_THREADS, THREADS_HELP
 
@@ -34,7 +35,8 @@ class RunOptions:
     """Every task: data, run directory, size, schedule, device, seed, resume."""
 
     corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
-        "Training data: files, directories, globs (repeatable). " + DOCUMENTS_HELP))
+        "Training data: files, directories, globs, Hub dataset ids (repeatable). " + DOCUMENTS_HELP + " " +
+        DATASET_ID_HELP))
     out: Path = option(REQUIRED, "--out", metavar="DIR", help=(
         "Run directory (config, log.jsonl, step-N.safetensors, training state, summary.json)."))
     tokenizer: Optional[str] = option(None, "--tokenizer", "-t", metavar="TOK", help=TOKENIZER_HELP)

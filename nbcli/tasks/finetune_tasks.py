@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from nbcli.resolve_datasets import DATASET_ID_HELP
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, REQUIRED, option
 from nbcli.tasks.common_options import ArchitectureOptions, OptimizerOptions, RunOptions, SelectionOptions
@@ -26,7 +27,7 @@ class FinetuneRunOptions(RunOptions):
         "Training data (repeatable): TSV with a header (GLUE), CSV, JSONL, parquet/Arrow or a `datasets` folder; "
         "tagging also CoNLL text (one token a line). Classification also reads a folder with one sub-folder per "
         "label, a file per document, as scikit-learn's load_files (BBC News, aclImdb/train/{neg,pos}): its "
-        "sub-folders' names are the labels (docs/classification.md)."))
+        "sub-folders' names are the labels (docs/classification.md). " + DATASET_ID_HELP))
     steps: Optional[int] = option(None, "--steps", min=1, max=MAX_STEPS, help=(
         "Optimizer updates (default: --epochs decides)."))
     eval_every: Optional[int] = option(None, "--eval-every", metavar="K", min=1, max=MAX_STEPS, help=(
@@ -53,7 +54,7 @@ class EncoderOptions:
     valid: Optional[list[str]] = option(None, "--valid", metavar="[NAME=]FILE", help=(
         "Validation data (repeatable): NAME=FILE, each set evaluated on every record (log.jsonl "
         "val_NAME_accuracy, val_NAME_f1, val_NAME_loss; the first set also as val_accuracy ...), e.g. --valid "
-        "matched=dev_m.tsv --valid mismatched=dev_mm.tsv; a bare FILE is named valid. The best step is chosen by "
+        "matched=dev_m.tsv --valid mismatched=dev_mm.tsv; a bare FILE is named valid; FILE may be a Hub dataset id (as --corpus). The best step is chosen by "
         "--select-by (default: the first set's highest accuracy); each set's own best is reported too."))
     freeze_embeddings: bool = option(False, "--freeze-embeddings", help=(
         "Keep the token embeddings at their initial values (paper 002 table 3's 'Train: no')."))

@@ -33,7 +33,7 @@ class LanguageModelOptions:
         "clm: causal LM (decoder-only). mlm: RoBERTa-style masked LM, 15% of tokens selected, 80% <mask> / 10% "
         "random / 10% kept. Default: the preset's (clm except roberta-8)."))
     valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
-        "Validation documents (repeatable; files, directories, globs in --corpus's formats), e.g. WikiText's "
+        "Validation documents (repeatable; files, directories, globs, Hub dataset ids in --corpus's formats), e.g. WikiText's "
         "validation split: the whole --corpus then trains and --val-fraction is not used."))
 
 

@@ -310,8 +310,10 @@ class TranslationResult(TrainResult):
     bleu_signature: str | None = None
     chrf_signature: str | None = None
     best_checkpoint: Path | None = None
-    pairs: int = 0
+    pairs: int = 0                      # pairs read: training + validation, the skipped included
     skipped_long_pairs: int = 0
+    train_pairs: int = 0                # training pairs trained on (after the long ones were skipped)
+    valid_pairs: int = 0                # validation pairs evaluated on (--valid's or the held-out ones, likewise)
 
     def as_dict(self) -> dict[str, Any]:
         d = super().as_dict()
@@ -467,7 +469,8 @@ def prepare_run(cfg: TrainConfig, opts: TranslationOptions, rt: Runtime, out: Pa
             final_val_bleu=latest.get("val_bleu"), final_val_chrf=latest.get("val_chrf"),
             bleu_signature=signatures[0], chrf_signature=signatures[1], checkpoint=end.checkpoint,
             best_checkpoint=out / BEST if best.step is not None else None, pairs=data.documents,
-            skipped_long_pairs=data.skipped_long, tokens=position.tokens, seconds=end.seconds,
+            skipped_long_pairs=data.skipped_long, train_pairs=len(data.train_src), valid_pairs=len(data.val_src),
+            tokens=position.tokens, seconds=end.seconds,
             tokens_per_s=position.tokens / end.seconds if end.seconds > 0 else 0.0, parameters=model.num_parameters(),
             device=str(rt.device), unigram_entropy=unigram_entropy(data.counts), log_v=math.log(mcfg.tgt_vocab_size),
             resumed_from=position.resumed_from, ag_alpha0=position.alpha0 if guidance is not None else None,

@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional
 
 from nbcli.errors import ConfigError
 
+from nbcli.resolve_datasets import DATASET_ID_HELP
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_SEQ_LEN, MAX_SEQUENCES, REQUIRED, option
 from nbcli.tasks.presets import TRANSLATION_PRESETS
@@ -26,7 +27,7 @@ class TranslationRunOptions(RunOptions):
 
     corpus: list[str] = option(REQUIRED, "--corpus", metavar="FILE", help=(
         "Training sentence pairs (repeatable): the PREFIX of aligned PREFIX.SRC + PREFIX.TGT files, a .tsv (source "
-        "TAB target unless --columns or a header row says otherwise), a .jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow."))
+        "TAB target unless --columns or a header row says otherwise), a .jsonl with {\"translation\": {SRC: ..., TGT: ...}}, or parquet/Arrow. " + DATASET_ID_HELP))
     tokenizer: Optional[str] = option(None, "--tokenizer", "-t", metavar="TOK", help=(
         TOKENIZER_HELP + " The joint tokenizer of both sides (or give --src-tokenizer and --tgt-tokenizer)."))
     seq_len: Optional[int] = option(None, "--seq-len", "--max-len", min=2, max=MAX_SEQ_LEN, help=(
@@ -66,7 +67,7 @@ class TranslationOptions:
     tgt_tokenizer: Optional[Path] = option(None, "--tgt-tokenizer", metavar="TOK", help=(
         "The target side's tokenizer (its EOS ends sentences; its BOS, else EOS, starts the decoder)."))
     valid: Optional[list[str]] = option(None, "--valid", metavar="FILE", help=(
-        "Validation pairs in --corpus's forms (repeatable; default: every round(1/--val-fraction)-th pair of "
+        "Validation pairs in --corpus's forms, Hub dataset ids too (repeatable; default: every round(1/--val-fraction)-th pair of "
         "--corpus is held out)."))
     share_embeddings: Optional[Literal["auto", "all", "decoder", "none"]] = option(None, "--share-embeddings", help=(
         "all = one matrix for source, target and output (fairseq --share-all-embeddings; needs -t), decoder = "
@@ -162,8 +163,8 @@ class TranslationTask(Task):
         s = summary
         bleu, best = s.get("final_val_bleu"), s.get("best_val_bleu")
         rows = [("steps", num(s["steps"])), ("device", s["device"]), ("parameters", num(s["parameters"])),
-                ("pairs read: training + validation", num(s["pairs"])),
-                ("of which too long, skipped", num(s["skipped_long_pairs"])),
+                ("training / validation pairs used", f"{num(s.get('train_pairs'))} / {num(s.get('valid_pairs'))}"),
+                ("pairs read (both), too long skipped", f"{num(s['pairs'])}, {num(s['skipped_long_pairs'])}"),
                 ("final val loss", num(s["final_val_loss"])), ("ALC (val loss)", num(s["alc"])),
                 ("final val BLEU / chrF", f"{num(bleu)} / {num(s['final_val_chrf'])}" if bleu is not None else "-"),
                 ("best val BLEU (step)", f"{num(best)} ({num(s['best_step'])})" if best is not None else "-"),

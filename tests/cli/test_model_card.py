@@ -134,3 +134,6 @@ def test_papers_and_hub_ids() -> None:
     assert hub_model(__file__) is None                                          # a local path
     assert hub_datasets(["hf://datasets/glue/sst2/train.parquet", "x.tsv", "hf://datasets/glue/sst2/dev.parquet"]) == [
         "glue/sst2"]
+    snapshot = "/home/u/.cache/huggingface/hub/datasets--stanfordnlp--imdb/snapshots/e6281661ce1c/plain_text/t.parquet"
+    assert hub_datasets(["nyu-mll/glue:sst2:train", "x.tsv", snapshot, "nyu-mll/glue:sst2:validation"]) == [
+        "nyu-mll/glue", "stanfordnlp/imdb"]

@@ -41,7 +41,7 @@ def test_train_translation_table(tmp_path: Path, parallel_corpus: Path) -> None:
     # summary.json's `pairs` counts the training and the validation pairs read: the table says so
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["pairs"] == len((parallel_corpus / "train.de").read_text().splitlines())   # validation held out of it
-    assert "pairs read: training + validation" in result.stdout and "too long, skipped" in result.stdout
+    assert "training / validation pairs used" in result.stdout and "too long skipped" in result.stdout
 
 
 def write(folder: Path, files: dict[str, str]) -> None:

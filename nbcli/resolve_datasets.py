@@ -1,0 +1,326 @@
+"""THE resolver of Hub datasets: a dataset id names the data files of one config and split of a dataset
+repo snapshot in the local Hugging Face cache, read offline (docs/corpora.md, "Hub datasets by id").
+
+    ID[@REVISION][:CONFIG[:SPLIT]]      ID = name or owner/name; ID::SPLIT is the default config's split
+
+`nyu-mll/glue:sst2:train`, `stanfordnlp/imdb:test`, `wmt/wmt16@main:de-en:validation`. A single part
+after the id is a config when the repo has one of that name, else a split of the default config. No
+config: the one the dataset card marks `default: true`, else `default`, else the only one. No split:
+`train` when there is one, else the only one. A local path of the same name wins (`./name` is a path).
+
+The snapshot is found by huggingface_hub (`snapshot_download(repo_type="dataset",
+local_files_only=True)`: HF_HUB_CACHE / HF_HOME honoured, never the network), as `hf download
+--repo-type dataset ID` or `datasets.load_dataset` leave it. Configs and splits come from the dataset
+card's `configs:` metadata (`data_files` patterns, `data_dir`), else from the file names as the Hub
+writes them: `CONFIG/SPLIT-00000-of-00001.parquet`, `data/SPLIT-*.parquet`, `CONFIG/SPLIT/0000.parquet`
+(the `refs/convert/parquet` branch), or a split keyword in a name (`train`, `dev`/`valid` = validation,
+`test`). The files are then read as any corpus file (nbcli.corpus.sources).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbcli.errors import InputError
+from nbcli.resolve import HubError, hub_cache_dir, looks_like_repo_id
+
+__all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_repo_ids", "dataset_split", "fetch_hint",
+           "parse_dataset_spec", "snapshot_layout"]
+
+_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_][A-Za-z0-9_.]*?)-\d{5}-of-\d{5}(?:-[0-9a-f]+)?\.")
+_NUMBERED = re.compile(r"^\d+\.")
+# Split keywords in file names (as `datasets` infers splits), each with the split it names.
+SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
+                 "dev": "validation", "val": "validation", "test": "test", "testing": "test", "eval": "test",
+                 "evaluation": "test"}
+DATA_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".jsonl", ".ndjson", ".json", ".csv", ".tsv",
+                 ".txt", ".text")
+NOT_DATA = {"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"}
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+
+Layout = dict[str, dict[str, list[Path]]]   # config -> split -> files
+
+DATASET_ID_HELP = (
+    "A Hub dataset ID[@REV][:CONFIG[:SPLIT]] (nyu-mll/glue:sst2:train; no split: train) is read offline from the "
+    "local Hugging Face cache (`hf download --repo-type dataset ID` fetches it; docs/corpora.md).")
+"""How --corpus, --valid, count-unigrams' INPUT and nb reproduce --data take a dataset id (module doc)."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A parsed dataset id: the repo, an optional revision, config and split (None: the default)."""
+
+    repo_id: str
+    revision: str | None = None
+    config: str | None = None
+    split: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+
+
+@dataclass(frozen=True)
+class DatasetSplit:
+    """One config and split of a cached dataset snapshot: its files, in order."""
+
+    spec: DatasetSpec
+    folder: Path         # the snapshot folder (…/datasets--owner--name/snapshots/COMMIT)
+    config: str
+    split: str
+    files: tuple[Path, ...]
+
+    @property
+    def commit(self) -> str:
+        return self.folder.name
+
+    def to_dict(self) -> dict[str, object]:
+        """Provenance: which repo, commit, config, split and files."""
+        return {"repo_id": self.spec.repo_id, "revision": self.spec.revision, "commit": self.commit,
+                "config": self.config, "split": self.split,
+                "files": [f.relative_to(self.folder).as_posix() for f in self.files]}
+
+
+def parse_dataset_spec(text: str) -> DatasetSpec | None:
+    """`ID[@REVISION][:CONFIG[:SPLIT]]` parsed, or None when `text` is not written as a dataset id
+    (a path, a URL, a glob, a file name with a suffix)."""
+    if not text or "://" in text or any(ch in text for ch in "*?[\\"):
+        return None
+    repo, *parts = text.split(":")
+    if len(parts) > 2 or not looks_like_repo_id(repo):
+        return None
+    if not all(p == "" or _PART.match(p) for p in parts) or parts[-1:] == [""]:
+        return None  # `ID:` and `ID:CONFIG:` name nothing
+    repo_id, _, revision = repo.partition("@")
+    config = (parts[0] or None) if parts else None
+    split = parts[1] if len(parts) == 2 else None
+    return DatasetSpec(repo_id, revision or None, config, split)
+
+
+def fetch_hint(repo_id: str, revision: str | None = None, include: str | None = None) -> str:
+    """The command that puts a dataset (or some of its files) into the cache."""
+    extra = (f" --revision {revision}" if revision else "") + (f" --include '{include}'" if include else "")
+    return f"`hf download --repo-type dataset {repo_id}{extra}` (huggingface-cli download in older huggingface_hub)"
+
+
+def _snapshot(spec: DatasetSpec) -> Path | None:
+    """The cached snapshot folder of the dataset repo, None when the cache has none."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(spec.repo_id, repo_type="dataset", revision=spec.revision,
+                                      cache_dir=hub_cache_dir(), local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError):
+        return None
+    except Exception as err:  # noqa: BLE001 - a library error becomes one line naming the id
+        raise HubError(f"{spec.label}: cannot read the dataset from the Hugging Face cache: "
+                       f"{' '.join(str(err).split())[:300]}") from None
+
+
+def _cached_revisions(repo_id: str) -> list[str]:
+    refs = hub_cache_dir() / f"datasets--{repo_id.replace('/', '--')}" / "refs"
+    try:
+        return sorted(p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file())
+    except OSError:
+        return []
+
+
+def _not_cached(spec: DatasetSpec, text: str) -> HubError:
+    known = _cached_revisions(spec.repo_id)
+    if spec.revision and known:
+        return HubError(f"{text}: revision {spec.revision!r} of the dataset {spec.repo_id} is not in the Hugging Face "
+                        f"cache {hub_cache_dir()} (cached: {', '.join(known)}); fetch it with "
+                        f"{fetch_hint(spec.repo_id, spec.revision)}")
+    return HubError(f"{text}: no such file or directory, and the dataset {spec.label} is not in the Hugging Face cache "
+                    f"{hub_cache_dir()} (nb reads Hub datasets offline); fetch it with "
+                    f"{fetch_hint(spec.repo_id, spec.revision)}, or give the path of a local copy")
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs and splits of a snapshot
+
+
+def _is_data_file(path: Path) -> bool:
+    name = path.name.lower()
+    if name.startswith(".") or name in NOT_DATA:
+        return False
+    for suffix in COMPRESSED:
+        name = name.removesuffix(suffix)
+    return name.endswith(DATA_SUFFIXES)
+
+
+def _data_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and _is_data_file(p)
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def _card_configs(folder: Path) -> list[dict[str, Any]] | None:
+    """The `configs:` metadata of the dataset card (README.md), None when it has none."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return None
+    from huggingface_hub.repocard import metadata_load
+
+    try:
+        meta = metadata_load(readme)
+    except Exception as err:  # noqa: BLE001 - YAML errors of a hostile card
+        raise InputError(f"{readme}: the dataset card's metadata is not valid YAML "
+                         f"({' '.join(str(err).split())[:200]})") from None
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    if configs is None:
+        return None
+    if not isinstance(configs, list) or not all(isinstance(c, dict) and isinstance(c.get("config_name"), str)
+                                                for c in configs):
+        raise InputError(f"{readme}: `configs:` in the dataset card is not a list of entries with a config_name")
+    return configs
+
+
+def _patterns(entry: dict[str, Any], readme: Path) -> dict[str, list[str]]:
+    """split -> glob patterns of one `configs:` entry (`data_files` as a string, a list of them, a list of
+    {split, path} or a mapping split -> path; no data_files: every file under `data_dir`)."""
+    base = str(entry.get("data_dir") or "").strip("/")
+    files = entry.get("data_files", f"{base}/**" if base else "**")
+
+    def listed(value: Any) -> list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+            raise InputError(f"{readme}: config {entry['config_name']!r}: data_files {value!r} is not a path or a list")
+        return [f"{base}/{v}" if base and not v.startswith(base) else v for v in items]
+
+    if isinstance(files, dict):
+        return {str(split): listed(value) for split, value in files.items()}
+    if isinstance(files, list) and files and all(isinstance(v, dict) for v in files):
+        return {str(v.get("split", "train")): listed(v.get("path", [])) for v in files}
+    return {"train": listed(files)}
+
+
+def _matching(folder: Path, patterns: list[str]) -> list[Path]:
+    found: dict[Path, None] = {}
+    for pattern in patterns:
+        for path in sorted(folder.glob(pattern.lstrip("/"))):
+            if path.is_file() and _is_data_file(path):
+                found.setdefault(path, None)
+    return list(found)
+
+
+def _inferred_split(rel: Path) -> tuple[str, str] | None:
+    """(config, split) of a data file from its path as the Hub lays data out, None when the name says no split."""
+    dirs, name = [d for d in rel.parts[:-1] if d != "data"], rel.name
+    if (shard := _SHARD.match(name)) is not None:      # CONFIG/SPLIT-00000-of-00001.parquet, data/SPLIT-...
+        return "/".join(dirs) or "default", shard["split"]
+    if _NUMBERED.match(name) and dirs:                  # CONFIG/SPLIT/0000.parquet (refs/convert/parquet)
+        return "/".join(dirs[:-1]) or "default", dirs[-1]
+    words = [w for w in re.split(r"[-_. /]+", rel.with_suffix("").as_posix().lower()) if w]
+    for word in reversed(words):
+        if word in SPLIT_ALIASES:
+            return "default", SPLIT_ALIASES[word]
+    return None
+
+
+def snapshot_layout(folder: Path) -> tuple[Layout, str | None]:
+    """config -> split -> data files of a snapshot, and the default config named by the card (if any)."""
+    configs = _card_configs(folder)
+    layout: Layout = {}
+    if configs is not None:
+        readme = folder / "README.md"
+        default = next((c["config_name"] for c in configs if c.get("default") is True), None)
+        for entry in configs:
+            layout[entry["config_name"]] = {split: _matching(folder, patterns)
+                                            for split, patterns in _patterns(entry, readme).items()}
+        return layout, default
+    files = _data_files(folder)
+    inferred = {f: _inferred_split(f.relative_to(folder)) for f in files}
+    if files and all(v is None for v in inferred.values()):
+        return {"default": {"train": files}}, None
+    for path, found in inferred.items():
+        if found is not None:
+            layout.setdefault(found[0], {}).setdefault(found[1], []).append(path)
+    return layout, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution
+
+
+def _choose(kind: str, wanted: str | None, available: list[str], text: str, fallback: list[str]) -> str:
+    if wanted is not None:
+        if wanted in available:
+            return wanted
+        alias = SPLIT_ALIASES.get(wanted.lower()) if kind == "split" else None
+        if alias in available:
+            return alias  # type: ignore[return-value]
+        raise InputError(f"{text}: no {kind} {wanted!r} in the cached dataset (its {kind}s: {', '.join(available)})")
+    for name in fallback:
+        if name in available:
+            return name
+    if len(available) == 1:
+        return available[0]
+    raise InputError(f"{text}: the dataset has {len(available)} {kind}s ({', '.join(available)}); name one: "
+                     + ("ID:CONFIG[:SPLIT]" if kind == "config" else "ID:CONFIG:SPLIT or ID::SPLIT"))
+
+
+def dataset_split(text: str) -> DatasetSplit:
+    """The files of the config and split `text` names (module doc); a one-line HubError/InputError naming
+    the id when the cache lacks the dataset, the config, the split or its files."""
+    spec = parse_dataset_spec(text)
+    if spec is None:
+        raise InputError(f"{text}: not a dataset id (ID[@REVISION][:CONFIG[:SPLIT]])")
+    folder = _snapshot(spec)
+    if folder is None:
+        raise _not_cached(spec, text)
+    layout, default = snapshot_layout(folder)
+    if not layout:
+        scripts = sorted(p.name for p in folder.glob("*.py"))
+        what = f"a loading script ({scripts[0]}), which nb never runs" if scripts else "no data files nb reads"
+        raise InputError(f"{text}: the cached snapshot {folder.name[:12]} of {spec.repo_id} holds {what}; fetch its "
+                         f"parquet files with {fetch_hint(spec.repo_id, 'refs/convert/parquet')}")
+    configs = list(layout)
+    config_wanted, split_wanted = spec.config, spec.split
+    if split_wanted is None and config_wanted is not None and config_wanted not in configs:
+        config_wanted, split_wanted = None, spec.config   # ID:SPLIT of the default config
+    config = _choose("config", config_wanted, configs, text, [default or "default", "default"])
+    splits = list(layout[config])
+    split = _choose("split", split_wanted, splits, text, ["train"])
+    files = layout[config][split]
+    if not files:
+        raise InputError(f"{text}: the cached snapshot {folder.name[:12]} of {spec.repo_id} lacks the files of config "
+                         f"{config!r} split {split!r}; fetch them with {fetch_hint(spec.repo_id, spec.revision)}")
+    return DatasetSplit(spec, folder, config, split, tuple(files))
+
+
+def dataset_files(item: str) -> list[str] | None:
+    """The local files of the dataset `item` names, None when `item` is no dataset id: not written as
+    one, or a bare name (no `/`, no `:`) that is not a cached dataset, which stays a missing file. Call
+    only for an `item` that is no local path."""
+    spec = parse_dataset_spec(item)
+    if spec is None:
+        return None
+    if "/" not in spec.repo_id and ":" not in item and _snapshot(spec) is None:
+        return None
+    return [str(path) for path in dataset_split(item).files]
+
+
+def _cached_repo_id(path: str) -> str | None:
+    """`org/name` of a file path in a dataset snapshot (…/datasets--org--name/snapshots/COMMIT/…), else None."""
+    parts = Path(path).parts
+    return next((parts[i][len("datasets--"):].replace("--", "/") for i in range(len(parts) - 1)
+                 if parts[i].startswith("datasets--") and parts[i + 1] == "snapshots"), None)
+
+
+def dataset_repo_ids(inputs: Sequence[str]) -> list[str]:
+    """The Hub dataset repo ids among `inputs`: given as dataset ids (a local path of that name excluded)
+    or as files of a cached dataset snapshot."""
+    found = []
+    for item in map(str, inputs):
+        spec = parse_dataset_spec(item) if not Path(item).exists() else None
+        if spec is not None and ("/" in spec.repo_id or ":" in item):
+            found.append(spec.repo_id)
+        elif (repo_id := _cached_repo_id(item)) is not None:
+            found.append(repo_id)
+    return list(dict.fromkeys(found))

@@ -1,0 +1,96 @@
+"""Hub dataset ids as the commands' data (`--corpus`, `--valid`, count-unigrams' INPUT) from a Hugging
+Face cache built on disk (tests/hub_cache.py), offline: a run from `ID:CONFIG:SPLIT` equals the run
+from the same parquet files given as paths; a dataset missing from the cache is one line naming the id
+and the fetch command, exit 1, no run directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from huggingface_hub import ModelCard
+from safetensors.numpy import load_file
+
+from nbcli.counts import read_counts
+from tests.cli.helpers import assert_one_line_error, invoke, run_nb
+from tests.corpus.test_hub_datasets import CARD, LABELS, parquet_bytes, sentences
+from tests.hub_cache import add_dataset_snapshot, commit_hash
+from tests.tasks.builders import encoder_folder
+
+
+@pytest.fixture
+def glue(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return add_dataset_snapshot(tmp_path / "hf" / "hub", "nyu-mll/glue", {
+        "README.md": CARD.encode(),
+        "sst2/train-00000-of-00002.parquet": parquet_bytes(sentences(10, 1), LABELS),
+        "sst2/train-00001-of-00002.parquet": parquet_bytes(sentences(6, 2), LABELS),
+        "sst2/validation-00000-of-00001.parquet": parquet_bytes(sentences(6, 3), LABELS),
+    }, commit_hash("glue"))
+
+
+def _train(out, corpus, valid):
+    repeated = [arg for item in corpus for arg in ("--corpus", item)]
+    return ["train", "--task", "classification", "-t", "words:min-freq=1", *repeated, "--valid", valid,
+            "--text-field", "sentence", "--d-model", "8", "--n-head", "2", "--n-layer", "1", "--d-ff", "16",
+            "--steps", "3", "--batch-size", "4", "--max-len", "16", "--device", "cpu", "--seed", "3", "--out", out,
+            "--json"]
+
+
+def test_a_classification_run_from_dataset_ids_equals_the_run_from_its_files(glue, tmp_path) -> None:
+    by_id = invoke(*_train(tmp_path / "id", ["nyu-mll/glue:sst2:train"], "nyu-mll/glue:sst2:validation"))
+    assert by_id.exit_code == 0, by_id.output
+    files = sorted(str(p) for p in (glue / "sst2").glob("train-*.parquet"))
+    by_path = invoke(*_train(tmp_path / "path", files, str(glue / "sst2" / "validation-00000-of-00001.parquet")))
+    assert by_path.exit_code == 0, by_path.output
+    a, b = json.loads(by_id.stdout), json.loads(by_path.stdout)
+    assert a["labels"] == LABELS == b["labels"]                       # the ClassLabel names of the parquet schema
+    assert (a["best_val_accuracy"], a["final"]) == (b["best_val_accuracy"], b["final"])
+    left, right = load_file(tmp_path / "id" / "step-3.safetensors"), load_file(tmp_path / "path" / "step-3.safetensors")
+    assert left.keys() == right.keys() and all((left[k] == right[k]).all() for k in left)
+    config = json.loads((tmp_path / "id" / "config.json").read_text())
+    assert "nyu-mll/glue:sst2:train" in json.dumps(config)
+
+
+def test_count_unigrams_of_a_dataset_id_equals_its_files(glue, tmp_path, sp_model) -> None:
+    files = sorted(str(p) for p in (glue / "sst2").glob("train-*.parquet"))
+    for name, inputs in (("id", ["nyu-mll/glue:sst2"]), ("path", files)):
+        result = invoke("count-unigrams", *inputs, "--field", "sentence", "-t", sp_model, "-o",
+                        tmp_path / f"{name}.safetensors")
+        assert result.exit_code == 0, result.output
+    by_id, by_path = read_counts(tmp_path / "id.safetensors"), read_counts(tmp_path / "path.safetensors")
+    assert by_id.total == by_path.total > 0 and (by_id.counts == by_path.counts).all()
+
+
+def test_a_dataset_missing_from_the_cache_is_one_line_through_real_nb(glue, tmp_path) -> None:
+    out = tmp_path / "run"
+    proc = run_nb(*_train(out, ["org/absent:default:train"], "nyu-mll/glue:sst2:validation"))
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert_one_line_error(proc.stderr.decode(), "org/absent:default:train", "hf download --repo-type dataset org/absent")
+    assert not out.exists()
+
+
+def test_an_output_into_a_dataset_snapshot_is_refused(glue, tmp_path, sp_model, monkeypatch) -> None:
+    from nbcli.resolve import inside_hub_cache
+
+    before = sorted(p.name for p in (glue / "sst2").iterdir())
+    out = glue / "sst2" / "counts.safetensors"
+    result = invoke("count-unigrams", "nyu-mll/glue:sst2", "--field", "sentence", "-t", sp_model, "-o", out)
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, str(out))
+    assert sorted(p.name for p in (glue / "sst2").iterdir()) == before
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "another-cache"))    # a copy laid out as a cache, anywhere
+    assert inside_hub_cache(glue / "sst2" / "new.parquet") and not inside_hub_cache(tmp_path / "new.parquet")
+
+
+def test_the_model_card_of_a_run_from_a_dataset_id_names_the_dataset(glue, tmp_path) -> None:
+    bert = encoder_folder(tmp_path / "bert", "bert")
+    trained = invoke("train", "--task", "classification", "--init", bert, "--corpus", "nyu-mll/glue:sst2:train",
+                     "--valid", "nyu-mll/glue:sst2:validation", "--text-field", "sentence", "--steps", "1",
+                     "--batch-size", "4", "--max-len", "16", "--device", "cpu", "--out", tmp_path / "run")
+    assert trained.exit_code == 0, trained.output
+    exported = invoke("export", tmp_path / "run", "-o", tmp_path / "exported")
+    assert exported.exit_code == 0, exported.output
+    assert ModelCard.load(tmp_path / "exported" / "README.md").data.datasets == ["nyu-mll/glue"]
