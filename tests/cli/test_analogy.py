@@ -39,8 +39,8 @@ def test_json_report_in_process_and_subprocess(tmp_path: Path) -> None:
     sub = json.loads(proc.stdout)
     assert sub["transforms"] == ["xavier-std", "pos-enc"]
     assert sub["positions"] == {"mode": "random", "max_len": 5000, "seed": 3}
-    table = run_nb("analogy", vectors, "--questions", q)
-    assert table.returncode == 0 and b"overall" in table.stdout
+    table = invoke("analogy", vectors, "--questions", q)
+    assert table.exit_code == 0 and "overall" in table.stdout
 
 
 @pytest.mark.parametrize("content, where", [
@@ -53,8 +53,10 @@ def test_text_errors_are_one_line_naming_file_and_line(tmp_path: Path, content: 
     vectors.write_bytes(content)
     q = tmp_path / "q.txt"
     q.write_text(": s\na b a b\n")
-    for stderr in (invoke("analogy", vectors, "--questions", q).stderr,
-                   run_nb("analogy", vectors, "--questions", q).stderr.decode()):
+    errors = [invoke("analogy", vectors, "--questions", q).stderr]
+    if where.endswith("invalid UTF-8"):  # one case also as a real process (its stderr as a user sees it)
+        errors.append(run_nb("analogy", vectors, "--questions", q).stderr.decode())
+    for stderr in errors:
         assert_one_line_error(stderr, f"{vectors}{where}")
     assert vectors.read_bytes() == content  # inputs untouched
 

@@ -24,6 +24,7 @@ from conftest import english_like_lines
 from nbcli.checkpoint import open_checkpoint
 from nbcli.counts import UnigramCounts, write_counts
 from tests.checkpoint.builders import gpt2_tensors, save, save_sharded
+from tests.fuzz.reruns import rerun
 
 pytestmark = pytest.mark.faults  # real nb processes (about 2 s each): in the default run and CI
 
@@ -123,7 +124,7 @@ def test_sharded_in_place_killed_is_old_or_new_after_the_next_run(sharded, fault
         "an old shard was changed in place"
     if fault in SHARDED_BEFORE:  # not committed: the old index, the old model
         assert digests(src)["model.safetensors.index.json"] == before["model.safetensors.index.json"]
-    inspected = run("inspect", src, "--json")
+    inspected = rerun(["inspect", src, "--json"], as_process=fault == SHARDED_BEFORE[0])
     assert inspected.returncode == 0, inspected.stderr
     report = json.loads(inspected.stdout)
     assert report["recovered"], "nb inspect must report what it recovered"
@@ -176,7 +177,7 @@ def test_single_file_patch_killed(tmp_path: Path, fault: str, in_place: bool) ->
         assert leftovers(tmp_path)
     if not in_place:
         assert src.read_bytes() == original
-    again = run(*args)
+    again = rerun(args, as_process=(fault, in_place) == ("temp-created", False))
     assert again.returncode == 0, again.stderr
     assert leftovers(tmp_path) == []
     if fault != "after-commit":
@@ -206,7 +207,7 @@ def test_count_with_tsv_killed_commits_both_or_neither(tmp_path: Path, count_inp
     else:
         assert not out.exists() and not tsv.exists()
     assert {k: v for k, v in digests(tmp_path).items() if k in inputs} == inputs
-    again = run(*args)
+    again = rerun(args, as_process=fault == "temp-created:2")
     assert again.returncode == 0, again.stderr
     assert "nb: note:" in again.stderr
     assert leftovers(tmp_path) == []
