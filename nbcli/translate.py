@@ -200,12 +200,14 @@ def translate_texts(tm: TranslationModel, texts: list[str], *, beam: int = 5, le
 def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang: str | None, tgt_lang: str | None,
                            *, beam: int | None = None, lenpen: float | None = None, batch_size: int = 64,
                            source_tokenizer: Path | str | None = None, target_tokenizer: Path | str | None = None,
-                           device: str = "auto", columns: str | None = None) -> dict[str, Any]:
+                           device: str = "auto", columns: str | None = None,
+                           by_frequency: dict[str, Any] | None = None) -> dict[str, Any]:
     """`nb eval --task translation RUN_OR_CKPT`: test BLEU and chrF (`nbcli.translation_eval`) of the
     model's translations of the corpus's source side; a run stands for its best checkpoint by validation
     BLEU (paper 000 app. A); decoding defaults to nb's (DECODING_DEFAULTS: beam 5, lenpen 1, 1.2 x S + 10).
     The corpus's languages default to the run's (its training --src-lang/--tgt-lang) and must be them
-    (`check_languages`)."""
+    (`check_languages`). `by_frequency`: paper 000 fig. 4's section as well
+    (`nbcli.translation_frequency.translation_by_frequency`'s keywords: counts, bins, smoothing_k, ...)."""
     from nbcli.translation_eval import eval_translation
 
     tm = load_translation_model(run_or_ckpt, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
@@ -217,8 +219,20 @@ def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang:
     decoding = {**tm.decoding_defaults(), **({"beam": beam} if beam is not None else {}),
                 **({"lenpen": lenpen} if lenpen is not None else {})}
     model = {"path": str(tm.path), "step": tm.step, **decoding}
-    return eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
-                            translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
+    report = eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
+                              translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
+    if by_frequency is not None:
+        from nbcli.corpus.records import iter_pairs
+        from nbcli.translation_frequency import translation_by_frequency
+
+        assert src_lang is not None and tgt_lang is not None   # eval_translation refused a missing side
+        pairs = list(iter_pairs(list(corpus), src_lang, tgt_lang, columns=columns))
+        section = translation_by_frequency(tm.model, tm.target_tokenizer, source_ids(tm, [p.source for p in pairs]),
+                                           [p.target for p in pairs], batch_size=batch_size, label=str(tm.path),
+                                           **by_frequency)
+        report["warnings"] = [*report["warnings"], *section.pop("warnings")]
+        report["by_frequency"] = section
+    return report
 
 
 def check_languages(tm: TranslationModel, src_lang: str | None, tgt_lang: str | None,

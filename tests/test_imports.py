@@ -182,7 +182,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reports", ("nbcli.reports",)),
     # the training loop and its trackers, the models, decoding, the LM runner with nb eval / generate's cores
     ("models", ("nbcli.train", "nbcli.trackers", "nbcli.model", "nbcli.models", "nbcli.decoding", "nbcli.lm",
-                "nbcli.hf")),
+                "nbcli.hf", "nbcli.translation_frequency")),
     # drawing: figures of the numbers below, in the house style
     ("figures", ("nbcli.plots", "nbcli.figure_style")),
     # pure statistics and formulas of the papers' figures and tables: arrays in, numbers out

@@ -61,6 +61,12 @@ context); every token is scored once.
   are refused. --hyps FILE scores a hypotheses file (one detokenised line per pair, in order) without
   a model. BLEU and chrF (chrF2) come from sacreBLEU with its defaults (13a tokenisation,
   mixed case); --json records their signatures (bleu_signature, chrf_signature) beside the scores.
+  --by-frequency C (with RUN_OR_CKPT): paper 000 fig. 4 (sec. 4.2) for the translation model, from one
+  teacher-forced pass over the test pairs: each reference token's average log-probability (target EOS
+  included) against its log-unigram probability in C, the training targets' counts (nb count-unigrams
+  of the target side with the target tokenizer), with b (final_logits_bias) and without it; a pair
+  longer than the position table is skipped and counted (skipped_long_pairs), never truncated.
+  --by-frequency-plot FIG draws it; `nb plot-by-frequency` overlays runs (zero vs unigram b).
 
 [bold]--task classification | tagging[/] (papers 001 tables 1, 2, 4; 002 table 1)
 
@@ -241,6 +247,8 @@ def _render_translation(report: dict[str, Any]) -> None:
                       f"{model['max_len_a']:g} x S + {num(model['max_len_b'])}", highlight=False)
     console.print(f"BLEU {num(report['bleu'])}   {esc(report['bleu_signature'])}", highlight=False)
     console.print(f"chrF {num(report['chrf'])}   {esc(report['chrf_signature'])}", highlight=False)
+    if "by_frequency" in report:
+        _render_by_frequency(report["by_frequency"])
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -275,7 +283,8 @@ def _render_by_frequency(section: dict[str, Any]) -> None:
     from nbcli.cli.console import esc, stdout_console
 
     console = stdout_console()
-    console.print(f"[bold]paper 000 fig. 4[/] ({esc(section['arm'])}): average log-probability of the ground-truth "
+    arm = f" ({esc(section['arm'])})" if "arm" in section else ""   # an LM's first arm; a translation model has one
+    console.print(f"[bold]paper 000 fig. 4[/]{arm}: average log-probability of the ground-truth "
                   f"token by log-unigram (training counts); {num(section['tokens'])} tokens")
     columns = BY_FREQUENCY_COLUMNS + (BY_FREQUENCY_DROPPED if section["output_bias_dropped"] else ())
     print_rows("bins of log-unigram probability", columns, section["bins"], "no scored token")

@@ -138,12 +138,16 @@ class TranslationTask(Task):
                                  on_warning=hooks.on_warning, callbacks=hooks.callbacks,
                                  allow_vocab_mismatch=v["allow_vocab_mismatch"]).as_dict()
 
-    eval_options = frozenset({"hyps", "src_lang", "tgt_lang", "beam", "lenpen", "columns", "batch_size", "device"})
+    eval_options = frozenset({"hyps", "src_lang", "tgt_lang", "beam", "lenpen", "columns", "batch_size", "device",
+                              "by_frequency", "by_frequency_plot", "bins", "smoothing", "allow_vocab_mismatch", "dpi",
+                              "figsize", "title"})
     eval_view = "translation"
 
     def evaluate(self, run: Path | None, corpus: list[str], **o: Any) -> dict[str, Any]:
         """Test BLEU and chrF (sacreBLEU) of the run's translations of `corpus` (its best checkpoint,
-        beam 5: paper 000 app. A), or of a hypotheses file (`hyps`, no run)."""
+        beam 5: paper 000 app. A), or of a hypotheses file (`hyps`, no run); with `by_frequency` (the
+        training targets' counts) paper 000 fig. 4 too (`nbcli.translation_frequency`)."""
+        from nbcli.counts import parse_smoothing
         from nbcli.translate import eval_translation_model
         from nbcli.translation_eval import eval_translation
 
@@ -153,9 +157,29 @@ class TranslationTask(Task):
         if run is None:
             if o["beam"] is not None or o["lenpen"] is not None:
                 raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
+            if o["by_frequency"] is not None:
+                raise ConfigError("--by-frequency scores a model's log-probabilities: give RUN_OR_CKPT (not with --hyps)")
             return eval_translation(corpus, o["src_lang"], o["tgt_lang"], hyps=o["hyps"], columns=o["columns"])
-        return eval_translation_model(run, corpus, o["src_lang"], o["tgt_lang"], beam=o["beam"], lenpen=o["lenpen"],
-                                      batch_size=o["batch_size"], device=o["device"], columns=o["columns"])
+        plot = o["by_frequency_plot"]
+        if plot is not None:
+            from nbcli.checkpoint.reader import checkpoint_inputs
+            from nbcli.plots import check_figure_outputs
+
+            if o["by_frequency"] is None:
+                raise ConfigError(f"--by-frequency-plot {plot}: needs --by-frequency COUNTS (the training targets' counts)")
+            check_figure_outputs("--by-frequency-plot", [plot], [*checkpoint_inputs(run), o["by_frequency"], *corpus])
+        figure = None if o["by_frequency"] is None else dict(
+            counts=o["by_frequency"], bins=o["bins"], smoothing_k=parse_smoothing(o["smoothing"]),
+            allow_vocab_mismatch=o["allow_vocab_mismatch"])
+        report = eval_translation_model(run, corpus, o["src_lang"], o["tgt_lang"], beam=o["beam"], lenpen=o["lenpen"],
+                                        batch_size=o["batch_size"], device=o["device"], columns=o["columns"],
+                                        by_frequency=figure)
+        if plot is not None:
+            from nbcli.figure_style import figure_options
+            from nbcli.translation_frequency import draw_by_frequency
+
+            draw_by_frequency(plot, report, figure_options(o["dpi"], o["figsize"], o["title"]))
+        return report
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import closing_rows

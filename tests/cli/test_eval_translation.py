@@ -49,7 +49,7 @@ def test_options_of_the_other_task_are_refused(tmp_path: Path) -> None:
     hyps.write_text("\n".join(HYPS) + "\n", encoding="utf-8")
     base = ["eval", "--task", "translation", "--corpus", corpus, "--src-lang", "de", "--tgt-lang", "en"]
     for extra, message in ((["--hyps", hyps, "--scale-ln-bias", "0.5"], "--scale-ln-bias: not an option of --task"),
-                           (["--hyps", hyps, "--bins", "3"], "--bins: not an option"),
+                           (["--hyps", hyps, "--stride", "3"], "--stride: not an option"),
                            ([], "a model (CHECKPOINT) or a hypotheses file"),
                            (["--hyps", hyps, "--tgt-lang", "de"], "both 'de'")):
         result = invoke(*base, *extra)

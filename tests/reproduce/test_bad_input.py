@@ -87,7 +87,7 @@ def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Pa
 
 @pytest.mark.parametrize("args, fragments", [
     (("reproduce", "000-fig9", "--out", "o"), ("no item '000-fig9'", "000-fig2")),
-    (("reproduce", "000-fig4", "--out", "o"), ("cannot run 000-fig4 yet", "translation model")),
+    (("reproduce", "000-fig4", "--out", "o"), ("cannot run 000-fig4 yet", "--by-frequency")),
     (("reproduce", "000-fig2", "--scale", "huge", "--out", "o"), ("no scale 'huge'", "smoke, cpu, paper")),
     (("reproduce", "000-fig2", "--arms", "uni*x", "--out", "o"), ("--arms uni*x matches no arm", "unigram, zero")),
     (("reproduce", "000-fig2", "--set", "bias_init=zero", "--out", "o"), ("--set bias_init", "axis 'bias init'")),
