@@ -102,7 +102,8 @@ class ClassificationTask(Task):
         "Fine-tune an encoder with a head (docs/classification.md): log.jsonl adds val_accuracy, val_f1, val_loss "
         "(and per --valid set) at evaluations, summary.json best_step and best_epoch (by --select-by: default the first "
         "set's highest accuracy, the earliest on a tie), best_val_accuracy (the first set's accuracy there), "
-        "best_by_set (each set's own best) and the final metrics. Under torchrun it trains with DDP.")
+        "best_by_set (each set's own best) and the final metrics; DIR/best.safetensors is the model at best_step, which "
+        "nb predict, eval and export read from the run directory. Under torchrun it trains with DDP.")
     examples = """\
   nb train classification --init bert-base-uncased --corpus MNLI/train.tsv --text-field sentence1 \\
       --text-pair-field sentence2 --valid matched=MNLI/dev_matched.tsv --valid mismatched=MNLI/dev_mismatched.tsv \\
@@ -191,7 +192,8 @@ class ClassificationTask(Task):
         for name, metrics in s["final"].items():
             rows.append((f"final {name}: accuracy / F1 / loss",
                          f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
-        rows += [("tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"])]
+        rows += [("tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"]),
+                 ("best checkpoint", s.get("best_checkpoint") or "-")]
         return SummaryView(f"nb train --task {s['task']}: {s['out']}", rows + closing_rows(s, num))
 
 
