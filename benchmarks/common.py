@@ -51,6 +51,25 @@ def load_average() -> list[float]:
     return list(os.getloadavg())
 
 
+def git_commit() -> str:
+    """HEAD of the checkout the benchmark runs from, +dirty when tracked files differ ('unknown' without git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def uptime() -> str:
+    """`uptime`'s line (the load averages alone where there is no uptime command)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return " ".join(f"{x:.2f}" for x in load_average())
+
+
 def machine(**extra: Any) -> dict[str, Any]:
     """What every result file records about the machine, plus `extra` (torch version, threads ...)."""
     return {"platform": platform.platform(), "python": platform.python_version(),

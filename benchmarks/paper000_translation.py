@@ -24,13 +24,14 @@ paper-000 run on a real corpus"):
 3. Tokenizer: one joint SentencePiece BPE model (paper 000 footnote 8: joint SentencePiece models) of
    --vocab pieces trained on the training side only, both languages (common.train_spm_bpe).
 4. Runs, test scores, aggregate and figures: nb's own recipe of paper 000 fig. 2 and 3, `nb reproduce
-   000-fig2` and `000-fig3` at their cpu scale (nbcli/sweeps/recipes/000-fig2.toml: preset tiny, 2+2 layers, d 64,
-   FFN 256, 4 heads, post-LN, label smoothing 0.1, dropout 0.1, inverse-sqrt warm-up), the arms --bias-init
-   unigram and zero x --seeds, with this script's options over the recipe's (`--set`: by default 400 updates of
-   32 pairs, 100 warm-up, validation BLEU every --eval-every (50) updates on the first --eval-sentences (150)
-   validation pairs with beam --val-beam (1: greedy, for CPU time)), one torch thread per run, --parallel (3)
-   at a time. Test: BLEU and chrF of each run's best checkpoint by validation BLEU on the whole test set, beam 5
-   (paper 000 app. A). The runs are in WORK/repro/runs (nb run directories), the tables in
+   000-fig2` and `000-fig3` at their cpu scale (nbcli/sweeps/recipes/000-fig2.toml: the paper000-iwslt preset
+   (paper 000 app. A: 4 heads, FFN 256, Adam (0.9, 0.997), dropout 0.1, label smoothing 0.1, an untied W)
+   scaled down to 2+2 layers, d 64, batch 32, lr 2e-3 after 100 warm-up; the unigram arm rescales W to ||b||,
+   sec. 4.1), the arms --bias-init unigram and zero x --seeds, with this script's options over the recipe's
+   (`--set`: by default 400 updates, 100 warm-up, validation BLEU every --eval-every (50) updates on the first
+   --eval-sentences (150) validation pairs with beam --val-beam (1: greedy, for CPU time)), one torch thread per
+   run, --parallel (3) at a time. Test: BLEU and chrF of each run's best checkpoint by validation BLEU on the
+   whole test set, beam 5 (paper 000 app. A). The runs are in WORK/repro/runs (nb run directories), the tables in
    WORK/repro/000-fig2/results.md and WORK/repro/000-fig3/results.md, the figures in WORK/repro/000-fig2/figures
    (`nb plot-run`'s, seeds as mean ± SE).
 
@@ -50,7 +51,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, ROOT, load_average, log, machine, train_spm_bpe, write_json  # noqa: E402
+from common import OUT, ROOT, git_commit, load_average, log, machine, train_spm_bpe, uptime, write_json  # noqa: E402
 
 SRC, TGT = "wyc", "en"
 VALID_BOOKS = (6, 41)    # Joshua, Mark
@@ -159,24 +159,13 @@ def write_corpus(folder: Path, src_bible: Any, tgt_bible: Any) -> dict[str, Any]
 def reproduce_settings(args: argparse.Namespace, prefixes: dict[str, str], tokenizer: Path) -> dict[str, Any]:
     """`nbcli.reproduce`'s arguments for the corpus: its data roles, the cpu scale with this script's
     options over the recipe's (the languages are wyc -> en), the two arms, the seeds, --parallel jobs."""
-    sets = {"src_lang": SRC, "tgt_lang": TGT, "preset": args.preset, "steps": args.steps, "warmup": args.warmup,
-            "seq_len": args.max_len, "eval_every": args.eval_every, "eval_batches": args.eval_batches,
-            "eval_sentences": args.eval_sentences, "beam": args.val_beam}
+    sets = {"src_lang": SRC, "tgt_lang": TGT, **({"preset": args.preset} if args.preset else {}), "steps": args.steps,
+            "warmup": args.warmup, "seq_len": args.max_len, "eval_every": args.eval_every,
+            "eval_batches": args.eval_batches, "eval_sentences": args.eval_sentences, "beam": args.val_beam}
     return {"data": [f"train={prefixes['train']}", f"valid={prefixes['valid']}", f"test={prefixes['test']}",
                      f"tokenizer={tokenizer}"],
             "scale": "cpu", "arms": list(ARMS), "seeds": list(range(args.seeds)),
             "sets": [f"{key}={value}" for key, value in sets.items()], "jobs": args.parallel}
-
-
-def git_commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return done.stdout.strip() + ("+dirty" if dirty else "")
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -187,7 +176,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--preset", default="tiny")
+    p.add_argument("--preset", help="a translation preset instead of the recipe's paper000-iwslt (scaled down by the "
+                   "cpu scale's options)")
     p.add_argument("--vocab", type=int, default=4000, help="joint SentencePiece BPE pieces")
     p.add_argument("--max-len", type=int, default=128, help="tokens per side, EOS included (longer pairs skipped)")
     p.add_argument("--eval-every", type=int, default=50)

@@ -391,7 +391,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l adam-eps -x -d 'Adam’
 complete -c nb -n '__fish_seen_subcommand_from train' -l weight-decay -x -d 'AdamW weight decay of the matrices (biases, norms and embeddings: none; default:'
 complete -c nb -n '__fish_seen_subcommand_from train' -l grad-clip -x -d 'Clip the gradient’s global norm to NORM (0 = no clipping; default: the preset’s,'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-patterns -x -d 'Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...'
-complete -c nb -n '__fish_seen_subcommand_from train' -l ag-fraction -x -d 'Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).'
+complete -c nb -n '__fish_seen_subcommand_from train' -l ag-fraction -x -d 'Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5). Defaul'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-alpha -x -d 'Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-reduction -x -a 'mse frobenius' -d 'Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou'
 complete -c nb -n '__fish_seen_subcommand_from train' -l ag-hold-steps -x -d 'Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: '

@@ -499,7 +499,7 @@ _nb() {
                 '--weight-decay[AdamW weight decay of the matrices (biases, norms and embeddings: none; default:]:value: ' \
                 '--grad-clip[Clip the gradient’s global norm to NORM (0 = no clipping; default: the preset’s,]:value: ' \
                 '--ag-patterns[Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ...]:value: ' \
-                '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5).]:value: ' \
+                '--ag-fraction[Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5). Defaul]:value: ' \
                 '--ag-alpha[Initial AG weight alpha_0 in --ag-reduction’s units (paper 001: 100 for small mo]:value: ' \
                 '--ag-reduction[Units of L_AG. mse (the paper’s released code): sum over layers and pattern grou]:value:(mse frobenius)' \
                 '--ag-hold-steps[Hold alpha at alpha_0 for S steps, then decay linearly to 0 (the released code: ]:value: ' \

@@ -266,3 +266,21 @@ def test_the_summary_table_names_each_replaced_preset_value() -> None:
     rows = closing_rows({"preset_overridden": {"adam_beta2": {"preset": 0.997, "run": 0.98}}}, str)
     assert rows == [("preset's adam_beta2 replaced", "0.997 -> 0.98")]
     assert closing_rows({"preset_overridden": {}}, str) == [] and closing_rows({}, str) == []
+
+
+@pytest.mark.parametrize("task, preset", [("lm", "paper001-roberta-12-ag"), ("translation", "paper001-mt-ag")])
+def test_nb_trains_options_left_unset_keep_the_presets_guidance(task: str, preset: str) -> None:
+    """nb train's option values (every option at its default) over an AG preset: its lambda and alpha_0
+    stay (an option's default must not replace them); --ag-alpha auto and --ag-fraction given win."""
+    from nbcli.tasks.common_options import common_config
+    from nbcli.tasks.registry import get_task
+
+    defaults = {o.name: o.default for o in get_task(task).options()}
+    build = build_config if task == "lm" else (lambda name, **o: build_translation_config(name, dict(
+        src_lang="de", tgt_lang="en"), **o))
+    cfg = build(preset, **common_config(defaults))
+    assert cfg.ag_fraction == (0.5 if task == "lm" else 0.25) and cfg.ag_alpha == (10.0 if task == "lm" else 100.0)
+    assert cfg.preset_overridden == {}
+    given = build(preset, **common_config({**defaults, "ag_alpha": "auto", "ag_fraction": 0.0}))
+    assert (given.ag_alpha, given.ag_fraction) == ("auto", 0.0)
+    assert set(given.preset_overridden) == {"ag_fraction"} | ({"ag_alpha"} if task == "lm" else set())

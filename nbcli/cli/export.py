@@ -33,8 +33,8 @@ A classifier or tagger run (nb train --task classification|tagging from a transf
 DistilBERT, ...) exports as that family's ForSequenceClassification / ForTokenClassification folder that
 AutoModelForSequenceClassification / AutoModelForTokenClassification loads with the same logits: config.json
 with id2label / label2id by the run's label names, model.safetensors, and the run's tokenizer.json with
-tokenizer_config.json. A run directory stands for its last checkpoint. A run on nb's own encoder (from scratch
-or from an nb MLM run) is refused: nb's encoder is pre-LN, which no transformers encoder family is.
+tokenizer_config.json. A run directory stands for its best checkpoint by --select-by (best.safetensors, kept
+when it had --valid), else its last. A run on nb's own encoder (from scratch or from an nb MLM run) is refused: nb's encoder is pre-LN, which no transformers encoder family is.
 
 [bold]Examples[/bold]
 
@@ -54,7 +54,7 @@ def export(
     checkpoint: Annotated[Path, typer.Argument(
         metavar="RUN_OR_CKPT", show_default=False,
         help="An nb train --task translation run directory (its best checkpoint), a --task classification|tagging "
-        "run directory (its last checkpoint), or a checkpoint file of either.")],
+        "run directory (its best checkpoint with --valid, else its last), or a checkpoint file of either.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="DIR", show_default=False, help="The model folder to write (new or empty).")],
     tokenizer: JointTokenizerOption = None,

@@ -152,10 +152,10 @@ def standardise_option(name: str) -> typer.models.OptionInfo:
     """The embedding-standardisation option (paper 002 eq. 1 / eq. 4), one help text for
     patch-checkpoint, train and transplant-embeddings; parsed by `nbcli.surgery.parse_standardise`."""
     return typer.Option(
-        name, metavar="xavier|match:FILE:TENSOR|mean=M,std=S", show_default=False,
+        name, metavar="xavier|match:FILE[:TENSOR]|mean=M,std=S", show_default=False,
         help="Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, s sqrt(2/(N+D)) "
         "(uniform Xavier's std for N x D; paper 002 eq. 1, Pre-trained_Xavier); match = another tensor's mean "
-        "and sample std (eq. 4, Xavier_Pre-trained); or explicit values.")
+        "and sample std (eq. 4, Xavier_Pre-trained; without TENSOR: FILE's input embedding); or explicit values.")
 
 
 def shuffle_mode_option(name: str = "--shuffle-mode") -> typer.models.OptionInfo:

@@ -122,6 +122,9 @@ def render_items(report: dict[str, Any]) -> None:
         scales = ", ".join(f"{s['scale']} ({len(s['seeds'])} seeds)" for s in it["scales"])
         console.print(f"  task {esc(it['task'])} · {len(it['arms'])} arms · scales {esc(scales)} · "
                       f"{it['published']} published numbers", highlight=False)
+        presets = sorted(set(it["presets"].values()))
+        if presets:
+            console.print(f"  the paper's settings: --preset {esc(', '.join(presets))}", highlight=False)
         for role in it["data"]:
             source = f" [dim]({esc(role['source'])})[/]" if role["source"] else ""
             console.print(f"  --data {esc(role['role'])}=…  {esc(role['help'])}{source}", highlight=False)

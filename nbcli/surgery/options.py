@@ -74,16 +74,20 @@ class StandardiseSpec:
 
 
 def parse_standardise(spec: str) -> StandardiseSpec:
-    """`xavier` | `match:FILE:TENSOR` | `mean=M,std=S`."""
+    """`xavier` | `match:FILE[:TENSOR]` (no TENSOR: FILE's only matrix, else its input embedding) |
+    `mean=M,std=S`."""
     if spec == "xavier":
         return StandardiseSpec("xavier")
     if spec.startswith("match:"):
-        file, sep, tensor = spec[len("match:"):].rpartition(":")
-        if not sep or not file or not tensor:
-            raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE:TENSOR")
+        rest = spec[len("match:"):]
+        file, sep, tensor = rest.rpartition(":")
+        if not sep:   # match:FILE: its only matrix or input embedding
+            file, tensor = rest, ""
+        if not file or (sep and not tensor):
+            raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE[:TENSOR]")
         from nbcli.checkpoint.reader import checkpoint_file  # a repo id names its snapshot's file
 
-        return StandardiseSpec("match", match_file=str(checkpoint_file(file)), match_tensor=tensor)
+        return StandardiseSpec("match", match_file=str(checkpoint_file(file)), match_tensor=tensor or None)
     values: dict[str, float] = {}
     for part in spec.split(","):
         key, sep, value = part.partition("=")
@@ -213,8 +217,15 @@ def _match_stats(spec: StandardiseSpec) -> tuple[float, float]:
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.ops import embedding_stats
 
-    assert spec.match_file is not None and spec.match_tensor is not None
+    assert spec.match_file is not None
     with open_checkpoint(spec.match_file) as other:
-        if spec.match_tensor not in other:
-            raise CheckpointError(f"{spec.match_file}: no tensor named {spec.match_tensor!r} to match")
-        return embedding_stats(other.get_float(spec.match_tensor))
+        name = spec.match_tensor
+        if name is None:   # FILE's only matrix, else its input embedding (as --embedding-init pretrained:FILE)
+            from nbcli.checkpoint.roles import resolve_roles
+
+            matrices = [n for n in other.names() if len(other.shape(n)) == 2]
+            name = matrices[0] if len(matrices) == 1 else resolve_roles(other).require(
+                "input_embedding", "--standardise-embeddings match:FILE")
+        if name not in other:
+            raise CheckpointError(f"{spec.match_file}: no tensor named {name!r} to match")
+        return embedding_stats(other.get_float(name))

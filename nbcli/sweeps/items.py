@@ -35,6 +35,7 @@ def describe(recipe: Recipe) -> dict[str, Any]:
 
     return {"item": recipe.id, "title": recipe.title, "paper": recipe.paper, "where": recipe.where,
             "task": recipe.task, "runnable": not recipe.unavailable, "unavailable": recipe.unavailable or None,
+            "presets": dict(recipe.presets),
             "about": recipe.about,
             "data": [{"role": r.name, "help": r.help, "source": r.source} for r in recipe.data
                      if r.name in roles_needed(recipe)],

@@ -124,20 +124,45 @@ def check_table(recipe: Recipe, kind: Kind, where: str, options: Mapping[str, An
             raise ConfigError(f"{place}: {problem}")
 
 
+def arm_preset(recipe: Recipe, arm: str) -> str | None:
+    """The paper preset of `arm`: the recipe's `preset` pattern it matches (None: the recipe has none)."""
+    return next((name for pattern, name in recipe.presets if fnmatch.fnmatchcase(arm, pattern)), None)
+
+
+def check_presets(recipe: Recipe, kind: Kind, tables: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """The recipe's `preset`: a preset of its task, every arm matched by exactly one pattern, and no
+    options table setting `preset` too (the paper's settings in one place)."""
+    if not recipe.presets:
+        return
+    option = kind.options().get("preset")
+    for pattern, name in recipe.presets:
+        problem = f"{recipe.task!r} takes no --preset" if option is None else _value_ok(name, option)
+        if problem:
+            raise ConfigError(f"{recipe.path}: preset {pattern!r}: {problem}")
+    for arm, _ in recipe_arms(recipe):
+        matched = [p for p, _ in recipe.presets if fnmatch.fnmatchcase(arm, p)]
+        if len(matched) != 1:
+            raise ConfigError(f"{recipe.path}: preset: arm {arm!r} matches {len(matched)} patterns "
+                              f"({', '.join(matched) or 'none'}); each arm takes one preset")
+    for where, options in tables:
+        if "preset" in options:
+            raise ConfigError(f"{recipe.path}: {where}: options.preset: the recipe's preset sets it (a scale "
+                              "scales down over the preset with other options)")
+
+
 def check_recipe(recipe: Recipe) -> Kind:
-    """The recipe's options, scales and axes against its kind (before any data is read); the kind."""
+    """The recipe's options, scales, axes and preset against its kind (before any data is read); the kind."""
     if recipe.unavailable:
         raise ConfigError(f"{recipe.path}: nb cannot run {recipe.id} yet: {recipe.unavailable}")
     try:
         kind = get_kind(recipe.task)
     except ConfigError as err:
         raise ConfigError(f"{recipe.path}: {err}") from None
-    check_table(recipe, kind, "[options]", recipe.options)
-    for scale in recipe.scales:
-        check_table(recipe, kind, f"[scales.{scale.name}]", scale.options)
-    for axis in recipe.axes:
-        for value in axis.values:
-            check_table(recipe, kind, f"[[axes]] {axis.name!r} value {value.name!r}", value.options)
+    tables = [("[options]", recipe.options), *((f"[scales.{s.name}]", s.options) for s in recipe.scales),
+              *((f"[[axes]] {a.name!r} value {v.name!r}", v.options) for a in recipe.axes for v in a.values)]
+    for where, options in tables:
+        check_table(recipe, kind, where, options)
+    check_presets(recipe, kind, tables)
     if "seed" not in kind.options() and any(len(s.seeds) > 1 for s in recipe.scales):
         raise ConfigError(f"{recipe.path}: seeds: {recipe.task!r} takes no seed, so one seed per scale")
     roles_needed(recipe)   # every arm has a data role to be evaluated on
@@ -262,6 +287,18 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
     return sets
 
 
+def check_sets(recipe: Recipe, overrides: Mapping[str, Any], merged: Mapping[str, Mapping[str, Any]]) -> None:
+    """--set of an option the chosen arms take in different values (an axis varies it, or the preset
+    differs by arm) is refused: the arms would no longer be the recipe's; choose arms with --arms."""
+    for key in sorted(overrides):
+        if len({json.dumps(options.get(key), sort_keys=True, default=str) for options in merged.values()}) < 2:
+            continue
+        axis = next((a.name for a in recipe.axes if any(key in v.options for v in a.values)), None)
+        which = f"the axis {axis!r}" if axis else "the preset of each arm"
+        raise ConfigError(f"--set {key}: {which} of {recipe.path} varies it among the arms chosen; choose arms "
+                          "with --arms instead")
+
+
 def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] = (),
                arms: Sequence[str] | None = None, sets: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Plan:
     """The runs of `recipe` at `scale` for the `arms` patterns (None: all), with `data` (ROLE=PATH
@@ -279,22 +316,20 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
         chosen_scale = dataclasses.replace(chosen_scale, seeds=tuple(seeds))
     overrides = parse_sets(sets)
     check_table(recipe, kind, "--set", overrides)
-    for axis in recipe.axes:
-        varied = sorted(set(overrides) & {k for v in axis.values for k in v.options})
-        if varied:
-            raise ConfigError(f"--set {varied[0]}: the axis {axis.name!r} of {recipe.path} varies it; choose arms "
-                              "with --arms instead")
     every = recipe_arms(recipe)
     chosen = select([name for name, _ in every], arms, recipe.path)
     merged: dict[str, dict[str, Any]] = {}
     tested: dict[str, str | None] = {}
     for name, values in every:
         if name in chosen:
-            options = dict(recipe.options)
+            preset = arm_preset(recipe, name)
+            options = {**({"preset": preset} if preset else {}), **recipe.options}
             for value in values:
                 options.update(value.options)
-            merged[name] = {**options, **chosen_scale.options, **overrides}   # a smoke run is short whatever the arm
+            merged[name] = {**options, **chosen_scale.options}   # a smoke run is short whatever the arm
             tested[name] = evaluation_role(recipe, values)
+    check_sets(recipe, overrides, merged)
+    merged = {name: {**options, **overrides} for name, options in merged.items()}
     needed = set().union(*(_roles_used(o) for o in merged.values())) | (set(tested.values()) - {None})
     bound = check_data(recipe, parse_data(data, recipe), needed)
     known = kind.options()

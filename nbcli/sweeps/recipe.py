@@ -2,10 +2,13 @@
 checked whole before anything runs.
 
 A recipe names the kind of run (`task`: an `nb train` task, or one of nb's analyses, `kinds.py`),
-the data it needs by role, the options of every run, its axes (each value sets options; an arm is one
-value of every axis), its scales (smoke | cpu | paper: the seeds and the options over the arms'), what
-each run is scored on after training (`[evaluate]`), the metrics aggregated over seeds (mean ± SE or
-σ, as the paper reports) and the paper's published numbers. The keys of `options` are the task's
+the data it needs by role, the paper's preset (`preset`: one `--preset` name for every arm, or a
+table of arm patterns -> preset: paper 002 sets one per dataset and embedding), the options of every
+run, its axes (each value sets options; an arm is one value of every axis), its scales (smoke | cpu |
+paper: the seeds and the options over the arms'; at the paper scale the preset's own settings, at
+smoke and cpu documented scale-downs over it), what each run is scored on after training
+(`[evaluate]`), the metrics aggregated over seeds (mean ± SE or σ, as the paper reports) and the
+paper's published numbers. The keys of `options` are the task's
 own option names (`nb train TASK --help`, `nbcli.tasks.options`): any option can be an arm.
 
 Every error names the recipe file and the key (`recipe.toml: [[axes]] 'bias init' value 'zero':
@@ -116,6 +119,7 @@ class Recipe:
     alc_steps: int | None = None
     published: tuple[Published, ...] = ()
     published_note: str = ""
+    presets: tuple[tuple[str, str], ...] = ()   # (arm pattern, --preset name): the paper's settings
 
     def scale(self, name: str | None) -> Scale:
         """The scale called `name` (None: 'paper' when the recipe has one, else its only one)."""
@@ -204,7 +208,7 @@ class Reader:
 
 
 TOP_KEYS = ("schema", "id", "title", "task", "paper", "where", "about", "unavailable", "deviations", "data",
-            "options", "scales", "seeds", "axes", "evaluate", "metrics", "alc_steps", "published", "published_note")
+            "preset", "options", "scales", "seeds", "axes", "evaluate", "metrics", "alc_steps", "published", "published_note")
 
 
 def merged(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -256,10 +260,25 @@ def load_recipe(path: Path | str) -> Recipe:
         unavailable=top.get("unavailable", str, ""), deviations=top.strings("deviations"), data=data,
         options=top.get("options", dict, {}), scales=_scales(top), axes=_axes(top, {r.name for r in data}),
         evaluation=_evaluation(top) if "evaluate" in top.table else None, metrics=metrics,
-        alc_steps=alc or None, published=_published(top, names), published_note=top.get("published_note", str, ""))
+        alc_steps=alc or None, published=_published(top, names), published_note=top.get("published_note", str, ""),
+        presets=_presets(top))
     if recipe.evaluation is not None and recipe.evaluation.data not in {"", *(r.name for r in data)}:
         top.fail(f"data role {recipe.evaluation.data!r} is not declared in [data]", "evaluate.data")
     return recipe
+
+
+def _presets(top: Reader) -> tuple[tuple[str, str], ...]:
+    """`preset = "NAME"` (every arm) or `[preset]` of "ARM PATTERN" = "NAME" (fnmatch, as --arms)."""
+    value = top.get("preset", (str, dict), None)
+    if value is None:
+        return ()
+    table = {"*": value} if isinstance(value, str) else value
+    if not table:
+        top.fail("is empty", "preset")
+    for pattern, name in table.items():
+        if not isinstance(name, str) or not name:
+            top.fail(f"{pattern!r}: expected a preset name, got {name!r}", "preset")
+    return tuple(table.items())
 
 
 def _role(r: Reader) -> Role:

@@ -121,6 +121,20 @@ print({show})
 """
 
 
+def scores_at(step: int | None, summary: dict[str, Any], records: list[dict[str, Any]],
+              sets: list[str]) -> dict[str, dict[str, Any]]:
+    """Each --valid set's metrics at the exported `step`: summary.json's `final` at the run's last step,
+    else the evaluation log.jsonl records there (accuracy and F1 by set: the best checkpoint's); none
+    when the step was not evaluated."""
+    if step is not None and summary.get("steps") == step and isinstance(summary.get("final"), dict):
+        return summary["final"]
+    record = next((r for r in records if r.get("step") == step and "val_loss" in r), None)
+    if record is None:
+        return {}
+    return {name: {key: record[f"val_{name}_{key}"] for key in ("accuracy", "f1") if f"val_{name}_{key}" in record}
+            for name in sets}
+
+
 def classifier_card(checkpoint: Path, step: int | None, task: str, labels: list[str], layout: str,
                     out: Path) -> bytes:
     """README.md of a classifier or tagger export (`nbcli.hf.model_card`): the base model, the run's
@@ -129,18 +143,17 @@ def classifier_card(checkpoint: Path, step: int | None, task: str, labels: list[
     from nbcli.hf.model_card import CardFacts, Metric, file_names, hub_datasets, hub_model, model_card, papers_used
     from nbcli.hf.model_card import run_files
 
-    config, summary, _records = run_files(checkpoint)
+    config, summary, records = run_files(checkpoint)
     valid = config.get("valid") if isinstance(config.get("valid"), dict) else {}
     train = [str(x) for x in config.get("train") or []]
     metrics = []
-    if step is not None and summary.get("steps") == step and isinstance(summary.get("final"), dict):
-        for name, scores in summary["final"].items():
-            f1 = f"F1 ({scores.get('f1_average', 'entity')})" if task == "classification" else "entity F1 (seqeval)"
-            metrics += [Metric(name, Path(str(valid.get(name, name))).name, kind, shown, float(scores[key]))
-                        for key, kind, shown in (("accuracy", "accuracy", "accuracy"), ("f1", "f1", f1),
-                                                 ("matthews", "matthews_correlation", "Matthews correlation"),
-                                                 ("precision", "precision", "precision"), ("recall", "recall", "recall"))
-                        if isinstance(scores.get(key), (int, float))]
+    for name, scores in scores_at(step, summary, records, list(valid)).items():
+        f1 = f"F1 ({scores.get('f1_average', 'entity')})" if task == "classification" else "entity F1 (seqeval)"
+        metrics += [Metric(name, Path(str(valid.get(name, name))).name, kind, shown, float(scores[key]))
+                    for key, kind, shown in (("accuracy", "accuracy", "accuracy"), ("f1", "f1", f1),
+                                             ("matthews", "matthews_correlation", "Matthews correlation"),
+                                             ("precision", "precision", "precision"), ("recall", "recall", "recall"))
+                    if isinstance(scores.get(key), (int, float))]
     kind = "SequenceClassification" if task == "classification" else "TokenClassification"
     show = ("[model.config.id2label[int(i)] for i in ids]" if task == "classification" else
             "[[model.config.id2label[int(i)] for i in row] for row in ids]   # a label per token (word pieces too)")

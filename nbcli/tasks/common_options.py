@@ -72,10 +72,10 @@ class RunOptions:
         "Feed-forward width of every layer (default: the preset's; nb's LM and encoder presets 4 x --d-model; paper "
         "000 app. A: 256 for IWSLT, 512 for WMT; paper 002: unstated, 512 fits its Table 5 parameter counts)."))
     embedding_standardise: Optional[str] = option(
-        None, "--embedding-standardise", metavar="xavier|match:FILE:TENSOR|mean=M,std=S", help=(
+        None, "--embedding-standardise", metavar="xavier|match:FILE[:TENSOR]|mean=M,std=S", help=(
             "Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, s sqrt(2/(N+D)) "
             "(uniform Xavier's std for N x D; paper 002 eq. 1, Pre-trained_Xavier); match = another tensor's mean "
-            "and sample std (eq. 4, Xavier_Pre-trained); or explicit values."))
+            "and sample std (eq. 4, Xavier_Pre-trained; without TENSOR: FILE's input embedding); or explicit values."))
     embedding_shuffle: bool = option(False, "--embedding-shuffle", help=(
         "Shuffle the embedding (paper 002 Pre-trained_Shuffled, sec. 3.4; the patch-checkpoint function, seeded "
         "by --seed)."))
@@ -217,12 +217,13 @@ class GuidanceOptions:
         "Attention-guidance patterns (paper 001 app. A.2) given to guided heads 0, 1, ... in order, the last one "
         "filling the rest: next,prev,first,delim,period. Default (sec. 4.5): next, prev, then first (causal: prev, "
         "then first; [Next] is refused in a causal model)."))
-    ag_fraction: float = option(0.0, "--ag-fraction", metavar="LAMBDA", help=(
-        "Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5)."))
-    ag_alpha: str = option("100", "--ag-alpha", metavar="A0|auto", help=(
+    ag_fraction: Optional[float] = option(None, "--ag-fraction", metavar="LAMBDA", help=(
+        "Fraction of heads per layer guided (0 = no guidance; the paper uses 0.5). Default: the preset's (the "
+        "paper001-*-ag presets guide), else 0."))
+    ag_alpha: Optional[str] = option(None, "--ag-alpha", metavar="A0|auto", help=(
         "Initial AG weight alpha_0 in --ag-reduction's units (paper 001: 100 for small models, 10 for 12-16 "
         "layers), or auto: alpha_0 = L_LM / L_AG at step 0 (sec. 4.5's rule, 'comparable at the beginning of "
-        "training'). Loss = L_LM + alpha_t L_AG (eq. 4)."))
+        "training'). Loss = L_LM + alpha_t L_AG (eq. 4). Default: the preset's, else 100."))
     ag_reduction: Literal["mse", "frobenius"] = option("mse", "--ag-reduction", help=(
         "Units of L_AG. mse (the paper's released code): sum over layers and pattern groups of nn.MSELoss, i.e. "
         "||H - P||_F^2 summed over the group's maps / (B k T^2), a group of k heads averaged. frobenius: eq. 2-3 "
@@ -284,13 +285,14 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     from nbcli.train.guidance import parse_alpha
 
     v = values
-    alpha = parse_alpha(str(v["ag_alpha"]))
+    given = v["ag_alpha"]   # None: the preset's alpha_0
+    alpha = None if given is None else "auto" if parse_alpha(str(given)) is None else parse_alpha(str(given))
     return dict(
         steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], seq_len=v["seq_len"], lr=v["lr"],
         warmup=v["warmup"], warmup_ratio=v["warmup_ratio"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
         smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=v["rescale_w"],
         ag_patterns=parse_patterns(v["ag_patterns"]), ag_fraction=v["ag_fraction"],  # type: ignore[arg-type]
-        ag_alpha="auto" if alpha is None else alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
+        ag_alpha=alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
         ag_decay_steps=v["ag_decay_steps"], lr_schedule=v["lr_schedule"], unigram_reg_lambda=v["unigram_reg_lambda"],
         unigram_reg_steps=v["unigram_reg_steps"], embedding_init=v["embedding_init"], embedding_missing=v["missing"],
         embedding_unicode_errors=v["unicode_errors"], d_model=v["d_model"], n_head=v["n_head"], embedding_standardise=v["embedding_standardise"],

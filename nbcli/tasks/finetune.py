@@ -17,6 +17,8 @@ Files in the run directory:
                          `-t words:min-freq=K[,lower]` vocabulary is built here from the TRAINING
                          records' texts (text and pair fields; tagging: the CoNLL tokens), not --valid's
     step-N.safetensors   the classifier (metadata nb.format nb-classifier/1, nb.labels, nb.encoder)
+    best.safetensors     the classifier at best_step (with --valid), which nb predict / eval / export
+                         read from the run directory (`nbcli.checkpoint.runs.run_checkpoint`)
     train-state.*        AdamW moments and the position (`train.state`), for --resume: a resumed run
                          repeats the uninterrupted one
     log.jsonl            per update {step, loss, lr, tokens_per_s}; evaluations add {val_loss,
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from nbcli.checkpoint.runs import BEST
 from nbcli.corpus.records import ReadStats
 from nbcli.errors import CheckpointError, ConfigError, OutputError
 from nbcli.models.heads import Classifier
@@ -194,10 +197,12 @@ class FinetuneResult:
     # best matched and best mismatched accuracy, each maximised on its own)
     best_by_set: dict[str, dict[str, Any]] = field(default_factory=dict)
     preset_overridden: dict[str, Any] = field(default_factory=dict)   # --preset's values an option replaced
+    best_checkpoint: Path | None = None   # DIR/best.safetensors: the model at best_step (None: no --valid)
 
     def as_dict(self) -> dict[str, Any]:
         """summary.json's content (paths as strings)."""
-        return {**asdict(self), "out": str(self.out), "checkpoint": str(self.checkpoint)}
+        best = None if self.best_checkpoint is None else str(self.best_checkpoint)
+        return {**asdict(self), "out": str(self.out), "checkpoint": str(self.checkpoint), "best_checkpoint": best}
 
 
 def warmup_steps(total: int, warmup_ratio: float) -> int:
@@ -470,11 +475,12 @@ def prepare_run(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str
                               best_epoch=None if best.step is None else best.step / per_epoch,
                               select_by=best.key, best_by_set=best.by_set(per_epoch),
                               preset_overridden=cfg.preset_overridden,
+                              best_checkpoint=out / BEST if best.step is not None else None,
                               steps_per_epoch=per_epoch, resumed_from=position.resumed_from, device=str(rt.device),
                               warnings=end.warnings, task=spec.task, labels=list(labels.names), seed=cfg.seed,
                               parameters=params, embedding_coverage={"input": coverage} if coverage else None)
 
-    return TaskRun(updates, write_files, finish, best=best)
+    return TaskRun(updates, write_files, finish, best=best, keep_best_model=bool(sets))
 
 
 def train_report(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, str], out: Path | str, *,

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from nbcli.resolve_datasets import DATASET_ID_HELP
 from nbcli.tasks.base import Formatter, SummaryView, Task, TrainHooks
 from nbcli.tasks.options import MAX_STEPS, REQUIRED, option
 from nbcli.tasks.common_options import ArchitectureOptions, OptimizerOptions, RunOptions, SelectionOptions
 from nbcli.tasks.presets import CLASSIFICATION_PRESETS
+
+if TYPE_CHECKING:
+    from nbcli.tasks.finetune import FinetuneConfig
 
 EncoderPreset = Literal[(*("tiny", "small", "gpt2-124m", "roberta-8"), *CLASSIFICATION_PRESETS)]  # type: ignore[valid-type]
 
@@ -99,7 +102,8 @@ class ClassificationTask(Task):
         "Fine-tune an encoder with a head (docs/classification.md): log.jsonl adds val_accuracy, val_f1, val_loss "
         "(and per --valid set) at evaluations, summary.json best_step and best_epoch (by --select-by: default the first "
         "set's highest accuracy, the earliest on a tie), best_val_accuracy (the first set's accuracy there), "
-        "best_by_set (each set's own best) and the final metrics. Under torchrun it trains with DDP.")
+        "best_by_set (each set's own best) and the final metrics; DIR/best.safetensors is the model at best_step, which "
+        "nb predict, eval and export read from the run directory. Under torchrun it trains with DDP.")
     examples = """\
   nb train classification --init bert-base-uncased --corpus MNLI/train.tsv --text-field sentence1 \\
       --text-pair-field sentence2 --valid matched=MNLI/dev_matched.tsv --valid mismatched=MNLI/dev_mismatched.tsv \\
@@ -114,10 +118,12 @@ class ClassificationTask(Task):
     option_groups: tuple[type, ...] = (FinetuneRunOptions, EncoderOptions, ArchitectureOptions, SelectionOptions,
                                       OptimizerOptions, SentenceOptions)
 
-    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
-        from nbcli.tasks.data import DataSpec, parse_valid
+    def config(self, values: dict[str, Any]) -> FinetuneConfig:
+        """The FinetuneConfig a run of `values` (every option's value) is made with: a paper preset's
+        values, then the options given over them (`preset_overridden` names what they replaced); nothing read."""
+        from nbcli.tasks.data import DataSpec
         from nbcli.tasks.presets import with_classification_preset
-        from nbcli.tasks.finetune import FinetuneConfig, finetune
+        from nbcli.tasks.finetune import FinetuneConfig
         from nbcli.train.config import check_warmup
 
         v = values
@@ -142,7 +148,14 @@ class ClassificationTask(Task):
         o = with_classification_preset({k: x for k, x in options.items() if x is not None})
         data = DataSpec(task=self.name, text_field=v["text_field"], pair_field=v.get("text_pair_field"),  # type: ignore[arg-type]
                         label_field=v["label_field"] or "label", max_len=v["seq_len"] or 128)
-        cfg = FinetuneConfig(data=data, **o)  # type: ignore[arg-type]
+        return FinetuneConfig(data=data, **o)  # type: ignore[arg-type]
+
+    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
+        from nbcli.tasks.data import parse_valid
+        from nbcli.tasks.finetune import finetune
+
+        v = values
+        cfg = self.config(v)
         steps, stop_at = v["steps"], v["stop_at"]
         hooks.on_start(min(steps, stop_at or steps) if steps else stop_at)
         return finetune(cfg, v["corpus"], parse_valid(v["valid"] or []), v["out"], resume=v["resume"],
@@ -179,7 +192,8 @@ class ClassificationTask(Task):
         for name, metrics in s["final"].items():
             rows.append((f"final {name}: accuracy / F1 / loss",
                          f"{num(metrics['accuracy'])} / {num(metrics['f1'])} / {num(metrics['loss'])}"))
-        rows += [("tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"])]
+        rows += [("tokens/s", num(s["tokens_per_s"])), ("checkpoint", s["checkpoint"]),
+                 ("best checkpoint", s.get("best_checkpoint") or "-")]
         return SummaryView(f"nb train --task {s['task']}: {s['out']}", rows + closing_rows(s, num))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from nbcli.errors import ConfigError
 
@@ -19,6 +19,9 @@ from nbcli.tasks.presets import TRANSLATION_PRESETS
 TranslationPreset = Literal[tuple(TRANSLATION_PRESETS)]  # type: ignore[valid-type]
 from nbcli.tasks.common_options import (TOKENIZER_HELP, ArchitectureOptions, GuidanceOptions, OptimizerOptions, OutputLayerOptions,
                                         RunOptions, SelectionOptions)
+
+if TYPE_CHECKING:
+    from nbcli.train.config import TrainConfig
 
 
 @dataclass
@@ -112,18 +115,17 @@ class TranslationTask(Task):
     option_groups = (TranslationRunOptions, TranslationOptions, ArchitectureOptions, SelectionOptions, OutputLayerOptions,
                      OptimizerOptions, GuidanceOptions)
 
-    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
-        from nbcli.tasks.translation import build_translation_config, train_translation
+    def config(self, values: dict[str, Any]) -> TrainConfig:
+        """The TrainConfig a run of `values` (every option's value) is made with: the preset, then the
+        options given over it (its `preset_overridden` names what they replaced); nothing read."""
+        from nbcli.tasks.translation import build_translation_config
         from nbcli.analysis.patterns import parse_patterns
         from nbcli.tasks.common_options import common_config
 
         v = values
-        if v["src_lang"] is None or v["tgt_lang"] is None:
-            raise ConfigError("--task translation needs --src-lang and --tgt-lang (e.g. --src-lang de --tgt-lang en)")
-        source_tok, target_tok = translation_tokenizers(v["tokenizer"], v["src_tokenizer"], v["tgt_tokenizer"])
         if v["untie"] and v["share_embeddings"] not in (None, "none"):
             raise ConfigError(f"--untie-embeddings contradicts --share-embeddings {v['share_embeddings']}")
-        cfg = build_translation_config(v["preset"], dict(
+        return build_translation_config(v["preset"], dict(
             src_lang=v["src_lang"], tgt_lang=v["tgt_lang"], columns=v["columns"], d_ff=v["d_ff"], norm=v["norm"],
             positions=v["positions"],
             scale_embedding=v["scale_embedding"], init_scheme=v["init_scheme"],
@@ -131,6 +133,15 @@ class TranslationTask(Task):
             freeze_embeddings=v["freeze_embeddings"] or None, beam=v["beam"], lenpen=v["lenpen"],
             eval_sentences=v["eval_sentences"], ag_decoder_fraction=v["ag_decoder_fraction"],
             ag_decoder_patterns=parse_patterns(v["ag_decoder_patterns"]), select_by=v["select_by"]), **common_config(v))
+
+    def train(self, values: dict[str, Any], hooks: TrainHooks) -> dict[str, Any]:
+        from nbcli.tasks.translation import train_translation
+
+        v = values
+        if v["src_lang"] is None or v["tgt_lang"] is None:
+            raise ConfigError("--task translation needs --src-lang and --tgt-lang (e.g. --src-lang de --tgt-lang en)")
+        source_tok, target_tok = translation_tokenizers(v["tokenizer"], v["src_tokenizer"], v["tgt_tokenizer"])
+        cfg = self.config(v)
         stop_at = v["stop_at"]
         hooks.on_start(min(cfg.steps, stop_at) if stop_at else cfg.steps)
         return train_translation(cfg, v["corpus"], source_tok, target_tok, v["out"], valid=v["valid"],

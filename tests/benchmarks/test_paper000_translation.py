@@ -136,5 +136,6 @@ def test_the_runs_are_nb_reproduce_000_fig2_at_cpu_scale_with_the_scripts_option
     options = plan.runs[0].options
     assert (options["src_lang"], options["tgt_lang"], options["steps"], options["eval_every"]) == ("wyc", "en", 40, 50)
     assert options["corpus"] == [corpus["prefixes"]["train"]] and options["bias_init"] == "unigram"
+    assert options["preset"] == "paper000-iwslt" and options["rescale_w"] == "fro"   # paper 000 app. A, sec. 4.1
     assert plan.runs[0].evaluation["options"]["beam"] == 5 and plan.runs[0].evaluation["corpus"] == \
         [corpus["prefixes"]["test"]]

@@ -1,14 +1,12 @@
 """benchmarks/paper002_classification.py without training: the split is the shipped file's own lines
 (bad bytes, lone CRs and quoted commas kept), read back by nb's reader as the shipped file reads; the
-table's mean and sample σ; the best evaluation of a log; the missing-package message."""
+runs it hands `nb reproduce 002-table1` (the plan, before any run); the missing-package message."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
 import io
-import json
-import statistics
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -99,41 +97,6 @@ def test_split_rows_disjoint_and_sized(n: int, data: st.DataObject) -> None:
         bench.split_rows([b""] * n, n - n_valid + 1, n_valid, seed)
 
 
-def test_run_figures_take_the_first_best_evaluation(tmp_path: Path) -> None:
-    records = [{"step": 1, "lr": 1e-4, "loss": 1.0},
-               {"step": 10, "val_loss": 1.0, "val_accuracy": 0.5, "val_f1": 0.4},
-               {"step": 20, "val_loss": 0.9, "val_accuracy": 0.7, "val_f1": 0.6},
-               {"step": 30, "val_loss": 0.8, "val_accuracy": 0.7, "val_f1": 0.65},
-               {"step": 40, "val_loss": 0.85, "val_accuracy": 0.6, "val_f1": 0.55}]
-    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    got = bench.run_figures(tmp_path, 20, train_rows=320, batch_size=32)
-    assert (got["best_step"], got["best_val_accuracy"], got["val_f1_at_best"]) == (20, 0.7, 0.6)
-    assert got["best_epoch"] == 2.0 and got["final_val_accuracy"] == 0.6 and len(got["curve"]) == 4
-    with pytest.raises(ValueError, match="best_step 30"):
-        bench.run_figures(tmp_path, 30, train_rows=320, batch_size=32)
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(st.floats(0, 1), min_size=1, max_size=5), min_size=1, max_size=4))
-def test_arm_rows_mean_and_sample_sd(accuracies: list[list[float]]) -> None:
-    runs = [{"arm": f"arm{a}", "seed": s, "best_val_accuracy": acc, "val_f1_at_best": acc / 2, "best_step": 10 * s,
-             "best_epoch": s / 2, "final_val_accuracy": acc, "wall_s": 3.0}
-            for a, accs in enumerate(accuracies) for s, acc in enumerate(accs)]
-    rows = bench.arm_rows(runs)
-    assert [r["arm"] for r in rows] == [f"arm{a}" for a in range(len(accuracies))]
-    for row, accs in zip(rows, accuracies):
-        assert row["seeds"] == len(accs)
-        assert row["best_val_accuracy"] == pytest.approx(sum(accs) / len(accs))
-        sd = statistics.pstdev(accs) * (len(accs) / (len(accs) - 1)) ** 0.5 if len(accs) > 1 else 0.0
-        assert row["best_val_accuracy_sd"] == pytest.approx(sd, abs=1e-12)
-        assert row["macro_f1"] == pytest.approx(row["best_val_accuracy"] / 2)
-    unknown = bench.arm_rows([{**r, "wall_s": None} for r in runs])   # --report: wall times unknown
-    assert all(r["wall_s_per_run"] is None for r in unknown) and bench.table(unknown).count("| - |") == len(rows)
-    text = bench.table(rows, majority=0.4)
-    assert text.count("\n") == len(rows) + 2 and "| (majority label) | - | 40.0 |" in text
-    assert f"| {100 * rows[0]['best_val_accuracy']:.1f} ({100 * rows[0]['best_val_accuracy_sd']:.1f}) |" in text
-
-
 def test_majority_share_is_the_training_majority_on_validation(tmp_path: Path) -> None:
     split = bench.Split(tmp_path / "train.csv", tmp_path / "valid.csv", 10, 6, 4, 0, "",
                         labels={"train.csv": {"a": 4, "b": 2}, "valid.csv": {"a": 1, "b": 3}})
@@ -145,12 +108,37 @@ def test_a_missing_package_names_the_pip_command() -> None:
         bench.package_file("no_such_package_nb_test", "x")
 
 
-def test_the_arms_cover_paper_002_table_1(tmp_path: Path) -> None:
-    arms = {a.name: a.options for a in bench.arms(tmp_path)}
-    assert set(bench.DEFAULT_ARMS) <= set(arms)
-    assert arms["MiniLM fine-tuned"]["init"] == tmp_path and "init" not in arms["Xavier"]
-    assert arms["MiniLM_Xavier"]["encoder_options"]["embedding_standardise"] == "xavier"
-    assert arms["MiniLM_Shuffled"]["encoder_options"]["embedding_shuffle_mode"] == "rows-columns"
-    assert {o.get("tokenizer") for n, o in arms.items() if n != "MiniLM fine-tuned"} == {tmp_path / "tokenizer.json"}
-    with pytest.raises(SystemExit, match="unknown"):
-        bench.arms(tmp_path, ["BERT"])
+def test_the_runs_are_nb_reproduce_002_table1_sst2_bert_at_cpu_scale(tmp_path: Path) -> None:
+    """What main() hands nbcli.reproduce plans, before any run: the split as the SST2 roles with the tweet
+    columns, MiniLM (here a stand-in folder of its width, 384) as BERT, the paper002-sst2-bert preset for
+    every arm of the block, the script's updates over the cpu scale's, --seeds seeds."""
+    import torch
+    from safetensors.torch import save_file
+
+    from nbcli.sweeps.items import item_recipe
+    from nbcli.sweeps.plan import build_plan
+
+    split = bench.write_split(shipped_like(tmp_path / "corpus.csv", 40), tmp_path / "split", 25, 10, seed=0)
+    encoder = tmp_path / "minilm"
+    encoder.mkdir()
+    save_file({"embeddings.word_embeddings.weight": torch.zeros(8, 384)}, str(encoder / "model.safetensors"))
+    args = bench.parse_args(["--seeds", "2", "--steps", "40", "--jobs", "2"])
+    settings = bench.reproduce_settings(args, split, encoder)
+    assert settings["scale"] == "cpu" and settings["jobs"] == 2
+    plan = build_plan(item_recipe("002-table1"), scale=settings["scale"], data=settings["data"],
+                      arms=settings["arms"], sets=settings["sets"], seeds=settings["seeds"])
+    assert [r.arm for r in plan.runs[::2]] == [f"SST2/BERT/{a}" for a in ("Xavier", "BERT", "BERT_Xavier",
+                                                                           "BERT_Shuffled", "Xavier_BERT")]
+    assert [r.seed for r in plan.runs[:2]] == [0, 1]
+    for run in plan.runs:
+        o = run.options
+        assert o["preset"] == "paper002-sst2-bert" and o["d_model"] == 384
+        assert (o["text_field"], o["label_field"], o["steps"], o["batch_size"], o["seq_len"]) == \
+            ("text", "sentiment", 40, 32, 64)
+        assert o["corpus"] == [str(split.train)] and o["valid"] == [f"dev={split.valid}"]
+    assert plan.runs[-1].options["embedding_standardise"] == f"match:{encoder}"
+
+
+def test_quick_mode_shrinks_the_run() -> None:
+    full, quick = bench.parse_args([]), bench.parse_args(["--quick"])
+    assert quick.steps < full.steps and quick.seeds == 1 and quick.work != full.work and len(quick.arms) == 2

@@ -71,6 +71,42 @@ def test_an_option_of_another_task_names_the_task_that_has_it(tmp_path: Path) ->
     _refused(tmp_path, recipe, "options.bias_init", "belongs to nb train lm, translation")
 
 
+TRANSLATION = """\
+task = "translation"
+seeds = [0]
+[data.train]
+help = "pairs"
+[options]
+corpus = ["{train}"]
+src_lang = "de"
+tgt_lang = "en"
+[[axes]]
+name = "bias"
+values = [{ name = "unigram", options = { bias_init = "unigram" } }, { name = "zero" }]
+[[metrics]]
+name = "loss"
+from = "summary"
+key = "final_val_loss"
+"""
+
+
+@pytest.mark.parametrize("preset, fragments", [
+    ('preset = "paper000-gpt"\n', ("preset '*'", "paper000-gpt")),
+    ('[preset]\nunigram = "paper000-iwslt"\n', ("preset: arm 'zero' matches 0 patterns",)),
+    ('[preset]\n"*" = "paper000-iwslt"\nzero = "paper000-wmt"\n', ("preset: arm 'zero' matches 2 patterns",)),
+    ('preset = ""\n', ("preset", "expected a preset name")),
+])
+def test_a_bad_recipe_preset_is_one_line(tmp_path: Path, preset: str, fragments: tuple[str, ...]) -> None:
+    _refused(tmp_path, TRANSLATION.replace("[data.train]", preset + "[data.train]", 1), *fragments)
+
+
+def test_a_preset_set_twice_is_refused(tmp_path: Path) -> None:
+    recipe = TRANSLATION.replace("[data.train]", 'preset = "paper000-iwslt"\n[data.train]', 1)
+    _refused(tmp_path, recipe.replace('tgt_lang = "en"', 'tgt_lang = "en"\npreset = "tiny"'),
+             "[options]: options.preset", "the recipe's preset sets it")
+    _refused(tmp_path, recipe + '[scales.smoke]\noptions = { preset = "tiny" }\n', "[scales.smoke]: options.preset")
+
+
 def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Path) -> None:
     out = tmp_path / "out"
     done = run_nb("reproduce", "000-fig2", "--scale", "smoke", "--data", f"train={pairs / 'train'}", "--out", out)
@@ -91,6 +127,8 @@ def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Pa
     (("reproduce", "000-fig2", "--scale", "huge", "--out", "o"), ("no scale 'huge'", "smoke, cpu, paper")),
     (("reproduce", "000-fig2", "--arms", "uni*x", "--out", "o"), ("--arms uni*x matches no arm", "unigram, zero")),
     (("reproduce", "000-fig2", "--set", "bias_init=zero", "--out", "o"), ("--set bias_init", "axis 'bias init'")),
+    (("reproduce", "002-table1", "--arms", "SST2/*", "--set", "preset=tiny", "--out", "o"),
+     ("--set preset", "the preset of each arm")),
     (("reproduce", "000-fig2", "--resources", "GPU=1", "--out", "o"), ("--resources", "--dask",)),
     (("reproduce", "000-fig2"), ("needs ITEM and --out",)),
     (("reproduce", "000-fig2", "--seeds", "0,x", "--out", "o"), ("--seeds 0,x", "integers")),

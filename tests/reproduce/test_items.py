@@ -40,7 +40,9 @@ def test_list_shows_each_item_with_its_data_or_why_it_cannot_run() -> None:
     assert [r["role"] for r in items["000-fig2"]["data"]] == ["train", "valid", "test", "tokenizer"]
     assert [r["role"] for r in items["000-fig3"]["data"]] == ["train", "valid", "tokenizer"]   # no test set
     assert not items["000-fig4"]["runnable"] and "translation model" in items["000-fig4"]["unavailable"]
-    assert items["002-table1"]["published"] == 66 and "SST2/BERT/BERT_Shuffled" in items["002-table1"]["arms"]
+    assert items["002-table1"]["published"] == 78 and "SST2/BERT/Xavier_BERT" in items["002-table1"]["arms"]
+    assert items["002-table1"]["presets"]["SST2/BERT/*"] == "paper002-sst2-bert"
+    assert items["000-fig2"]["presets"] == {"*": "paper000-iwslt"}
     text = invoke("reproduce", "--list")
     assert "not runnable yet" in text.stdout and "--data tokenizer=" in text.stdout
     one = json.loads(invoke("reproduce", "002-table4", "--list", "--json").stdout)["items"]
@@ -56,7 +58,7 @@ def test_002_table1_smoke_classification(tmp_path: Path, sst2: dict[str, Path]) 
     assert done.returncode == 0, done.stderr.decode()
     report = json.loads(done.stdout)
     assert [row["arm"] for row in report["rows"]] == [f"SST2/BERT/{a}" for a in ("Xavier", "BERT", "BERT_Xavier",
-                                                                               "BERT_Shuffled")]
+                                                                               "BERT_Shuffled", "Xavier_BERT")]
     runs = {r["run"]: r for r in report["runs"]}
     for name, r in runs.items():
         summary = json.loads((out / name / "summary.json").read_text())
@@ -65,6 +67,9 @@ def test_002_table1_smoke_classification(tmp_path: Path, sst2: dict[str, Path]) 
         assert r["metrics"]["mismatched"] is None                       # an SST2 arm logs no mismatched set
     config = json.loads((out / "runs/SST2-BERT-BERT_Shuffled-s1/config.json").read_text())
     assert config["encoder_options"]["embedding_shuffle"] is True and config["seed"] == 1
+    # the paper's preset, scaled down by the smoke scale's options alone (and D, the model's width)
+    assert config["recipe"] == "paper002-sst2-bert" and config["encoder_options"]["n_layer"] == 3
+    assert set(config["preset_overridden"]) == {"d_model", "batch_size", "epochs"}
     plotted = {g["group"]: g for g in nbcli.plot_runs([out / n for n in runs], tmp_path / "p").to_dict()["groups"]}
     for row in report["rows"]:
         values = [r["metrics"]["accuracy"] for r in runs.values() if r["arm"] == row["arm"]]

@@ -39,7 +39,11 @@ def test_000_fig2_smoke_then_000_fig3_on_the_same_runs(tmp_path: Path, pairs: Pa
     assert {o["action"] for o in report["outcomes"]} == {"trained+evaluated"}
     for r in runs:   # each run an nb run directory made with its arm's option; its score is nb eval's
         run = out / r["run"]
-        assert json.loads((run / "config.json").read_text())["bias_init"] == r["arm"]
+        config = json.loads((run / "config.json").read_text())
+        assert config["bias_init"] == r["arm"] and config["preset"] == "paper000-iwslt"   # paper 000 app. A
+        assert config["rescale_w"] == ("fro" if r["arm"] == "unigram" else None)           # sec. 4.1
+        assert config["task_options"]["share_embeddings"] == "none" and config["adam_beta2"] == 0.997
+        assert {"n_layer", "d_model", "d_ff"} <= set(config["preset_overridden"])         # the smoke scale-down
         record = json.loads(run.with_suffix(".json").read_text())
         assert r["metrics"]["test_bleu"] == record["evaluation"]["result"]["bleu"]
     again = nbcli.evaluate_translation([str(pairs / "test")], "de", "en", checkpoint=out / runs[0]["run"], beam=2,

@@ -24,13 +24,14 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
     ("xavier", surgery.StandardiseSpec("xavier")),
     ("match:/a/b:c.safetensors:emb.weight", surgery.StandardiseSpec("match", match_file="/a/b:c.safetensors",
                                                                     match_tensor="emb.weight")),
+    ("match:/a/b.safetensors", surgery.StandardiseSpec("match", match_file="/a/b.safetensors")),
     ("mean=0.1,std=0.02", surgery.StandardiseSpec("explicit", mean=0.1, std=0.02)),
 ])
 def test_parse_standardise(spec: str, expected: surgery.StandardiseSpec) -> None:
     assert surgery.parse_standardise(spec) == expected
 
 
-@pytest.mark.parametrize("bad", ["gauss", "match:file", "mean=1", "mean=x,std=1", "mean=0,std=-1", "std=nan,mean=0"])
+@pytest.mark.parametrize("bad", ["gauss", "match:", "match::emb", "mean=1", "mean=x,std=1", "mean=0,std=-1", "std=nan,mean=0"])
 def test_parse_standardise_errors(bad: str) -> None:
     with pytest.raises(ConfigError):
         surgery.parse_standardise(bad)

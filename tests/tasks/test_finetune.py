@@ -240,6 +240,7 @@ def test_encoder_options_shape_and_paper_002_inits(tmp_path, bert) -> None:
     matched = emb("xavier", embedding_standardise=f"match:{tmp_path / 'rows.safetensors'}:emb")
     assert abs(float(matched.mean()) - float(rows.mean())) < 1e-5
     assert abs(float(matched.std()) - float(rows.std())) < 1e-5
+    assert torch.equal(emb("xavier", embedding_standardise=f"match:{tmp_path / 'rows.safetensors'}"), matched)
 
 
 def test_encoder_options_through_the_api(tmp_path, bert) -> None:
