@@ -108,12 +108,12 @@ class RowMoments:
         # Sigma (whitening): float64 products. Whitening divides by Sigma's small eigenvalues: float32
         # products put 5e-5 into the whitened scores and 1e-2 (relative) into the whitened partition
         # ratio at Sigma's condition number 1e3, with the rows centred at mu exactly or not
-        exact = x.to(torch.float64).sub_(self.shift)
+        exact = gram_rows  # w - c in float64 once: the Gram matrix and sums above are done with it
         seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
         if not bool(seen.all()):
             exact, weight = exact[seen], weight[seen]
         root = weight.sqrt()
-        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c)
+        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c), in place
         self.weighted_sum += root @ scaled
         self.weighted_scatter += gram_block(scaled)
 
