@@ -5,9 +5,10 @@ device, float64 where the whitening needs it.
 * Pass 1 (`RowMoments`): about a shift c (the first block's mean, so nothing cancels), the Gram
   matrix sum_i (w_i - c)(w_i - c)^T and, with unigram weights p, the weighted scatter
   sum_i p_i (w_i - c)(w_i - c)^T, with the sums and norm sums beside them: the Gram matrix's block
-  products in float32, the weighted scatter's in float64 (whitening amplifies the errors of Sigma's
-  small directions), both summed over blocks in float64. From these alone (`Moments`): W^T W, the
-  weighted mean mu and covariance Sigma, the uniform scatter, and the scatter of the rows about mu:
+  products in float32 without weights, float64 with them (the whitened rows' Gram matrix is it
+  transformed by Sigma^(-1/2)), the weighted scatter's in float64 (whitening amplifies the errors of
+  Sigma's small directions), all summed over blocks in float64. From these alone (`Moments`): W^T W,
+  the weighted mean mu and covariance Sigma, the uniform scatter, and the scatter of the rows about mu:
   d x d algebra in float64, no further pass.
 * Between the passes (`solve_whitening`, `second_pass`): one eigendecomposition per matrix, each used for everything it
   gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
@@ -20,10 +21,10 @@ device, float64 where the whitening needs it.
   direction and its weighted share, without a whitened copy of W.
 
 So the statistics take three eigendecompositions (and two eigenvalue-only ones for Yokoi et al.'s
-uniform scores), each needed by its own statistic, and four V d^2 products, only the weighted
-scatter's in float64 (`nbcli.analysis.probe_precision` says which precision each statistic uses and
-its tolerance). The block kernels and eigensolvers are `nbcli.analysis.kernels` (numpy's
-BLAS and LAPACK on the CPU).
+uniform scores), each needed by its own statistic, and four V d^2 products, the weighted
+scatter's and (with weights) the Gram matrix's in float64 (`nbcli.analysis.probe_precision` says
+which precision each statistic uses and its tolerance). The block kernels and eigensolvers are
+`nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU).
 """
 
 from __future__ import annotations
@@ -108,12 +109,12 @@ class RowMoments:
         # Sigma (whitening): float64 products. Whitening divides by Sigma's small eigenvalues: float32
         # products put 5e-5 into the whitened scores and 1e-2 (relative) into the whitened partition
         # ratio at Sigma's condition number 1e3, with the rows centred at mu exactly or not
-        exact = x.to(torch.float64).sub_(self.shift)
+        exact = gram_rows  # w - c in float64 once: the Gram matrix and sums above are done with it
         seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
         if not bool(seen.all()):
             exact, weight = exact[seen], weight[seen]
         root = weight.sqrt()
-        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c)
+        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c), in place
         self.weighted_sum += root @ scaled
         self.weighted_scatter += gram_block(scaled)
 

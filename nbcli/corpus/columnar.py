@@ -75,15 +75,20 @@ def _parts_of_groups(texts: list[int], workers: int | None) -> list[int]:
     """How many units share each row group (text bytes `texts`).
 
     A unit that starts inside a row group decodes the pages before its slice, so sharing a group
-    among P units decodes it (P + 1) / 2 times. With enough row groups for the workers (at least 3
-    per worker) groups stay whole and only the last `workers` are shared (at most `workers` ways),
-    so the work left at the end is in small pieces; otherwise, or when the workers are not known
-    (Dask), every group of more than UNIT_BYTES of text is shared."""
+    among P units decodes it (P + 1) / 2 times. With the workers known, a group is shared at most
+    `workers` ways: P = workers already spreads one group over every worker, and a larger P decodes
+    more without finishing sooner. With enough row groups for the workers (at least 3 per worker)
+    groups stay whole and only the last `workers` are shared, so the work left at the end is in
+    small pieces; with fewer, every group of more than UNIT_BYTES of text is. When the workers are
+    not known (Dask), every such group is shared, in slices of about UNIT_BYTES."""
     split_all = [max(1, -(-text // UNIT_BYTES)) for text in texts]
-    if workers is None or len(texts) < 3 * workers:
+    if workers is None:
         return split_all
+    capped = [min(workers, parts) for parts in split_all]
+    if len(texts) < 3 * workers:
+        return capped
     tail = len(texts) - workers
-    return [1 if i < tail else min(workers, parts) for i, parts in enumerate(split_all)]
+    return [1 if i < tail else parts for i, parts in enumerate(capped)]
 
 
 def _parquet_units(source: CorpusSource, field: str, workers: int | None) -> tuple[Any, list[RowUnit]]:

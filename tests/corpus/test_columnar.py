@@ -297,7 +297,9 @@ def test_row_groups_stay_whole_but_the_last_ones_when_there_are_enough(
     if workers > 1:
         assert sum(per_group.values()) > groups  # the tail is shared
     assert sum(u.progress_bytes for u in units) == path.stat().st_size
-    assert columnar._parts_of_groups([5000] * 4, 2) == [max(1, -(-5000 // 700))] * 4  # too few groups: all shared
+    assert columnar._parts_of_groups([5000] * 4, 2) == [2] * 4  # too few groups: all shared, `workers` ways
+    assert columnar._parts_of_groups([5000, 300], 3) == [3, 1]  # at most `workers` ways, a small group whole
+    assert columnar._parts_of_groups([5000], 1) == [1]  # one worker: nothing to share, decoded once
     assert columnar._parts_of_groups([5000] * 6, None) == [8] * 6  # workers unknown (Dask): all shared
     result = count([str(path)], sp_model, workers)
     np.testing.assert_array_equal(result.counts, reference.counts)
