@@ -20,7 +20,7 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
                       allow_vocab_mismatch: bool = False, threads: int | None = None, **config: Any) -> TrainReport:
     """Train nb's encoder-decoder (`nb train --task translation`) on sentence pairs into `out`: one joint
     `tokenizer`, or `src_tokenizer` and `tgt_tokenizer`; `valid` pairs, else every k-th pair held out.
-    `task_options`: `nbcli.tasks.translation.TranslationOptions` fields (norm="pre", positions="none",
+    `task_options`: `nbcli.tasks.translation_config.TranslationOptions` fields (norm="pre", positions="none",
     beam=5, ...); `config`: TrainConfig fields over the preset's (tiny, iwslt, base, kim-3). The summary
     adds best_val_bleu, best_step, alc_val_bleu, train_pairs, valid_pairs (used) and skipped_long_pairs; `threads`:
     CPU threads (`--threads`)."""
