@@ -68,11 +68,12 @@ def predict_labels(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], 
                    batch_size: int = 32, device: str = "cpu") -> Report:
     """`nb predict`: the label (by name) and class probabilities of every record of `corpus` (tags
     and per-token probabilities for a tagger), in input order, from a classifier run or its
-    step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`."""
-    from nbcli.tasks.inference import predict_report
+    step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`. A run of
+    another task: that task's predictions (`Task.predict_report`), as nb predict gives them."""
+    from nbcli.tasks.runs import predict_run
 
-    return Report(predict_report(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
-                                 device=device))
+    return Report(predict_run(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
+                              device=device))
 
 
 @public

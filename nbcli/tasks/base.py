@@ -87,6 +87,34 @@ class Task:
         """`nb predict RUN --corpus FILE...`: one prediction (a JSON object) per record of `corpus`."""
         raise ConfigError(f"nb train {self.name} runs have no nb predict")
 
+    # nb predict and nb export, as nb eval: the options (keyword names of the command's: "batch_size",
+    # "device"; "source_tokenizer", "beam", ...) this task's `predict_report` / `export` reads, each passed
+    # by name; any other option given is refused naming the task (`nbcli.tasks.runs.command_options`).
+    predict_options: ClassVar[frozenset[str]] = frozenset()
+    export_options: ClassVar[frozenset[str]] = frozenset()
+
+    def predict_report(self, run: Path, corpus: list[str], output: Path | None, **options: Any) -> dict[str, Any]:
+        """`nb predict RUN --corpus FILE... [-o FILE]`: the report; by default `predict`'s records as JSON
+        lines in `output` (checked before any work: no input overwritten; written whole or not at all) or,
+        without `output`, in the report's `predictions`."""
+        import json
+
+        from nbcli.atomic import write_text_atomic
+        from nbcli.outputs import guard_outputs, model_inputs
+
+        guard_outputs([output], [*model_inputs(run), *corpus])
+        predictions = self.predict(run, corpus)
+        if output is not None:
+            write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+        return {"task": self.name, "checkpoint": str(run), "corpus": list(corpus),
+                "output": None if output is None else str(output), "records": len(predictions), "labels": [],
+                "predictions": predictions if output is None else None, "warnings": []}
+
+    def export(self, run: Path, out: Path, **options: Any) -> dict[str, Any]:
+        """`nb export RUN -o DIR`: the run as a model folder another library loads; the report (plain
+        data); `options`: the values of the `export_options` it declares."""
+        raise ConfigError(f"nb train {self.name} runs have no nb export")
+
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         """The summary as a person reads it (default: every scalar of it), numbers written by `num`."""
         rows = [(key, value if isinstance(value, str) else num(value)) for key, value in summary.items()

@@ -157,6 +157,16 @@ class TranslationTask(Task):
         return eval_translation_model(run, corpus, o["src_lang"], o["tgt_lang"], beam=o["beam"], lenpen=o["lenpen"],
                                       batch_size=o["batch_size"], device=o["device"], columns=o["columns"])
 
+    export_options = frozenset({"source_tokenizer", "target_tokenizer", "beam", "lenpen"})
+
+    def export(self, run: Path, out: Path, **o: Any) -> dict[str, Any]:
+        """The run's best checkpoint (or a checkpoint file) as a transformers Marian folder, its decoding
+        in generation_config (`nbcli.export`)."""
+        from nbcli.export import export_translation
+
+        return export_translation(run, out, source_tokenizer=o["source_tokenizer"],
+                                  target_tokenizer=o["target_tokenizer"], beam=o["beam"], lenpen=o["lenpen"]).as_dict()
+
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import closing_rows
 
