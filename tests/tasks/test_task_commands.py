@@ -84,3 +84,11 @@ def test_a_task_without_an_export_says_so(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "nb train lm runs have no nb predict")
     assert not (tmp_path / "hf").exists()
+
+
+def test_the_python_api_takes_the_same_path(echo_run: Path, tmp_path: Path) -> None:
+    from nbcli.api import export_checkpoint, predict_labels
+
+    report = predict_labels(echo_run, tmp_path / "in.txt")
+    assert report.predictions == [{"length": 2}, {"length": 4}, {"length": 0}]
+    assert export_checkpoint(echo_run, tmp_path / "hf", beam=2).beam == 2
