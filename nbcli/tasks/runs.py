@@ -119,7 +119,9 @@ def command_options(task: Task, command: str, declared: frozenset[str], values: 
                     defaults: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The values of the options `declared` by `task` for `nb COMMAND` (its `predict_options`,
     `export_options`), each by name; an option it does not read, given a value other than its default,
-    is refused in one line naming the task (never ignored)."""
+    is refused in one line naming the task (never ignored); so is a task without the command at all."""
+    if command not in task.commands():
+        raise ConfigError(task.lacks(command))
     refused = [(flags or {}).get(k, "--" + k.replace("_", "-")) for k, v in values.items()
                if k not in declared and v != defaults[k]]
     if refused:
@@ -150,3 +152,21 @@ def export_run(run: Path | str, out: Path | str, **options: Any) -> dict[str, An
     values = {**EXPORT_DEFAULTS, **options}
     picked = command_options(task, "export", task.export_options, values, EXPORT_DEFAULTS, EXPORT_FLAGS)
     return task.export(Path(run), Path(out), **picked)
+
+
+TRANSLATE_DEFAULTS: dict[str, Any] = {
+    "beam": None, "lenpen": None, "batch_size": 64, "max_len_a": None, "max_len_b": None, "source_tokenizer": None,
+    "target_tokenizer": None, "device": "auto", "src_lang": None, "tgt_lang": None}
+
+
+def translate_run(run: Path | str, input_path: Path | str, output: Path | str,
+                  progress: Callable[[int], None] | None = None, **options: Any) -> dict[str, Any]:
+    """`nb translate RUN_OR_CKPT -i FILE -o FILE`: the run's task's translation (`Task.translate`; a lone
+    checkpoint: a translation model's). `options`: nb translate's (`TRANSLATE_DEFAULTS`), those the task
+    does not read refused when given; `progress` (sentences done) goes to a task that declares it."""
+    task = get_task(task_of_checkpoint(run, "translation"))
+    values = {**TRANSLATE_DEFAULTS, **options}
+    picked = command_options(task, "translate", task.translate_options, values, TRANSLATE_DEFAULTS, EXPORT_FLAGS)
+    if "progress" in task.translate_options:
+        picked["progress"] = progress
+    return task.translate(Path(run), Path(input_path), Path(output), **picked)

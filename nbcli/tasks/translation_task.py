@@ -158,6 +158,15 @@ class TranslationTask(Task):
                                       batch_size=o["batch_size"], device=o["device"], columns=o["columns"])
 
     export_options = frozenset({"source_tokenizer", "target_tokenizer", "beam", "lenpen"})
+    translate_options = frozenset({"beam", "lenpen", "batch_size", "max_len_a", "max_len_b", "source_tokenizer",
+                                   "target_tokenizer", "device", "src_lang", "tgt_lang", "progress"})
+
+    def translate(self, run: Path, input_path: Path, output: Path, **o: Any) -> dict[str, Any]:
+        """Every line of `input_path` translated by the run's best checkpoint (or a checkpoint file), beam 5
+        and lenpen 1 unless given (`nbcli.translate.translate_file`)."""
+        from nbcli.translate import translate_file
+
+        return translate_file(run, input_path, output, **o).as_dict()
 
     def export(self, run: Path, out: Path, **o: Any) -> dict[str, Any]:
         """The run's best checkpoint (or a checkpoint file) as a transformers Marian folder, its decoding

@@ -92,3 +92,10 @@ def test_the_python_api_takes_the_same_path(echo_run: Path, tmp_path: Path) -> N
     report = predict_labels(echo_run, tmp_path / "in.txt")
     assert report.predictions == [{"length": 2}, {"length": 4}, {"length": 0}]
     assert export_checkpoint(echo_run, tmp_path / "hf", beam=2).beam == 2
+
+
+def test_translate_goes_to_the_task_too(echo_run: Path, tmp_path: Path) -> None:
+    result = invoke("translate", echo_run, "-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "nb train echo runs have no nb translate (nb predict, nb export read them)")
+    assert not (tmp_path / "out.txt").exists()
