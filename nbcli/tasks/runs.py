@@ -1,6 +1,6 @@
-"""What the faces call (`nb train|eval|predict|export` and the Python API): train a task by name from
-option values, find the task a run directory (or a checkpoint) records, and pick the options a task's
-command reads."""
+"""What the faces call (`nb train|eval|predict|export|translate` and the Python API): train a task by
+name from option values, find the task a run directory (or a checkpoint) records, and hand the run to
+that task's command with the options it reads."""
 
 from __future__ import annotations
 
@@ -105,8 +105,8 @@ def task_of_run(run: Path | str) -> str | None:
 
 
 def task_of_checkpoint(run: Path | str, default: str) -> str:
-    """The task of RUN_OR_CKPT for `nb predict` / `nb export`: the one its run directory records, else
-    a lone classifier checkpoint's own (its metadata `nb.task`), else `default`."""
+    """The task of RUN_OR_CKPT for `nb predict` / `nb export` / `nb translate`: the one its run directory
+    records, else a lone classifier checkpoint's own (its metadata `nb.task`), else `default`."""
     recorded = task_of_run(run)
     if recorded is not None:
         return recorded
@@ -118,7 +118,7 @@ def task_of_checkpoint(run: Path | str, default: str) -> str:
 def command_options(task: Task, command: str, declared: frozenset[str], values: Mapping[str, Any],
                     defaults: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The values of the options `declared` by `task` for `nb COMMAND` (its `predict_options`,
-    `export_options`), each by name; an option it does not read, given a value other than its default,
+    `export_options`, `translate_options`), each by name; an option it does not read, given a value other than its default,
     is refused in one line naming the task (never ignored); so is a task without the command at all."""
     if command not in task.commands():
         raise ConfigError(task.lacks(command))
