@@ -89,7 +89,7 @@ def main() -> None:
     import transformers
     from transformers.utils import logging as hf_logging
 
-    from nbcli.export import export_checkpoint
+    from nbcli.export import export_translation
     from nbcli.padding import pad_rows
     from nbcli.translate import load_translation_model, source_ids, translate_texts
 
@@ -101,7 +101,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         run = build_run(Path(tmp), args.layers, args.d_model, args.ffn, args.heads)
-        export_checkpoint(run, Path(tmp) / "hf")
+        export_translation(run, Path(tmp) / "hf")
         tm = load_translation_model(run, device=args.device)
         device = next(tm.model.parameters()).device
         hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(Path(tmp) / "hf").to(device).eval()

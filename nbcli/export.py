@@ -1,6 +1,7 @@
-"""`nb export`: an nb translation checkpoint -> a transformers model folder (Marian layout) that
-`AutoModelForSeq2SeqLM.from_pretrained` loads with the same logits, so `generate`, pipelines and the
-Hub work on it.
+"""`nb export` of a translation run (`TranslationTask.export`; the command finds the run's task,
+`nbcli.tasks.runs.export_run`): an nb translation checkpoint -> a transformers model folder (Marian
+layout) that `AutoModelForSeq2SeqLM.from_pretrained` loads with the same logits, so `generate`,
+pipelines and the Hub work on it.
 
 nb's encoder-decoder (`nbcli.models.seq2seq`) names its tensors as Marian does without the `model.`
 prefix, so the export is a rename: `model.` + name, except the output layer's `lm_head.weight`
@@ -244,25 +245,15 @@ def export_model(tm: TranslationModel, out: Path | str, *, beam: int | None = No
                         num_beams=beam, length_penalty=lenpen, max_new_tokens=cfg.max_positions)
 
 
-def export_checkpoint(checkpoint: Path | str, out: Path | str, *, source_tokenizer: Path | str | None = None,
-                      target_tokenizer: Path | str | None = None, beam: int | None = None,
-                      lenpen: float | None = None) -> Any:
-    """`nb export CKPT -o DIR` (a run directory stands for its best checkpoint, as for nb translate);
-    a classifier or tagger run (`nbcli.tasks.classifier_export`) exports as transformers'
-    For{Sequence,Token}Classification folder, its last checkpoint for a run directory."""
+def export_translation(checkpoint: Path | str, out: Path | str, *, source_tokenizer: Path | str | None = None,
+                       target_tokenizer: Path | str | None = None, beam: int | None = None,
+                       lenpen: float | None = None) -> Any:
+    """`nb export` of a translation run or checkpoint (a run directory stands for its best checkpoint,
+    as for nb translate): the Marian folder (`export_model`)."""
     from nbcli.decoding.search import check_search
     from nbcli.outputs import guard_outputs, model_inputs
-    from nbcli.tasks.classifier_export import export_classifier, is_classifier_checkpoint
     from nbcli.translate import load_translation_model
 
-    if is_classifier_checkpoint(Path(checkpoint)):
-        given = [name for name, value in (("--tokenizer/--src-tokenizer", source_tokenizer),
-                                          ("--tgt-tokenizer", target_tokenizer), ("--beam", beam),
-                                          ("--lenpen", lenpen)) if value is not None]
-        if given:
-            raise ConfigError(f"{given[0]} applies to a translation checkpoint; {checkpoint} is a classifier run "
-                              "(its tokenizer is beside it)")
-        return export_classifier(checkpoint, out)
     check_search(1 if beam is None else beam, 1.0 if lenpen is None else lenpen)
     guard_outputs([], [*model_inputs(checkpoint), source_tokenizer, target_tokenizer], folder=out)
     tm = load_translation_model(checkpoint, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,

@@ -9,7 +9,8 @@ import torch
 
 from nbcli.errors import ConfigError
 from nbcli.models.blocks import attention_mask
-from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
+from nbcli.models.lm import ModelConfig, Transformer
+from nbcli.models.masking import mlm_mask
 from nbcli.models.output import lm_loss
 
 

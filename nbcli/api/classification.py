@@ -41,7 +41,7 @@ def finetune_classifier(train: PathLike | Sequence[PathLike], out: PathLike, *,
     best; final metrics). AdamW (`adam_beta1`, `adam_beta2`, `adam_eps`, `weight_decay`), `grad_clip`,
     `lr_schedule` after the warm-up (paper 002 app. A.2: Adam (0.9, 0.98, 1e-9), no decay, constant). From scratch, `tokenizer` may be "words:min-freq=K[,lower]" (built
     from `train`) and `embedding_init` "pretrained:VECTORS" (word vectors; `missing`, `d_model`, `n_head`).
-    `encoder_options`: tasks.finetune.ENCODER_OPTIONS over the preset's (n_layer, d_ff; norm, scale_embedding,
+    `encoder_options`: tasks.finetune_config.ENCODER_OPTIONS over the preset's (n_layer, d_ff; norm, scale_embedding,
     init_scheme: paper 002 app. A.1-A.2's post-LN, x sqrt(D) and Xavier; sec. 3.4's transforms); `threads`: CPU
     threads (`--threads`; None: every core). A paper preset
     (nbcli.tasks.presets.CLASSIFICATION_PRESETS) is expanded by `with_classification_preset` into these keywords."""
@@ -68,11 +68,12 @@ def predict_labels(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], 
                    batch_size: int = 32, device: str = "cpu") -> Report:
     """`nb predict`: the label (by name) and class probabilities of every record of `corpus` (tags
     and per-token probabilities for a tagger), in input order, from a classifier run or its
-    step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`."""
-    from nbcli.tasks.inference import predict_report
+    step-N.safetensors; written to `output` as JSON lines when given, else in `predictions`. A run of
+    another task: that task's predictions (`Task.predict_report`), as nb predict gives them."""
+    from nbcli.tasks.runs import predict_run
 
-    return Report(predict_report(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
-                                 device=device))
+    return Report(predict_run(local_path(checkpoint), input_paths(corpus), optional_path(output), batch_size=batch_size,
+                              device=device))
 
 
 @public

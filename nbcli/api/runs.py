@@ -14,11 +14,11 @@ from nbcli.arguments import public
 def export_checkpoint(checkpoint: PathLike, out: PathLike, *, beam: int | None = None,
                       lenpen: float | None = None) -> Report:
     """A translation run or checkpoint as a transformers model folder, Marian layout, or a classifier / tagger
-    run as its encoder family's For{Sequence,Token}Classification folder (`nb export`; named
-    export_checkpoint because `nbcli.export` is its module)."""
-    from nbcli.export import export_checkpoint as run_export
+    run as its encoder family's For{Sequence,Token}Classification folder: the run's task's export
+    (`nb export`, `nbcli.tasks.runs.export_run`)."""
+    from nbcli.tasks.runs import export_run
 
-    return Report(run_export(local_path(checkpoint), local_path(out), beam=beam, lenpen=lenpen).as_dict())
+    return Report(export_run(local_path(checkpoint), local_path(out), beam=beam, lenpen=lenpen))
 
 
 @public

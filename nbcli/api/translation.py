@@ -20,7 +20,7 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
                       allow_vocab_mismatch: bool = False, threads: int | None = None, **config: Any) -> TrainReport:
     """Train nb's encoder-decoder (`nb train --task translation`) on sentence pairs into `out`: one joint
     `tokenizer`, or `src_tokenizer` and `tgt_tokenizer`; `valid` pairs, else every k-th pair held out.
-    `task_options`: `nbcli.tasks.translation.TranslationOptions` fields (norm="pre", positions="none",
+    `task_options`: `nbcli.tasks.translation_config.TranslationOptions` fields (norm="pre", positions="none",
     beam=5, ...); `config`: TrainConfig fields over the preset's (tiny, iwslt, base, kim-3). The summary
     adds best_val_bleu, best_step, alc_val_bleu, train_pairs, valid_pairs (used) and skipped_long_pairs; `threads`:
     CPU threads (`--threads`)."""
@@ -47,11 +47,11 @@ def train_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, tgt_
 def translate_file(checkpoint: PathLike, input: PathLike, output: PathLike, *, beam: int | None = None,
                    lenpen: float | None = None, batch_size: int = 64, device: str = "auto") -> Report:
     """Translate a file, one sentence a line, with a translation run or checkpoint (`nb translate`;
-    beam/lenpen default to the run's; named translate_file because `nbcli.translate` is its module)."""
-    from nbcli.translate import translate_file as run_translate
+    beam/lenpen default to the run's; the run's task's translation, `nbcli.tasks.runs.translate_run`)."""
+    from nbcli.tasks.runs import translate_run
 
-    return Report(run_translate(local_path(checkpoint), local_path(input), local_path(output), beam=beam, lenpen=lenpen,
-                                batch_size=batch_size, device=device).as_dict())
+    return Report(translate_run(local_path(checkpoint), local_path(input), local_path(output), beam=beam, lenpen=lenpen,
+                                batch_size=batch_size, device=device))
 
 
 @public

@@ -69,12 +69,12 @@ def export(
 ) -> None:
     """Export a translation checkpoint to a transformers model folder (Marian layout, b as final_logits_bias), or a fine-tuned classifier or tagger to its family's transformers classification folder."""
     from nbcli.cli.console import print_report
-    from nbcli.export import export_checkpoint
+    from nbcli.tasks.runs import export_run
 
     source, target = (tokenizer, tokenizer) if tokenizer is not None else (src_tokenizer, tgt_tokenizer)
-    report = export_checkpoint(checkpoint, out, source_tokenizer=source, target_tokenizer=target, beam=beam,
-                               lenpen=lenpen)
-    print_report(report.as_dict(), as_json, _render)
+    report = export_run(checkpoint, out, source_tokenizer=source, target_tokenizer=target, beam=beam,
+                        lenpen=lenpen)   # the run's task's export
+    print_report(report, as_json, _render)
 
 
 def _render(report: dict[str, object]) -> None:

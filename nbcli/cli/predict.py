@@ -46,14 +46,10 @@ def predict(
 ) -> None:
     """Label every record of a corpus with a fine-tuned classifier or tagger (labels by name, with probabilities)."""
     from nbcli.cli.console import one_stdout, print_report, print_warnings
-    from nbcli.tasks.inference import predict_report
-    from nbcli.tasks.runs import external_task_of_run, predict_run_report
+    from nbcli.tasks.runs import predict_run
 
     one_stdout(as_json, {"-o": output})
-    if external_task_of_run(checkpoint) is not None:  # a run of a task from another package: its own predict
-        report = predict_run_report(checkpoint, corpus, output)
-    else:
-        report = predict_report(checkpoint, corpus, output, batch_size=batch_size, device=device)
+    report = predict_run(checkpoint, corpus, output, batch_size=batch_size, device=device)   # the run's task
     if str(output) != "-":  # with -o -, stdout holds the predictions alone
         print_report(report, as_json, _render)
     print_warnings(report["warnings"])

@@ -70,17 +70,17 @@ def translate(
 ) -> None:
     """Translate a file with a translation model trained by nb (greedy or length-normalised beam search)."""
     from nbcli.cli.console import one_stdout, print_report, step_progress
-    from nbcli.translate import translate_file
+    from nbcli.tasks.runs import translate_run
 
     one_stdout(as_json, {"-o": output})
     source, target = (tokenizer, tokenizer) if tokenizer is not None else (src_tokenizer, tgt_tokenizer)
     with step_progress("translating", None) as progress:
-        report = translate_file(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
-                                max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
-                                target_tokenizer=target, device=device, progress=lambda n: progress(n),
-                                src_lang=src_lang, tgt_lang=tgt_lang)
+        report = translate_run(checkpoint, input_path, output, beam=beam, lenpen=lenpen, batch_size=batch_size,
+                               max_len_a=max_len_a, max_len_b=max_len_b, source_tokenizer=source,
+                               target_tokenizer=target, device=device, progress=lambda n: progress(n),
+                               src_lang=src_lang, tgt_lang=tgt_lang)   # the run's task's translation
     if str(output) != "-":  # with -o -, stdout holds the translations alone
-        print_report(report.as_dict(), as_json, _render)
+        print_report(report, as_json, _render)
 
 
 def _render(report: dict[str, object]) -> None:

@@ -8,6 +8,7 @@
     remote.py          fsspec URLs (hf://, s3://, https://, ...) and the extras they need
     records.py         THE reader for every command: documents, translation pairs, labelled examples,
                        CoNLL sentences, from any format above (and TSV/CSV), with one line and format rule
+    sentences.py       its tagged sentences: CoNLL text, or records with a token list and a tag list
     rows.py            its lines and rows with named fields (TSV, CSV, JSONL, parquet/Arrow), with origins
     conll.py           its token-per-line CoNLL files (tagging), checked line by line
     features.py        the `datasets` ClassLabel names stored with a file (schema metadata, dataset_info.json)

@@ -5,4 +5,6 @@
     heads.py     classification and tagging heads on nb's MLM encoder or a transformers encoder
     blocks.py    what lm.py and seq2seq.py share: attention with its KV-cache write, the FFN, positions
     output.py    the float32 output layer logits = h W^T + b (padded on CUDA) and the LM loss on it
+    init.py      the papers' initialisation schemes of both models' weight matrices (gpt2, xavier, fairseq)
+    masking.py   the masked-LM objective's input corruption (RoBERTa's dynamic masking)
 """

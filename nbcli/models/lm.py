@@ -15,9 +15,10 @@ non-embedding parameter; PyTorch's nn.Transformer: post-LN) are fields of ModelC
     positions        learned | sinusoidal (Vaswani sec. 3.5 in paper 002 eq. 2's interleaved layout,
                      frozen) | none (zeros, frozen)
     scale_embedding  E[x] times sqrt(d) before the positions (Vaswani sec. 3.4; paper 002 eq. 2)
-    init             gpt2 | xavier | fairseq (`reset_parameters`)
+    init             gpt2 | xavier | fairseq (`reset_parameters`; the matrices' draws: `nbcli.models.init`)
     clm  decoder-only causal LM      logits_t = W h_t + b            predicts x_{t+1}
     mlm  RoBERTa-style masked LM     logits_t = W LN(gelu(D h_t)) + b predicts the masked x_t
+                                                                     (inputs: `nbcli.models.masking`)
 
 The output layer runs in float32 whatever the precision of the rest (bf16 autocast, bf16 weights):
 `nbcli.models.output.output_logits`.
@@ -62,6 +63,7 @@ from nbcli.models.blocks import (
     position_ids,
     split_heads,
 )
+from nbcli.models.init import init_linear, init_matrix
 from nbcli.models.output import LOSS_CHUNK_ELEMENTS, VOCAB_MULTIPLE, chunked_lm_loss, output_logits, output_multiple
 
 Objective = Literal["clm", "mlm"]
@@ -214,28 +216,6 @@ class Block(nn.Module):
         x = x + a
         x = x + self.mlp(self.ln2(x))
         return x, qk
-
-
-def init_linear(weight: torch.Tensor, scheme: str, std: float, fused_qkv: bool) -> None:
-    """A Linear weight [out, in] under `scheme` (`Transformer.reset_parameters`): gpt2 N(0, std); xavier
-    Xavier uniform on the whole matrix; fairseq Xavier uniform, gain 1/sqrt(2) on each third of a fused qkv."""
-    if scheme == "gpt2":
-        nn.init.normal_(weight, 0.0, std)
-    elif scheme == "xavier" or not fused_qkv:
-        nn.init.xavier_uniform_(weight)
-    else:
-        with torch.no_grad():
-            for part in weight.chunk(3, dim=0):                                  # q, k, v: [d, d] each
-                nn.init.xavier_uniform_(part, gain=2 ** -0.5)
-
-
-def init_matrix(weight: torch.Tensor, scheme: str, std: float, embedding_std: float) -> None:
-    """A separate output matrix W [V, d]: N(0, std) (gpt2), Xavier uniform (xavier: a non-embedding
-    weight), N(0, d^-1/2) (fairseq, paper 000 sec. 4.1's draw)."""
-    if scheme == "xavier":
-        nn.init.xavier_uniform_(weight)
-    else:
-        nn.init.normal_(weight, 0.0, embedding_std if scheme == "fairseq" else std)
 
 
 def positions_table(T: int, d: int) -> torch.Tensor:
@@ -427,32 +407,3 @@ class Transformer(nn.Module):
             raise ConfigError(f"checkpoint does not match the model: missing {sorted(missing)[:5]}, "
                               f"unexpected {sorted(unexpected)[:5]}")
 
-
-# ---------------------------------------------------------------------------------------------
-# Objectives
-
-
-def mlm_mask(idx: torch.Tensor, cfg: ModelConfig, generator: torch.Generator,
-             key_mask: torch.Tensor | None = None, rate: float = 0.15,
-             special: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoBERTa's dynamic masking (paper 001 sec. 3.1): select `rate` of the real, non-special tokens;
-    of those 80% become <mask>, 10% a random token, 10% stay. Returns (inputs, labels) where
-    labels are -100 (ignored) except at selected positions. `special`: cfg.special_ids as a tensor on
-    idx's device, held by the caller (a training loop: `nbcli.train.runtime.device_ids`, built once);
-    None builds it here, a synchronous host-to-device copy per call on CUDA."""
-    assert cfg.mask_id is not None
-    u = torch.rand(idx.shape, generator=generator, device=idx.device)
-    selectable = torch.ones_like(idx, dtype=torch.bool)
-    if cfg.special_ids:
-        if special is None:
-            special = torch.tensor(cfg.special_ids, device=idx.device)
-        selectable &= ~torch.isin(idx, special)
-    if key_mask is not None:
-        selectable &= key_mask
-    selected = (u < rate) & selectable
-    labels = torch.where(selected, idx, torch.full_like(idx, -100))
-    r = torch.rand(idx.shape, generator=generator, device=idx.device)
-    random_ids = torch.randint(0, cfg.vocab_size, idx.shape, generator=generator, device=idx.device)
-    inputs = torch.where(selected & (r < 0.8), torch.full_like(idx, cfg.mask_id), idx)
-    inputs = torch.where(selected & (r >= 0.8) & (r < 0.9), random_ids, inputs)
-    return inputs, labels

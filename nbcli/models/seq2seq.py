@@ -64,6 +64,7 @@ from torch import nn
 
 from nbcli.errors import ConfigError
 from nbcli.models.blocks import KV, attention, feed_forward, position_ids, sinusoid_table, split_heads
+from nbcli.models.init import init_matrix, seq2seq_linear_init
 from nbcli.models.output import VOCAB_MULTIPLE, output_logits, output_multiple
 
 Norm = Literal["post", "pre"]
@@ -289,18 +290,6 @@ class Stack(nn.Module):
         return x if self.layer_norm is None else self.layer_norm(x)
 
 
-def seq2seq_linear_init(weight: torch.Tensor, scheme: str, qkv: bool, residual: float) -> None:
-    """One Linear weight [out, in] of the encoder-decoder under `scheme` (`Seq2SeqTransformer.reset_parameters`);
-    `residual`: sqrt(2L) for a projection into the residual stream (gpt2's scaling), else 1."""
-    if scheme == "gpt2":
-        nn.init.normal_(weight, 0.0, 0.02 / residual)
-    elif scheme == "xavier" and qkv:                    # one third of nn.MultiheadAttention's [3d, d] in_proj
-        bound = math.sqrt(6.0 / (weight.size(1) + 3 * weight.size(0)))
-        nn.init.uniform_(weight, -bound, bound)
-    else:
-        nn.init.xavier_uniform_(weight, gain=2 ** -0.5 if qkv and scheme == "fairseq" else 1.0)
-
-
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder. `forward(src, tgt)` returns logits [B, T, V] and the guided heads' (q, k)."""
 
@@ -356,10 +345,7 @@ class Seq2SeqTransformer(nn.Module):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
         if self.lm_head_weight is not None:
-            if scheme == "xavier":
-                nn.init.xavier_uniform_(self.lm_head_weight)
-            else:
-                nn.init.normal_(self.lm_head_weight, 0.0, std)
+            init_matrix(self.lm_head_weight, scheme, std, std)
         if self.final_logits_bias is not None:
             nn.init.zeros_(self.final_logits_bias)
 

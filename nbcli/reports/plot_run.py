@@ -167,115 +167,136 @@ def _plot_run_figures(out_dir: Path, runs: Sequence[Any], metadata: dict[str, st
     colours = _run_colours(runs) if runs else {}
     title = run_title(runs)
 
-    def save(fig: Any, name: str, meta: dict[str, str]) -> None:
+    def save(fig: Any, name: str, marks: list[dict[str, Any]]) -> None:
         set_title(fig, title, options)
-        written.append(_save_named(fig, out_dir, name, meta, outputs, fmt, options))
+        written.append(_save_named(fig, out_dir, name, _marks_metadata(metadata, marks), outputs, fmt, options))
 
-    # 1. validation loss and validation BLEU, each arm's mean ± SE, the area under it shaded (ALC,
-    #    paper 000 sec. 4.2; BLEU: figs. 2-3)
     for key, ylabel, label, digits in (
             ("val_loss", "validation loss (nats/token)", "Validation loss", 3),
             ("val_bleu", "validation BLEU (sacreBLEU)", "Validation BLEU", 2)):
-        if not any(r.has(key) for r in runs):
-            continue
-        fig = new_figure(7.5, 4.6, options)
-        ax = fig.add_subplot()
-        lo, hi = _arm_curves(ax, runs, key, colours, alc_steps, digits)
-        bottom = 0.0 if key == "val_bleu" else max(0.0, lo - 0.1 * (hi - lo))
-        top = hi + 0.05 * (hi - lo)
-        if math.isfinite(bottom) and math.isfinite(top) and top > bottom:  # else matplotlib's own limits
-            ax.set_ylim(bottom, top)
-        ax.set_xlabel("training step (update)")
-        ax.set_ylabel(ylabel)
-        window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
-        band = "band: ± standard error over seeds; " if _several_seeds(runs, key) else ""
-        ax.set_title(f"{label}; {band}shaded: area under the curve\n"
-                     f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
-        ax.grid(True)
-        marks = _mark_unigram_switch([ax], runs, colours)
-        ax.legend(loc="upper right" if key == "val_loss" else "lower right")
-        save(fig, key, _marks_metadata(metadata, marks))
-
-    # 1b. classifiers: validation accuracy (the first --valid set), each arm's mean ± σ over seeds (paper
-    #     002 table 1; --accuracy-spread se for the standard error), best accuracy and its epoch in the legend
+        if any(r.has(key) for r in runs):
+            save(*_validation_figure(runs, colours, key, ylabel, label, digits, alc_steps, options))
     if any(r.has("val_accuracy") for r in runs):
-        fig = new_figure(7.5, 4.6, options)
-        ax = fig.add_subplot()
-        _accuracy_curves(ax, runs, colours, accuracy_spread)
-        ax.set_xlabel("training step (update)")
-        ax.set_ylabel("validation accuracy")
-        if _several_seeds(runs, "val_accuracy"):
-            name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
-            ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
-                         f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
-        else:
-            ax.set_title("Validation accuracy\n(legend: best accuracy and its epoch, paper 002 table 1)")
-        ax.grid(True)
-        ax.legend(loc="lower right")
-        save(fig, "val_accuracy", metadata)
-
-    # 2. divergence of the model from the unigram and uniform distributions (paper 000 fig. 1): each
-    #    arm's mean over its seeds, a marker at each evaluated step, ± standard-error bars
+        save(_accuracy_figure(runs, colours, accuracy_spread, options), "val_accuracy", [])
     if any(r.has("kl_unigram") for r in runs):
-        fig = new_figure(7.5, 4.6, options)
-        ax = fig.add_subplot()
-        for group in dict.fromkeys(r.group for r in runs):
-            for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
-                members = [r for r in runs if r.group == group and r.has(key)]
-                if not members:
-                    continue
-                label = group if key == "kl_unigram" else None
-                steps, mean, se = mean_curve([m.series[key] for m in members])
-                if steps.size == 0:  # seeds evaluated on disjoint steps: each run on its own
-                    for i, m in enumerate(members):
-                        _log_step_curve(ax, *m.series[key], None, key, linestyle=style, color=colours[group],
-                                        linewidth=1.0, label=label if i == 0 else None)
-                    continue
-                _log_step_curve(ax, steps, mean, se if len(members) > 1 else None, key, linestyle=style,
-                                color=colours[group], linewidth=1.3, label=label)
-        ax.plot([], [], "k-", marker="o", markersize=3, label="KL(p_θ ‖ unigram)")
-        ax.plot([], [], "k--", marker="o", markersize=3, label="KL(p_θ ‖ uniform)")
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlabel("training step (log scale; step 0 shown linearly, a marker not joined to the curve; "
-                      "markers: evaluated steps)")
-        ax.set_ylabel("mean per-token divergence (nats)")
-        bars = "\nbars: ± standard error over seeds" if _several_seeds(runs, "kl_unigram") else ""
-        ax.set_title(f"Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1){bars}")
-        ax.grid(True, which="both")
-        ax.legend(loc="best")
-        save(fig, "divergence", metadata)
-
-    # 3. output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)
+        save(_divergence_figure(runs, colours, options), "divergence", [])
     if any(r.has("bias_norm") for r in runs):
-        panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.3, grid="major", options=options)
-        axes[0].set_title("Output-bias norm (paper 000 app. B.5)")
-        axes[1].set_title("Bias drift from the unigram (nats)")
-        axes[0].legend(loc="best")
-        save(fig, "bias", metadata)
-
-    # 4. attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)
+        save(_bias_figure(runs, colours, options), "bias", [])
     if any(r.has("ag_loss") for r in runs):
-        fig, axes = _series_pair(runs, colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
-                                 linewidth=1.2, grid="both", options=options)
-        if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
-            axes[0].set_yscale("log")
-        axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)")
-        axes[1].set_title("AG weight α_t (eq. 4)")
-        axes[0].legend(loc="best")
-        save(fig, "attention_guidance", metadata)
-
-    # 5. regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
-    #    (paper 000 app. B.3, fig. 9)
+        save(_guidance_figure(runs, colours, options), "attention_guidance", [])
     if any(r.has("unigram_kl") for r in runs):
-        panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
-        fig, axes = _series_pair(runs, colours, panels, linewidth=1.2, grid="major", options=options)
-        marks = _mark_unigram_switch(axes, runs, colours)
-        axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)")
-        axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on")
-        axes[0].legend(loc="best")
-        save(fig, "unigram_reg", _marks_metadata(metadata, marks))
+        save(*_unigram_reg_figure(runs, colours, options))
     return written
+
+
+def _validation_figure(runs: Sequence[Any], colours: dict[Any, Any], key: str, ylabel: str, label: str, digits: int,
+                       alc_steps: int | None, options: FigureOptions) -> tuple[Any, str, list[dict[str, Any]]]:
+    """Validation loss or validation BLEU (`key`), each arm's mean ± SE, the area under it shaded (ALC,
+    paper 000 sec. 4.2; BLEU: figs. 2-3); the figure, its name and the regulariser switches marked."""
+    fig = new_figure(7.5, 4.6, options)
+    ax = fig.add_subplot()
+    lo, hi = _arm_curves(ax, runs, key, colours, alc_steps, digits)
+    bottom = 0.0 if key == "val_bleu" else max(0.0, lo - 0.1 * (hi - lo))
+    top = hi + 0.05 * (hi - lo)
+    if math.isfinite(bottom) and math.isfinite(top) and top > bottom:  # else matplotlib's own limits
+        ax.set_ylim(bottom, top)
+    ax.set_xlabel("training step (update)")
+    ax.set_ylabel(ylabel)
+    window = f"first {alc_steps:,} updates" if alc_steps else "whole curve"
+    band = "band: ± standard error over seeds; " if _several_seeds(runs, key) else ""
+    ax.set_title(f"{label}; {band}shaded: area under the curve\n"
+                 f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
+    ax.grid(True)
+    marks = _mark_unigram_switch([ax], runs, colours)
+    ax.legend(loc="upper right" if key == "val_loss" else "lower right")
+    return fig, key, marks
+
+
+def _accuracy_figure(runs: Sequence[Any], colours: dict[Any, Any], accuracy_spread: str,
+                     options: FigureOptions) -> Any:
+    """Classifiers: validation accuracy (the first --valid set), each arm's mean ± σ over seeds (paper 002
+    table 1; --accuracy-spread se for the standard error), best accuracy and its epoch in the legend."""
+    fig = new_figure(7.5, 4.6, options)
+    ax = fig.add_subplot()
+    _accuracy_curves(ax, runs, colours, accuracy_spread)
+    ax.set_xlabel("training step (update)")
+    ax.set_ylabel("validation accuracy")
+    if _several_seeds(runs, "val_accuracy"):
+        name = "σ (standard deviation, ddof 1)" if accuracy_spread == "sd" else "standard error"
+        ax.set_title(f"Validation accuracy; band: ± {name} over seeds\n(legend: best accuracy and its epoch, "
+                     f"mean ± {'σ' if accuracy_spread == 'sd' else 'SE'} over seeds, paper 002 table 1)")
+    else:
+        ax.set_title("Validation accuracy\n(legend: best accuracy and its epoch, paper 002 table 1)")
+    ax.grid(True)
+    ax.legend(loc="lower right")
+    return fig
+
+
+def _divergence_figure(runs: Sequence[Any], colours: dict[Any, Any], options: FigureOptions) -> Any:
+    """Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1): each arm's
+    mean over its seeds, a marker at each evaluated step, ± standard-error bars."""
+    fig = new_figure(7.5, 4.6, options)
+    ax = fig.add_subplot()
+    for group in dict.fromkeys(r.group for r in runs):
+        for key, style in (("kl_unigram", "-"), ("kl_uniform", "--")):
+            members = [r for r in runs if r.group == group and r.has(key)]
+            if not members:
+                continue
+            label = group if key == "kl_unigram" else None
+            steps, mean, se = mean_curve([m.series[key] for m in members])
+            if steps.size == 0:  # seeds evaluated on disjoint steps: each run on its own
+                for i, m in enumerate(members):
+                    _log_step_curve(ax, *m.series[key], None, key, linestyle=style, color=colours[group],
+                                    linewidth=1.0, label=label if i == 0 else None)
+                continue
+            _log_step_curve(ax, steps, mean, se if len(members) > 1 else None, key, linestyle=style,
+                            color=colours[group], linewidth=1.3, label=label)
+    ax.plot([], [], "k-", marker="o", markersize=3, label="KL(p_θ ‖ unigram)")
+    ax.plot([], [], "k--", marker="o", markersize=3, label="KL(p_θ ‖ uniform)")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel("training step (log scale; step 0 shown linearly, a marker not joined to the curve; "
+                  "markers: evaluated steps)")
+    ax.set_ylabel("mean per-token divergence (nats)")
+    bars = "\nbars: ± standard error over seeds" if _several_seeds(runs, "kl_unigram") else ""
+    ax.set_title(f"Divergence of the model from the unigram and uniform distributions (paper 000 fig. 1){bars}")
+    ax.grid(True, which="both")
+    ax.legend(loc="best")
+    return fig
+
+
+def _bias_figure(runs: Sequence[Any], colours: dict[Any, Any], options: FigureOptions) -> Any:
+    """Output bias: norm and KL(softmax(b) || unigram) (paper 000 app. B.5, figs. 11-12)."""
+    panels = (("bias_norm", "‖b‖₂"), ("bias_kl_unigram", "KL(softmax(b) ‖ unigram)"))
+    fig, axes = _series_pair(list(runs), colours, panels, linewidth=1.3, grid="major", options=options)
+    axes[0].set_title("Output-bias norm (paper 000 app. B.5)")
+    axes[1].set_title("Bias drift from the unigram (nats)")
+    axes[0].legend(loc="best")
+    return fig
+
+
+def _guidance_figure(runs: Sequence[Any], colours: dict[Any, Any], options: FigureOptions) -> Any:
+    """Attention guidance: L_AG and alpha_t (paper 001 eqs. 3-4)."""
+    fig, axes = _series_pair(list(runs), colours, (("ag_loss", "L_AG (log scale)"), ("ag_alpha", "α_t")),
+                             linewidth=1.2, grid="both", options=options)
+    if any(r.has("ag_loss") and (r.series["ag_loss"][1] > 0).all() for r in runs):
+        axes[0].set_yscale("log")
+    axes[0].set_title("Attention-guidance loss (paper 001 eq. 3)")
+    axes[1].set_title("AG weight α_t (eq. 4)")
+    axes[0].legend(loc="best")
+    return fig
+
+
+def _unigram_reg_figure(runs: Sequence[Any], colours: dict[Any, Any], options: FigureOptions,
+                        ) -> tuple[Any, str, list[dict[str, Any]]]:
+    """Regularising away from the unigram: training loss and KL(omega || p_theta), the switch marked
+    (paper 000 app. B.3, fig. 9); the figure, its name and the switches marked."""
+    panels = (("loss", "training cross-entropy (nats/token)"), ("unigram_kl", "KL(ω ‖ p_θ) (nats/token)"))
+    fig, axes = _series_pair(list(runs), colours, panels, linewidth=1.2, grid="major", options=options)
+    marks = _mark_unigram_switch(axes, runs, colours)
+    axes[0].set_title("Training loss; dotted: back to the standard objective (paper 000 app. B.3)")
+    axes[1].set_title("KL(ω ‖ p_θ) on the training batches while the regulariser is on")
+    axes[0].legend(loc="best")
+    return fig, "unigram_reg", marks
 
 
 def _several_seeds(runs: Sequence[Any], key: str) -> bool:

@@ -81,11 +81,62 @@ class Task:
     def evaluate(self, run: Path, corpus: list[str], **options: Any) -> dict[str, Any]:
         """`nb eval RUN --corpus FILE...`: the run's metrics on `corpus` (a report: plain data);
         `options`: the values of the `eval_options` it declares."""
-        raise ConfigError(f"nb train {self.name} runs have no nb eval")
+        raise ConfigError(self.lacks("eval"))
 
     def predict(self, run: Path, corpus: list[str]) -> list[dict[str, Any]]:
         """`nb predict RUN --corpus FILE...`: one prediction (a JSON object) per record of `corpus`."""
-        raise ConfigError(f"nb train {self.name} runs have no nb predict")
+        raise ConfigError(self.lacks("predict"))
+
+    # nb predict and nb export, as nb eval: the options (keyword names of the command's: "batch_size",
+    # "device"; "source_tokenizer", "beam", ...) this task's `predict_report` / `export` reads, each passed
+    # by name; any other option given is refused naming the task (`nbcli.tasks.runs.command_options`).
+    predict_options: ClassVar[frozenset[str]] = frozenset()
+    export_options: ClassVar[frozenset[str]] = frozenset()
+
+    def predict_report(self, run: Path, corpus: list[str], output: Path | None, **options: Any) -> dict[str, Any]:
+        """`nb predict RUN --corpus FILE... [-o FILE]`: the report; by default `predict`'s records as JSON
+        lines in `output` (checked before any work: no input overwritten; written whole or not at all) or,
+        without `output`, in the report's `predictions`."""
+        import json
+
+        from nbcli.atomic import write_text_atomic
+        from nbcli.outputs import guard_outputs, model_inputs
+
+        guard_outputs([output], [*model_inputs(run), *corpus])
+        predictions = self.predict(run, corpus)
+        if output is not None:
+            write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
+        return {"task": self.name, "checkpoint": str(run), "corpus": list(corpus),
+                "output": None if output is None else str(output), "records": len(predictions), "labels": [],
+                "predictions": predictions if output is None else None, "warnings": []}
+
+    def export(self, run: Path, out: Path, **options: Any) -> dict[str, Any]:
+        """`nb export RUN -o DIR`: the run as a model folder another library loads; the report (plain
+        data); `options`: the values of the `export_options` it declares."""
+        raise ConfigError(self.lacks("export"))
+
+    # nb translate: the options (keyword names of the command's: "beam", "src_lang", "progress", ...)
+    # this task's `translate` reads.
+    translate_options: ClassVar[frozenset[str]] = frozenset()
+
+    def translate(self, run: Path, input_path: Path, output: Path, **options: Any) -> dict[str, Any]:
+        """`nb translate RUN -i FILE -o FILE`: every line of `input_path` decoded into `output`; the
+        report (plain data); `options`: the values of the `translate_options` it declares."""
+        raise ConfigError(self.lacks("translate"))
+
+    def commands(self) -> list[str]:
+        """The `nb` commands that read this task's runs: those whose method the task implements."""
+        own = type(self)
+        methods = {"eval": ("evaluate",), "predict": ("predict", "predict_report"), "export": ("export",),
+                   "translate": ("translate",)}
+        return [command for command, names in methods.items()
+                if any(getattr(own, name) is not getattr(Task, name) for name in names)]
+
+    def lacks(self, command: str) -> str:
+        """The one-line refusal of `nb COMMAND` for a run of this task, naming the commands that read it."""
+        has = [f"nb {c}" for c in self.commands()]
+        return f"nb train {self.name} runs have no nb {command}" + (
+            f" ({', '.join(has)} read{'s' if len(has) == 1 else ''} them)" if has else "")
 
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         """The summary as a person reads it (default: every scalar of it), numbers written by `num`."""

@@ -37,7 +37,7 @@ from nbcli.errors import ConfigError
 if TYPE_CHECKING:
     from nbcli.models.heads import EncoderFamily, Head
 
-__all__ = ["ClassifierExportReport", "export_classifier", "hf_classifier_config", "is_classifier_checkpoint"]
+__all__ = ["ClassifierExportReport", "export_classifier", "classifier_task", "hf_classifier_config"]
 
 # Special tokens by their usual spellings (BERT's, RoBERTa's / SentencePiece's) -> tokenizer_config keys.
 _SPECIALS = {"[PAD]": "pad_token", "<pad>": "pad_token", "[UNK]": "unk_token", "<unk>": "unk_token",
@@ -61,8 +61,9 @@ class ClassifierExportReport:
         return asdict(self)
 
 
-def is_classifier_checkpoint(path: Path) -> bool:
-    """Whether RUN_OR_CKPT is a run (or step-N.safetensors) of nb train --task classification|tagging."""
+def classifier_task(path: Path) -> str | None:
+    """The task ("classification" | "tagging", its metadata `nb.task`) when RUN_OR_CKPT is a run (or
+    step-N.safetensors) of nb train --task classification|tagging; None for any other path."""
     from nbcli.checkpoint.reader import open_checkpoint
     from nbcli.checkpoint.runs import run_checkpoint
     from nbcli.errors import CheckpointError
@@ -71,11 +72,13 @@ def is_classifier_checkpoint(path: Path) -> bool:
     try:
         file = run_checkpoint(path)
         if file.suffix != ".safetensors":
-            return False
+            return None
         with open_checkpoint(file) as ckpt:
-            return ckpt.metadata.get("nb.format") == FORMAT
+            if ckpt.metadata.get("nb.format") != FORMAT:
+                return None
+            return ckpt.metadata.get("nb.task") or "classification"
     except (CheckpointError, OSError):
-        return False
+        return None
 
 
 def hf_classifier_config(encoder_config: dict[str, Any], row: EncoderFamily, head: type[Head],

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbcli.corpus.features import source_class_names
-from nbcli.corpus.records import RECORD_FORMATS, ReadStats
+from nbcli.corpus.records import ReadStats
+from nbcli.corpus.sentences import RECORD_FORMATS
 from nbcli.corpus.sources import discover_inputs
 from nbcli.errors import ConfigError, naming
 from nbcli.tasks.classification import TextEncoder, encode_examples, read_examples

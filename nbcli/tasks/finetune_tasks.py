@@ -178,6 +178,22 @@ class ClassificationTask(Task):
             raise ConfigError(f"{run}: a {loaded.spec.task} run; give --task {loaded.spec.task}")
         return evaluate_classifier(loaded, corpus, o["batch_size"])
 
+    predict_options = frozenset({"batch_size", "device"})
+
+    def predict_report(self, run: Path, corpus: list[str], output: Path | None, **o: Any) -> dict[str, Any]:
+        """Every record of `corpus` labelled by the run's classifier, labels by name with probabilities
+        (`nbcli.tasks.inference.predict_report`; `output` "-": standard output)."""
+        from nbcli.tasks.inference import predict_report
+
+        return predict_report(run, corpus, output, batch_size=o["batch_size"], device=o["device"])
+
+    def export(self, run: Path, out: Path, **o: Any) -> dict[str, Any]:
+        """A run fine-tuned from a transformers encoder as that family's For{Sequence,Token}Classification
+        folder (`nbcli.tasks.classifier_export`; a run directory: its last checkpoint)."""
+        from nbcli.tasks.classifier_export import export_classifier
+
+        return export_classifier(run, out).as_dict()
+
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import closing_rows
 

@@ -1,18 +1,19 @@
-"""What the faces call (`nb train|eval|predict` and the Python API): train a task by name from
-option values, find the task a run directory records, and evaluate or predict with it."""
+"""What the faces call (`nb train|eval|predict|export|translate` and the Python API): train a task by
+name from option values, find the task a run directory (or a checkpoint) records, and hand the run to
+that task's command with the options it reads."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
-from nbcli.tasks.base import SEAM_GROUPS, TrainHooks
+from nbcli.tasks.base import SEAM_GROUPS, Task, TrainHooks
 from nbcli.tasks.options import declared, option_values
-from nbcli.tasks.registry import BUILTIN, get_task, option_owners
+from nbcli.tasks.registry import get_task, option_owners
 from nbcli.trackers import (TrackerSettings, TrackingSession, check_settings, load_trackers, parse_names,
                             previous_runs, run_config)
 
@@ -103,36 +104,69 @@ def task_of_run(run: Path | str) -> str | None:
     return task if isinstance(task, str) else None
 
 
-def external_task_of_run(run: Path | str) -> str | None:
-    """The task of a run trained by a task from another package (None for nb's own and for no run):
-    `nb eval` and `nb predict` hand such a run to its task."""
-    name = task_of_run(run)
-    return name if name is not None and name not in BUILTIN else None
+def task_of_checkpoint(run: Path | str, default: str) -> str:
+    """The task of RUN_OR_CKPT for `nb predict` / `nb export` / `nb translate`: the one its run directory
+    records, else a lone classifier checkpoint's own (its metadata `nb.task`), else `default`."""
+    recorded = task_of_run(run)
+    if recorded is not None:
+        return recorded
+    from nbcli.tasks.classifier_export import classifier_task
+
+    return classifier_task(Path(run)) or default
 
 
-def predict_run(run: Path | str, corpus: Sequence[str]) -> list[dict[str, Any]]:
-    """`nb predict RUN --corpus ...` for a run of a task from another package: its `Task.predict`."""
-    name = _recorded(run)
-    return get_task(name).predict(Path(run), list(corpus))
+def command_options(task: Task, command: str, declared: frozenset[str], values: Mapping[str, Any],
+                    defaults: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The values of the options `declared` by `task` for `nb COMMAND` (its `predict_options`,
+    `export_options`, `translate_options`), each by name; an option it does not read, given a value other than its default,
+    is refused in one line naming the task (never ignored); so is a task without the command at all."""
+    if command not in task.commands():
+        raise ConfigError(task.lacks(command))
+    refused = [(flags or {}).get(k, "--" + k.replace("_", "-")) for k, v in values.items()
+               if k not in declared and v != defaults[k]]
+    if refused:
+        raise ConfigError(f"{', '.join(refused)}: not an option of nb {command} for a run of nb train {task.name}")
+    return {k: v for k, v in values.items() if k in declared}
 
 
-def _recorded(run: Path | str) -> str:
-    name = task_of_run(run)
-    if name is None:
-        raise ConfigError(f"{run}: no run directory of nb train (no config.json naming its task)")
-    return name
+PREDICT_DEFAULTS = {"batch_size": 32, "device": "cpu"}
+EXPORT_DEFAULTS: dict[str, Any] = {"source_tokenizer": None, "target_tokenizer": None, "beam": None, "lenpen": None}
+EXPORT_FLAGS = {"source_tokenizer": "--tokenizer/--src-tokenizer", "target_tokenizer": "--tgt-tokenizer"}
 
 
-def predict_run_report(run: Path | str, corpus: Sequence[str], output: Path | str | None) -> dict[str, Any]:
-    """`nb predict RUN --corpus ... [-o FILE]` for a run of a task from another package: its
-    predictions as JSON lines in `output` (atomically; no input overwritten) or in the report."""
-    from nbcli.atomic import write_text_atomic
-    from nbcli.outputs import guard_outputs, model_inputs
+def predict_run(run: Path | str, corpus: list[str], output: Path | str | None, **options: Any) -> dict[str, Any]:
+    """`nb predict RUN_OR_CKPT --corpus ... [-o FILE]`: the report of the run's task
+    (`Task.predict_report`; a lone checkpoint: a classifier's). `options`: nb predict's (`PREDICT_DEFAULTS`),
+    those the task does not read refused unless at their defaults."""
+    task = get_task(task_of_checkpoint(run, "classification"))
+    values = {**PREDICT_DEFAULTS, **options}
+    picked = command_options(task, "predict", task.predict_options, values, PREDICT_DEFAULTS)
+    return task.predict_report(Path(run), list(corpus), None if output is None else Path(output), **picked)
 
-    guard_outputs([output], [*model_inputs(run), *corpus])
-    predictions = predict_run(run, corpus)
-    if output is not None:
-        write_text_atomic(output, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions))
-    return {"task": task_of_run(run), "checkpoint": str(run), "corpus": list(corpus),
-            "output": None if output is None else str(output), "records": len(predictions), "labels": [],
-            "predictions": predictions if output is None else None, "warnings": []}
+
+def export_run(run: Path | str, out: Path | str, **options: Any) -> dict[str, Any]:
+    """`nb export RUN_OR_CKPT -o DIR`: the run's task's export (`Task.export`; a lone checkpoint: a
+    classifier's, else a translation model's). `options`: nb export's (`EXPORT_DEFAULTS`), those the
+    task does not read refused when given."""
+    task = get_task(task_of_checkpoint(run, "translation"))
+    values = {**EXPORT_DEFAULTS, **options}
+    picked = command_options(task, "export", task.export_options, values, EXPORT_DEFAULTS, EXPORT_FLAGS)
+    return task.export(Path(run), Path(out), **picked)
+
+
+TRANSLATE_DEFAULTS: dict[str, Any] = {
+    "beam": None, "lenpen": None, "batch_size": 64, "max_len_a": None, "max_len_b": None, "source_tokenizer": None,
+    "target_tokenizer": None, "device": "auto", "src_lang": None, "tgt_lang": None}
+
+
+def translate_run(run: Path | str, input_path: Path | str, output: Path | str,
+                  progress: Callable[[int], None] | None = None, **options: Any) -> dict[str, Any]:
+    """`nb translate RUN_OR_CKPT -i FILE -o FILE`: the run's task's translation (`Task.translate`; a lone
+    checkpoint: a translation model's). `options`: nb translate's (`TRANSLATE_DEFAULTS`), those the task
+    does not read refused when given; `progress` (sentences done) goes to a task that declares it."""
+    task = get_task(task_of_checkpoint(run, "translation"))
+    values = {**TRANSLATE_DEFAULTS, **options}
+    picked = command_options(task, "translate", task.translate_options, values, TRANSLATE_DEFAULTS, EXPORT_FLAGS)
+    if "progress" in task.translate_options:
+        picked["progress"] = progress
+    return task.translate(Path(run), Path(input_path), Path(output), **picked)

@@ -32,7 +32,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nbcli.corpus.records import TAG_FIELD, Column, ReadStats, Sentence, iter_sentences
+from nbcli.corpus.records import Column, ReadStats
+from nbcli.corpus.sentences import TAG_FIELD, Sentence, iter_sentences
 from nbcli.errors import CorpusError
 from nbcli.models.heads import EncoderFamily, Head, TokenHead
 from nbcli.tasks.labels import LabelSet

@@ -2,9 +2,9 @@
 trained on sentence pairs with label-smoothed cross-entropy and validated by BLEU / chrF of its
 beam-search translations (paper 000 sec. 4.1 and app. A; paper 001 table 7; paper 002 tables 1, 3).
 
-What the task brings to the shared orchestration (`nbcli.train.loop.run_training`): its batches
-(`translation_data`), its forward (encoder + teacher-forced decoder, attention guidance on encoder and
-decoder self-attention), its evaluation (validation loss and paper 000 fig. 1's divergences on the
+Its options and presets: `nbcli.tasks.translation_config`. What the task brings to the shared
+orchestration (`nbcli.train.loop.run_training`): its batches (`translation_data`), its forward (encoder
++ teacher-forced decoder, attention guidance on encoder and decoder self-attention), its evaluation (validation loss and paper 000 fig. 1's divergences on the
 target tokens; BLEU and chrF by sacreBLEU of the decoded validation sources; the best checkpoint by
 validation BLEU kept as DIR/best.safetensors, paper 000 app. A's early stopping) and its checkpoints.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +31,23 @@ import torch
 from nbcli.analysis.curves import ALC_UPDATES, area_under_curve
 from nbcli.analysis.patterns import assign_heads, pattern_token_ids
 from nbcli.checkpoint.runs import BEST
-from nbcli.corpus.records import COLUMN_ORDERS
-from nbcli.decoding.search import MAX_LEN_A, MAX_LEN_B
 from nbcli.errors import ConfigError, naming
 from nbcli.models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 from nbcli.ops import unigram_log_prior
 from nbcli.precision import autocast
-from nbcli.tasks.presets import TRANSLATION_PRESETS
+from nbcli.tasks.translation_config import (
+    PRESETS, SELECT_BY, TASK, TranslationOptions, build_translation_config,
+)
 from nbcli.tasks.translation_data import (Conventions, PairData, TranslationBatch, collate, conventions, input_files,
                                           tokenize_pairs, training_sentences)
 from nbcli.tokenizers import Tokenizer, load_tokenizer
 from nbcli.tokenizers.identity import identity_metadata
-from nbcli.train.config import TrainConfig, preset_overrides, with_warmup
+from nbcli.train.config import TrainConfig
 from nbcli.train.data import TrainSampler
 from nbcli.train.guidance import Guidance
 from nbcli.train.init import check_pretrained_vocab, input_embedding, output_bias, rescale_output_weight
 from nbcli.train.callbacks import Callback
-from nbcli.train.best import BestCheckpoint, check_metric
+from nbcli.train.best import BestCheckpoint
 from nbcli.train.loop import Finished, TaskRun, TrainResult, Warn, run_training
 from nbcli.train.rundir import check_inputs_outside, check_run_directory, write_run_files
 from nbcli.train.runtime import Runtime, all_gather_texts, all_reduce_sum, host_sum
@@ -55,96 +55,13 @@ from nbcli.train.state import FORMAT
 from nbcli.train.step import eval_sums, global_micro, prediction_fields
 from nbcli.train.updates import Updates
 
-TASK = "translation"
-SELECT_BY = ("val_bleu", "val_chrf", "val_loss")   # what --select-by may name: the validation metrics logged
-
-PRESETS = TRANSLATION_PRESETS   # nbcli.tasks.presets: nb's and the papers' (app. A of papers 000, 002; 001 table 7)
-
-
-@dataclass(frozen=True)
-class TranslationOptions:
-    """The task's own options (TrainConfig.task_options; compared on --resume like every option)."""
-
-    src_lang: str = "src"
-    tgt_lang: str = "tgt"
-    columns: str | None = None              # a headerless .tsv/.csv: src,tgt (None: the same) or tgt,src
-    d_ff: int = 512
-    norm: str = "post"                      # post (Vaswani, fairseq) | pre
-    positions: str = "sinusoidal"           # sinusoidal | learned | none (paper 002 table 3)
-    scale_embedding: bool = True            # embeddings times sqrt(d) before the positions
-    init_scheme: str = "fairseq"            # fairseq | xavier (paper 002 secs. 5-6) | gpt2 (models.seq2seq)
-    share_embeddings: str = "auto"          # all | decoder | none | auto (all with one joint tokenizer, else decoder)
-    activation: str = "relu"
-    max_positions: int = 1024
-    freeze_embeddings: bool = False         # paper 002 table 3's "Train: no"
-    beam: int = 5                           # validation BLEU's (and nb translate's default) beam ...
-    lenpen: float = 1.0                     # ... and length penalty (paper 000 sec. 4.1: beam 5, length-normalised)
-    max_len_a: float = 1.2
-    max_len_b: int = 10
-    eval_sentences: int = 0                 # validation pairs decoded for BLEU at each evaluation (0: all)
-    ag_decoder_fraction: float = 0.0        # decoder self-attention guidance (paper 001 table 7: none)
-    ag_decoder_patterns: tuple[str, ...] | None = None
-    select_by: str | None = None            # best.safetensors by: val_bleu (None: the same; paper 000), val_loss (002)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.ag_decoder_patterns, list):
-            object.__setattr__(self, "ag_decoder_patterns", tuple(self.ag_decoder_patterns))
-        if self.select_by is not None:
-            check_metric(self.select_by, SELECT_BY, TASK)
-        checks = [
-            (self.norm in ("post", "pre"), "--norm must be post or pre"),
-            (self.positions in ("sinusoidal", "learned", "none"), "--positions must be sinusoidal, learned or none"),
-            (self.share_embeddings in ("auto", "all", "decoder", "none"),
-             "--share-embeddings must be auto, all, decoder or none"),
-            (self.activation in ("relu", "gelu"), "--activation must be relu or gelu"),
-            (self.init_scheme in ("fairseq", "xavier", "gpt2"), "--init-scheme must be fairseq, xavier or gpt2"),
-            (self.d_ff >= 1 and self.max_positions >= 2, "d_ff and max_positions must be positive"),
-            (self.beam >= 1, "--beam must be >= 1"),
-            (math.isfinite(self.lenpen), "--lenpen must be a finite number"),
-            (math.isfinite(self.max_len_a) and 0 <= self.max_len_a <= MAX_LEN_A and 0 <= self.max_len_b <= MAX_LEN_B,
-             f"--max-len-a must be a finite number from 0 to {MAX_LEN_A:g} and --max-len-b from 0 to {MAX_LEN_B}"),
-            (self.eval_sentences >= 0, "--eval-sentences must be >= 0"),
-            (0.0 <= self.ag_decoder_fraction <= 1.0, "--ag-decoder-fraction must be in [0, 1]"),
-            (self.columns in (None, *COLUMN_ORDERS), f"--columns must be {' or '.join(COLUMN_ORDERS)}"),
-            (bool(self.src_lang) and bool(self.tgt_lang) and self.src_lang != self.tgt_lang,
-             "--src-lang and --tgt-lang must be two different language codes"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
-        if self.ag_decoder_patterns and "next" in self.ag_decoder_patterns:
-            raise ConfigError("--ag-decoder-patterns: [Next] is impossible in the causal decoder")
-
-    @classmethod
-    def of(cls, cfg: TrainConfig) -> "TranslationOptions":
-        known = {f.name for f in fields(cls)}
-        unknown = set(cfg.task_options) - known
-        if unknown:
-            raise ConfigError(f"translation options: unknown keys {sorted(unknown)}")
-        return cls(**cfg.task_options)
-
-
-def build_translation_config(preset: str = "tiny", task_options: dict[str, Any] | None = None,
-                             **overrides: Any) -> TrainConfig:
-    """A TrainConfig for --task translation from a translation preset plus explicit options (None: the
-    preset's); task_options over the preset's, checked by TranslationOptions. An option wins over the
-    preset's value; the values it replaced are recorded (`preset_overridden`, `preset_overrides`)."""
-    if preset not in PRESETS:
-        raise ConfigError(f"--preset for --task translation must be one of {', '.join(PRESETS)}, got {preset!r}")
-    values = {k: v for k, v in PRESETS[preset].items() if k != "task_options"}
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    options = {**PRESETS[preset].get("task_options", {}), **{k: v for k, v in (task_options or {}).items()
-                                                             if v is not None}}
-    opts = TranslationOptions(**options)
-    if "tie_embeddings" not in overrides or overrides["tie_embeddings"] is None:
-        values["tie_embeddings"] = opts.share_embeddings != "none"
-    values = with_warmup(values, overrides)
-    overridden = preset_overrides(PRESETS[preset], {**values, "task_options": asdict(opts)})
-    cfg = TrainConfig(preset=preset, task=TASK, task_options=asdict(opts), preset_overridden=overridden, **values)
-    if cfg.seq_len > opts.max_positions:
-        raise ConfigError(f"--max-len {cfg.seq_len} exceeds the position table ({opts.max_positions})")
-    return cfg
-
+# the options and presets live in tasks.translation_config; named here too, with the run
+__all__ = [
+    "PRESETS", "SELECT_BY", "TASK", "Seq2SeqGuidance", "TranslationOptions", "TranslationResult", "attention_guidance",
+    "best_bleu", "bleu_chrf", "build_model", "build_translation_config", "checkpoint_metadata", "copy_tokenizers",
+    "evaluate", "model_config", "pair_tokenizers", "prepare_run", "pretrained_vocab_warnings", "train_translation",
+    "translation_forward",
+]
 
 # ---------------------------------------------------------------------------------------------
 # The model

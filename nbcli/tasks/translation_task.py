@@ -192,6 +192,25 @@ class TranslationTask(Task):
             draw_by_frequency(plot, report, figure_options(o["dpi"], o["figsize"], o["title"]))
         return report
 
+    export_options = frozenset({"source_tokenizer", "target_tokenizer", "beam", "lenpen"})
+    translate_options = frozenset({"beam", "lenpen", "batch_size", "max_len_a", "max_len_b", "source_tokenizer",
+                                   "target_tokenizer", "device", "src_lang", "tgt_lang", "progress"})
+
+    def translate(self, run: Path, input_path: Path, output: Path, **o: Any) -> dict[str, Any]:
+        """Every line of `input_path` translated by the run's best checkpoint (or a checkpoint file), beam 5
+        and lenpen 1 unless given (`nbcli.translate.translate_file`)."""
+        from nbcli.translate import translate_file
+
+        return translate_file(run, input_path, output, **o).as_dict()
+
+    def export(self, run: Path, out: Path, **o: Any) -> dict[str, Any]:
+        """The run's best checkpoint (or a checkpoint file) as a transformers Marian folder, its decoding
+        in generation_config (`nbcli.export`)."""
+        from nbcli.export import export_translation
+
+        return export_translation(run, out, source_tokenizer=o["source_tokenizer"],
+                                  target_tokenizer=o["target_tokenizer"], beam=o["beam"], lenpen=o["lenpen"]).as_dict()
+
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         from nbcli.tasks.lm import closing_rows
 

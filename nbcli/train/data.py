@@ -53,7 +53,7 @@ class TokenData:
 
 def never_predicted(tokenizer: Tokenizer) -> frozenset[int]:
     """Ids MLM never selects for prediction (so never a label): BOS, EOS, padding and the tokenizer's
-    special ids. The one definition for masking (`nbcli.models.lm.mlm_mask` via ModelConfig.special_ids)
+    special ids. The one definition for masking (`nbcli.models.masking.mlm_mask` via ModelConfig.special_ids)
     and for the MLM unigram counts."""
     extra = {i for i in (tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id) if i is not None}
     return frozenset(set(tokenizer.special_ids) | extra)

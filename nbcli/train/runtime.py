@@ -150,7 +150,7 @@ def device_ids(ids: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Token ids as a long tensor on `device`, built once per (ids, device) and then reused (it is
     shared: never modify it). On CUDA building it is a synchronous copy from pageable host memory,
     which a training step must not pay per micro-batch: the MLM's special ids
-    (`nbcli.models.lm.mlm_mask`), the [Delim]/[Period] targets (`nbcli.analysis.patterns.pattern_matrix`)."""
+    (`nbcli.models.masking.mlm_mask`), the [Delim]/[Period] targets (`nbcli.analysis.patterns.pattern_matrix`)."""
     return torch.tensor(ids, dtype=torch.long, device=device)
 
 

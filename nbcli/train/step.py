@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from nbcli.errors import TrainingDiverged
-from nbcli.models.lm import ModelConfig, Transformer, mlm_mask
+from nbcli.models.lm import ModelConfig, Transformer
+from nbcli.models.masking import mlm_mask
 from nbcli.models.output import lm_loss
 from nbcli.ops import kl_divergence
 from nbcli.padding import padding_mask

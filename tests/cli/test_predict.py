@@ -83,11 +83,16 @@ def test_eval_of_a_classifier_refuses_the_options_of_other_tasks(run, tmp_path) 
 
 
 def test_translate_on_a_classifier_run_says_what_it_is(run) -> None:
-    """A classifier run has nb.format nb-classifier/1: the error says so and names the commands that read
-    it (was: "not an nb checkpoint (no nb.format metadata)")."""
+    """A classifier run is its task's (the run directory records it): the error says so and names the
+    commands that read it (was: "not an nb checkpoint (no nb.format metadata)"); a lone checkpoint of
+    one, by its nb.format nb-classifier/1, the same."""
     (run / "in.de").write_text("the of\n")
     result = invoke("translate", run / "run", "-i", run / "in.de", "-o", run / "out.en")
     assert result.exit_code == 1
-    assert_one_line_error(result.stderr, "a classifier or tagger run (nb.format nb-classifier/1", "nb predict",
-                          "nb eval --task classification|tagging")
+    assert_one_line_error(result.stderr, "nb train classification runs have no nb translate", "nb predict", "nb eval")
     assert "no nb.format metadata" not in result.stderr and not (run / "out.en").exists()
+    lone = run / "lone.safetensors"
+    lone.write_bytes((run / "run" / "step-2.safetensors").read_bytes())
+    result = invoke("translate", lone, "-i", run / "in.de", "-o", run / "out.en")
+    assert_one_line_error(result.stderr, "nb train classification runs have no nb translate", "nb predict")
+    assert not (run / "out.en").exists()

@@ -200,7 +200,7 @@ def test_an_mlm_update_with_dense_guidance_builds_no_device_tensor_and_reads_onc
 
 def test_mlm_mask_takes_the_special_ids_it_is_given() -> None:
     """mlm_mask with the special ids as a tensor (what the loop holds) masks as with them built from cfg."""
-    from nbcli.models.lm import mlm_mask
+    from nbcli.models.masking import mlm_mask
 
     mcfg = ModelConfig(vocab_size=30, seq_len=8, n_layer=1, n_head=2, d_model=16, objective="mlm", mask_id=3,
                        special_ids=(0, 1, 2))

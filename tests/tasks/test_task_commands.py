@@ -1,0 +1,101 @@
+"""nb predict and nb export go through the task a run records (`Task.predict_report`, `Task.export`):
+a task's own options reach it by name, another's are refused naming the task, and a task without an
+export says so; nb's own classifier runs take the same path (tests/cli/test_predict.py,
+tests/tasks/test_classifier_export.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbcli.tasks import registry
+from nbcli.tasks.base import Task
+from tests.cli.helpers import assert_one_line_error, invoke
+
+
+class EchoTask(Task):
+    """Predicts each line's length; exports a file naming the beam it was given."""
+
+    name = "echo"
+    help = "a test task"
+    export_options = frozenset({"beam"})
+
+    def predict(self, run: Path, corpus: list[str]) -> list[dict[str, Any]]:
+        return [{"length": len(line)} for path in corpus for line in Path(path).read_text().splitlines()]
+
+    def export(self, run: Path, out: Path, **options: Any) -> dict[str, Any]:
+        out.mkdir()
+        (out / "beam.txt").write_text(str(options["beam"]))
+        return {"out": str(out), "beam": options["beam"], "options": sorted(options)}
+
+
+@pytest.fixture
+def echo_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    targets = {**registry.task_targets(), "echo": f"{__name__}:EchoTask"}
+    monkeypatch.setattr(registry, "task_targets", lambda: targets)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "echo"}))
+    (tmp_path / "in.txt").write_text("ab\nabcd\n\n")
+    return run
+
+
+def test_predict_runs_the_recorded_task(echo_run: Path, tmp_path: Path) -> None:
+    result = invoke("predict", echo_run, "--corpus", tmp_path / "in.txt", "-o", tmp_path / "p.jsonl", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()] == [
+        {"length": 2}, {"length": 4}, {"length": 0}]
+    report = json.loads(result.stdout)
+    assert (report["task"], report["records"]) == ("echo", 3)
+
+
+def test_predict_refuses_an_option_the_task_does_not_read(echo_run: Path, tmp_path: Path) -> None:
+    result = invoke("predict", echo_run, "--corpus", tmp_path / "in.txt", "-o", tmp_path / "p.jsonl",
+                    "--batch-size", "8")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--batch-size: not an option of nb predict for a run of nb train echo")
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_export_passes_the_task_its_options_and_refuses_the_others(echo_run: Path, tmp_path: Path) -> None:
+    result = invoke("export", echo_run, "-o", tmp_path / "hf", "--beam", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"out": str(tmp_path / "hf"), "beam": 3, "options": ["beam"]}
+    assert (tmp_path / "hf" / "beam.txt").read_text() == "3"
+    refused = invoke("export", echo_run, "-o", tmp_path / "hf2", "--lenpen", "0.5", "--src-tokenizer",
+                     tmp_path / "in.txt")
+    assert refused.exit_code == 1
+    assert_one_line_error(refused.stderr, "--tokenizer/--src-tokenizer, --lenpen: not an option of nb export for a "
+                          "run of nb train echo")
+    assert not (tmp_path / "hf2").exists()
+
+
+def test_a_task_without_an_export_says_so(tmp_path: Path) -> None:
+    run = tmp_path / "lm-run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "lm"}))
+    result = invoke("export", run, "-o", tmp_path / "hf")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "nb train lm runs have no nb export")
+    result = invoke("predict", run, "--corpus", run / "config.json")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "nb train lm runs have no nb predict")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_the_python_api_takes_the_same_path(echo_run: Path, tmp_path: Path) -> None:
+    from nbcli.api import export_checkpoint, predict_labels
+
+    report = predict_labels(echo_run, tmp_path / "in.txt")
+    assert report.predictions == [{"length": 2}, {"length": 4}, {"length": 0}]
+    assert export_checkpoint(echo_run, tmp_path / "hf", beam=2).beam == 2
+
+
+def test_translate_goes_to_the_task_too(echo_run: Path, tmp_path: Path) -> None:
+    result = invoke("translate", echo_run, "-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "nb train echo runs have no nb translate (nb predict, nb export read them)")
+    assert not (tmp_path / "out.txt").exists()
