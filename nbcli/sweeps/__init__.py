@@ -8,6 +8,7 @@ Modules:
 - plan.py: a recipe expanded into runs (arms x seeds), data roles bound, options resolved and hashed;
 - execute.py: runs in this process, a local pool or on Dask; run records; resume and reuse;
 - scoring.py: each run's evaluation after training and its metric values;
+- by_frequency.py: paper 000 fig. 4 as an evaluation (training-target counts, per-bin values per arm);
 - aggregate.py: each arm's mean ± SE or σ beside the paper's numbers; CSV and markdown tables;
 - figures.py: the runs' curves (nb plot-run) and the results figure, in nb's house style;
 - sweep.py: one sweep start to end (plan, run, aggregate, write);

@@ -89,9 +89,10 @@ def paper_cell(cell: dict[str, Any], metric: Metric) -> str:
     return shown(cell["paper"], metric.digits) + ("" if spread is None else f" ({shown(spread, metric.digits)})")
 
 
-def markdown(plan: Plan, rows: Sequence[dict[str, Any]]) -> str:
+def markdown(plan: Plan, rows: Sequence[dict[str, Any]], sections: Sequence[str] = ()) -> str:
     """The table in the paper's layout: one row per arm; per metric nb's mean ± spread, the paper's
-    number (its σ in parentheses where printed) and the difference nb - paper."""
+    number (its σ in parentheses where printed) and the difference nb - paper; `sections`: more lines
+    before the notes (paper 000 fig. 4's per-bin tables)."""
     recipe = plan.recipe
     head = ["arm", "seeds"]
     for m in recipe.metrics:
@@ -107,6 +108,7 @@ def markdown(plan: Plan, rows: Sequence[dict[str, Any]]) -> str:
             diff = cell["difference"]
             cells += [nb_cell(cell, m), paper_cell(cell, m), "–" if diff is None else f"{diff:+.{m.digits}f}"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += sections
     notes = [f"- {row['arm']}: {cell['paper_note']}" for row in rows for cell in row["metrics"].values()
              if cell["paper_note"]]
     if recipe.published_note:

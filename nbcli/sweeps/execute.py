@@ -88,7 +88,7 @@ def run_job(job: Job) -> dict[str, Any]:
     """One run, wherever it is sent (this process, a pool worker, a Dask worker): train (or resume,
     or reuse) and evaluate, writing the record as it goes. Returns what was done."""
     from nbcli.sweeps.kinds import get_kind
-    from nbcli.sweeps.scoring import evaluate
+    from nbcli.sweeps.scoring import evaluate, record_key
     from nbcli.threads import cpu_threads
 
     spec, out, threads = RunSpec(**job["spec"]), Path(job["out"]), int(job["threads"])
@@ -113,9 +113,10 @@ def run_job(job: Job) -> dict[str, Any]:
         write_record(path, record)
         action = "resumed" if resume else "trained"
     ev = spec.evaluation
-    if ev is not None and (record.get("evaluation") or {}).get("hash") != ev["hash"]:
+    slot = record_key(ev["kind"]) if ev is not None else ""
+    if ev is not None and (record.get(slot) or {}).get("hash") != ev["hash"]:
         with cpu_threads(threads):
-            record["evaluation"] = {"hash": ev["hash"], "result": evaluate(ev, run)}
+            record[slot] = {"hash": ev["hash"], "result": evaluate(ev, run, out)}
         write_record(path, record)
         action = "evaluated" if action == "reused" else action + "+evaluated"
     import socket

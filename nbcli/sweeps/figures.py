@@ -12,8 +12,10 @@ from nbcli.figure_style import CYCLE, house_style, new_figure, provenance, save_
 from nbcli.sweeps.plan import Plan
 
 
-def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(files written, warnings): nothing but a warning without matplotlib (the optional extra)."""
+def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]],
+                 by_frequency: Sequence[dict[str, Any]] | None = None) -> tuple[list[str], list[str]]:
+    """(files written, warnings): nothing but a warning without matplotlib (the optional extra).
+    `by_frequency` (paper 000 fig. 4's arms): by_frequency.png, the arms overlaid, instead of the curves."""
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
@@ -23,14 +25,21 @@ def draw_figures(plan: Plan, out: Path, rows: Sequence[dict[str, Any]]) -> tuple
 
     figures = out / plan.recipe.id / "figures"
     files: list[str] = []
-    if plan.recipe.task not in ANALYSES:
+    metadata = provenance("reproduce", item=plan.recipe.id, scale=plan.scale.name,
+                          runs=",".join(r.id for r in plan.runs))
+    if by_frequency is not None:
+        from nbcli.sweeps.by_frequency import draw_overlay
+
+        figures.mkdir(parents=True, exist_ok=True)
+        draw_overlay(by_frequency, figures / "by_frequency.png", f"{plan.recipe.id} (paper {plan.recipe.paper}), "
+                     f"scale {plan.scale.name}: log-prob. of the reference token by frequency", metadata)
+        files.append(str(figures / "by_frequency.png"))
+    elif plan.recipe.task not in ANALYSES:
         report = plot_runs([out / "runs" / r.id for r in plan.runs], figures, alc_steps=plan.recipe.alc_steps)
         files += report["files"]
     if plan.recipe.metrics:
         figures.mkdir(parents=True, exist_ok=True)
         path = figures / "results.png"
-        metadata = provenance("reproduce", item=plan.recipe.id, scale=plan.scale.name,
-                              runs=",".join(r.id for r in plan.runs))
         results_figure(plan, rows, path, metadata)
         files.append(str(path))
     return [str(Path(f).relative_to(out)) if Path(f).is_relative_to(out) else f for f in files], []

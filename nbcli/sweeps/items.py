@@ -31,7 +31,7 @@ def item_recipe(item: str) -> Recipe:
 def describe(recipe: Recipe) -> dict[str, Any]:
     """What `nb reproduce --list` shows of a recipe: what it reproduces, whether nb can run it (and
     why not), the data by role, the scales, the arms and where nb's setting differs from the paper."""
-    from nbcli.sweeps.plan import recipe_arms, roles_needed
+    from nbcli.sweeps.plan import recipe_arms, roles_needed, select
 
     return {"item": recipe.id, "title": recipe.title, "paper": recipe.paper, "where": recipe.where,
             "task": recipe.task, "runnable": not recipe.unavailable, "unavailable": recipe.unavailable or None,
@@ -40,7 +40,7 @@ def describe(recipe: Recipe) -> dict[str, Any]:
             "data": [{"role": r.name, "help": r.help, "source": r.source} for r in recipe.data
                      if r.name in roles_needed(recipe)],
             "scales": [{"scale": s.name, "seeds": list(s.seeds), "note": s.note} for s in recipe.scales],
-            "arms": [name for name, _ in recipe_arms(recipe)],
+            "arms": select([name for name, _ in recipe_arms(recipe)], recipe.arms or None, recipe.path),
             "metrics": [m.label for m in recipe.metrics], "published": len(recipe.published),
             "deviations": list(recipe.deviations)}
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nbcli.errors import ConfigError
+from nbcli.sweeps.by_frequency import KIND as BY_FREQUENCY
 from nbcli.sweeps.kinds import Kind, Option, get_kind
 from nbcli.sweeps.recipe import AxisValue, Recipe, Scale
 
@@ -167,6 +168,12 @@ def check_recipe(recipe: Recipe) -> Kind:
         raise ConfigError(f"{recipe.path}: seeds: {recipe.task!r} takes no seed, so one seed per scale")
     roles_needed(recipe)   # every arm has a data role to be evaluated on
     arms = {name for name, _ in recipe_arms(recipe)}
+    for pattern in recipe.arms:
+        if not any(fnmatch.fnmatchcase(a, pattern) for a in arms):
+            raise ConfigError(f"{recipe.path}: arms: {pattern!r} matches no arm; its arms: {', '.join(sorted(arms))}")
+    if recipe.evaluation is not None and recipe.evaluation.kind == BY_FREQUENCY and recipe.metrics:
+        raise ConfigError(f"{recipe.path}: [[metrics]]: a translation-by-frequency item tables per-bin values, "
+                          "not metrics; give none")
     for p in recipe.published:
         if p.arm not in arms and not p.note:
             raise ConfigError(f"{recipe.path}: [[published]] arm {p.arm!r} is no arm of the recipe (a number nb "
@@ -317,7 +324,7 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
     overrides = parse_sets(sets)
     check_table(recipe, kind, "--set", overrides)
     every = recipe_arms(recipe)
-    chosen = select([name for name, _ in every], arms, recipe.path)
+    chosen = select([name for name, _ in every], arms or list(recipe.arms) or None, recipe.path)
     merged: dict[str, dict[str, Any]] = {}
     tested: dict[str, str | None] = {}
     for name, values in every:

@@ -30,7 +30,7 @@ SPREADS = ("se", "sd", "none")
 #: Where a metric's per-run value comes from (`aggregate.run_value`).
 SOURCES = ("evaluation", "result", "summary", "alc", "log-max", "log-min", "log-last", "log-mean",
            "epoch-at-max", "epoch-at-min")
-EVALUATIONS = ("translation-test",)
+EVALUATIONS = ("translation-test", "translation-by-frequency")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,9 @@ class Axis:
 @dataclass(frozen=True)
 class Evaluation:
     """What each finished run is scored on: `translation-test` (BLEU and chrF of the `data` role's
-    test pairs, decoded by the run's best checkpoint with `options`: beam, lenpen, batch_size). An
+    test pairs, decoded by the run's best checkpoint with `options`: beam, lenpen, batch_size) or
+    `translation-by-frequency` (that and paper 000 fig. 4's by-frequency section against the
+    training targets' counts, `nbcli.sweeps.by_frequency`; options bins, smoothing too). An
     axis value's `evaluate_data` names the role for its arms instead (each dataset its test set)."""
 
     kind: str
@@ -114,6 +116,7 @@ class Recipe:
     options: Mapping[str, Any] = field(default_factory=dict)
     scales: tuple[Scale, ...] = ()
     axes: tuple[Axis, ...] = ()
+    arms: tuple[str, ...] = ()   # the arms run unless --arms says (patterns as --arms; () = all)
     evaluation: Evaluation | None = None
     metrics: tuple[Metric, ...] = ()
     alc_steps: int | None = None
@@ -208,7 +211,7 @@ class Reader:
 
 
 TOP_KEYS = ("schema", "id", "title", "task", "paper", "where", "about", "unavailable", "deviations", "data",
-            "preset", "options", "scales", "seeds", "axes", "evaluate", "metrics", "alc_steps", "published", "published_note")
+            "preset", "options", "scales", "seeds", "axes", "arms", "evaluate", "metrics", "alc_steps", "published", "published_note")
 
 
 def merged(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +262,7 @@ def load_recipe(path: Path | str) -> Recipe:
         paper=top.get("paper", str, ""), where=top.get("where", str, ""), about=top.get("about", str, ""),
         unavailable=top.get("unavailable", str, ""), deviations=top.strings("deviations"), data=data,
         options=top.get("options", dict, {}), scales=_scales(top), axes=_axes(top, {r.name for r in data}),
+        arms=top.strings("arms"),
         evaluation=_evaluation(top) if "evaluate" in top.table else None, metrics=metrics,
         alc_steps=alc or None, published=_published(top, names), published_note=top.get("published_note", str, ""),
         presets=_presets(top))

@@ -23,26 +23,43 @@ def evaluation_spec(recipe: Recipe, scale: Scale, values: Mapping[str, Any], cor
                     settings: str) -> dict[str, Any] | None:
     """What a run is scored on after training (`[evaluate]`, its options over by the scale's), hashed
     with the run's own settings (a changed test set or beam scores the run again, not trains it)."""
+    from nbcli.sweeps import by_frequency
+
     ev = recipe.evaluation
     if ev is None:
         return None
     options = {**ev.options, **scale.evaluate}
+    known = by_frequency.OPTIONS if ev.kind == by_frequency.KIND else TRANSLATION_TEST_OPTIONS
     for key in options:
-        if key not in TRANSLATION_TEST_OPTIONS:
+        if key not in known:
             where = "[evaluate]" if key in ev.options else f"[scales.{scale.name}] evaluate"
-            raise ConfigError(f"{recipe.path}: {where}: options.{key}: {ev.kind} takes "
-                              f"{', '.join(TRANSLATION_TEST_OPTIONS)}")
+            raise ConfigError(f"{recipe.path}: {where}: options.{key}: {ev.kind} takes {', '.join(known)}")
     spec = {"kind": ev.kind, "corpus": [corpus], "src_lang": values.get("src_lang"),
             "tgt_lang": values.get("tgt_lang"), "options": options}
+    if ev.kind == by_frequency.KIND:
+        spec["counts"] = by_frequency.counts_spec(recipe.path, values)   # the training targets' counts
     blob = json.dumps({"run": settings, **spec}, sort_keys=True, default=str)
     return {**spec, "hash": hashlib.sha256(blob.encode()).hexdigest()}
 
 
-def evaluate(spec: Mapping[str, Any], run: Path) -> dict[str, Any]:
-    """The evaluation `spec` of the run in `run`: BLEU and chrF (sacreBLEU) of its best checkpoint's
-    translations of the test pairs (`nb eval RUN --task translation`)."""
+def record_key(kind: str) -> str:
+    """Where a run's record keeps an evaluation of `kind`: each kind its own, so two items scoring
+    the same runs (000-fig2's BLEU, 000-fig4's by-frequency) never evaluate each other's away."""
+    from nbcli.sweeps import by_frequency
+
+    return by_frequency.RECORD_KEY if kind == by_frequency.KIND else "evaluation"
+
+
+def evaluate(spec: Mapping[str, Any], run: Path, out: Path) -> dict[str, Any]:
+    """The evaluation `spec` of the run in `run` (of OUT `out`): BLEU and chrF (sacreBLEU) of its best
+    checkpoint's translations of the test pairs (`nb eval RUN --task translation`), or with paper 000
+    fig. 4's by-frequency section (`by_frequency.evaluate_by_frequency`)."""
     from nbcli.api.translation import evaluate_translation
     from nbcli.jsonsafe import json_ready
+    from nbcli.sweeps import by_frequency
+
+    if spec["kind"] == by_frequency.KIND:
+        return by_frequency.evaluate_by_frequency(spec, run, out)
 
     report = evaluate_translation(spec["corpus"], spec["src_lang"], spec["tgt_lang"], checkpoint=run,
                                   **spec["options"])

@@ -43,6 +43,9 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets, seeds=seeds)
     check_out(plan, out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
+    from nbcli.sweeps.by_frequency import prepare_counts
+
+    prepare_counts([r.evaluation for r in plan.runs], out)   # paper 000 fig. 4's training-target counts, once
     outcomes: list[dict[str, Any]] = []
 
     def done(outcome: dict[str, Any]) -> None:
@@ -77,18 +80,40 @@ def aggregate(plan: Plan, out: Path, outcomes: Sequence[dict[str, Any]] = (), *,
     from nbcli.sweeps.aggregate import arm_rows, csv_text, markdown, run_rows
     from nbcli.sweeps.figures import draw_figures
 
+    from nbcli.sweeps.by_frequency import csv_section, markdown_section
+
     runs = run_rows(plan, out)
     rows = arm_rows(plan, runs)
-    results = json_ready(results_document(plan, rows, runs))
+    by_frequency = frequency_arms(plan, out, runs)
+    document = results_document(plan, rows, runs)
+    table, table_csv = markdown(plan, rows), csv_text(plan, rows)
+    if by_frequency is not None:
+        document["by_frequency"] = by_frequency
+        table, table_csv = markdown(plan, rows, markdown_section(by_frequency)), csv_section(by_frequency)
+    results = json_ready(document)
     text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     folder = out / plan.recipe.id
     folder.mkdir(exist_ok=True)
-    write_all_atomic({folder / "results.json": text.encode(), folder / "results.csv": csv_text(plan, rows).encode(),
-                      folder / "results.md": markdown(plan, rows).encode()})
-    files, warnings = draw_figures(plan, out, rows) if figures else ([], [])
+    write_all_atomic({folder / "results.json": text.encode(), folder / "results.csv": table_csv.encode(),
+                      folder / "results.md": table.encode()})
+    files, warnings = draw_figures(plan, out, rows, by_frequency) if figures else ([], [])
     return {**results, "out": str(out), "files": [f"{plan.recipe.id}/results.{x}" for x in ("json", "csv", "md")]
             + files,
             "outcomes": list(outcomes), "warnings": warnings}
+
+
+def frequency_arms(plan: Plan, out: Path, runs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Paper 000 fig. 4's per-bin values per arm (`by_frequency.arm_bins`), each run's section added
+    to its row of `runs`; None when the recipe's evaluation is not translation-by-frequency."""
+    from nbcli.sweeps.by_frequency import KIND, arm_bins, run_section
+    from nbcli.sweeps.execute import read_record, record_path
+
+    if plan.recipe.evaluation is None or plan.recipe.evaluation.kind != KIND:
+        return None
+    for row in runs:
+        name = row["run"].removeprefix("runs/")
+        row["by_frequency"] = run_section(read_record(record_path(out, name)) or {}, name)
+    return [arm_bins(arm, [r for r in runs if r["arm"] == arm]) for arm in plan.arms]
 
 
 def recipe_sha256(recipe: Recipe) -> str:

@@ -60,6 +60,9 @@ def _refused(tmp_path: Path, recipe: str, *fragments: str, extra: tuple[str, ...
     (ANALOGY.replace('task = "analogy"', 'task = "regression"'), ("task 'regression'",)),
     (ANALOGY.replace('[[metrics]]', '[[published]]\narm = "plian"\nmetric = "accuracy"\nvalue = 1\n[[metrics]]'),
      ("[[published]] arm 'plian'",)),
+    (ANALOGY.replace("seeds = [0]", 'seeds = [0]\narms = ["scaeld"]'), ("arms: 'scaeld' matches no arm", "plain, scaled")),
+    (ANALOGY.replace('[[metrics]]', '[evaluate]\nkind = "translation-by-frequency"\ndata = "questions"\n[[metrics]]'),
+     ("[[metrics]]", "per-bin values")),
 ])
 def test_a_bad_recipe_is_one_line_naming_file_and_key(tmp_path: Path, analogy_data: list[str], recipe: str,
                                                       fragments: tuple[str, ...]) -> None:
@@ -123,7 +126,7 @@ def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Pa
 
 @pytest.mark.parametrize("args, fragments", [
     (("reproduce", "000-fig9", "--out", "o"), ("no item '000-fig9'", "000-fig2")),
-    (("reproduce", "000-fig4", "--out", "o"), ("cannot run 000-fig4 yet", "--by-frequency")),
+    (("reproduce", "001-table4", "--out", "o"), ("cannot run 001-table4 yet", "two stages")),
     (("reproduce", "000-fig2", "--scale", "huge", "--out", "o"), ("no scale 'huge'", "smoke, cpu, paper")),
     (("reproduce", "000-fig2", "--arms", "uni*x", "--out", "o"), ("--arms uni*x matches no arm", "unigram, zero")),
     (("reproduce", "000-fig2", "--set", "bias_init=zero", "--out", "o"), ("--set bias_init", "axis 'bias init'")),

@@ -22,7 +22,7 @@ from nbcli.tasks.registry import get_task
 WIDTHS = {"glove": 300, "t5": 512, "bert": 768, "mbert": 768, "mt5": 768}
 # A value given one way of two replaces the other (nb train classification: --steps over the preset's epochs).
 ONE_OF = {"steps": "epochs", "epochs": "steps", "warmup": "warmup_ratio", "warmup_ratio": "warmup"}
-WITH_PRESETS = ("000-fig2", "000-fig3", "001-table7", "002-table1", "002-table1-mt", "002-fig1", "002-table3")
+WITH_PRESETS = ("000-fig2", "000-fig3", "000-fig4", "001-table7", "002-table1", "002-table1-mt", "002-fig1", "002-table3")
 
 
 def _data(folder: Path, recipe: Recipe) -> list[str]:
