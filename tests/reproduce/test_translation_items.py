@@ -1,5 +1,6 @@
 """`nb reproduce 000-fig2 --scale smoke` end to end as a real `nb` process, on pairs built by the test;
-then 000-fig3 in the same --out reuses its runs (same settings) and its ALC equals nb plot-run's."""
+then 000-fig3 in the same --out reuses its runs (same settings) and its ALC equals nb plot-run's, and
+000-fig4 scores them without training them again or replacing their BLEU evaluation."""
 
 from __future__ import annotations
 
@@ -70,3 +71,13 @@ def test_000_fig2_smoke_then_000_fig3_on_the_same_runs(tmp_path: Path, pairs: Pa
         assert row["metrics"]["alc_val_bleu"]["mean"] == pytest.approx(groups[row["arm"]]["alc_val_bleu"]["mean"])
         assert row["metrics"]["alc_val_bleu"]["se"] == pytest.approx(groups[row["arm"]]["alc_val_bleu"]["se"])
         assert row["metrics"]["best_val_bleu"]["mean"] == pytest.approx(groups[row["arm"]]["best_val_bleu"]["mean"])
+
+    before = {r["run"]: json.loads((out / r["run"]).with_suffix(".json").read_text())["evaluation"] for r in runs}
+    fig4 = run_nb("reproduce", "000-fig4", "--scale", "smoke", *translation_data(pairs), "--out", out, "--json",
+                  "--no-figures", timeout=600)
+    assert fig4.returncode == 0, fig4.stderr.decode()
+    assert {o["action"] for o in json.loads(fig4.stdout)["outcomes"]} == {"evaluated"}   # 000-fig2's zero, unigram
+    for run, evaluation in before.items():   # 000-fig2's BLEU stays in its slot beside fig. 4's
+        record = json.loads((out / run).with_suffix(".json").read_text())
+        assert record["evaluation"] == evaluation and (record.get("by_frequency") is not None) == (
+            not run.startswith("runs/none"))
