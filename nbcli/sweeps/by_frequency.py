@@ -61,16 +61,14 @@ def prepare_counts(evaluations: Sequence[Mapping[str, Any] | None], out: Path) -
     defaults); the files counted now."""
     from nbcli.counting import CountOptions, count_to_file
 
-    made = []
-    for spec in {json.dumps(e["counts"], sort_keys=True): e["counts"] for e in evaluations
-                 if e is not None and e["kind"] == KIND}.values():
+    specs = {json.dumps(e["counts"], sort_keys=True): e["counts"] for e in evaluations
+             if e is not None and e["kind"] == KIND}.values()
+    wanted = [(spec, target_files(spec)) for spec in specs if not (out / spec["file"]).is_file()]  # all checked first
+    for spec, files in wanted:
         path = out / spec["file"]
-        if path.is_file():
-            continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        count_to_file(target_files(spec), Path(spec["tokenizer"]), path, None, CountOptions(), workers=1)
-        made.append(spec["file"])
-    return made
+        count_to_file(files, Path(spec["tokenizer"]), path, None, CountOptions(), workers=1)
+    return [spec["file"] for spec, _ in wanted]
 
 
 def evaluate_by_frequency(spec: Mapping[str, Any], run: Path, out: Path) -> dict[str, Any]:

@@ -42,10 +42,10 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     wanted = parse_resources(resources)
     plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets, seeds=seeds)
     check_out(plan, out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
     from nbcli.sweeps.by_frequency import prepare_counts
 
     prepare_counts([r.evaluation for r in plan.runs], out)   # paper 000 fig. 4's training-target counts, once
+    (out / "runs").mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any]] = []
 
     def done(outcome: dict[str, Any]) -> None:

@@ -124,6 +124,16 @@ def test_a_missing_data_role_lists_what_the_item_needs(tmp_path: Path, pairs: Pa
     assert not out.exists()
 
 
+def test_000_fig4_counts_only_aligned_training_files(tmp_path: Path, pairs: Path) -> None:
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("de\ten\nein haus\ta house\n")
+    out = tmp_path / "out"
+    data = [f"train={tsv}" if arg.startswith("train=") else arg for arg in translation_data(pairs)]
+    done = invoke("reproduce", "000-fig4", "--scale", "smoke", *data, "--out", out)
+    assert_one_line_error(done.stderr, f"--data train={tsv}", "PREFIX.de / PREFIX.en", "nb count-unigrams")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("args, fragments", [
     (("reproduce", "000-fig9", "--out", "o"), ("no item '000-fig9'", "000-fig2")),
     (("reproduce", "001-table4", "--out", "o"), ("cannot run 001-table4 yet", "two stages")),
