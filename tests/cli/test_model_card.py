@@ -111,9 +111,14 @@ def test_classifier_card_metrics_equal_the_summarys_and_its_code_runs(
     summary = json.loads((classifier_run / "summary.json").read_text())
     assert (data.library_name, data.pipeline_tag) == ("transformers", "text-classification")
     assert data.base_model is None and not any(t.startswith("arxiv:") for t in data.tags)   # a local BERT, no paper
-    final = summary["final"]["dev"]
     got = {r.metric_type: r.metric_value for r in data.eval_results if r.dataset_name == "dev"}
-    assert got == {"accuracy": final["accuracy"], "f1": final["f1"], "matthews_correlation": final["matthews"]}
+    if summary["best_step"] == summary["steps"]:   # the exported best step is the last: summary.json's final
+        final = summary["final"]["dev"]
+        assert got == {"accuracy": final["accuracy"], "f1": final["f1"], "matthews_correlation": final["matthews"]}
+    else:   # an earlier best step: its log.jsonl evaluation record
+        records = [json.loads(line) for line in (classifier_run / "log.jsonl").read_text().splitlines()]
+        at = next(r for r in records if r["step"] == summary["best_step"] and "val_loss" in r)
+        assert got == {"accuracy": at["val_dev_accuracy"], "f1": at["val_dev_f1"]}
     assert {r.dataset_type for r in data.eval_results} == {"dev.tsv"}
     (code,) = re.findall(r"```python\n(.*?)```", card.text, flags=re.DOTALL)
     printed = _run_python(code, capsys, tmp_path)
