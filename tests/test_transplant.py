@@ -202,7 +202,7 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path: Path, sp_model: Pat
     runner = CliRunner()
     for extra, fragment in ((["--min-count", "2"], "--min-count needs --counts"),
                             ([], "500 tokens do not fit the 490 vocabulary rows of"),
-                            (["--standardise", "match:x"], "match:FILE:TENSOR")):
+                            (["--standardise", "match:x"], "x: no such local path")):
         result = runner.invoke(app, base + extra)
         assert result.exit_code != 0
         assert fragment in result.output and "Traceback" not in result.output

@@ -20,11 +20,13 @@ What a batch is, its loss and its metrics, per task:
     encoders.py           the encoders those heads sit on (nb's MLM or a transformers encoder)
     language_model.py     the LM's run: blocks of documents, nb's Transformer, validation loss and divergences
     finetune.py           building and running (on `nbcli.train.loop.run_training`) an encoder and its head
+    finetune_config.py    its options as the run takes them (FinetuneConfig) and the TrainConfig they make
     inference.py          a classifier on a whole file (logits, loss, metrics); loading a run for
                           nb predict / nb eval
     classifier_export.py  nb export of a run fine-tuned from a transformers encoder (its family's
                           For{Sequence,Token}Classification folder)
     translation.py        nb train translation: the encoder-decoder on the shared orchestration
                           (`nbcli.train.loop.run_training`), BLEU / chrF validation
+    translation_config.py its options as the run takes them, its presets and the TrainConfig they make
     translation_data.py   its sentence pairs: tokenised, split, counted, batched
 """
