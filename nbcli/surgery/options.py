@@ -86,8 +86,13 @@ def parse_standardise(spec: str) -> StandardiseSpec:
         if not file or (sep and not tensor):
             raise ConfigError(f"--standardise-embeddings {spec!r}: expected match:FILE[:TENSOR]")
         from nbcli.checkpoint.reader import checkpoint_file  # a repo id names its snapshot's file
+        from nbcli.errors import NbError
 
-        return StandardiseSpec("match", match_file=str(checkpoint_file(file)), match_tensor=tensor or None)
+        try:
+            matched = checkpoint_file(file)
+        except NbError as error:   # no such file, nor a cached repo id: say which option named it
+            raise ConfigError(f"--standardise-embeddings {spec!r}: {error}") from None
+        return StandardiseSpec("match", match_file=str(matched), match_tensor=tensor or None)
     values: dict[str, float] = {}
     for part in spec.split(","):
         key, sep, value = part.partition("=")
