@@ -119,7 +119,7 @@ def render_items(report: dict[str, Any]) -> None:
         if not it["runnable"]:
             console.print(f"  not runnable yet: {esc(it['unavailable'])}")
             continue
-        scales = ", ".join(f"{s['scale']} ({len(s['seeds'])} seeds)" for s in it["scales"])
+        scales = ", ".join(f"{s['scale']} ({len(s['seeds'])} seed{'s' * (len(s['seeds']) != 1)})" for s in it["scales"])
         console.print(f"  task {esc(it['task'])} · {len(it['arms'])} arms · scales {esc(scales)} · "
                       f"{it['published']} published numbers", highlight=False)
         presets = sorted(set(it["presets"].values()))
