@@ -219,20 +219,18 @@ def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang:
     decoding = {**tm.decoding_defaults(), **({"beam": beam} if beam is not None else {}),
                 **({"lenpen": lenpen} if lenpen is not None else {})}
     model = {"path": str(tm.path), "step": tm.step, **decoding}
-    report = eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
-                              translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
-    if by_frequency is not None:
-        from nbcli.corpus.records import iter_pairs
+
+    def frequency_section(pairs: list[Any]) -> dict[str, Any]:   # on the pairs eval_translation read
         from nbcli.translation_frequency import translation_by_frequency
 
-        assert src_lang is not None and tgt_lang is not None   # eval_translation refused a missing side
-        pairs = list(iter_pairs(list(corpus), src_lang, tgt_lang, columns=columns))
         section = translation_by_frequency(tm.model, tm.target_tokenizer, source_ids(tm, [p.source for p in pairs]),
                                            [p.target for p in pairs], batch_size=batch_size, label=str(tm.path),
-                                           **by_frequency)
-        report["warnings"] = [*report["warnings"], *section.pop("warnings")]
-        report["by_frequency"] = section
-    return report
+                                           **(by_frequency or {}))
+        return {"warnings": section.pop("warnings"), "by_frequency": section}
+
+    return eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
+                            sections=frequency_section if by_frequency is not None else None,
+                            translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
 
 
 def check_languages(tm: TranslationModel, src_lang: str | None, tgt_lang: str | None,

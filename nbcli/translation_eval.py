@@ -43,12 +43,14 @@ def read_hypotheses(path: Path | str, *, what: str = "--hyps", strict: bool = Fa
 def eval_translation(corpus: Sequence[str], src_lang: str | None, tgt_lang: str | None, *,
                      hyps: Path | str | None = None, translate: Translate | None = None,
                      model: dict[str, Any] | None = None, tokenize: str = "13a",
-                     columns: str | None = None) -> dict[str, Any]:
+                     columns: str | None = None,
+                     sections: Callable[[list[Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Score translations of the pairs of `corpus` (`src_lang` -> `tgt_lang`) against their
     references: the lines of `hyps` when given (exactly one per pair), else `translate` applied to
     the source sentences. `model`: what the report says about the model behind `translate`.
     `columns`: which column of a .tsv/.csv without a header naming the languages is the source
-    ("src,tgt", the default, or "tgt,src"; `nbcli.corpus.records.iter_pairs`).
+    ("src,tgt", the default, or "tgt,src"; `nbcli.corpus.records.iter_pairs`). `sections(pairs)`: more
+    report sections computed on the same pairs (their `warnings` join the report's).
 
     Returns {"task", "corpus", "src_lang", "tgt_lang", "pairs", "hypotheses", "model", "bleu",
     "chrf", "bleu_signature", "chrf_signature", "bleu_details", "warnings"}. Errors, before any
@@ -84,6 +86,8 @@ def eval_translation(corpus: Sequence[str], src_lang: str | None, tgt_lang: str 
             raise InputError(f"the model gave {len(hypotheses)} translations for {len(pairs)} pairs")
     with naming(f"--hyps {hyps}" if hyps is not None else where):
         scores = score_translations(hypotheses, [p.target for p in pairs], tokenize=tokenize)
+    extra = sections(pairs) if sections is not None else {}
+    warnings += extra.pop("warnings", [])
     return {"task": "translation", "corpus": list(corpus), "src_lang": src_lang, "tgt_lang": tgt_lang,
             "pairs": len(pairs), "hypotheses": str(hyps) if hyps is not None else None, "model": model,
-            **{k: v for k, v in scores.items() if k != "sentences"}, "warnings": warnings}
+            **{k: v for k, v in scores.items() if k != "sentences"}, "warnings": warnings, **extra}

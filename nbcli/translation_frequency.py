@@ -107,21 +107,3 @@ def translation_by_frequency(model: Seq2SeqTransformer, target_tokenizer: Any, s
     return {"counts": fitted.info, "smoothing": f"add-k:{smoothing_k:g}", "output_bias_dropped": mean_without is not None,
             "reference_tokens": int(count.sum()), "skipped_long_pairs": skipped,
             "warnings": list(fitted.warnings), **fx.by_frequency(mean, log_unigram, bins, mean_without)}
-
-
-def draw_by_frequency(plot: Path, report: dict[str, Any], looks: Any = None) -> None:
-    """Paper 000 fig. 4 for one translation model into `plot` (committed whole or not at all)."""
-    from nbcli import plots
-    from nbcli.atomic import OutputSet
-    from nbcli.figure_style import corpus_label, model_label, provenance
-
-    path = str((report.get("model") or {}).get("path"))
-    section = report["by_frequency"]
-    meta = provenance("eval", checkpoint=path, corpus=",".join(report.get("corpus", [])),
-                      counts=section["counts"]["path"])
-    name = model_label(path)
-    with OutputSet() as outputs:
-        plots.plot_by_frequency(plot, [(name, section)], metadata=meta, outputs=outputs, options=looks,
-                                title=f"{name} on {corpus_label(report.get('corpus'))}: log-probability of the "
-                                      "reference token by frequency")
-    section["plot"] = str(plot)

@@ -171,25 +171,19 @@ class TranslationTask(Task):
             if o["by_frequency"] is not None:
                 raise ConfigError("--by-frequency scores a model's log-probabilities: give RUN_OR_CKPT (not with --hyps)")
             return eval_translation(corpus, o["src_lang"], o["tgt_lang"], hyps=o["hyps"], columns=o["columns"])
-        plot = o["by_frequency_plot"]
-        if plot is not None:
-            from nbcli.checkpoint.reader import checkpoint_inputs
-            from nbcli.plots import check_figure_outputs
+        from nbcli.figure_style import figure_options
+        from nbcli.lm.frequency_report import TokenFigures, draw_figures, guard_figures
 
-            if o["by_frequency"] is None:
-                raise ConfigError(f"--by-frequency-plot {plot}: needs --by-frequency COUNTS (the training targets' counts)")
-            check_figure_outputs("--by-frequency-plot", [plot], [*checkpoint_inputs(run), o["by_frequency"], *corpus])
-        figure = None if o["by_frequency"] is None else dict(
-            counts=o["by_frequency"], bins=o["bins"], smoothing_k=parse_smoothing(o["smoothing"]),
-            allow_vocab_mismatch=o["allow_vocab_mismatch"])
+        figures = TokenFigures(by_frequency=o["by_frequency"], bins=o["bins"], by_frequency_plot=o["by_frequency_plot"],
+                               looks=figure_options(o["dpi"], o["figsize"], o["title"]))
+        guard_figures(figures, run, corpus, None, None)
         report = eval_translation_model(run, corpus, o["src_lang"], o["tgt_lang"], beam=o["beam"], lenpen=o["lenpen"],
                                         batch_size=o["batch_size"], device=o["device"], columns=o["columns"],
-                                        by_frequency=figure)
-        if plot is not None:
-            from nbcli.figure_style import figure_options
-            from nbcli.translation_frequency import draw_by_frequency
-
-            draw_by_frequency(plot, report, figure_options(o["dpi"], o["figsize"], o["title"]))
+                                        by_frequency=None if figures.by_frequency is None else dict(
+                                            counts=figures.by_frequency, bins=figures.bins,
+                                            smoothing_k=parse_smoothing(o["smoothing"]),
+                                            allow_vocab_mismatch=o["allow_vocab_mismatch"]))
+        draw_figures(figures, report, {})
         return report
 
     export_options = frozenset({"source_tokenizer", "target_tokenizer", "beam", "lenpen"})
