@@ -108,8 +108,7 @@ def trained(run: Callable[[], Mapping[str, Any]], threads: int | None) -> TrainR
     """A training function's summary, run on `threads` CPU threads (`--threads`; None: every core), with
     `threads` recorded as summary.json and `nb train --json` record it."""
     from nbcli.tasks.runs import with_threads
-    from nbcli.threads import check_threads, cpu_threads
+    from nbcli.threads import cpu_threads   # it checks `threads`
 
-    check_threads(threads)
     with cpu_threads(threads):
         return TrainReport(with_threads(dict(run())))
