@@ -348,6 +348,14 @@ def option_cases() -> Iterator[Case]:
                            "--by-frequency-plot": ("{DIR}/x.png",)}.items():
         for value in values:
             table.append((evaluate, (option, value), option))
+    translation = ("eval", "--task", "translation", "{CKPT}", "--corpus", "{CORPUS}", "--src-lang", "de",
+                   "--tgt-lang", "en")
+    table.append((translation, ("--by-frequency", "{COUNTS}", "--by-frequency-plot", "{DIR}/x.jpg"),
+                  "--by-frequency-plot"))
+    table.append((translation, ("--by-frequency-plot", "{DIR}/x.png"), "--by-frequency-plot"))
+    table.append((translation, ("--by-frequency", "{COUNTS}", "--by-frequency-plot", "{COUNTS}"), "--by-frequency-plot"))
+    table.append((("eval", "--task", "translation", "--corpus", "{CORPUS}", "--src-lang", "de", "--tgt-lang", "en",
+                   "--hyps", "{CORPUS}", "--by-frequency", "{COUNTS}"), (), "--by-frequency"))
     table.append((("plot-by-frequency", "{CORPUS}"), (), "not an nb eval --json report"))
     table.append((("plot-by-frequency", "{COUNTS}"), (), "not an nb eval --json report"))
     table.append((("plot-by-frequency", "{DIR}/absent.json"), (), "absent.json"))
