@@ -300,9 +300,10 @@ def test_a_staged_folder_appears_whole_or_not_at_all(tmp_path: Path) -> None:
 
 
 def test_staged_folders_of_dead_processes_are_removed_and_old_leftovers_recovered(tmp_path: Path) -> None:
-    """What a killed nb export leaves: its staged folder (removed by the next run there, with a note; one
-    holding a sub-folder, which nb never makes, is left alone), and from nb before staged folders, a
-    target holding only a dead process's temporaries (removed: the folder is then empty and usable)."""
+    """What a killed nb export or in-place swap leaves: its staged folder (removed by the next run there,
+    with a note; sub-folders too, as a swapped-out model folder may hold them, and links removed, never
+    followed), and from nb before staged folders, a target holding only a dead process's temporaries
+    (removed: the folder is then empty and usable)."""
     from nbcli.atomic import staged_folder, take_notes
 
     pid = _dead_pid()
@@ -312,6 +313,11 @@ def test_staged_folders_of_dead_processes_are_removed_and_old_leftovers_recovere
     (staged / _temp_of("config.json", pid)).write_bytes(b"{")
     odd = tmp_path / _temp_of("other", pid)
     (odd / "sub").mkdir(parents=True)
+    outside = tmp_path / "keep"
+    outside.mkdir()
+    (outside / "weights").write_bytes(b"w")
+    (odd / "sub" / "link").symlink_to(outside)
+    (odd / "sub" / "file-link").symlink_to(outside / "weights")
     alive = tmp_path / _temp_of("mine", os.getppid())
     alive.mkdir()
     target = tmp_path / "hf"
@@ -321,7 +327,92 @@ def test_staged_folders_of_dead_processes_are_removed_and_old_leftovers_recovere
     with staged_folder(target) as staging:
         (staging / "x").write_bytes(b"x")
     notes = take_notes()
-    assert sorted(os.listdir(tmp_path)) == sorted(["hf", odd.name, alive.name])
-    assert os.listdir(target) == ["x"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["hf", "keep", alive.name])
+    assert os.listdir(target) == ["x"] and (outside / "weights").read_bytes() == b"w"
     assert any("stale temporary folder" in note and staged.name in note for note in notes), notes
     assert any("stale temporary file" in note and str(target) in note for note in notes), notes
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("old config")
+    (folder / "weights").write_bytes(b"old weights")
+    return folder
+
+
+def test_a_swapped_folder_commits_whole_or_not_at_all(tmp_path: Path) -> None:
+    """swapped_folder: the new files appear together (the folder's inode changes in one step, the
+    untouched file keeps its inode); an exception in the block leaves the folder as it was; nothing
+    of nb's stays beside it."""
+    from nbcli.atomic import OutputSet, swapped_folder
+
+    folder = _folder(tmp_path)
+    inode, weights = folder.stat().st_ino, (folder / "weights").stat().st_ino
+    with pytest.raises(RuntimeError):
+        with swapped_folder(folder) as copy:
+            assert copy is not None and copy.parent == tmp_path
+            with OutputSet() as outputs:
+                outputs.open(copy / "config.json").write(b"new config")
+            raise RuntimeError("the write failed")
+    assert folder.stat().st_ino == inode and (folder / "config.json").read_text() == "old config"
+    assert os.listdir(tmp_path) == ["model"]
+    with swapped_folder(folder) as copy:
+        assert copy is not None
+        with OutputSet() as outputs:
+            outputs.open(copy / "config.json").write(b"new config")
+        assert (folder / "config.json").read_text() == "old config"  # not before the swap
+    assert folder.stat().st_ino != inode and (folder / "config.json").read_text() == "new config"
+    assert (folder / "weights").stat().st_ino == weights
+    assert os.listdir(tmp_path) == ["model"]
+
+
+@pytest.mark.parametrize("why", ["no exchange", "working folder", "a fifo"])
+def test_a_folder_that_cannot_be_swapped_yields_none_and_leaves_nothing(tmp_path: Path, monkeypatch, why: str) -> None:  # noqa: ANN001
+    """Where the system cannot exchange two folders, inside the process's working folder, or with an
+    entry that is not a file, link or folder, swapped_folder yields None (the caller commits file by
+    file) and leaves nothing beside the folder."""
+    import nbcli.atomic.swap as swap
+    from nbcli.atomic import swapped_folder
+
+    folder = _folder(tmp_path)
+    if why == "no exchange":
+        def refuse(first: Path, second: Path) -> None:
+            raise OSError(22, "Invalid argument", str(first))
+        monkeypatch.setattr(swap, "exchange", refuse)
+    elif why == "working folder":
+        (folder / "sub").mkdir()
+        monkeypatch.chdir(folder / "sub")
+    else:
+        os.mkfifo(folder / "pipe")
+    with swapped_folder(folder) as copy:
+        assert copy is None
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_an_in_place_patch_without_a_swap_commits_file_by_file(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The fallback: where no exchange is possible, an in-place patch of a model folder gives the same
+    folder as the swap (the journal's per-file commit)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import nbcli
+    import nbcli.atomic.swap as swap
+
+    results = []
+    for allowed in (True, False):
+        folder = tmp_path / f"model-{allowed}"
+        folder.mkdir()
+        torch.manual_seed(0)
+        save_file({"model.embed_tokens.weight": torch.randn(12, 4), "lm_head.weight": torch.randn(12, 4),
+                   "model.norm.weight": torch.ones(4)}, folder / "model.safetensors")
+        (folder / "config.json").write_text('{"model_type": "llama", "vocab_size": 12, "hidden_size": 4}')
+        if not allowed:
+            monkeypatch.setattr(swap, "exchange", lambda first, second: (_ for _ in ()).throw(OSError(38, "no")))
+        inode = folder.stat().st_ino
+        nbcli.patch(folder, in_place=True, shuffle=True, seed=3, hash_inputs=False)
+        assert (folder.stat().st_ino != inode) == allowed  # swapped in, or rewritten file by file
+        results.append(load_file(folder / "model.safetensors"))
+        assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]
+    assert results[0].keys() == results[1].keys()
+    assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])

@@ -37,6 +37,14 @@ a directory; its files committed inside it as above) and renamed to the target, 
 or be an empty directory: that one rename is the commit point. Recovery removes the staged folder of a
 process that no longer runs (a rollback: the target stays absent or empty).
 
+**An existing folder rewritten in place** (`swapped_folder`, `nb patch-checkpoint --in-place` of a model
+folder): a copy of the folder is staged beside it, each file a hard link to the folder's own; the new
+files are committed inside the copy as above, and one `renameat2(RENAME_EXCHANGE)` swaps the copy and the
+folder: that swap is the commit point for every reader; the old folder, under the staging name now, is
+removed. Recovery removes the staging folder of a process that no longer runs, before or after the swap
+alike. Where the system cannot swap (see nbcli.atomic.swap), the files are committed into the folder
+itself with a journal (old or new for nb, which finishes the commit before it reads).
+
 Before anything is renamed, every target is checked again (its directory exists and is writable,
 it is not a directory): a target that cannot take its file fails the command with nothing renamed.
 
@@ -46,15 +54,17 @@ nbcli.atomic.commit.
 The package, by part: `checks` (output-path checks: the directory, the name's length), `temporaries`
 (the temporaries' and journals' names, their owners, directory fsync), `commit` (OutputSet and the
 atomic_write / write_*_atomic helpers, the NB_FAULT_INJECT hook), `recovery` (reading journals,
-finishing or rolling back interrupted commits, removing stale temporaries).
+finishing or rolling back interrupted commits, removing stale temporaries), `swap` (an existing folder
+rewritten through a swapped-in copy).
 """
 
 from nbcli.atomic.checks import check_name_length, check_output_dir, name_max
 from nbcli.atomic.commit import (OutputSet, atomic_write, sigint_held, staged_folder, start_writeback, take_committed,
                                  write_all_atomic, write_bytes_atomic, write_text_atomic)
 from nbcli.atomic.recovery import recover_directory, recover_journal_now, take_notes
+from nbcli.atomic.swap import swapped_folder
 from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, temp_name
 
 __all__ = ["JOURNAL_PREFIX", "TEMP_SUFFIX", "OutputSet", "atomic_write", "check_name_length", "check_output_dir",
-           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "staged_folder", "start_writeback", "take_committed", "take_notes",
+           "name_max", "recover_directory", "recover_journal_now", "sigint_held", "staged_folder", "start_writeback", "swapped_folder", "take_committed", "take_notes",
            "temp_name", "write_all_atomic", "write_bytes_atomic", "write_text_atomic"]

@@ -6,7 +6,9 @@ KILL; e.g. INT for Ctrl-C, STOP to pause it there) the N-th time (default 1st) i
 `temp-created` (the temporary exists on disk, not yet recorded for removal), `before-commit`, `journal-written`, `mid-commit` (after the first rename),
 `renamed` (after each rename, N counts them), `index-renamed` (the commit point), `retired` (after
 each removal of a replaced file), `after-commit` (all renamed, journal not yet removed),
-`folder-renamed` (a new folder's staged copy renamed into place: `staged_folder`'s commit point).
+`folder-renamed` (a new folder's staged copy renamed into place: `staged_folder`'s commit point),
+`swap-staged` (a folder's staged copy complete, not yet swapped in: `swapped_folder`), `folder-swapped`
+(swapped in, the old folder not yet removed).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def take_committed() -> list[Path]:
     return done
 
 
-def _fault(point: str) -> None:
+def fault(point: str) -> None:
     """Test hook: signal this process at `point` when NB_FAULT_INJECT asks for it (see module doc)."""
     spec = os.environ.get("NB_FAULT_INJECT")
     if not spec:
@@ -155,7 +157,7 @@ class OutputSet:
                     raise OutputError(_os_error_message(path, err)) from None
             else:  # pragma: no cover - 100 collisions of a random tag
                 raise OutputError(f"{path}: cannot create a temporary file beside it")
-            _fault("temp-created")
+            fault("temp-created")
             handle = os.fdopen(fd, "w+b")
             if commit_point:
                 self._point = len(self._files)
@@ -197,7 +199,7 @@ class OutputSet:
                 handle.close()
                 os.chmod(tmp, 0o644)
             self._check_targets()
-            _fault("before-commit")
+            fault("before-commit")
         except OSError as err:
             self.discard()
             raise OutputError(_os_error_message(path or Path("."), err)) from None
@@ -211,18 +213,18 @@ class OutputSet:
                 except OSError as err:
                     self.discard()
                     raise OutputError(_os_error_message(self._files[0][0], err)) from None
-            _fault("journal-written")
+            fault("journal-written")
             if self._point is not None:
                 self._rename_around_point(journal)
             else:
                 for i, (path, tmp, _handle) in enumerate(self._files):
                     self._rename(path, tmp, journal, decided=True)
                     if i == 0:
-                        _fault("mid-commit")
-                    _fault("renamed")
+                        fault("mid-commit")
+                    fault("renamed")
                 for folder in {tmp.parent for _path, tmp, _handle in self._files}:
                     fsync_dir(folder)
-            _fault("after-commit")
+            fault("after-commit")
             if journal is not None:
                 journal.unlink(missing_ok=True)
                 fsync_dir(journal.parent)
@@ -253,25 +255,25 @@ class OutputSet:
         for i, (path, tmp, _handle) in enumerate(before):
             self._rename(path, tmp, journal, decided=False)
             if i == 0:
-                _fault("mid-commit")
-            _fault("renamed")
+                fault("mid-commit")
+            fault("renamed")
         for folder in {tmp.parent for _path, tmp, _handle in before}:
             fsync_dir(folder)  # the shards are durable under their names before the index names them
         index, tmp, _handle = point
         self._rename(index, tmp, journal, decided=False)
         fsync_dir(tmp.parent)
         if not before:
-            _fault("mid-commit")
-        _fault("renamed")
-        _fault("index-renamed")
+            fault("mid-commit")
+        fault("renamed")
+        fault("index-renamed")
         for path, tmp, _handle in after:
             self._rename(path, tmp, journal, decided=True)
-            _fault("renamed")
+            fault("renamed")
         live = shards_named_by(index)
         for old in self._retire:
             if removable_shard(old, live):
                 old.unlink(missing_ok=True)
-            _fault("retired")
+            fault("retired")
         for folder in {tmp.parent for _path, tmp, _handle in self._files} | {p.parent for p in self._retire}:
             fsync_dir(folder)
 
@@ -370,7 +372,7 @@ def staged_folder(folder: Path | str) -> Iterator[Path]:
                 if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
                     raise _folder_error(folder) from None  # filled (or made a file) meanwhile
                 raise OutputError(f"{folder}: cannot rename the new folder into place: {err.strerror}") from None
-            _fault("folder-renamed")
+            fault("folder-renamed")
             fsync_dir(parent)
             _committed.append(folder)
     except BaseException:

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 from nbcli.atomic.temporaries import JOURNAL_RE, TEMP_RE, fsync_dir, host_tag, owned_by_dead_process
@@ -169,29 +170,21 @@ def recover_directory(directory: Path | str, *, strict: bool = False) -> list[st
                      + ", ".join(stale))
     if staged:
         notes.append(f"{directory}: removed {len(staged)} stale temporary folder(s) of interrupted nb runs "
-                     "(new output folders never renamed into place; the commit is rolled back): " + ", ".join(staged))
+                     "(a new folder or a copy never renamed into place, or the old folder a swap replaced): " + ", ".join(staged))
     _notes.extend(notes)
     return notes
 
 
 def remove_staged_folder(folder: Path) -> bool:
-    """Remove a staged output folder (`staged_folder`) and the files in it; one holding anything but
-    files (a folder nb never makes there) is left alone. Whether it is gone."""
+    """Remove a staged folder (`staged_folder`'s new folder, or `swapped_folder`'s copy, or the old
+    folder a swap replaced) with everything in it: links are removed, never followed. Whether it is
+    gone."""
     try:
-        entries = list(os.scandir(folder))
+        shutil.rmtree(folder)
     except FileNotFoundError:
         return True
     except OSError:
-        return False
-    if any(entry.is_dir(follow_symlinks=False) for entry in entries):
-        return False
-    try:
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
-        folder.rmdir()
-    except OSError:
-        return False
+        return not os.path.lexists(folder)
     fsync_dir(folder.parent)
     return True
 

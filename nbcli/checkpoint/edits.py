@@ -120,7 +120,8 @@ def plan_sharded(edits: Edits, target_dir: Path, in_place: bool) -> WritePlan:
     assert source.index_path is not None
     # In place, a shard none of whose tensors changes is not written at all: it keeps its
     # inode, bytes and name; the new provenance lives in the index and the rewritten shards.
-    same_dir = in_place and device_inode(target_dir) == device_inode(source.index_path.parent)
+    # (the folder itself, or its copy of hard links that `swapped_folder` swaps in: the index is the same file)
+    same_dir = in_place and device_inode(target_dir / source.index_path.name) == device_inode(source.index_path)
     entries_of = edits.entries_by_file()
     rewritten = [header.path for header in source.headers
                  if not same_dir or edits.metadata is not None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from nbcli.atomic import OutputSet, atomic_write, sigint_held, staged_folder, start_writeback
+from nbcli.atomic import OutputSet, atomic_write, sigint_held, staged_folder, start_writeback, swapped_folder
 from nbcli.checkpoint.edits import Held, TensorData, WritePlan, checked_edits, plan_sharded, plan_single, stored
 from nbcli.checkpoint.format import TensorInfo, build_header, dtype_code
 from nbcli.checkpoint.layout import check_output_paths, checked_output_dir, resolve_output
@@ -331,6 +331,11 @@ def write_like(source: Checkpoint, out: Path | str, *, replace: Mapping[str, tor
         with staged_folder(target_dir) as staging:
             written = _execute(plan_in(staging), None, progress, late, deferred, edits.held)
         return [target_dir / path.name for path in written]
+    if target_dir is not None and folder:  # an existing model folder: committed in a copy swapped in whole
+        with swapped_folder(target_dir) as copy:
+            written = [] if copy is None else _execute(plan_in(copy), None, progress, late, deferred, edits.held)
+        if copy is not None:
+            return [target_dir / path.relative_to(copy) for path in written]
     return _execute(plan_in(target_dir), target_dir, progress, late, deferred, edits.held)
 
 

@@ -128,3 +128,62 @@ def test_patch_into_a_new_folder_killed_at_every_step_is_absent_or_complete(
     assert contents(out) == expected and reader_view(out, AUTO) == "complete"
     assert contents(model) == before                                                    # the input untouched
     assert nb_leftovers(tmp_path, out, model) == []
+
+
+# in place: the new files are committed in a staged copy of the folder (its 4 files and, sharded,
+# its fresh shards and index), which one exchange swaps in; then the old folder is removed
+IN_PLACE_BEFORE = ["temp-created:1", "before-commit", "renamed:2", "swap-staged"]
+IN_PLACE_AFTER = ["folder-swapped"]
+
+
+@pytest.mark.parametrize(("layout", "point"), [(layout, point) for layout in ("single", "sharded")
+                                               for point in IN_PLACE_BEFORE + IN_PLACE_AFTER])
+def test_patch_in_place_killed_at_every_step_is_the_old_folder_or_the_new(
+        tmp_path: Path, models, layout: str, point: str) -> None:  # noqa: ANN001
+    """The folder is rewritten in place: at each pause, and after the kill, transformers loads the old
+    folder whole or the new one whole (never new weights beside the old config.json, tie_word_embeddings
+    true); the next nb write beside it removes the staged copy (or the old folder, after the swap)."""
+    model, expected = models[layout]
+    folder = tmp_path / "model"
+    shutil.copytree(model, folder)
+    old = contents(folder)
+    want = expected if point in IN_PLACE_AFTER else old
+    pause_then_kill(["nb", "patch-checkpoint", str(folder), "--in-place", *SURGERY], _env(point), point,
+                    lambda: contents(folder) == want and reader_view(folder, AUTO) == "complete",
+                    "a reader should see the old folder or the new one, whole")
+    assert contents(folder) == want and reader_view(folder, AUTO) == "complete", f"killed at {point}"
+    assert nb_leftovers(tmp_path), "the kill left no staged folder to recover"
+    if point in IN_PLACE_AFTER:  # done: any nb write beside the folder removes the old one
+        again = rerun(["patch-checkpoint", folder, "-o", tmp_path / "other", "--scale-ln-bias", "1",
+                       "--no-hash-inputs"], as_process=False)
+    else:                        # not done: the plain rerun recovers and patches
+        again = rerun(["patch-checkpoint", folder, "--in-place", *SURGERY], as_process=point == IN_PLACE_BEFORE[0])
+    assert again.returncode == 0, again.stderr
+    assert "nb: note: " in again.stderr and "stale temporary folder" in again.stderr, again.stderr
+    assert contents(folder) == expected and reader_view(folder, AUTO) == "complete"
+    assert nb_leftovers(tmp_path, folder) == []
+
+
+def test_patch_in_place_keeps_the_folder_entries_it_does_not_rewrite(tmp_path: Path, models) -> None:  # noqa: ANN001
+    """The swapped-in folder holds every entry of the old one: unchanged files as the same inodes (hard
+    links), a sub-folder (hf download's .cache/) and a relative symbolic link, and the folder's mode."""
+    model, expected = models["single"]
+    folder = tmp_path / "model"
+    shutil.copytree(model, folder)
+    (folder / ".cache" / "huggingface").mkdir(parents=True)
+    (folder / ".cache" / "huggingface" / "tokenizer.json.metadata").write_text("abc\n")
+    (tmp_path / "notes.md").write_text("outside\n")
+    (folder / "NOTES.md").symlink_to("../notes.md")
+    folder.chmod(0o750)
+    inode = (folder / "tokenizer.json").stat().st_ino
+    done = subprocess.run(["nb", "patch-checkpoint", str(folder), "--in-place", *SURGERY], capture_output=True,
+                          text=True, timeout=300, env=_env(None))
+    assert done.returncode == 0, done.stderr
+    assert (folder / "tokenizer.json").stat().st_ino == inode
+    assert (folder / ".cache" / "huggingface" / "tokenizer.json.metadata").read_text() == "abc\n"
+    assert os.readlink(folder / "NOTES.md") == "../notes.md" and (folder / "NOTES.md").read_text() == "outside\n"
+    assert folder.stat().st_mode & 0o777 == 0o750
+    shutil.rmtree(folder / ".cache")
+    (folder / "NOTES.md").unlink()
+    assert contents(folder) == expected
+    assert sorted(os.listdir(tmp_path)) == ["model", "notes.md"]

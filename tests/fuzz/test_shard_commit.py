@@ -1,6 +1,9 @@
-"""What `transformers.from_pretrained` sees at every step of a sharded in-place commit.
+"""What `transformers.from_pretrained` sees at every step of a sharded in-place commit made file by file.
 
-A tiny GPT-2 saved by transformers in several shards is patched in place by a real `nb` with a
+A model folder is rewritten in place through a swapped-in copy where the system allows
+(tests/fuzz/test_patch_folder_commit.py); here nb runs inside the folder (its working directory),
+which the swap would pull from under it, so it commits file by file, the index's rename the commit
+point. A tiny GPT-2 saved by transformers in several shards is patched in place by a real `nb` with a
 surgery that touches two shards (`--shuffle-embeddings`: wte, first shard; `--scale-ln-bias`:
 ln_f.bias, last shard). NB_FAULT_INJECT=POINT:N:STOP pauses nb at each step of the commit (every
 temporary created, before the journal, after each rename, the index rename, each removal of a
@@ -82,11 +85,12 @@ def _wait_stopped(proc: subprocess.Popen[str], timeout: float = 120) -> bool:
     raise AssertionError("nb neither paused nor ended")
 
 
-def pause_then_kill(args: list, env: dict[str, str], point: str, check: Callable[[], bool], what: str) -> None:
-    """Run `args` (nb with NB_FAULT_INJECT=...:STOP in `env`) in its own session until it stops at
-    `point`, assert `check()` there, then kill it (a crash right there); no process may be left."""
+def pause_then_kill(args: list, env: dict[str, str], point: str, check: Callable[[], bool], what: str,
+                    cwd: Path | None = None) -> None:
+    """Run `args` (nb with NB_FAULT_INJECT=...:STOP in `env`, in `cwd`) in its own session until it
+    stops at `point`, assert `check()` there, then kill it (a crash right there); no process may be left."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, cwd=cwd)
     try:
         assert _wait_stopped(proc), f"nb ended without reaching {point}: {proc.communicate()[1]}"
         assert check(), f"paused at {point}: {what}"
@@ -116,7 +120,7 @@ def test_transformers_sees_the_old_or_the_new_model_at_every_step(tmp_path: Path
     untouched = {name: (folder / name).stat().st_ino for name in set(weight_map.values()) - touched}
     env = {**os.environ, "NB_FAULT_INJECT": f"{point}:STOP" if ":" in point else f"{point}:1:STOP"}
     pause_then_kill(["nb", "patch-checkpoint", folder, "--in-place", *SURGERY], env, point,
-                    lambda: torch.equal(_logits(folder), expected), "a reader sees a mix")
+                    lambda: torch.equal(_logits(folder), expected), "a reader sees a mix", cwd=folder)
     assert torch.equal(_logits(folder), expected), f"killed at {point}, before any nb run"
     assert _nb_files(folder), "the kill left nothing to recover"
     inspected = rerun(["inspect", folder, "--json"], as_process=point == BEFORE_INDEX[0])
