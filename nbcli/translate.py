@@ -220,16 +220,21 @@ def eval_translation_model(run_or_ckpt: Path | str, corpus: list[str], src_lang:
                 **({"lenpen": lenpen} if lenpen is not None else {})}
     model = {"path": str(tm.path), "step": tm.step, **decoding}
 
-    def frequency_section(pairs: list[Any]) -> dict[str, Any]:   # on the pairs eval_translation read
-        from nbcli.translation_frequency import translation_by_frequency
+    fitted = None
+    if by_frequency is not None:   # the counts checked before anything is decoded
+        from nbcli.translation_frequency import fit_target_counts, translation_by_frequency
 
+        options = dict(by_frequency)
+        fitted = fit_target_counts(tm.model, tm.target_tokenizer, options.pop("counts"), label=str(tm.path),
+                                   allow_vocab_mismatch=options.pop("allow_vocab_mismatch", False))
+
+    def frequency_section(pairs: list[Any]) -> dict[str, Any]:   # on the pairs eval_translation read
         section = translation_by_frequency(tm.model, tm.target_tokenizer, source_ids(tm, [p.source for p in pairs]),
-                                           [p.target for p in pairs], batch_size=batch_size, label=str(tm.path),
-                                           **(by_frequency or {}))
+                                           [p.target for p in pairs], fitted, batch_size=batch_size, **options)
         return {"warnings": section.pop("warnings"), "by_frequency": section}
 
     return eval_translation(corpus, src_lang, tgt_lang, model=model, columns=columns,
-                            sections=frequency_section if by_frequency is not None else None,
+                            sections=frequency_section if fitted is not None else None,
                             translate=lambda texts: translate_texts(tm, texts, batch_size=batch_size, **decoding))
 
 

@@ -22,6 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+    from nbcli.checkpoint.vocab import FittedCounts
     from nbcli.models.seq2seq import Seq2SeqTransformer
 
 
@@ -81,24 +82,30 @@ def reference_sums(model: Seq2SeqTransformer, sources: Sequence[Sequence[int]], 
     return count, total, total_without, len(sources) - len(kept)
 
 
-def translation_by_frequency(model: Seq2SeqTransformer, target_tokenizer: Any, sources: Sequence[Sequence[int]],
-                             references: Sequence[str], counts: Path, *, bins: int = 10, smoothing_k: float = 1.0,
-                             batch_size: int = 64, allow_vocab_mismatch: bool = False,
-                             label: str = "the model") -> dict[str, Any]:
-    """The report's `by_frequency` section (paper 000 fig. 4): `counts`, the training targets' unigram
-    counts (`nb count-unigrams` of the target side with the target tokenizer), smoothed by nb's one
-    formula, checked against the model's target tokenizer; each reference token's mean log-probability,
-    binned in `bins` equal-width intervals of its log-unigram probability, with and without b."""
-    from nbcli.analysis import frequency_effects as fx
+def fit_target_counts(model: Seq2SeqTransformer, target_tokenizer: Any, counts: Path, *,
+                      allow_vocab_mismatch: bool = False, label: str = "the model") -> FittedCounts:
+    """`counts` (the training targets' unigram counts: `nb count-unigrams` of the target side with the
+    target tokenizer) checked against the model's target tokenizer and vocabulary (`fit_counts`), before
+    anything is decoded: a counts file of another tokenizer fails in one line at once."""
     from nbcli.checkpoint.vocab import ModelVocab, fit_counts
-    from nbcli.ops import unigram_log_prior
     from nbcli.tokenizers.identity import tokenizer_identity
 
-    rows = model.cfg.tgt_vocab_size
-    vocab = ModelVocab(rows, (tokenizer_identity(target_tokenizer),), f"its target tokenizer {target_tokenizer.path}",
-                       label=f"{label} (target side)")
-    fitted = fit_counts(counts, vocab, allow_mismatch=allow_vocab_mismatch, allow_foreign=True)
-    log_unigram = unigram_log_prior(fitted.counts, rows, smoothing_k).double().numpy()
+    vocab = ModelVocab(model.cfg.tgt_vocab_size, (tokenizer_identity(target_tokenizer),),
+                       f"its target tokenizer {target_tokenizer.path}", label=f"{label} (target side)")
+    return fit_counts(counts, vocab, allow_mismatch=allow_vocab_mismatch, allow_foreign=True)
+
+
+def translation_by_frequency(model: Seq2SeqTransformer, target_tokenizer: Any, sources: Sequence[Sequence[int]],
+                             references: Sequence[str], fitted: FittedCounts, *, bins: int = 10, smoothing_k: float = 1.0,
+                             batch_size: int = 64) -> dict[str, Any]:
+    """The report's `by_frequency` section (paper 000 fig. 4): `fitted`, the training targets' counts as
+    `fit_target_counts` checked them, smoothed by nb's one formula; each reference token's mean
+    log-probability, binned in `bins` equal-width intervals of its log-unigram probability, with and
+    without b."""
+    from nbcli.analysis import frequency_effects as fx
+    from nbcli.ops import unigram_log_prior
+
+    log_unigram = unigram_log_prior(fitted.counts, model.cfg.tgt_vocab_size, smoothing_k).double().numpy()
     targets = target_tokenizer.encode_batch(list(references))
     count, total, total_without, skipped = reference_sums(model, sources, targets, batch_size)
     with np.errstate(divide="ignore", invalid="ignore"):

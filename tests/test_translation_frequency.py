@@ -120,3 +120,24 @@ def test_bad_combinations_are_one_line(tmp_path: Path, translation_run: Path, pa
     result = invoke(*base, translation_run, "--by-frequency", target_counts, "--by-frequency-plot", target_counts)
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, str(target_counts))
+
+
+def test_counts_of_another_tokenizer_fail_before_anything_is_decoded(tmp_path: Path, translation_run: Path,
+                                                                    parallel_corpus: Path, hf_bytelevel_json: Path,
+                                                                    monkeypatch) -> None:  # noqa: ANN001
+    """A counts file made with another tokenizer is refused in one line naming it, before the test
+    corpus is decoded (a beam search over the whole test set would come first otherwise)."""
+    import nbcli.translate
+
+    counts = tmp_path / "other.safetensors"
+    made = invoke("count-unigrams", parallel_corpus / "train.en", "-t", hf_bytelevel_json, "-o", counts)
+    assert made.exit_code == 0, made.output
+
+    def no_decoding(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("decoded before the counts were checked")
+
+    monkeypatch.setattr(nbcli.translate, "translate_texts", no_decoding)
+    result = invoke("eval", "--task", "translation", translation_run, "--corpus", parallel_corpus / "valid",
+                    "--by-frequency", counts)
+    assert result.exit_code == 1, result.output
+    assert_one_line_error(result.stderr, str(counts))
