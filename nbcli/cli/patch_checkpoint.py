@@ -115,8 +115,9 @@ def patch_checkpoint(
         "--dry-run", help="Write nothing; print the before/after statistics of each touched tensor.")] = False,
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Allow OUT to be IN (or OUT omitted). IN stays intact until the new file is "
-        "complete, then is replaced by rename; a sharded IN is replaced as one set (a journal in its folder "
-        "lets the next nb run finish a commit cut short by a crash).")] = False,
+        "complete, then is replaced by rename; a model folder is replaced whole (a copy of it, the new files "
+        "written in, swapped in by one rename: every reader sees the old folder or the new one); where no swap "
+        "can be made, file by file under a journal the next nb run finishes after a crash.")] = False,
     csv: CsvOption = None,
     tsv: TsvOption = None,
     threads: ThreadsOption = None,
