@@ -14,11 +14,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from nbcli.checkpoint.writer import save_tensors
 from nbcli.checkpoint.reader import open_checkpoint
-from nbcli.cli import app
+from tests.cli.helpers import run_cli
 from nbcli.counts import COUNTS_FORMAT, UnigramCounts, write_counts
 from nbcli.errors import ConfigError, OutputError
 from nbcli.tokenizers import load_tokenizer
@@ -168,7 +167,7 @@ def test_cli_json_output_is_read_by_nb_train(tmp_path: Path, sp_model: Path, hf_
     before = src.read_bytes()
     out = tmp_path / "out.safetensors"
     counts = _counts_file(tmp_path / "c.safetensors", hf_bytelevel_json)
-    result = CliRunner().invoke(app, ["transplant-embeddings", str(src), "--source-tokenizer", str(sp_model),
+    result = run_cli(["transplant-embeddings", str(src), "--source-tokenizer", str(sp_model),
                                       "--target-tokenizer", str(hf_bytelevel_json), "-o", str(out), "--missing",
                                       "neighbours", "--counts", str(counts), "--standardise", "xavier", "--json"])
     assert result.exit_code == 0, result.output
@@ -199,18 +198,17 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path: Path, sp_model: Pat
     out = tmp_path / "out.safetensors"
     base = ["transplant-embeddings", str(src), "--source-tokenizer", str(sp_model), "--target-tokenizer",
             str(hf_bytelevel_json), "-o", str(out)]
-    runner = CliRunner()
     for extra, fragment in ((["--min-count", "2"], "--min-count needs --counts"),
                             ([], "500 tokens do not fit the 490 vocabulary rows of"),
                             (["--standardise", "match:x"], "x: no such local path")):
-        result = runner.invoke(app, base + extra)
+        result = run_cli(base + extra)
         assert result.exit_code != 0
         assert fragment in result.output and "Traceback" not in result.output
         assert not out.exists()
     wrong_counts = _counts_file(tmp_path / "c.safetensors", sp_model)
     save_tensors(src, {"emb": torch.randn(sp.vocab_size, 4)})
     kept = src.read_bytes()
-    result = runner.invoke(app, base + ["--counts", str(wrong_counts)])
+    result = run_cli(base + ["--counts", str(wrong_counts)])
     assert result.exit_code != 0 and not out.exists()
     rows = load_tokenizer(hf_bytelevel_json).vocab_size
     assert f"do not fit the {rows} vocabulary rows of --target-tokenizer {hf_bytelevel_json}" in result.output

@@ -82,11 +82,14 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app that runs `nb ARGV`. typer builds every command's parameters each time it runs an app
+    (~0.2 s for all of them), so an invocation of one command builds that command alone; anything
+    else (no command, --help, --version, a misspelt command) gets the whole app."""
+    return build_app([argv[0]] if argv and argv[0] in COMMAND_MODULES else None)
+
+
 def main() -> None:
-    """Console-script entry point. typer builds every command's parameters up front (~0.1 s for all
-    of them), so an invocation of one command builds that command alone; anything else (no command,
-    --help, --version, a misspelt command) gets the whole app."""
-    argv = sys.argv[1:]
-    only = [argv[0]] if argv and argv[0] in COMMAND_MODULES else None
-    build_app(only)(prog_name="nb")
+    """Console-script entry point: `nb ARGV` through `app_for(ARGV)`."""
+    app_for(sys.argv[1:])(prog_name="nb")
     sys.exit(0)

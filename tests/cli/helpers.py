@@ -6,15 +6,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
-from nbcli.cli import app
+from nbcli.cli import app_for
+
+
+def run_cli(args: list[str], **options: Any):  # noqa: ANN201 - click Result
+    """Run `nb ARGS` in-process as the console script does (the app of that command alone:
+    `nbcli.cli.app_for`); stdout and stderr are kept apart. `options`: CliRunner.invoke's (input, env)."""
+    words = [str(a) for a in args]
+    return CliRunner().invoke(app_for(words), words, **options)
 
 
 def invoke(*args: str | Path, input: str | None = None):  # noqa: ANN201 - click Result
     """Run `nb ARGS` in-process; stdout and stderr are kept apart."""
-    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+    return run_cli(list(args), input=input)
 
 
 def run_nb(*args: str | Path, input: bytes | None = None, timeout: float = 120,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import typer.main
-from typer.testing import CliRunner
 
 from nbcli.cli import app
+from tests.cli.helpers import run_cli
 from tests.checkpoint.builders import save
 
 COMMANDS = [[]] + [[name] for name in typer.main.get_command(app).commands]
@@ -21,7 +21,7 @@ BANNED = ("…", "<bool>", "<int", "<float", "<list", "<path>", "<text>", "{IN}"
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "nb")
 def test_help_reads_whole_at_80_columns(command: list[str]) -> None:
-    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    result = run_cli([*command, "--help"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     text = result.stdout
     for line in text.splitlines():
@@ -36,7 +36,7 @@ def test_help_reads_whole_at_80_columns(command: list[str]) -> None:
 
 
 def test_help_examples_copy_and_paste_and_markup_brackets_stay() -> None:
-    text = CliRunner().invoke(app, ["probe-bias", "--help"], env={"COLUMNS": "80"}).stdout
+    text = run_cli(["probe-bias", "--help"], env={"COLUMNS": "80"}).stdout
     assert "pip install 'nbcli[plot]'" in " ".join(text.split())
     assert "[bold]" not in text and "[/]" not in text
     lines = text.splitlines()
@@ -44,7 +44,7 @@ def test_help_examples_copy_and_paste_and_markup_brackets_stay() -> None:
         if line.startswith("  nb ") and i + 1 < len(lines) and lines[i + 1].startswith("      ") and \
                 not lines[i + 1].strip().startswith("nb "):
             assert line.endswith(" \\"), line
-    train = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).stdout
+    train = run_cli(["train", "--help"], env={"COLUMNS": "80"}).stdout
     joined = train.replace("\\\n", "")
     stop = next(line for line in joined.splitlines() if "--stop-at" in line and line.strip().startswith("nb train"))
     resume = next(line for line in joined.splitlines() if "--resume" in line and line.strip().startswith("nb train"))
@@ -65,12 +65,12 @@ def test_patch_table_does_not_cut_tensor_names(tmp_path: Path) -> None:
     name = "model.decoder.layers.final_output_projection.really_long_bias_name"
     src = save(tmp_path / "m.safetensors", {"wte.weight": torch.randn(40, 8), "ln_f.weight": torch.ones(8),
                                             "ln_f.bias": torch.randn(8), name: torch.randn(40)})
-    result = CliRunner().invoke(app, ["patch-checkpoint", str(src), "--dry-run", "--rescale-w", "fro",
+    result = run_cli(["patch-checkpoint", str(src), "--dry-run", "--rescale-w", "fro",
                                       "--map", f"output_bias={name}"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
-    inspect = CliRunner().invoke(app, ["inspect", str(src)], env={"COLUMNS": "80"})
+    inspect = run_cli(["inspect", str(src)], env={"COLUMNS": "80"})
     assert inspect.exit_code == 0 and "…" not in inspect.stdout
     first_column = "".join(line.split("│")[1].strip() for line in inspect.stdout.splitlines()
                            if line.startswith("│") and len(line.split("│")) > 2)
@@ -78,6 +78,6 @@ def test_patch_table_does_not_cut_tensor_names(tmp_path: Path) -> None:
 
 
 def test_quickstart_json_output_is_a_path_or_null() -> None:
-    result = CliRunner().invoke(app, ["quickstart", "--json", "-j", "1"])
+    result = run_cli(["quickstart", "--json", "-j", "1"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["output"] is None

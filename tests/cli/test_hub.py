@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from nbcli.cli import app
+from tests.cli.helpers import run_cli
 from tests.cli.helpers import run_nb
 from tests.hub_cache import add_snapshot, commit_hash, repo_folder
 
@@ -111,7 +110,7 @@ def offline_hub(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def nb(*args: str, ok: bool = True) -> Any:
-    result = CliRunner().invoke(app, [str(a) for a in args])
+    result = run_cli([str(a) for a in args])
     if ok:
         assert result.exit_code == 0, (args, result.stdout, result.stderr, result.exception)
     return result

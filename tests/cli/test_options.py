@@ -5,9 +5,9 @@ from __future__ import annotations
 import collections
 
 import typer.main
-from typer.testing import CliRunner
 
 from nbcli.cli import app
+from tests.cli.helpers import run_cli
 from nbcli.cli.options import MAX_SEED
 
 def _leaves(commands: dict) -> dict:
@@ -56,5 +56,5 @@ def test_seed_has_one_bound_everywhere() -> None:
     assert len({name.split()[0] for name, _ in seeds}) == 6
     for name, _ in seeds:
         assert {(p.min, p.max) for n, p in seeds if n == name} == {(0, MAX_SEED)}
-        result = CliRunner().invoke(app, [*name.split(), "--seed", str(MAX_SEED + 1)])
+        result = run_cli([*name.split(), "--seed", str(MAX_SEED + 1)])
         assert result.exit_code == 2 and "--seed" in result.stderr, (name, result.output)

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from nbcli.cli import app
+from tests.cli.helpers import run_cli
 from nbcli.analysis.runs import read_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -37,7 +36,7 @@ def test_figures_overlay_runs_and_report_alc(tmp_path: Path) -> None:
     runs = [fake_run(tmp_path / "ag-s0", 0.0, True), fake_run(tmp_path / "ag-s1", 0.1, True),
             fake_run(tmp_path / "plain-s0", 0.3, False)]
     out = tmp_path / "fig"
-    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(out), "--json"])
+    result = run_cli(["plot-run", *map(str, runs), "-o", str(out), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     names = sorted(Path(f).name for f in report["files"])
@@ -57,18 +56,17 @@ def test_runs_without_curves_and_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "log.jsonl").write_text("")
-    runner = CliRunner()
-    result = runner.invoke(app, ["plot-run", str(empty), "-o", str(tmp_path / "o")])
+    result = run_cli(["plot-run", str(empty), "-o", str(tmp_path / "o")])
     assert result.exit_code == 0 and "no figures" in result.stdout
-    result = runner.invoke(app, ["plot-run", str(tmp_path / "nothing"), "-o", str(tmp_path / "o")])
+    result = run_cli(["plot-run", str(tmp_path / "nothing"), "-o", str(tmp_path / "o")])
     assert result.exit_code == 1 and "no log.jsonl" in result.output and "Traceback" not in result.output
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "log.jsonl").write_text('{"step": 0}\nnot json\n')
-    result = runner.invoke(app, ["plot-run", str(tmp_path / "bad"), "-o", str(tmp_path / "o")])
+    result = run_cli(["plot-run", str(tmp_path / "bad"), "-o", str(tmp_path / "o")])
     assert result.exit_code == 1 and "log.jsonl:2" in result.output
     run = fake_run(tmp_path / "r", 0.0, False)
     (tmp_path / "file").write_text("x")
-    result = runner.invoke(app, ["plot-run", str(run), "-o", str(tmp_path / "file")])
+    result = run_cli(["plot-run", str(run), "-o", str(tmp_path / "file")])
     assert result.exit_code == 1 and "not a directory" in result.output
     assert read_run(run).group == "r"
 
@@ -82,10 +80,10 @@ def test_a_diverged_step_is_left_out_of_the_curves(tmp_path: Path) -> None:
     logged = read_run(run)
     assert logged.series["val_loss"][0].tolist() == [0, 5, 10]
     assert logged.alc() == pytest.approx(((7.2 + 5.95) / 2 * 5 + (5.95 + 4.7) / 2 * 5) / 10)
-    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / "fig"), "--json"])
+    result = run_cli(["plot-run", str(run), "-o", str(tmp_path / "fig"), "--json"])
     assert result.exit_code == 0, result.output
     (run / "config.json").write_bytes(b"\xff{}")
-    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / "fig2")])
+    result = run_cli(["plot-run", str(run), "-o", str(tmp_path / "fig2")])
     assert result.exit_code == 1 and "config.json" in result.output and "not UTF-8" in result.output
     assert not (tmp_path / "fig2").exists()
 
@@ -119,7 +117,7 @@ def test_figures_commit_together_or_not_at_all(tmp_path: Path, monkeypatch: pyte
     run = fake_run(tmp_path / "ag-s0", 0.0, True)
     out = tmp_path / "fig"
     out.mkdir()
-    result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(out)])
+    result = run_cli(["plot-run", str(run), "-o", str(out)])
     assert result.exit_code != 0
     assert sorted(p.name for p in out.iterdir()) == []
 
@@ -153,7 +151,7 @@ def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
 
     marked = _with_unigram_reg(tmp_path / "a" / "reg-s0", 0.5, 4)
     plain = fake_run(tmp_path / "plain", 0.3, False)
-    result = CliRunner().invoke(app, ["plot-run", str(marked), str(plain), "-o", str(tmp_path / "fa"), "--json"])
+    result = run_cli(["plot-run", str(marked), str(plain), "-o", str(tmp_path / "fa"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert sorted(Path(f).name for f in report["files"]) == ["bias.png", "divergence.png", "unigram_reg.png",
@@ -166,7 +164,7 @@ def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
         assert _switch_chunk(png) is None and "plot-run" in png.text["Description"]
 
     unmarked = _with_unigram_reg(tmp_path / "b" / "reg-s0", None, 4)
-    result = CliRunner().invoke(app, ["plot-run", str(unmarked), str(plain), "-o", str(tmp_path / "fb"), "--json"])
+    result = run_cli(["plot-run", str(unmarked), str(plain), "-o", str(tmp_path / "fb"), "--json"])
     assert result.exit_code == 0, result.output
     with Image.open(tmp_path / "fa" / "val_loss.png") as a, Image.open(tmp_path / "fb" / "val_loss.png") as b:
         assert _switch_chunk(b) is None
@@ -198,7 +196,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
             dirs.append(make_run(tmp_path / f"{arm}-s{seed}", {**BASE, "bias_init": arm, "seed": seed}, bleu=bleu,
                                  loss=[(s, 6.0 - s / 10000) for s in steps]))
             bleus[arm].append(bleu)
-    result = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig"), "--json"])
+    result = run_cli(["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert sorted(Path(f).name for f in report["files"]) == ["val_bleu.png", "val_loss.png"]
@@ -218,9 +216,9 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
         top = band[0].get_paths()[0].vertices[:, 1].max()
         assert top == pytest.approx((table.mean(axis=0) + table.std(axis=0, ddof=1) / np.sqrt(3)).max())
     assert any("end of the ALC window" in line.get_label() for line in ax.get_lines())
-    text = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig2")])
+    text = run_cli(["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig2")])
     assert text.exit_code == 0 and "unigram" in text.stdout and "±" in text.stdout, text.output
-    alone = CliRunner().invoke(app, ["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig3"), "--no-group-seeds",
+    alone = run_cli(["plot-run", *map(str, dirs), "-o", str(tmp_path / "fig3"), "--no-group-seeds",
                                      "--alc-steps", "0", "--json"])
     assert alone.exit_code == 0, alone.output
     groups = json.loads(alone.stdout)["groups"]
@@ -251,7 +249,7 @@ def test_classifier_seeds_are_grouped_as_mean_and_sigma(tmp_path: Path) -> None:
     assert all(e == b["best_step"] / 4 for e, b in zip(epochs, best))        # 16 records / batch 4 per epoch
     for spread, expect in (("sd", statistics.stdev), ("se", lambda x: statistics.stdev(x) / 3 ** 0.5)):
         out = tmp_path / f"fig-{spread}"
-        result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(out), "--accuracy-spread", spread,
+        result = run_cli(["plot-run", *map(str, runs), "-o", str(out), "--accuracy-spread", spread,
                                           "--json"])
         assert result.exit_code == 0, result.stderr
         report = json.loads(result.stdout)
@@ -262,7 +260,7 @@ def test_classifier_seeds_are_grouped_as_mean_and_sigma(tmp_path: Path) -> None:
         assert abs(cell["sd"] - statistics.stdev(acc)) < 1e-12 and abs(cell[spread] - expect(acc)) < 1e-12
         assert abs(group["best_epoch"]["mean"] - statistics.fmean(epochs)) < 1e-12
         assert (out / "val_accuracy.png").read_bytes().startswith(PNG)
-    text = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig-text")])
+    text = run_cli(["plot-run", *map(str, runs), "-o", str(tmp_path / "fig-text")])
     assert text.exit_code == 0 and "best val accuracy" in text.stdout and "±" in text.stdout
 
 
@@ -305,17 +303,17 @@ def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
     cls = make_run(tmp_path / "cls-s0", {"task": "classification", "seed": 0}, loss=[(0, 1.2), (10, 0.7)],
                    summary={"best_val_accuracy": 0.75, "best_epoch": 2.0})
     for run, present, absent in ((mt, "best_val_bleu", "best_val_accuracy"), (cls, "best_val_accuracy", "best_val_bleu")):
-        result = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"fig-{run.name}"), "--csv", "-"])
+        result = run_cli(["plot-run", str(run), "-o", str(tmp_path / f"fig-{run.name}"), "--csv", "-"])
         assert result.exit_code == 0, result.output
         (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
         assert f"{present}.mean" in row and not any(name.startswith(absent) for name in row), row
         assert all(value != "" for name, value in row.items() if name.endswith((".mean", ".n"))), row
-        text = CliRunner().invoke(app, ["plot-run", str(run), "-o", str(tmp_path / f"text-{run.name}")])
+        text = run_cli(["plot-run", str(run), "-o", str(tmp_path / f"text-{run.name}")])
         assert text.exit_code == 0, text.output
         headers = {"best_val_bleu": "best val BLEU", "best_val_accuracy": "best val accuracy"}
         assert headers[present] in text.stdout and headers[absent] not in text.stdout
         assert "one run each" in text.stdout and "standard error" not in text.stdout
-    both = CliRunner().invoke(app, ["plot-run", str(mt), str(cls), "-o", str(tmp_path / "fig-both"), "--json"])
+    both = run_cli(["plot-run", str(mt), str(cls), "-o", str(tmp_path / "fig-both"), "--json"])
     groups = json.loads(both.stdout)["groups"]
     assert groups[0]["best_val_accuracy"]["n"] == 0 and groups[1]["best_val_accuracy"]["n"] == 1
 
@@ -336,7 +334,7 @@ def test_captions_promise_a_spread_only_for_several_seeds(tmp_path: Path, monkey
                                                          seeds: int) -> None:
     figures = _figures(monkeypatch)
     runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
-    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    result = run_cli(["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
     assert result.exit_code == 0, result.output
     titles = {name: fig.axes[0].get_title() for name, fig in figures.items()}
     for name in ("val_loss", "divergence"):
@@ -354,7 +352,7 @@ def test_divergence_does_not_join_step_0_on_its_log_axis(tmp_path: Path, monkeyp
 
     figures = _figures(monkeypatch)
     runs = [fake_run(tmp_path / f"ag-s{seed}", 0.1 * seed, True) for seed in range(seeds)]
-    result = CliRunner().invoke(app, ["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
+    result = run_cli(["plot-run", *map(str, runs), "-o", str(tmp_path / "fig")])
     assert result.exit_code == 0, result.output
     ax = figures["divergence"].axes[0]
     assert ax.get_xscale() == "symlog"

@@ -27,14 +27,13 @@ def fuzz_shared(tmp_path_factory: pytest.TempPathFactory, sp_model: Path, hf_byt
 @pytest.fixture(scope="session")
 def fuzz_run(tmp_path_factory: pytest.TempPathFactory, fuzz_shared: dict[str, Path]) -> None:
     """A training run stopped at step 2 of 4 with its state saved; resume cases damage a copy."""
-    from typer.testing import CliRunner
 
-    from nbcli.cli import app
+    from tests.cli.helpers import run_cli
 
     out = tmp_path_factory.mktemp("fuzz-run") / "run"
     args = ["train", "--corpus", str(fuzz_shared["CORPUS"]), "-t", str(fuzz_shared["SP"]), "--out", str(out),
             *cases.TRAIN_FAST, *cases.RUN_STEPS, "--stop-at", "2"]
-    result = CliRunner().invoke(app, args)
+    result = run_cli(args)
     assert result.exit_code == 0, result.output
     cases.RUN_FILES.update({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()})
     assert "train-state.json" in cases.RUN_FILES and "step-2.safetensors" in cases.RUN_FILES

@@ -135,9 +135,8 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 def run_inprocess(args: list[str], timeout: float, env: Mapping[str, str] | None = None) -> Outcome:
-    from typer.testing import CliRunner
 
-    from nbcli.cli import app
+    from tests.cli.helpers import run_cli
 
     before = _children()
     previous = signal.signal(signal.SIGALRM, _alarm)
@@ -145,7 +144,7 @@ def run_inprocess(args: list[str], timeout: float, env: Mapping[str, str] | None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = CliRunner().invoke(app, args, env=dict(env or {}))
+            result = run_cli(args, env=dict(env or {}))
     except CaseTimeout:
         return Outcome(None, "", "", False, hung=True)
     finally:

@@ -192,9 +192,8 @@ def build_shared(root: Path, spm: Path) -> Shared:
     import contextlib
     import io
 
-    from typer.testing import CliRunner
 
-    from nbcli.cli import app
+    from tests.cli.helpers import run_cli
     from tests.tasks.builders import encoder_folder
 
     with contextlib.redirect_stderr(io.StringIO()):   # transformers' progress bar
@@ -203,7 +202,7 @@ def build_shared(root: Path, spm: Path) -> Shared:
     (root / "tag.conll").write_bytes(Conll(sentences(rng, 8)).render())
     (root / "cls.tsv").write_bytes(Rows([(text(rng), None, LABELS[i % 2]) for i in range(8)]).render())
     for key, task, corpus in (("tag_run", "tagging", "tag.conll"), ("cls_run", "classification", "cls.tsv")):
-        result = CliRunner().invoke(app, ["train", "--task", task, "--init", str(shared["bert"]), "--corpus",
+        result = run_cli(["train", "--task", task, "--init", str(shared["bert"]), "--corpus",
                                           str(root / corpus), "--steps", "1", "--batch-size", "4", "--max-len", "16",
                                           "--device", "cpu", "--out", str(root / key)])
         if result.exit_code != 0:
