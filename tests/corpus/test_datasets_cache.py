@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nbcli.corpus import iter_examples
+from nbcli.corpus import iter_examples, iter_pairs
 from nbcli.datasets_cache import cache_name, cached_builds, snake_case
 from nbcli.errors import InputError
 from nbcli.resolve_datasets import dataset_files, dataset_inputs, dataset_split
@@ -193,3 +193,15 @@ def test_several_configs_and_none_named_lists_them(glue, caches, repo) -> None:
     prepare(repo, "nyu-mll/glue", COMMIT, caches[1], "cola")
     assert "has 2 configs (cola, sst2); name one" in one_line("nyu-mll/glue")
     assert dataset_split("nyu-mll/glue:cola").files[0].name == "glue-train.arrow"
+
+
+def test_translation_pairs_from_a_build_of_a_translation_dataset(caches, tmp_path) -> None:
+    rows = [{"de": f"satz {i}", "en": f"sentence {i}"} for i in range(5)]
+    folder = tmp_path / "wmt16-repo"
+    (folder / "de-en").mkdir(parents=True)
+    (folder / "de-en" / "validation-00000-of-00001.parquet").write_bytes(parquet_bytes({"translation": rows}))
+    (folder / "README.md").write_text("---\nconfigs:\n- config_name: de-en\n  data_files:\n  - split: validation\n"
+                                      "    path: de-en/validation-*\n---\n")
+    prepare(folder, "wmt/wmt16", commit_hash("wmt"), caches[1], "de-en")
+    pairs = list(iter_pairs(["wmt/wmt16:de-en:validation"], "en", "de"))
+    assert [(p.source, p.target) for p in pairs] == [(r["en"], r["de"]) for r in rows]
