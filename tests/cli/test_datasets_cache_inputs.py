@@ -74,3 +74,21 @@ def test_a_split_missing_from_datasets_cache_lists_those_there(repo, tmp_path, s
     result = invoke("count-unigrams", "nyu-mll/glue:sst2:test", "-t", sp_model, "-o", tmp_path / "c.safetensors")
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "nyu-mll/glue:sst2:test", "no split 'test'", "train, validation")
+
+
+def test_a_language_model_run_from_datasets_cache_records_the_build(repo, tmp_path, sp_model, sample_lines) -> None:
+    """The LM task goes through the same run orchestration: the id's run equals the parquet file's and records it."""
+    folder = tmp_path / "wiki-repo"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "train-00000-of-00001.parquet").write_bytes(parquet_bytes({"text": sample_lines[:400]}))
+    prepare(folder, "org/wiki", commit_hash("wiki"), tmp_path / "hf" / "datasets")
+    reports = {}
+    for name, corpus in (("id", "org/wiki"), ("path", folder / "data" / "train-00000-of-00001.parquet")):
+        result = invoke("train", "--corpus", corpus, "-t", sp_model, "--out", tmp_path / name, "--steps", "2",
+                        "--seq-len", "16", "--batch-size", "4", "--eval-every", "2", "--eval-batches", "1", "--json")
+        assert result.exit_code == 0, result.output
+        reports[name] = json.loads(result.stdout)
+    assert reports["id"]["final_val_loss"] == reports["path"]["final_val_loss"]
+    [record] = json.loads((tmp_path / "id" / "summary.json").read_text())["datasets"]
+    assert (record["repo_id"], record["commit"], record["config"], record["split"], record["cache"]) == (
+        "org/wiki", commit_hash("wiki"), "default", "train", "datasets")
