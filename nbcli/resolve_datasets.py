@@ -14,22 +14,26 @@ local_files_only=True)`: HF_HUB_CACHE / HF_HOME honoured, never the network), as
 card's `configs:` metadata (`data_files` patterns, `data_dir`), else from the file names as the Hub
 writes them: `CONFIG/SPLIT-00000-of-00001.parquet`, `data/SPLIT-*.parquet`, `CONFIG/SPLIT/0000.parquet`
 (the `refs/convert/parquet` branch), or a split keyword in a name (`train`, `dev`/`valid` = validation,
-`test`). The files are then read as any corpus file (nbcli.corpus.sources).
+`test`). When the hub snapshot lacks the id (or the split), `datasets`' own cache is read: the Arrow files
+`datasets.load_dataset` prepared (nbcli.datasets_cache). The files are then read as any corpus file
+(nbcli.corpus.sources); `dataset_inputs` is what a run records of them.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nbcli.datasets_cache import CachedBuild, build_splits, cached_builds, datasets_cache_dir, newest_builds
 from nbcli.errors import InputError
 from nbcli.resolve import HubError, hub_cache_dir, looks_like_repo_id
 
-__all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_repo_ids", "dataset_split", "fetch_hint",
-           "parse_dataset_spec", "snapshot_layout"]
+__all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_inputs", "dataset_repo_ids",
+           "dataset_split", "fetch_hint", "parse_dataset_spec", "snapshot_layout"]
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_][A-Za-z0-9_.]*?)-\d{5}-of-\d{5}(?:-[0-9a-f]+)?\.")
@@ -47,7 +51,8 @@ Layout = dict[str, dict[str, list[Path]]]   # config -> split -> files
 
 DATASET_ID_HELP = (
     "A Hub dataset ID[@REV][:CONFIG[:SPLIT]] (nyu-mll/glue:sst2:train; no split: train) is read offline from the "
-    "local Hugging Face cache (`hf download --repo-type dataset ID` fetches it; docs/corpora.md).")
+    "local Hugging Face cache: the hub snapshot `hf download --repo-type dataset ID` fetches, else the Arrow files "
+    "`datasets.load_dataset` prepared (docs/corpora.md).")
 """How --corpus, --valid, count-unigrams' INPUT and nb reproduce --data take a dataset id (module doc)."""
 
 
@@ -67,22 +72,28 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class DatasetSplit:
-    """One config and split of a cached dataset snapshot: its files, in order."""
+    """One config and split of a cached dataset: its files, in order, from the hub snapshot
+    (`build` None) or from a build in `datasets`' cache."""
 
     spec: DatasetSpec
-    folder: Path         # the snapshot folder (…/datasets--owner--name/snapshots/COMMIT)
+    folder: Path         # the snapshot (…/datasets--owner--name/snapshots/COMMIT) or the build (…/VERSION/HASH)
     config: str
     split: str
     files: tuple[Path, ...]
+    build: CachedBuild | None = None
 
     @property
-    def commit(self) -> str:
-        return self.folder.name
+    def commit(self) -> str | None:
+        """The repo's commit: the snapshot's, or the one `datasets` prepared the build from (None if unknown)."""
+        return self.folder.name if self.build is None else self.build.commit
 
     def to_dict(self) -> dict[str, object]:
-        """Provenance: which repo, commit, config, split and files."""
+        """Provenance: which repo, commit, config, split and files, from which cache (the build's version
+        and hash folder for `datasets`' cache)."""
+        where = {"cache": "hub"} if self.build is None else {
+            "cache": "datasets", "version": self.build.version, "hash": self.build.hash}
         return {"repo_id": self.spec.repo_id, "revision": self.spec.revision, "commit": self.commit,
-                "config": self.config, "split": self.split,
+                "config": self.config, "split": self.split, **where, "folder": str(self.folder),
                 "files": [f.relative_to(self.folder).as_posix() for f in self.files]}
 
 
@@ -135,11 +146,12 @@ def _not_cached(spec: DatasetSpec, text: str) -> HubError:
     known = _cached_revisions(spec.repo_id)
     if spec.revision and known:
         return HubError(f"{text}: revision {spec.revision!r} of the dataset {spec.repo_id} is not in the Hugging Face "
-                        f"cache {hub_cache_dir()} (cached: {', '.join(known)}); fetch it with "
-                        f"{fetch_hint(spec.repo_id, spec.revision)}")
-    return HubError(f"{text}: no such file or directory, and the dataset {spec.label} is not in the Hugging Face cache "
-                    f"{hub_cache_dir()} (nb reads Hub datasets offline); fetch it with "
-                    f"{fetch_hint(spec.repo_id, spec.revision)}, or give the path of a local copy")
+                        f"cache {hub_cache_dir()} (cached: {', '.join(known)}) nor in `datasets`' cache "
+                        f"{datasets_cache_dir()}; fetch it with {fetch_hint(spec.repo_id, spec.revision)}")
+    return HubError(f"{text}: no such file or directory, and the dataset {spec.label} is in neither Hugging Face cache "
+                    f"(hub snapshots: {hub_cache_dir()}; `datasets`' Arrow files: {datasets_cache_dir()}; nb reads "
+                    f"Hub datasets offline); fetch it with {fetch_hint(spec.repo_id, spec.revision)}, or give the path "
+                    "of a local copy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,50 +260,89 @@ def snapshot_layout(folder: Path) -> tuple[Layout, str | None]:
 # Resolution
 
 
-def _choose(kind: str, wanted: str | None, available: list[str], text: str, fallback: list[str]) -> str:
+def _choose(kind: str, wanted: str | None, available: list[str], text: str, fallback: list[str], where: str) -> str:
     if wanted is not None:
         if wanted in available:
             return wanted
         alias = SPLIT_ALIASES.get(wanted.lower()) if kind == "split" else None
         if alias in available:
             return alias  # type: ignore[return-value]
-        raise InputError(f"{text}: no {kind} {wanted!r} in the cached dataset (its {kind}s: {', '.join(available)})")
+        raise InputError(f"{text}: no {kind} {wanted!r} in {where} (its {kind}s: {', '.join(available)})")
     for name in fallback:
         if name in available:
             return name
     if len(available) == 1:
         return available[0]
-    raise InputError(f"{text}: the dataset has {len(available)} {kind}s ({', '.join(available)}); name one: "
+    raise InputError(f"{text}: {where} has {len(available)} {kind}s ({', '.join(available)}); name one: "
                      + ("ID:CONFIG[:SPLIT]" if kind == "config" else "ID:CONFIG:SPLIT or ID::SPLIT"))
 
 
-def dataset_split(text: str) -> DatasetSplit:
-    """The files of the config and split `text` names (module doc); a one-line HubError/InputError naming
-    the id when the cache lacks the dataset, the config, the split or its files."""
-    spec = parse_dataset_spec(text)
-    if spec is None:
-        raise InputError(f"{text}: not a dataset id (ID[@REVISION][:CONFIG[:SPLIT]])")
-    folder = _snapshot(spec)
-    if folder is None:
-        raise _not_cached(spec, text)
+def _config_and_split(spec: DatasetSpec, text: str, layout: Layout, default: str | None, where: str) -> tuple[str, str]:
+    """The config and split `spec` names in `layout` (module doc: ID:SPLIT, the defaults)."""
+    configs = list(layout)
+    config_wanted, split_wanted = spec.config, spec.split
+    if split_wanted is None and config_wanted is not None and config_wanted not in configs:
+        config_wanted, split_wanted = None, spec.config   # ID:SPLIT of the default config
+    config = _choose("config", config_wanted, configs, text, [default or "default", "default"], where)
+    return config, _choose("split", split_wanted, list(layout[config]), text, ["train"], where)
+
+
+def _snapshot_split(spec: DatasetSpec, text: str, folder: Path) -> DatasetSplit:
     layout, default = snapshot_layout(folder)
     if not layout:
         scripts = sorted(p.name for p in folder.glob("*.py"))
         what = f"a loading script ({scripts[0]}), which nb never runs" if scripts else "no data files nb reads"
         raise InputError(f"{text}: the cached snapshot {folder.name[:12]} of {spec.repo_id} holds {what}; fetch its "
                          f"parquet files with {fetch_hint(spec.repo_id, 'refs/convert/parquet')}")
-    configs = list(layout)
-    config_wanted, split_wanted = spec.config, spec.split
-    if split_wanted is None and config_wanted is not None and config_wanted not in configs:
-        config_wanted, split_wanted = None, spec.config   # ID:SPLIT of the default config
-    config = _choose("config", config_wanted, configs, text, [default or "default", "default"])
-    splits = list(layout[config])
-    split = _choose("split", split_wanted, splits, text, ["train"])
-    files = layout[config][split]
-    if not files:
+    config, split = _config_and_split(spec, text, layout, default, "the cached dataset")
+    if not (files := layout[config][split]):
         raise InputError(f"{text}: the cached snapshot {folder.name[:12]} of {spec.repo_id} lacks the files of config "
                          f"{config!r} split {split!r}; fetch them with {fetch_hint(spec.repo_id, spec.revision)}")
     return DatasetSplit(spec, folder, config, split, tuple(files))
+
+
+def _build_split(spec: DatasetSpec, text: str, builds: list[CachedBuild]) -> DatasetSplit:
+    """The split from `datasets`' cache: each config's newest build (`@HASH`: the build of that hash)."""
+    where = f"`datasets`' cache of {spec.repo_id} ({datasets_cache_dir()})"
+    if spec.revision:
+        hashes = sorted({b.hash for b in builds})
+        builds = [b for b in builds if b.hash.startswith(spec.revision)]
+        if not builds:
+            raise InputError(f"{text}: no build of revision {spec.revision!r} in {where} (its hashes: "
+                             f"{', '.join(hashes)}); `datasets` names builds by commit, give one of these")
+    newest = newest_builds(builds)
+    layout = {config: build_splits(newest[config]) for config in sorted(newest)}
+    config, split = _config_and_split(spec, text, layout, None, where)
+    build = newest[config]
+    if not (files := layout[config][split]):
+        raise InputError(f"{text}: the build {build.folder} in `datasets`' cache lacks Arrow files of split {split!r} "
+                         f"(missing or not all shards); prepare it again with datasets.load_dataset")
+    return DatasetSplit(spec, build.folder, config, split, tuple(files), build)
+
+
+def dataset_split(text: str) -> DatasetSplit:
+    """The files of the config and split `text` names (module doc): from the hub snapshot, else from
+    `datasets`' cache; a one-line HubError/InputError naming the id when neither has the dataset, the
+    config, the split or its files."""
+    spec = parse_dataset_spec(text)
+    if spec is None:
+        raise InputError(f"{text}: not a dataset id (ID[@REVISION][:CONFIG[:SPLIT]])")
+    folder = _snapshot(spec)
+    hub_error = None
+    if folder is not None:
+        try:
+            return _snapshot_split(spec, text, folder)
+        except InputError as err:
+            hub_error = err
+    builds = cached_builds(spec.repo_id)
+    if not builds:
+        raise hub_error or _not_cached(spec, text)
+    try:
+        return _build_split(spec, text, builds)
+    except InputError as err:
+        if hub_error is None:
+            raise
+        raise InputError(f"{hub_error} (and from `datasets`' cache: {str(err).removeprefix(text + ': ')})") from None
 
 
 def dataset_files(item: str) -> list[str] | None:
@@ -301,7 +352,7 @@ def dataset_files(item: str) -> list[str] | None:
     spec = parse_dataset_spec(item)
     if spec is None:
         return None
-    if "/" not in spec.repo_id and ":" not in item and _snapshot(spec) is None:
+    if "/" not in spec.repo_id and ":" not in item and _snapshot(spec) is None and not cached_builds(spec.repo_id):
         return None
     return [str(path) for path in dataset_split(item).files]
 
@@ -324,3 +375,15 @@ def dataset_repo_ids(inputs: Sequence[str]) -> list[str]:
         elif (repo_id := _cached_repo_id(item)) is not None:
             found.append(repo_id)
     return list(dict.fromkeys(found))
+
+
+def dataset_inputs(inputs: Sequence[str]) -> list[dict[str, object]]:
+    """What a run records of its Hub dataset inputs (a run's summary `datasets`, count-unigrams'
+    report): for each input given as a dataset id, the id as given (`input`) and `DatasetSplit.to_dict`
+    (repo, commit, config, split, cache, files), in the order given, each once."""
+    found = []
+    for item in dict.fromkeys(map(str, inputs)):
+        if os.path.lexists(item) or dataset_files(item) is None:   # a path, a URL, no dataset id
+            continue
+        found.append({"input": item, **dataset_split(item).to_dict()})
+    return found

@@ -117,6 +117,7 @@ def _no_hash_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-home")))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)   # `datasets`' cache: under HF_HOME too
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from nbcli.counting.run import CountResult, ProgressCallback, count_corpus, thro
 from nbcli.counts import UnigramCounts, counts_file_bytes, counts_tsv, summarize_counts
 from nbcli.provenance import tool_version, utc_now
 from nbcli.resolve import hub_record
+from nbcli.resolve_datasets import dataset_inputs
 from nbcli.tokenizers import Tokenizer
 from nbcli.tokenizers.identity import identity_metadata
 
@@ -36,6 +37,7 @@ def build_counts_file(result: CountResult, tokenizer: Tokenizer, smoothing_k: fl
                                   "smoothing": f"add-k:{smoothing_k:g}"}),
         "nb.method": result.method,
         **({"nb.tokenizer_hub": json.dumps(hub)} if (hub := hub_record(tokenizer.path)) else {}),
+        **({"nb.datasets": json.dumps(datasets)} if (datasets := counted_datasets(result)) else {}),
         "nb.tokenizer_adjustments": json.dumps(list(tokenizer.adjustments)),
         "nb.bad_utf8_lines": str(result.bad_utf8_lines),
         "nb.skipped_lines": str(result.skipped_lines),
@@ -62,6 +64,11 @@ def write_count_outputs(counts: UnigramCounts, output: Path, tsv: Path | None, t
 
 def _stdout(path: Path | None) -> bool:
     return path is not None and str(path) == "-"
+
+
+def counted_datasets(result: CountResult) -> list[dict[str, Any]]:
+    """The Hub datasets the count read (INPUT given as dataset ids): repo, commit, config, split, files."""
+    return dataset_inputs([source.origin for source in result.sources])
 
 
 def count_warnings(result: CountResult, tokenizer: Tokenizer) -> list[str]:
@@ -101,6 +108,7 @@ def count_report(result: CountResult, tokenizer: Tokenizer, output: Path, tsv: P
         "bytes_read": result.bytes_read,
         "inputs": len(result.sources),
         "formats": sorted({s.format for s in result.sources}),
+        "datasets": counted_datasets(result),
         "distinct_types": summary.distinct_types,
         "vocab_coverage": summary.coverage,
         "entropy_nats": summary.entropy_nats,

@@ -102,6 +102,7 @@ class FinetuneResult:
     best_by_set: dict[str, dict[str, Any]] = field(default_factory=dict)
     preset_overridden: dict[str, Any] = field(default_factory=dict)   # --preset's values an option replaced
     best_checkpoint: Path | None = None   # DIR/best.safetensors: the model at best_step (None: no --valid)
+    datasets: list[dict[str, Any]] = field(default_factory=list)   # the Hub datasets read (run_training)
 
     def as_dict(self) -> dict[str, Any]:
         """summary.json's content (paths as strings)."""
@@ -243,7 +244,7 @@ def finetune(cfg: FinetuneConfig, train_files: Sequence[str], valid: dict[str, s
         return prepare_run(cfg, train_files, valid, out, rt, warn)
 
     return run_training(cfg, out, resume=resume, stop_at=stop_at, prepare=prepare, on_step=on_step,
-                        on_warning=on_warning, callbacks=callbacks,
+                        on_warning=on_warning, callbacks=callbacks, inputs=[*train_files, *valid.values()],
                         check_directory=lambda: _check_out(out, resume, cfg, [*train_files, *valid.values()]))
 
 

@@ -61,7 +61,7 @@ def train(cfg: TrainConfig, corpus: list[str], tokenizer_path: Path | str, out: 
         return prepare_run(cfg, rt, out, corpus, tokenizer_path, on_bytes, warn, allow_vocab_mismatch, valid)
 
     return run_training(cfg, out, resume=resume, stop_at=stop_at, prepare=prepare, on_step=on_step,
-                        on_warning=on_warning, callbacks=callbacks,
+                        on_warning=on_warning, callbacks=callbacks, inputs=[*corpus, *valid],
                         check_directory=lambda: check_run_directory(out, cfg, [*corpus, *valid], tokenizer_path,
                                                                     resume))
 

@@ -325,7 +325,7 @@ def train_translation(cfg: TrainConfig, corpus: list[str], source_tokenizer: Pat
         return prepare_run(cfg, opts, rt, out, (source, target), data, [*data.notes, *vocab_warnings], warn)
 
     return run_training(cfg, out, resume=resume, stop_at=stop_at, check_directory=check_directory, prepare=prepare,
-                        on_step=on_step, on_warning=on_warning, callbacks=callbacks)
+                        on_step=on_step, on_warning=on_warning, callbacks=callbacks, inputs=[*corpus, *(valid or [])])
 
 
 def prepare_run(cfg: TrainConfig, opts: TranslationOptions, rt: Runtime, out: Path, tokenizers: tuple[Tokenizer, Tokenizer],

@@ -56,6 +56,8 @@ class TrainResult:
     embedding_coverage: dict[str, Any] | None = None
     # the preset's values the run's options replaced ({name: {preset, run}}; TrainConfig.preset_overridden)
     preset_overridden: dict[str, Any] = field(default_factory=dict)
+    # the Hub datasets among the inputs: repo, commit, config, split, files (run_training sets it)
+    datasets: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -74,6 +76,8 @@ class RuntimeSettings(Protocol):
 
 
 class Summarised(Protocol):
+    datasets: list[dict[str, Any]]
+
     def as_dict(self) -> dict[str, Any]: ...
 
 
@@ -113,16 +117,22 @@ Warn = Callable[[str], None]
 def run_training(settings: RuntimeSettings, out: Path, *, resume: bool, stop_at: int | None,
                  check_directory: Callable[[], None], prepare: Callable[[Runtime, Warn], TaskRun],
                  on_step: Callable[[int, dict[str, Any]], None] | None = None,
-                 on_warning: Callable[[str], None] | None = None, callbacks: Sequence[Callback] = ()) -> Any:
+                 on_warning: Callable[[str], None] | None = None, callbacks: Sequence[Callback] = (),
+                 inputs: Sequence[str] = ()) -> Any:
     """Run one task (module doc): `check_directory` on rank 0 before any work, `prepare` once the
     runtime is up, the run directory created only once `prepare` accepted every input. `stop_at`
     stops after that many updates (state saved) while the schedule follows the whole run. Warnings go
-    to `on_warning` as they arise and to the summary. Returns the task's result."""
+    to `on_warning` as they arise and to the summary; the Hub datasets among the data `inputs` (as
+    given: --corpus, --valid) to its `datasets` (`nbcli.resolve_datasets.dataset_inputs`). Returns the
+    task's result."""
+    from nbcli.resolve_datasets import dataset_inputs
+
     with process_group_closed(), removed_on_failure(out, resume):
         rt = setup_runtime(settings)  # type: ignore[arg-type]
         warnings, warn = warning_sink(rt, on_warning)
         on_main_rank(rt, check_directory)
         run = prepare(rt, warn)
+        datasets = dataset_inputs(inputs)   # the snapshots the inputs were read from
         u = run.updates
         on_main_rank(rt, lambda: create_run_directory(out))   # only once the inputs and options are accepted
         u.optimizer = make_optimizer(u.model, u.cfg, rt.device)
@@ -133,6 +143,7 @@ def run_training(settings: RuntimeSettings, out: Path, *, resume: bool, stop_at:
         checkpoint = run_updates(u, position, last_step, [*_built_in(run, position, resume, on_step), *callbacks])
         seconds = time.perf_counter() - t_start
         result = run.finish(Finished(position, last_step, checkpoint, seconds, warnings))
+        result.datasets = datasets
         on_main_rank(rt, lambda: write_summary(out, result.as_dict()))
         return result
 

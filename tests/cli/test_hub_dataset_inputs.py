@@ -1,7 +1,7 @@
 """Hub dataset ids as the commands' data (`--corpus`, `--valid`, count-unigrams' INPUT) from a Hugging
 Face cache built on disk (tests/hub_cache.py), offline: a run from `ID:CONFIG:SPLIT` equals the run
-from the same parquet files given as paths; a dataset missing from the cache is one line naming the id
-and the fetch command, exit 1, no run directory."""
+from the same parquet files given as paths and records the snapshot's commit; a dataset missing from
+the cache is one line naming the id and the fetch command, exit 1, no run directory."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def glue(tmp_path, monkeypatch):
     }, commit_hash("glue"))
 
 
-def _train(out, corpus, valid):
+def train_args(out, corpus, valid):
     repeated = [arg for item in corpus for arg in ("--corpus", item)]
     return ["train", "--task", "classification", "-t", "words:min-freq=1", *repeated, "--valid", valid,
             "--text-field", "sentence", "--d-model", "8", "--n-head", "2", "--n-layer", "1", "--d-ff", "16",
@@ -39,19 +39,35 @@ def _train(out, corpus, valid):
             "--json"]
 
 
-def test_a_classification_run_from_dataset_ids_equals_the_run_from_its_files(glue, tmp_path) -> None:
-    by_id = invoke(*_train(tmp_path / "id", ["nyu-mll/glue:sst2:train"], "nyu-mll/glue:sst2:validation"))
+def same_run_by_id_and_by_files(tmp_path, folder) -> dict:
+    """`nb train --task classification` from nyu-mll/glue:sst2's train and validation ids and from the
+    parquet files in `folder` (sst2/*.parquet): asserted equal in labels (the ClassLabel names of the
+    schema), metrics and weights; summary.json's `datasets` is --json's, [] for the files. The id's report."""
+    by_id = invoke(*train_args(tmp_path / "id", ["nyu-mll/glue:sst2:train"], "nyu-mll/glue:sst2:validation"))
     assert by_id.exit_code == 0, by_id.output
-    files = sorted(str(p) for p in (glue / "sst2").glob("train-*.parquet"))
-    by_path = invoke(*_train(tmp_path / "path", files, str(glue / "sst2" / "validation-00000-of-00001.parquet")))
+    files = sorted(str(p) for p in (folder / "sst2").glob("train-*.parquet"))
+    by_path = invoke(*train_args(tmp_path / "path", files, str(folder / "sst2" / "validation-00000-of-00001.parquet")))
     assert by_path.exit_code == 0, by_path.output
     a, b = json.loads(by_id.stdout), json.loads(by_path.stdout)
-    assert a["labels"] == LABELS == b["labels"]                       # the ClassLabel names of the parquet schema
+    assert a["labels"] == LABELS == b["labels"]
     assert (a["best_val_accuracy"], a["final"]) == (b["best_val_accuracy"], b["final"])
     left, right = load_file(tmp_path / "id" / "step-3.safetensors"), load_file(tmp_path / "path" / "step-3.safetensors")
     assert left.keys() == right.keys() and all((left[k] == right[k]).all() for k in left)
+    assert json.loads((tmp_path / "id" / "summary.json").read_text())["datasets"] == a["datasets"]
+    assert b["datasets"] == []
+    return a
+
+
+def test_a_classification_run_from_dataset_ids_equals_the_run_from_its_files(glue, tmp_path) -> None:
+    report = same_run_by_id_and_by_files(tmp_path, glue)
     config = json.loads((tmp_path / "id" / "config.json").read_text())
     assert "nyu-mll/glue:sst2:train" in json.dumps(config)
+    # the snapshot, as a field of its own
+    recorded = [(d["repo_id"], d["commit"], d["config"], d["split"], d["cache"], d["files"]) for d in report["datasets"]]
+    assert recorded == [
+        ("nyu-mll/glue", commit_hash("glue"), "sst2", "train", "hub",
+         ["sst2/train-00000-of-00002.parquet", "sst2/train-00001-of-00002.parquet"]),
+        ("nyu-mll/glue", commit_hash("glue"), "sst2", "validation", "hub", ["sst2/validation-00000-of-00001.parquet"])]
 
 
 def test_count_unigrams_of_a_dataset_id_equals_its_files(glue, tmp_path, sp_model) -> None:
@@ -66,7 +82,7 @@ def test_count_unigrams_of_a_dataset_id_equals_its_files(glue, tmp_path, sp_mode
 
 def test_a_dataset_missing_from_the_cache_is_one_line_through_real_nb(glue, tmp_path) -> None:
     out = tmp_path / "run"
-    proc = run_nb(*_train(out, ["org/absent:default:train"], "nyu-mll/glue:sst2:validation"))
+    proc = run_nb(*train_args(out, ["org/absent:default:train"], "nyu-mll/glue:sst2:validation"))
     assert proc.returncode == 1 and proc.stdout == b""
     assert_one_line_error(proc.stderr.decode(), "org/absent:default:train", "hf download --repo-type dataset org/absent")
     assert not out.exists()
