@@ -86,7 +86,7 @@ def test_an_lm_checkpoint_is_refused(tmp_path: Path, sp_model: Path, sample_line
     (tmp_path / "in.de").write_text("a\n")
     result = invoke("translate", tmp_path / "lm" / "step-1.safetensors", "-i", tmp_path / "in.de", "-o", tmp_path / "o",
                     "-t", sp_model)
-    assert_one_line_error(result.stderr, "nb train lm runs have no nb translate (nb eval reads them)")
+    assert_one_line_error(result.stderr, "nb train lm runs have no nb translate (nb eval, nb generate read them)")
     lone = tmp_path / "lone.safetensors"   # out of its run directory: read as a translation model, and refused
     lone.write_bytes((tmp_path / "lm" / "step-1.safetensors").read_bytes())
     result = invoke("translate", lone, "-i", tmp_path / "in.de", "-o", tmp_path / "o", "-t", sp_model)
