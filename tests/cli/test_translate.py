@@ -133,3 +133,13 @@ def test_lm_commands_refuse_a_translation_checkpoint(translation_run: Path, para
                    "--json")
     assert probe.exit_code == 0, probe.output
     assert "final_logits_bias" in probe.stdout
+
+
+def test_generate_refuses_a_translation_run_naming_nb_translate(translation_run: Path, parallel_corpus: Path,
+                                                                tmp_path: Path) -> None:
+    result = invoke("generate", translation_run / "best.safetensors", "--prompts", parallel_corpus / "valid.de",
+                    "-t", parallel_corpus / "joint.model", "--out", tmp_path / "study")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, f"{translation_run / 'best.safetensors'} is a run of nb train translation: "
+                          "use nb translate")
+    assert not (tmp_path / "study").exists()
