@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from nbcli.api.inputs import (
-    check_train_config, input_paths, lambda_spec, local_path, optional_path, role_map, runnable_model, trained)
+    check_train_config, input_paths, lambda_spec, local_path, optional_path, role_items, role_map, runnable_model,
+    trained)
 from nbcli.api.reports import EvalReport, GenerateReport, PathLike, Report, RoleMap, TrainReport
 from nbcli.arguments import public
 
@@ -70,18 +71,21 @@ def generate(checkpoint: PathLike | Any, prompts: PathLike | Sequence[PathLike],
     (`nb generate`; paper 003 sec. 3.3, table 2). `checkpoint`: a path or a loaded causal LM, as for
     `evaluate`. The samples are in the result's `samples`; with `out` (a directory) also in
     out/samples.jsonl, beside table.json and the plot (`nb generate --out`). `samples` is the number
-    of continuations per prompt; the result's `samples` is the list of them. `dtype`, `tf32`: as `evaluate`'s."""
-    from nbcli.counts import parse_smoothing
-    from nbcli.decoding.sampling import parse_decoding
-    from nbcli.lm.generation import GenerationOptions, generation_report
+    of continuations per prompt; the result's `samples` is the list of them. `dtype`, `tf32`: as `evaluate`'s.
+    A run directory of another task goes to that task's `generate` (`nbcli.tasks.runs.generate_run`), the
+    options it does not read refused."""
+    from nbcli.tasks.runs import generate_run, generating_task
 
-    opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=kv_cache)
-    report, _ = generation_report(
-        runnable_model(checkpoint, "generate"), input_paths(prompts), local_path(tokenizer), opts, lambda_spec(scale_ln_bias), prompt_words=prompt_words,
-        max_prompts=max_prompts, eval_corpus=input_paths(eval_corpus) if eval_corpus is not None else None, tau=logit_adjust,
-        counts=optional_path(counts), smoothing_k=parse_smoothing(smoothing), remove_direction=remove_frequency_direction,
-        featurizer=mauve_featurizer, arch=arch, mapping=role_map(mapping), device=device, out=optional_path(out),
-        allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype, tf32=tf32)
+    model = runnable_model(checkpoint, "generate")
+    report = generate_run(
+        generating_task(model), model, input_paths(prompts), tokenizer=local_path(tokenizer),
+        scale_ln_bias=lambda_spec(scale_ln_bias), decoding=decoding, prompt_words=prompt_words,
+        max_new_tokens=max_new_tokens, samples=samples, max_prompts=max_prompts, seed=seed,
+        eval_corpus=input_paths(eval_corpus) if eval_corpus is not None else None, logit_adjust=logit_adjust,
+        counts=optional_path(counts), smoothing=smoothing, remove_direction=remove_frequency_direction,
+        mauve_featurizer=mauve_featurizer, out=optional_path(out), batch_size=batch_size, kv_cache=kv_cache, arch=arch,
+        mapping=role_items(mapping) or None, device=device, allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype,
+        tf32=tf32)
     return GenerateReport(report)
 
 

@@ -97,25 +97,23 @@ def generate_command(
     """Generate continuations of held-out prompts with b_LN scaled by each LAMBDA (and/or logit adjustment); report diversity (Distinct-n, D), length, EOS rate and perplexity per arm: paper 003 table 2."""  # noqa: E501
     from functools import partial
 
-    from nbcli.checkpoint import parse_role_map
     from nbcli.cli.console import check_table_targets, print_report, print_warnings, token_progress
     from nbcli.outputs import model_inputs
-    from nbcli.counts import parse_smoothing
-    from nbcli.figure_style import figure_options
-    from nbcli.decoding.sampling import parse_decoding
-    from nbcli.lm.generation import GenerationOptions, generation_report
+    from nbcli.tasks.runs import generate_run, generating_task
 
     check_table_targets(as_json, csv, tsv, [*model_inputs(checkpoint), tokenizer, *(p for p in prompts if p != "-")])
-    opts = GenerationOptions(parse_decoding(decoding), max_new_tokens, samples, seed, batch_size, use_cache=not no_cache)
-    report, _ = generation_report(
-        checkpoint, prompts, tokenizer, opts, scale_ln_bias, prompt_words=prompt_words, max_prompts=max_prompts,
-        eval_corpus=eval_corpus, tau=logit_adjust, counts=counts, smoothing_k=parse_smoothing(smoothing),
-        remove_direction=remove_direction, featurizer=mauve_featurizer, arch=arch, mapping=parse_role_map(mapping or []),
-        device=device, dtype=dtype, tf32=tf32, out=out, progress_bar=partial(token_progress, "generating"),
-        allow_vocab_mismatch=allow_vocab_mismatch, figure_format=figure_format,
-        looks=figure_options(dpi, figsize, title))
-    print_warnings(report["warnings"])
-    print_report(report, as_json, _render, csv=csv, tsv=tsv, table=table)
+    task = generating_task(checkpoint)   # the run's task; a model folder, a Hub id or a checkpoint: the LM's
+    report = generate_run(
+        task, checkpoint, prompts, progress_bar=partial(token_progress, "generating"), tokenizer=tokenizer,
+        allow_vocab_mismatch=allow_vocab_mismatch, scale_ln_bias=scale_ln_bias, decoding=decoding,
+        prompt_words=prompt_words, max_new_tokens=max_new_tokens, samples=samples, max_prompts=max_prompts, seed=seed,
+        eval_corpus=eval_corpus, logit_adjust=logit_adjust, counts=counts, smoothing=smoothing,
+        remove_direction=remove_direction, mauve_featurizer=mauve_featurizer, out=out, figure_format=figure_format,
+        dpi=dpi, figsize=figsize, title=title, batch_size=batch_size, kv_cache=not no_cache, arch=arch,
+        mapping=mapping, device=device, dtype=dtype, tf32=tf32)
+    print_warnings(report.get("warnings", []))
+    print_report(report, as_json, VIEWS.get(task.generate_view, partial(_render_scalars, checkpoint)), csv=csv,
+                 tsv=tsv, table=table)
 
 
 ROW_COLUMNS = (Col("arm", KEY, key("arm")), *(Col(f"D-{n}", NUM, key(f"distinct_{n}")) for n in (1, 2, 3, 4)),
@@ -142,6 +140,16 @@ def _render(report: dict[str, Any]) -> None:
                   "--csv FILE --table samples")
     for path in report["outputs"]:
         console.print(f"wrote {esc(path)}")
+
+
+def _render_scalars(checkpoint: Path, report: dict[str, Any]) -> None:
+    """A task of another package: every scalar of its report."""
+    from nbcli.cli.render import print_scalars
+
+    print_scalars(f"nb generate {checkpoint}", report)
+
+
+VIEWS = {"lm": _render}   # Task.generate_view
 
 
 def register(app: typer.Typer) -> None:

@@ -124,11 +124,33 @@ class Task:
         report (plain data); `options`: the values of the `translate_options` it declares."""
         raise ConfigError(self.lacks("translate"))
 
+    # nb generate: the options (keyword names of the command's: "tokenizer", "scale_ln_bias", "decoding",
+    # "progress_bar", ...) this task's `generate` reads; `generate_view`: how a face shows the report
+    # ("scalars": every scalar; nb's own: "lm").
+    generate_options: ClassVar[frozenset[str]] = frozenset()
+    generate_view: ClassVar[str] = "scalars"
+
+    def generate(self, run: Any, prompts: list[str], **options: Any) -> dict[str, Any]:
+        """`nb generate RUN --prompts FILE...`: continuations of prompts drawn from `prompts`; the report
+        (plain data); `options`: the values of the `generate_options` it declares. `run` is what
+        `nbcli.tasks.runs.generating_task` read its task from (the LM's: also a model folder, a Hub id or
+        a model in memory)."""
+        raise ConfigError(self.not_generating(run))
+
+    def not_generating(self, run: Any) -> str:
+        """The one-line refusal of `nb generate` for a run of a task without `generate`: the command that
+        is the task's inference, where it has one."""
+        inference = next((c for c in ("translate", "predict") if c in self.commands()), None)
+        if inference is None:
+            return f"{run}: {self.lacks('generate')}"
+        return (f"{run} is a run of nb train {self.name}: use nb {inference} (nb train {self.name} runs have no "
+                "nb generate)")
+
     def commands(self) -> list[str]:
         """The `nb` commands that read this task's runs: those whose method the task implements."""
         own = type(self)
         methods = {"eval": ("evaluate",), "predict": ("predict", "predict_report"), "export": ("export",),
-                   "translate": ("translate",)}
+                   "translate": ("translate",), "generate": ("generate",)}
         return [command for command, names in methods.items()
                 if any(getattr(own, name) is not getattr(Task, name) for name in names)]
 

@@ -113,6 +113,35 @@ class LanguageModelTask(Task):
                            device=o["device"], dtype=o["dtype"], tf32=o["tf32"], progress_bar=o["progress_bar"],
                            figures=figures, allow_vocab_mismatch=o["allow_vocab_mismatch"])
 
+    generate_options = frozenset({
+        "tokenizer", "allow_vocab_mismatch", "scale_ln_bias", "decoding", "prompt_words", "max_new_tokens", "samples",
+        "max_prompts", "seed", "eval_corpus", "logit_adjust", "counts", "smoothing", "remove_direction",
+        "mauve_featurizer", "out", "figure_format", "dpi", "figsize", "title", "batch_size", "kv_cache", "arch",
+        "mapping", "device", "dtype", "tf32", "progress_bar"})
+    generate_view = "lm"
+
+    def generate(self, run: Any, prompts: list[str], **o: Any) -> dict[str, Any]:
+        """Paper 003 sec. 3.3, table 2 (`nbcli.lm.generation.generation_report`): continuations per arm
+        (b_LN scaled by each lambda, logit adjustment by `logit_adjust`) with Distinct-n, length, EOS rate
+        and perplexity; `run` is any causal LM nb reads, a model in memory too."""
+        from nbcli.checkpoint import parse_role_map
+        from nbcli.counts import parse_smoothing
+        from nbcli.decoding.sampling import parse_decoding
+        from nbcli.figure_style import figure_options
+        from nbcli.lm.generation import GenerationOptions, generation_report
+
+        opts = GenerationOptions(parse_decoding(o["decoding"]), o["max_new_tokens"], o["samples"], o["seed"],
+                                 o["batch_size"], use_cache=o["kv_cache"])
+        report, _ = generation_report(
+            run, prompts, o["tokenizer"], opts, o["scale_ln_bias"], prompt_words=o["prompt_words"],
+            max_prompts=o["max_prompts"], eval_corpus=o["eval_corpus"], tau=o["logit_adjust"], counts=o["counts"],
+            smoothing_k=parse_smoothing(o["smoothing"]), remove_direction=o["remove_direction"],
+            featurizer=o["mauve_featurizer"], arch=o["arch"], mapping=parse_role_map(o["mapping"] or []),
+            device=o["device"], dtype=o["dtype"], tf32=o["tf32"], out=o["out"], progress_bar=o["progress_bar"],
+            allow_vocab_mismatch=o["allow_vocab_mismatch"], figure_format=o["figure_format"],
+            looks=figure_options(o["dpi"], o["figsize"], o["title"]))
+        return report
+
     def summary_view(self, summary: dict[str, Any], num: Formatter = str) -> SummaryView:
         rows = [("steps", num(summary["steps"])), ("device", summary["device"]),
                 ("parameters", num(summary["parameters"])), ("final val loss", num(summary["final_val_loss"])),

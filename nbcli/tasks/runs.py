@@ -1,4 +1,4 @@
-"""What the faces call (`nb train|eval|predict|export|translate` and the Python API): train a task by
+"""What the faces call (`nb train|eval|predict|export|translate|generate` and the Python API): train a task by
 name from option values, find the task a run directory (or a checkpoint) records, and hand the run to
 that task's command with the options it reads."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,7 @@ def task_of_checkpoint(run: Path | str, default: str) -> str:
 def command_options(task: Task, command: str, declared: frozenset[str], values: Mapping[str, Any],
                     defaults: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The values of the options `declared` by `task` for `nb COMMAND` (its `predict_options`,
-    `export_options`, `translate_options`), each by name; an option it does not read, given a value other than its default,
+    `export_options`, `translate_options`, `generate_options`), each by name; an option it does not read, given a value other than its default,
     is refused in one line naming the task (never ignored); so is a task without the command at all."""
     if command not in task.commands():
         raise ConfigError(task.lacks(command))
@@ -170,3 +171,36 @@ def translate_run(run: Path | str, input_path: Path | str, output: Path | str,
     if "progress" in task.translate_options:
         picked["progress"] = progress
     return task.translate(Path(run), Path(input_path), Path(output), **picked)
+
+
+GENERATE_DEFAULTS: dict[str, Any] = {
+    "tokenizer": None, "allow_vocab_mismatch": False, "scale_ln_bias": None, "decoding": "top-p:0.9", "prompt_words": 10,
+    "max_new_tokens": 256, "samples": 1, "max_prompts": None, "seed": 0, "eval_corpus": None, "logit_adjust": None,
+    "counts": None, "smoothing": "add-k:1", "remove_direction": False, "mauve_featurizer": None, "out": None,
+    "figure_format": "png", "dpi": 200, "figsize": None, "title": None, "batch_size": 16, "kv_cache": True,
+    "arch": "auto", "mapping": None, "device": "auto", "dtype": "auto", "tf32": True}
+GENERATE_FLAGS = {"remove_direction": "--remove-frequency-direction", "kv_cache": "--no-kv-cache", "mapping": "--map",
+                  "tf32": "--no-tf32"}
+
+
+def generating_task(checkpoint: Any) -> Task:
+    """The task whose `generate` runs CHECKPOINT for `nb generate`: the one its run directory records (a
+    lone classifier checkpoint: its own), else the LM's (a model folder, a Hub id, an nb checkpoint, a
+    model in memory); a task without `generate` is refused in one line naming its inference command."""
+    name = task_of_checkpoint(checkpoint, "lm") if isinstance(checkpoint, (str, PathLike)) else "lm"
+    task = get_task(name)
+    if "generate" not in task.commands():
+        raise ConfigError(task.not_generating(checkpoint))
+    return task
+
+
+def generate_run(task: Task, checkpoint: Any, prompts: list[str], progress_bar: Callable[..., Any] | None = None,
+                 **options: Any) -> dict[str, Any]:
+    """`nb generate CHECKPOINT --prompts ...`: `task`'s generation (`Task.generate`; `generating_task`
+    finds it). `options`: nb generate's (`GENERATE_DEFAULTS`), those the task does not read refused
+    when given; `progress_bar` goes to a task that declares it."""
+    values = {**GENERATE_DEFAULTS, **options}
+    picked = command_options(task, "generate", task.generate_options, values, GENERATE_DEFAULTS, GENERATE_FLAGS)
+    if "progress_bar" in task.generate_options:
+        picked["progress_bar"] = progress_bar
+    return task.generate(checkpoint, list(prompts), **picked)

@@ -96,3 +96,14 @@ def test_translate_on_a_classifier_run_says_what_it_is(run) -> None:
     result = invoke("translate", lone, "-i", run / "in.de", "-o", run / "out.en")
     assert_one_line_error(result.stderr, "nb train classification runs have no nb translate", "nb predict")
     assert not (run / "out.en").exists()
+
+
+def test_generate_on_a_classifier_run_names_nb_predict(run) -> None:
+    result = invoke("generate", run / "run", "--prompts", run / "dev.tsv", "--out", run / "study")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "is a run of nb train classification: use nb predict")
+    lone = run / "lone-generate.safetensors"   # out of its run directory: its metadata says what it is
+    lone.write_bytes((run / "run" / "step-2.safetensors").read_bytes())
+    result = invoke("generate", lone, "--prompts", run / "dev.tsv")
+    assert_one_line_error(result.stderr, "is a run of nb train classification: use nb predict")
+    assert not (run / "study").exists()

@@ -86,7 +86,7 @@ def test_an_lm_checkpoint_is_refused(tmp_path: Path, sp_model: Path, sample_line
     (tmp_path / "in.de").write_text("a\n")
     result = invoke("translate", tmp_path / "lm" / "step-1.safetensors", "-i", tmp_path / "in.de", "-o", tmp_path / "o",
                     "-t", sp_model)
-    assert_one_line_error(result.stderr, "nb train lm runs have no nb translate (nb eval reads them)")
+    assert_one_line_error(result.stderr, "nb train lm runs have no nb translate (nb eval, nb generate read them)")
     lone = tmp_path / "lone.safetensors"   # out of its run directory: read as a translation model, and refused
     lone.write_bytes((tmp_path / "lm" / "step-1.safetensors").read_bytes())
     result = invoke("translate", lone, "-i", tmp_path / "in.de", "-o", tmp_path / "o", "-t", sp_model)
@@ -133,3 +133,13 @@ def test_lm_commands_refuse_a_translation_checkpoint(translation_run: Path, para
                    "--json")
     assert probe.exit_code == 0, probe.output
     assert "final_logits_bias" in probe.stdout
+
+
+def test_generate_refuses_a_translation_run_naming_nb_translate(translation_run: Path, parallel_corpus: Path,
+                                                                tmp_path: Path) -> None:
+    result = invoke("generate", translation_run / "best.safetensors", "--prompts", parallel_corpus / "valid.de",
+                    "-t", parallel_corpus / "joint.model", "--out", tmp_path / "study")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, f"{translation_run / 'best.safetensors'} is a run of nb train translation: "
+                          "use nb translate")
+    assert not (tmp_path / "study").exists()

@@ -1,6 +1,6 @@
-"""nb predict and nb export go through the task a run records (`Task.predict_report`, `Task.export`):
-a task's own options reach it by name, another's are refused naming the task, and a task without an
-export says so; nb's own classifier runs take the same path (tests/cli/test_predict.py,
+"""nb predict, nb export, nb translate and nb generate go through the task a run records
+(`Task.predict_report`, `Task.export`, `Task.translate`, `Task.generate`): a task's own options reach it
+by name, another's are refused naming the task, and a task without the command says so; nb's own classifier runs take the same path (tests/cli/test_predict.py,
 tests/tasks/test_classifier_export.py)."""
 
 from __future__ import annotations
@@ -32,14 +32,38 @@ class EchoTask(Task):
         return {"out": str(out), "beam": options["beam"], "options": sorted(options)}
 
 
+class ParrotTask(Task):
+    """Generates each prompt's first word repeated `max_new_tokens` times; nothing else."""
+
+    name = "parrot"
+    help = "a test task that generates"
+    generate_options = frozenset({"tokenizer", "max_new_tokens", "seed", "progress_bar"})
+
+    def generate(self, run: Path, prompts: list[str], **options: Any) -> dict[str, Any]:
+        words = [line.split()[0] for path in prompts for line in Path(path).read_text().splitlines() if line.strip()]
+        return {"run": str(run), "options": sorted(options), "seed": options["seed"],
+                "tokenizer": None if options["tokenizer"] is None else str(options["tokenizer"]),
+                "progress_bar": options["progress_bar"] is not None,
+                "continuations": [" ".join([w] * options["max_new_tokens"]) for w in words]}
+
+
 @pytest.fixture
 def echo_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    targets = {**registry.task_targets(), "echo": f"{__name__}:EchoTask"}
+    targets = {**registry.task_targets(), "echo": f"{__name__}:EchoTask", "parrot": f"{__name__}:ParrotTask"}
     monkeypatch.setattr(registry, "task_targets", lambda: targets)
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"task": "echo"}))
     (tmp_path / "in.txt").write_text("ab\nabcd\n\n")
+    return run
+
+
+@pytest.fixture
+def parrot_run(echo_run: Path, tmp_path: Path) -> Path:
+    run = tmp_path / "parrot-run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "parrot"}))
+    (tmp_path / "prompts.txt").write_text("ab cd\n\nef\n")
     return run
 
 
@@ -99,3 +123,50 @@ def test_translate_goes_to_the_task_too(echo_run: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert_one_line_error(result.stderr, "nb train echo runs have no nb translate (nb predict, nb export read them)")
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_generate_runs_the_recorded_task_with_its_options(parrot_run: Path, tmp_path: Path) -> None:
+    result = invoke("generate", parrot_run, "--prompts", tmp_path / "prompts.txt", "--max-new-tokens", "2", "--seed",
+                    "7", "-t", tmp_path / "in.txt", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "run": str(parrot_run), "options": ["max_new_tokens", "progress_bar", "seed", "tokenizer"], "seed": 7,
+        "tokenizer": str(tmp_path / "in.txt"), "progress_bar": True, "continuations": ["ab ab", "ef ef"]}
+    shown = invoke("generate", parrot_run, "--prompts", tmp_path / "prompts.txt")   # a person's view: its scalars
+    assert shown.exit_code == 0, shown.stderr
+    assert "seed" in shown.stdout and "parrot-run" in shown.stdout
+
+
+def test_generate_refuses_by_name_the_options_the_task_does_not_read(parrot_run: Path, tmp_path: Path) -> None:
+    result = invoke("generate", parrot_run, "--prompts", tmp_path / "prompts.txt", "--scale-ln-bias", "0,1",
+                    "--no-kv-cache", "--map", "output_bias=b", "--out", tmp_path / "study", "--seed", "3")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, "--scale-ln-bias, --out, --no-kv-cache, --map: not an option of nb "
+                          "generate for a run of nb train parrot")
+    assert not (tmp_path / "study").exists()
+
+
+@pytest.mark.parametrize(("task", "inference"), [("translation", "translate"), ("classification", "predict"),
+                                                 ("tagging", "predict"), ("echo", "predict")])
+def test_generate_refuses_a_run_of_a_task_without_it_naming_its_inference(echo_run: Path, tmp_path: Path, task: str,
+                                                                          inference: str) -> None:
+    run = tmp_path / f"{task}-run"
+    run.mkdir(exist_ok=True)
+    (run / "config.json").write_text(json.dumps({"task": task}))
+    result = invoke("generate", run, "--prompts", tmp_path / "in.txt", "--out", tmp_path / "study")
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr, f"{run} is a run of nb train {task}: use nb {inference} (nb train {task} "
+                          "runs have no nb generate)")
+    assert not (tmp_path / "study").exists()
+
+
+def test_generate_in_python_takes_the_same_path(parrot_run: Path, tmp_path: Path) -> None:
+    import nbcli
+    from nbcli.errors import NbError
+
+    report = nbcli.generate(parrot_run, tmp_path / "prompts.txt", tmp_path / "in.txt", max_new_tokens=3)
+    assert report.to_dict()["continuations"] == ["ab ab ab", "ef ef ef"]
+    assert report.to_dict()["progress_bar"] is False
+    with pytest.raises(NbError, match=r"^scale_ln_bias, kv_cache=False: not an option of nb generate for a run of "
+                                      r"nb train parrot$"):
+        nbcli.generate(parrot_run, tmp_path / "prompts.txt", tmp_path / "in.txt", scale_ln_bias=[0.5], kv_cache=False)
