@@ -9,8 +9,9 @@ plain PyTorch loop"), at a shape a CPU trains in seconds rather than benchmarks/
    last update; tokens/s is the median of its log records after --warm updates.
 3. Plain PyTorch: nanoGPT's model and loop (benchmarks/gpu_baselines.py `NanoGPT`, `nanogpt_run`: the same
    shapes, AdamW groups, token stream), timed the same way.
-4. The two alternate --repeats times (nb first) so a change in the machine's load hits both; the table
-   gives each repeat's ratio and the best of each side; one thread each unless --threads.
+4. The two run --repeats times, in alternating order (nb first, then plain first, ...) so a change in the
+   machine's load, or a warmed allocator, favours neither; the table gives each repeat's ratio and the best
+   of each side; one thread each unless --threads.
 
 Target: nb / plain >= 1.0x.
 
@@ -60,9 +61,12 @@ def main() -> None:
         work = Path(tmp)
         tokenizer, corpus, stream = word_corpus(work, args.vocab, cfg.seq_len * cfg.batch_size * (args.steps + 2),
                                                  words_per_doc=2 * cfg.seq_len)
-        for i in range(args.repeats):
-            nb = nb_train_run(cfg, corpus, tokenizer, work / f"nb-{i}", args.warm)["tokens_per_s"]
-            plain = nanogpt_run(cfg, stream, args.vocab, args.steps, args.warm, False, "cpu")["tokens_per_s"]
+        for i in range(args.repeats):   # the order alternates: what runs second meets a warmed allocator
+            runs = {"nb": lambda: nb_train_run(cfg, corpus, tokenizer, work / f"nb-{i}", args.warm)["tokens_per_s"],
+                    "plain": lambda: nanogpt_run(cfg, stream, args.vocab, args.steps, args.warm, False,
+                                                 "cpu")["tokens_per_s"]}
+            got = {name: runs[name]() for name in (("nb", "plain") if i % 2 == 0 else ("plain", "nb"))}
+            nb, plain = got["nb"], got["plain"]
             repeats.append({"nb_tokens_per_s": nb, "plain_tokens_per_s": plain, "ratio": nb / plain})
             rows.append((f"repeat {i + 1}: nb / plain tokens/s", f"{nb:,.0f} / {plain:,.0f} = {nb / plain:.2f}x"))
     best_nb, best_plain = max(r["nb_tokens_per_s"] for r in repeats), max(r["plain_tokens_per_s"] for r in repeats)
