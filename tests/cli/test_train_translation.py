@@ -49,21 +49,32 @@ def write(folder: Path, files: dict[str, str]) -> None:
         (folder / name).write_text(text, encoding="utf-8")
 
 
-@pytest.mark.parametrize("files,corpus,fragment", [
+BAD_PAIRS = [
     ({"m.de": "a b\nc d\ne f\n", "m.en": "b a\nd c\n"}, "m", "m.de:3"),                       # misaligned
     ({"m.de": "a b\nc d\n", "m.en": "b a\n\n"}, "m", "m.de:2: empty target"),                 # an empty side
     ({"m.jsonl": '{"translation": {"de": "a b", "fr": "b a"}}\n'}, "m.jsonl", "m.jsonl:1"),   # missing language key
     ({"m.tsv": "a b\n"}, "m.tsv", "m.tsv:1"),                                                  # no TAB
     ({"m.de": "a b\n", "x.en": "b a\n"}, "m", "m.de has no aligned"),                          # one side only
-])
+]
+
+
+@pytest.mark.parametrize("files,corpus,fragment", BAD_PAIRS)
 def test_bad_pairs_are_one_line_errors_and_leave_no_run(tmp_path: Path, parallel_corpus: Path, files: dict,
                                                        corpus: str, fragment: str) -> None:
+    """Each as a real nb process for the first case (stderr as a terminal user reads it), in-process
+    for the others (the same code from the command on)."""
     write(tmp_path, files)
     out = tmp_path / "run"
-    proc = run_nb("train", "--task", "translation", "--corpus", tmp_path / corpus, "--src-lang", "de", "--tgt-lang",
-                  "en", "-t", parallel_corpus / "joint.model", "--out", out, *FAST)
-    assert proc.returncode == 1
-    assert_one_line_error(proc.stderr.decode(), fragment)
+    args = ["train", "--task", "translation", "--corpus", tmp_path / corpus, "--src-lang", "de", "--tgt-lang",
+            "en", "-t", parallel_corpus / "joint.model", "--out", out, *FAST]
+    if files is BAD_PAIRS[0][0]:
+        proc = run_nb(*args)
+        code, stderr = proc.returncode, proc.stderr.decode()
+    else:
+        result = invoke(*args)
+        code, stderr = result.exit_code, result.stderr
+    assert code == 1
+    assert_one_line_error(stderr, fragment)
     assert not out.exists()
 
 

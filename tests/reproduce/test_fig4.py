@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import run_nb
+from tests.cli.helpers import invoke, run_nb
 from tests.reproduce.conftest import translation_data
 
 RESULTS = ("results.json", "results.csv", "results.md")
@@ -34,17 +34,17 @@ def test_000_fig4_smoke_equals_nb_eval_and_resumes(tmp_path: Path, pairs: Path) 
     assert len(counts) == 1                                   # counted once for the four runs
     # the counts are nb count-unigrams' of the training targets with the run's target tokenizer
     mine = tmp_path / "tgt.safetensors"
-    counted = run_nb("count-unigrams", pairs / "train.en", "-t", pairs / "joint.model", "-o", mine, "--json")
-    assert counted.returncode == 0, counted.stderr.decode()
+    counted = invoke("count-unigrams", pairs / "train.en", "-t", pairs / "joint.model", "-o", mine, "--json")
+    assert counted.exit_code == 0, counted.stderr
     from nbcli.counts import read_counts
 
     assert (read_counts(mine).counts == read_counts(counts[0]).counts).all()
 
     sections = {}
-    for r in report["runs"]:   # each run's section is nb eval's, computed apart
-        evaluated = run_nb("eval", "--task", "translation", out / r["run"], "--corpus", pairs / "test",
-                           "--by-frequency", mine, "--beam", "2", "--device", "cpu", "--json", timeout=300)
-        assert evaluated.returncode == 0, evaluated.stderr.decode()
+    for r in report["runs"]:   # each run's section is nb eval's, computed apart (in-process: the sweep's run
+        evaluated = invoke("eval", "--task", "translation", out / r["run"], "--corpus", pairs / "test",  # above
+                           "--by-frequency", mine, "--beam", "2", "--device", "cpu", "--json")            # is a process)
+        assert evaluated.exit_code == 0, evaluated.stderr
         section = json.loads(evaluated.stdout)["by_frequency"]
         assert section["output_bias_dropped"] and len(r["by_frequency"]["bins"]) == len(section["bins"])
         for mine_bin, theirs in zip(r["by_frequency"]["bins"], section["bins"]):   # float32 logits: thread counts

@@ -152,14 +152,14 @@ def test_tied_word_vectors_warn_naming_the_fix(tmp_path: Path, train_corpus: Pat
     vectors = write(tmp_path / "glove.16d.txt", "glove", vocab, x)
     common = ["train", "--corpus", train_corpus, "-t", "words:min-freq=2", "--steps", "1", "--d-model", "16",
               "--n-head", "2", "--embedding-init", f"pretrained:{vectors}", "--json", *FAST]
-    tied = run_nb(*common, "--out", tmp_path / "tied")
-    assert tied.returncode == 0, tied.stderr.decode()
+    tied = invoke(*common, "--out", tmp_path / "tied")
+    assert tied.exit_code == 0, tied.stderr
     warnings = json.loads(tied.stdout)["warnings"]
     assert any("exceeds log V" in w and "--untie-embeddings" in w and "--embedding-standardise xavier" in w
                for w in warnings), warnings
     for fix in (["--untie-embeddings"], ["--embedding-standardise", "xavier"]):
-        fixed = run_nb(*common, "--out", tmp_path / fix[0].strip("-"), *fix)
-        assert fixed.returncode == 0, fixed.stderr.decode()
+        fixed = invoke(*common, "--out", tmp_path / fix[0].strip("-"), *fix)
+        assert fixed.exit_code == 0, fixed.stderr
         assert not any("exceeds log V" in w for w in json.loads(fixed.stdout)["warnings"]), fix
 
 
