@@ -1,4 +1,4 @@
-"""Helpers for the DDP tests (CPU, gloo): `nb train` as one process, under torchrun, or as plain ranks
+"""Helpers for the DDP tests (CPU, gloo): `nb train` as one process (in-process), under torchrun, or as plain ranks
 (RANK/WORLD_SIZE set by hand, no torchrun agent that would kill the survivors itself); and the check
 that two runs logged the same records."""
 
@@ -18,12 +18,14 @@ ENV = {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "COLUMNS": "200"}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
-def nb_single(args: Sequence[str | Path], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`nb ARGS` as one process; it must succeed."""
-    done = subprocess.run([sys.executable, "-m", "nbcli", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **ENV}, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
+def nb_single(args: Sequence[str | Path]) -> None:
+    """`nb ARGS` as one process, the reference the ranks are compared with: in this process (the same
+    code as the console script's, one torch thread as each rank has; the ranks are the real processes
+    under test); it must succeed."""
+    from tests.cli.helpers import invoke
+
+    done = invoke(*args, "--threads", "1")   # the ranks' OMP_NUM_THREADS: the same sums in the same order
+    assert done.exit_code == 0, done.stderr[-3000:]
 
 
 def nb_torchrun(args: Sequence[str | Path], timeout: float = 300) -> subprocess.CompletedProcess[str]:
