@@ -172,6 +172,7 @@ def eval_command(
     from nbcli.errors import ConfigError
     from nbcli.outputs import model_inputs
     from nbcli.tasks.registry import get_task, task_names
+    from nbcli.tasks.runs import eval_run
 
     name = _task(checkpoint, task)
     runner = get_task(name)
@@ -189,7 +190,7 @@ def eval_command(
     options = {key: values[key] for key in runner.eval_options if key in values}
     if "progress_bar" in runner.eval_options:
         options["progress_bar"] = partial(token_progress, "scoring")
-    report = runner.evaluate(checkpoint, corpus, **options)
+    report = eval_run(runner, checkpoint, corpus, **options)   # with the Hub datasets among --corpus
     view = VIEWS.get(runner.eval_view)
     if view is None:   # a task of another package: every scalar of its report
         from nbcli.cli.render import print_scalars

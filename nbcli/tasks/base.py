@@ -80,7 +80,8 @@ class Task:
 
     def evaluate(self, run: Path, corpus: list[str], **options: Any) -> dict[str, Any]:
         """`nb eval RUN --corpus FILE...`: the run's metrics on `corpus` (a report: plain data);
-        `options`: the values of the `eval_options` it declares."""
+        `options`: the values of the `eval_options` it declares. The seam adds `datasets` (the Hub
+        datasets among `corpus`, `nbcli.tasks.runs.eval_run`)."""
         raise ConfigError(self.lacks("eval"))
 
     def predict(self, run: Path, corpus: list[str]) -> list[dict[str, Any]]:
@@ -96,7 +97,8 @@ class Task:
     def predict_report(self, run: Path, corpus: list[str], output: Path | None, **options: Any) -> dict[str, Any]:
         """`nb predict RUN --corpus FILE... [-o FILE]`: the report; by default `predict`'s records as JSON
         lines in `output` (checked before any work: no input overwritten; written whole or not at all) or,
-        without `output`, in the report's `predictions`."""
+        without `output`, in the report's `predictions`. The seam adds `datasets` (the Hub datasets
+        among `corpus`, `nbcli.tasks.runs.predict_run`)."""
         import json
 
         from nbcli.atomic import write_text_atomic

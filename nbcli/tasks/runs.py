@@ -1,6 +1,7 @@
 """What the faces call (`nb train|eval|predict|export|translate|generate` and the Python API): train a task by
 name from option values, find the task a run directory (or a checkpoint) records, and hand the run to
-that task's command with the options it reads."""
+that task's command with the options it reads; an eval or predict report records the Hub datasets
+among its inputs (`with_datasets`), whichever task made it."""
 
 from __future__ import annotations
 
@@ -135,14 +136,32 @@ EXPORT_DEFAULTS: dict[str, Any] = {"source_tokenizer": None, "target_tokenizer":
 EXPORT_FLAGS = {"source_tokenizer": "--tokenizer/--src-tokenizer", "target_tokenizer": "--tgt-tokenizer"}
 
 
+def with_datasets(report: dict[str, Any], corpus: list[str]) -> dict[str, Any]:
+    """`report` with the Hub datasets among its `corpus` inputs (as given) in `datasets`
+    (`nbcli.resolve_datasets.dataset_inputs`; [] when every input is a file), as a training run's
+    summary records them: what `eval_run` and `predict_run` add to every task's report."""
+    from nbcli.resolve_datasets import dataset_inputs
+
+    report["datasets"] = dataset_inputs(corpus)
+    return report
+
+
+def eval_run(task: Task, run: Any, corpus: list[str], **options: Any) -> dict[str, Any]:
+    """`nb eval [RUN_OR_CKPT] --corpus ...`: `task`'s report (`Task.evaluate`; `options`: those of its
+    `eval_options` given) with the Hub datasets it read (`with_datasets`)."""
+    return with_datasets(task.evaluate(run, list(corpus), **options), list(corpus))
+
+
 def predict_run(run: Path | str, corpus: list[str], output: Path | str | None, **options: Any) -> dict[str, Any]:
     """`nb predict RUN_OR_CKPT --corpus ... [-o FILE]`: the report of the run's task
-    (`Task.predict_report`; a lone checkpoint: a classifier's). `options`: nb predict's (`PREDICT_DEFAULTS`),
-    those the task does not read refused unless at their defaults."""
+    (`Task.predict_report`; a lone checkpoint: a classifier's) with the Hub datasets it read
+    (`with_datasets`). `options`: nb predict's (`PREDICT_DEFAULTS`), those the task does not read
+    refused unless at their defaults."""
     task = get_task(task_of_checkpoint(run, "classification"))
     values = {**PREDICT_DEFAULTS, **options}
     picked = command_options(task, "predict", task.predict_options, values, PREDICT_DEFAULTS)
-    return task.predict_report(Path(run), list(corpus), None if output is None else Path(output), **picked)
+    report = task.predict_report(Path(run), list(corpus), None if output is None else Path(output), **picked)
+    return with_datasets(report, list(corpus))
 
 
 def export_run(run: Path | str, out: Path | str, **options: Any) -> dict[str, Any]:

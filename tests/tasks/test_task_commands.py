@@ -1,7 +1,8 @@
-"""nb predict, nb export, nb translate and nb generate go through the task a run records
-(`Task.predict_report`, `Task.export`, `Task.translate`, `Task.generate`): a task's own options reach it
-by name, another's are refused naming the task, and a task without the command says so; nb's own classifier runs take the same path (tests/cli/test_predict.py,
-tests/tasks/test_classifier_export.py)."""
+"""nb eval, nb predict, nb export, nb translate and nb generate go through the task a run records
+(`Task.evaluate`, `Task.predict_report`, `Task.export`, `Task.translate`, `Task.generate`): a task's own
+options reach it by name, another's are refused naming the task, and a task without the command says so; an eval or
+predict report records the Hub datasets among its inputs whatever the task; nb's own classifier runs
+take the same path (tests/cli/test_predict.py, tests/tasks/test_classifier_export.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from nbcli.tasks import registry
 from nbcli.tasks.base import Task
 from tests.cli.helpers import assert_one_line_error, invoke
+from tests.corpus.test_hub_datasets import parquet_bytes
+from tests.hub_cache import add_dataset_snapshot, commit_hash
 
 
 class EchoTask(Task):
@@ -47,9 +50,20 @@ class ParrotTask(Task):
                 "continuations": [" ".join([w] * options["max_new_tokens"]) for w in words]}
 
 
+class JudgeTask(Task):
+    """Evaluates by naming its inputs; nothing else."""
+
+    name = "judge"
+    help = "a test task that evaluates"
+
+    def evaluate(self, run: Path, corpus: list[str], **options: Any) -> dict[str, Any]:
+        return {"run": str(run), "inputs": list(corpus)}
+
+
 @pytest.fixture
 def echo_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    targets = {**registry.task_targets(), "echo": f"{__name__}:EchoTask", "parrot": f"{__name__}:ParrotTask"}
+    targets = {**registry.task_targets(), "echo": f"{__name__}:EchoTask", "parrot": f"{__name__}:ParrotTask",
+               "judge": f"{__name__}:JudgeTask"}
     monkeypatch.setattr(registry, "task_targets", lambda: targets)
     run = tmp_path / "run"
     run.mkdir()
@@ -115,7 +129,35 @@ def test_the_python_api_takes_the_same_path(echo_run: Path, tmp_path: Path) -> N
 
     report = predict_labels(echo_run, tmp_path / "in.txt")
     assert report.predictions == [{"length": 2}, {"length": 4}, {"length": 0}]
+    assert report.datasets == []
     assert export_checkpoint(echo_run, tmp_path / "hf", beam=2).beam == 2
+
+
+def test_eval_and_predict_of_any_task_record_the_hub_datasets_among_their_inputs(
+        echo_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`datasets` comes from the seam (nbcli.tasks.runs.eval_run, predict_run), not from the task: a task of
+    another package gets it, the snapshot's commit for an id, [] for files."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    add_dataset_snapshot(tmp_path / "hf" / "hub", "org/lines", {
+        "data/test-00000-of-00001.parquet": parquet_bytes({"text": ["ab", "abcd"]})}, commit_hash("lines"))
+    run = tmp_path / "judge-run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "judge"}))
+    result = invoke("eval", run, "--corpus", "org/lines::test", "--corpus", tmp_path / "in.txt", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["inputs"] == ["org/lines::test", str(tmp_path / "in.txt")]
+    assert [(d["input"], d["repo_id"], d["commit"], d["config"], d["split"], d["cache"], d["files"])
+            for d in report["datasets"]] == [("org/lines::test", "org/lines", commit_hash("lines"), "default", "test",
+                                              "hub", ["data/test-00000-of-00001.parquet"])]
+    on_files = invoke("eval", run, "--corpus", tmp_path / "in.txt", "--json")
+    assert on_files.exit_code == 0, on_files.stderr
+    assert json.loads(on_files.stdout)["datasets"] == []
+    predicted = invoke("predict", echo_run, "--corpus", tmp_path / "in.txt", "--json")
+    assert predicted.exit_code == 0, predicted.stderr
+    assert json.loads(predicted.stdout)["datasets"] == []
 
 
 def test_translate_goes_to_the_task_too(echo_run: Path, tmp_path: Path) -> None:
