@@ -80,8 +80,12 @@ def predict_labels(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], 
 def evaluate_classifier(checkpoint: PathLike, corpus: PathLike | Sequence[PathLike], *, batch_size: int = 32,
                         device: str = "cpu") -> Report:
     """`nb eval --task classification|tagging`: loss, accuracy, F1 and Matthews (scikit-learn) or
-    entity precision/recall/F1 (seqeval) of a classifier run on every record of a labelled file."""
-    from nbcli.tasks.inference import evaluate_classifier as evaluate_file, load_classifier
+    entity precision/recall/F1 (seqeval) of a classifier run on every record of a labelled file, with
+    the Hub datasets among `corpus` in `datasets` (`nbcli.tasks.runs.eval_run`, as nb eval)."""
+    from nbcli.tasks.registry import get_task
+    from nbcli.tasks.runs import eval_run, task_of_checkpoint
 
-    return Report(evaluate_file(load_classifier(local_path(checkpoint), device), input_paths(corpus), batch_size))
-
+    run = local_path(checkpoint)
+    task = task_of_checkpoint(run, "classification")   # a run of another task: refused as not a classifier's
+    return Report(eval_run(get_task(task if task in ("classification", "tagging") else "classification"), run,
+                           input_paths(corpus), batch_size=batch_size, device=device))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from nbcli.api.inputs import (
-    check_train_config, input_paths, lambda_spec, local_path, optional_path, role_items, role_map, runnable_model,
+    check_train_config, input_paths, lambda_spec, local_path, optional_path, role_items, runnable_model,
     trained)
 from nbcli.api.reports import EvalReport, GenerateReport, PathLike, Report, RoleMap, TrainReport
 from nbcli.arguments import public
@@ -31,20 +31,20 @@ def evaluate(checkpoint: PathLike | Any, corpus: PathLike | Sequence[PathLike], 
     `by_frequency` (training counts) adds paper 000 fig. 4 (section `by_frequency`, figure
     `by_frequency_plot`), in `bins` bins.
     `allow_vocab_mismatch`: accept a tokenizer (or counts) whose fingerprint differs from the model's.
-    `dtype` (auto|float32|bfloat16 autocast) and `tf32`: the forward passes' precision (`nb eval --dtype`)."""
-    from nbcli.counts import parse_smoothing
-    from nbcli.lm.frequency_report import TokenFigures
-    from nbcli.lm.evaluation import eval_report
+    `dtype` (auto|float32|bfloat16 autocast) and `tf32`: the forward passes' precision (`nb eval --dtype`).
+    The report's `datasets`: the Hub datasets among `corpus` (`nbcli.tasks.runs.eval_run`, as nb eval)."""
+    from nbcli.tasks.registry import get_task
+    from nbcli.tasks.runs import eval_run
 
-    figures = TokenFigures(bias_effect=bias_effect or bias_effect_plot is not None, positions=bias_effect_positions,
-                           space=bias_effect_space, by_frequency=optional_path(by_frequency), bins=bins,
-                           bias_effect_plot=optional_path(bias_effect_plot), by_frequency_plot=optional_path(by_frequency_plot))
-
-    return EvalReport(eval_report(
-        runnable_model(checkpoint, "evaluate"), input_paths(corpus), local_path(tokenizer), lambda_spec(scale_ln_bias),
-        remove_direction=remove_frequency_direction, counts=optional_path(counts), smoothing_k=parse_smoothing(smoothing),
-        stride=stride, batch_size=batch_size, arch=arch, mapping=role_map(mapping), device=device, figures=figures,
-        allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype, tf32=tf32))
+    return EvalReport(eval_run(
+        get_task("lm"), runnable_model(checkpoint, "evaluate"), input_paths(corpus), tokenizer=local_path(tokenizer),
+        scale_ln_bias=lambda_spec(scale_ln_bias), remove_direction=remove_frequency_direction,
+        counts=optional_path(counts), smoothing=smoothing, stride=stride, batch_size=batch_size, arch=arch,
+        mapping=role_items(mapping) or None, device=device, bias_effect=bias_effect,
+        bias_effect_positions=bias_effect_positions, bias_effect_space=bias_effect_space,
+        bias_effect_plot=optional_path(bias_effect_plot), by_frequency=optional_path(by_frequency),
+        by_frequency_plot=optional_path(by_frequency_plot), bins=bins, dpi=None, figsize=None, title=None,
+        allow_vocab_mismatch=allow_vocab_mismatch, dtype=dtype, tf32=tf32, progress_bar=None))
 
 
 @public

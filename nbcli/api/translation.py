@@ -63,19 +63,13 @@ def evaluate_translation(corpus: PathLike | Sequence[PathLike], src_lang: str, t
     aligned PREFIX.{src,tgt} files, TSV, JSONL translation objects or parquet. The translations are
     a hypotheses file (`hyps`, one line per pair) or decoded by an `nb train --task translation` run
     or checkpoint (`checkpoint`: a run means its best checkpoint by validation BLEU; `beam`/`lenpen`
-    default to the run's)."""
-    from nbcli.errors import ConfigError
-    from nbcli.translation_eval import eval_translation
+    default to the run's). The report's `datasets`: the Hub datasets among `corpus`
+    (`nbcli.tasks.runs.eval_run`, as nb eval)."""
+    from nbcli.tasks.registry import get_task
+    from nbcli.tasks.runs import eval_run
 
-    if checkpoint is None:
-        if beam is not None or lenpen is not None:
-            raise ConfigError("--beam and --lenpen decode with a model: give RUN_OR_CKPT (not with --hyps)")
-        return Report(eval_translation(input_paths(corpus), src_lang, tgt_lang, hyps=optional_path(hyps)))
-    if hyps is not None:
-        raise ConfigError(f"{checkpoint} and --hyps {hyps}: score a model's translations or a hypotheses file, "
-                          "not both")
-    from nbcli.translate import eval_translation_model
-
-    return Report(eval_translation_model(local_path(checkpoint), input_paths(corpus), src_lang, tgt_lang, beam=beam,
-                                         lenpen=lenpen, batch_size=batch_size, device=device))
-
+    return Report(eval_run(
+        get_task("translation"), optional_path(checkpoint), input_paths(corpus), hyps=optional_path(hyps),
+        src_lang=src_lang, tgt_lang=tgt_lang, beam=beam, lenpen=lenpen, columns=None, batch_size=batch_size,
+        device=device, by_frequency=None, by_frequency_plot=None, bins=10, smoothing="add-k:1",
+        allow_vocab_mismatch=False, dpi=None, figsize=None, title=None))

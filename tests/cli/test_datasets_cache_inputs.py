@@ -1,7 +1,8 @@
 """Hub dataset ids as the commands' data from `datasets`' own cache, built by `datasets` itself offline
 (tests/datasets_cache.py): a classification run and a count from `ID:CONFIG:SPLIT` equal those from
 the same parquet files given as paths, and record the dataset (repo, commit, config, split) as a field
-of summary.json, --json and the counts file; an id in neither cache is one line naming both, exit 1."""
+of summary.json, --json and the counts file; so do nb eval and nb predict from an id (--json and the
+Python API); an id in neither cache is one line naming both, exit 1."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import json
 
 import pytest
 
+import nbcli
 from nbcli.counts import read_counts
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
-from tests.cli.test_hub_dataset_inputs import same_run_by_id_and_by_files
+from tests.cli.test_hub_dataset_inputs import eval_and_predict_by_id_and_by_file, same_run_by_id_and_by_files
 from tests.corpus.test_hub_datasets import CARD, LABELS, parquet_bytes, sentences
 from tests.datasets_cache import prepare
 from tests.hub_cache import commit_hash
@@ -43,6 +45,7 @@ def test_a_classification_run_from_datasets_cache_equals_the_run_from_the_parque
         ("nyu-mll/glue:sst2:train", "nyu-mll/glue", COMMIT, "sst2", "train", "datasets", "0.0.0", ["glue-train.arrow"]),
         ("nyu-mll/glue:sst2:validation", "nyu-mll/glue", COMMIT, "sst2", "validation", "datasets", "0.0.0",
          ["glue-validation.arrow"])]
+    assert eval_and_predict_by_id_and_by_file(tmp_path, repo) == report["datasets"][1]
 
 
 def test_count_unigrams_from_datasets_cache_equals_its_parquet_files(repo, tmp_path, sp_model) -> None:
@@ -92,3 +95,13 @@ def test_a_language_model_run_from_datasets_cache_records_the_build(repo, tmp_pa
     [record] = json.loads((tmp_path / "id" / "summary.json").read_text())["datasets"]
     assert (record["repo_id"], record["commit"], record["config"], record["split"], record["cache"]) == (
         "org/wiki", commit_hash("wiki"), "default", "train", "datasets")
+    # nb eval of the run's checkpoint on the id: the file's figures, the build recorded (--json and the API)
+    evals = {}
+    for name, corpus in (("id", "org/wiki"), ("path", folder / "data" / "train-00000-of-00001.parquet")):
+        result = invoke("eval", tmp_path / "id" / "step-2.safetensors", "--corpus", corpus, "-t", sp_model,
+                        "--device", "cpu", "--json")
+        assert result.exit_code == 0, result.output
+        evals[name] = json.loads(result.stdout)
+    assert evals["id"]["rows"] == evals["path"]["rows"] and evals["path"]["datasets"] == []
+    assert evals["id"]["datasets"] == [record] == nbcli.evaluate(
+        tmp_path / "id" / "step-2.safetensors", "org/wiki", sp_model, device="cpu").datasets

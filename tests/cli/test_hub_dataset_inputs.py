@@ -1,7 +1,8 @@
 """Hub dataset ids as the commands' data (`--corpus`, `--valid`, count-unigrams' INPUT) from a Hugging
 Face cache built on disk (tests/hub_cache.py), offline: a run from `ID:CONFIG:SPLIT` equals the run
-from the same parquet files given as paths and records the snapshot's commit; a dataset missing from
-the cache is one line naming the id and the fetch command, exit 1, no run directory."""
+from the same parquet files given as paths and records the snapshot's commit, and so do nb eval and
+nb predict of it (--json and the Python API); a dataset missing from the cache is one line naming the
+id and the fetch command, exit 1, no run directory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 
 import pytest
 from huggingface_hub import ModelCard
+
+import nbcli
 from safetensors.numpy import load_file
 
 from nbcli.counts import read_counts
@@ -58,6 +61,33 @@ def same_run_by_id_and_by_files(tmp_path, folder) -> dict:
     return a
 
 
+VALID_ID = "nyu-mll/glue:sst2:validation"
+
+
+def eval_and_predict_by_id_and_by_file(tmp_path, folder) -> dict:
+    """nb eval and nb predict of the run `same_run_by_id_and_by_files` trained (tmp_path/id) on sst2's
+    validation split by id and by its parquet file in `folder`: equal metrics and predictions; the
+    id's reports record the dataset in `datasets` alike through --json and the Python API, the file's
+    record []. The id's record."""
+    run, valid_file = tmp_path / "id", folder / "sst2" / "validation-00000-of-00001.parquet"
+    reports = {}
+    for name, corpus in (("id", VALID_ID), ("path", valid_file)):
+        evaluated = invoke("eval", "--task", "classification", run, "--corpus", corpus, "--json")
+        assert evaluated.exit_code == 0, evaluated.output
+        predicted = invoke("predict", run, "--corpus", corpus, "--json")
+        assert predicted.exit_code == 0, predicted.output
+        reports[name] = json.loads(evaluated.stdout), json.loads(predicted.stdout)
+    (eval_id, predict_id), (eval_path, predict_path) = reports["id"], reports["path"]
+    assert (eval_id["loss"], eval_id["accuracy"]) == (eval_path["loss"], eval_path["accuracy"])
+    assert predict_id["predictions"] == predict_path["predictions"] and predict_id["records"] == 6
+    assert eval_path["datasets"] == predict_path["datasets"] == []
+    [record] = eval_id["datasets"]
+    assert predict_id["datasets"] == [record] and record["input"] == VALID_ID
+    assert nbcli.evaluate_classifier(run, VALID_ID).datasets == nbcli.predict_labels(run, VALID_ID).datasets == [record]
+    assert nbcli.evaluate_classifier(run, valid_file).datasets == []
+    return record
+
+
 def test_a_classification_run_from_dataset_ids_equals_the_run_from_its_files(glue, tmp_path) -> None:
     report = same_run_by_id_and_by_files(tmp_path, glue)
     config = json.loads((tmp_path / "id" / "config.json").read_text())
@@ -68,6 +98,8 @@ def test_a_classification_run_from_dataset_ids_equals_the_run_from_its_files(glu
         ("nyu-mll/glue", commit_hash("glue"), "sst2", "train", "hub",
          ["sst2/train-00000-of-00002.parquet", "sst2/train-00001-of-00002.parquet"]),
         ("nyu-mll/glue", commit_hash("glue"), "sst2", "validation", "hub", ["sst2/validation-00000-of-00001.parquet"])]
+    # nb eval and nb predict of the run on the validation id record the same snapshot
+    assert eval_and_predict_by_id_and_by_file(tmp_path, glue) == report["datasets"][1]
 
 
 def test_count_unigrams_of_a_dataset_id_equals_its_files(glue, tmp_path, sp_model) -> None:
