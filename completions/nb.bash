@@ -78,7 +78,7 @@ _nb() {
             case "$prev" in --positions) COMPREPLY=($(compgen -W "sinusoidal learned none" -- "$cur")); return;; esac
             case "$prev" in --init-scheme) COMPREPLY=($(compgen -W "gpt2 xavier fairseq" -- "$cur")); return;; esac
             case "$prev" in --bias-init) COMPREPLY=($(compgen -W "unigram zero none" -- "$cur")); return;; esac
-            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral none" -- "$cur")); return;; esac
             case "$prev" in --lr-schedule) COMPREPLY=($(compgen -W "cosine linear inverse-sqrt constant" -- "$cur")); return;; esac
             case "$prev" in --ag-reduction) COMPREPLY=($(compgen -W "mse frobenius" -- "$cur")); return;; esac
             case "$prev" in --columns) COMPREPLY=($(compgen -W "src,tgt tgt,src" -- "$cur")); return;; esac

@@ -377,7 +377,7 @@ complete -c nb -n '__fish_seen_subcommand_from train' -l init-scheme -x -a 'gpt2
 complete -c nb -n '__fish_seen_subcommand_from train' -l untie-embeddings -d 'Give the output layer its own W (head.weight) instead of tying it to the input e'
 complete -c nb -n '__fish_seen_subcommand_from train' -l bias-init -x -a 'unigram zero none' -d 'Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens'
 complete -c nb -n '__fish_seen_subcommand_from train' -l smoothing -x -d 'Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): '
-complete -c nb -n '__fish_seen_subcommand_from train' -l rescale-w -x -a 'fro spectral' -d 'Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as pa'
+complete -c nb -n '__fish_seen_subcommand_from train' -l rescale-w -x -a 'fro spectral none' -d 'Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as pa'
 complete -c nb -n '__fish_seen_subcommand_from train' -l embedding-whiten -d 'Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - '
 complete -c nb -n '__fish_seen_subcommand_from train' -l lr-schedule -x -a 'cosine linear inverse-sqrt constant' -d 'After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8'
 complete -c nb -n '__fish_seen_subcommand_from train' -l label-smoothing -x -d 'Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset'

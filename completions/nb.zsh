@@ -485,7 +485,7 @@ _nb() {
                 '--untie-embeddings[Give the output layer its own W (head.weight) instead of tying it to the input e]' \
                 '--bias-init[Output bias b (paper 000): unigram = smoothed log-unigram of the training tokens]:value:(unigram zero none)' \
                 '--smoothing[Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): ]:value: ' \
-                '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as pa]:value:(fro spectral)' \
+                '--rescale-w[Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as pa]:value:(fro spectral none)' \
                 '--embedding-whiten[Zipfian-whiten the initial embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - ]' \
                 '--lr-schedule[After warm-up: cosine decay to 10% (GPT-2 presets), linear decay to 0 (roberta-8]:value:(cosine linear inverse-sqrt constant)' \
                 '--label-smoothing[Label smoothing of the cross-entropy. Default: the preset’s (0 for the LM preset]:value: ' \

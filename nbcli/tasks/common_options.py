@@ -179,8 +179,10 @@ class OutputLayerOptions:
         "tokenising), zero, or none (no bias parameter)."))
     smoothing: str = option("add-k:1", "--smoothing", metavar="add-k:K", help=(
         "Smoothing for log-probabilities: log((c+K)/(N+K*V)). Default add-k:1 (Laplace): no token gets -inf."))
-    rescale_w: Optional[Literal["fro", "spectral"]] = option(None, "--rescale-w", metavar="fro|spectral", help=(
-        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as patch-checkpoint). Needs "
+    rescale_w: Optional[Literal["fro", "spectral", "none"]] = option(None, "--rescale-w", metavar="fro|spectral|none", help=(
+        "Scale W so its norm equals ||b|| (paper 000 sec. 4.1, fn. 3; same function as patch-checkpoint); none: "
+        "W as drawn (what turns off a preset's or recipe arm's rescaling, e.g. nb reproduce --set "
+        "rescale_w=\"none\"). Needs "
         "--bias-init unigram. A tied W is the input embedding (translation: the target or shared embedding), which "
         "is then scaled with it: the model reads c E[x] beside unchanged positions, c = ||b|| / ||W||; the paper's "
         "models have their own W: add --untie-embeddings (docs/training.md)."))
@@ -290,7 +292,7 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     return dict(
         steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], seq_len=v["seq_len"], lr=v["lr"],
         warmup=v["warmup"], warmup_ratio=v["warmup_ratio"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
-        smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=v["rescale_w"],
+        smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=None if v["rescale_w"] == "none" else v["rescale_w"],
         ag_patterns=parse_patterns(v["ag_patterns"]), ag_fraction=v["ag_fraction"],  # type: ignore[arg-type]
         ag_alpha=alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
         ag_decay_steps=v["ag_decay_steps"], lr_schedule=v["lr_schedule"], unigram_reg_lambda=v["unigram_reg_lambda"],

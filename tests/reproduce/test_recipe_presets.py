@@ -123,3 +123,22 @@ def test_no_recipe_types_a_preset_value_again(item: str) -> None:
                 for key, value in table.items():
                     copied = key in fixed and _same(value, fixed[key][1]) and key not in varied[preset]
                     assert not copied, f"{item} {name} [{scale.name}]: {key} = {value!r} is the preset's own"
+
+
+def test_rescale_w_none_turns_off_the_unigram_arms_rescaling(data_folder: Path) -> None:
+    """TOML has no null, so `--set rescale_w="none"` is how a recipe run keeps W as drawn: 000-fig2's
+    unigram arm rescales (fro) by default and not with it; any other value is still refused."""
+    from nbcli.errors import ConfigError
+
+    recipe = item_recipe("000-fig2")
+    task = get_task(recipe.task)
+
+    def rescale(sets: list[str]) -> set[Any]:
+        plan = build_plan(recipe, scale="cpu", data=_data(data_folder, recipe), arms=["unigram"], sets=sets)
+        return {task.config(option_values(task.options(), {**run.options, "out": data_folder / "x"},
+                                          task=recipe.task)).rescale_w for run in plan.runs}
+
+    assert rescale([]) == {"fro"}
+    assert rescale(['rescale_w="none"']) == {None}
+    with pytest.raises(ConfigError):
+        rescale(['rescale_w="frobenius"'])
