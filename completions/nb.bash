@@ -16,7 +16,7 @@ _nb() {
             ;;
         patch-checkpoint) opts="--output -o --arch --map --set-output-bias --smoothing --tokenizer --allow-vocab-mismatch --new-tensor-dtype --bias-name --rescale-w --untie --zipfian-whiten-embeddings --standardise-embeddings --shuffle-embeddings --shuffle-mode --seed --scale-ln-bias --remove-frequency-direction --allow-nonfinite --hash-inputs --no-hash-inputs --dry-run --in-place --csv --tsv --threads --json --help -h"
             case "$prev" in --new-tensor-dtype) COMPREPLY=($(compgen -W "float32 bfloat16 float16 float64" -- "$cur")); return;; esac
-            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral" -- "$cur")); return;; esac
+            case "$prev" in --rescale-w) COMPREPLY=($(compgen -W "fro spectral none" -- "$cur")); return;; esac
             case "$prev" in --shuffle-mode) COMPREPLY=($(compgen -W "rows rows-columns elements" -- "$cur")); return;; esac
             ;;
         inspect) opts="--arch --map --csv --tsv --json --help -h"

@@ -41,7 +41,7 @@ complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l tokenizer -r
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l allow-vocab-mismatch -d 'Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l new-tensor-dtype -x -a 'float32 bfloat16 float16 float64' -d 'dtype of a created output bias (--bias-name). Default float32: no loader needs t'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l bias-name -x -d 'Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha'
-complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l rescale-w -x -a 'fro spectral' -d 'Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p'
+complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l rescale-w -x -a 'fro spectral none' -d 'Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l untie -d 'Write a separate output weight (copy of the tied input embedding) so output-side'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l zipfian-whiten-embeddings -r -F -d 'Zipfian-whiten the input embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - mu'
 complete -c nb -n '__fish_seen_subcommand_from patch-checkpoint' -l standardise-embeddings -x -d 'Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, '

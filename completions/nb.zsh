@@ -83,7 +83,7 @@ _nb() {
                 '--allow-vocab-mismatch[Accept a tokenizer whose fingerprint (pieces, ids, specials, normaliser) differs]' \
                 '--new-tensor-dtype[dtype of a created output bias (--bias-name). Default float32: no loader needs t]:value:(float32 bfloat16 float16 float64)' \
                 '--bias-name[Output-bias tensor to write, created if absent (needed for GPT-2/Llama, which ha]:value: ' \
-                '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral)' \
+                '--rescale-w[Scale the output weight W so its matrix norm equals the output bias’s l2 norm (p]:value:(fro spectral none)' \
                 '--untie[Write a separate output weight (copy of the tied input embedding) so output-side]' \
                 '--zipfian-whiten-embeddings[Zipfian-whiten the input embedding (Yokoi et al. 2024): v’ = Sigma^(-1/2)(v - mu]:path:_files' \
                 '--standardise-embeddings[Standardise the input embedding, x* = (x - mean X) s / std X + m: xavier = m 0, ]:value: ' \

@@ -78,12 +78,12 @@ def corpus_option(help: str) -> typer.models.OptionInfo:
     return typer.Option("--corpus", metavar="FILE", show_default=False, help=help)
 
 
-RescaleNorm = Literal["fro", "spectral"]
+RescaleNorm = Literal["fro", "spectral", "none"]
 
 
 def rescale_w_option(help: str) -> typer.models.OptionInfo:
-    """--rescale-w fro|spectral: ||W|| = ||b|| (paper 000 sec. 4.1)."""
-    return typer.Option("--rescale-w", metavar="fro|spectral", show_default=False, help=help)
+    """--rescale-w fro|spectral|none: ||W|| = ||b|| (paper 000 sec. 4.1); none: W as it is."""
+    return typer.Option("--rescale-w", metavar="fro|spectral|none", show_default=False, help=help)
 
 SmoothingOption = Annotated[
     str,

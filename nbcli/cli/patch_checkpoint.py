@@ -78,7 +78,7 @@ def patch_checkpoint(
     rescale_w: Annotated[Optional[RescaleNorm], rescale_w_option(
         "Scale the output weight W so its matrix norm equals the output bias's l2 norm (paper 000 sec. "
         "4.1, 'matrix l2 norm'). fro = Frobenius (the entries' l2 norm, like for like with the bias vector; "
-        "recommended), spectral = largest singular value.")] = None,
+        "recommended), spectral = largest singular value, none = W left as it is (the default).")] = None,
     untie: Annotated[bool, typer.Option(
         "--untie", help="Write a separate output weight (copy of the tied input embedding) so output-side "
         "operations leave the input embedding alone. Loaders must not re-tie it (transformers: "
@@ -142,7 +142,7 @@ def patch_checkpoint(
     options = surgery_options(
         set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
         allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten, standardise=standardise,
+        rescale_w=None if rescale_w == "none" else rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten, standardise=standardise,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=scale_ln_bias,
         remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite)
     with byte_progress("patching") as progress:
