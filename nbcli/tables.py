@@ -54,13 +54,19 @@ def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: Tables that record where a result came from, not the result: named with --table, never the default.
+PROVENANCE_TABLES = ("datasets",)
+
+
 def table_records(data: Mapping[str, Any], name: str | None = None) -> list[dict[str, Any]]:
-    """The table `name` (default: the report's first) as flat records; an unknown name is a
-    one-line error listing the tables there are."""
+    """The table `name` (default: the report's first that is not provenance, `PROVENANCE_TABLES`) as
+    flat records; an unknown name is a one-line error listing the tables there are."""
     tables = find_tables(data)
-    if not tables:
-        raise ConfigError("this result has no table of rows")
-    name = tables[0] if name is None else name
+    results = [t for t in tables if t.split(".")[0] not in PROVENANCE_TABLES]
+    if name is None and not results:
+        raise ConfigError("this result has no table of rows" + (
+            f" (only where it came from: --table {', '.join(tables)})" if tables else ""))
+    name = results[0] if name is None else name
     if name not in tables:
         raise ConfigError(f"no table {name!r} in this result; its tables: {', '.join(tables)}")
     first, _, rest = name.partition(".")
