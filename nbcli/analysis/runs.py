@@ -154,7 +154,8 @@ def group_runs(runs: Sequence[RunLog], group_seeds: bool = True) -> list[RunLog]
     the same (a classifier's data files by their content, `examples`, not by their paths as typed);
     a run without a config.json is grouped by its directory name less a seed suffix
     (-s0, _seed1). Without, every run is its own arm. The label is the members' common directory
-    name less the seed suffix (else their common prefix); arms with the same label get #2, #3."""
+    name less the seed suffix (else their common prefix); arms with the same label are told apart by the
+    config.json values that differ (else #2, #3)."""
     keys = []
     for r in runs:
         if not group_seeds:
@@ -165,15 +166,30 @@ def group_runs(runs: Sequence[RunLog], group_seeds: bool = True) -> list[RunLog]
             keys.append(json.dumps({"config": settings, "data": r.data}, sort_keys=True, default=str))
         else:
             keys.append(f"name:{SEED_SUFFIX.sub('', r.name)}")
-    order = list(dict.fromkeys(keys))
-    labels: dict[str, str] = {}
-    taken: dict[str, int] = {}
-    for key in order:
-        members = [r for r, k in zip(runs, keys) if k == key]
-        label = _arm_label(members) if group_seeds else members[0].name
-        taken[label] = taken.get(label, 0) + 1
-        labels[key] = label if taken[label] == 1 else f"{label} #{taken[label]}"
-    return [dataclasses.replace(r, group=labels[k]) for r, k in zip(runs, keys)]
+    members = {key: [r for r, k in zip(runs, keys) if k == key] for key in dict.fromkeys(keys)}
+    labels = {key: _arm_label(m) if group_seeds else m[0].name for key, m in members.items()}
+    told = _told_apart(labels, members)
+    return [dataclasses.replace(r, group=told[k]) for r, k in zip(runs, keys)]
+
+
+def _told_apart(labels: dict[str, str], members: dict[str, list[RunLog]]) -> dict[str, str]:
+    """Arms that share a label get the config.json values that tell them apart (`unigram (rescale_w=fro)`,
+    `unigram (rescale_w=None)`: at most two keys), else #2, #3 (their data differs, or a run has no config)."""
+    out = dict(labels)
+    for label in set(labels.values()):
+        same = [key for key, value in labels.items() if value == label]
+        if len(same) < 2:
+            continue
+        configs = [members[key][0].config for key in same]
+        differing = sorted({k for c in configs for k in c if k not in NOT_AN_ARM
+                            and len({json.dumps(o.get(k), sort_keys=True, default=str) for o in configs}) > 1})
+        if all(configs) and differing:
+            for key, config in zip(same, configs):
+                out[key] = f"{label} ({', '.join(f'{k}={config.get(k)}' for k in differing[:2])})"
+        else:
+            for n, key in enumerate(same[1:], start=2):
+                out[key] = f"{label} #{n}"
+    return out
 
 
 def _arm_label(members: Sequence[RunLog]) -> str:

@@ -100,3 +100,13 @@ def test_arm_table_is_mean_and_standard_error_over_seeds(tmp_path: Path) -> None
     zero = table[1]
     assert zero["best_val_bleu"] == {"mean": None, "se": None, "sd": None, "n": 0}
     assert zero["alc_val_loss"] == {"mean": pytest.approx(3.0), "se": None, "sd": None, "n": 1}
+
+
+def test_arms_of_one_name_are_told_apart_by_the_options_that_differ(tmp_path: Path) -> None:
+    """Two recipes' "unigram" arms, one with W rescaled and one without: labelled by the config value that
+    tells them apart, not "unigram #2"."""
+    runs = [make_run(tmp_path / "a" / f"unigram-s{s}", {**BASE, "seed": s, "rescale_w": "fro"}, loss=[(0, 1.0)])
+            for s in (0, 1)]
+    runs += [make_run(tmp_path / "b" / f"unigram-s{s}", {**BASE, "seed": s, "rescale_w": None}, loss=[(0, 1.0)])
+             for s in (0, 1)]
+    assert [r.group for r in read_runs(runs)] == ["unigram (rescale_w=fro)"] * 2 + ["unigram (rescale_w=None)"] * 2
