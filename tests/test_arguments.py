@@ -7,6 +7,7 @@ as the function's parameters (`arch=`, `mapping=`, `scale_ln_bias=`), never as c
 from __future__ import annotations
 
 import inspect
+import keyword
 import re
 import typing
 from pathlib import Path
@@ -177,7 +178,8 @@ def test_python_terms_examples() -> None:
 
 
 WORDS = st.lists(st.from_regex(r"[a-z]{1,8}( [a-z]{1,8}){0,3}", fullmatch=True), min_size=1, max_size=4)
-NAMES = st.lists(st.from_regex(r"(?!no_)[a-z]{1,6}(_[a-z]{1,6}){0,2}", fullmatch=True), min_size=1, max_size=4, unique=True)
+NAMES = st.lists(st.from_regex(r"(?!no_)[a-z]{1,6}(_[a-z]{1,6}){0,2}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name)), min_size=1, max_size=4, unique=True)   # `if` names no parameter
 
 
 @given(names=NAMES, words=WORDS, data=st.data())
