@@ -16,19 +16,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import json
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from nbcli.atomic.checks import check_output_dir, name_max
 from nbcli.atomic.recovery import (index_sha256, recover_directory, recover_journal_now, remove_staged_folder,
                                    removable_shard, shards_named_by)
-from nbcli.atomic.temporaries import JOURNAL_PREFIX, fsync_dir, pid_tag, temp_name
+from nbcli.atomic.temporaries import JOURNAL_PREFIX, fsync_dir, libc_function, pid_tag, temp_name
 from nbcli.errors import OutputError
 
 _prepared: set[str] = set()
@@ -92,24 +91,12 @@ def _prepare(directory: Path) -> None:
 _SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start writeback of the dirty pages in the range, do not wait
 
 
-@functools.cache
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """libc's sync_file_range (Linux), or None where the C library has none."""
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (AttributeError, OSError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
     """Ask the kernel to start writing bytes [offset, offset + nbytes) of `fd` to disk, without
     waiting (Linux sync_file_range(SYNC_FILE_RANGE_WRITE)), so that the fsync before the rename
     has little left to do. Durability still comes from that fsync, which reports any I/O error;
     this only starts the work earlier. A no-op where sync_file_range does not exist."""
-    function = _sync_file_range()
+    function = libc_function("sync_file_range", (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint))
     if function is not None:
         function(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 

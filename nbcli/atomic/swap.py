@@ -24,38 +24,25 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from nbcli.atomic.checks import name_max
 from nbcli.atomic.commit import fault, sigint_held
 from nbcli.atomic.recovery import recover_directory, remove_staged_folder
-from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, fsync_dir, temp_name
+from nbcli.atomic.temporaries import JOURNAL_PREFIX, TEMP_SUFFIX, fsync_dir, libc_function, temp_name
 from nbcli.errors import OutputError
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2  # <linux/fs.h>
 
 
-@functools.cache
-def _renameat2() -> Callable[..., int] | None:
-    """libc's renameat2 (glibc >= 2.28), or None where the C library has none."""
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
 def exchange(first: Path, second: Path) -> None:
     """Swap two existing paths in one atomic step (renameat2 RENAME_EXCHANGE); OSError where the
     system or file system cannot (ENOSYS, EINVAL, ...)."""
-    function = _renameat2()
+    function = libc_function("renameat2", (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint))
     if function is None:
         raise OSError(errno.ENOSYS, "renameat2 is not available", str(first))
     if function(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) != 0:

@@ -1,14 +1,16 @@
-"""Names of nb's temporaries and commit journals, whose process owns one, and directory fsync
-(shared by the commit and its recovery: see nbcli.atomic)."""
+"""Names of nb's temporaries and commit journals, whose process owns one, directory fsync and the C
+library's calls Python's os lacks (shared by the commit, its recovery and the folder swap: see nbcli.atomic)."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import re
 import secrets
 import socket
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 TEMP_SUFFIX = ".nbtmp"
@@ -73,3 +75,16 @@ def fsync_dir(directory: Path) -> None:
     finally:
         os.close(fd)
 
+
+
+@functools.cache
+def libc_function(name: str, argtypes: tuple[type, ...]) -> Callable[..., int] | None:
+    """The C library's function `name` (returning an int, errno kept for ctypes.get_errno) with
+    `argtypes`, or None where the library has none (another system, an older glibc)."""
+    try:
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
