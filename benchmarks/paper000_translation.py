@@ -27,7 +27,7 @@ paper-000 run on a real corpus"):
    000-fig2` and `000-fig3` at their cpu scale (nbcli/sweeps/recipes/000-fig2.toml: the paper000-iwslt preset
    (paper 000 app. A: 4 heads, FFN 256, Adam (0.9, 0.997), dropout 0.1, label smoothing 0.1, an untied W)
    scaled down to 2+2 layers, d 64, batch 32, lr 2e-3 after 100 warm-up; the unigram arm rescales W to ||b||,
-   sec. 4.1), the arms --bias-init unigram and zero x --seeds, with this script's options over the recipe's
+   sec. 4.1), the arms unigram (W rescaled), unigram-unscaled (W as drawn) and zero x --seeds, with this script's options over the recipe's
    (`--set`: by default 400 updates, 100 warm-up, validation BLEU every --eval-every (50) updates on the first
    --eval-sentences (150) validation pairs with beam --val-beam (1: greedy, for CPU time)), one torch thread per
    run, --parallel (3) at a time. Test: BLEU and chrF of each run's best checkpoint by validation BLEU on the
@@ -64,7 +64,7 @@ from common import OUT, ROOT, git_commit, load_average, log, machine, train_spm_
 SRC, TGT = "wyc", "en"
 VALID_BOOKS = (6, 41)    # Joshua, Mark
 TEST_BOOKS = (7, 44)     # Judges, Acts
-ARMS = ("unigram", "zero")
+ARMS = ("unigram", "unigram-unscaled", "zero")   # the recipe's unigram (W rescaled), unigram with W as drawn, zero
 INSTALL = "pip install 'nbcli[experiments]'"
 
 
@@ -158,7 +158,7 @@ def write_corpus(folder: Path, src_bible: Any, tgt_bible: Any) -> dict[str, Any]
 
 def reproduce_settings(args: argparse.Namespace, prefixes: dict[str, str], tokenizer: Path) -> dict[str, Any]:
     """`nbcli.reproduce`'s arguments for the corpus: its data roles, the cpu scale with this script's
-    options over the recipe's (the languages are wyc -> en), the two arms, the seeds, --parallel jobs."""
+    options over the recipe's (the languages are wyc -> en), the three arms, the seeds, --parallel jobs."""
     sets = {"src_lang": SRC, "tgt_lang": TGT, **({"preset": args.preset} if args.preset else {}), "steps": args.steps,
             "warmup": args.warmup, "seq_len": args.max_len, "eval_every": args.eval_every,
             "eval_batches": args.eval_batches, "eval_sentences": args.eval_sentences, "beam": args.val_beam}

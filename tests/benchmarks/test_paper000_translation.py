@@ -119,7 +119,7 @@ def test_quick_mode_shrinks_the_run() -> None:
 
 
 def test_the_runs_are_nb_reproduce_000_fig2_at_cpu_scale_with_the_scripts_options(bibles, tmp_path) -> None:
-    """What main() hands nbcli.reproduce plans, before any run: the corpus's roles, wyc -> en, the two
+    """What main() hands nbcli.reproduce plans, before any run: the corpus's roles, wyc -> en, the three
     arms x --seeds, this script's options over the recipe's cpu scale, the recipe's test beam 5."""
     from nbcli.sweeps.items import item_recipe
     from nbcli.sweeps.plan import build_plan
@@ -132,10 +132,12 @@ def test_the_runs_are_nb_reproduce_000_fig2_at_cpu_scale_with_the_scripts_option
     assert settings["scale"] == "cpu" and settings["jobs"] == 2
     plan = build_plan(item_recipe("000-fig2"), scale=settings["scale"], data=settings["data"], arms=settings["arms"],
                       sets=settings["sets"], seeds=settings["seeds"])
-    assert [r.id for r in plan.runs] == ["unigram-s0", "unigram-s1", "zero-s0", "zero-s1"]
+    assert [r.id for r in plan.runs] == ["unigram-s0", "unigram-s1", "zero-s0", "zero-s1",
+                                         "unigram-unscaled-s0", "unigram-unscaled-s1"]   # the recipe's order
     options = plan.runs[0].options
     assert (options["src_lang"], options["tgt_lang"], options["steps"], options["eval_every"]) == ("wyc", "en", 40, 50)
     assert options["corpus"] == [corpus["prefixes"]["train"]] and options["bias_init"] == "unigram"
     assert options["preset"] == "paper000-iwslt" and options["rescale_w"] == "fro"   # paper 000 app. A, sec. 4.1
+    assert plan.runs[4].options["bias_init"] == "unigram" and plan.runs[4].options["rescale_w"] == "none"
     assert plan.runs[0].evaluation["options"]["beam"] == 5 and plan.runs[0].evaluation["corpus"] == \
         [corpus["prefixes"]["test"]]

@@ -127,18 +127,24 @@ def test_no_recipe_types_a_preset_value_again(item: str) -> None:
 
 def test_rescale_w_none_turns_off_the_unigram_arms_rescaling(data_folder: Path) -> None:
     """TOML has no null, so `--set rescale_w="none"` is how a recipe run keeps W as drawn: 000-fig2's
-    unigram arm rescales (fro) by default and not with it; any other value is still refused."""
+    unigram arm rescales (fro) by default and not with it, its unigram-unscaled arm (run only when named)
+    never; any other value is still refused."""
     from nbcli.errors import ConfigError
 
     recipe = item_recipe("000-fig2")
     task = get_task(recipe.task)
 
-    def rescale(sets: list[str]) -> set[Any]:
-        plan = build_plan(recipe, scale="cpu", data=_data(data_folder, recipe), arms=["unigram"], sets=sets)
+    def rescale(sets: list[str], arm: str = "unigram") -> set[Any]:
+        plan = build_plan(recipe, scale="cpu", data=_data(data_folder, recipe), arms=[arm], sets=sets)
         return {task.config(option_values(task.options(), {**run.options, "out": data_folder / "x"},
                                           task=recipe.task)).rescale_w for run in plan.runs}
 
     assert rescale([]) == {"fro"}
     assert rescale(['rescale_w="none"']) == {None}
+    assert rescale([], arm="unigram-unscaled") == {None}      # the extra arm: W as drawn, by name only
+    default = build_plan(recipe, scale="cpu", data=_data(data_folder, recipe))
+    assert sorted({run.arm for run in default.runs}) == ["none", "unigram", "zero"]    # the paper's three
+    every = build_plan(recipe, scale="cpu", data=_data(data_folder, recipe), arms=["*"])
+    assert "unigram-unscaled" in {run.arm for run in every.runs}
     with pytest.raises(ConfigError):
         rescale(['rescale_w="frobenius"'])
