@@ -62,9 +62,9 @@ _nb() {
         attention-maps) opts="--sentence -s --tokenizer -t --output -o --at --checkpoint --heads --delimiters --no-delimiters --metric --dpi --figsize --title --csv --tsv --table --threads --json --help -h"
             case "$prev" in --metric) COMPREPLY=($(compgen -W "l1 kl mse" -- "$cur")); return;; esac
             ;;
-        reproduce) opts="--list --data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
+        reproduce) opts="--list --data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --download --json --help -h"
             ;;
-        sweep) opts="--data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --json --help -h"
+        sweep) opts="--data --out --scale --arms --set --seeds --jobs -j --threads --dask --resources --figures --no-figures --download --json --help -h"
             ;;
         train) opts="--corpus --out --tokenizer -t --steps --batch-size --grad-accum --seq-len --max-len --lr --dropout --embedding-init --missing --unicode-errors --d-model --n-head --n-layer --d-ff --embedding-standardise --embedding-shuffle --shuffle-mode --warmup --warmup-ratio --eval-every --save-every --stop-at --device --dtype --seed --resume --preset --objective --valid --norm --positions --scale-embedding --no-scale-embedding --init-scheme --untie-embeddings --bias-init --smoothing --rescale-w --embedding-whiten --lr-schedule --label-smoothing --eval-batches --val-fraction --compile --allow-vocab-mismatch --adam-beta1 --adam-beta2 --adam-eps --weight-decay --grad-clip --ag-patterns --ag-fraction --ag-alpha --ag-reduction --ag-hold-steps --ag-decay-steps --unigram-reg-lambda --unigram-reg-steps --track --report-to --track-project --track-run-name --track-uri --tensorboard-dir --threads --log-every --quiet -q --json --help -h --src-lang --tgt-lang --columns --src-tokenizer --tgt-tokenizer --share-embeddings --freeze-embeddings --valid-beam --beam --valid-lenpen --lenpen --eval-sentences --ag-decoder-fraction --ag-decoder-patterns --select-by --init --text-field --label-field --label-names --epochs --text-pair-field --pooling"
             case "$prev" in --missing) COMPREPLY=($(compgen -W "xavier mean neighbours" -- "$cur")); return;; esac

@@ -320,6 +320,7 @@ complete -c nb -n '__fish_seen_subcommand_from reproduce' -l threads -x -d 'torc
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -l dask -x -d 'Send each run to this Dask distributed scheduler (tcp://host:8786) instead of lo'
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -l resources -x -d 'With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers'
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -l figures -l no-figures -d 'Draw figures/ (the runs’ curves and results.png; needs matplotlib).'
+complete -c nb -n '__fish_seen_subcommand_from reproduce' -l download -d 'A data role not given by --data takes the recipe’s Hub source (nb reproduce --li'
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from reproduce' -F
@@ -335,6 +336,7 @@ complete -c nb -n '__fish_seen_subcommand_from sweep' -l threads -x -d 'torch an
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l dask -x -d 'Send each run to this Dask distributed scheduler (tcp://host:8786) instead of lo'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l resources -x -d 'With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l figures -l no-figures -d 'Draw figures/ (the runs’ curves and results.png; needs matplotlib).'
+complete -c nb -n '__fish_seen_subcommand_from sweep' -l download -d 'A data role not given by --data takes the recipe’s Hub source (nb reproduce --li'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l json -d 'Print the result as one JSON object on stdout.'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -l help -s h -d 'Show help and exit.'
 complete -c nb -n '__fish_seen_subcommand_from sweep' -F

@@ -419,6 +419,7 @@ _nb() {
                 '--resources[With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers]:value: ' \
                 '--figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
                 '--no-figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
+                '--download[A data role not given by --data takes the recipe’s Hub source (nb reproduce --li]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -438,6 +439,7 @@ _nb() {
                 '--resources[With --dask: what each run asks of a worker (repeatable), e.g. GPU=1 for workers]:value: ' \
                 '--figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
                 '--no-figures[Draw figures/ (the runs’ curves and results.png; needs matplotlib).]' \
+                '--download[A data role not given by --data takes the recipe’s Hub source (nb reproduce --li]' \
                 '--json[Print the result as one JSON object on stdout.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -266,17 +266,19 @@ def _snapshot(repo_id: str, revision: str | None, kind: Kind) -> Path:
     except Exception as err:  # noqa: BLE001 - any library error becomes one line
         raise HubError(f"{label}: {_first_line(err)}") from None
     try:
-        folder = Path(_download(snapshot_download, repo_id, revision, cache, patterns))
+        folder = Path(download_snapshot(repo_id, revision=revision, patterns=patterns))
     except Exception as err:  # noqa: BLE001 - mapped to one line each
         raise _explain(err, repo_id, revision, cache) from None
     return _checked(folder, label, kind, online=True, repo_id=repo_id)
 
 
-def _download(download: Callable[..., str], repo_id: str, revision: str | None, cache: Path,
-              patterns: list[str]) -> str:
-    """snapshot_download with progress on stderr only when it is a terminal."""
+def download_snapshot(repo_id: str, *, revision: str | None, patterns: list[str], repo_type: str = "model") -> str:
+    """huggingface_hub's snapshot_download of the files matching `patterns` into nb's hub cache (never
+    local-only), progress on stderr only when it is a terminal; the snapshot folder. The library's
+    errors pass through (each caller words them)."""
     import sys
 
+    from huggingface_hub import snapshot_download
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     quiet = not sys.stderr.isatty()
@@ -284,8 +286,8 @@ def _download(download: Callable[..., str], repo_id: str, revision: str | None, 
     if quiet:
         disable_progress_bars()
     try:
-        return download(repo_id, revision=revision, cache_dir=cache, allow_patterns=patterns,
-                        local_files_only=False)
+        return snapshot_download(repo_id, repo_type=repo_type, revision=revision, cache_dir=hub_cache_dir(),
+                                 allow_patterns=patterns, local_files_only=False)
     finally:
         if quiet and not was_disabled:
             enable_progress_bars()

@@ -11,12 +11,11 @@ config: the one the dataset card marks `default: true`, else `default`, else the
 The snapshot is found by huggingface_hub (`snapshot_download(repo_type="dataset",
 local_files_only=True)`: HF_HUB_CACHE / HF_HOME honoured, never the network), as `hf download
 --repo-type dataset ID` or `datasets.load_dataset` leave it. Configs and splits come from the dataset
-card's `configs:` metadata (`data_files` patterns, `data_dir`), else from the file names as the Hub
-writes them: `CONFIG/SPLIT-00000-of-00001.parquet`, `data/SPLIT-*.parquet`, `CONFIG/SPLIT/0000.parquet`
-(the `refs/convert/parquet` branch), or a split keyword in a name (`train`, `dev`/`valid` = validation,
-`test`). When the hub snapshot lacks the id (or the split), `datasets`' own cache is read: the Arrow files
+card's `configs:` metadata, else from the file names as the Hub writes them (nbcli.dataset_layout).
+When the hub snapshot lacks the id (or the split), `datasets`' own cache is read: the Arrow files
 `datasets.load_dataset` prepared (nbcli.datasets_cache). The files are then read as any corpus file
-(nbcli.corpus.sources); `dataset_inputs` is what a run records of them.
+(nbcli.corpus.sources); `dataset_inputs` is what a run records of them. `fetch_dataset` (nb reproduce
+--download, the only caller that may use the network) puts a missing split into the hub cache first.
 """
 
 from __future__ import annotations
@@ -25,29 +24,19 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
 
+from nbcli.dataset_layout import (
+    SPLIT_ALIASES, Layout, card_configs, config_patterns, inferred_layout, is_data_file, snapshot_layout,
+)
 from nbcli.datasets_cache import CachedBuild, build_splits, cached_builds, datasets_cache_dir, newest_builds
 from nbcli.errors import InputError
 from nbcli.resolve import HubError, hub_cache_dir, looks_like_repo_id
 
 __all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_inputs", "dataset_repo_ids",
-           "dataset_split", "fetch_hint", "parse_dataset_spec", "snapshot_layout"]
+           "dataset_split", "fetch_dataset", "fetch_hint", "parse_dataset_spec"]
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
-_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_][A-Za-z0-9_.]*?)-\d{5}-of-\d{5}(?:-[0-9a-f]+)?\.")
-_NUMBERED = re.compile(r"^\d+\.")
-# Split keywords in file names (as `datasets` infers splits), each with the split it names.
-SPLIT_ALIASES = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
-                 "dev": "validation", "val": "validation", "test": "test", "testing": "test", "eval": "test",
-                 "evaluation": "test"}
-DATA_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".jsonl", ".ndjson", ".json", ".csv", ".tsv",
-                 ".txt", ".text")
-NOT_DATA = {"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"}
-COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
-
-Layout = dict[str, dict[str, list[Path]]]   # config -> split -> files
 
 DATASET_ID_HELP = (
     "A Hub dataset ID[@REV][:CONFIG[:SPLIT]] (nyu-mll/glue:sst2:train; no split: train) is read offline from the "
@@ -152,108 +141,6 @@ def _not_cached(spec: DatasetSpec, text: str) -> HubError:
                     f"(hub snapshots: {hub_cache_dir()}; `datasets`' Arrow files: {datasets_cache_dir()}; nb reads "
                     f"Hub datasets offline); fetch it with {fetch_hint(spec.repo_id, spec.revision)}, or give the path "
                     "of a local copy")
-
-
-# ---------------------------------------------------------------------------------------------
-# Configs and splits of a snapshot
-
-
-def _is_data_file(path: Path) -> bool:
-    name = path.name.lower()
-    if name.startswith(".") or name in NOT_DATA:
-        return False
-    for suffix in COMPRESSED:
-        name = name.removesuffix(suffix)
-    return name.endswith(DATA_SUFFIXES)
-
-
-def _data_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and _is_data_file(p)
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-
-
-def _card_configs(folder: Path) -> list[dict[str, Any]] | None:
-    """The `configs:` metadata of the dataset card (README.md), None when it has none."""
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return None
-    from huggingface_hub.repocard import metadata_load
-
-    try:
-        meta = metadata_load(readme)
-    except Exception as err:  # noqa: BLE001 - YAML errors of a hostile card
-        raise InputError(f"{readme}: the dataset card's metadata is not valid YAML "
-                         f"({' '.join(str(err).split())[:200]})") from None
-    configs = meta.get("configs") if isinstance(meta, dict) else None
-    if configs is None:
-        return None
-    if not isinstance(configs, list) or not all(isinstance(c, dict) and isinstance(c.get("config_name"), str)
-                                                for c in configs):
-        raise InputError(f"{readme}: `configs:` in the dataset card is not a list of entries with a config_name")
-    return configs
-
-
-def _patterns(entry: dict[str, Any], readme: Path) -> dict[str, list[str]]:
-    """split -> glob patterns of one `configs:` entry (`data_files` as a string, a list of them, a list of
-    {split, path} or a mapping split -> path; no data_files: every file under `data_dir`)."""
-    base = str(entry.get("data_dir") or "").strip("/")
-    files = entry.get("data_files", f"{base}/**" if base else "**")
-
-    def listed(value: Any) -> list[str]:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
-            raise InputError(f"{readme}: config {entry['config_name']!r}: data_files {value!r} is not a path or a list")
-        return [f"{base}/{v}" if base and not v.startswith(base) else v for v in items]
-
-    if isinstance(files, dict):
-        return {str(split): listed(value) for split, value in files.items()}
-    if isinstance(files, list) and files and all(isinstance(v, dict) for v in files):
-        return {str(v.get("split", "train")): listed(v.get("path", [])) for v in files}
-    return {"train": listed(files)}
-
-
-def _matching(folder: Path, patterns: list[str]) -> list[Path]:
-    found: dict[Path, None] = {}
-    for pattern in patterns:
-        for path in sorted(folder.glob(pattern.lstrip("/"))):
-            if path.is_file() and _is_data_file(path):
-                found.setdefault(path, None)
-    return list(found)
-
-
-def _inferred_split(rel: Path) -> tuple[str, str] | None:
-    """(config, split) of a data file from its path as the Hub lays data out, None when the name says no split."""
-    dirs, name = [d for d in rel.parts[:-1] if d != "data"], rel.name
-    if (shard := _SHARD.match(name)) is not None:      # CONFIG/SPLIT-00000-of-00001.parquet, data/SPLIT-...
-        return "/".join(dirs) or "default", shard["split"]
-    if _NUMBERED.match(name) and dirs:                  # CONFIG/SPLIT/0000.parquet (refs/convert/parquet)
-        return "/".join(dirs[:-1]) or "default", dirs[-1]
-    words = [w for w in re.split(r"[-_. /]+", rel.with_suffix("").as_posix().lower()) if w]
-    for word in reversed(words):
-        if word in SPLIT_ALIASES:
-            return "default", SPLIT_ALIASES[word]
-    return None
-
-
-def snapshot_layout(folder: Path) -> tuple[Layout, str | None]:
-    """config -> split -> data files of a snapshot, and the default config named by the card (if any)."""
-    configs = _card_configs(folder)
-    layout: Layout = {}
-    if configs is not None:
-        readme = folder / "README.md"
-        default = next((c["config_name"] for c in configs if c.get("default") is True), None)
-        for entry in configs:
-            layout[entry["config_name"]] = {split: _matching(folder, patterns)
-                                            for split, patterns in _patterns(entry, readme).items()}
-        return layout, default
-    files = _data_files(folder)
-    inferred = {f: _inferred_split(f.relative_to(folder)) for f in files}
-    if files and all(v is None for v in inferred.values()):
-        return {"default": {"train": files}}, None
-    for path, found in inferred.items():
-        if found is not None:
-            layout.setdefault(found[0], {}).setdefault(found[1], []).append(path)
-    return layout, None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,3 +274,67 @@ def dataset_inputs(inputs: Sequence[str]) -> list[dict[str, object]]:
             continue
         found.append({"input": item, **dataset_split(item).to_dict()})
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetching (nb reproduce --download): the one place nb asks the Hub for a dataset
+
+
+def fetch_dataset(text: str) -> DatasetSplit:
+    """The config and split `text` names, fetched into the hub cache first when neither cache has them
+    (huggingface_hub's snapshot_download: only the dataset card and that split's files, never a loading
+    script), then read offline as `dataset_split` reads it. A one-line HubError when the Hub cannot be
+    reached (HF_HUB_OFFLINE included) or the repo has no such config or split."""
+    spec = parse_dataset_spec(text)
+    if spec is None:
+        raise InputError(f"{text}: not a dataset id (ID[@REVISION][:CONFIG[:SPLIT]])")
+    try:
+        return dataset_split(text)
+    except (HubError, InputError):
+        pass   # not cached (or not all of it): fetch below, then read it as above
+    from nbcli.resolve import hub_offline
+
+    if hub_offline():
+        raise HubError(f"{text}: not in the local cache, and HF_HUB_OFFLINE forbids fetching it; unset it or fetch "
+                       f"it with {fetch_hint(spec.repo_id, spec.revision)}")
+    card = _download_files(spec, ["README.md"])
+    configs = card_configs(card)
+    where = f"the Hub's {spec.label}"
+    if configs is not None:
+        default = next((c["config_name"] for c in configs if c.get("default") is True), None)
+        patterns = {c["config_name"]: config_patterns(c, card / "README.md") for c in configs}
+        config, split = _config_and_split(spec, text, patterns, default, where)  # type: ignore[arg-type]
+        wanted = patterns[config][split]
+    else:
+        listed = [PurePosixPath(f) for f in _repo_files(spec) if is_data_file(PurePosixPath(f))]
+        if not listed:
+            raise HubError(f"{text}: {where} has no data files nb reads (a loading script, which nb never runs?); "
+                           f"try its parquet branch: {spec.repo_id}@refs/convert/parquet")
+        layout = inferred_layout(listed)
+        config, split = _config_and_split(spec, text, layout, None, where)  # type: ignore[arg-type]
+        wanted = [p.as_posix() for p in layout[config][split]]
+    _download_files(spec, ["README.md", *wanted])
+    return dataset_split(text)
+
+
+def _download_files(spec: DatasetSpec, patterns: list[str]) -> Path:
+    """The files matching `patterns` (fnmatch, as the Hub's allow_patterns) fetched into the hub cache;
+    the snapshot folder."""
+    from nbcli.resolve import download_snapshot
+
+    try:
+        return Path(download_snapshot(spec.repo_id, revision=spec.revision, patterns=patterns, repo_type="dataset"))
+    except Exception as err:  # noqa: BLE001 - a network or Hub error becomes one line naming the id
+        raise HubError(f"{spec.label}: cannot fetch the dataset from the Hub: {' '.join(str(err).split())[:300]}") \
+            from None
+
+
+def _repo_files(spec: DatasetSpec) -> list[str]:
+    """The repo's file names at the revision (HfApi.list_repo_files)."""
+    from huggingface_hub import HfApi
+
+    try:
+        return list(HfApi().list_repo_files(spec.repo_id, repo_type="dataset", revision=spec.revision))
+    except Exception as err:  # noqa: BLE001 - one line, as _download_files
+        raise HubError(f"{spec.label}: cannot list the dataset's files on the Hub: {' '.join(str(err).split())[:300]}") \
+            from None

@@ -198,7 +198,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the floor: errors, atomic outputs, hashing, the resolvers (models, datasets), limits, JSON, precision, padding,
     # the Dask cluster, CPU threads
     ("floor", ("nbcli.errors", "nbcli.atomic", "nbcli.outputs", "nbcli.provenance", "nbcli.resolve",
-               "nbcli.resolve_datasets", "nbcli.datasets_cache",
+               "nbcli.resolve_datasets", "nbcli.dataset_layout", "nbcli.datasets_cache",
                "nbcli.jsonsafe", "nbcli.limits", "nbcli.version", "nbcli.seeds", "nbcli.samples",
                "nbcli.precision", "nbcli.arguments", "nbcli.tables", "nbcli.padding", "nbcli.cluster",
                "nbcli.threads")),

@@ -307,6 +307,11 @@ def _sweep_options(
     resources: SweepResourcesOption = None,
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help=(
         "Draw figures/ (the runs' curves and results.png; needs matplotlib)."))] = True,
+    download: Annotated[bool, typer.Option("--download", help=(
+        "A data role not given by --data takes the recipe's Hub source (nb reproduce --list names each, with its "
+        "licence): the dataset card and that split's files are fetched into the local Hugging Face cache before "
+        "any run (never a loading script); a model repo is fetched when first read. Off: nb reads only what is "
+        "cached or given."))] = False,
     as_json: JsonOption = False,
 ) -> None:
     """The options nb reproduce and nb sweep share (`sweep_command`)."""

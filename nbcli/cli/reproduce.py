@@ -127,6 +127,8 @@ def render_items(report: dict[str, Any]) -> None:
             console.print(f"  the paper's settings: --preset {esc(', '.join(presets))}", highlight=False)
         for role in it["data"]:
             source = f" [dim]({esc(role['source'])})[/]" if role["source"] else ""
+            if role.get("hub"):
+                source += f" [dim]--download: {esc(role['hub'])}, licence {esc(role['licence'])}[/]"
             console.print(f"  --data {esc(role['role'])}=…  {esc(role['help'])}{source}", highlight=False)
 
 

@@ -37,7 +37,8 @@ def describe(recipe: Recipe) -> dict[str, Any]:
             "task": recipe.task, "runnable": not recipe.unavailable, "unavailable": recipe.unavailable or None,
             "presets": dict(recipe.presets),
             "about": recipe.about,
-            "data": [{"role": r.name, "help": r.help, "source": r.source} for r in recipe.data
+            "data": [{"role": r.name, "help": r.help, "source": r.source, "hub": r.hub or None,
+                      "licence": r.licence or None} for r in recipe.data
                      if r.name in roles_needed(recipe)],
             "scales": [{"scale": s.name, "seeds": list(s.seeds), "note": s.note} for s in recipe.scales],
             "arms": select([name for name, _ in recipe_arms(recipe)], recipe.arms or None, recipe.path),

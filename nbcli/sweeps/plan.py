@@ -216,20 +216,33 @@ def roles_needed(recipe: Recipe) -> list[str]:
     return [r.name for r in recipe.data if r.name in used]
 
 
-def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str]) -> dict[str, str]:
+def hub_sources(recipe: Recipe, roles: set[str]) -> dict[str, str]:
+    """The Hub source (`[data.ROLE] hub`) of each of `roles` that has one: what --download takes for a role
+    not given by --data."""
+    return {r.name: r.hub for r in recipe.data if r.name in roles and r.hub}
+
+
+def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str], *, download: bool = False) -> dict[str, str]:
     """The data roles `needed`, each given and found: a path (a file, a folder, or the PREFIX of
     PREFIX.LANG files; made absolute), a Hub dataset id with a config or split (`ID:CONFIG:SPLIT`,
-    checked in the local cache now) or a Hub repo id (a model or dataset, resolved when used)."""
+    checked in the local cache now; with `download`, fetched into it first when missing) or a Hub repo
+    id (a model or dataset, resolved when used). With `download` a role not in `data` takes its recipe's
+    Hub source (`hub_sources`)."""
     declared = {r.name: r for r in recipe.data}
     for role in needed - set(declared):
         raise ConfigError(f"{recipe.path}: the options use {{{role}}}, which is no role of [data]")
+    fetched = hub_sources(recipe, needed - set(data))
+    if download:
+        data = {**fetched, **data}
     missing = [r for r in sorted(needed) if r not in data]
     if missing:
         wanted = "; ".join(f"{r}: {declared[r].help}" for r in missing)
-        raise ConfigError(f"{recipe.id} needs --data {' '.join(f'{r}=PATH' for r in missing)} ({wanted})")
+        hint = ("; --download fetches " + ", ".join(sorted(fetched)) + " from the Hub") if fetched and not download \
+            else "; no Hub source for these: give --data" if download else ""
+        raise ConfigError(f"{recipe.id} needs --data {' '.join(f'{r}=PATH' for r in missing)} ({wanted}){hint}")
     from nbcli.errors import InputError
     from nbcli.resolve import looks_like_repo_id
-    from nbcli.resolve_datasets import dataset_split, parse_dataset_spec
+    from nbcli.resolve_datasets import dataset_split, fetch_dataset, parse_dataset_spec
 
     found = {}
     for role in sorted(needed):
@@ -240,7 +253,7 @@ def check_data(recipe: Recipe, data: Mapping[str, str], needed: set[str]) -> dic
             continue
         if ":" in text and parse_dataset_spec(text) is not None:
             try:
-                dataset_split(text)
+                (fetch_dataset if download else dataset_split)(text)
             except InputError as err:
                 raise type(err)(f"--data {role}={err}") from None
         elif not looks_like_repo_id(text):
@@ -307,10 +320,12 @@ def check_sets(recipe: Recipe, overrides: Mapping[str, Any], merged: Mapping[str
 
 
 def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] = (),
-               arms: Sequence[str] | None = None, sets: Sequence[str] = (), seeds: Sequence[int] | None = None) -> Plan:
+               arms: Sequence[str] | None = None, sets: Sequence[str] = (), seeds: Sequence[int] | None = None,
+               download: bool = False) -> Plan:
     """The runs of `recipe` at `scale` for the `arms` patterns (None: all), with `data` (ROLE=PATH
     pairs) bound, `sets` (OPTION=VALUE, over every arm's options) and `seeds` instead of the scale's
-    (None: the scale's): every check made, nothing run."""
+    (None: the scale's): every check made, nothing run. With `download`, roles not in `data` take their
+    Hub source and datasets missing from the local cache are fetched (`check_data`)."""
     import dataclasses
 
     from nbcli.sweeps.scoring import evaluation_spec
@@ -338,7 +353,7 @@ def build_plan(recipe: Recipe, *, scale: str | None = None, data: Sequence[str] 
     check_sets(recipe, overrides, merged)
     merged = {name: {**options, **overrides} for name, options in merged.items()}
     needed = set().union(*(_roles_used(o) for o in merged.values())) | (set(tested.values()) - {None})
-    bound = check_data(recipe, parse_data(data, recipe), needed)
+    bound = check_data(recipe, parse_data(data, recipe), needed, download=download)
     known = kind.options()
     required = [n for n, o in known.items() if o.required and n not in kind.managed]
     widths: dict[str, int] = {}

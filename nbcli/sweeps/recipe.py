@@ -40,6 +40,8 @@ class Role:
     name: str
     help: str
     source: str = ""          # where to get it (a URL, a dataset, a package)
+    hub: str = ""             # what --download fetches: a Hub dataset ID:CONFIG:SPLIT or a model repo id
+    licence: str = ""         # the licence the Hub's card states for `hub`
 
 
 @dataclass(frozen=True)
@@ -286,8 +288,18 @@ def _presets(top: Reader) -> tuple[tuple[str, str], ...]:
 
 
 def _role(r: Reader) -> Role:
-    r.only("help", "source")
-    return Role(r.where[len("[data."):-1], r.get("help", str), r.get("source", str, ""))
+    r.only("help", "source", "hub", "licence")
+    hub = r.get("hub", str, "")
+    if hub:
+        from nbcli.resolve import looks_like_repo_id
+        from nbcli.resolve_datasets import parse_dataset_spec
+
+        if not (parse_dataset_spec(hub) if ":" in hub else looks_like_repo_id(hub)):
+            r.fail(f"{hub!r} is neither a Hub dataset ID:CONFIG:SPLIT nor a repo id", "hub")
+        if not r.get("licence", str, ""):
+            r.fail("a role with a hub source states its licence (the dataset or model card's)", "licence")
+    return Role(r.where[len("[data."):-1], r.get("help", str), r.get("source", str, ""), hub,
+                r.get("licence", str, ""))
 
 
 def _seeds(r: Reader, default: Any = ...) -> tuple[int, ...]:

@@ -27,10 +27,11 @@ Event = Callable[[dict[str, Any]], None]
 def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scale: str | None = None,
               arms: Sequence[str] | None = None, jobs: int = 1, threads: int = 1, dask: str | None = None,
               resources: Sequence[str] = (), sets: Sequence[str] = (), seeds: Sequence[int] | None = None,
-              figures: bool = True,
+              figures: bool = True, download: bool = False,
               on_start: Callable[[int], None] | None = None, on_run: Event | None = None) -> dict[str, Any]:
     """Run `recipe`'s runs at `scale` into `out` and aggregate them; the report (results.json's
-    content, the files written, what each run did). `on_start(n)` hears the number of runs, `on_run`
+    content, the files written, what each run did). `download`: roles not given take the recipe's Hub
+    source, fetched before any run (`build_plan`). `on_start(n)` hears the number of runs, `on_run`
     each run's outcome as it ends."""
     from nbcli.sweeps.execute import check_out, jobs_of, parse_resources, run_dask, run_local
 
@@ -40,7 +41,7 @@ def run_sweep(recipe: Recipe, out: Path | str, *, data: Sequence[str] = (), scal
     if resources and not dask:
         raise ConfigError("--resources asks Dask workers for resources: give --dask ADDRESS too")
     wanted = parse_resources(resources)
-    plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets, seeds=seeds)
+    plan = build_plan(recipe, scale=scale, data=data, arms=arms, sets=sets, seeds=seeds, download=download)
     check_out(plan, out)
     from nbcli.sweeps.by_frequency import prepare_counts
 

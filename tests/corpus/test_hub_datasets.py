@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 
 from nbcli.corpus import discover_inputs, iter_examples, iter_pairs, read_documents
 from nbcli.errors import InputError
-from nbcli.resolve_datasets import (
-    DatasetSpec, dataset_files, dataset_repo_ids, dataset_split, parse_dataset_spec, snapshot_layout,
-)
+from nbcli.dataset_layout import snapshot_layout
+from nbcli.resolve_datasets import DatasetSpec, dataset_files, dataset_repo_ids, dataset_split, parse_dataset_spec
 from tests.hub_cache import add_dataset_snapshot, commit_hash
 
 LABELS = ["negative", "positive"]
