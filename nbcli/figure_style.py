@@ -173,9 +173,19 @@ def set_title(fig: Any, default: str, options: FigureOptions | None = None) -> s
     """The figure's title (what is plotted): --title, else `default`; nothing for ''."""
     text = (options or DEFAULT_OPTIONS).title_or(default)
     if text:
-        fig.suptitle(text)
-    fig.set_label(text)  # the file's Title metadata (save_figure)
+        fig.suptitle(wrapped_title(text, fig.get_figwidth()))
+    fig.set_label(text)  # the file's Title metadata (save_figure): the whole line
     return text
+
+
+def wrapped_title(text: str, width_inches: float) -> str:
+    """`text` broken at spaces into lines that fit a figure `width_inches` wide at the house title size
+    (a long title is not cut off at the figure's edges)."""
+    import textwrap
+
+    size = float(STYLE["figure.titlesize"])
+    per_line = max(20, int(width_inches * 72 / (0.55 * size)))   # ~0.55 em per character of DejaVu Sans
+    return "\n".join(textwrap.fill(line, per_line, break_long_words=False, break_on_hyphens=False) for line in text.splitlines())
 
 
 def file_metadata(fmt: str, title: str, metadata: Mapping[str, str]) -> dict[str, Any]:

@@ -151,6 +151,25 @@ def test_the_style_stays_inside_its_context(tmp_path: Path) -> None:
     assert dict(matplotlib.rcParams) == before
 
 
+@pytest.mark.parametrize("width", [3.0, 7.5])
+def test_a_long_title_is_wrapped_inside_the_figure(width: float) -> None:
+    """A title of many run names (nb reproduce's arms) breaks into lines within the figure's width,
+    every word kept, where one line was cut off at both edges; the file's Title keeps the whole line."""
+    import matplotlib
+
+    from nbcli.figure_style import STYLE, new_figure, set_title
+
+    text = "nb train runs: " + ", ".join(f"SST2-BERT-arm_{i}_Shuffled" for i in range(4)) + " and 1 more"
+    with matplotlib.rc_context(STYLE):
+        fig = new_figure(width, 3.0)
+        fig.add_subplot().plot([0, 1], [0, 1])
+        assert set_title(fig, text) == text and fig.get_label() == text
+        fig.canvas.draw()
+        box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width
+    assert fig._suptitle.get_text().split() == text.split() and "\n" in fig._suptitle.get_text()
+
+
 def test_the_svg_is_the_same_file_each_time(tmp_path: Path) -> None:
     figure_data.draw_by_frequency(tmp_path / "a.svg")
     figure_data.draw_by_frequency(tmp_path / "b.svg")
