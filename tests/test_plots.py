@@ -170,6 +170,25 @@ def test_a_long_title_is_wrapped_inside_the_figure(width: float) -> None:
     assert fig._suptitle.get_text().split() == text.split() and "\n" in fig._suptitle.get_text()
 
 
+def test_the_arms_legend_is_below_the_axes_never_over_a_curve() -> None:
+    """plot-run's curve figures put the arms' legend under the axes: with five long labels it covered
+    curves and bands in every corner inside them."""
+    import matplotlib
+
+    from nbcli.figure_style import STYLE, new_figure
+
+    with matplotlib.rc_context(STYLE):
+        fig = new_figure(7.5, 4.6)
+        ax = fig.add_subplot()
+        for i in range(5):
+            ax.plot(range(6), [0.4 + 0.05 * i * t for t in range(6)], label=f"SST2-BERT-arm_{i} (best 0.6 ± 0.02, 3 runs)")
+        run_plots.below_axes_legend(fig)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legend, axes = fig.legends[0].get_window_extent(renderer), ax.get_tightbbox(renderer)
+    assert legend.y1 <= axes.y0 and len(fig.legends[0].get_texts()) == 5
+
+
 def test_the_svg_is_the_same_file_each_time(tmp_path: Path) -> None:
     figure_data.draw_by_frequency(tmp_path / "a.svg")
     figure_data.draw_by_frequency(tmp_path / "b.svg")

@@ -134,6 +134,12 @@ def _label(run: Any, seen: set[str], extra: str = "") -> str | None:
     return run.group + extra
 
 
+def below_axes_legend(fig: Any) -> None:
+    """The arms' legend under the axes, outside them (constrained layout makes room): inside, any
+    corner covers some arm's curve or band once there are several arms with long labels."""
+    fig.legend(loc="outside lower center", ncols=1, frameon=False)
+
+
 def run_title(runs: Sequence[Any]) -> str:
     """What plot-run's figures show: the arms (run groups) compared."""
     groups = list(dict.fromkeys(r.group for r in runs))
@@ -208,8 +214,7 @@ def _validation_figure(runs: Sequence[Any], colours: dict[Any, Any], key: str, y
                  f"(ALC = area / span over the {window}, paper 000 sec. 4.2)")
     ax.grid(True)
     marks = _mark_unigram_switch([ax], runs, colours)
-    # the corner the curves leave empty: losses fall from the upper left, BLEU rises to the upper right
-    ax.legend(loc="upper right" if key == "val_loss" else "upper left")
+    below_axes_legend(fig)
     return fig, key, marks
 
 
@@ -229,7 +234,7 @@ def _accuracy_figure(runs: Sequence[Any], colours: dict[Any, Any], accuracy_spre
     else:
         ax.set_title("Validation accuracy\n(legend: best accuracy and its epoch, paper 002 table 1)")
     ax.grid(True)
-    ax.legend(loc="upper left")   # accuracy rises from the lower left: the upper left stays empty
+    below_axes_legend(fig)
     return fig
 
 
