@@ -304,7 +304,7 @@ def fetch_dataset(text: str) -> DatasetSplit:
         default = next((c["config_name"] for c in configs if c.get("default") is True), None)
         patterns = {c["config_name"]: config_patterns(c, card / "README.md") for c in configs}
         config, split = _config_and_split(spec, text, patterns, default, where)  # type: ignore[arg-type]
-        wanted = patterns[config][split]
+        wanted = [p.removeprefix("./").lstrip("/") for p in patterns[config][split]]   # as matching_files reads them
     else:
         listed = [PurePosixPath(f) for f in _repo_files(spec) if is_data_file(PurePosixPath(f))]
         if not listed:
