@@ -310,7 +310,8 @@ def _sweep_options(
     download: Annotated[bool, typer.Option("--download", help=(
         "A data role not given by --data takes the recipe's Hub source (nb reproduce --list names each, with its "
         "licence): the dataset card and that split's files are fetched into the local Hugging Face cache before "
-        "any run (never a loading script); a model repo is fetched when first read. Off: nb reads only what is "
+        "any run (never a loading script), as is a dataset id given by --data that the cache lacks; a model repo is "
+        "fetched when first read. Off: nb reads only what is "
         "cached or given."))] = False,
     as_json: JsonOption = False,
 ) -> None:
