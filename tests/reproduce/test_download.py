@@ -136,6 +136,9 @@ def test_roles_take_their_hub_source_only_with_download(hub: FakeHub, sst2: dict
                      "bert": str(sst2["bert"])}                    # a role given by --data keeps its path
     assert snapshot_files(hub.cache, "nyu-mll/glue") == {"README.md", "sst2/train-00000-of-00001.parquet",
                                                         "sst2/validation-00000-of-00001.parquet"}
+    given = check_data(recipe, {"sst2_train": "nyu-mll/glue:cola:train"}, {"sst2_train"}, download=True)
+    assert given == {"sst2_train": "nyu-mll/glue:cola:train"}       # an id given by --data: kept, and fetched
+    assert "cola/train-00000-of-00001.parquet" in snapshot_files(hub.cache, "nyu-mll/glue")
     with pytest.raises(ConfigError) as err:                       # glove has no Hub source: still needed
         check_data(recipe, {}, {"glove"}, download=True)
     assert "needs --data glove=PATH" in str(err.value) and "no Hub source" in str(err.value)
