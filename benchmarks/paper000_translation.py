@@ -42,7 +42,7 @@ records); runs made with other options are refused, naming them.
 
     python3 benchmarks/paper000_translation.py                   # 400 updates: ~50 min on 2 cores at load ~13
     python3 benchmarks/paper000_translation.py --quick           # smoke test: minutes
-    # docs/training.md's figure (1,200 updates; 32 min on 2 quiet cores):
+    # docs/training.md's table and figures (1,200 updates, three arms; 52 min on 2 cores at load ~2):
     python3 benchmarks/paper000_translation.py --steps 1200 --eval-every 100 --parallel 2 --figures docs/figures
 """
 
@@ -185,8 +185,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-sentences", type=int, default=150, help="validation pairs decoded for BLEU per evaluation")
     p.add_argument("--val-beam", type=int, default=1, help="beam of validation BLEU during training (1: greedy)")
     p.add_argument("--parallel", type=int, default=3, help="runs at a time (one torch thread each)")
-    p.add_argument("--figures", type=Path, help="also copy val_bleu.png here as paper000-bible.png and val_loss.png "
-                   "as paper000-bible-val_loss.png")
+    p.add_argument("--figures", type=Path, help="also copy val_bleu.png here as paper000-bible-preset.png and "
+                   "val_loss.png as paper000-bible-preset-val_loss.png (docs/training.md's names)")
     p.add_argument("--json-out", type=Path, default=OUT / "paper000_translation.json")
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, 60 updates, small evaluations")
     args = p.parse_args(argv)
@@ -214,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\n".join((repro / item / "results.md").read_text(encoding="utf-8") for item in ("000-fig2", "000-fig3")))
     if args.figures:
         args.figures.mkdir(parents=True, exist_ok=True)
-        for source, name in (("val_bleu.png", "paper000-bible.png"), ("val_loss.png", "paper000-bible-val_loss.png")):
+        for source, name in (("val_bleu.png", "paper000-bible-preset.png"),
+                             ("val_loss.png", "paper000-bible-preset-val_loss.png")):
             shutil.copy(repro / "000-fig2" / "figures" / source, args.figures / name)
     write_json(args.json_out, {
         "benchmark": "paper000_translation", "corpus": corpus, "tokenizer": str(tokenizer),
