@@ -1,6 +1,6 @@
 """The few block kernels of `nb probe-bias`'s passes (nbcli.analysis.geometry, nbcli.probes), on
 torch tensors of any device. On the CPU they run through numpy on the same memory (no copy), whose
-kernels measured faster than torch's on the 2-core AMD EPYC (AVX-512) machine nb is benchmarked on
+kernels measured faster than torch's on the 2-core AMD EPYC (AVX2, no AVX-512) machine nb is benchmarked on
 (Zen 3, AVX2), one thread, for a 50,257 x 768 float32 matrix in row blocks:
 
 * x^T x: numpy's a.T @ a is BLAS syrk, half the products of the general matmul torch runs
