@@ -1,7 +1,7 @@
 """The few block kernels of `nb probe-bias`'s passes (nbcli.analysis.geometry, nbcli.probes), on
 torch tensors of any device. On the CPU they run through numpy on the same memory (no copy), whose
-kernels measured faster than torch's on the 2-core AMD EPYC (AVX2, no AVX-512) machine nb is benchmarked on
-(Zen 3, AVX2), one thread, for a 50,257 x 768 float32 matrix in row blocks:
+kernels measured faster than torch's on the 2-core AMD EPYC machine nb is benchmarked on
+(Zen 3: AVX2, no AVX-512), one thread, for a 50,257 x 768 float32 matrix in row blocks:
 
 * x^T x: numpy's a.T @ a is BLAS syrk, half the products of the general matmul torch runs
   (0.34 vs 0.66 CPU s in float32, 0.67 vs 1.28 s in float64);
