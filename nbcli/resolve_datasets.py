@@ -31,7 +31,7 @@ from nbcli.dataset_layout import (
 )
 from nbcli.datasets_cache import CachedBuild, build_splits, cached_builds, datasets_cache_dir, newest_builds
 from nbcli.errors import InputError
-from nbcli.resolve import HubError, hub_cache_dir, looks_like_repo_id
+from nbcli.resolve import HubError, download_snapshot, hub_cache_dir, hub_offline, looks_like_repo_id
 
 __all__ = ["DATASET_ID_HELP", "DatasetSpec", "DatasetSplit", "dataset_files", "dataset_inputs", "dataset_repo_ids",
            "dataset_split", "fetch_dataset", "fetch_hint", "parse_dataset_spec"]
@@ -284,7 +284,8 @@ def fetch_dataset(text: str) -> DatasetSplit:
     """The config and split `text` names, fetched into the hub cache first when neither cache has them
     (huggingface_hub's snapshot_download: only the dataset card and that split's files, never a loading
     script), then read offline as `dataset_split` reads it. A one-line HubError when the Hub cannot be
-    reached (HF_HUB_OFFLINE included) or the repo has no such config or split."""
+    reached (HF_HUB_OFFLINE included), an InputError naming the choices when the repo has no such config
+    or split."""
     spec = parse_dataset_spec(text)
     if spec is None:
         raise InputError(f"{text}: not a dataset id (ID[@REVISION][:CONFIG[:SPLIT]])")
@@ -292,8 +293,6 @@ def fetch_dataset(text: str) -> DatasetSplit:
         return dataset_split(text)
     except (HubError, InputError):
         pass   # not cached (or not all of it): fetch below, then read it as above
-    from nbcli.resolve import hub_offline
-
     if hub_offline():
         raise HubError(f"{text}: not in the local cache, and HF_HUB_OFFLINE forbids fetching it; unset it or fetch "
                        f"it with {fetch_hint(spec.repo_id, spec.revision)}")
@@ -320,8 +319,6 @@ def fetch_dataset(text: str) -> DatasetSplit:
 def _download_files(spec: DatasetSpec, patterns: list[str]) -> Path:
     """The files matching `patterns` (fnmatch, as the Hub's allow_patterns) fetched into the hub cache;
     the snapshot folder."""
-    from nbcli.resolve import download_snapshot
-
     try:
         return Path(download_snapshot(spec.repo_id, revision=spec.revision, patterns=patterns, repo_type="dataset"))
     except Exception as err:  # noqa: BLE001 - a network or Hub error becomes one line naming the id
