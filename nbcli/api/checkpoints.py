@@ -75,7 +75,7 @@ def probe(checkpoint: PathLike | Any, counts: PathLike | None = None, *, tokeniz
 def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_output_bias: PathLike | None = None,
           smoothing: str = "add-k:1", tokenizer: PathLike | None = None, allow_vocab_mismatch: bool = False,
           new_tensor_dtype: Literal["float32", "bfloat16", "float16", "float64"] = "float32",
-          bias_name: str | None = None, rescale_w: Literal["fro", "spectral"] | None = None, untie: bool = False,
+          bias_name: str | None = None, rescale_w: Literal["fro", "spectral", "none"] | None = None, untie: bool = False,
           zipfian_whiten_embeddings: PathLike | None = None, standardise: str | None = None, shuffle: bool = False,
           shuffle_mode: Literal["rows", "rows-columns", "elements"] = "rows", seed: int = 0,
           scale_ln_bias: float | None = None, remove_frequency_direction: bool = False,
@@ -83,7 +83,7 @@ def patch(checkpoint: PathLike | Any, output: PathLike | None = None, *, set_out
           dry_run: bool = False, hash_inputs: bool = True) -> PatchReport:
     """The papers' checkpoint surgery (`nb patch-checkpoint`), applied in its documented order:
     set_output_bias (b = log p(y) from a counts file, paper 000 sec. 3), untie, rescale_w (||W|| =
-    ||b||, sec. 4.1), zipfian_whiten_embeddings (a counts file: v' = Sigma^(-1/2)(v - mu) under its
+    ||b||, sec. 4.1; "none" as None), zipfian_whiten_embeddings (a counts file: v' = Sigma^(-1/2)(v - mu) under its
     unigram, Yokoi et al. 2024), standardise ("xavier", "match:FILE:TENSOR", "mean=M,std=S"; paper 002 eq. 1 /
     eq. 4), shuffle (paper 002 sec. 3.4), scale_ln_bias (b_LN <- lambda b_LN, paper 003 sec. 3.3),
     remove_frequency_direction (paper 003 sec. 3.2).

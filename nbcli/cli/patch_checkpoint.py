@@ -142,7 +142,7 @@ def patch_checkpoint(
     options = surgery_options(
         set_output_bias=set_output_bias, smoothing=smoothing, tokenizer=tokenizer,
         allow_vocab_mismatch=allow_vocab_mismatch, new_tensor_dtype=new_tensor_dtype, bias_name=bias_name,
-        rescale_w=None if rescale_w == "none" else rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten, standardise=standardise,
+        rescale_w=rescale_w, untie=untie, zipfian_whiten_embeddings=zipfian_whiten, standardise=standardise,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed, scale_ln_bias=scale_ln_bias,
         remove_frequency_direction=remove_direction, allow_nonfinite=allow_nonfinite)
     with byte_progress("patching") as progress:

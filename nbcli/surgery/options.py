@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from nbcli.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
-    from nbcli.ops import Norm, ShuffleMode
+    from nbcli.ops import Norm, RescaleChoice, ShuffleMode
 
 
 OPERATION_ORDER = ("set-output-bias", "untie", "rescale-w", "zipfian-whiten-embeddings", "standardise-embeddings", "shuffle-embeddings",
@@ -187,7 +187,7 @@ def require_operation(options: SurgeryOptions, spelling: Spelling = "option") ->
 def surgery_options(
     *, set_output_bias: PathLike | None = None, smoothing: str = "add-k:1", tokenizer: PathLike | None = None,
     allow_vocab_mismatch: bool = False, new_tensor_dtype: str = "float32", bias_name: str | None = None,
-    rescale_w: Norm | None = None, untie: bool = False, zipfian_whiten_embeddings: PathLike | None = None,
+    rescale_w: RescaleChoice | None = None, untie: bool = False, zipfian_whiten_embeddings: PathLike | None = None,
     standardise: str | None = None, shuffle: bool = False, shuffle_mode: ShuffleMode = "rows", seed: int = 0,
     scale_ln_bias: float | str | None = None, remove_frequency_direction: bool = False,
     allow_nonfinite: bool = False, spelling: Spelling = "option",
@@ -200,6 +200,7 @@ def surgery_options(
     `spelling` says)."""
     from nbcli.checkpoint.format import dtype_code_of_name
     from nbcli.counts import parse_smoothing
+    from nbcli.ops import rescale_norm
     from nbcli.resolve import local_path
 
     def path(value: PathLike | None) -> Path | None:
@@ -207,7 +208,7 @@ def surgery_options(
 
     options = SurgeryOptions(
         output_bias_counts=path(set_output_bias), smoothing_k=parse_smoothing(smoothing), bias_name=bias_name,
-        rescale_w=rescale_w, untie=untie, zipfian_whiten_counts=path(zipfian_whiten_embeddings),
+        rescale_w=rescale_norm(rescale_w), untie=untie, zipfian_whiten_counts=path(zipfian_whiten_embeddings),
         standardise=parse_standardise(standardise) if standardise else None,
         shuffle=shuffle, shuffle_mode=shuffle_mode, seed=seed,
         scale_ln_bias=None if scale_ln_bias is None else parse_lambda(scale_ln_bias),

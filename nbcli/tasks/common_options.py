@@ -283,6 +283,7 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     """The keyword arguments of `build_config` / `build_translation_config` that the shared groups
     give (parsed: smoothing K, AG patterns and alpha), from a task's option values."""
     from nbcli.counts import parse_smoothing
+    from nbcli.ops import rescale_norm
     from nbcli.analysis.patterns import parse_patterns
     from nbcli.train.guidance import parse_alpha
 
@@ -292,7 +293,7 @@ def common_config(values: dict[str, object]) -> dict[str, object]:
     return dict(
         steps=v["steps"], batch_size=v["batch_size"], grad_accum=v["grad_accum"], seq_len=v["seq_len"], lr=v["lr"],
         warmup=v["warmup"], warmup_ratio=v["warmup_ratio"], label_smoothing=v["label_smoothing"], dropout=v["dropout"], bias_init=v["bias_init"],
-        smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=None if v["rescale_w"] == "none" else v["rescale_w"],
+        smoothing_k=parse_smoothing(str(v["smoothing"])), rescale_w=rescale_norm(v["rescale_w"]),
         ag_patterns=parse_patterns(v["ag_patterns"]), ag_fraction=v["ag_fraction"],  # type: ignore[arg-type]
         ag_alpha=alpha, ag_reduction=v["ag_reduction"], ag_hold_steps=v["ag_hold_steps"],
         ag_decay_steps=v["ag_decay_steps"], lr_schedule=v["lr_schedule"], unigram_reg_lambda=v["unigram_reg_lambda"],
