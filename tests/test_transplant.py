@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from nbcli.checkpoint.writer import save_tensors
 from nbcli.checkpoint.reader import open_checkpoint
+from tests import forked_nb
 from tests.cli.helpers import run_cli
 from nbcli.counts import COUNTS_FORMAT, UnigramCounts, write_counts
 from nbcli.errors import ConfigError, OutputError
@@ -184,7 +184,7 @@ def test_cli_json_output_is_read_by_nb_train(tmp_path: Path, sp_model: Path, hf_
     rows = pretrained_rows(f"pretrained:{out}", bl.vocab_size, 16)                # what nb train reads
     torch.testing.assert_close(rows, emb)
     # table output, via a real subprocess
-    proc = subprocess.run([sys.executable, "-m", "nbcli", "transplant-embeddings", str(src), "--source-tokenizer",
+    proc = forked_nb.run([sys.executable, "-m", "nbcli", "transplant-embeddings", str(src), "--source-tokenizer",
                            str(sp_model), "--target-tokenizer", str(hf_bytelevel_json), "-o",
                            str(tmp_path / "t.safetensors")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -11,6 +11,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from nbcli.cli import app_for
+from tests import forked_nb
 
 
 def run_cli(args: list[str], **options: Any):  # noqa: ANN201 - click Result
@@ -29,7 +30,7 @@ def run_nb(*args: str | Path, input: bytes | None = None, timeout: float = 120,
            cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run the installed `nb` console script as a subprocess (stdout/stderr piped, so no progress)."""
     env = {**os.environ, "COLUMNS": "120"}
-    return subprocess.run(["nb", *map(str, args)], input=input, capture_output=True, timeout=timeout,
+    return forked_nb.run(["nb", *map(str, args)], input=input, capture_output=True, timeout=timeout,
                           env=env, cwd=cwd)
 
 

@@ -15,6 +15,7 @@ import pytest
 from conftest import english_like_lines
 from nbcli.counts import read_counts
 from nbcli.tokenizers import load_tokenizer
+from tests import forked_nb
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 
 
@@ -191,7 +192,7 @@ def _wait_until_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 90.0) -> N
 def test_ctrl_c_leaves_no_output(tmp_path: Path, sp_model: Path, workers: str) -> None:
     """stdin stays open, so the count cannot finish before the interrupt arrives."""
     out = tmp_path / "c.safetensors"
-    proc = subprocess.Popen(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out), "-j", workers],
+    proc = forked_nb.Popen(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out), "-j", workers],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None
     proc.stdin.write(("\n".join(english_like_lines(2000, seed=2)) + "\n").encode())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked_nb
 from tests.cli.helpers import assert_one_line_error, invoke
 
 
@@ -199,12 +200,11 @@ def test_ctrl_c_after_the_first_saved_state_says_what_was_kept(tmp_path: Path) -
     """A real `nb train` sent SIGINT at a later commit (NB_FAULT_INJECT, nbcli.atomic.commit): exit 130,
     one line naming the run directory and that --resume continues; the directory and its state stay."""
     import os
-    import subprocess
 
     (tmp_path / "lm.txt").write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
     out = tmp_path / "run"
     env = {**os.environ, "NB_FAULT_INJECT": "before-commit:8:INT"}
-    proc = subprocess.run(["nb", "train", "--corpus", tmp_path / "lm.txt", "-t", "words:min-freq=1", "--out", out,
+    proc = forked_nb.run(["nb", "train", "--corpus", tmp_path / "lm.txt", "-t", "words:min-freq=1", "--out", out,
                            "--steps", "6", "--save-every", "2", "--seq-len", "8", "--batch-size", "4", "--d-model", "8",
                            "--n-head", "2", "--eval-every", "2", "--eval-batches", "1"],
                           capture_output=True, env=env, timeout=300)

@@ -92,10 +92,14 @@ class SocketOpened(AssertionError):
 
 @pytest.fixture(autouse=True)
 def offline_hub(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """HF_HOME at the built cache, HF_HUB_OFFLINE=1, and no socket may connect or look a name up."""
+    """HF_HOME at the built cache, HF_HUB_OFFLINE=1, and no socket may connect or look a name up (a Unix
+    socket is no network: the fork server of `nb` processes, tests/forked_nb.py, is one)."""
     attempts: list[str] = []
+    connect = socket.socket.connect
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(args[0], socket.socket) and args[0].family == socket.AF_UNIX:
+            return connect(*args, **kwargs)
         attempts.append(repr(args[:2]))
         raise SocketOpened(f"a test opened a network connection: {args[:2]!r}")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from conftest import english_like_lines
 from nbcli.counts import UnigramCounts, write_counts
+from tests import forked_nb
 from tests.checkpoint.builders import gpt2_tensors, save, save_sharded
 from tests.cli.helpers import assert_one_line_error, invoke, run_nb
 
@@ -139,7 +139,7 @@ def test_stdin_redirected_from_the_output_is_refused(tmp_path: Path, files: dict
     corpus = files["corpus"]
     before = corpus.read_bytes()
     with open(corpus, "rb") as stdin:
-        proc = subprocess.run(["nb", "count-unigrams", "-", "-t", str(files["tok"]), "-o", str(corpus)],
+        proc = forked_nb.run(["nb", "count-unigrams", "-", "-t", str(files["tok"]), "-o", str(corpus)],
                               stdin=stdin, capture_output=True, timeout=120)
     assert proc.returncode == 1
     assert_one_line_error(proc.stderr.decode(), "standard input")

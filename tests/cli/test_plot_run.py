@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import forked_nb
 from tests.cli.helpers import run_cli
 from nbcli.analysis.runs import read_run
 
@@ -94,8 +94,8 @@ def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sampl
     env_run = [sys.executable, "-m", "nbcli", "train", "--corpus", str(corpus), "-t", str(sp_model), "--steps", "3",
                "--seq-len", "32", "--batch-size", "4", "--eval-every", "1", "--eval-batches", "1", "--objective",
                "mlm", "--ag-fraction", "0.5", "--ag-alpha", "auto", "--bias-init", "unigram", "--json"]
-    assert subprocess.run(env_run + ["--out", str(tmp_path / "run-s0")], capture_output=True).returncode == 0
-    proc = subprocess.run([sys.executable, "-m", "nbcli", "plot-run", str(tmp_path / "run-s0"), "-o",
+    assert forked_nb.run(env_run + ["--out", str(tmp_path / "run-s0")], capture_output=True).returncode == 0
+    proc = forked_nb.run([sys.executable, "-m", "nbcli", "plot-run", str(tmp_path / "run-s0"), "-o",
                            str(tmp_path / "fig")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["attention_guidance.png", "bias.png",

@@ -20,6 +20,7 @@ from nbcli.corpus import discover_inputs
 from nbcli.counting import CountOptions, count_corpus
 from nbcli.errors import CorpusError, InputError
 from nbcli.tokenizers import load_tokenizer
+from tests import forked_nb
 from tests.tokenizers.test_families import FAMILIES
 
 # Documents with what a column holds and text files cannot: line breaks and CRs inside, tabs, runs of
@@ -243,12 +244,11 @@ def test_parquet_bytes_are_never_text(tmp_path: Path, sp_model: Path, reference:
 
 
 def test_parquet_on_stdin_is_refused(tmp_path: Path, sp_model: Path) -> None:
-    import subprocess
 
     path = write_parquet(tmp_path / "d.parquet", DOCS)
     out = tmp_path / "out.safetensors"
     with path.open("rb") as stdin:
-        proc = subprocess.run(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out)], stdin=stdin,
+        proc = forked_nb.run(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(out)], stdin=stdin,
                               capture_output=True, text=True)
     assert proc.returncode == 1 and not out.exists()
     assert proc.stderr.strip() == ("nb: error: standard input: this is a parquet file, not text; give it as an "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbcli.cli.base import one_line
+from tests import forked_nb
 
 FIGURE_KEYS = ("cases", "tracebacks", "exit_0", "not_one_line", "unnamed", "partial_outputs", "inputs_modified",
                "warnings", "processes_left", "hangs")
@@ -166,7 +167,7 @@ def run_inprocess(args: list[str], timeout: float, env: Mapping[str, str] | None
 
 def run_subprocess(args: list[str], cwd: Path, timeout: float, extra_env: Mapping[str, str] | None = None) -> Outcome:
     env = {**os.environ, "COLUMNS": "120", **(extra_env or {})}
-    proc = subprocess.Popen(["nb", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+    proc = forked_nb.Popen(["nb", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -7,9 +7,10 @@ others, which halves each case's cost (issue 44: the suite in half the time, no 
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests import forked_nb
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ def rerun(args: list[str | Path], *, as_process: bool) -> Rerun:
     if as_process:
         env = {**os.environ, "COLUMNS": "200"}
         env.pop("NB_FAULT_INJECT", None)
-        done = subprocess.run(["nb", *words], capture_output=True, text=True, timeout=300, env=env)
+        done = forked_nb.run(["nb", *words], capture_output=True, text=True, timeout=300, env=env)
         assert "Traceback" not in done.stderr, done.stderr
         return Rerun(done.returncode, done.stdout, done.stderr)
     from tests.cli.helpers import invoke

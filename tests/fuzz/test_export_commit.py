@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked_nb
 from tests.cli.helpers import assert_one_line_error
 from tests.fuzz.reruns import rerun
 from tests.fuzz.test_shard_commit import pause_then_kill
@@ -46,7 +47,7 @@ def _env(fault: str | None) -> dict[str, str]:
 
 
 def _export(run: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["nb", "export", str(run), "-o", str(out)], capture_output=True, text=True, timeout=300,
+    done = forked_nb.run(["nb", "export", str(run), "-o", str(out)], capture_output=True, text=True, timeout=300,
                           env=_env(None))
     assert "Traceback" not in done.stderr, done.stderr
     return done

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from conftest import english_like_lines
 from nbcli.checkpoint import open_checkpoint
 from nbcli.counts import UnigramCounts, write_counts
+from tests import forked_nb
 from tests.checkpoint.builders import gpt2_tensors, save, save_sharded
 from tests.fuzz.reruns import rerun
 
@@ -39,13 +39,9 @@ def run(*args: object, fault: str | None = None, fsize: int | None = None,
     env.pop("NB_FAULT_INJECT", None)
     if fault:
         env["NB_FAULT_INJECT"] = fault
-
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    proc = subprocess.Popen(["nb", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=limit)
+    limits = {} if fsize is None else {"RLIMIT_FSIZE": (fsize, fsize)}
+    proc = forked_nb.Popen(["nb", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env, start_new_session=True, rlimits=limits)
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked_nb
 from tests.fuzz.test_export_commit import nb_leftovers, reader_view
 from tests.fuzz.reruns import rerun
 from tests.fuzz.test_shard_commit import pause_then_kill
@@ -72,7 +73,7 @@ def _env(fault: str | None) -> dict[str, str]:
 
 
 def _patch(model: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["nb", "patch-checkpoint", str(model), "-o", str(out), *SURGERY], capture_output=True,
+    done = forked_nb.run(["nb", "patch-checkpoint", str(model), "-o", str(out), *SURGERY], capture_output=True,
                           text=True, timeout=300, env=_env(None))
     assert "Traceback" not in done.stderr, done.stderr
     return done
@@ -178,7 +179,7 @@ def test_patch_in_place_keeps_the_folder_entries_it_does_not_rewrite(tmp_path: P
     (folder / "NOTES.md").symlink_to("../notes.md")
     folder.chmod(0o750)
     inode = (folder / "tokenizer.json").stat().st_ino
-    done = subprocess.run(["nb", "patch-checkpoint", str(folder), "--in-place", *SURGERY], capture_output=True,
+    done = forked_nb.run(["nb", "patch-checkpoint", str(folder), "--in-place", *SURGERY], capture_output=True,
                           text=True, timeout=300, env=_env(None))
     assert done.returncode == 0, done.stderr
     assert (folder / "tokenizer.json").stat().st_ino == inode

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests import forked_nb
 from tests.fuzz.reruns import rerun
 from tests.fuzz.test_faults import assert_no_process_left
 
@@ -64,7 +65,7 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Ten
     assert len(set(index.values())) >= 3
     assert index["transformer.wte.weight"] != index["transformer.ln_f.bias"]
     new = root / "new"
-    done = subprocess.run(["nb", "patch-checkpoint", root / "model", "-o", new, *SURGERY],
+    done = forked_nb.run(["nb", "patch-checkpoint", root / "model", "-o", new, *SURGERY],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     old_logits, new_logits = _logits(root / "model"), _logits(new)
@@ -89,7 +90,7 @@ def pause_then_kill(args: list, env: dict[str, str], point: str, check: Callable
                     cwd: Path | None = None) -> None:
     """Run `args` (nb with NB_FAULT_INJECT=...:STOP in `env`, in `cwd`) in its own session until it
     stops at `point`, assert `check()` there, then kill it (a crash right there); no process may be left."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    proc = forked_nb.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True, cwd=cwd)
     try:
         assert _wait_stopped(proc), f"nb ended without reaching {point}: {proc.communicate()[1]}"
@@ -139,7 +140,7 @@ def test_an_uninterrupted_in_place_edit_touches_only_two_shards(tmp_path: Path, 
     folder = tmp_path / "model"
     shutil.copytree(source, folder)
     before = {p.name: p.stat() for p in folder.iterdir()}
-    done = subprocess.run(["nb", "patch-checkpoint", folder, "--in-place", *SURGERY], capture_output=True, text=True,
+    done = forked_nb.run(["nb", "patch-checkpoint", folder, "--in-place", *SURGERY], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     after = {p.name: p.stat() for p in folder.iterdir()}

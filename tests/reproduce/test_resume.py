@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import nbcli
+from tests import forked_nb
 from tests.cli.helpers import run_nb
 from tests.reproduce.conftest import translation_data
 
@@ -33,7 +34,7 @@ def test_sigkill_then_rerun_trains_only_unfinished_runs_to_the_same_bytes(tmp_pa
     args = ["reproduce", "000-fig3", "--scale", "smoke", *translation_data(pairs, test=False), "--arms", "unigram",
             "--arms", "zero", "--no-figures", "--json"]
     cut = tmp_path / "cut"
-    sweep = subprocess.Popen(["nb", *args, "--out", str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sweep = forked_nb.Popen(["nb", *args, "--out", str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     first = cut / "runs" / "unigram-s0.json"
     deadline = time.monotonic() + 300
     while not _finished(first) and sweep.poll() is None and time.monotonic() < deadline:

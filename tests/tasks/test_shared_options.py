@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from nbcli.errors import ConfigError
 from nbcli.tasks.runs import train_task
 from nbcli.tokenizers import load_tokenizer
 from nbcli.train.rundir import read_log
+from tests import forked_nb
 from tests.tasks.builders import bert_tokenizer, write_corpus
 
 
@@ -59,7 +59,7 @@ def test_warmup_as_steps_or_ratio_in_every_task(tmp_path: Path, sp_model: Path, 
 
 
 def test_warmup_ratio_out_of_range_is_one_line(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "nbcli", "train", "lm", "--corpus", str(train_corpus), "-t",
+    result = forked_nb.run([sys.executable, "-m", "nbcli", "train", "lm", "--corpus", str(train_corpus), "-t",
                              str(sp_model), "--out", str(tmp_path / "r"), "--warmup-ratio", "1.5"],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr
@@ -100,7 +100,7 @@ def test_lm_valid_trains_on_the_whole_corpus_and_validates_on_valid(tmp_path: Pa
 
 
 def test_lm_valid_missing_file_is_one_line(tmp_path: Path, sp_model: Path, train_corpus: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "nbcli", "train", "lm", "--corpus", str(train_corpus), "-t",
+    result = forked_nb.run([sys.executable, "-m", "nbcli", "train", "lm", "--corpus", str(train_corpus), "-t",
                              str(sp_model), "--out", str(tmp_path / "r"), "--valid", str(tmp_path / "nope.txt"),
                              "--steps", "1"], capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests import forked_nb
+
 ENV = {"OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "COLUMNS": "200"}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
@@ -45,8 +47,8 @@ def nb_plain_ranks(args: Sequence[str | Path], timeout: float = 120) -> list[tup
     for rank in (0, 1):
         env = {**os.environ, **ENV, "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
                "WORLD_SIZE": "2"}
-        procs.append(subprocess.Popen([sys.executable, "-m", "nbcli", *map(str, args)], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=env))
+        procs.append(forked_nb.Popen([sys.executable, "-m", "nbcli", *map(str, args)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env))
     try:
         results = [proc.communicate(timeout=timeout) for proc in procs]
     finally:
