@@ -153,7 +153,8 @@ class Popen:
                 mine, theirs = (write, read) if number == 0 else (read, write)
                 ends.append(theirs)
                 child_fds.append(theirs)
-                stream = open(mine, "wb" if number == 0 else "rb")  # noqa: SIM115 - closed by communicate
+                mode = ("w" if number == 0 else "r") + ("" if text else "b")  # text mode: str, as Popen's
+                stream = open(mine, mode, encoding="utf-8" if text else None)  # noqa: SIM115 - closed by communicate
                 setattr(self, ("stdin", "stdout", "stderr")[number], stream)
             elif spec == subprocess.DEVNULL:
                 fd = os.open(os.devnull, os.O_RDWR)
@@ -181,7 +182,7 @@ class Popen:
             self._conn.close()
             raise OSError(f"nb fork server: {first[6:]}")
         self.pid = int(first)
-        self._output: dict[str, bytes] = {}
+        self._output: dict[str, bytes | str | ValueError] = {}
         self._readers: list[threading.Thread] = []
 
     def _line(self, timeout: float | None) -> str:
@@ -229,7 +230,7 @@ class Popen:
                     thread.start()
                     self._readers.append(thread)
             if self.stdin is not None:
-                data = input.encode() if isinstance(input, str) else input or b""
+                data = input or ("" if self.text else b"")
                 thread = threading.Thread(target=self._write, args=(self.stdin, data), daemon=True)
                 thread.start()
                 self._readers.append(thread)
@@ -240,10 +241,13 @@ class Popen:
 
     def _read(self, name: str, stream: Any) -> None:
         with stream:
-            self._output[name] = stream.read()
+            try:
+                self._output[name] = stream.read()
+            except ValueError as err:  # text mode: bytes that are not UTF-8, which Popen's communicate raises
+                self._output[name] = err
 
     @staticmethod
-    def _write(stream: Any, data: bytes) -> None:
+    def _write(stream: Any, data: bytes | str) -> None:
         try:
             with stream:
                 stream.write(data)
@@ -253,8 +257,10 @@ class Popen:
     def _decoded(self, name: str) -> Any:
         if getattr(self, name) is None:
             return None
-        data = self._output.get(name, b"")
-        return data.decode("utf-8", "replace") if self.text else data
+        data = self._output.get(name, "" if self.text else b"")
+        if isinstance(data, ValueError):
+            raise data
+        return data
 
     def __enter__(self) -> Popen:
         return self
