@@ -38,6 +38,7 @@ NOT_PRELOADED_MODULES = ("nbcli.__main__", "nbcli.hf.trainer")  # runs nb / impo
 # read by nb and by torch.distributed when the process group starts), those of the libraries above,
 # and pytest's name of the current test.
 RUN_TIME_VARIABLES = ("NB_", "COLUMNS", "LINES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                      "LOCAL_WORLD_SIZE", "GROUP_", "ROLE_", "TORCHELASTIC_", "TORCH_NCCL_",  # torchrun's, per rank
                       "PYTEST_CURRENT_TEST", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
                       # set in the test process by what its tests import or run, as in any nb process that
                       # does the same: scikit-learn's import (setdefault), torch.compile's first use, nb's
@@ -51,6 +52,13 @@ PRELOAD = ("torch", "torch._dynamo", "sklearn.metrics", "sentencepiece", "tokeni
 def import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The part of an environment a forked child shares with the server (it must be the server's)."""
     return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)))
+
+
+def key_digest(env: Mapping[str, str]) -> str:
+    """`import_key` as a short string (tests/fork_proxy.py compares it with the server's)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(import_key(env)).encode()).hexdigest()[:32]
 
 
 def _preload() -> None:
@@ -148,6 +156,11 @@ def _supervise(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> 
             conn.sendall(b"error " + problem.replace(b"\n", b" ") + b"\n")
             return
         conn.sendall(f"{pid}\n".encode())
+        if request.get("die_with_client"):  # tests/fork_proxy.py: a proxy that dies takes its fork along
+            with open(os.pidfd_open(pid), "rb", buffering=0) as exited:
+                ready, _, _ = select.select([exited, conn], [], [])
+                if exited not in ready:
+                    os.kill(pid, signal.SIGKILL)
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
         conn.sendall(f"{code}\n".encode())

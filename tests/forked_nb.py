@@ -10,8 +10,8 @@ argv, environment, cwd and stdio. Only the imports are shared, and only where th
 a request whose environment differs from the server's in anything but the variables read while a
 command runs (`RUN_TIME_VARIABLES`) is exec'd with `subprocess` instead (`NB_FORK_LOG=FILE` names
 those variables per request), as is every request while `NB_TEST_EXEC=1` is set. Tests of start-up
-itself (what a command imports, `--help`), of torchrun and of an installed plugin keep calling
-`subprocess` directly.
+itself (what a command imports, `--help`) and of an installed plugin keep calling `subprocess`
+directly; torchrun is exec'd and its ranks are forks, through tests/fork_proxy.py (`launcher_env`).
 
 `Popen` and `run` take the subset of `subprocess.Popen`/`subprocess.run`'s arguments the tests use
 (plus `rlimits`, which stands for a `preexec_fn` that sets resource limits) for an argv that starts
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.fork_server import RUN_TIME_VARIABLES, import_key
+from tests.fork_server import RUN_TIME_VARIABLES, import_key, key_digest
 
 SERVER = Path(__file__).with_name("fork_server.py")
 
@@ -96,6 +96,16 @@ class _Server:
         self.process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
         atexit.unregister(self.close)
+
+
+def launcher_env() -> dict[str, str]:
+    """For a launcher (torchrun) that runs tests/fork_proxy.py as each `nb` process: the server's socket
+    and environment digest, or nothing when no server runs (the proxy then execs nb)."""
+    server = _Server.get()
+    return {} if server is None else {"NB_FORK_SOCKET": server.path, "NB_FORK_KEY": key_digest(server.env)}
+
+
+PROXY = Path(__file__).with_name("fork_proxy.py")
 
 
 def _log_refusal(server: Mapping[str, str], env: Mapping[str, str]) -> None:

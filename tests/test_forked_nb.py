@@ -113,3 +113,49 @@ def test_a_lasting_change_of_this_process_s_environment_gets_a_server_of_its_own
     proc = forked_nb.Popen(["nb", "--version"], stdout=subprocess.PIPE)
     assert isinstance(proc, forked_nb.Popen)
     assert proc.communicate(timeout=120)[0].startswith(b"nb ")
+
+
+def _gone(write_end: int, seconds: float = 60) -> bool:
+    """True once no process reads the pipe whose write end this is (the fork holding it has died)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.write(write_end, b"the of and\n")
+        except BrokenPipeError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@needs_server
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_launcher_s_proxy_passes_signals_on_and_takes_its_fork_along(tmp_path: Path, sp_model: Path,
+                                                                       sig: int) -> None:
+    """tests/fork_proxy.py (torchrun's ranks): SIGTERM reaches the fork, which ends; if the proxy is
+    killed, the server kills the fork."""
+    import sys
+
+    env = {**os.environ, **forked_nb.launcher_env()}
+    assert env.get("NB_FORK_SOCKET")
+    version = subprocess.run([sys.executable, str(forked_nb.PROXY), "--version"], capture_output=True, env=env,
+                             timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith(b"nb "), version.stderr
+    read, write = os.pipe()
+    proxy = subprocess.Popen([sys.executable, str(forked_nb.PROXY), "count-unigrams", "-", "-t", str(sp_model), "-o",
+                              str(tmp_path / "c.safetensors"), "-j", "1"], stdin=read, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env)
+    os.close(read)
+    try:
+        os.write(write, b"the of and\n")
+        time.sleep(1)  # the fork reads its stdin by now
+        assert proxy.poll() is None
+        with open(f"/proc/{proxy.pid}/cmdline", "rb") as cmdline:
+            assert b"fork_proxy.py" in cmdline.read()  # still the proxy: nb runs in the fork, not exec'd here
+        proxy.send_signal(sig)
+        assert proxy.wait(timeout=120) != 0
+        assert _gone(write)
+        assert not (tmp_path / "c.safetensors").exists()
+    finally:
+        os.close(write)
+        if proxy.poll() is None:
+            proxy.kill()

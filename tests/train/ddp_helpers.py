@@ -31,9 +31,12 @@ def nb_single(args: Sequence[str | Path]) -> None:
 
 
 def nb_torchrun(args: Sequence[str | Path], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`torchrun --nproc-per-node 2 -m nbcli ARGS` (two ranks, gloo on CPU); it must succeed."""
-    done = subprocess.run([*TORCHRUN, "-m", "nbcli", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **ENV}, timeout=timeout)
+    """`torchrun --nproc-per-node 2 -m nbcli ARGS` (two ranks, gloo on CPU); it must succeed. Each rank is
+    forked by the test worker's fork server through tests/fork_proxy.py, which execs `python -m nbcli`
+    where there is none."""
+    env = {**os.environ, **ENV, **forked_nb.launcher_env()}
+    done = subprocess.run([*TORCHRUN, str(forked_nb.PROXY), *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
