@@ -44,13 +44,13 @@ from nbcli.errors import ConfigError
 Norm = Literal["fro", "spectral"]
 #: what --rescale-w takes: a Norm, or "none" (W as it is: what turns off a preset's or recipe arm's rescaling)
 RescaleChoice = Literal["fro", "spectral", "none"]
+ShuffleMode = Literal["rows", "rows-columns", "elements"]
+_ROW_BLOCK = 1 << 14
 
 
 def rescale_norm(choice: str | None) -> Norm | None:
     """The Norm W is rescaled to (paper 000 sec. 4.1) for a --rescale-w choice; None for "none" or nothing."""
     return None if choice in (None, "none") else choice  # type: ignore[return-value]
-ShuffleMode = Literal["rows", "rows-columns", "elements"]
-_ROW_BLOCK = 1 << 14
 
 
 def _work_dtype(x: torch.Tensor) -> torch.dtype:

@@ -9,13 +9,12 @@ the server cannot serve its environment (NB_FORK_KEY differs, or there is no ser
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import sys
 
-from fork_server import key_digest  # sys.path[0] is tests/
+from fork_server import key_digest, send_request  # sys.path[0] is tests/
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -26,9 +25,7 @@ def main(argv: list[str]) -> None:
         os.execv(sys.executable, [sys.executable, "-m", "nbcli", *argv])
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(path)
-    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "new_session": False, "rlimits": {},
-               "script": os.path.join(os.path.dirname(sys.executable), "nb"), "die_with_client": True}
-    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+    send_request(conn, argv, os.environ, os.getcwd(), [0, 1, 2], die_with_client=True)
     reply = conn.makefile("rb")
     first = reply.readline().decode().strip()
     if not first.isdigit():

@@ -54,6 +54,21 @@ def import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)))
 
 
+def nb_script() -> str:
+    """The `nb` console script of this interpreter: a forked nb's argv[0], sys.path[0] and __main__."""
+    return os.path.join(os.path.dirname(sys.executable), "nb")
+
+
+def send_request(conn: socket.socket, argv: list[str], env: Mapping[str, str], cwd: str, stdio: list[int], *,
+                 new_session: bool = False, rlimits: Mapping[str, tuple[int, int]] | None = None,
+                 die_with_client: bool = False) -> None:
+    """Ask the server on `conn` for `nb ARGV` with these descriptors as its stdin, stdout and stderr."""
+    request = {"argv": argv, "env": dict(env), "cwd": cwd, "new_session": new_session,
+               "rlimits": {k: list(v) for k, v in (rlimits or {}).items()}, "script": nb_script(),
+               "die_with_client": die_with_client}
+    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], stdio)
+
+
 def key_digest(env: Mapping[str, str]) -> str:
     """`import_key` as a short string (tests/fork_proxy.py compares it with the server's)."""
     import hashlib

@@ -23,7 +23,6 @@ The server and its protocol: tests/fork_server.py.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import select
 import shutil
@@ -37,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.fork_server import RUN_TIME_VARIABLES, import_key, key_digest
+from tests.fork_server import RUN_TIME_VARIABLES, import_key, key_digest, nb_script, send_request
 
 SERVER = Path(__file__).with_name("fork_server.py")
 
@@ -56,8 +55,7 @@ class _Server:
         self.key = import_key(self.env)
         # run as a real nb runs: sys.path[0] is the console script's folder (not tests/, whose packages
         # would shadow libraries of the same name)
-        script = shutil.which("nb") or os.path.join(os.path.dirname(sys.executable), "nb")
-        boot = (f"import sys; sys.path[0] = {os.path.dirname(script)!r}; __file__ = {str(SERVER)!r}; "
+        boot = (f"import sys; sys.path[0] = {os.path.dirname(nb_script())!r}; __file__ = {str(SERVER)!r}; "
                 f"exec(compile(open(__file__).read(), __file__, 'exec'))")
         self.process = subprocess.Popen([sys.executable, "-c", boot, self.path], stdout=subprocess.PIPE,
                                         stdin=subprocess.PIPE, text=True, env=self.env,
@@ -176,13 +174,11 @@ class Popen:
                 child_fds.append(number)
             else:
                 child_fds.append(spec if isinstance(spec, int) else spec.fileno())
-        script = shutil.which("nb", path=env.get("PATH")) or os.path.join(os.path.dirname(sys.executable), "nb")
-        request = {"argv": words, "env": env, "cwd": os.fspath(cwd or os.getcwd()), "new_session": new_session,
-                   "rlimits": {k: list(v) for k, v in rlimits.items()}, "script": script}
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._conn.connect(server.path)
-            socket.send_fds(self._conn, [json.dumps(request).encode() + b"\n"], child_fds)
+            send_request(self._conn, words, env, os.fspath(cwd or os.getcwd()), child_fds, new_session=new_session,
+                         rlimits=rlimits)
         finally:
             for fd in ends:
                 os.close(fd)
@@ -228,9 +224,6 @@ class Popen:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     def communicate(self, input: bytes | str | None = None, timeout: float | None = None) -> tuple[Any, Any]:
         if not self._readers:
             for name in ("stdout", "stderr"):
@@ -271,14 +264,6 @@ class Popen:
         if isinstance(data, ValueError):
             raise data
         return data
-
-    def __enter__(self) -> Popen:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.returncode is None:
-            self.kill()
-            self.wait()
 
 
 def _exec(args: Sequence[object], *, rlimits: Mapping[str, tuple[int, int]] | None, **options: Any
