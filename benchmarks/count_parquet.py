@@ -127,6 +127,8 @@ def main() -> None:
             paths = {name: kept / f"corpus.{ext}" for name, ext in (("text", "txt"), ("parquet", "parquet"),
                                                                       ("jsonl", "jsonl"))}
             tokenizer = args.tokenizer or kept / "bench-bpe-8000.model"
+            if not Path(tokenizer).exists() and not args.tokenizer:  # the corpus was made for another --tokenizer
+                tokenizer = train_tokenizer(paths["text"].read_text("utf-8").splitlines(), kept)
         else:
             log("corpus ...")
             if args.corpus:

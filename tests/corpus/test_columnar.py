@@ -4,6 +4,9 @@ the same documents as JSONL, for every tokenizer family; nulls skipped and repor
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -315,3 +318,49 @@ def test_joined_lines_are_each_string_and_a_newline(texts: list[str], large: boo
     view = column.slice(min(head, len(texts)), max(0, len(texts) - head - tail))
     expected = "".join(text + "\n" for text in view.to_pylist()).encode("utf-8")
     assert columnar._joined_lines(pyarrow_module(), view) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["", " ", "a\nb", "c\rd", "\n"]), st.text(max_size=8)),
+                max_size=40), st.booleans(), st.integers(0, 9), st.integers(0, 9))
+def test_document_batch_splits_rows_by_line_breaks(docs: list[str | None], large: bool, head: int, tail: int) -> None:
+    """A batch's lines are the non-empty rows without LF or CR, each ending in LF; its documents the
+    other non-empty rows; nulls counted; also for a sliced column (an offset into the validity
+    bitmap and the offsets)."""
+    column = pa.array(docs, pa.large_string() if large else pa.string())
+    view = column.slice(min(head, len(docs)), max(0, len(docs) - head - tail))
+    rows = view.to_pylist()
+    batch = columnar._document_batch(pyarrow_module(), "d.parquet", 0, view, "d.parquet")
+    plain = [r for r in rows if r and "\n" not in r and "\r" not in r]
+    assert batch.lines == "".join(r + "\n" for r in plain).encode("utf-8")
+    assert batch.line_count == len(plain)
+    assert batch.documents == [r for r in rows if r and ("\n" in r or "\r" in r)]
+    assert batch.nulls == rows.count(None)
+    assert batch.text_bytes == sum(len(r.encode("utf-8")) for r in rows if r)
+
+
+def test_reading_rows_never_imports_pandas(tmp_path: Path) -> None:
+    """pa.array, pa.scalar and BooleanArray.to_numpy import pandas where it is installed, ~0.45 s in
+    every counting worker (issue 44): a worker's reading builds its arrays from numpy buffers. A
+    stand-in `pandas` first on the path records any import of it."""
+    path = write_parquet(tmp_path / "d.parquet", DOCS, row_group_size=100)
+    fake = tmp_path / "fake" / "pandas"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('x')\nraise ImportError('stand-in')\n")
+    script = (
+        "import sys\n"
+        "from nbcli.corpus import discover_inputs\n"
+        "from nbcli.corpus.columnar import plan_columnar, read_unit\n"
+        f"source = discover_inputs([{str(path)!r}])[0]\n"
+        "batches = [b for u in plan_columnar([source], 'text', 2)[source.path] for b in read_unit(u)]\n"
+        "assert sum(b.nulls for b in batches) == 2 and sum(len(b.documents) for b in batches) == 5\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False" and not marker.exists()
+    checked = subprocess.run([sys.executable, "-c", "import pyarrow as pa; pa.scalar('x')"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and marker.exists()  # the stand-in is what pyarrow would import
