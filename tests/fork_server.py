@@ -29,9 +29,10 @@ from typing import Any
 
 # Libraries that read the environment when imported, which the server therefore never imports: the
 # Hugging Face libraries read their cache and offline variables (HF_HOME, HF_HUB_OFFLINE, ...) on
-# import, and tests/conftest.py gives each test its own HF_HOME. Left to each child, these variables
-# are read when it imports them, like every variable nb reads while it runs.
-NOT_PRELOADED = ("huggingface_hub", "transformers", "datasets")
+# import, and tests/conftest.py gives each test its own HF_HOME; the trackers' clients (mlflow, wandb)
+# read theirs. Left to each child, these variables are read when it imports them, like every variable
+# nb reads while it runs.
+NOT_PRELOADED = ("huggingface_hub", "transformers", "datasets", "mlflow", "wandb")
 NOT_PRELOADED_MODULES = ("nbcli.__main__", "nbcli.hf.trainer")  # runs nb / imports transformers
 # Environment variables a forked child may have different from the server's: those nb reads while it
 # runs (its own; COLUMNS, read by rich when a console is made, which nb does per command; a rank's,
@@ -39,7 +40,7 @@ NOT_PRELOADED_MODULES = ("nbcli.__main__", "nbcli.hf.trainer")  # runs nb / impo
 # and pytest's name of the current test.
 RUN_TIME_VARIABLES = ("NB_", "COLUMNS", "LINES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                       "LOCAL_WORLD_SIZE", "GROUP_", "ROLE_", "TORCHELASTIC_", "TORCH_NCCL_",  # torchrun's, per rank
-                      "PYTEST_CURRENT_TEST", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
+                      "PYTEST_CURRENT_TEST", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "MLFLOW_", "WANDB_",
                       # set in the test process by what its tests import or run, as in any nb process that
                       # does the same: scikit-learn's import (setdefault), torch.compile's first use, nb's
                       # counting (`nbcli.counting.run`)
@@ -50,8 +51,30 @@ PRELOAD = ("torch", "torch._dynamo", "sklearn.metrics", "sentencepiece", "tokeni
 
 
 def import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The part of an environment a forked child shares with the server (it must be the server's)."""
-    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)))
+    """The part of an environment a forked child shares with the server (it must be the server's).
+    PYTHONPATH is the child's own business (`_python_path`)."""
+    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES) and k != "PYTHONPATH"))
+
+
+def added_python_path(server: str, wanted: str) -> list[str] | None:
+    """The folders a child's PYTHONPATH `wanted` puts before the server's `server` (what an installed
+    plugin's test does), or None when it is not the server's with folders in front."""
+    have = [e for e in server.split(os.pathsep)] if server else []
+    want = [e for e in wanted.split(os.pathsep)] if wanted else []
+    if len(want) < len(have) or want[len(want) - len(have):] != have:
+        return None
+    return want[:len(want) - len(have)]
+
+
+def _shadows_an_import(folder: str) -> bool:
+    """Whether a PYTHONPATH entry could hold a module the server already imported (or is not a plain
+    folder: a zip, the current directory)."""
+    if not folder or os.path.isfile(folder):
+        return True
+    if not os.path.isdir(folder):
+        return False  # a missing folder holds nothing
+    imported = {name.partition(".")[0] for name in sys.modules}
+    return any(entry.partition(".")[0] in imported for entry in os.listdir(folder))
 
 
 def nb_script() -> str:
@@ -241,6 +264,7 @@ def _set_up(request: dict[str, Any], fds: list[int]) -> None:
     for name, limits in request["rlimits"].items():
         resource.setrlimit(getattr(resource, name), tuple(limits))
     os.chdir(request["cwd"])
+    added = added_python_path(os.environ.get("PYTHONPATH", ""), request["env"].get("PYTHONPATH", ""))
     os.environ.clear()
     os.environ.update(request["env"])
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -250,8 +274,13 @@ def _set_up(request: dict[str, Any], fds: list[int]) -> None:
                                          _stream(2, "w", sys.stderr))
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     script = request["script"]
+    if added is None or any(_shadows_an_import(folder) for folder in added):
+        # Python would have imported from these first: run the real interpreter here (the pid, session,
+        # limits and stdio are already the child's; the set-up pipe closes on exec, as Popen's does)
+        os.execve(sys.executable, [sys.executable, script, *request["argv"]], request["env"])
     sys.argv = [script, *request["argv"]]
     sys.path[0] = os.path.dirname(script)
+    sys.path[1:1] = added  # where the interpreter puts PYTHONPATH: after the script's folder
     main = type(sys)("__main__")
     main.__file__ = script
     sys.modules["__main__"] = main

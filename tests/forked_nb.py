@@ -9,9 +9,12 @@ descriptors, session, limits), running `nb`'s console entry point (`nbcli.cli.ma
 argv, environment, cwd and stdio. Only the imports are shared, and only where they cannot differ:
 a request whose environment differs from the server's in anything but the variables read while a
 command runs (`RUN_TIME_VARIABLES`) is exec'd with `subprocess` instead (`NB_FORK_LOG=FILE` names
-those variables per request), as is every request while `NB_TEST_EXEC=1` is set. Tests of start-up
-itself (what a command imports, `--help`) and of an installed plugin keep calling `subprocess`
-directly; torchrun is exec'd and its ranks are forks, through tests/fork_proxy.py (`launcher_env`).
+those variables per request), as is every request while `NB_TEST_EXEC=1` is set. PYTHONPATH may put
+folders in front of the server's (an installed plugin's test): the child puts them on sys.path where
+the interpreter would, or execs the interpreter itself when one could hold a module the server has
+already imported. Tests of start-up itself (what a command imports, `--help`) keep calling
+`subprocess` directly; torchrun is exec'd and its ranks are forks, through tests/fork_proxy.py
+(`launcher_env`).
 
 `Popen` and `run` take the subset of `subprocess.Popen`/`subprocess.run`'s arguments the tests use
 (plus `rlimits`, which stands for a `preexec_fn` that sets resource limits) for an argv that starts

@@ -175,6 +175,7 @@ def test_hf_tokenizer_counts(tmp_path: Path, hf_bytelevel_json: Path) -> None:
     np.testing.assert_array_equal(result.counts, _reference_counts_text(tok, lines))
 
 
+@pytest.mark.slow
 def test_dask_local_cluster(sp_model: Path, corpus: tuple[Path, bytes], reference: np.ndarray,
                             tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")

@@ -16,6 +16,7 @@ from safetensors.numpy import load_file
 
 from conftest import english_like_lines
 from tests import forked_nb
+from tests.fork_server import added_python_path
 
 needs_server = pytest.mark.skipif(not os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("NB_TEST_EXEC") == "1",
                                   reason="no fork server: NB_TEST_EXEC=1, or not under xdist (whose one-thread "
@@ -113,6 +114,40 @@ def test_a_lasting_change_of_this_process_s_environment_gets_a_server_of_its_own
     proc = forked_nb.Popen(["nb", "--version"], stdout=subprocess.PIPE)
     assert isinstance(proc, forked_nb.Popen)
     assert proc.communicate(timeout=120)[0].startswith(b"nb ")
+
+
+def _cmdline_while_running(tmp_path: Path, sp_model: Path, env: dict[str, str]) -> tuple[bytes, int]:
+    """The command line of a forked `nb count-unigrams -` while it waits for stdin, and its exit status."""
+    proc = forked_nb.Popen(["nb", "count-unigrams", "-", "-t", str(sp_model), "-o", str(tmp_path / "c.safetensors"),
+                            "-j", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert isinstance(proc, forked_nb.Popen)
+    with open(f"/proc/{proc.pid}/cmdline", "rb") as handle:
+        cmdline = handle.read()
+    proc.communicate(b"the of and\n", timeout=120)
+    return cmdline, proc.returncode
+
+
+@needs_server
+def test_folders_put_in_front_of_python_path_are_searched_first(tmp_path: Path, sp_model: Path) -> None:
+    """A PYTHONPATH with a folder in front of the server's: the fork puts it on sys.path where the
+    interpreter would (a module only it holds is found), or execs the interpreter when the folder
+    holds a module the server has already imported (Python would import that one instead)."""
+    def with_front(folder: Path) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+    assert added_python_path("a:b", "c:a:b") == ["c"] and added_python_path("", "c") == ["c"]
+    assert added_python_path("a:b", "b") is None and added_python_path("a", "a:c") is None
+    fresh, marker = tmp_path / "fresh", tmp_path / "imported"
+    fresh.mkdir()
+    (fresh / "nb_front_probe.py").write_text("")  # a name nothing has imported: the folder shadows nothing
+    cmdline, code = _cmdline_while_running(tmp_path, sp_model, with_front(fresh))
+    assert code == 0 and b"fork_server.py" in cmdline  # forked, not exec'd (an installed plugin's task:
+    # tests/tasks/test_external_task.py finds its entry point and module through such a folder)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "rich.py").write_text(f"open({str(marker)!r}, 'w').write('rich')\nraise SystemExit(7)\n")
+    cmdline, code = _cmdline_while_running(tmp_path, sp_model, with_front(shadow))
+    assert b"fork_server.py" not in cmdline and code == 7 and marker.read_text() == "rich"  # the folder's rich
 
 
 def _gone(write_end: int, seconds: float = 60) -> bool:

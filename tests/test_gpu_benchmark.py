@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,6 +25,7 @@ def load_gpu() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_dry_run_goes_through_every_step(tmp_path: Path) -> None:
     """Each step in this process (the parent would start one process per step): every figure it
     promises comes back, finite (MFU and peak memory are None off CUDA: no peak, no allocator)."""

@@ -21,6 +21,7 @@ def test_the_page_has_examples() -> None:
         assert any(f"nbcli.{name}(" in block for block in BLOCKS), name
 
 
+@pytest.mark.slow
 def test_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     namespace: dict[str, object] = {"__name__": "docs_python"}
     cwd = Path.cwd()

@@ -22,6 +22,7 @@ def planted(tmp_path: Path) -> Path:
     return write(tmp_path / "v.txt", "glove", words, x)
 
 
+@pytest.mark.slow
 def test_json_report_in_process_and_subprocess(tmp_path: Path) -> None:
     vectors = planted(tmp_path)
     q = tmp_path / "q.txt"

@@ -27,6 +27,7 @@ def ag_run(tmp_path_factory: pytest.TempPathFactory, sp_model: Path, sample_line
     return out
 
 
+@pytest.mark.slow
 def test_json_and_png_subprocess(ag_run: Path, sp_model: Path, tmp_path: Path) -> None:
     fig = tmp_path / "fig.png"
     proc = run_nb("attention-maps", ag_run, "-t", sp_model, "--sentence", SENTENCE, "-o", fig, "--json")

@@ -58,6 +58,7 @@ def test_bias_effect_section_is_the_analysis_of_an_independent_pass(nb_lm: Path,
     assert any(abs(b["log10_change"] or 0) > 1e-3 for b in section["bins"])  # b_LN matters in this model
 
 
+@pytest.mark.slow
 def test_by_frequency_plots_and_overlays(nb_lm: Path, sp_model: Path, heldout: Path, train_counts: Path,
                                          tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

@@ -41,6 +41,7 @@ def _translate(run: Path, source: Path, out: Path, *args: str) -> list[str]:
     return out.read_text(encoding="utf-8").split("\n")[:-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam", [5, 1])
 def test_generate_with_the_exported_defaults_decodes_as_nb_translate(tmp_path: Path, trained_run: Path,
                                                                       beam: int) -> None:

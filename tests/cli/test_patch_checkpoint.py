@@ -399,6 +399,7 @@ def test_no_operation_is_an_error(tmp_path: Path) -> None:
     assert_one_line_error(result.stderr, "no operation")
 
 
+@pytest.mark.slow
 def test_full_disk_leaves_input_untouched_subprocess(tmp_path: Path) -> None:
     """RLIMIT_FSIZE makes writes past 20 kB fail with EFBIG, as a full disk would (in place, too)."""
     tensors = {"tok_emb.weight": torch.randn(400, 16), "ln_f.bias": torch.randn(16)}

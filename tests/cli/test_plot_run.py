@@ -88,6 +88,7 @@ def test_a_diverged_step_is_left_out_of_the_curves(tmp_path: Path) -> None:
     assert not (tmp_path / "fig2").exists()
 
 
+@pytest.mark.slow
 def test_subprocess_on_a_real_training_run(tmp_path: Path, sp_model: Path, sample_lines: list[str]) -> None:
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(sample_lines[:400]) + "\n")
@@ -144,6 +145,7 @@ def _switch_chunk(png) -> object:  # type: ignore[no-untyped-def]
     return json.JSONDecoder().raw_decode(text.split("nb.unigram_reg_switch=", 1)[1])[0]
 
 
+@pytest.mark.slow
 def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
     """The step where --unigram-reg-steps switches back to the standard objective is in --json, in
     the PNGs' text chunk, and drawn: the same logs without it in config.json give other pixels."""
@@ -171,6 +173,7 @@ def test_the_unigram_regulariser_switch_is_marked(tmp_path: Path) -> None:
         assert a.size == b.size and a.tobytes() != b.tobytes()
 
 
+@pytest.mark.slow
 def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Translation runs, 3 seeds per arm: val_bleu.png draws one line per arm, the mean of its seeds
     at the steps all of them evaluated, inside a band of ± the standard error (ddof 1); the legend
@@ -226,6 +229,7 @@ def test_seeds_are_drawn_as_mean_and_standard_error(tmp_path: Path, monkeypatch:
     assert groups[0]["alc_val_bleu"]["mean"] == pytest.approx(area_under_curve(bleus["unigram"][0]))
 
 
+@pytest.mark.slow
 def test_classifier_seeds_are_grouped_as_mean_and_sigma(tmp_path: Path) -> None:
     """Paper 002 table 1's format: best validation accuracy and its epoch, mean ± σ over seeds."""
     import statistics
@@ -291,6 +295,7 @@ def test_classifier_seeds_group_by_data_content_not_by_path_spelling(tmp_path: P
     assert groups[0] == groups[1] != groups[2]
 
 
+@pytest.mark.slow
 def test_tables_carry_only_the_metrics_some_run_logged(tmp_path: Path) -> None:
     """A translation run's --csv has no accuracy columns, a classifier's no BLEU columns; the text table
     matches, and with one run per arm it promises no spread."""
@@ -329,6 +334,7 @@ def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     return figures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", [1, 2])
 def test_captions_promise_a_spread_only_for_several_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          seeds: int) -> None:
@@ -342,6 +348,7 @@ def test_captions_promise_a_spread_only_for_several_seeds(tmp_path: Path, monkey
     assert ("standard error over their runs" in result.stdout) == (seeds > 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", [1, 3])
 def test_divergence_does_not_join_step_0_on_its_log_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          seeds: int) -> None:

@@ -25,6 +25,7 @@ def run(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_predict_writes_labels_by_name_in_order(run) -> None:
     out = run / "preds.jsonl"
     result = run_nb("predict", str(run / "run" / "step-2.safetensors"), "--corpus", str(run / "dev.tsv"), "-o",

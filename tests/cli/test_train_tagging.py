@@ -72,6 +72,7 @@ def test_hub_records_train_eval_predict(bert, tmp_path) -> None:
 # What the task fuzzer (tests/fuzz/test_tasks_fuzz.py) found (each a class fixed in the reader)
 
 
+@pytest.mark.slow
 def test_rows_without_tokens_are_said_by_train_and_predict_through_real_nb(bert, tmp_path) -> None:
     """Rows of no tokens are no sentence; train and predict warn how many, so predict's output (one line
     a record) is not silently shorter than the file (was: no warning)."""

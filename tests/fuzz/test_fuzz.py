@@ -54,6 +54,7 @@ SAMPLE_IDS = ("header/inspect-header-deep-array", "counts/merge-dtype-bfloat16",
 SAMPLE = [c for c in ALL if f"{c.family}/{c.id}" in SAMPLE_IDS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _params(SAMPLE))
 def test_hostile_input_fails_cleanly_as_a_process(case: cases.Case, tmp_path: Path, fuzz_shared: dict[str, Path],
                                                   request: pytest.FixtureRequest) -> None:

@@ -55,6 +55,7 @@ def test_task_input_keeps_the_promises(surface: str, index: int, tasks_shared: S
     _check(surface, index, tasks_shared, tmp_path, subprocess_mode=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("surface", "index"), AS_PROCESS, ids=_ids(AS_PROCESS))
 def test_task_input_keeps_the_promises_as_a_process(surface: str, index: int, tasks_shared: Shared,
                                                      tmp_path: Path) -> None:

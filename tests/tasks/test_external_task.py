@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import english_like_lines
+from tests import forked_nb
 from tests.cli.helpers import assert_one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,9 +60,10 @@ def _pairs(path: Path, n: int, seed: int) -> Path:
 def _nb(site: Path, *args: object) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "120",
            "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run(["nb", *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    return forked_nb.run(["nb", *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_an_installed_task_trains_evaluates_and_predicts(site: Path, tmp_path: Path, sp_model: Path) -> None:
     listed = _nb(site, "train", "--help")
     assert listed.returncode == 0 and "sts" in listed.stdout

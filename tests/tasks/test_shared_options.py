@@ -39,6 +39,7 @@ def _peak_step(out: Path) -> int:
     return int(np.argmax(lrs))
 
 
+@pytest.mark.slow
 def test_warmup_as_steps_or_ratio_in_every_task(tmp_path: Path, sp_model: Path, train_corpus: Path,
                                                 parallel_corpus: Path) -> None:
     """Linear warm-up then decay in each task's schedule: the learning rate rises over the warm-up

@@ -53,6 +53,7 @@ def options_of_lm() -> set[str]:
     return {o.name for o in get_task("lm").options()}
 
 
+@pytest.mark.slow
 def test_tensorboard_scalars_equal_log_jsonl(tracked: dict[str, Any]) -> None:
     run = tracked["run"]
     assert tracked["where"]["tensorboard"] == {"log_dir": str((run / "tensorboard").resolve())}

@@ -78,6 +78,7 @@ def test_other_ranks_check_the_clients_but_track_nothing(tmp_path: Path, monkeyp
     assert tracking_session("lm", rest, print) is None and "track" not in rest   # the task never sees them
 
 
+@pytest.mark.slow
 def test_a_tracker_that_cannot_start_stops_the_run_before_it_trains(
         tmp_path: Path, corpus: Path, sp_model: Path, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     client("mlflow", "mlflow")
@@ -116,6 +117,7 @@ def test_a_tracker_failing_mid_translation_is_warned_once_and_training_goes_on(
         assert scalars[key] == [(step, float(np.float32(value))) for step, value in points], key
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_tracker_runs(tmp_path: Path, corpus: Path, sp_model: Path, env: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Also: the trackers' own environment variables choose the store, project and experiment."""
