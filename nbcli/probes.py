@@ -9,8 +9,9 @@ Mu & Viswanath ("All-but-the-top", ICLR 2018): partition-function isotropy.
 
 Embedding matrices are passed as `rows`: anything with `.shape` ([V, d]) and row slicing
 (`rows[a:b]`) -- a numpy array, a torch tensor of any float dtype, or a lazy checkpoint tensor.
-Every pass reads row blocks, converts each block to float32 and never materialises a V x V or
-V x d intermediate, so memory stays bounded by a few blocks and d x d matrices. The partition
+Every pass reads row blocks (`nbcli.analysis.passes`, on several threads where asked), converts each
+block to float32 and never materialises a V x V or V x d intermediate, so memory stays bounded by a
+few blocks and d x d matrices. The partition
 function's sums (`LogPartition`) are torch tensors on any device, as the passes of
 `nbcli.analysis.geometry` that `nb probe-bias` runs need them.
 """
@@ -18,52 +19,15 @@ function's sums (`LogPartition`) are torch tensors on any device, as the passes 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from nbcli.analysis.kernels import exp_, matmul
+from nbcli.analysis.passes import Rows, float32_block, run_pass
 from nbcli.ops import kl_divergence, remove_direction
-
-#: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
-BLOCK_FLOATS = 1 << 23
-
-
-class Rows(Protocol):
-    """A [V, d] matrix readable by row slices (numpy array, torch tensor, lazy checkpoint tensor)."""
-
-    @property
-    def shape(self) -> Any: ...
-
-    def __getitem__(self, key: slice) -> Any: ...
-
-
-# ---------------------------------------------------------------------------------------------
-# Row blocks
-
-
-def float32_block(block: Any) -> np.ndarray:
-    """A block as a C-contiguous float32 numpy array (torch tensors of any dtype included)."""
-    if hasattr(block, "detach"):  # torch.Tensor: bf16 has no numpy dtype, so convert in torch
-        block = block.detach().to(device="cpu").float().numpy()
-    return np.ascontiguousarray(block, dtype=np.float32)
-
-
-def block_rows_for(width: int) -> int:
-    """Rows per block so a float32 block holds about BLOCK_FLOATS values."""
-    return max(1, BLOCK_FLOATS // max(1, width))
-
-
-def iter_row_blocks(rows: Rows, block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield (first_row, float32 block) over a [V, d] matrix, one block in memory at a time."""
-    n, d = (int(s) for s in rows.shape)
-    step = block_rows or block_rows_for(d)
-    for start in range(0, n, step):
-        yield start, float32_block(rows[start:min(n, start + step)])
-
 
 # ---------------------------------------------------------------------------------------------
 # Correlation
@@ -138,19 +102,6 @@ def frequency_correlation(scores: np.ndarray, counts: np.ndarray) -> FrequencyCo
 # Projections and isotropy
 
 
-class RowStatistic(Protocol):
-    """A statistic accumulated over row blocks in one pass (several can share a pass)."""
-
-    def update(self, start: int, block: np.ndarray) -> None: ...
-
-
-def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None) -> None:
-    """Read `rows` once, block by block, feeding every statistic."""
-    for start, block in iter_row_blocks(rows, block_rows):
-        for statistic in statistics:
-            statistic.update(start, block)
-
-
 class Projections:
     """<direction, w_i> for every row w_i, float64 [V] (paper 003 sec. 3.2, fig. 3: <b_LN, w_i>)."""
 
@@ -159,7 +110,13 @@ class Projections:
         self.values = np.empty(n_rows, dtype=np.float64)
 
     def update(self, start: int, block: np.ndarray) -> None:
-        self.values[start:start + block.shape[0]] = block @ self.direction
+        self.merge(start, self.partial(start, block))
+
+    def partial(self, start: int, block: np.ndarray) -> np.ndarray:
+        return block @ self.direction
+
+    def merge(self, start: int, part: np.ndarray) -> None:
+        self.values[start:start + part.shape[0]] = part
 
 
 def row_projections(rows: Rows, direction: np.ndarray, block_rows: int | None = None) -> np.ndarray:
@@ -211,6 +168,10 @@ class MeanCosine:
         self.weight_total = 0.0
 
     def update(self, start: int, block: np.ndarray) -> None:
+        self.merge(start, self.partial(start, block))
+
+    def partial(self, start: int, block: np.ndarray) -> tuple[np.ndarray, int, float]:
+        """This block's sum_i a_i w_i / ||w_i|| (float64), rows kept and their weight."""
         sq_norms = np.einsum("ij,ij->i", block, block).astype(np.float64)
         if self.unit is None:
             keep = sq_norms > 0
@@ -226,14 +187,21 @@ class MeanCosine:
             sq_norms = residual
         inverse = np.zeros_like(sq_norms)
         inverse[keep] = 1.0 / np.sqrt(sq_norms[keep])
-        self.n += int(keep.sum())
+        weight_kept = 0.0
         if self.weights is not None:  # sum_ij p_i p_j cos(w_i, w_j) = ||sum_i p_i w_i / ||w_i||||^2
             weight = self.weights[start:start + block.shape[0]]
             inverse *= weight
-            self.weight_total += float(weight[keep].sum())
-        self.total += inverse.astype(np.float32) @ block
+            weight_kept = float(weight[keep].sum())
+        total = (inverse.astype(np.float32) @ block).astype(np.float64)
         if self.unit is not None:
-            self.total -= float(inverse @ along) * self.unit.astype(np.float64)
+            total -= float(inverse @ along) * self.unit.astype(np.float64)
+        return total, int(keep.sum()), weight_kept
+
+    def merge(self, start: int, part: tuple[np.ndarray, int, float]) -> None:
+        total, kept, weight_kept = part
+        self.total += total
+        self.n += kept
+        self.weight_total += weight_kept
 
     def result(self) -> float:
         if self.weights is not None:
@@ -331,6 +299,10 @@ class LogPartition:
         self.s = [torch.zeros(2 * k, dtype=torch.float64, device=device) for _ in self.weightings]  # sums of exp(x - m)
 
     def add(self, start: int, logits: torch.Tensor) -> None:
+        self.merge(self.partial(start, logits))
+
+    def partial(self, start: int, logits: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """A block's maxima and sums of exp(x - max) per weighting (no shared state: any thread)."""
         hi = logits.amax(dim=0)
         lo = logits.amin(dim=0)
         rows = logits.shape[0]
@@ -342,11 +314,15 @@ class LogPartition:
             exp_(e)
             for out, weights in zip(sums, self.weightings):  # block sums in float32 (cascade), running sums float64
                 out.append((e.sum(dim=0) if weights is None else weights[start:start + rows] @ e).to(torch.float64))
-        m_new = torch.cat([hi, -lo]).to(torch.float64)
+        return torch.cat([hi, -lo]).to(torch.float64), [torch.cat(parts) for parts in sums]
+
+    def merge(self, part: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
+        """Add a block's `partial` into the running log-sum-exps."""
+        m_new, block_sums = part
         top = torch.maximum(self.m, m_new)
         old_scale = torch.where(torch.isfinite(self.m), (self.m - top).exp(), torch.zeros_like(top))
         new_scale = (m_new - top).exp()
-        self.s = [s * old_scale + torch.cat(parts) * new_scale for s, parts in zip(self.s, sums)]
+        self.s = [s * old_scale + block * new_scale for s, block in zip(self.s, block_sums)]
         self.m = top
 
     def result(self) -> list[np.ndarray]:

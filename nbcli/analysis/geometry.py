@@ -33,14 +33,16 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from nbcli import ops
-from nbcli.analysis.kernels import eigh, eigvalsh, gram_block, matmul, pass_threads
+from nbcli.analysis.kernels import eigh, eigvalsh, gram_block, matmul, pass_threads, pass_workers
 from nbcli.errors import ConfigError
-from nbcli.probes import LogPartition, MeanCosine, Projections, Rows, run_pass
+from nbcli.analysis.passes import Rows, run_pass
+from nbcli.probes import LogPartition, MeanCosine, Projections
 
 
 def as_device_block(block: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -82,30 +84,31 @@ class RowMoments:
         self.weighted_norm_sum = 0.0  # sum p ||w||
 
     def update(self, start: int, block: np.ndarray) -> None:
-        x = as_device_block(block, self.device)
         if self.shift is None:  # the first block's mean, rounded to float32 (any c is exact)
+            x = as_device_block(block, self.device)
             self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
+        self.merge(start, self.partial(start, block))
+
+    def partial(self, start: int, block: np.ndarray) -> dict[str, Any]:
+        """A block's sums about the shift (set by the first block's `update`); no shared state."""
+        assert self.shift is not None, "the first block goes through update()"
+        x = as_device_block(block, self.device)
         norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
-        self.norm_sum += float(norms.sum())
-        self.max_norm = max(self.max_norm, float(norms.max()))
-        self.n += x.shape[0]
+        part: dict[str, Any] = {"n": x.shape[0], "norm_sum": float(norms.sum()), "max_norm": float(norms.max())}
         if self.weights is None:
             # W^T W (the partition function's directions, the uniform spectra) without a whitened view:
             # float32 products, each block's summed in float64 (within 1e-7 of float64 on the
             # known-spectrum test, tests/analysis/test_probe_precision.py)
             shifted = x - self.shift.to(torch.float32)  # a new tensor: x may be the caller's W
-            self.gram += gram_block(shifted).to(torch.float64)
-            self.sum += shifted.sum(dim=0, dtype=torch.float64)
-            return
+            part.update(gram=gram_block(shifted).to(torch.float64), sum=shifted.sum(dim=0, dtype=torch.float64))
+            return part
         # With counts, the whitened view transforms W^T W by Sigma^(-1/2): float64 products, as Sigma's
         # (float32 ones put 1e-5 into the whitened scores and 1e-2 into the whitened partition ratio of
         # an ill-conditioned Sigma, tests/analysis/test_zipfian.py's property test)
         gram_rows = x.to(torch.float64).sub_(self.shift)
-        self.gram += gram_block(gram_rows)
-        self.sum += gram_rows.sum(dim=0)
+        part.update(gram=gram_block(gram_rows), sum=gram_rows.sum(dim=0))
         weight = self.weights[start:start + x.shape[0]]
-        self.weight_total += float(weight.sum())
-        self.weighted_norm_sum += float(weight @ norms)
+        part.update(weight_total=float(weight.sum()), weighted_norm_sum=float(weight @ norms))
         # Sigma (whitening): float64 products. Whitening divides by Sigma's small eigenvalues: float32
         # products put 5e-5 into the whitened scores and 1e-2 (relative) into the whitened partition
         # ratio at Sigma's condition number 1e3, with the rows centred at mu exactly or not
@@ -115,8 +118,20 @@ class RowMoments:
             exact, weight = exact[seen], weight[seen]
         root = weight.sqrt()
         scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c), in place
-        self.weighted_sum += root @ scaled
-        self.weighted_scatter += gram_block(scaled)
+        part.update(weighted_sum=root @ scaled, weighted_scatter=gram_block(scaled))
+        return part
+
+    def merge(self, start: int, part: dict[str, Any]) -> None:
+        self.n += part["n"]
+        self.norm_sum += part["norm_sum"]
+        self.max_norm = max(self.max_norm, part["max_norm"])
+        self.gram += part["gram"]
+        self.sum += part["sum"]
+        if self.weights is not None:
+            self.weight_total += part["weight_total"]
+            self.weighted_norm_sum += part["weighted_norm_sum"]
+            self.weighted_sum += part["weighted_sum"]
+            self.weighted_scatter += part["weighted_scatter"]
 
     def moments(self) -> Moments:
         assert self.shift is not None, "no rows"
@@ -252,33 +267,50 @@ class ProjectedRows:
             if partition else None
 
     def update(self, start: int, block: np.ndarray) -> None:
+        self.merge(start, self.partial(start, block))
+
+    def partial(self, start: int, block: np.ndarray) -> tuple[Any, dict[str, Any]]:
+        """A block's partition sums and row sums (no shared state: any thread)."""
         rows = as_device_block(block, self.device)
         if self.centre is not None and self.centre_tail is not None:
             rows = rows.sub(self.centre).sub_(self.centre_tail)
         y = rows if self.transform is None else matmul(rows, self.transform)
-        if self.partition is not None:
-            self.partition.add(start, y)
-        self._accumulate(start, y if self.rotated else rows)
+        partition = None if self.partition is None else self.partition.partial(start, y)
+        return partition, self._sums(start, y if self.rotated else rows)
 
-    def _accumulate(self, start: int, r: torch.Tensor) -> None:
+    def merge(self, start: int, part: tuple[Any, dict[str, Any]]) -> None:
+        partition, sums = part
+        if self.partition is not None:
+            self.partition.merge(partition)
+        self.kept += sums["kept"]
+        self.norm_sum += sums["norm_sum"]
+        self.unit_sum += sums["unit_sum"]
+        if self.projections is not None:
+            self.projections[start:start + sums["along"].shape[0]] = sums["along"]
+        if self.weights is not None:
+            self.kept_weight += sums["kept_weight"]
+            self.weighted_norm_sum += sums["weighted_norm_sum"]
+            self.weighted_unit_sum += sums["weighted_unit_sum"]
+            self.weighted_sum += sums["weighted_sum"]
+            self.share += sums["share"]
+
+    def _sums(self, start: int, r: torch.Tensor) -> dict[str, Any]:
         sq_norms = torch.einsum("ij,ij->i", r, r).to(torch.float64)
         keep = sq_norms > 0
         inverse = torch.where(keep, sq_norms.clamp(min=1e-300).rsqrt(), torch.zeros_like(sq_norms))
-        self.kept += int(keep.sum())
-        self.norm_sum += float(sq_norms.sqrt().sum())
-        self.unit_sum += (inverse.to(torch.float32) @ r).to(torch.float64)
+        sums: dict[str, Any] = {"kept": int(keep.sum()), "norm_sum": float(sq_norms.sqrt().sum()),
+                                "unit_sum": (inverse.to(torch.float32) @ r).to(torch.float64)}
         along = None if self.along is None else (r @ self.along).to(torch.float64)
-        if along is not None and self.projections is not None:
-            self.projections[start:start + r.shape[0]] = along.cpu().numpy()
-        if self.weights is None:
-            return
-        weight = self.weights[start:start + r.shape[0]]
-        self.kept_weight += float(weight[keep].sum())
-        self.weighted_norm_sum += float(weight @ sq_norms.sqrt())
-        self.weighted_unit_sum += ((weight * inverse).to(torch.float32) @ r).to(torch.float64)
-        self.weighted_sum += (weight.to(torch.float32) @ r).to(torch.float64)
         if along is not None:
-            self.share += float((weight * (along * inverse) ** 2).sum())
+            sums["along"] = along.cpu().numpy()
+        if self.weights is None:
+            return sums
+        weight = self.weights[start:start + r.shape[0]]
+        sums.update(kept_weight=float(weight[keep].sum()), weighted_norm_sum=float(weight @ sq_norms.sqrt()),
+                    weighted_unit_sum=((weight * inverse).to(torch.float32) @ r).to(torch.float64),
+                    weighted_sum=(weight.to(torch.float32) @ r).to(torch.float64),
+                    share=0.0 if along is None else float((weight * (along * inverse) ** 2).sum()))
+        return sums
 
     def mean_cosine(self, weighted: bool) -> float:
         """sum_ij a_i a_j cos(y_i, y_j) / (sum_i a_i)^2 over the non-zero rows, a = 1 or p
@@ -313,15 +345,16 @@ class FirstPass:
 
 
 def first_pass(rows: Rows, b_ln: np.ndarray | None, weights: np.ndarray | None, partition: bool,
-               device: torch.device) -> FirstPass:
+               device: torch.device, threads: int = 1) -> FirstPass:
     """Pass 1 (b_ln: a usable, non-zero b_LN or None; weights: the unigram weights when the Zipfian
-    section is computed)."""
+    section is computed; `threads`: the pass's worker threads on the CPU, `nbcli.analysis.passes`)."""
     n_rows, width = (int(x) for x in rows.shape)
     moments = RowMoments(width, device, weights) if partition or weights is not None else None
     first = FirstPass(MeanCosine(width), None if b_ln is None else MeanCosine(width, remove=b_ln),
                       None if b_ln is None else Projections(b_ln, n_rows), moments)
     with np.errstate(over="ignore", invalid="ignore"), pass_threads(device):  # non-finite W: the caller's error
-        run_pass(rows, [s for s in (first.cosine, first.cosine_without, first.scores, first.moments) if s is not None])
+        run_pass(rows, [s for s in (first.cosine, first.cosine_without, first.scores, first.moments) if s is not None],
+                 workers=pass_workers(device, threads))
     return first
 
 
@@ -349,7 +382,7 @@ def frequency_direction(b_ln: np.ndarray | None, mu: torch.Tensor) -> tuple[np.n
 
 
 def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: np.ndarray | None,
-                partition: bool, device: torch.device) -> SecondPass:
+                partition: bool, device: torch.device, threads: int = 1) -> SecondPass:
     """Eigendecompositions (W^T W with `partition`; Sigma and the whitened Gram matrix with weights),
     then pass 2 over W feeding W's and the whitened rows' `ProjectedRows`."""
     if first.moments is None:
@@ -360,7 +393,7 @@ def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: 
     if weights is None:
         raw = ProjectedRows(shape, device, basis=basis, partition=True)
         with pass_threads(device):
-            run_pass(rows, [raw])
+            run_pass(rows, [raw], workers=pass_workers(device, threads))
         return SecondPass(raw, None, moments, None, None)
     try:
         whitening: Whitening | None = solve_whitening(moments, partition)
@@ -375,5 +408,5 @@ def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: 
                                    weights=weights, direction=direction, partition=partition))
     if partition or whitening is not None:
         with pass_threads(device):
-            run_pass(rows, list(stats))
+            run_pass(rows, list(stats), workers=pass_workers(device, threads))
     return SecondPass(stats[0], stats[1] if whitening is not None else None, moments, whitening, name, note)

@@ -39,6 +39,12 @@ def pass_threads(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(saved)
 
 
+def pass_workers(device: torch.device, threads: int) -> int:
+    """Worker threads of a pass over W's blocks: `threads` on the CPU (`nbcli.analysis.passes`), one
+    on an accelerator (its kernels are already parallel)."""
+    return max(1, threads) if device.type == "cpu" else 1
+
+
 def gram_block(x: torch.Tensor) -> torch.Tensor:
     """x^T x of a [rows, d] block, in x's dtype (syrk through numpy on the CPU)."""
     if x.device.type == "cpu":

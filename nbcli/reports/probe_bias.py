@@ -82,11 +82,12 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     first = second = None
     if inputs.output_weight is not None:
         with full_float32(dev), cpu_threads(n_threads):
-            first = _first_pass(inputs, weights, partition, dev, progress)
+            first = _first_pass(inputs, weights, partition, dev, n_threads, progress)
             if partition or zipf:  # as report_steps counts
                 progress(", ".join(["eigendecompositions"] + ["partition functions"] * partition
                                    + ["Zipfian whitening"] * zipf))
-                second = second_pass(inputs.output_weight, first, _usable_b_ln(inputs), weights, partition, dev)
+                second = second_pass(inputs.output_weight, first, _usable_b_ln(inputs), weights, partition, dev,
+                                     n_threads)
     arrays: dict[str, Any] = {}
     report: dict[str, Any] = {
         "counts": _counts_section(inputs.counts, smoothing_k),
@@ -124,13 +125,13 @@ def _weights(inputs: ProbeInputs, zipf: bool, k: float) -> tuple[np.ndarray | No
     return zipfian_weights(inputs.counts, int(inputs.output_weight.shape[0]), k)
 
 
-def _first_pass(inputs: ProbeInputs, weights: np.ndarray | None, partition: bool, device: Any,
+def _first_pass(inputs: ProbeInputs, weights: np.ndarray | None, partition: bool, device: Any, threads: int,
                 progress: Progress) -> FirstPass:
     """Pass 1 over W, and the one-line error naming the tensor when W is not finite."""
     w = inputs.output_weight
     assert w is not None
     progress("<b_LN, w_i>, mean cosines" + (", moments" if partition or weights is not None else ""))
-    first = first_pass(w, _usable_b_ln(inputs), weights, partition, device)
+    first = first_pass(w, _usable_b_ln(inputs), weights, partition, device, threads)
     if not first.finite():
         where = f"{w.info.file}: " if isinstance(w, RowBlocks) else ""
         raise CheckpointError(f"{where}tensor {inputs.names.get('output_weight')!r} (output_weight) has non-finite values "

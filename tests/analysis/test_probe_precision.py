@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
+from nbcli.analysis import passes
 from nbcli.analysis.probe_precision import tolerance_of
 from nbcli.reports.probe_bias import ProbeInputs, build_report
 
@@ -110,12 +111,15 @@ def flatten(report: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_every_statistic_is_within_its_documented_tolerance_of_float64(seed: int) -> None:
+@pytest.mark.parametrize("seed, threads", [(0, 1), (1, 1), (0, 3)])
+def test_every_statistic_is_within_its_documented_tolerance_of_float64(seed: int, threads: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also on 3 worker threads (nbcli.analysis.passes), in blocks small enough that every worker has some."""
+    monkeypatch.setattr(passes, "MIN_BLOCK_FLOATS", 1 << 12)
     t = known_spectrum(seed, 6000, 96)
     report = build_report(ProbeInputs(counts=t["counts"], output_weight=t["w"], final_ln_bias=t["b_ln"]),
-                          device="cpu", threads=1)
-    assert report["precision"]["threads"] == 1 and report["precision"]["gram_products"] == "float32"
+                          device="cpu", threads=threads)
+    assert report["precision"]["threads"] == threads and report["precision"]["gram_products"] == "float32"
     got, want = flatten(report), reference(t)
     assert set(want) <= set(got)
     for key, value in want.items():

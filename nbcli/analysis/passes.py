@@ -1,0 +1,120 @@
+"""Passes over the rows of a [V, d] matrix in blocks: the I/O and threads around `nbcli.probes`'s and
+`nbcli.analysis.geometry`'s statistics, which stay single-threaded arithmetic.
+
+A pass reads W once, block by block (float32, a few blocks in memory at a time: memory stays bounded
+by blocks and d x d matrices, never V x V or a second V x d). On one thread each statistic's
+`update(start, block)` sees the blocks in order. With `workers` > 1 (`nb probe-bias --threads N` on the
+CPU), statistics that split their update into `partial` (the block's arithmetic, no shared state: safe
+on any thread) and `merge` (adding it in) have the blocks after the first read and computed on `workers`
+threads, each BLAS call on one thread, and merged on the calling thread in block order: every sum is
+taken in the same order whatever the thread count, so a run is reproducible, and the elementwise work
+(exponentials, norms, conversions), which numpy runs on one thread, is spread over the cores too.
+The first block is done alone: some statistics take a reference from it (`RowMoments`' shift).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol
+
+import numpy as np
+
+#: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
+BLOCK_FLOATS = 1 << 23
+#: With several workers, blocks per worker at least (so the work left at the end is small pieces).
+BLOCKS_PER_WORKER = 8
+#: ... but no block under this many floats (BLAS products stay efficient).
+MIN_BLOCK_FLOATS = 1 << 20
+
+
+class Rows(Protocol):
+    """A [V, d] matrix readable by row slices (numpy array, torch tensor, lazy checkpoint tensor)."""
+
+    @property
+    def shape(self) -> Any: ...
+
+    def __getitem__(self, key: slice) -> Any: ...
+
+
+class RowStatistic(Protocol):
+    """A statistic accumulated over row blocks in one pass (several can share a pass)."""
+
+    def update(self, start: int, block: np.ndarray) -> None: ...
+
+
+def float32_block(block: Any) -> np.ndarray:
+    """A block as a C-contiguous float32 numpy array (torch tensors of any dtype included)."""
+    if hasattr(block, "detach"):  # torch.Tensor: bf16 has no numpy dtype, so convert in torch
+        block = block.detach().to(device="cpu").float().numpy()
+    return np.ascontiguousarray(block, dtype=np.float32)
+
+
+def block_rows_for(width: int, rows: int | None = None, workers: int = 1) -> int:
+    """Rows per block so a float32 block holds about BLOCK_FLOATS values; with several workers, small
+    enough for BLOCKS_PER_WORKER blocks each (not under MIN_BLOCK_FLOATS values)."""
+    step = max(1, BLOCK_FLOATS // max(1, width))
+    if workers > 1 and rows is not None:
+        step = min(step, max(-(-rows // (workers * BLOCKS_PER_WORKER)), MIN_BLOCK_FLOATS // max(1, width), 1))
+    return step
+
+
+def iter_row_blocks(rows: Rows, block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (first_row, float32 block) over a [V, d] matrix, one block in memory at a time."""
+    n, d = (int(s) for s in rows.shape)
+    step = block_rows or block_rows_for(d)
+    for start in range(0, n, step):
+        yield start, float32_block(rows[start:min(n, start + step)])
+
+
+def _partials(rows: Rows, statistics: list[Any], start: int, stop: int, errors: dict[str, str]) -> list[Any]:
+    with np.errstate(**errors):  # numpy's error state is per thread: the caller's
+        block = float32_block(rows[start:stop])
+        return [statistic.partial(start, block) for statistic in statistics]
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread per call while worker threads share the cores (restored afterwards)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a dependency of nb; without it BLAS keeps its own threads
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None, workers: int = 1) -> None:
+    """Read `rows` once, block by block, feeding every statistic (see the module doc for `workers`)."""
+    n, d = (int(s) for s in rows.shape)
+    parallel = workers > 1 and all(hasattr(s, "partial") and hasattr(s, "merge") for s in statistics)
+    step = block_rows or block_rows_for(d, n, workers if parallel else 1)
+    ranges = [(start, min(n, start + step)) for start in range(0, n, step)]
+    if not parallel or len(ranges) < 3:
+        for start, stop in ranges:
+            block = float32_block(rows[start:stop])
+            for statistic in statistics:
+                statistic.update(start, block)
+        return
+    (start, stop), rest = ranges[0], deque(ranges[1:])
+    block = float32_block(rows[start:stop])
+    for statistic in statistics:
+        statistic.update(start, block)
+    del block
+    errors = {key: value for key, value in np.geterr().items()}
+    pending: deque[tuple[int, Future[list[Any]]]] = deque()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nb-pass")
+    try:
+        with _one_blas_thread():
+            while rest or pending:
+                while rest and len(pending) < workers + 1:  # a block ahead of each worker, no more
+                    first, last = rest.popleft()
+                    pending.append((first, pool.submit(_partials, rows, statistics, first, last, errors)))
+                first, future = pending.popleft()
+                for statistic, part in zip(statistics, future.result()):
+                    statistic.merge(first, part)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

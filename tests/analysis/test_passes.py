@@ -1,0 +1,119 @@
+"""nbcli.analysis.passes: a pass on several worker threads gives the statistics of a pass on one
+(the same blocks, merged in block order: the same sums up to the last bits of BLAS's own order),
+reproducibly; a worker's error reaches the caller; numpy's error state is the caller's in every worker."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from nbcli.analysis import passes
+from nbcli.analysis.geometry import ProjectedRows, RowMoments
+from nbcli.probes import LogPartition, MeanCosine, Projections
+
+CPU = torch.device("cpu")
+
+
+def matrix(seed: int = 0, v: int = 3000, d: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w = (rng.normal(size=(v, d)) + rng.normal(size=d)).astype(np.float32)
+    w[7] = 0.0  # a zero row: no cosine
+    counts = rng.zipf(1.3, size=v).astype(np.float64)
+    counts[::11] = 0
+    return w, counts / counts.sum()
+
+
+def statistics(w: np.ndarray, p: np.ndarray) -> list[object]:
+    v, d = w.shape
+    direction = np.linspace(-1, 1, d)
+    root = torch.eye(d, dtype=torch.float64) * 0.5
+    basis = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64))[0]
+    return [MeanCosine(d), MeanCosine(d, remove=direction, weights=p), Projections(direction, v),
+            RowMoments(d, CPU), RowMoments(d, CPU, weights=p),
+            ProjectedRows((v, d), CPU, basis=basis, weights=p, direction=direction, partition=True),
+            ProjectedRows((v, d), CPU, basis=basis, centre=torch.full((d,), 0.1, dtype=torch.float64), root=root,
+                          weights=p, direction=direction, partition=True)]
+
+
+def results(stats: list[object]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for s in stats:
+        if isinstance(s, MeanCosine):
+            out += [np.array([s.result()]), s.total]
+        elif isinstance(s, Projections):
+            out.append(s.values)
+        elif isinstance(s, RowMoments):
+            m = s.moments()
+            out += [m.gram().numpy(), m.uniform_mean().numpy(), np.array([m.norm_sum, m.weighted_norm_sum])]
+            if s.weights is not None:
+                out += [m.weighted_covariance().numpy()]
+        else:
+            assert isinstance(s, ProjectedRows)
+            out += [*s.log_partition(), np.array([s.mean_cosine(False), s.mean_cosine(True), s.frequency_share(),
+                                                   s.norm_sum, s.weighted_norm_sum]), s.weighted_sum.numpy()]
+            assert s.projections is not None
+            out.append(s.projections)
+    return out
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_give_the_statistics_of_one_thread_reproducibly(workers: int) -> None:
+    w, p = matrix()
+    one, many, again = statistics(w, p), statistics(w, p), statistics(w, p)
+    passes.run_pass(w, one, block_rows=97)
+    passes.run_pass(w, many, block_rows=97, workers=workers)
+    passes.run_pass(w, again, block_rows=97, workers=workers)
+    for a, b, c in zip(results(one), results(many), results(again)):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
+        np.testing.assert_array_equal(b, c)  # the same thread count: the same bits
+
+
+def test_blocks_get_smaller_for_workers_within_bounds() -> None:
+    assert passes.block_rows_for(768) == passes.BLOCK_FLOATS // 768
+    assert passes.block_rows_for(768, 50_257, 2) == -(-50_257 // 16)  # 8 blocks per worker
+    assert passes.block_rows_for(4096, 128_256, 2) == passes.BLOCK_FLOATS // 4096  # already small enough
+    assert passes.block_rows_for(768, 2_000, 4) == passes.MIN_BLOCK_FLOATS // 768  # not under MIN_BLOCK_FLOATS
+
+
+class Failing:
+    def update(self, start: int, block: np.ndarray) -> None:
+        pass
+
+    def partial(self, start: int, block: np.ndarray) -> None:
+        if start >= 500:
+            raise ValueError(f"block at {start}")
+
+    def merge(self, start: int, part: object) -> None:
+        pass
+
+
+def test_a_worker_s_error_reaches_the_caller_and_no_worker_outlives_the_pass() -> None:
+    w, _ = matrix()
+    with pytest.raises(ValueError, match="block at"):
+        passes.run_pass(w, [Failing()], block_rows=100, workers=2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("nb-pass")]
+
+
+def test_numpy_s_error_state_is_the_caller_s_in_every_worker() -> None:
+    w, _ = matrix()
+    w[2500] = np.inf  # a later block: read on a worker thread
+    stat = MeanCosine(w.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(over="ignore", invalid="ignore"):
+            passes.run_pass(w, [stat], block_rows=100, workers=2)
+    assert not np.isfinite(stat.total).all()
+
+
+def test_log_partition_merged_block_by_block_equals_one_block() -> None:
+    rng = np.random.default_rng(3)
+    logits = torch.from_numpy(rng.normal(size=(300, 5)) * 20).to(torch.float32)
+    whole, pieces = LogPartition(5, [None]), LogPartition(5, [None])
+    whole.add(0, logits)
+    for start in range(0, 300, 64):
+        pieces.merge(pieces.partial(start, logits[start:start + 64]))
+    np.testing.assert_allclose(pieces.result()[0], whole.result()[0], rtol=1e-6)
