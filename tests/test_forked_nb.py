@@ -29,6 +29,7 @@ def _both(args: list[str], **options: object) -> tuple[subprocess.CompletedProce
     return forked, plain
 
 
+@pytest.mark.slow
 @needs_server
 def test_a_forked_train_run_equals_an_exec_d_one(tmp_path: Path) -> None:
     corpus = tmp_path / "c.txt"
@@ -107,6 +108,7 @@ def test_another_import_time_environment_is_exec_d(tmp_path: Path) -> None:
     assert forked_nb.import_key(run_time) == forked_nb.import_key(dict(os.environ))
 
 
+@pytest.mark.slow
 @needs_server
 def test_a_lasting_change_of_this_process_s_environment_gets_a_server_of_its_own(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,6 +164,7 @@ def _gone(write_end: int, seconds: float = 60) -> bool:
     return False
 
 
+@pytest.mark.slow
 @needs_server
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_launcher_s_proxy_passes_signals_on_and_takes_its_fork_along(tmp_path: Path, sp_model: Path,

@@ -113,7 +113,8 @@ def _check(name: str, fig: Any) -> None:
         assert any(ax.get_label() == "<colorbar>" for ax in fig.axes)
 
 
-@pytest.mark.parametrize("fmt", ["pdf", "svg", "png"])
+@pytest.mark.parametrize("fmt", [pytest.param("pdf", marks=pytest.mark.slow), pytest.param("svg", marks=pytest.mark.slow),
+                                 "png"])  # the inner loop (--quick) draws each figure once
 @pytest.mark.parametrize("name", sorted(figure_data.FIGURES))
 def test_each_figure_in_each_format(name: str, fmt: str, tmp_path: Path, drawn: list[Any]) -> None:
     path = tmp_path / f"{name}.{fmt}"

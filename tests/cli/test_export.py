@@ -87,6 +87,7 @@ def test_logits_round_trip_through_transformers(tmp_path: Path, parallel_corpus:
             assert torch.equal(hf.final_logits_bias[0], tm.model.final_logits_bias)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trained", [True, False])
 def test_generate_equals_nbs_decoding_and_the_tokenizer_encodes_as_nb(tmp_path: Path, translation_run: Path,
                                                                       parallel_corpus: Path, trained: bool) -> None:

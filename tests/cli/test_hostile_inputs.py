@@ -145,6 +145,7 @@ def test_init_given_as_a_local_path_prints_no_hub_note(tmp_path: Path, monkeypat
     assert bare.exit_code == 0 and bare.stderr.count("not the Hub repo enc") == 1, bare.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fails", [False, True])
 @pytest.mark.parametrize("task", ["translation", "lm", "classification"])
 def test_a_training_run_destroys_its_process_group_when_it_ends(tmp_path: Path, parallel_corpus: Path,

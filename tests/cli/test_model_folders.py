@@ -120,6 +120,7 @@ def _load(path: Path, layout: Layout) -> tuple[Any, dict[str, Any]]:
     return getattr(transformers, layout.model_class).from_pretrained(path, output_loading_info=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", LAYOUTS, ids=IDS)
 def test_transformers_model_folder_every_operation(tmp_path: Path, layout: Layout, counts_path) -> None:  # noqa: ANN001
     transformers.logging.set_verbosity_error()

@@ -101,6 +101,7 @@ def _greedy(model: Any, prompt: str, tok: tuple[Path, Any, int]) -> list[int]:
     return new[:new.index(eos)] if eos in new else new
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", [layout for layout, _ in CAUSAL], ids=[name for _, name in CAUSAL])
 def test_eval_and_generate_equal_transformers_own(tmp_path: Path, layout: Layout, tok, corpus: Path) -> None:  # noqa: ANN001
     folder = tmp_path / "model"

@@ -55,6 +55,7 @@ def test_stream_seed_is_the_documented_derivation() -> None:
     assert len(seeds) == 8 and 7 not in seeds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init", ["xavier", "normal"])
 @pytest.mark.parametrize("share", ["decoder", "none"])
 def test_source_and_target_embeddings_draw_apart(tmp_path: Path, parallel_corpus: Path,

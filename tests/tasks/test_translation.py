@@ -53,6 +53,7 @@ def test_step0_loss_unigram_vs_zero_bias(tmp_path: Path, parallel_corpus: Path) 
     dict(bias_init="zero", ag_fraction=0.5, ag_patterns=("next", "prev"), ag_alpha="auto",
          options=dict(ag_decoder_fraction=0.25)),
 ])
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(tmp_path: Path, parallel_corpus: Path, extra: dict) -> None:
     run(tmp_path, parallel_corpus, "full", steps=6, save_every=3, **extra)
     run(tmp_path, parallel_corpus, "cut", steps=6, stop_at=3, **extra)

@@ -133,6 +133,7 @@ def test_ag_alpha_auto_matches_the_lm_loss_at_step_0(tmp_path: Path, sp_model: P
     ("mlm", dict(ag_fraction=0.5, dropout=0.1, grad_accum=2, ag_alpha="auto")),
     ("clm", dict(unigram_reg_lambda=0.5, unigram_reg_steps=4, dropout=0.1)),   # the switch after the resume
 ])
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(tmp_path: Path, sp_model: Path, train_corpus: Path,
                                      objective: str, extra: dict) -> None:
     full_result = run(tmp_path, train_corpus, sp_model, "full", steps=6, objective=objective, **extra)
