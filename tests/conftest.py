@@ -24,6 +24,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(_threads))
 
+# PYTHONDONTWRITEBYTECODE (set on nb's CI and development machines) would have every test process
+# rewrite the 330 test modules' assertions (~10 s a worker) and every `nb` process a test starts
+# compile nbcli from source (~1.3 s each) on every run: the suite writes bytecode as Python does by
+# default (__pycache__ is git-ignored), and the `nb` processes, which keep the variable, read it.
+sys.dont_write_bytecode = False
+
 # Timing varies on shared CI machines; correctness, not speed, is what property tests check.
 settings.register_profile("nb", deadline=None)
 settings.load_profile("nb")
