@@ -28,6 +28,9 @@ BLOCK_FLOATS = 1 << 23
 BLOCKS_PER_WORKER = 8
 #: ... but no block under this many floats (BLAS products stay efficient).
 MIN_BLOCK_FLOATS = 1 << 20
+#: A block in flight holds up to two d x d float64 partial sums (`RowMoments`' Gram matrix and weighted
+#: scatter): at most this many bytes of them at once, whatever the thread count (d = 4,096: 8 blocks).
+PARTIAL_BYTES = 2 << 30
 
 
 class Rows(Protocol):
@@ -87,9 +90,18 @@ def _one_blas_thread() -> Iterator[None]:
         yield
 
 
+def blocks_in_flight(width: int, workers: int) -> int:
+    """How many blocks a pass on `workers` threads holds at once: one ahead of each worker, within
+    PARTIAL_BYTES of d x d float64 partial sums (two a block), at least 2."""
+    per_block = max(1, 2 * width * width * 8)
+    return max(2, min(workers + 1, PARTIAL_BYTES // per_block))
+
+
 def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None, workers: int = 1) -> None:
     """Read `rows` once, block by block, feeding every statistic (see the module doc for `workers`)."""
     n, d = (int(s) for s in rows.shape)
+    in_flight = blocks_in_flight(d, workers)
+    workers = min(workers, in_flight - 1) if workers > 1 else workers
     parallel = workers > 1 and all(hasattr(s, "partial") and hasattr(s, "merge") for s in statistics)
     step = block_rows or block_rows_for(d, n, workers if parallel else 1)
     ranges = [(start, min(n, start + step)) for start in range(0, n, step)]
@@ -110,7 +122,7 @@ def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None, w
     try:
         with _one_blas_thread():
             while rest or pending:
-                while rest and len(pending) < workers + 1:  # a block ahead of each worker, no more
+                while rest and len(pending) < in_flight:  # a block ahead of each worker, no more
                     first, last = rest.popleft()
                     pending.append((first, pool.submit(_partials, rows, statistics, first, last, errors)))
                 first, future = pending.popleft()

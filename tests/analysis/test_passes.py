@@ -79,6 +79,12 @@ def test_blocks_get_smaller_for_workers_within_bounds() -> None:
     assert passes.block_rows_for(768, 2_000, 4) == passes.MIN_BLOCK_FLOATS // 768  # not under MIN_BLOCK_FLOATS
 
 
+def test_blocks_in_flight_stay_within_the_partial_sums_budget() -> None:
+    assert passes.blocks_in_flight(768, 2) == 3  # one ahead of each worker
+    assert passes.blocks_in_flight(4096, 64) == 8 == passes.PARTIAL_BYTES // (2 * 4096 * 4096 * 8)  # not 65
+    assert passes.blocks_in_flight(65_536, 8) == 2  # at least one computing and one merging
+
+
 class Failing:
     def update(self, start: int, block: np.ndarray) -> None:
         pass
