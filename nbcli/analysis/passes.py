@@ -43,7 +43,9 @@ class Rows(Protocol):
 
 
 class RowStatistic(Protocol):
-    """A statistic accumulated over row blocks in one pass (several can share a pass)."""
+    """A statistic accumulated over row blocks in one pass (several can share a pass). On several
+    workers it also has `partial(start, block) -> part` (no shared state) and `merge(start, part)`, and
+    `update(start, block)` is `merge(start, partial(start, block))`."""
 
     def update(self, start: int, block: np.ndarray) -> None: ...
 
@@ -62,14 +64,6 @@ def block_rows_for(width: int, rows: int | None = None, workers: int = 1) -> int
     if workers > 1 and rows is not None:
         step = min(step, max(-(-rows // (workers * BLOCKS_PER_WORKER)), MIN_BLOCK_FLOATS // max(1, width), 1))
     return step
-
-
-def iter_row_blocks(rows: Rows, block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield (first_row, float32 block) over a [V, d] matrix, one block in memory at a time."""
-    n, d = (int(s) for s in rows.shape)
-    step = block_rows or block_rows_for(d)
-    for start in range(0, n, step):
-        yield start, float32_block(rows[start:min(n, start + step)])
 
 
 def _partials(rows: Rows, statistics: list[Any], start: int, stop: int, errors: dict[str, str]) -> list[Any]:
@@ -97,7 +91,7 @@ def blocks_in_flight(width: int, workers: int) -> int:
     return max(2, min(workers + 1, PARTIAL_BYTES // per_block))
 
 
-def run_pass(rows: Rows, statistics: list[Any], block_rows: int | None = None, workers: int = 1) -> None:
+def run_pass(rows: Rows, statistics: list[RowStatistic], block_rows: int | None = None, workers: int = 1) -> None:
     """Read `rows` once, block by block, feeding every statistic (see the module doc for `workers`)."""
     n, d = (int(s) for s in rows.shape)
     in_flight = blocks_in_flight(d, workers)
