@@ -123,3 +123,22 @@ def test_log_partition_merged_block_by_block_equals_one_block() -> None:
     for start in range(0, 300, 64):
         pieces.merge(pieces.partial(start, logits[start:start + 64]))
     np.testing.assert_allclose(pieces.result()[0], whole.result()[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan, 3e38])
+def test_non_finite_rows_in_a_worker_s_block_are_the_report_s_one_error(bad: float,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-finite (or float32-overflowing) row read on a worker thread: the report's CheckpointError
+    naming the tensor, no warning on the way (numpy's error state reaches the workers)."""
+    from nbcli.errors import CheckpointError
+    from nbcli.reports.probe_bias import ProbeInputs, build_report
+
+    monkeypatch.setattr(passes, "MIN_BLOCK_FLOATS", 1 << 10)
+    w, p = matrix()
+    w[2900] = bad
+    counts = (p * 1e6).astype(np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CheckpointError, match="non-finite"):
+            build_report(ProbeInputs(counts=counts, output_weight=w, final_ln_bias=np.ones(w.shape[1], np.float32)),
+                         device="cpu", threads=2)
