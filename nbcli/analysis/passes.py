@@ -6,21 +6,22 @@ by blocks and d x d matrices, never V x V or a second V x d). On one thread each
 `update(start, block)` sees the blocks in order. With `workers` > 1 (`nb probe-bias --threads N` on the
 CPU), statistics that split their update into `partial` (the block's arithmetic, no shared state: safe
 on any thread) and `merge` (adding it in) have the blocks after the first read and computed on `workers`
-threads, each BLAS call on one thread, and merged on the calling thread in block order: every sum is
-taken in the same order whatever the thread count, so a run is reproducible, and the elementwise work
-(exponentials, norms, conversions), which numpy runs on one thread, is spread over the cores too.
+threads, each BLAS call on one thread (`nbcli.threads.cpu_threads(1)`), and merged on the calling
+thread in block order: every sum is taken in the same order whatever the thread count, so a run is
+reproducible, and the elementwise work (exponentials, norms, conversions), which numpy runs on one
+thread, is spread over the cores too.
 The first block is done alone: some statistics take a reference from it (`RowMoments`' shift).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
+
+from nbcli.threads import cpu_threads
 
 #: Floats per row block (32 MiB of float32): big enough for BLAS, small next to any embedding.
 BLOCK_FLOATS = 1 << 23
@@ -72,18 +73,6 @@ def _partials(rows: Rows, statistics: list[Any], start: int, stop: int, errors: 
         return [statistic.partial(start, block) for statistic in statistics]
 
 
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """BLAS on one thread per call while worker threads share the cores (restored afterwards)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a dependency of nb; without it BLAS keeps its own threads
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 def blocks_in_flight(width: int, workers: int) -> int:
     """How many blocks a pass on `workers` threads holds at once: one ahead of each worker, within
     PARTIAL_BYTES of d x d float64 partial sums (two a block), at least 2."""
@@ -114,7 +103,7 @@ def run_pass(rows: Rows, statistics: list[RowStatistic], block_rows: int | None 
     pending: deque[tuple[int, Future[list[Any]]]] = deque()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nb-pass")
     try:
-        with _one_blas_thread():
+        with cpu_threads(1):  # one thread per BLAS call (and torch op) while the workers share the cores
             while rest or pending:
                 while rest and len(pending) < in_flight:  # a block ahead of each worker, no more
                     first, last = rest.popleft()

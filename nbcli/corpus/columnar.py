@@ -319,9 +319,11 @@ def _arrow_array(pa: Any, type_: Any, values: np.ndarray, length: int | None = N
 
 
 def _validity_mask(bitmap: Any, offset: int, n: int) -> np.ndarray:
-    """Arrow's validity bitmap (LSB first) of rows [offset, offset + n) as booleans."""
-    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
-    return bits[offset:offset + n].astype(bool)
+    """Arrow's validity bitmap (LSB first) of rows [offset, offset + n) as booleans (only the bytes
+    holding them are unpacked: a slice of a large batch shares its whole bitmap)."""
+    first, last = offset // 8, (offset + n + 7) // 8
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8)[first:last], bitorder="little")
+    return bits[offset - 8 * first:offset - 8 * first + n].astype(bool)
 
 
 def _joined_lines(pa: Any, column: Any) -> bytes:
