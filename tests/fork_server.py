@@ -59,8 +59,8 @@ def import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 def added_python_path(server: str, wanted: str) -> list[str] | None:
     """The folders a child's PYTHONPATH `wanted` puts before the server's `server` (what an installed
     plugin's test does), or None when it is not the server's with folders in front."""
-    have = [e for e in server.split(os.pathsep)] if server else []
-    want = [e for e in wanted.split(os.pathsep)] if wanted else []
+    have = server.split(os.pathsep) if server else []
+    want = wanted.split(os.pathsep) if wanted else []
     if len(want) < len(have) or want[len(want) - len(have):] != have:
         return None
     return want[:len(want) - len(have)]
