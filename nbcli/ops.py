@@ -25,7 +25,10 @@ standard deviations) are accumulated in float64 over row blocks, so no full-size
     tensor_summary(x)                      norm, mean, std, min, max (what patch-checkpoint reports)
     sinusoidal_positions(positions, d)     paper 002 eq. 2     P[i, 2k] = sin(i / 10000^(2k/D)), P[i, 2k+1] = cos(...)
 
-The smoothing formula itself is `nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
+kl_divergence and unigram_weights live in `nbcli.array_ops` (with the inverse root from an
+eigendecomposition): they take numpy arrays as well as tensors and need no torch, so `nb
+probe-bias` runs them without importing it. The smoothing formula itself is
+`nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
 these functions into a plan over a checkpoint's tensors and writes the result.
 """
 
@@ -33,13 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from nbcli.counts import log_unigram, pad_counts
 from nbcli.errors import ConfigError
+from nbcli.array_ops import inverse_sqrt_from_eigh
 
 Norm = Literal["fro", "spectral"]
 #: what --rescale-w takes: a Norm, or "none" (W as it is: what turns off a preset's or recipe arm's rescaling)
@@ -70,32 +74,6 @@ def unigram_log_prior(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> to
     counts are an error. The smoothing formula is `nbcli.counts.log_unigram`, the one place it lives.
     """
     return torch.from_numpy(log_unigram(pad_counts(counts, vocab_size), k).astype(np.float32))
-
-
-Probabilities = TypeVar("Probabilities", np.ndarray, torch.Tensor)
-
-
-def kl_divergence(*, log_p: Probabilities, log_q: Probabilities, dim: int = -1) -> Probabilities:
-    """KL(p || q) = sum_i p_i (log p_i - log q_i) along `dim`, in nats, from log-probabilities: how far p
-    is from the reference q (paper 000 fig. 1: the model's p_theta from the unigram u; app. B.3: the
-    unigram omega from p_theta; app. B.5: softmax(b) from u; paper 003 table 1). Terms with p_i = 0
-    are 0 (0 log 0 = 0, whatever q_i). The arguments are keyword-only, so a call reads which side is p.
-
-    numpy arrays in, numpy out; tensors in, a tensor out (differentiable), in the inputs' dtype;
-    `log_p` and `log_q` broadcast. When one p meets many q's (`log_p` smaller than the result, e.g.
-    [V] against [N, V]) the sum is taken as sum_i p_i log p_i - sum_i p_i log q_i, the first term
-    once, so no [N, V] copy of p's terms is made (a training loss on every position, app. B.3); there
-    log q_i must be finite where p_i = 0."""
-    xp: Any = torch if isinstance(log_p, torch.Tensor) else np
-    with np.errstate(invalid="ignore"):  # 0 * -inf where p_i = 0: the term is dropped below
-        p = xp.exp(log_p)
-        if tuple(log_p.shape) == tuple(xp.broadcast_shapes(log_p.shape, log_q.shape)):
-            return xp.where(p > 0, p * (log_p - log_q), 0.0).sum(dim)
-        if xp is torch:
-            neg_entropy = torch.special.xlogy(p, p).sum(dim)
-        else:
-            neg_entropy = np.where(p > 0, p * np.where(p > 0, log_p, 0.0), 0.0).sum(dim)
-        return neg_entropy - (p * log_q).sum(dim)
 
 
 def matrix_norm(w: torch.Tensor, norm: Norm = "fro") -> float:
@@ -273,19 +251,6 @@ def tensor_summary(x: torch.Tensor) -> dict[str, float]:
     return {"norm": math.sqrt(m.squares), "mean": m.mean, "std": std, "min": m.lo, "max": m.hi}
 
 
-def unigram_weights(counts: np.ndarray, vocab_size: int, k: float = 1.0) -> np.ndarray:
-    """p(w) for Zipfian whitening: the add-k smoothed unigram distribution of `counts` (the one
-    smoothing formula, `nbcli.counts.log_unigram`; k = 0 gives the raw relative frequencies Yokoi et
-    al. 2024 use), zero-padded to `vocab_size` rows, float64 [vocab_size], summing to 1."""
-    padded = pad_counts(counts, vocab_size)
-    if k == 0:  # log_unigram refuses k = 0 (log 0 for unseen tokens); a weight of 0 is fine here
-        total = float(padded.sum(dtype=np.float64))
-        if total <= 0:
-            raise ConfigError("the counts are all zero: no unigram distribution to weight by")
-        return padded.astype(np.float64) / total
-    return np.exp(log_unigram(padded, k))
-
-
 def weighted_moments(x: Any, p: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mu, Sigma) in float64 (Zipfian whitening, Yokoi et al. 2024, eq. for the p-weighted moments):
     mu = sum_w p(w) v_w and Sigma = sum_w p(w) (v_w - mu)(v_w - mu)^T over the rows v_w of `x`.
@@ -328,19 +293,6 @@ def inverse_sqrt(sigma: torch.Tensor) -> torch.Tensor:
         raise ConfigError(f"expected a finite square matrix, got shape {list(s.shape)}")
     values, vectors = torch.linalg.eigh((s + s.T) / 2)
     return inverse_sqrt_from_eigh(values, vectors)
-
-
-def inverse_sqrt_from_eigh(values: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """`inverse_sqrt` from the eigendecomposition Sigma = U diag(values) U^T already computed (values
-    ascending, as torch.linalg.eigh returns them), with the same singularity rule: for a caller
-    that needs the spectrum too (Yokoi et al.'s second-moment symmetry score)."""
-    top = float(values[-1]) if values.numel() else 0.0
-    floor = max(top, 0.0) * values.shape[0] * float(torch.finfo(torch.float64).eps)
-    rank = int((values > floor).sum())
-    if top <= 0 or rank < values.shape[0]:
-        raise ConfigError(f"the weighted covariance is singular (rank {rank} of {values.shape[0]}): whitening is "
-                          "undefined (too few tokens with weight > 0, or an embedding confined to a subspace)")
-    return (vectors * values.rsqrt()) @ vectors.T
 
 
 def zipfian_whiten(x: torch.Tensor, p: np.ndarray | torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,9 @@ Embedding matrices are passed as `rows`: anything with `.shape` ([V, d]) and row
 Every pass reads row blocks (`nbcli.analysis.passes`, on several threads where asked), converts each
 block to float32 and never materialises a V x V or V x d intermediate, so memory stays bounded by a
 few blocks and d x d matrices. The partition
-function's sums (`LogPartition`) are torch tensors on any device, as the passes of
-`nbcli.analysis.geometry` that `nb probe-bias` runs need them.
+function's sums (`LogPartition`) are arrays of any device (numpy on the CPU, torch on an
+accelerator: `nbcli.analysis.kernels`), as the passes of `nbcli.analysis.geometry` that `nb
+probe-bias` runs need them.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import torch
 
-from nbcli.analysis.kernels import exp_, matmul
+from nbcli.analysis.kernels import Array, Device, eigh, exp_, namespace, on_device, subtract, to_numpy
 from nbcli.analysis.passes import Rows, float32_block, run_pass
-from nbcli.ops import kl_divergence, remove_direction
+from nbcli.array_ops import kl_divergence
 
 # ---------------------------------------------------------------------------------------------
 # Correlation
@@ -233,6 +234,10 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     block = np.concatenate([float32_block(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
         np.zeros((0, int(rows.shape[1])), dtype=np.float32)
     if remove is not None:  # paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u, u = remove / ||remove||
+        import torch
+
+        from nbcli.ops import remove_direction
+
         block = remove_direction(torch.from_numpy(block), torch.from_numpy(np.asarray(remove, np.float64).ravel())).numpy()
     units = _unit_rows(block)
     cos = units @ units.T
@@ -289,45 +294,50 @@ class LogPartition:
     """log Z_p(c) = log sum_i p_i exp(<c, w_i>) for every column c of a basis and for -c, under
     several weightings p at once (None: p_i = 1, Mu & Viswanath's Z), as running log-sum-exps: sums
     of float32 exponentials in float64, shifted by the running maximum, so large <c, w_i> cannot
-    overflow. Each block's exponentials are computed once and shared by all weightings. Torch
-    tensors on any device: `add` takes the block's logits <c, w_i> [rows, k]."""
+    overflow. Each block's exponentials are computed once and shared by all weightings. Arrays of
+    `device` ("cpu": numpy; a torch.device: torch, `nbcli.analysis.kernels`): `add` takes the block's
+    logits <c, w_i> [rows, k]."""
 
-    def __init__(self, k: int, weightings: Sequence[torch.Tensor | None], device: torch.device | str = "cpu") -> None:
-        self.weightings = [None if w is None else torch.as_tensor(w).to(device=device, dtype=torch.float32).reshape(-1)
+    def __init__(self, k: int, weightings: Sequence[Any], device: Device = "cpu") -> None:
+        xp = self.xp = namespace(device)
+        self.weightings = [None if w is None else xp.reshape(xp.astype(on_device(to_numpy(w), device), xp.float32), (-1,))
                            for w in weightings]
-        self.m = torch.full((2 * k,), -math.inf, dtype=torch.float64, device=device)  # running max of the exponents
-        self.s = [torch.zeros(2 * k, dtype=torch.float64, device=device) for _ in self.weightings]  # sums of exp(x - m)
+        self.m = on_device(np.full(2 * k, -math.inf), device)  # running max of the exponents
+        self.s = [on_device(np.zeros(2 * k), device) for _ in self.weightings]  # sums of exp(x - m)
 
-    def add(self, start: int, logits: torch.Tensor) -> None:
+    def add(self, start: int, logits: Array) -> None:
         self.merge(self.partial(start, logits))
 
-    def partial(self, start: int, logits: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def partial(self, start: int, logits: Array) -> tuple[Array, list[Array]]:
         """A block's maxima and sums of exp(x - max) per weighting (no shared state: any thread)."""
-        hi = logits.amax(dim=0)
-        lo = logits.amin(dim=0)
-        rows = logits.shape[0]
-        sums: list[list[torch.Tensor]] = [[] for _ in self.weightings]
-        e = torch.sub(logits, hi)  # c: exponents <c, w_i> - max
+        xp = self.xp
+        hi = xp.max(logits, axis=0)
+        lo = xp.min(logits, axis=0)
+        rows = int(logits.shape[0])
+        sums: list[list[Array]] = [[] for _ in self.weightings]
+        e = logits - hi  # c: exponents <c, w_i> - max
         for sign in (1, -1):
             if sign < 0:  # -c: exponents -<c, w_i>, largest at -lo (the buffer reused)
-                torch.sub(lo, logits, out=e)
+                subtract(lo, logits, out=e)
             exp_(e)
-            for out, weights in zip(sums, self.weightings):  # block sums in float32 (cascade), running sums float64
-                out.append((e.sum(dim=0) if weights is None else weights[start:start + rows] @ e).to(torch.float64))
-        return torch.cat([hi, -lo]).to(torch.float64), [torch.cat(parts) for parts in sums]
+            for out, weights in zip(sums, self.weightings):  # float32 exponentials, sums float64
+                out.append(xp.sum(e, axis=0, dtype=xp.float64) if weights is None
+                           else xp.astype(weights[start:start + rows] @ e, xp.float64))
+        return xp.astype(xp.concat([hi, -lo]), xp.float64), [xp.concat(parts) for parts in sums]
 
-    def merge(self, part: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
+    def merge(self, part: tuple[Array, list[Array]]) -> None:
         """Add a block's `partial` into the running log-sum-exps."""
+        xp = self.xp
         m_new, block_sums = part
-        top = torch.maximum(self.m, m_new)
-        old_scale = torch.where(torch.isfinite(self.m), (self.m - top).exp(), torch.zeros_like(top))
-        new_scale = (m_new - top).exp()
+        top = xp.maximum(self.m, m_new)
+        old_scale = xp.where(xp.isfinite(self.m), xp.exp(self.m - xp.where(xp.isfinite(self.m), top, 0.0)), 0.0)
+        new_scale = xp.exp(m_new - top)
         self.s = [s * old_scale + block * new_scale for s, block in zip(self.s, block_sums)]
         self.m = top
 
     def result(self) -> list[np.ndarray]:
         """log Z per weighting, float64 [2k]: columns c first, then -c."""
-        return [(self.m + s.log()).cpu().numpy() for s in self.s]
+        return [to_numpy(self.m + self.xp.log(s)) for s in self.s]
 
 
 def partition_isotropy_from_log_z(log_z: np.ndarray) -> PartitionIsotropy:
@@ -339,12 +349,13 @@ def partition_isotropy_from_log_z(log_z: np.ndarray) -> PartitionIsotropy:
 class BasisLogits:
     """Row statistic feeding a LogPartition with <c, w_i> for the columns c of `basis`."""
 
-    def __init__(self, basis: torch.Tensor, partition: LogPartition) -> None:
-        self.basis = basis.to(torch.float32)
+    def __init__(self, basis: Array, partition: LogPartition, device: Device = "cpu") -> None:
+        self.basis = partition.xp.astype(basis, partition.xp.float32)
         self.partition = partition
+        self.device = device
 
     def update(self, start: int, block: np.ndarray) -> None:
-        self.partition.add(start, matmul(torch.from_numpy(block).to(self.basis.device), self.basis))
+        self.partition.add(start, on_device(block, self.device) @ self.basis)
 
 
 def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int | None = None,
@@ -353,16 +364,15 @@ def partition_isotropy_from_gram(rows: Rows, gram: np.ndarray, block_rows: int |
     return partition_isotropies_from_gram(rows, gram, [weights], block_rows)[0]
 
 
-def partition_isotropies_from_gram(rows: Rows, gram: np.ndarray | torch.Tensor, weightings: list[np.ndarray | None],
-                                   block_rows: int | None = None, device: torch.device | str = "cpu",
+def partition_isotropies_from_gram(rows: Rows, gram: Array, weightings: list[np.ndarray | None],
+                                   block_rows: int | None = None, device: Device = "cpu",
                                    ) -> list[PartitionIsotropy]:
     """`partition_isotropy` under several weightings (None = uniform) in one pass over the rows:
     the candidate directions c are the same (eigenvectors of W^T W), only Z's weights differ."""
-    g = torch.as_tensor(gram, dtype=torch.float64).to(device)
-    _, eigenvectors = torch.linalg.eigh((g + g.T) / 2)
-    partition = LogPartition(eigenvectors.shape[1], [None if w is None else torch.as_tensor(np.asarray(w, dtype=np.float64))
-                                                     for w in weightings], device)
-    run_pass(rows, [BasisLogits(eigenvectors, partition)], block_rows)
+    _, eigenvectors = eigh(on_device(to_numpy(gram), device, np.float64))
+    partition = LogPartition(int(eigenvectors.shape[1]), [None if w is None else np.asarray(w, dtype=np.float64)
+                                                          for w in weightings], device)
+    run_pass(rows, [BasisLogits(eigenvectors, partition, device)], block_rows)
     return [partition_isotropy_from_log_z(log_z) for log_z in partition.result()]
 
 

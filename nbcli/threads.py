@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 
 from nbcli.errors import ConfigError
@@ -42,18 +43,22 @@ def check_threads(threads: int | None) -> int:
 @contextlib.contextmanager
 def cpu_threads(threads: int | None) -> Iterator[None]:
     """At most `threads` threads for torch and for every native pool (threadpoolctl: BLAS / LAPACK,
-    OpenMP) while the block runs, restored afterwards; None leaves them as they are (nothing imported)."""
+    OpenMP) while the block runs, restored afterwards; None leaves them as they are (nothing imported).
+    torch's own count is set only when torch is already imported: this never imports it (a torch
+    imported inside the block keeps its default, bar the OpenMP pool threadpoolctl saw)."""
     if threads is None:
         yield
         return
     check_threads(threads)
-    import torch
     from threadpoolctl import threadpool_limits
 
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch = sys.modules.get("torch")  # torch's threads only where torch is loaded (numpy's computations never load it)
+    saved = None if torch is None else torch.get_num_threads()
+    if torch is not None:
+        torch.set_num_threads(threads)
     try:
         with threadpool_limits(limits=threads):
             yield
     finally:
-        torch.set_num_threads(saved)
+        if torch is not None and saved is not None:
+            torch.set_num_threads(saved)

@@ -190,7 +190,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # what is stored and read: checkpoints (and run directories), counting, surgery, word vectors
     ("store", ("nbcli.checkpoint", "nbcli.counting", "nbcli.surgery", "nbcli.transplant", "nbcli.vectors")),
     # the papers' pure tensor functions, on the counts' smoothing formula
-    ("formulas", ("nbcli.ops",)),
+    ("formulas", ("nbcli.ops", "nbcli.array_ops")),
     # the counts file and the one smoothing formula
     ("counts", ("nbcli.counts",)),
     # raw inputs: corpora, tokenizers, the safetensors header format

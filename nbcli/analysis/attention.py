@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from nbcli.errors import ConfigError
-from nbcli.ops import kl_divergence
+from nbcli.array_ops import kl_divergence
 from nbcli.analysis.patterns import PATTERNS, pattern_matrix
 
 METRICS = ("l1", "kl", "mse")

@@ -1,6 +1,7 @@
 """The row geometry of an output embedding W [V, d] for `nb probe-bias`: two passes over its row
-blocks, the heavy algebra (the V d^2 products and the d x d eigendecompositions) in torch on one
-device, float64 where the whitening needs it.
+blocks, the heavy algebra (the V d^2 products and the d x d eigendecompositions) on one device
+(numpy on the CPU, torch on an accelerator: `nbcli.analysis.kernels`), float64 where the whitening
+needs it.
 
 * Pass 1 (`RowMoments`): about a shift c (the first block's mean, so nothing cancels), the Gram
   matrix sum_i (w_i - c)(w_i - c)^T and, with unigram weights p, the weighted scatter
@@ -24,7 +25,8 @@ So the statistics take three eigendecompositions (and two eigenvalue-only ones f
 uniform scores), each needed by its own statistic, and four V d^2 products, the weighted
 scatter's and (with weights) the Gram matrix's in float64 (`nbcli.analysis.probe_precision` says
 which precision each statistic uses and its tolerance). The block kernels and eigensolvers are
-`nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU).
+`nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU, written once for numpy and torch
+through the array API standard).
 """
 
 from __future__ import annotations
@@ -36,27 +38,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
-from nbcli import ops
-from nbcli.analysis.kernels import eigh, eigvalsh, gram_block, matmul, pass_threads, pass_workers
+from nbcli.analysis.kernels import (Array, Device, eigh, eigvalsh, gram_block, is_accelerator, namespace, namespace_of,
+                                    on_device, outer, pass_workers, to_numpy)
 from nbcli.errors import ConfigError
 from nbcli.analysis.passes import Rows, run_pass
 from nbcli.probes import LogPartition, MeanCosine, Projections
-
-
-def as_device_block(block: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A float32 numpy row block as a torch tensor on `device` (no copy on the CPU)."""
-    return torch.from_numpy(block).to(device)
+from nbcli.array_ops import inverse_sqrt_from_eigh
 
 
 @contextlib.contextmanager
-def full_float32(device: torch.device) -> Iterator[None]:
+def full_float32(device: Device) -> Iterator[None]:
     """float32 matmuls at full precision on CUDA (TF32 keeps 10 mantissa bits: too few for whitening),
     restoring the caller's setting afterwards."""
-    if device.type != "cuda":
+    if not is_accelerator(device) or device.type != "cuda":
         yield
         return
+    import torch
+
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
@@ -68,57 +67,60 @@ def full_float32(device: torch.device) -> Iterator[None]:
 class RowMoments:
     """Pass 1: the row sums of a [V, d] matrix about a shift c (see the module docstring)."""
 
-    def __init__(self, width: int, device: torch.device, weights: np.ndarray | None = None) -> None:
+    def __init__(self, width: int, device: Device, weights: np.ndarray | None = None) -> None:
         self.device = device
-        self.shift: torch.Tensor | None = None  # c, float64 [d]
+        self.xp = namespace(device)
+        self.shift: Array | None = None  # c, float64 [d]
         self.n = 0
-        self.gram = torch.zeros(width, width, dtype=torch.float64, device=device)  # sum (w - c)(w - c)^T
-        self.sum = torch.zeros(width, dtype=torch.float64, device=device)  # sum (w - c)
+        self.gram = on_device(np.zeros((width, width)), device)  # sum (w - c)(w - c)^T
+        self.sum = on_device(np.zeros(width), device)  # sum (w - c)
         self.norm_sum = 0.0  # sum ||w||
         self.max_norm = 0.0
-        self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).to(device)
+        self.weights = None if weights is None else on_device(np.asarray(weights, dtype=np.float64), device)
         self.weight_total = 0.0  # sum p
         # sum p (w - c)(w - c)^T and sum p (w - c)
-        self.weighted_scatter = torch.zeros(0 if weights is None else width, width, dtype=torch.float64, device=device)
-        self.weighted_sum = torch.zeros(width, dtype=torch.float64, device=device)
+        self.weighted_scatter = on_device(np.zeros((0 if weights is None else width, width)), device)
+        self.weighted_sum = on_device(np.zeros(width), device)
         self.weighted_norm_sum = 0.0  # sum p ||w||
 
     def update(self, start: int, block: np.ndarray) -> None:
         if self.shift is None:  # the first block's mean, rounded to float32 (any c is exact)
-            x = as_device_block(block, self.device)
-            self.shift = x.mean(dim=0, dtype=torch.float64).to(torch.float32).to(torch.float64)
+            mean = block.mean(axis=0, dtype=np.float64).astype(np.float32).astype(np.float64)
+            self.shift = on_device(mean, self.device)
         self.merge(start, self.partial(start, block))
 
     def partial(self, start: int, block: np.ndarray) -> dict[str, Any]:
         """A block's sums about the shift (set by the first block's `update`); no shared state."""
         assert self.shift is not None, "the first block goes through update()"
-        x = as_device_block(block, self.device)
-        norms = torch.linalg.vector_norm(x, dim=1).to(torch.float64)
-        part: dict[str, Any] = {"n": x.shape[0], "norm_sum": float(norms.sum()), "max_norm": float(norms.max())}
+        xp = self.xp
+        x = on_device(block, self.device)
+        norms = xp.astype(xp.sqrt(xp.vecdot(x, x)), xp.float64)
+        part: dict[str, Any] = {"n": int(x.shape[0]), "norm_sum": float(xp.sum(norms)), "max_norm": float(xp.max(norms))}
         if self.weights is None:
             # W^T W (the partition function's directions, the uniform spectra) without a whitened view:
             # float32 products, each block's summed in float64 (within 1e-7 of float64 on the
             # known-spectrum test, tests/analysis/test_probe_precision.py)
-            shifted = x - self.shift.to(torch.float32)  # a new tensor: x may be the caller's W
-            part.update(gram=gram_block(shifted).to(torch.float64), sum=shifted.sum(dim=0, dtype=torch.float64))
+            shifted = x - xp.astype(self.shift, xp.float32)  # a new array: x may be the caller's W
+            part.update(gram=xp.astype(gram_block(shifted), xp.float64), sum=xp.sum(shifted, axis=0, dtype=xp.float64))
             return part
         # With counts, the whitened view transforms W^T W by Sigma^(-1/2): float64 products, as Sigma's
         # (float32 ones put 1e-5 into the whitened scores and 1e-2 into the whitened partition ratio of
         # an ill-conditioned Sigma, tests/analysis/test_zipfian.py's property test)
-        gram_rows = x.to(torch.float64).sub_(self.shift)
-        part.update(gram=gram_block(gram_rows), sum=gram_rows.sum(dim=0))
-        weight = self.weights[start:start + x.shape[0]]
-        part.update(weight_total=float(weight.sum()), weighted_norm_sum=float(weight @ norms))
+        gram_rows = xp.astype(x, xp.float64)
+        gram_rows -= self.shift
+        part.update(gram=gram_block(gram_rows), sum=xp.sum(gram_rows, axis=0))
+        weight = self.weights[start:start + int(x.shape[0])]
+        part.update(weight_total=float(xp.sum(weight)), weighted_norm_sum=float(weight @ norms))
         # Sigma (whitening): float64 products. Whitening divides by Sigma's small eigenvalues: float32
         # products put 5e-5 into the whitened scores and 1e-2 (relative) into the whitened partition
         # ratio at Sigma's condition number 1e3, with the rows centred at mu exactly or not
         exact = gram_rows  # w - c in float64 once: the Gram matrix and sums above are done with it
         seen = weight > 0  # zero-weight rows add nothing: leave them out of the weighted product
-        if not bool(seen.all()):
+        if not bool(xp.all(seen)):
             exact, weight = exact[seen], weight[seen]
-        root = weight.sqrt()
-        scaled = exact.mul_(root[:, None])  # sqrt(p) (w - c), in place
-        part.update(weighted_sum=root @ scaled, weighted_scatter=gram_block(scaled))
+        root = xp.sqrt(weight)
+        exact *= root[:, None]  # sqrt(p) (w - c), in place
+        part.update(weighted_sum=root @ exact, weighted_scatter=gram_block(exact))
         return part
 
     def merge(self, start: int, part: dict[str, Any]) -> None:
@@ -141,72 +143,64 @@ class RowMoments:
     def finite(self) -> bool:
         """False for non-finite rows, or rows whose squared length overflows float32 (the row
         statistics and logits are float32)."""
-        return bool(torch.isfinite(self.gram).all()) and math.isfinite(self.norm_sum) \
+        return bool(self.xp.all(self.xp.isfinite(self.gram))) and math.isfinite(self.norm_sum) \
             and self.max_norm ** 2 <= float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
 class Moments:
-    """Pass 1's sums about the shift c; every matrix below is d x d algebra on them."""
+    """Pass 1's sums about the shift c; every matrix below is d x d algebra on them (arrays of the
+    pass's device, float64)."""
 
     n: int
-    shift: torch.Tensor
-    gram_c: torch.Tensor  # sum_i (w_i - c)(w_i - c)^T
-    sum_c: torch.Tensor  # sum_i (w_i - c)
+    shift: Array
+    gram_c: Array  # sum_i (w_i - c)(w_i - c)^T
+    sum_c: Array  # sum_i (w_i - c)
     norm_sum: float  # sum_i ||w_i||
     weight_total: float  # sum_i p_i (0 without weights)
-    weighted_sum_c: torch.Tensor  # sum_i p_i (w_i - c)
-    weighted_scatter_c: torch.Tensor  # sum_i p_i (w_i - c)(w_i - c)^T
+    weighted_sum_c: Array  # sum_i p_i (w_i - c)
+    weighted_scatter_c: Array  # sum_i p_i (w_i - c)(w_i - c)^T
     weighted_norm_sum: float  # sum_i p_i ||w_i||
 
-    def gram(self) -> torch.Tensor:
+    def gram(self) -> Array:
         """W^T W = sum (w - c)(w - c)^T + s c^T + c s^T + n c c^T, s = sum (w - c)."""
         c, s = self.shift, self.sum_c
-        return self.gram_c + torch.outer(s, c) + torch.outer(c, s) + self.n * torch.outer(c, c)
+        return self.gram_c + outer(s, c) + outer(c, s) + self.n * outer(c, c)
 
-    def uniform_mean(self) -> torch.Tensor:
+    def uniform_mean(self) -> Array:
         return self.shift + self.sum_c / self.n
 
-    def scatter_about(self, centre: torch.Tensor) -> torch.Tensor:
+    def scatter_about(self, centre: Array) -> Array:
         """sum_i (w_i - m)(w_i - m)^T for any m: the Gram matrix about c, moved to m (no cancellation
         when m is near c)."""
         d, s = centre - self.shift, self.sum_c
-        return self.gram_c - torch.outer(s, d) - torch.outer(d, s) + self.n * torch.outer(d, d)
+        return self.gram_c - outer(s, d) - outer(d, s) + self.n * outer(d, d)
 
-    def weighted_mean(self) -> torch.Tensor:
+    def weighted_mean(self) -> Array:
         """mu = sum p w / sum p (Yokoi et al. 2024, the p-weighted mean)."""
         return self.shift + self.weighted_sum_c / self.weight_total
 
-    def weighted_covariance(self) -> torch.Tensor:
+    def weighted_covariance(self) -> Array:
         """Sigma = sum p (w - mu)(w - mu)^T / sum p (Yokoi et al. 2024), as `nbcli.ops.weighted_moments`
         computes it in two passes."""
         d = self.weighted_mean() - self.shift
-        return self.weighted_scatter_c / self.weight_total - torch.outer(d, d)
-
-
-def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric matrix, float64."""
-    return eigh(matrix.to(torch.float64))
-
-
-def symmetric_eigvals(matrix: torch.Tensor) -> torch.Tensor:
-    """Eigenvalues (ascending) of a symmetric matrix, float64."""
-    return eigvalsh(matrix.to(torch.float64))
+        return self.weighted_scatter_c / self.weight_total - outer(d, d)
 
 
 @dataclass(frozen=True)
 class Whitening:
     """Zipfian whitening's transform w' = (w - mu) S, S = Sigma^(-1/2), and the spectra `solve_whitening`
-    derived from pass 1's sums (Yokoi et al. 2024's second-moment score reads them)."""
+    derived from pass 1's sums (Yokoi et al. 2024's second-moment score reads them); float64 arrays of
+    the pass's device."""
 
-    mu: torch.Tensor  # float64 [d]
-    root: torch.Tensor  # S, float64 [d, d], symmetric
-    spectrum: torch.Tensor  # eigenvalues of Sigma (unigram-weighted covariance of W)
-    uniform_spectrum: torch.Tensor  # eigenvalues of the uniform covariance of W
-    whitened_spectrum: torch.Tensor  # eigenvalues of S Sigma S = U diag(lambda^-1/2 lambda lambda^-1/2) U^T: all 1
-    whitened_uniform_spectrum: torch.Tensor  # eigenvalues of the whitened rows' uniform covariance
-    whitened_uniform_mean: torch.Tensor  # mean_i w'_i = (mean_i w_i - mu) S
-    basis: torch.Tensor | None  # C_w: eigenvectors of the whitened rows' Gram matrix (None without partition)
+    mu: Array  # [d]
+    root: Array  # S, [d, d], symmetric
+    spectrum: Array  # eigenvalues of Sigma (unigram-weighted covariance of W)
+    uniform_spectrum: Array  # eigenvalues of the uniform covariance of W
+    whitened_spectrum: Array  # eigenvalues of S Sigma S = U diag(lambda^-1/2 lambda lambda^-1/2) U^T: all 1
+    whitened_uniform_spectrum: Array  # eigenvalues of the whitened rows' uniform covariance
+    whitened_uniform_mean: Array  # mean_i w'_i = (mean_i w_i - mu) S
+    basis: Array | None  # C_w: eigenvectors of the whitened rows' Gram matrix (None without partition)
 
 
 def solve_whitening(moments: Moments, partition: bool) -> Whitening:
@@ -215,15 +209,16 @@ def solve_whitening(moments: Moments, partition: bool) -> Whitening:
     covariances of W and of the whitened rows, of S Sigma S (from Sigma's own eigenvalues: S and
     Sigma share eigenvectors) and (with `partition`) the eigenvectors of the whitened rows' Gram
     matrix S (W - mu)^T (W - mu) S."""
-    values, vectors = symmetric_eigh(moments.weighted_covariance())
-    root = ops.inverse_sqrt_from_eigh(values, vectors)
+    values, vectors = eigh(moments.weighted_covariance())
+    root = inverse_sqrt_from_eigh(values, vectors)
     mu = moments.weighted_mean()
     mean = moments.uniform_mean()
     uniform_scatter = moments.scatter_about(mean)
-    basis = symmetric_eigh(root @ moments.scatter_about(mu) @ root)[1] if partition else None
-    return Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=symmetric_eigvals(uniform_scatter),
-                     whitened_spectrum=values.rsqrt() * values * values.rsqrt(),
-                     whitened_uniform_spectrum=symmetric_eigvals(root @ uniform_scatter @ root),
+    basis = eigh(root @ moments.scatter_about(mu) @ root)[1] if partition else None
+    inverse_root = 1.0 / namespace_of(values).sqrt(values)
+    return Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=eigvalsh(uniform_scatter),
+                     whitened_spectrum=inverse_root * values * inverse_root,
+                     whitened_uniform_spectrum=eigvalsh(root @ uniform_scatter @ root),
                      whitened_uniform_mean=(mean - mu) @ root, basis=basis)
 
 
@@ -237,31 +232,32 @@ class ProjectedRows:
     whitened rows these come from y_i (C is orthonormal, so norms and inner products are r_i's): no
     second product; for W from the rows themselves. Zero rows have no cosine and are left out."""
 
-    def __init__(self, shape: tuple[int, int], device: torch.device, *, basis: torch.Tensor | None = None,
-                 centre: torch.Tensor | None = None, root: torch.Tensor | None = None,
+    def __init__(self, shape: tuple[int, int], device: Device, *, basis: Array | None = None,
+                 centre: Array | None = None, root: Array | None = None,
                  weights: np.ndarray | None = None, direction: np.ndarray | None = None,
                  partition: bool = False) -> None:
         self.device = device
+        xp = self.xp = namespace(device)
         n_rows, width = shape
         self.rotated = root is not None  # statistics from y (whitened rows) or from the rows as read (W)
         transform = root if basis is None else basis if root is None else root @ basis
-        self.transform = None if transform is None else transform.to(device=device, dtype=torch.float32)
+        self.transform = None if transform is None else xp.astype(transform, xp.float32)
         # the centre as float32 head + tail: w - head - tail keeps the centred row's own precision (a
         # centre rounded to float32 alone would shift every row by the same error, which S amplifies)
-        self.centre = None if centre is None else centre.to(device=device, dtype=torch.float32)
-        self.centre_tail = None if centre is None else \
-            (centre.to(device=device, dtype=torch.float64) - self.centre.to(torch.float64)).to(torch.float32)
-        self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64).to(device)
+        self.centre = None if centre is None else xp.astype(centre, xp.float32)
+        self.centre_tail = None if centre is None or self.centre is None else \
+            xp.astype(centre - xp.astype(self.centre, xp.float64), xp.float32)
+        self.weights = None if weights is None else on_device(np.asarray(weights, dtype=np.float64), device)
         self.unit_sum, self.weighted_unit_sum, self.weighted_sum = (
-            torch.zeros(width, dtype=torch.float64, device=device) for _ in range(3))
+            on_device(np.zeros(width), device) for _ in range(3))
         self.kept = 0
         self.kept_weight = self.norm_sum = self.weighted_norm_sum = self.share = 0.0
-        self.along: torch.Tensor | None = None
+        self.along: Array | None = None
         self.projections: np.ndarray | None = None
         if direction is not None:
-            unit = torch.as_tensor(direction, dtype=torch.float64).to(device)
-            unit = unit / torch.linalg.vector_norm(unit)
-            self.along = (basis.to(device).T @ unit if self.rotated and basis is not None else unit).to(torch.float32)
+            unit = np.asarray(direction, dtype=np.float64)
+            unit = on_device(unit / np.linalg.norm(unit), device)
+            self.along = xp.astype(basis.T @ unit if self.rotated and basis is not None else unit, xp.float32)
             self.projections = np.empty(n_rows, dtype=np.float64)
         self.partition = LogPartition(width, [None] if self.weights is None else [None, self.weights], device) \
             if partition else None
@@ -271,10 +267,11 @@ class ProjectedRows:
 
     def partial(self, start: int, block: np.ndarray) -> tuple[Any, dict[str, Any]]:
         """A block's partition sums and row sums (no shared state: any thread)."""
-        rows = as_device_block(block, self.device)
+        rows = on_device(block, self.device)
         if self.centre is not None and self.centre_tail is not None:
-            rows = rows.sub(self.centre).sub_(self.centre_tail)
-        y = rows if self.transform is None else matmul(rows, self.transform)
+            rows = rows - self.centre
+            rows -= self.centre_tail
+        y = rows if self.transform is None else rows @ self.transform
         partition = None if self.partition is None else self.partition.partial(start, y)
         return partition, self._sums(start, y if self.rotated else rows)
 
@@ -294,22 +291,24 @@ class ProjectedRows:
             self.weighted_sum += sums["weighted_sum"]
             self.share += sums["share"]
 
-    def _sums(self, start: int, r: torch.Tensor) -> dict[str, Any]:
-        sq_norms = torch.einsum("ij,ij->i", r, r).to(torch.float64)
+    def _sums(self, start: int, r: Array) -> dict[str, Any]:
+        xp = self.xp
+        sq_norms = xp.astype(xp.vecdot(r, r), xp.float64)
         keep = sq_norms > 0
-        inverse = torch.where(keep, sq_norms.clamp(min=1e-300).rsqrt(), torch.zeros_like(sq_norms))
-        sums: dict[str, Any] = {"kept": int(keep.sum()), "norm_sum": float(sq_norms.sqrt().sum()),
-                                "unit_sum": (inverse.to(torch.float32) @ r).to(torch.float64)}
-        along = None if self.along is None else (r @ self.along).to(torch.float64)
+        norms = xp.sqrt(sq_norms)
+        inverse = xp.where(keep, 1.0 / xp.where(keep, norms, 1.0), 0.0)
+        sums: dict[str, Any] = {"kept": int(xp.sum(xp.astype(keep, xp.int64))), "norm_sum": float(xp.sum(norms)),
+                                "unit_sum": xp.astype(xp.astype(inverse, xp.float32) @ r, xp.float64)}
+        along = None if self.along is None else xp.astype(r @ self.along, xp.float64)
         if along is not None:
-            sums["along"] = along.cpu().numpy()
+            sums["along"] = to_numpy(along)
         if self.weights is None:
             return sums
-        weight = self.weights[start:start + r.shape[0]]
-        sums.update(kept_weight=float(weight[keep].sum()), weighted_norm_sum=float(weight @ sq_norms.sqrt()),
-                    weighted_unit_sum=((weight * inverse).to(torch.float32) @ r).to(torch.float64),
-                    weighted_sum=(weight.to(torch.float32) @ r).to(torch.float64),
-                    share=0.0 if along is None else float((weight * (along * inverse) ** 2).sum()))
+        weight = self.weights[start:start + int(r.shape[0])]
+        sums.update(kept_weight=float(xp.sum(xp.where(keep, weight, 0.0))), weighted_norm_sum=float(weight @ norms),
+                    weighted_unit_sum=xp.astype(xp.astype(weight * inverse, xp.float32) @ r, xp.float64),
+                    weighted_sum=xp.astype(xp.astype(weight, xp.float32) @ r, xp.float64),
+                    share=0.0 if along is None else float(xp.sum(weight * (along * inverse) ** 2)))
         return sums
 
     def mean_cosine(self, weighted: bool) -> float:
@@ -345,14 +344,14 @@ class FirstPass:
 
 
 def first_pass(rows: Rows, b_ln: np.ndarray | None, weights: np.ndarray | None, partition: bool,
-               device: torch.device, threads: int = 1) -> FirstPass:
+               device: Device, threads: int = 1) -> FirstPass:
     """Pass 1 (b_ln: a usable, non-zero b_LN or None; weights: the unigram weights when the Zipfian
     section is computed; `threads`: the pass's worker threads on the CPU, `nbcli.analysis.passes`)."""
     n_rows, width = (int(x) for x in rows.shape)
     moments = RowMoments(width, device, weights) if partition or weights is not None else None
     first = FirstPass(MeanCosine(width), None if b_ln is None else MeanCosine(width, remove=b_ln),
                       None if b_ln is None else Projections(b_ln, n_rows), moments)
-    with np.errstate(over="ignore", invalid="ignore"), pass_threads(device):  # non-finite W: the caller's error
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite W: the caller's error
         run_pass(rows, [s for s in (first.cosine, first.cosine_without, first.scores, first.moments) if s is not None],
                  workers=pass_workers(device, threads))
     return first
@@ -372,28 +371,27 @@ class SecondPass:
     note: str | None = None
 
 
-def frequency_direction(b_ln: np.ndarray | None, mu: torch.Tensor) -> tuple[np.ndarray | None, str | None]:
+def frequency_direction(b_ln: np.ndarray | None, mu: Array) -> tuple[np.ndarray | None, str | None]:
     """u = b_LN when usable (paper 003 sec. 3.2), else the unigram-weighted mean mu, the direction
     whitening centres away (none when mu = 0)."""
     if b_ln is not None:
         return np.asarray(b_ln, dtype=np.float64), "b_LN"
-    m = mu.cpu().numpy()
+    m = to_numpy(mu)
     return (m, "unigram-weighted mean") if np.any(m != 0) else (None, None)
 
 
 def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: np.ndarray | None,
-                partition: bool, device: torch.device, threads: int = 1) -> SecondPass:
+                partition: bool, device: Device, threads: int = 1) -> SecondPass:
     """Eigendecompositions (W^T W with `partition`; Sigma and the whitened Gram matrix with weights),
     then pass 2 over W feeding W's and the whitened rows' `ProjectedRows`."""
     if first.moments is None:
         return SecondPass(None, None, None, None, None)
     moments = first.moments.moments()
     shape = (int(rows.shape[0]), int(rows.shape[1]))
-    basis = symmetric_eigh(moments.gram())[1] if partition else None
+    basis = eigh(moments.gram())[1] if partition else None
     if weights is None:
         raw = ProjectedRows(shape, device, basis=basis, partition=True)
-        with pass_threads(device):
-            run_pass(rows, [raw], workers=pass_workers(device, threads))
+        run_pass(rows, [raw], workers=pass_workers(device, threads))
         return SecondPass(raw, None, moments, None, None)
     try:
         whitening: Whitening | None = solve_whitening(moments, partition)
@@ -407,6 +405,5 @@ def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: 
         stats.append(ProjectedRows(shape, device, basis=whitening.basis, centre=whitening.mu, root=whitening.root,
                                    weights=weights, direction=direction, partition=partition))
     if partition or whitening is not None:
-        with pass_threads(device):
-            run_pass(rows, list(stats), workers=pass_workers(device, threads))
+        run_pass(rows, list(stats), workers=pass_workers(device, threads))
     return SecondPass(stats[0], stats[1] if whitening is not None else None, moments, whitening, name, note)

@@ -1,88 +1,153 @@
-"""The few block kernels of `nb probe-bias`'s passes (nbcli.analysis.geometry, nbcli.probes), on
-torch tensors of any device. On the CPU they run through numpy on the same memory (no copy), whose
-kernels measured faster than torch's on the 2-core AMD EPYC machine nb is benchmarked on
-(Zen 3: AVX2, no AVX-512), one thread, for a 50,257 x 768 float32 matrix in row blocks:
+"""Where `nb probe-bias`'s algebra runs, and its few block kernels (nbcli.analysis.geometry,
+nbcli.probes): numpy on the CPU, torch on an accelerator, one code for both through the array API
+standard (`array_api_compat`, the maintained adapter scikit-learn and SciPy use: numpy and torch
+behind one namespace, so the statistics are written once).
+
+A device is "cpu" (numpy: torch is never imported, ~3 s of a GPT-2-size probe's start-up) or a
+`torch.device` (torch's namespace; `torch.device("cpu")` runs the torch code on the CPU, which the
+tests use to check the accelerator's path without one). On the CPU numpy's kernels also measured
+faster than torch's on the 2-core AMD EPYC machine nb is benchmarked on (Zen 3: AVX2, no AVX-512),
+one thread, for a 50,257 x 768 float32 matrix in row blocks:
 
 * x^T x: numpy's a.T @ a is BLAS syrk, half the products of the general matmul torch runs
   (0.34 vs 0.66 CPU s in float32, 0.67 vs 1.28 s in float64);
 * x @ m: OpenBLAS sgemm 1.22 vs torch's (MKL) 1.6-1.8 CPU s per 768 x 1,536 product;
-* exp in place: 0.015 vs 0.048 CPU s per 10,922 x 1,536 block.
+* exp in place: 0.015 vs 0.048 CPU s per 10,922 x 1,536 block;
+* the eigendecompositions: dsyevd at d = 2,048 on one thread 3.2 CPU s against torch's 3.7 s.
 
-The eigendecompositions (`eigh`, `eigvalsh`) run through numpy's LAPACK on the CPU too. On CUDA
-they are the plain torch operations. The thread count is the caller's (`nbcli.threads.cpu_threads`, `nb
-probe-bias --threads`). While a pass runs on the CPU (`pass_threads`), torch's
-own operations (elementwise, memory-bound) keep to one thread, so its OpenMP threads do not spin
-against numpy's BLAS threads in the same process: with both pools on 2 cores the full GPT-2-size
-report took 10.3 CPU s instead of 5.4.
+The thread count is the caller's (`nbcli.threads.cpu_threads`, `nb probe-bias --threads`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import os
+from typing import Any
 
 import numpy as np
-import torch
+
+#: Where the algebra runs: "cpu" (numpy) or a torch.device.
+Device = Any
+#: An array of the device's namespace: a numpy array or a torch tensor.
+Array = Any
+
+#: Device files whose absence means no CUDA (or ROCm, whose torch also says "cuda") device can be
+#: visible to this process: NVIDIA's driver, AMD's KFD, WSL's GPU paravirtualisation.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia/version", "/dev/kfd", "/dev/dxg")
 
 
-@contextlib.contextmanager
-def pass_threads(device: torch.device) -> Iterator[None]:
-    """One torch thread for the duration of a pass on the CPU (restored afterwards)."""
-    saved = torch.get_num_threads()
-    if device.type != "cpu" or saved == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
+def accelerator_possible() -> bool:
+    """False when no GPU driver's device file exists: CUDA cannot be available, and "auto" is the CPU
+    without importing torch to ask."""
+    return any(os.path.exists(path) for path in GPU_DEVICE_FILES)
 
 
-def pass_workers(device: torch.device, threads: int) -> int:
+def is_numpy(device: Device) -> bool:
+    """The CPU's numpy path ("cpu"), as against a torch device."""
+    return isinstance(device, str)
+
+
+def namespace(device: Device) -> Any:
+    """The array API namespace of `device`: numpy's for "cpu", torch's for a torch.device."""
+    if is_numpy(device):
+        if device != "cpu":
+            raise ValueError(f"device {device!r}: expected 'cpu' or a torch.device")
+        return numpy_namespace()
+    import array_api_compat.torch as xp
+
+    return xp
+
+
+def numpy_namespace() -> Any:
+    """numpy itself from 2.0 (it follows the standard), array_api_compat's wrapper before: importing
+    the wrapper costs ~0.16 s (it loads numpy.f2py and numpy.testing)."""
+    if int(np.__version__.split(".")[0]) >= 2:
+        return np
+    import array_api_compat.numpy as xp
+
+    return xp
+
+
+def namespace_of(*arrays: Array) -> Any:
+    """The array API namespace of the arrays given (numpy's or torch's)."""
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        return numpy_namespace()
+    from array_api_compat import array_namespace
+
+    return array_namespace(*arrays)
+
+
+def on_device(array: np.ndarray, device: Device, dtype: Any = None) -> Array:
+    """A numpy array as an array of `device` (no copy on the numpy path unless `dtype` asks for one)."""
+    if is_numpy(device):
+        return array if dtype is None else np.asarray(array, dtype=dtype)
+    import torch
+
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.to(device=device, dtype=None if dtype is None else getattr(torch, np.dtype(dtype).name))
+
+
+def to_numpy(x: Array) -> np.ndarray:
+    """An array of any device as a numpy array (copied from an accelerator)."""
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+
+
+def is_accelerator(device: Device) -> bool:
+    """True for a torch device that is not the CPU (its kernels are already parallel)."""
+    return not is_numpy(device) and device.type != "cpu"
+
+
+def pass_workers(device: Device, threads: int) -> int:
     """Worker threads of a pass over W's blocks: `threads` on the CPU (`nbcli.analysis.passes`), one
-    on an accelerator (its kernels are already parallel)."""
-    return max(1, threads) if device.type == "cpu" else 1
+    on an accelerator."""
+    return 1 if is_accelerator(device) else max(1, threads)
 
 
-def gram_block(x: torch.Tensor) -> torch.Tensor:
-    """x^T x of a [rows, d] block, in x's dtype (syrk through numpy on the CPU)."""
-    if x.device.type == "cpu":
-        a = np.ascontiguousarray(x.numpy())
-        return torch.from_numpy(a.T @ a)
+def outer(a: Array, b: Array) -> Array:
+    """a b^T of two vectors, any namespace."""
+    return a[:, None] * b[None, :]
+
+
+def gram_block(x: Array) -> Array:
+    """x^T x of a [rows, d] block, in x's dtype (numpy's a.T @ a is BLAS syrk)."""
+    if isinstance(x, np.ndarray):
+        a = np.ascontiguousarray(x)
+        return a.T @ a
     return x.T @ x
 
 
-def matmul(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """x @ m (through numpy's BLAS on the CPU)."""
-    if x.device.type == "cpu":
-        return torch.from_numpy(np.matmul(x.numpy(), m.numpy()))
-    return x @ m
+def subtract(a: Array, b: Array, out: Array) -> Array:
+    """a - b written into `out` (no new array), returned."""
+    if isinstance(out, np.ndarray):
+        return np.subtract(a, b, out=out)
+    import torch
+
+    return torch.sub(a, b, out=out)
 
 
-def exp_(x: torch.Tensor) -> torch.Tensor:
-    """exp(x) in place, returned (numpy's vectorised exp on the CPU)."""
-    if x.device.type == "cpu" and x.is_contiguous():
-        a = x.numpy()
-        np.exp(a, out=a)
-        return x
-    return x.exp_()
+def exp_(x: Array) -> Array:
+    """exp(x) in place, returned."""
+    if isinstance(x, np.ndarray):
+        return np.exp(x, out=x)
+    if x.is_contiguous():
+        return x.exp_()
+    return x.copy_(x.exp())
 
 
-def eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric float64 matrix (its upper
-    triangle read as the symmetrised mean). On the CPU through numpy's LAPACK (OpenBLAS dsyevd):
-    d = 2,048 on one thread took 3.2 CPU s against torch's (MKL) 3.7 s on the benchmark machine."""
-    m = (matrix + matrix.T) / 2
-    if m.device.type == "cpu":
-        values, vectors = np.linalg.eigh(m.numpy())
-        return torch.from_numpy(values), torch.from_numpy(vectors)
-    return torch.linalg.eigh(m)
+def _symmetrised(matrix: Array) -> tuple[Any, Array]:
+    xp = namespace_of(matrix)
+    m = xp.astype(matrix, xp.float64)
+    return xp, (m + m.T) / 2
 
 
-def eigvalsh(matrix: torch.Tensor) -> torch.Tensor:
-    """Eigenvalues (ascending) of a symmetric float64 matrix (numpy's LAPACK on the CPU, as `eigh`)."""
-    m = (matrix + matrix.T) / 2
-    if m.device.type == "cpu":
-        return torch.from_numpy(np.linalg.eigvalsh(m.numpy()))
-    return torch.linalg.eigvalsh(m)
+def eigh(matrix: Array) -> tuple[Array, Array]:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric matrix in float64 (its
+    upper and lower triangles read as their mean): LAPACK dsyevd through numpy on the CPU."""
+    xp, m = _symmetrised(matrix)
+    values, vectors = xp.linalg.eigh(m)
+    return values, vectors
+
+
+def eigvalsh(matrix: Array) -> Array:
+    """Eigenvalues (ascending) of a symmetric matrix in float64 (as `eigh`)."""
+    xp, m = _symmetrised(matrix)
+    return xp.linalg.eigvalsh(m)

@@ -33,10 +33,10 @@ import math
 from typing import Any
 
 import numpy as np
-import torch
 
-from nbcli import ops
-from nbcli.analysis.geometry import Moments, ProjectedRows, SecondPass, Whitening, symmetric_eigvals
+from nbcli.analysis.geometry import Moments, ProjectedRows, SecondPass, Whitening
+from nbcli.analysis.kernels import Array, eigvalsh, namespace_of
+from nbcli.array_ops import unigram_weights
 from nbcli.counts import parse_smoothing
 from nbcli.errors import ConfigError
 from nbcli.probes import frequency_correlation, partition_isotropy_from_log_z
@@ -69,10 +69,10 @@ def weighting_label(k: float) -> str:
 
 
 def zipfian_weights(counts: np.ndarray, rows: int, k: float) -> tuple[np.ndarray | None, str | None]:
-    """p(w) over `rows` tokens (`nbcli.ops.unigram_weights`: raw frequencies for k = 0), or None
+    """p(w) over `rows` tokens (`nbcli.array_ops.unigram_weights`: raw frequencies for k = 0), or None
     and why (raw weights of counts that are all zero)."""
     try:
-        return ops.unigram_weights(counts, rows, k), None
+        return unigram_weights(counts, rows, k), None
     except ConfigError as err:
         return None, str(err)
 
@@ -81,38 +81,41 @@ def zipfian_weights(counts: np.ndarray, rows: int, k: float) -> tuple[np.ndarray
 # Yokoi et al.'s symmetry scores
 
 
-def first_moment_symmetry(mean: torch.Tensor, mean_norm: float) -> float:
+def first_moment_symmetry(mean: Array, mean_norm: float) -> float:
     """Yokoi et al. 2024's first-moment symmetry (degree of centrality) 1 - ||E_p[w]|| / E_p[||w||],
     from the weighted mean row and the weighted mean row length (NaN when every row is zero)."""
     if not mean_norm > 0:
         return math.nan
-    return 1.0 - float(torch.linalg.vector_norm(mean.to(torch.float64))) / mean_norm
+    xp = namespace_of(mean)
+    return 1.0 - float(xp.linalg.vector_norm(xp.astype(mean, xp.float64))) / mean_norm
 
 
-def second_moment_symmetry(spectrum: torch.Tensor) -> float:
+def second_moment_symmetry(spectrum: Array) -> float:
     """Yokoi et al. 2024's second-moment symmetry (degree of isotropy): the entropy of the covariance
     spectrum normalised to sum 1, over its maximum log d: -sum l log l / log d, 0 log 0 = 0 (NaN for
     d = 1 or an all-zero spectrum)."""
-    values = spectrum.to(torch.float64).clamp(min=0)
-    total = float(values.sum())
-    d = values.numel()
+    xp = namespace_of(spectrum)
+    values = xp.maximum(xp.astype(spectrum, xp.float64), 0.0)
+    total = float(xp.sum(values))
+    d = int(values.shape[0]) if values.ndim else 1
     if d < 2 or not total > 0:
         return math.nan
     share = values[values > 0] / total
-    return float(-(share * share.log()).sum()) / math.log(d)
+    return float(-xp.sum(share * xp.log(share))) / math.log(d)
 
 
-def symmetry_scores(w: torch.Tensor, p: torch.Tensor | None = None) -> tuple[float, float]:
+def symmetry_scores(w: Array, p: Array | None = None) -> tuple[float, float]:
     """(Sym1, Sym2) of the rows of a [V, d] matrix under weights p (normalised here; None: uniform),
     computed densely in float64: the reference for the streamed scores of `zipfian_section`."""
-    x = w.to(torch.float64)
-    weights = torch.full((x.shape[0],), 1.0, dtype=torch.float64) if p is None else p.to(torch.float64).reshape(-1)
+    xp = namespace_of(w)
+    x = xp.astype(w, xp.float64)
+    weights = xp.ones(int(x.shape[0]), dtype=xp.float64) if p is None else xp.reshape(xp.astype(p, xp.float64), (-1,))
     weights = weights / weights.sum()
     mu = weights @ x
     centred = x - mu
     sigma = centred.T @ (centred * weights[:, None])
-    return (first_moment_symmetry(mu, float(weights @ torch.linalg.vector_norm(x, dim=1))),
-            second_moment_symmetry(symmetric_eigvals(sigma)))
+    return (first_moment_symmetry(mu, float(weights @ xp.linalg.vector_norm(x, axis=1))),
+            second_moment_symmetry(eigvalsh(sigma)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,8 +49,8 @@ EPILOG = """\
       spearman_before / _after: rho(<w_i, u>, count).
 
 Roles the checkpoint lacks are reported as absent. Tensors are read one at a time, in row blocks,
-converted to float32; W is read twice, the d x d and V x d^2 algebra runs in torch on --device
-(on the CPU through numpy's BLAS and LAPACK, on --threads threads). [bold]precision[/]: what each
+converted to float32; W is read twice, the d x d and V x d^2 algebra runs on --device: numpy's
+BLAS and LAPACK on the CPU (on --threads threads; torch is not imported), torch on CUDA. [bold]precision[/]: what each
 statistic is computed in and its tolerance against float64: float32 products summed in float64,
 but the unigram-weighted covariance Sigma in float64 (whitening divides by its small eigenvalues);
 eigendecompositions in float64.
@@ -104,7 +104,8 @@ def probe_bias(
         "removes.")] = True,
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(
         "--device", help="Where the eigendecompositions and V x d^2 products run: auto = CUDA when present, "
-        "else CPU. Rows are read as float32 either way.")] = "auto",
+        "else CPU (numpy; torch is imported only where a GPU driver is installed). Rows are read as float32 "
+        "either way.")] = "auto",
     threads: ThreadsOption = None,   # the core sets them and records them in its precision section
     as_json: JsonOption = False,
 ) -> None:

@@ -177,7 +177,8 @@ def evaluate(runner: Runner, scored: Scored, *, batch_size: int = 8, stride: int
     same sums with logits - shift (W b_LN for paper 003 fig. 1, the output bias for paper 000 fig. 4)."""
     import torch
 
-    from nbcli.ops import kl_divergence, unigram_log_prior
+    from nbcli.array_ops import kl_divergence
+    from nbcli.ops import unigram_log_prior
 
     V = runner.vocab_size
     context = runner.context or max(len(s) for s in scored.sequences)

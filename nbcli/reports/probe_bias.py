@@ -20,12 +20,13 @@ import numpy as np
 from nbcli import probes
 from nbcli.analysis.bins import frequency_bins
 from nbcli.analysis.geometry import FirstPass, SecondPass, first_pass, full_float32, second_pass
+from nbcli.analysis.kernels import Device, accelerator_possible
 from nbcli.analysis.probe_precision import precision_section
 from nbcli.threads import check_threads, cpu_threads
 from nbcli.analysis.zipfian import zipfian_section, zipfian_weights
 from nbcli.checkpoint.reader import RowBlocks
 from nbcli.counts import exact_total, log_unigram
-from nbcli.errors import CheckpointError
+from nbcli.errors import CheckpointError, ConfigError
 from nbcli.figure_style import FigureOptions
 
 #: Roles the report uses, in the order the error message lists them.
@@ -69,8 +70,8 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     Sections: frequency_direction (paper 003 sec. 3.2, table 3), isotropy (paper 003 sec. 3.2;
     Mu & Viswanath 2018), output_bias (paper 000 app. B.5), frequency_bins (paper 003 fig. 3),
     zipfian (Yokoi et al. 2024; weights p from `zipfian_k`, 0 = raw frequencies). W is read at most
-    twice (`nbcli.analysis.geometry`: moments, then projections), the heavy algebra in torch on
-    `device` (auto: CUDA when present), on `threads` CPU threads (None: every core); the precision
+    twice (`nbcli.analysis.geometry`: moments, then projections), the heavy algebra on `device`
+    (auto: CUDA when present, else numpy on the CPU), on `threads` CPU threads (None: every core); the precision
     of each statistic is the report's `precision` section (`nbcli.analysis.probe_precision`).
     Returns the report and, under the private key `_arrays`, the per-token scores and bins for
     plotting.
@@ -101,14 +102,17 @@ def build_report(inputs: ProbeInputs, *, bins: int = 10, smoothing_k: float = 1.
     return report
 
 
-def probe_device(choice: str) -> Any:
-    """The torch device of `build_report`'s algebra: auto (CUDA when present), cpu or cuda."""
-    from nbcli.errors import ConfigError
-    from nbcli.train.runtime import resolve_device
-
+def probe_device(choice: str) -> Device:
+    """Where `build_report`'s algebra runs (`nbcli.analysis.kernels`): auto (CUDA when present), cpu or
+    cuda. The CPU is "cpu", numpy's: torch is imported only where a GPU driver is installed."""
     if choice not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device {choice!r}: expected auto, cpu or cuda")
-    return resolve_device(choice)
+    if choice == "cpu" or (choice == "auto" and not accelerator_possible()):
+        return "cpu"
+    from nbcli.train.runtime import resolve_device
+
+    device = resolve_device(choice)
+    return "cpu" if device.type == "cpu" else device
 
 
 def _usable_b_ln(inputs: ProbeInputs) -> np.ndarray | None:

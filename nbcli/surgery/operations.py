@@ -184,7 +184,8 @@ def rescale_output_weight(run: SurgeryRun) -> None:
 
 def zipfian_whiten_embedding(run: SurgeryRun) -> None:
     """Zipfian whitening of the input embedding (Yokoi et al. 2024)."""
-    from nbcli.ops import unigram_weights, zipfian_whiten
+    from nbcli.array_ops import unigram_weights
+    from nbcli.ops import zipfian_whiten
 
     checkpoint, options, ws = run.checkpoint, run.options, run.ws
     assert options.zipfian_whiten_counts is not None

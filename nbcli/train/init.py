@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from nbcli import ops, surgery
+from nbcli.array_ops import unigram_weights
 from nbcli.errors import CheckpointError, ConfigError, naming
 from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.seeds import stream_seed
@@ -178,7 +179,7 @@ def input_embedding(cfg: TrainConfig, current: torch.Tensor, tokenizer_rows: int
             if counts is None:
                 raise ConfigError("--embedding-whiten needs the training counts")
             with naming("--embedding-whiten"):
-                emb = ops.zipfian_whiten(emb, ops.unigram_weights(counts, V, cfg.smoothing_k))
+                emb = ops.zipfian_whiten(emb, unigram_weights(counts, V, cfg.smoothing_k))
         if cfg.embedding_standardise is not None:
             emb = surgery.standardise_to(emb, surgery.parse_standardise(cfg.embedding_standardise))
         if cfg.embedding_shuffle:

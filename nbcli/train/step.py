@@ -29,7 +29,7 @@ from nbcli.errors import TrainingDiverged
 from nbcli.models.lm import ModelConfig, Transformer
 from nbcli.models.masking import mlm_mask
 from nbcli.models.output import lm_loss
-from nbcli.ops import kl_divergence
+from nbcli.array_ops import kl_divergence
 from nbcli.padding import padding_mask
 from nbcli.precision import autocast
 from nbcli.probes import bias_vs_unigram

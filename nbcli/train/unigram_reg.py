@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from nbcli.ops import kl_divergence
+from nbcli.array_ops import kl_divergence
 
 
 def unigram_kl(logits: torch.Tensor, log_unigram: torch.Tensor) -> torch.Tensor:

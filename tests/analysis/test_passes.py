@@ -13,9 +13,10 @@ import torch
 
 from nbcli.analysis import passes
 from nbcli.analysis.geometry import ProjectedRows, RowMoments
+from nbcli.analysis.kernels import on_device, to_numpy
 from nbcli.probes import LogPartition, MeanCosine, Projections
 
-CPU = torch.device("cpu")
+DEVICES = ["cpu", torch.device("cpu")]  # numpy's path, and torch's (an accelerator's code) on the CPU
 
 
 def matrix(seed: int = 0, v: int = 3000, d: int = 24) -> tuple[np.ndarray, np.ndarray]:
@@ -27,15 +28,15 @@ def matrix(seed: int = 0, v: int = 3000, d: int = 24) -> tuple[np.ndarray, np.nd
     return w, counts / counts.sum()
 
 
-def statistics(w: np.ndarray, p: np.ndarray) -> list[object]:
+def statistics(w: np.ndarray, p: np.ndarray, device: object = "cpu") -> list[object]:
     v, d = w.shape
     direction = np.linspace(-1, 1, d)
-    root = torch.eye(d, dtype=torch.float64) * 0.5
-    basis = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64))[0]
+    root = on_device(np.eye(d) * 0.5, device)
+    basis = on_device(np.linalg.qr(np.random.default_rng(1).normal(size=(d, d)))[0], device)
     return [MeanCosine(d), MeanCosine(d, remove=direction, weights=p), Projections(direction, v),
-            RowMoments(d, CPU), RowMoments(d, CPU, weights=p),
-            ProjectedRows((v, d), CPU, basis=basis, weights=p, direction=direction, partition=True),
-            ProjectedRows((v, d), CPU, basis=basis, centre=torch.full((d,), 0.1, dtype=torch.float64), root=root,
+            RowMoments(d, device), RowMoments(d, device, weights=p),
+            ProjectedRows((v, d), device, basis=basis, weights=p, direction=direction, partition=True),
+            ProjectedRows((v, d), device, basis=basis, centre=on_device(np.full(d, 0.1), device), root=root,
                           weights=p, direction=direction, partition=True)]
 
 
@@ -48,28 +49,40 @@ def results(stats: list[object]) -> list[np.ndarray]:
             out.append(s.values)
         elif isinstance(s, RowMoments):
             m = s.moments()
-            out += [m.gram().numpy(), m.uniform_mean().numpy(), np.array([m.norm_sum, m.weighted_norm_sum])]
+            out += [to_numpy(m.gram()), to_numpy(m.uniform_mean()), np.array([m.norm_sum, m.weighted_norm_sum])]
             if s.weights is not None:
-                out += [m.weighted_covariance().numpy()]
+                out += [to_numpy(m.weighted_covariance())]
         else:
             assert isinstance(s, ProjectedRows)
             out += [*s.log_partition(), np.array([s.mean_cosine(False), s.mean_cosine(True), s.frequency_share(),
-                                                   s.norm_sum, s.weighted_norm_sum]), s.weighted_sum.numpy()]
+                                                   s.norm_sum, s.weighted_norm_sum]), to_numpy(s.weighted_sum)]
             assert s.projections is not None
             out.append(s.projections)
     return out
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("workers", [2, 3])
-def test_workers_give_the_statistics_of_one_thread_reproducibly(workers: int) -> None:
+def test_workers_give_the_statistics_of_one_thread_reproducibly(workers: int, device: object) -> None:
     w, p = matrix()
-    one, many, again = statistics(w, p), statistics(w, p), statistics(w, p)
+    one, many, again = statistics(w, p, device), statistics(w, p, device), statistics(w, p, device)
     passes.run_pass(w, one, block_rows=97)
     passes.run_pass(w, many, block_rows=97, workers=workers)
     passes.run_pass(w, again, block_rows=97, workers=workers)
     for a, b, c in zip(results(one), results(many), results(again)):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
         np.testing.assert_array_equal(b, c)  # the same thread count: the same bits
+
+
+def test_numpy_and_torch_give_the_same_statistics() -> None:
+    """The CPU's numpy path and the torch path an accelerator runs are one code (the array API): on
+    the same blocks they agree to float32 rounding."""
+    w, p = matrix(5)
+    by_numpy, by_torch = statistics(w, p, "cpu"), statistics(w, p, torch.device("cpu"))
+    passes.run_pass(w, by_numpy, block_rows=211)
+    passes.run_pass(w, by_torch, block_rows=211)
+    for a, b in zip(results(by_numpy), results(by_torch)):
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=1e-6)  # float32 products of O(1) rows
 
 
 def test_blocks_get_smaller_for_workers_within_bounds() -> None:
@@ -115,14 +128,19 @@ def test_numpy_s_error_state_is_the_caller_s_in_every_worker() -> None:
     assert not np.isfinite(stat.total).all()
 
 
-def test_log_partition_merged_block_by_block_equals_one_block() -> None:
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
+def test_log_partition_merged_block_by_block_equals_one_block(device: object) -> None:
     rng = np.random.default_rng(3)
-    logits = torch.from_numpy(rng.normal(size=(300, 5)) * 20).to(torch.float32)
-    whole, pieces = LogPartition(5, [None]), LogPartition(5, [None])
+    values = (rng.normal(size=(300, 5)) * 20).astype(np.float32)
+    logits = on_device(values, device)
+    whole, pieces = LogPartition(5, [None], device), LogPartition(5, [None], device)
     whole.add(0, logits)
     for start in range(0, 300, 64):
         pieces.merge(pieces.partial(start, logits[start:start + 64]))
     np.testing.assert_allclose(pieces.result()[0], whole.result()[0], rtol=1e-6)
+    top = values.max(axis=0).astype(np.float64)  # independent: log sum exp in float64
+    expected = np.log(np.exp(values.astype(np.float64) - top).sum(axis=0)) + top
+    np.testing.assert_allclose(whole.result()[0][:5], expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("bad", [np.inf, np.nan, 3e38])

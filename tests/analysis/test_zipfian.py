@@ -17,7 +17,7 @@ from scipy import stats
 from scipy.linalg import sqrtm
 from scipy.special import logsumexp
 
-from nbcli import ops, probes
+from nbcli import array_ops, ops, probes
 from nbcli.analysis import zipfian
 from nbcli.analysis.probe_precision import tolerance_of
 from nbcli.errors import ConfigError
@@ -199,7 +199,7 @@ def test_zipfian_section_matches_dense_computation(seed: int, v: int, d: int, k:
 def _previous_section(w: np.ndarray, counts: np.ndarray, b_ln: np.ndarray, k: float) -> dict[str, Any]:
     """nb's previous implementation, one measure per pass: the whitened matrix (ops.zipfian_whiten),
     then mean cosines and partition ratios of W and of it by the probes functions."""
-    p = ops.unigram_weights(counts, w.shape[0], k)
+    p = array_ops.unigram_weights(counts, w.shape[0], k)
     white = ops.zipfian_whiten(torch.from_numpy(w), p).numpy()
     out: dict[str, Any] = {}
     for key, m in (("raw", w), ("whitened", white)):
