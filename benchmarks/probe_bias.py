@@ -12,14 +12,16 @@ frequency direction and Zipf counts:
   tolerance against float64, checked by tests/analysis/test_probe_precision.py)
 
 Each case runs `nb probe-bias CKPT --counts COUNTS --json` in a subprocess, once with the
-partition-function isotropy (the default full report) and once with --no-partition; wall time and
+partition-function isotropy (the default full report) and once with --no-partition, and (`--report
+no-counts`) the full report without counts: W^T W and the partition function, one V x d^2 product,
+no Zipfian section (what issue 44's 8B figure describes); wall time and
 the subprocess's own peak RSS (os.wait4 rusage; the files are generated in another child process so
 the measuring parent, whose pages a forked child starts with, stays small) are reported. The nbcli
 measured is this checkout's (PYTHONPATH); `--baseline DIR` also times another checkout (e.g. main's
 worktree) in the same run, each repeat alternating the two, so a shared machine's load falls on both
 and the ratio stays meaningful. The generated files are deleted afterwards unless --keep.
 
-Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--report full|no-partition] [--repeat N]
+Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--report full|no-partition|no-counts] [--repeat N]
                                        [--baseline DIR] [--blas-threads N] [--threads N] [--out FILE]
 (`--threads N` passes `nb probe-bias --threads N`: leave it out with a --baseline older than issue 44)
 """
@@ -40,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, ROOT, load_average, log, machine, write_json  # noqa: E402
 
 DEFAULT_OUT = OUT / "probe_bias.json"
+#: report -> nb probe-bias's extra options (no-counts: run without --counts)
+REPORTS: dict[str, tuple[str, ...]] = {"full": (), "no-partition": ("--no-partition",), "no-counts": ()}
 
 CASES = {
     "gpt2": {"vocab": 50_257, "d": 768, "dtype": "float32", "target_s": 4.0},
@@ -80,11 +84,12 @@ def generate(directory: Path, vocab: int, d: int, dtype: str, seed: int = 0) -> 
     return ckpt, counts_path
 
 
-def run_probe(ckpt: Path, counts: Path, *extra: str, blas_threads: int | None = None,
+def run_probe(ckpt: Path, counts: Path | None, *extra: str, blas_threads: int | None = None,
               checkout: Path = ROOT) -> dict[str, object]:
-    """`nb probe-bias` of `checkout`'s nbcli in a subprocess: wall seconds, peak RSS (bytes) of that
-    process, its report, the load average when it started."""
-    cmd = [sys.executable, "-m", "nbcli", "probe-bias", str(ckpt), "--counts", str(counts), "--json", *extra]
+    """`nb probe-bias` of `checkout`'s nbcli in a subprocess (without counts for None): wall seconds,
+    peak RSS (bytes) of that process, its report, the load average when it started."""
+    with_counts = ["--counts", str(counts)] if counts is not None else []
+    cmd = [sys.executable, "-m", "nbcli", "probe-bias", str(ckpt), *with_counts, "--json", *extra]
     env = dict(os.environ, PYTHONPATH=str(checkout))
     if blas_threads:
         env.update(OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(blas_threads),
@@ -113,8 +118,8 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="Set OPENBLAS/OMP/MKL_NUM_THREADS for nb (default: the BLAS library's own choice). "
                         "On a shared machine 1 avoids spinning BLAS threads fighting other processes.")
-    parser.add_argument("--report", choices=["full", "no-partition"], action="append",
-                        help="Run only this report (repeatable; default both).")
+    parser.add_argument("--report", choices=REPORTS, action="append",
+                        help="Run only this report (repeatable; default: full and no-partition).")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="Another nbcli checkout (e.g. /work/main) to time in the same run, alternating.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated files.")
@@ -145,8 +150,8 @@ def main() -> None:
             fp32_bytes = case["vocab"] * case["d"] * 4
             entry: dict[str, object] = {**case, "w_fp32_bytes": fp32_bytes, "file_bytes": ckpt.stat().st_size}
             checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
-            for label, extra in (("full", ()), ("no-partition", ("--no-partition",))):
-                if args.report and label not in args.report:
+            for label, extra in REPORTS.items():
+                if label not in (args.report or ["full", "no-partition"]):
                     continue
                 runs: dict[str, list[dict[str, object]]] = {which: [] for which, _ in checkouts}
                 for i in range(args.repeat):
@@ -154,8 +159,8 @@ def main() -> None:
                         log(f"[{name}] {label} {which} run {i + 1}/{args.repeat}")
                         device = ("--device", args.device) if args.device else ()
                         device += ("--threads", str(args.threads)) if args.threads else ()
-                        runs[which].append(run_probe(ckpt, counts, *extra, *device, blas_threads=args.blas_threads,
-                                                     checkout=checkout))
+                        runs[which].append(run_probe(ckpt, None if label == "no-counts" else counts, *extra, *device,
+                                                     blas_threads=args.blas_threads, checkout=checkout))
                 entry[label] = {}
                 for which, checkout in checkouts:
                     best = min(runs[which], key=lambda r: r["seconds"])
@@ -166,7 +171,7 @@ def main() -> None:
                         "cpu_seconds": [r["cpu_seconds"] for r in runs[which]],
                         "loads": [r["load"] for r in runs[which]], "best_seconds": best["seconds"],
                         "peak_rss_bytes": peak, "rss_over_w_fp32": peak / fp32_bytes,
-                        "spearman": report["frequency_direction"]["spearman"],
+                        "spearman": report["frequency_direction"].get("spearman"),
                         "partition_ratio": report["isotropy"]["partition_ratio"]}
                     rows.append((name, label, which, f"{case['vocab']:,} x {case['d']:,} {case['dtype']}",
                                  best["seconds"], best["cpu_seconds"], case["target_s"], peak / 2**20,
@@ -185,7 +190,7 @@ def main() -> None:
         print(f"{name:6} {label:13} {which:9} {shape:27} {secs:8.2f} {cpu:7.2f} {target:8.1f} {rss:12.0f} "
               f"{over:12.2f} {load:5.1f}")
     for name, entry in results["cases"].items():  # type: ignore[union-attr]
-        for label in ("full", "no-partition"):
+        for label in REPORTS:
             if "baseline" in entry.get(label, {}):
                 base, this = entry[label]["baseline"], entry[label]["this"]
                 print(f"{name} {label}: baseline / this = {base['best_seconds'] / this['best_seconds']:.2f}x wall, "
