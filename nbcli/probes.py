@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from nbcli.analysis.kernels import Array, Device, eigh, exp_, namespace, on_device, subtract, to_numpy
+from nbcli.analysis.kernels import Array, Device, divide, eigh, exp_, namespace, on_device, subtract, to_numpy
 from nbcli.analysis.passes import Rows, float32_block, run_pass
 from nbcli.array_ops import kl_divergence
 
@@ -298,6 +298,10 @@ class LogPartition:
     `device` ("cpu": numpy; a torch.device: torch, `nbcli.analysis.kernels`): `add` takes the block's
     logits <c, w_i> [rows, k]."""
 
+    #: widest range of a column's logits (max - min) for which -c's exponentials are c's reciprocals
+    #: (exp(-80) = 1.8e-35 is a normal float32, whose reciprocal keeps its relative precision)
+    RECIPROCAL_SPAN = 80.0
+
     def __init__(self, k: int, weightings: Sequence[Any], device: Device = "cpu") -> None:
         xp = self.xp = namespace(device)
         self.weightings = [None if w is None else xp.reshape(xp.astype(on_device(to_numpy(w), device), xp.float32), (-1,))
@@ -316,10 +320,18 @@ class LogPartition:
         rows = int(logits.shape[0])
         sums: list[list[Array]] = [[] for _ in self.weightings]
         e = logits - hi  # c: exponents <c, w_i> - max
+        # -c from c's exponentials, a division instead of an exponential (10x cheaper):
+        # exp(lo - x) = exp(lo - hi) / exp(x - hi), within 3 ulp where exp(x - hi) is a normal float32,
+        # i.e. a column's logits span at most RECIPROCAL_SPAN; otherwise exponentials again
+        reciprocal = bool(xp.all(hi - lo <= self.RECIPROCAL_SPAN))
         for sign in (1, -1):
-            if sign < 0:  # -c: exponents -<c, w_i>, largest at -lo (the buffer reused)
+            if sign > 0:
+                exp_(e)
+            elif reciprocal:  # the buffer reused: e = exp(lo - hi) / e
+                divide(xp.exp(lo - hi), e, out=e)
+            else:
                 subtract(lo, logits, out=e)
-            exp_(e)
+                exp_(e)
             for out, weights in zip(sums, self.weightings):  # float32 exponentials, sums float64
                 out.append(xp.sum(e, axis=0, dtype=xp.float64) if weights is None
                            else xp.astype(weights[start:start + rows] @ e, xp.float64))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ import numpy as np
 from nbcli.analysis.kernels import (Array, Device, eigh, eigvalsh, gram_block, is_accelerator, namespace, namespace_of,
                                     on_device, outer, pass_workers, to_numpy)
 from nbcli.errors import ConfigError
-from nbcli.analysis.passes import Rows, run_pass
+from nbcli.analysis.passes import Rows, concurrently, run_pass
 from nbcli.probes import LogPartition, MeanCosine, Projections
 from nbcli.array_ops import inverse_sqrt_from_eigh
 
@@ -83,15 +83,19 @@ class RowMoments:
         self.weighted_sum = on_device(np.zeros(width), device)
         self.weighted_norm_sum = 0.0  # sum p ||w||
 
-    def update(self, start: int, block: np.ndarray) -> None:
-        if self.shift is None:  # the first block's mean, rounded to float32 (any c is exact)
+    def prepare(self, block: np.ndarray) -> None:
+        """The shift c: the first block's mean, rounded to float32 (any c is exact)."""
+        if self.shift is None:
             mean = block.mean(axis=0, dtype=np.float64).astype(np.float32).astype(np.float64)
             self.shift = on_device(mean, self.device)
+
+    def update(self, start: int, block: np.ndarray) -> None:
+        self.prepare(block)
         self.merge(start, self.partial(start, block))
 
     def partial(self, start: int, block: np.ndarray) -> dict[str, Any]:
-        """A block's sums about the shift (set by the first block's `update`); no shared state."""
-        assert self.shift is not None, "the first block goes through update()"
+        """A block's sums about the shift (set by `prepare` with the first block); no shared state."""
+        assert self.shift is not None, "prepare() comes first"
         xp = self.xp
         x = on_device(block, self.device)
         norms = xp.astype(xp.sqrt(xp.vecdot(x, x)), xp.float64)
@@ -203,23 +207,37 @@ class Whitening:
     basis: Array | None  # C_w: eigenvectors of the whitened rows' Gram matrix (None without partition)
 
 
-def solve_whitening(moments: Moments, partition: bool) -> Whitening:
-    """S = Sigma^(-1/2) from one eigendecomposition of Sigma (a singular Sigma raises ConfigError, the
-    rule of `nbcli.ops.inverse_sqrt`) and, from pass 1's sums alone, the spectra of the uniform
+def solve_whitening(moments: Moments, partition: bool, workers: int = 1,
+                    gram_basis: bool = False) -> tuple[Array | None, Whitening | None, str | None]:
+    """The eigendecompositions between the passes: with `gram_basis` the eigenvectors of W^T W (the
+    partition function's directions, Mu & Viswanath 2018), and Zipfian whitening: S = Sigma^(-1/2) from
+    one eigendecomposition of Sigma and, from pass 1's sums alone, the spectra of the uniform
     covariances of W and of the whitened rows, of S Sigma S (from Sigma's own eigenvalues: S and
     Sigma share eigenvectors) and (with `partition`) the eigenvectors of the whitened rows' Gram
-    matrix S (W - mu)^T (W - mu) S."""
-    values, vectors = eigh(moments.weighted_covariance())
-    root = inverse_sqrt_from_eigh(values, vectors)
-    mu = moments.weighted_mean()
-    mean = moments.uniform_mean()
+    matrix S (W - mu)^T (W - mu) S. Independent ones run side by side on `workers` threads
+    (`nbcli.analysis.passes.concurrently`). Returns (W^T W's eigenvectors or None, the whitening or
+    None, why not: a singular Sigma, the rule of `nbcli.ops.inverse_sqrt`)."""
+    mu, mean = moments.weighted_mean(), moments.uniform_mean()
     uniform_scatter = moments.scatter_about(mean)
-    basis = eigh(root @ moments.scatter_about(mu) @ root)[1] if partition else None
+    first: list[Callable[[], Any]] = [lambda: eigh(moments.weighted_covariance()), lambda: eigvalsh(uniform_scatter)]
+    if gram_basis:
+        first.append(lambda: eigh(moments.gram())[1])
+    (values, vectors), uniform_spectrum, *rest = concurrently(first, workers)
+    basis = rest[0] if gram_basis else None
+    try:
+        root = inverse_sqrt_from_eigh(values, vectors)
+    except ConfigError as err:
+        return basis, None, str(err)
+    second: list[Callable[[], Any]] = [lambda: eigvalsh(root @ uniform_scatter @ root)]
+    if partition:
+        second.append(lambda: eigh(root @ moments.scatter_about(mu) @ root)[1])
+    whitened_uniform_spectrum, *whitened_basis = concurrently(second, workers)
     inverse_root = 1.0 / namespace_of(values).sqrt(values)
-    return Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=eigvalsh(uniform_scatter),
-                     whitened_spectrum=inverse_root * values * inverse_root,
-                     whitened_uniform_spectrum=eigvalsh(root @ uniform_scatter @ root),
-                     whitened_uniform_mean=(mean - mu) @ root, basis=basis)
+    return basis, Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=uniform_spectrum,
+                            whitened_spectrum=inverse_root * values * inverse_root,
+                            whitened_uniform_spectrum=whitened_uniform_spectrum,
+                            whitened_uniform_mean=(mean - mu) @ root,
+                            basis=whitened_basis[0] if partition else None), None
 
 
 class ProjectedRows:
@@ -388,22 +406,17 @@ def second_pass(rows: Rows, first: FirstPass, b_ln: np.ndarray | None, weights: 
         return SecondPass(None, None, None, None, None)
     moments = first.moments.moments()
     shape = (int(rows.shape[0]), int(rows.shape[1]))
-    basis = eigh(moments.gram())[1] if partition else None
+    workers = pass_workers(device, threads)
     if weights is None:
-        raw = ProjectedRows(shape, device, basis=basis, partition=True)
-        run_pass(rows, [raw], workers=pass_workers(device, threads))
+        raw = ProjectedRows(shape, device, basis=eigh(moments.gram())[1], partition=True)
+        run_pass(rows, [raw], workers=workers)
         return SecondPass(raw, None, moments, None, None)
-    try:
-        whitening: Whitening | None = solve_whitening(moments, partition)
-    except ConfigError as err:
-        whitening, note = None, str(err)
-    else:
-        note = None
+    basis, whitening, note = solve_whitening(moments, partition, workers, gram_basis=partition)
     direction, name = frequency_direction(b_ln, moments.weighted_mean())
     stats = [ProjectedRows(shape, device, basis=basis, weights=weights, direction=direction, partition=partition)]
     if whitening is not None:
         stats.append(ProjectedRows(shape, device, basis=whitening.basis, centre=whitening.mu, root=whitening.root,
                                    weights=weights, direction=direction, partition=partition))
     if partition or whitening is not None:
-        run_pass(rows, list(stats), workers=pass_workers(device, threads))
+        run_pass(rows, list(stats), workers=workers)
     return SecondPass(stats[0], stats[1] if whitening is not None else None, moments, whitening, name, note)

@@ -124,6 +124,15 @@ def subtract(a: Array, b: Array, out: Array) -> Array:
     return torch.sub(a, b, out=out)
 
 
+def divide(a: Array, b: Array, out: Array) -> Array:
+    """a / b written into `out` (no new array), returned."""
+    if isinstance(out, np.ndarray):
+        return np.divide(a, b, out=out)
+    import torch
+
+    return torch.div(a, b, out=out)
+
+
 def exp_(x: Array) -> Array:
     """exp(x) in place, returned."""
     if isinstance(x, np.ndarray):

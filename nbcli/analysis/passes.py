@@ -10,13 +10,15 @@ threads, each BLAS call on one thread (`nbcli.threads.cpu_threads(1)`), and merg
 thread in block order: every sum is taken in the same order whatever the thread count, so a run is
 reproducible, and the elementwise work (exponentials, norms, conversions), which numpy runs on one
 thread, is spread over the cores too.
-The first block is done alone: some statistics take a reference from it (`RowMoments`' shift).
+Statistics that take a reference from the first block (`RowMoments`' shift) have `prepare(block)`,
+called with it before any block is computed; then every block, the first included, goes to the workers.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -46,7 +48,8 @@ class Rows(Protocol):
 class RowStatistic(Protocol):
     """A statistic accumulated over row blocks in one pass (several can share a pass). On several
     workers it also has `partial(start, block) -> part` (no shared state) and `merge(start, part)`, and
-    `update(start, block)` is `merge(start, partial(start, block))`."""
+    `update(start, block)` is `merge(start, partial(start, block))`; one that takes a reference from the
+    first block has `prepare(block)`, called with it first."""
 
     def update(self, start: int, block: np.ndarray) -> None: ...
 
@@ -94,11 +97,14 @@ def run_pass(rows: Rows, statistics: list[RowStatistic], block_rows: int | None 
             for statistic in statistics:
                 statistic.update(start, block)
         return
-    (start, stop), rest = ranges[0], deque(ranges[1:])
-    block = float32_block(rows[start:stop])
-    for statistic in statistics:
-        statistic.update(start, block)
-    del block
+    rest = deque(ranges)
+    preparing = [s for s in statistics if hasattr(s, "prepare")]
+    if preparing:  # the first block read twice (once here): cheap next to computing it on one thread alone
+        start, stop = ranges[0]
+        block = float32_block(rows[start:stop])
+        for statistic in preparing:
+            statistic.prepare(block)
+        del block
     errors = {key: value for key, value in np.geterr().items()}
     pending: deque[tuple[int, Future[list[Any]]]] = deque()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nb-pass")
@@ -113,3 +119,15 @@ def run_pass(rows: Rows, statistics: list[RowStatistic], block_rows: int | None 
                     statistic.merge(first, part)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def concurrently(calls: Sequence[Callable[[], Any]], workers: int) -> list[Any]:
+    """Independent calls (the eigendecompositions between the passes) side by side on `workers` threads,
+    each BLAS / LAPACK call on one thread (at d = 768 LAPACK's dsyevd gains little from a second
+    thread; two at once use both cores); in order on the calling thread for workers <= 1. The
+    results in call order; the first call's error is raised."""
+    if workers <= 1 or len(calls) < 2:
+        return [call() for call in calls]
+    with cpu_threads(1), ThreadPoolExecutor(max_workers=min(workers, len(calls)), thread_name_prefix="nb-eig") as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [future.result() for future in futures]

@@ -128,19 +128,21 @@ def test_numpy_s_error_state_is_the_caller_s_in_every_worker() -> None:
     assert not np.isfinite(stat.total).all()
 
 
+@pytest.mark.parametrize("scale", [3.0, 20.0])  # -c's exponentials as c's reciprocals; spans over 80: exponentials
 @pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
-def test_log_partition_merged_block_by_block_equals_one_block(device: object) -> None:
+def test_log_partition_merged_block_by_block_equals_one_block(device: object, scale: float) -> None:
     rng = np.random.default_rng(3)
-    values = (rng.normal(size=(300, 5)) * 20).astype(np.float32)
+    values = (rng.normal(size=(300, 5)) * scale).astype(np.float32)
     logits = on_device(values, device)
     whole, pieces = LogPartition(5, [None], device), LogPartition(5, [None], device)
     whole.add(0, logits)
     for start in range(0, 300, 64):
         pieces.merge(pieces.partial(start, logits[start:start + 64]))
     np.testing.assert_allclose(pieces.result()[0], whole.result()[0], rtol=1e-6)
-    top = values.max(axis=0).astype(np.float64)  # independent: log sum exp in float64
-    expected = np.log(np.exp(values.astype(np.float64) - top).sum(axis=0)) + top
-    np.testing.assert_allclose(whole.result()[0][:5], expected, rtol=1e-6)
+    for sign, got in ((1, whole.result()[0][:5]), (-1, whole.result()[0][5:])):  # independent: float64
+        x = sign * values.astype(np.float64)
+        top = x.max(axis=0)
+        np.testing.assert_allclose(got, np.log(np.exp(x - top).sum(axis=0)) + top, rtol=1e-6)
 
 
 @pytest.mark.parametrize("bad", [np.inf, np.nan, 3e38])
