@@ -95,7 +95,8 @@ def second_moment_symmetry(spectrum: Array) -> float:
     spectrum normalised to sum 1, over its maximum log d: -sum l log l / log d, 0 log 0 = 0 (NaN for
     d = 1 or an all-zero spectrum)."""
     xp = namespace_of(spectrum)
-    values = xp.maximum(xp.astype(spectrum, xp.float64), 0.0)
+    values = xp.astype(spectrum, xp.float64)
+    values = xp.where(values > 0, values, 0.0)
     total = float(xp.sum(values))
     d = int(values.shape[0]) if values.ndim else 1
     if d < 2 or not total > 0:
