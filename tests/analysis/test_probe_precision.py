@@ -111,11 +111,18 @@ def flatten(report: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@pytest.mark.parametrize("seed, threads", [(0, 1), (1, 1), (0, 3)])
-def test_every_statistic_is_within_its_documented_tolerance_of_float64(seed: int, threads: int,
+@pytest.mark.parametrize("seed, threads, arrays", [(0, 1, "numpy"), (1, 1, "numpy"), (0, 3, "numpy"), (1, 2, "torch")])
+def test_every_statistic_is_within_its_documented_tolerance_of_float64(seed: int, threads: int, arrays: str,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Also on 3 worker threads (nbcli.analysis.passes), in blocks small enough that every worker has some."""
+    """Also on 3 worker threads (nbcli.analysis.passes), in blocks small enough that every worker has some,
+    and in torch: the code CUDA runs (`nbcli.analysis.kernels`), here on torch's CPU."""
     monkeypatch.setattr(passes, "MIN_BLOCK_FLOATS", 1 << 12)
+    if arrays == "torch":
+        import torch
+
+        from nbcli.reports import probe_bias
+
+        monkeypatch.setattr(probe_bias, "probe_device", lambda choice: torch.device("cpu"))
     t = known_spectrum(seed, 6000, 96)
     report = build_report(ProbeInputs(counts=t["counts"], output_weight=t["w"], final_ln_bias=t["b_ln"]),
                           device="cpu", threads=threads)
