@@ -1,11 +1,12 @@
 """The papers' formulas that need no torch, on numpy arrays and torch tensors alike: KL divergence
-(paper 000), Zipfian whitening's unigram weights p(w) and symmetric inverse root Sigma^(-1/2) from an
+(paper 000), removing a direction from every row (paper 003 sec. 3.2), Zipfian whitening's unigram weights p(w) and symmetric inverse root Sigma^(-1/2) from an
 eigendecomposition (Yokoi et al. 2024). `nbcli.ops` re-exports them in its table beside its torch
 functions; `nb probe-bias` runs them on numpy without importing torch (~3 s of its start-up).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,3 +74,24 @@ def inverse_sqrt_from_eigh(values: Any, vectors: Any) -> Any:
         raise ConfigError(f"the weighted covariance is singular (rank {rank} of {size}): whitening is "
                           "undefined (too few tokens with weight > 0, or an embedding confined to a subspace)")
     return (vectors * (1.0 / xp.sqrt(values))) @ vectors.T
+
+
+def remove_direction(w: Any, direction: Any) -> Any:
+    """Paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u with u = direction / ||direction|| for every row
+    w_i of W (the frequency direction when `direction` is b_LN). numpy arrays or torch tensors (of any
+    float dtype); computed in float32 (float64 for float64 input), returned in W's dtype."""
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(w, direction)
+    if w.ndim != 2 or direction.ndim != 1 or direction.shape[0] != w.shape[1]:
+        raise ConfigError(f"cannot project a {list(direction.shape)} direction out of a {list(w.shape)} matrix")
+    if not xp.isdtype(w.dtype, "real floating"):
+        raise ConfigError(f"expected a floating-point tensor, got {w.dtype}")
+    dtype = xp.float64 if w.dtype == xp.float64 else xp.float32
+    u = xp.astype(direction, xp.float64)
+    length = float(xp.linalg.vector_norm(u))
+    if length == 0 or not math.isfinite(length):
+        raise ConfigError(f"the direction vector has norm {length}; nothing to remove")
+    u = xp.astype(u / length, dtype)
+    work = xp.astype(w, dtype)
+    return xp.astype(work - (work @ u)[:, None] * u[None, :], w.dtype)

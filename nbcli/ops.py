@@ -25,8 +25,8 @@ standard deviations) are accumulated in float64 over row blocks, so no full-size
     tensor_summary(x)                      norm, mean, std, min, max (what patch-checkpoint reports)
     sinusoidal_positions(positions, d)     paper 002 eq. 2     P[i, 2k] = sin(i / 10000^(2k/D)), P[i, 2k+1] = cos(...)
 
-kl_divergence and unigram_weights live in `nbcli.array_ops` (with the inverse root from an
-eigendecomposition): they take numpy arrays as well as tensors and need no torch, so `nb
+kl_divergence, remove_direction and unigram_weights live in `nbcli.array_ops` (with the inverse root
+from an eigendecomposition): they take numpy arrays as well as tensors and need no torch, so `nb
 probe-bias` runs them without importing it. The smoothing formula itself is
 `nbcli.counts.log_unigram` (one place); `nbcli.surgery` composes
 these functions into a plan over a checkpoint's tensors and writes the result.
@@ -193,21 +193,6 @@ def scale_ln_bias(b: torch.Tensor, lam: float) -> torch.Tensor:
     if not isinstance(lam, (int, float)) or not math.isfinite(lam):
         raise ConfigError(f"lambda must be a finite number, got {lam!r}")
     return (b.to(_work_dtype(b)) * lam).to(b.dtype)
-
-
-def remove_direction(w: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
-    """Paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u with u = direction / ||direction|| for every row
-    w_i of W (the frequency direction when `direction` is b_LN)."""
-    if w.ndim != 2 or direction.ndim != 1 or direction.shape[0] != w.shape[1]:
-        raise ConfigError(f"cannot project a {list(direction.shape)} direction out of a {list(w.shape)} matrix")
-    dtype = _work_dtype(w)
-    u = direction.to(torch.float64)
-    length = float(u.norm())
-    if length == 0 or not math.isfinite(length):
-        raise ConfigError(f"the direction vector has norm {length}; nothing to remove")
-    u = (u / length).to(dtype)
-    work = w.to(dtype)
-    return (work - (work @ u)[:, None] * u[None, :]).to(w.dtype)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 
 from nbcli.analysis.kernels import Array, Device, divide, eigh, exp_, namespace, on_device, subtract, to_numpy
 from nbcli.analysis.passes import Rows, float32_block, run_pass
-from nbcli.array_ops import kl_divergence
+from nbcli.array_ops import kl_divergence, remove_direction
 
 # ---------------------------------------------------------------------------------------------
 # Correlation
@@ -234,11 +234,7 @@ def sample_pairwise_cosines(rows: Rows, sample: int = 2000, remove: np.ndarray |
     block = np.concatenate([float32_block(rows[int(i):int(i) + 1]) for i in picked]) if picked.size else \
         np.zeros((0, int(rows.shape[1])), dtype=np.float32)
     if remove is not None:  # paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u, u = remove / ||remove||
-        import torch
-
-        from nbcli.ops import remove_direction
-
-        block = remove_direction(torch.from_numpy(block), torch.from_numpy(np.asarray(remove, np.float64).ravel())).numpy()
+        block = remove_direction(block, np.asarray(remove, np.float64).ravel())
     units = _unit_rows(block)
     cos = units @ units.T
     return cos[np.triu_indices(units.shape[0], k=1)].astype(np.float32)

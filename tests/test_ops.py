@@ -191,7 +191,7 @@ def test_scale_ln_bias_refuses_nonfinite(lam: float) -> None:
 def test_remove_direction_matches_numpy(seed: int, shape: tuple[int, int], dtype: torch.dtype) -> None:
     w = matrix_from(seed, *shape, dtype)
     b = matrix_from(seed + 7, 1, shape[1], torch.float64)[0]
-    got = ops.remove_direction(w, b)
+    got = array_ops.remove_direction(w, b)
     w64, u = np64(w), np64(b) / np.linalg.norm(np64(b))
     expected = w64 - np.outer(w64 @ u, u)
     assert_close_in(dtype, got, expected)
@@ -199,9 +199,23 @@ def test_remove_direction_matches_numpy(seed: int, shape: tuple[int, int], dtype
         assert np.abs(np64(got) @ u).max() < 1e-4 * max(1.0, np.abs(w64).max())
 
 
+@FAST
+@given(st.integers(0, 10_000), shapes, st.sampled_from([np.float32, np.float64]))
+def test_remove_direction_on_numpy_equals_torch(seed: int, shape: tuple[int, int], dtype: type) -> None:
+    """The same formula on numpy arrays (nb probe-bias's sample of cosines, without torch)."""
+    w = np.random.default_rng(seed).normal(0.3, 1.0, size=shape).astype(dtype)
+    b = np.random.default_rng(seed + 7).normal(size=shape[1])
+    got = array_ops.remove_direction(w, b)
+    assert isinstance(got, np.ndarray) and got.dtype == dtype
+    np.testing.assert_allclose(got, array_ops.remove_direction(torch.from_numpy(w), torch.from_numpy(b)).numpy(),
+                               rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(w).max())))
+    with pytest.raises(ConfigError, match="floating-point"):
+        array_ops.remove_direction(w.astype(np.int64), b)
+
+
 def test_remove_zero_direction_is_an_error() -> None:
     with pytest.raises(ConfigError, match="norm 0"):
-        ops.remove_direction(torch.ones(3, 2), torch.zeros(2))
+        array_ops.remove_direction(torch.ones(3, 2), torch.zeros(2))
 
 
 def test_inputs_are_not_modified() -> None:
@@ -209,7 +223,7 @@ def test_inputs_are_not_modified() -> None:
     copy = w.clone()
     ops.rescale_w(w, torch.ones(6))
     ops.standardise_embeddings(w)
-    ops.remove_direction(w, torch.ones(3))
+    array_ops.remove_direction(w, torch.ones(3))
     ops.shuffle_embeddings(w, 0)
     assert torch.equal(w, copy)
 

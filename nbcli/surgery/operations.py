@@ -233,7 +233,7 @@ def scale_final_ln_bias(run: SurgeryRun) -> None:
 def remove_frequency_direction(run: SurgeryRun) -> None:
     """6. w_i <- w_i - <w_i, u> u, u = b_LN / ||b_LN|| of the input checkpoint (paper 003 sec. 3.2):
     the stored b_LN, whatever scale-ln-bias wrote before."""
-    from nbcli.ops import remove_direction
+    from nbcli.array_ops import remove_direction
 
     ln_name = run.roles.require("final_ln_bias", "--remove-frequency-direction")
     ln_original = run.ws.read_stored(ln_name)

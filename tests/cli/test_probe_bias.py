@@ -287,6 +287,11 @@ def test_the_cpu_report_never_imports_torch(tmp_path: Path, t: dict, counts_file
     assert report["precision"]["device"] == "cpu"
     for section in ("frequency_direction", "isotropy", "zipfian", "output_bias"):
         assert report[section] == expected_report[section]
+    figures = tmp_path / "figures"  # the figures too (the cosine histogram's sample without b_LN's direction)
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH, *args[:-1], "--plot", str(figures)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert {"cosine_histogram.png", "frequency_direction.png"} <= {p.name for p in figures.iterdir()}
 
 
 def test_auto_is_the_cpu_without_a_gpu_driver(monkeypatch: pytest.MonkeyPatch) -> None:

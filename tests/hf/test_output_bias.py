@@ -16,9 +16,9 @@ transformers = pytest.importorskip("transformers")  # in the test extras; never 
 import nbcli  # noqa: E402
 from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
 from nbcli.errors import CheckpointError, ConfigError, CountsError  # noqa: E402
-from nbcli.array_ops import unigram_weights  # noqa: E402
+from nbcli.array_ops import remove_direction, unigram_weights  # noqa: E402
 from nbcli.ops import (  # noqa: E402
-    remove_direction, shuffle_embeddings, standardise_embeddings, unigram_log_prior, xavier_std, zipfian_whiten,
+    shuffle_embeddings, standardise_embeddings, unigram_log_prior, xavier_std, zipfian_whiten,
 )
 
 V = 64

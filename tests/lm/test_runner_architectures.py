@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")  # in the test extras; never 
 
 import nbcli  # noqa: E402
 from nbcli.errors import CheckpointError  # noqa: E402
-from nbcli.ops import remove_direction  # noqa: E402
+from nbcli.array_ops import remove_direction  # noqa: E402
 from tests.cli.helpers import assert_one_line_error, invoke  # noqa: E402
 from tests.hf_layouts import IDS, LAYOUTS, Layout, build  # noqa: E402
 from tests.hub_cache import add_snapshot, commit_hash  # noqa: E402

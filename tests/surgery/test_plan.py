@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from nbcli import ops, surgery
+from nbcli import array_ops, ops, surgery
 from nbcli.checkpoint import open_checkpoint, resolve_roles
 from nbcli.counts import UnigramCounts, write_counts
 from nbcli.errors import CheckpointError, ConfigError
@@ -58,7 +58,7 @@ def test_composed_operations_equal_their_sequence(tmp_path: Path, dtype: torch.d
     w = ops.rescale_w(tensors["head.weight"].to(work), bias, "spectral")
     emb = ops.shuffle_embeddings(ops.standardise_embeddings(tensors["tok_emb.weight"].to(work), 0.0, 0.05), 3)
     ln = ops.scale_ln_bias(tensors["ln_f.bias"].to(work), 0.25)
-    w = ops.remove_direction(w, tensors["ln_f.bias"].to(work))
+    w = array_ops.remove_direction(w, tensors["ln_f.bias"].to(work))
     expected = {"head.bias": bias, "head.weight": w, "tok_emb.weight": emb, "ln_f.bias": ln}
     assert set(new) == set(expected)
     for name, value in expected.items():
@@ -75,7 +75,7 @@ def test_tied_output_side_warns_and_untie_separates(tmp_path: Path) -> None:
     opts = surgery.SurgeryOptions(remove_frequency_direction=True, untie=True)
     new, ws, warnings = surgery.run_surgery(ckpt, roles, opts)
     assert set(new) == {"lm_head.weight"} and ws.touched["lm_head.weight"].created
-    expected = ops.remove_direction(ckpt.get("wte.weight"), ckpt.get("ln_f.bias"))
+    expected = array_ops.remove_direction(ckpt.get("wte.weight"), ckpt.get("ln_f.bias"))
     assert torch.allclose(new["lm_head.weight"], expected, atol=1e-6)
 
 
