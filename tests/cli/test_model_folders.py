@@ -24,9 +24,9 @@ transformers = pytest.importorskip("transformers")  # in the test extras; never 
 
 from nbcli.checkpoint import open_checkpoint  # noqa: E402
 from nbcli.counts import UnigramCounts, write_counts  # noqa: E402
+from nbcli.array_ops import remove_direction  # noqa: E402
 from nbcli.ops import (  # noqa: E402
-    remove_direction, rescale_w, scale_ln_bias, shuffle_embeddings, standardise_embeddings, unigram_log_prior,
-    xavier_std,
+    rescale_w, scale_ln_bias, shuffle_embeddings, standardise_embeddings, unigram_log_prior, xavier_std,
 )
 from tests.cli.helpers import invoke  # noqa: E402
 from tests.hf_layouts import ENC, IDS, LAYOUTS, V, Layout, build  # noqa: E402
