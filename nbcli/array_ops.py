@@ -1,7 +1,9 @@
 """The papers' formulas that need no torch, on numpy arrays and torch tensors alike: KL divergence
-(paper 000), removing a direction from every row (paper 003 sec. 3.2), Zipfian whitening's unigram weights p(w) and symmetric inverse root Sigma^(-1/2) from an
-eigendecomposition (Yokoi et al. 2024). `nbcli.ops` re-exports them in its table beside its torch
-functions; `nb probe-bias` runs them on numpy without importing torch (~3 s of its start-up).
+(paper 000), removing a direction from every row (paper 003 sec. 3.2), Zipfian whitening's unigram
+weights p(w) and symmetric inverse root Sigma^(-1/2) from an eigendecomposition (Yokoi et al. 2024);
+and `namespace_of`, the array API namespace they (and `nbcli.analysis`) compute in. `nbcli.ops`'s
+table lists them beside its torch functions; `nb probe-bias` runs them on numpy without importing
+torch (~3 s of its start-up).
 """
 
 from __future__ import annotations
@@ -11,10 +13,27 @@ import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from array_api_compat import is_torch_array
+from array_api_compat import array_namespace, is_torch_array
 
 from nbcli.counts import log_unigram, pad_counts
 from nbcli.errors import ConfigError
+
+
+def numpy_namespace() -> Any:
+    """numpy itself from 2.0 (it follows the array API standard), array_api_compat's wrapper before:
+    importing the wrapper costs ~0.16 s (it loads numpy.f2py and numpy.testing)."""
+    if int(np.__version__.split(".")[0]) >= 2:
+        return np
+    import array_api_compat.numpy as xp
+
+    return xp
+
+
+def namespace_of(*arrays: Any) -> Any:
+    """The array API namespace of the arrays given: numpy's (`numpy_namespace`) or torch's."""
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        return numpy_namespace()
+    return array_namespace(*arrays)
 
 
 if TYPE_CHECKING:
@@ -65,7 +84,7 @@ def inverse_sqrt_from_eigh(values: Any, vectors: Any) -> Any:
     (values ascending, float64; numpy arrays or torch tensors): the symmetric (ZCA) root. A
     covariance with an eigenvalue <= lambda_max * d * 2^-52 (numerically singular, e.g. fewer
     weighted rows than dimensions) is an error: whitening is undefined."""
-    xp = sys.modules["torch"] if is_torch_array(values) else np
+    xp = namespace_of(values, vectors)
     size = int(values.shape[0])
     top = float(values[-1]) if size else 0.0
     floor = max(top, 0.0) * size * float(np.finfo(np.float64).eps)
@@ -80,9 +99,7 @@ def remove_direction(w: Any, direction: Any) -> Any:
     """Paper 003 sec. 3.2: w_i <- w_i - <w_i, u> u with u = direction / ||direction|| for every row
     w_i of W (the frequency direction when `direction` is b_LN). numpy arrays or torch tensors (of any
     float dtype); computed in float32 (float64 for float64 input), returned in W's dtype."""
-    from array_api_compat import array_namespace
-
-    xp = array_namespace(w, direction)
+    xp = namespace_of(w, direction)
     if w.ndim != 2 or direction.ndim != 1 or direction.shape[0] != w.shape[1]:
         raise ConfigError(f"cannot project a {list(direction.shape)} direction out of a {list(w.shape)} matrix")
     if not xp.isdtype(w.dtype, "real floating"):

@@ -60,5 +60,5 @@ def cpu_threads(threads: int | None) -> Iterator[None]:
         with threadpool_limits(limits=threads):
             yield
     finally:
-        if torch is not None and saved is not None:
+        if saved is not None:
             torch.set_num_threads(saved)

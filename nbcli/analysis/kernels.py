@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from nbcli.array_ops import namespace_of, numpy_namespace
+
 #: Where the algebra runs: "cpu" (numpy) or a torch.device.
 Device = Any
 #: An array of the device's namespace: a numpy array or a torch tensor.
@@ -55,25 +57,6 @@ def namespace(device: Device) -> Any:
     import array_api_compat.torch as xp
 
     return xp
-
-
-def numpy_namespace() -> Any:
-    """numpy itself from 2.0 (it follows the standard), array_api_compat's wrapper before: importing
-    the wrapper costs ~0.16 s (it loads numpy.f2py and numpy.testing)."""
-    if int(np.__version__.split(".")[0]) >= 2:
-        return np
-    import array_api_compat.numpy as xp
-
-    return xp
-
-
-def namespace_of(*arrays: Array) -> Any:
-    """The array API namespace of the arrays given (numpy's or torch's)."""
-    if all(isinstance(a, np.ndarray) for a in arrays):
-        return numpy_namespace()
-    from array_api_compat import array_namespace
-
-    return array_namespace(*arrays)
 
 
 def on_device(array: np.ndarray, device: Device, dtype: Any = None) -> Array:
@@ -137,9 +120,7 @@ def exp_(x: Array) -> Array:
     """exp(x) in place, returned."""
     if isinstance(x, np.ndarray):
         return np.exp(x, out=x)
-    if x.is_contiguous():
-        return x.exp_()
-    return x.copy_(x.exp())
+    return x.exp_()
 
 
 def _symmetrised(matrix: Array) -> tuple[Any, Array]:
