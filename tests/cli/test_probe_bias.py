@@ -294,6 +294,32 @@ def test_the_cpu_report_never_imports_torch(tmp_path: Path, t: dict, counts_file
     assert {"cosine_histogram.png", "frequency_direction.png"} <= {p.name for p in figures.iterdir()}
 
 
+def test_a_hub_repo_id_probes_without_torch(tmp_path: Path, t: dict, counts_file: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repo id in the Hugging Face cache layout (snapshots of symlinks into blobs), GPT-2's names and
+    config.json: resolved and probed in a process that cannot import torch, as from the folder itself."""
+    import subprocess
+    import sys
+
+    from tests.hub_cache import add_snapshot, commit_hash
+
+    source = tmp_path / "gpt2"
+    source.mkdir()
+    save_file({k.removeprefix("transformer."): v for k, v in gpt2_layout(t).items()}, str(source / "model.safetensors"))
+    (source / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+    add_snapshot(tmp_path / "hub", "org/gpt2", source, commit_hash("probe"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["probe-bias", "org/gpt2", "-c", str(counts_file), "--device", "cpu", "--json"]
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["zipfian"]["present"]
+    assert report["frequency_direction"]["spearman"] == pytest.approx(expected(t)["spearman"], abs=1e-6)
+    from_folder = probe(source, "-c", counts_file, "--device", "cpu")
+    assert report["isotropy"] == from_folder["isotropy"] and report["zipfian"] == from_folder["zipfian"]
+
+
 def test_auto_is_the_cpu_without_a_gpu_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     from nbcli.analysis import kernels
     from nbcli.reports import probe_bias
