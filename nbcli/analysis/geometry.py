@@ -15,14 +15,15 @@ needs it.
   gives: W^T W (the partition function's candidate directions, Mu & Viswanath 2018), Sigma
   (Sigma^(-1/2), the symmetric ZCA root of Zipfian whitening, and its spectrum for Yokoi et al.'s
   second-moment score) and the whitened rows' Gram matrix S (W - mu)^T (W - mu) S (their candidate
-  directions C_w).
+  directions C_w). Yokoi et al.'s uniform spectra differ by rank one from W^T W and from the
+  whitened Gram matrix: with the partition function they are those decompositions' secular
+  equations (`nbcli.analysis.rank_one`, O(d^2)), without it eigenvalue-only decompositions.
 * Pass 2 (`ProjectedRows`): per block the logits B C (raw) and Y = (B - mu) S C_w (the whitened
   rows in the orthonormal basis C_w, so ||y_i|| = ||w'_i|| and every inner product is kept): both
   partition functions, the whitened rows' norms, mean cosines, projections on the frequency
   direction and its weighted share, without a whitened copy of W.
 
-So the statistics take three eigendecompositions (and two eigenvalue-only ones for Yokoi et al.'s
-uniform scores), each needed by its own statistic, and four V d^2 products, the weighted
+So the statistics take three eigendecompositions, each needed by its own statistic, and four V d^2 products, the weighted
 scatter's and (with weights) the Gram matrix's in float64 (`nbcli.analysis.probe_precision` says
 which precision each statistic uses and its tolerance). The block kernels and eigensolvers are
 `nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU, written once for numpy and torch
@@ -43,6 +44,7 @@ from nbcli.analysis.kernels import (Array, Device, eigh, eigvalsh, gram_block, i
                                     on_device, outer, pass_workers, to_numpy)
 from nbcli.errors import ConfigError
 from nbcli.analysis.passes import Rows, concurrently, run_pass
+from nbcli.analysis.rank_one import rank_one_eigenvalues
 from nbcli.probes import LogPartition, MeanCosine, Projections
 from nbcli.array_ops import inverse_sqrt_from_eigh
 
@@ -214,30 +216,37 @@ def solve_whitening(moments: Moments, partition: bool, workers: int = 1,
     one eigendecomposition of Sigma and, from pass 1's sums alone, the spectra of the uniform
     covariances of W and of the whitened rows, of S Sigma S (from Sigma's own eigenvalues: S and
     Sigma share eigenvectors) and (with `partition`) the eigenvectors of the whitened rows' Gram
-    matrix S (W - mu)^T (W - mu) S. Independent ones run side by side on `workers` threads
-    (`nbcli.analysis.passes.concurrently`). Returns (W^T W's eigenvectors or None, the whitening or
-    None, why not: a singular Sigma, the rule of `nbcli.ops.inverse_sqrt`)."""
+    matrix S (W - mu)^T (W - mu) S. Each uniform spectrum differs by rank one from a matrix
+    decomposed anyway where there is one (W^T W = U + n m m^T; the whitened Gram matrix is S U S +
+    n v v^T, v = S (m - mu)): then it is that decomposition's secular equation
+    (`nbcli.analysis.rank_one`), not a decomposition of its own. Sigma's and W^T W's run side by side
+    on `workers` threads (`nbcli.analysis.passes.concurrently`). Returns (W^T W's eigenvectors or
+    None, the whitening or None, why not: a singular Sigma, the rule of `nbcli.ops.inverse_sqrt`)."""
     mu, mean = moments.weighted_mean(), moments.uniform_mean()
     uniform_scatter = moments.scatter_about(mean)
-    first: list[Callable[[], Any]] = [lambda: eigh(moments.weighted_covariance()), lambda: eigvalsh(uniform_scatter)]
-    if gram_basis:
-        first.append(lambda: eigh(moments.gram())[1])
-    (values, vectors), uniform_spectrum, *rest = concurrently(first, workers)
-    basis = rest[0] if gram_basis else None
+    first: list[Callable[[], Any]] = [lambda: eigh(moments.weighted_covariance())]
+    first.append((lambda: eigh(moments.gram())) if gram_basis else (lambda: eigvalsh(uniform_scatter)))
+    (values, vectors), second = concurrently(first, workers)
+    basis = second[1] if gram_basis else None
+    # U = W^T W - n m m^T: its spectrum from W^T W's eigendecomposition where there is one
+    uniform_spectrum = rank_one_eigenvalues(*second, mean, -moments.n) if gram_basis else second
     try:
         root = inverse_sqrt_from_eigh(values, vectors)
     except ConfigError as err:
         return basis, None, str(err)
-    second: list[Callable[[], Any]] = [lambda: eigvalsh(root @ uniform_scatter @ root)]
+    whitened_mean = (mean - mu) @ root  # v = S (m - mu), the whitened rows' uniform mean
+    whitened_basis = None
     if partition:
-        second.append(lambda: eigh(root @ moments.scatter_about(mu) @ root)[1])
-    whitened_uniform_spectrum, *whitened_basis = concurrently(second, workers)
+        whitened_values, whitened_basis = eigh(root @ moments.scatter_about(mu) @ root)
+        # S U S = S X S - n v v^T, X = U + n (m - mu)(m - mu)^T the rows' scatter about mu
+        whitened_uniform_spectrum = rank_one_eigenvalues(whitened_values, whitened_basis, whitened_mean, -moments.n)
+    else:
+        whitened_uniform_spectrum = eigvalsh(root @ uniform_scatter @ root)
     inverse_root = 1.0 / namespace_of(values).sqrt(values)
     return basis, Whitening(mu=mu, root=root, spectrum=values, uniform_spectrum=uniform_spectrum,
                             whitened_spectrum=inverse_root * values * inverse_root,
                             whitened_uniform_spectrum=whitened_uniform_spectrum,
-                            whitened_uniform_mean=(mean - mu) @ root,
-                            basis=whitened_basis[0] if partition else None), None
+                            whitened_uniform_mean=whitened_mean, basis=whitened_basis), None
 
 
 class ProjectedRows:
