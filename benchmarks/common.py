@@ -94,6 +94,16 @@ def scratch_dir(prefix: str, need_gb: float, base: Path | None = None) -> Path:
     return work
 
 
+def best_of(repeats: int, fn: Any) -> float:
+    """The shortest of `repeats` timed calls of fn, in seconds."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 def write_json(path: Path, data: Any, indent: int = 2) -> None:
     """Write a result file (creating its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)

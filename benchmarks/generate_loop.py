@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, load_average, log, machine, print_rows, write_json  # noqa: E402
+from common import OUT, best_of, load_average, log, machine, print_rows, write_json  # noqa: E402
 
 
 class Ids:
@@ -61,15 +60,6 @@ def build(folder: Path, args: argparse.Namespace) -> tuple[Path, Path]:
                                n_layer=args.layers, n_head=args.heads, bos_token_id=0, eos_token_id=0,
                                pad_token_id=0)).save_pretrained(str(hf_dir))
     return nb_path, hf_dir
-
-
-def best_of(repeats: int, fn: Any) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

@@ -24,6 +24,8 @@ and the ratio stays meaningful. The generated files are deleted afterwards unles
 Run:  python3 benchmarks/probe_bias.py [--only gpt2|llama] [--report full|no-partition|no-counts] [--repeat N]
                                        [--baseline DIR] [--blas-threads N] [--threads N] [--out FILE]
 (`--threads N` passes `nb probe-bias --threads N`: leave it out with a --baseline older than issue 44)
+`--floor` also measures, in the same run, what this machine's BLAS and LAPACK alone take for the work a
+report cannot avoid (`blas_floor`): the time no implementation on these cores goes under.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, ROOT, load_average, log, machine, write_json  # noqa: E402
+from common import OUT, ROOT, best_of, load_average, log, machine, write_json  # noqa: E402
 
 DEFAULT_OUT = OUT / "probe_bias.json"
 #: report -> nb probe-bias's extra options (no-counts: run without --counts)
@@ -110,6 +112,30 @@ def run_probe(ckpt: Path, counts: Path | None, *extra: str, blas_threads: int | 
             "report": report, "load": load}
 
 
+def blas_floor(vocab: int, d: int, rows: int = 16_384) -> dict[str, float]:
+    """Seconds of the products and eigendecompositions each report needs at V x d, with nothing else:
+    x^T x and x @ m on a float32/float64 row slice scaled to V rows, float64 `eigh` at d on every
+    thread and two side by side on one thread each (as nb runs Sigma's and W^T W's). no-counts: one
+    float32 syrk, one eigh, one float32 V d^2 product; full: two float64 syrks (W^T W and Sigma, which
+    whitening divides by), the pair of eighs, the whitened Gram matrix's eigh, two float32 products."""
+    import numpy as np
+
+    from nbcli.analysis.passes import concurrently
+
+    rows = min(rows, vocab)
+    rng = np.random.default_rng(0)
+    x32 = rng.standard_normal((rows, d), dtype=np.float32)
+    x64, m = x32.astype(np.float64), rng.standard_normal((d, d), dtype=np.float32)
+    sym = x64.T @ x64 / rows
+
+    scale = vocab / rows
+    part = {"ssyrk": best_of(2, lambda: x32.T @ x32) * scale, "dsyrk": best_of(2, lambda: x64.T @ x64) * scale,
+            "sgemm": best_of(2, lambda: x32 @ m) * scale, "eigh": best_of(1, lambda: np.linalg.eigh(sym)),
+            "eigh_pair": best_of(1, lambda: concurrently([lambda: np.linalg.eigh(sym)] * 2, 2))}
+    return {**part, "no-counts": part["ssyrk"] + part["eigh"] + part["sgemm"],
+            "full": 2 * part["dsyrk"] + part["eigh_pair"] + part["eigh"] + 2 * part["sgemm"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="Run only this case (repeatable).")
@@ -126,8 +152,14 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="nb probe-bias --device (default: nb's own, auto)")
     parser.add_argument("--threads", type=int, default=None, help="nb probe-bias --threads (default: nb's own)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
+    parser.add_argument("--floor", action="store_true",
+                        help="Also measure the BLAS/LAPACK floor of each report (`blas_floor`; ~1 min at 8B size).")
     parser.add_argument("--generate", nargs=4, metavar=("DIR", "VOCAB", "D", "DTYPE"), help=argparse.SUPPRESS)
+    parser.add_argument("--floor-of", nargs=2, type=int, metavar=("VOCAB", "D"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_of:  # child process: the measuring parent stays small
+        print(json.dumps(blas_floor(*args.floor_of)))
+        return
     if args.generate:  # child process: torch stays out of the measuring parent
         directory, vocab, d, dtype = args.generate
         generate(Path(directory), int(vocab), int(d), dtype)
@@ -150,6 +182,11 @@ def main() -> None:
             fp32_bytes = case["vocab"] * case["d"] * 4
             entry: dict[str, object] = {**case, "w_fp32_bytes": fp32_bytes, "file_bytes": ckpt.stat().st_size}
             checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
+            if args.floor:
+                log(f"[{name}] the BLAS/LAPACK floor ...")
+                entry["floor_seconds"] = json.loads(subprocess.run(
+                    [sys.executable, __file__, "--floor-of", str(case["vocab"]), str(case["d"])], check=True,
+                    capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout)
             for label, extra in REPORTS.items():
                 if label not in (args.report or ["full", "no-partition"]):
                     continue
@@ -191,6 +228,10 @@ def main() -> None:
               f"{over:12.2f} {load:5.1f}")
     for name, entry in results["cases"].items():  # type: ignore[union-attr]
         for label in REPORTS:
+            floor = entry.get("floor_seconds", {}).get(label)
+            if floor and label in entry:
+                print(f"{name} {label}: BLAS/LAPACK floor {floor:.1f} s; this / floor = "
+                      f"{entry[label]['this']['best_seconds'] / floor:.2f}x")
             if "baseline" in entry.get(label, {}):
                 base, this = entry[label]["baseline"], entry[label]["this"]
                 print(f"{name} {label}: baseline / this = {base['best_seconds'] / this['best_seconds']:.2f}x wall, "
