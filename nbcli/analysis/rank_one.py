@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from array_api_compat import device as device_of
+
 from nbcli.array_ops import namespace_of
 
 Array = Any
 
 #: Roots solved together: their [chunk, n] work arrays stay in cache-sized pieces (~16 MB at n = 4,096).
 CHUNK = 512
+#: float64's machine epsilon.
+_EPS = float(2.0 ** -52)
 #: Rational steps and bisections per root at most: bisection alone needs ~55 (53 bits from the interval).
 MAX_STEPS = 100
 
@@ -60,8 +64,6 @@ def secular_roots(d: Array, z: Array, rho: float) -> Array:
     return xp.sort(xp.concat([d[~kept], *roots]))
 
 
-_EPS = float(2.0 ** -52)
-
 
 def _roots_between(d: Array, w: Array, total: float, tolerance: float, start: int, stop: int) -> Array:
     """The roots in the intervals start..stop-1 of f = 1 + sum_j w_j / (d_j - lambda) (w_j > 0, d
@@ -69,15 +71,16 @@ def _roots_between(d: Array, w: Array, total: float, tolerance: float, start: in
     against differences d_j - d_k so that nothing cancels near the pole d_k."""
     xp = namespace_of(d, w)
     n = d.shape[0]
-    k = xp.arange(start, stop)
+    where = device_of(d)  # new arrays on d's device (CUDA's, on that path)
+    k = xp.arange(start, stop, device=where)
     origin = d[start:stop]
     following = d[start + 1:min(stop + 1, n)]
     upper = following - origin[:following.shape[0]]  # the interval's width: d_k+1 - d_k
     if stop == n:
-        upper = xp.concat([upper, xp.asarray([total], dtype=d.dtype)])  # the last: d_n + sum w bounds it
+        upper = xp.concat([upper, xp.asarray([total], dtype=d.dtype, device=where)])  # the last: d_n + sum w bounds it
     last = k == n - 1  # the last root has no pole above it
     offsets = d[None, :] - origin[:, None]  # d_j - d_k, [roots, n]
-    below = xp.arange(n)[None, :] <= k[:, None]  # j <= k: the pole terms left of the root
+    below = xp.arange(n, device=where)[None, :] <= k[:, None]  # j <= k: the pole terms left of the root
     lo, hi = xp.zeros_like(upper), xp.asarray(upper, copy=True)
     t = hi / 2
     done = hi <= tolerance  # an interval narrower than the tolerance: any point of it

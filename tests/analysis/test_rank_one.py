@@ -73,3 +73,24 @@ def test_a_scatter_from_its_gram_matrix(namespace: str) -> None:
         got = rank_one_eigenvalues(values, vectors, mean, -rows)
     assert np.max(np.abs(got - expected)) <= 1e-12 * np.abs(gram).max()
     assert np.allclose(got, expected, rtol=1e-10, atol=0)  # U is well conditioned: every eigenvalue to 1e-10
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
+def test_whitening_spectra_equal_their_own_decompositions(device: object) -> None:
+    """solve_whitening with the partition function (the spectra from W^T W's and the whitened Gram
+    matrix's decompositions, rank one apart) against without it (eigvalsh of each matrix)."""
+    from nbcli.analysis.geometry import RowMoments, solve_whitening
+    from nbcli.analysis.kernels import to_numpy
+
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((900, 48)) * np.geomspace(2.0, 0.05, 48) + 0.8 * rng.standard_normal(48))
+    weights = rng.zipf(1.3, 900).astype(np.float64)
+    moments = RowMoments(48, device, weights / weights.sum())
+    moments.update(0, w.astype(np.float32))
+    sums = moments.moments()
+    basis, shortcut, _ = solve_whitening(sums, partition=True, gram_basis=True)
+    none, direct, _ = solve_whitening(sums, partition=False)
+    assert basis is not None and none is None and shortcut is not None and direct is not None
+    for name in ("uniform_spectrum", "whitened_uniform_spectrum"):
+        got, expected = to_numpy(getattr(shortcut, name)), to_numpy(getattr(direct, name))
+        assert np.allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max()), name
