@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 import numpy as np
+from array_api_compat import device as device_of
 
 from nbcli.analysis.geometry import Moments, ProjectedRows, SecondPass, Whitening
 from nbcli.analysis.kernels import Array, eigvalsh, namespace_of
@@ -110,7 +111,8 @@ def symmetry_scores(w: Array, p: Array | None = None) -> tuple[float, float]:
     computed densely in float64: the reference for the streamed scores of `zipfian_section`."""
     xp = namespace_of(w)
     x = xp.astype(w, xp.float64)
-    weights = xp.ones(int(x.shape[0]), dtype=xp.float64) if p is None else xp.reshape(xp.astype(p, xp.float64), (-1,))
+    weights = xp.ones(int(x.shape[0]), dtype=xp.float64, device=device_of(x)) if p is None \
+        else xp.reshape(xp.astype(p, xp.float64), (-1,))
     weights = weights / weights.sum()
     mu = weights @ x
     centred = x - mu
