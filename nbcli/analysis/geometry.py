@@ -23,11 +23,11 @@ needs it.
   partition functions, the whitened rows' norms, mean cosines, projections on the frequency
   direction and its weighted share, without a whitened copy of W.
 
-So the statistics take three eigendecompositions, each needed by its own statistic, and four V d^2 products, the weighted
-scatter's and (with weights) the Gram matrix's in float64 (`nbcli.analysis.probe_precision` says
-which precision each statistic uses and its tolerance). The block kernels and eigensolvers are
-`nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU, written once for numpy and torch
-through the array API standard).
+So the statistics take three eigendecompositions, each needed by its own statistic, and four V d^2
+products, the weighted scatter's and (with weights) the Gram matrix's in float64
+(`nbcli.analysis.probe_precision` says which precision each statistic uses and its tolerance). The
+block kernels and eigensolvers are `nbcli.analysis.kernels` (numpy's BLAS and LAPACK on the CPU,
+written once for numpy and torch through the array API standard).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ new eigendecomposition's O(n^3).
 eigenvectors of one of each pair anyway (the partition function's directions): W^T W and the uniform
 scatter sum_i (w_i - m)(w_i - m)^T = W^T W - n m m^T; the whitened rows' Gram matrix and their uniform
 scatter (`nbcli.analysis.geometry.solve_whitening`). At d = 4,096 an eigenvalue-only decomposition
-is ~12 s of one core on the benchmark machine; this is ~1 s.
+is ~12 s of one core on the benchmark machine; this is ~1.5 s.
 
 If A = Q diag(d) Q^T, the eigenvalues of A + rho u u^T are those of diag(d) + rho z z^T, z = Q^T u,
 and each is a root lambda of f(lambda) = 1 + rho sum_j z_j^2 / (d_j - lambda), one in each interval
@@ -64,7 +64,6 @@ def secular_roots(d: Array, z: Array, rho: float) -> Array:
     return xp.sort(xp.concat([d[~kept], *roots]))
 
 
-
 def _roots_between(d: Array, w: Array, total: float, tolerance: float, start: int, stop: int) -> Array:
     """The roots in the intervals start..stop-1 of f = 1 + sum_j w_j / (d_j - lambda) (w_j > 0, d
     ascending): root k in (d_k, d_k+1), the last in (d_n, d_n + sum w]; lambda = d_k + t, t solved
@@ -88,7 +87,7 @@ def _roots_between(d: Array, w: Array, total: float, tolerance: float, start: in
         active = ~done
         if not bool(xp.any(active)):
             break
-        ta, gap, ll = t[active], upper[active], last[active]
+        ta, gap, is_last = t[active], upper[active], last[active]
         r = 1.0 / (offsets[active] - ta[:, None])  # 1 / (d_j - lambda)
         left = xp.where(below[active], r, 0.0)
         psi, dpsi = left @ w, (left * left) @ w  # sum_j<=k w_j / (d_j - lambda) and its derivative
@@ -98,8 +97,8 @@ def _roots_between(d: Array, w: Array, total: float, tolerance: float, start: in
         la, ha = xp.where(f < 0, ta, lo[active]), xp.where(f > 0, ta, hi[active])
         # f ~ c - b1 / t + b2 / (gap - t), matching psi and phi in value and slope at t
         b1 = dpsi * ta * ta
-        b2 = xp.where(ll, 0.0, dphi * (gap - ta) ** 2)
-        c = 1.0 + psi + dpsi * ta + xp.where(ll, 0.0, phi - dphi * (gap - ta))
+        b2 = xp.where(is_last, 0.0, dphi * (gap - ta) ** 2)
+        c = 1.0 + psi + dpsi * ta + xp.where(is_last, 0.0, phi - dphi * (gap - ta))
         # its root in (0, gap): c t^2 - B t + b1 gap = 0, B = c gap + b1 + b2, with the discriminant
         # B^2 - 4 c b1 gap written as (c gap + b2 - b1)^2 + 4 b1 b2 and the root's form chosen by B's
         # sign, so that nothing cancels (the last root, b2 = 0, is b1 / c)
