@@ -17,7 +17,8 @@ needs it.
   second-moment score) and the whitened rows' Gram matrix S (W - mu)^T (W - mu) S (their candidate
   directions C_w). Yokoi et al.'s uniform spectra differ by rank one from W^T W and from the
   whitened Gram matrix: with the partition function they are those decompositions' secular
-  equations (`nbcli.analysis.rank_one`, O(d^2)), without it eigenvalue-only decompositions.
+  equations (`nbcli.analysis.rank_one`, O(d^2)) where that keeps the digits, otherwise (and without
+  the partition function) eigenvalue-only decompositions.
 * Pass 2 (`ProjectedRows`): per block the logits B C (raw) and Y = (B - mu) S C_w (the whitened
   rows in the orthonormal basis C_w, so ||y_i|| = ||w'_i|| and every inner product is kept): both
   partition functions, the whitened rows' norms, mean cosines, projections on the frequency
@@ -44,7 +45,7 @@ from nbcli.analysis.kernels import (Array, Device, eigh, eigvalsh, gram_block, i
                                     on_device, outer, pass_workers, to_numpy)
 from nbcli.errors import ConfigError
 from nbcli.analysis.passes import Rows, concurrently, run_pass
-from nbcli.analysis.rank_one import rank_one_eigenvalues
+from nbcli.analysis.rank_one import keeps_digits, rank_one_eigenvalues
 from nbcli.probes import LogPartition, MeanCosine, Projections
 from nbcli.array_ops import inverse_sqrt_from_eigh
 
@@ -229,7 +230,8 @@ def solve_whitening(moments: Moments, partition: bool, workers: int = 1,
     (values, vectors), second = concurrently(first, workers)
     basis = second[1] if gram_basis else None
     # U = W^T W - n m m^T: its spectrum from W^T W's eigendecomposition where there is one
-    uniform_spectrum = rank_one_eigenvalues(*second, mean, -moments.n) if gram_basis else second
+    uniform_spectrum = second if not gram_basis else \
+        _spectrum_after(second, mean, -moments.n, lambda: uniform_scatter)
     try:
         root = inverse_sqrt_from_eigh(values, vectors)
     except ConfigError as err:
@@ -239,7 +241,8 @@ def solve_whitening(moments: Moments, partition: bool, workers: int = 1,
     if partition:
         whitened_values, whitened_basis = eigh(root @ moments.scatter_about(mu) @ root)
         # S U S = S X S - n v v^T, X = U + n (m - mu)(m - mu)^T the rows' scatter about mu
-        whitened_uniform_spectrum = rank_one_eigenvalues(whitened_values, whitened_basis, whitened_mean, -moments.n)
+        whitened_uniform_spectrum = _spectrum_after((whitened_values, whitened_basis), whitened_mean, -moments.n,
+                                                    lambda: root @ uniform_scatter @ root)
     else:
         whitened_uniform_spectrum = eigvalsh(root @ uniform_scatter @ root)
     inverse_root = 1.0 / namespace_of(values).sqrt(values)
@@ -247,6 +250,16 @@ def solve_whitening(moments: Moments, partition: bool, workers: int = 1,
                             whitened_spectrum=inverse_root * values * inverse_root,
                             whitened_uniform_spectrum=whitened_uniform_spectrum,
                             whitened_uniform_mean=whitened_mean, basis=whitened_basis), None
+
+
+def _spectrum_after(decomposed: tuple[Array, Array], u: Array, rho: float, changed: Callable[[], Array]) -> Array:
+    """The eigenvalues of `changed()` = A + rho u u^T from A's eigendecomposition (the secular
+    equation) where that keeps the digits (`nbcli.analysis.rank_one.keeps_digits`: a mean that dwarfs
+    the rows' spread does not), else its own eigenvalue decomposition."""
+    values, vectors = decomposed
+    if keeps_digits(values, u, rho):
+        return rank_one_eigenvalues(values, vectors, u, rho)
+    return eigvalsh(changed())
 
 
 class ProjectedRows:

@@ -32,7 +32,8 @@ STATISTICS: dict[str, tuple[str, str]] = {
     "zipfian.raw.sym1": ("row norms float32, sums float64", "abs 1e-6"),
     "zipfian.raw.sym2": ("float64 eigenvalues of Sigma and of the uniform covariance (float64 products: with "
                          "counts W^T W is float64 too; with the partition function the uniform covariance's from "
-                         "W^T W's eigendecomposition by the rank-one secular equation)", "abs 1e-5"),
+                         "W^T W's eigendecomposition by the rank-one secular equation unless the mean dwarfs the "
+                         "spread)", "abs 1e-5"),
     "zipfian.raw.mean_cosine": ("row norms and sums float32 per block, summed in float64", "abs 1e-4"),
     "zipfian.raw.partition_ratio": ("as isotropy.partition_ratio", "rel 1e-5"),
     "zipfian.whitened.": ("Sigma^(-1/2) and W^T W float64 from float64 products; whitened rows float32 products, "

@@ -14,7 +14,9 @@ between consecutive d_j (rho > 0: (d_k, d_k+1), the last in (d_n, d_n + rho |z|^
 found by rational interpolation of f's two pole terms (LAPACK dlaed4's idea), safeguarded by
 bisection on f's sign, to an absolute error of a few eps (|d|_max + |rho| |z|^2), the backward error
 of a symmetric eigensolver. Components with z_j too small to move d_j by that much keep d_j
-(LAPACK's deflation rule, dlaed2). Written once for numpy and torch (the array API standard).
+(LAPACK's deflation rule, dlaed2). That error is relative to the decomposed matrix's scale, so the
+roots stand in for the changed matrix's own decomposition only where its scale is within
+MAX_SCALE_RATIO of that one (`keeps_digits`). Written once for numpy and torch (the array API standard).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ Array = Any
 CHUNK = 512
 #: float64's machine epsilon.
 _EPS = float(2.0 ** -52)
+#: The roots' absolute error is a few eps times the decomposed matrix's scale (its trace, positive
+#: semi-definite): they stand in for a decomposition of the changed matrix while that scale is at most
+#: this many times the changed matrix's, so at most four of float64's ~16 digits go to the change (a
+#: mean 1e5 times the rows' spread, whose W^T W is 1e11 times their scatter, lost 8e-5 relative).
+MAX_SCALE_RATIO = 1e4
 #: Rational steps and bisections per root at most: bisection alone needs ~55 (53 bits from the interval).
 MAX_STEPS = 100
 
@@ -41,6 +48,16 @@ def rank_one_eigenvalues(values: Array, vectors: Array, u: Array, rho: float) ->
     xp = namespace_of(values, vectors, u)
     z = xp.astype(u, xp.float64) @ xp.astype(vectors, xp.float64)  # Q^T u
     return secular_roots(xp.astype(values, xp.float64), z, float(rho))
+
+
+def keeps_digits(values: Array, u: Array, rho: float) -> bool:
+    """Whether `rank_one_eigenvalues` is accurate for a positive semi-definite A = Q diag(values) Q^T
+    changed by rho u u^T: trace(A) <= MAX_SCALE_RATIO trace(A + rho u u^T) (the change's trace,
+    sum(values) + rho |u|^2, cancels where the ratio is large, which is also where this says no)."""
+    xp = namespace_of(values, u)
+    before = float(xp.sum(xp.abs(values)))
+    after = float(xp.sum(values)) + rho * float(xp.sum(xp.astype(u, xp.float64) ** 2))
+    return after > 0 and before <= MAX_SCALE_RATIO * after
 
 
 def secular_roots(d: Array, z: Array, rho: float) -> Array:

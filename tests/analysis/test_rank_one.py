@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nbcli.analysis import rank_one
 from nbcli.analysis.rank_one import rank_one_eigenvalues, secular_roots
 
 #: The absolute error allowed, in units of eps (|d|_max + |rho| |z|^2): a backward-stable eigensolver's.
@@ -76,21 +77,35 @@ def test_a_scatter_from_its_gram_matrix(namespace: str) -> None:
 
 
 @pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
-def test_whitening_spectra_equal_their_own_decompositions(device: object) -> None:
+@pytest.mark.parametrize("mean, spread, shortcut", [(0.8, 1.0, True), (100.0, 1e-3, False)])
+def test_whitening_spectra_equal_their_own_decompositions(device: object, mean: float, spread: float,
+                                                          shortcut: bool) -> None:
     """solve_whitening with the partition function (the spectra from W^T W's and the whitened Gram
-    matrix's decompositions, rank one apart) against without it (eigvalsh of each matrix)."""
+    matrix's decompositions, rank one apart) against without it (eigvalsh of each matrix); a mean
+    1e5 times the rows' spread (W^T W 1e11 times their scatter) takes eigvalsh instead: the secular
+    equation's roots would lose ~8e-5 there."""
+    from nbcli.analysis import geometry
     from nbcli.analysis.geometry import RowMoments, solve_whitening
     from nbcli.analysis.kernels import to_numpy
 
     rng = np.random.default_rng(7)
-    w = (rng.standard_normal((900, 48)) * np.geomspace(2.0, 0.05, 48) + 0.8 * rng.standard_normal(48))
+    w = (rng.standard_normal((900, 48)) * np.geomspace(2.0, 0.05, 48) * spread + mean * rng.standard_normal(48))
     weights = rng.zipf(1.3, 900).astype(np.float64)
     moments = RowMoments(48, device, weights / weights.sum())
     moments.update(0, w.astype(np.float32))
     sums = moments.moments()
-    basis, shortcut, _ = solve_whitening(sums, partition=True, gram_basis=True)
+    calls: list[bool] = []
+
+    def keeps_digits(*args: object) -> bool:
+        calls.append(rank_one.keeps_digits(*args))
+        return calls[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(geometry, "keeps_digits", keeps_digits)
+        basis, shortcut_spectra, _ = solve_whitening(sums, partition=True, gram_basis=True)
     none, direct, _ = solve_whitening(sums, partition=False)
-    assert basis is not None and none is None and shortcut is not None and direct is not None
+    assert basis is not None and none is None and shortcut_spectra is not None and direct is not None
+    assert calls[0] is shortcut  # the uniform spectrum: from W^T W's decomposition, or not with that mean
     for name in ("uniform_spectrum", "whitened_uniform_spectrum"):
-        got, expected = to_numpy(getattr(shortcut, name)), to_numpy(getattr(direct, name))
+        got, expected = to_numpy(getattr(shortcut_spectra, name)), to_numpy(getattr(direct, name))
         assert np.allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max()), name
