@@ -46,8 +46,8 @@ def rank_one_eigenvalues(values: Array, vectors: Array, u: Array, rho: float) ->
     """Eigenvalues (ascending, float64) of Q diag(values) Q^T + rho u u^T, given the eigenvalues
     (ascending) and orthonormal eigenvectors Q of a symmetric matrix."""
     xp = namespace_of(values, vectors, u)
-    z = xp.astype(u, xp.float64) @ xp.astype(vectors, xp.float64)  # Q^T u
-    return secular_roots(xp.astype(values, xp.float64), z, float(rho))
+    z = xp.astype(u, xp.float64, copy=False) @ xp.astype(vectors, xp.float64, copy=False)  # Q^T u
+    return secular_roots(xp.astype(values, xp.float64, copy=False), z, float(rho))
 
 
 def keeps_digits(values: Array, u: Array, rho: float) -> bool:
@@ -56,7 +56,7 @@ def keeps_digits(values: Array, u: Array, rho: float) -> bool:
     sum(values) + rho |u|^2, cancels where the ratio is large, which is also where this says no)."""
     xp = namespace_of(values, u)
     before = float(xp.sum(xp.abs(values)))
-    after = float(xp.sum(values)) + rho * float(xp.sum(xp.astype(u, xp.float64) ** 2))
+    after = float(xp.sum(values)) + rho * float(xp.sum(xp.astype(u, xp.float64, copy=False) ** 2))
     return after > 0 and before <= MAX_SCALE_RATIO * after
 
 
